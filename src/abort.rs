@@ -1,0 +1,61 @@
+//! Aborting a run: the request is recorded in the store, then the run's
+//! shepherd is signalled (after checking it is still that very process, by
+//! pid and start time) and runs the stop sequence. Idempotent: aborting a
+//! run that is over changes nothing.
+
+use std::time::{Duration, Instant};
+
+use crate::process::{self, ProcessId, Sig};
+use crate::reconcile::reconcile;
+use crate::run::Run;
+use crate::store::{AbortRequest, Store, StoreError};
+use crate::watch::Watcher;
+
+/// What an abort did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Aborted {
+    /// The run was stopped by this request (or one just before it).
+    Stopped(Run),
+    /// The run had already ended; it is unchanged.
+    AlreadyOver(Run),
+    /// The request is recorded but the run had not ended by the deadline.
+    Pending(Run),
+}
+
+impl Aborted {
+    /// The run as it now is.
+    pub fn run(&self) -> &Run {
+        match self {
+            Aborted::Stopped(run) | Aborted::AlreadyOver(run) | Aborted::Pending(run) => run,
+        }
+    }
+}
+
+/// Aborts run `id` (or a unique prefix) and waits up to `patience` for its
+/// outcome to be committed.
+pub fn abort(store: &mut Store, id: &str, patience: Duration) -> Result<Aborted, StoreError> {
+    let id = store.find_run(id)?.id;
+    let run = match store.request_abort(&id)? {
+        AbortRequest::AlreadyOver(run) => return Ok(Aborted::AlreadyOver(run)),
+        AbortRequest::AbortedBeforeStart(run) => return Ok(Aborted::Stopped(run)),
+        AbortRequest::Requested(run) => run,
+    };
+    if let (Some(pid), Some(start)) = (run.shepherd_pid, run.shepherd_start) {
+        if (ProcessId { pid, start }).is_alive() {
+            // An error here means the shepherd just exited; reconcile below.
+            let _ = process::signal_pid(pid, Sig::Term);
+        }
+    }
+    let deadline = Instant::now() + patience;
+    let mut watcher = Watcher::new(store)?;
+    loop {
+        reconcile(store)?;
+        let run = store.run(&id)?;
+        if run.status.is_terminal() {
+            return Ok(Aborted::Stopped(run));
+        }
+        if !watcher.changed_before(store, Some(deadline))? {
+            return Ok(Aborted::Pending(store.run(&id)?));
+        }
+    }
+}

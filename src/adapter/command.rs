@@ -1,0 +1,146 @@
+//! The `command` adapter: any program. There is no stream protocol, so the
+//! run ends when the process does: exit 0 is completed, anything else failed
+//! with the code or signal. The final text is the last lines of output.
+
+use std::collections::VecDeque;
+
+use super::{
+    signal_name, Adapter, EventKind, Invocation, InvocationContext, InvocationError, ProcessEnd,
+    Report, StreamLine, TranscriptEvent, Verdict,
+};
+use crate::run::{RunStatus, StopReason};
+
+/// How many trailing lines make the final text.
+const FINAL_LINES: usize = 20;
+/// Longest kept line of the final text, in bytes.
+const FINAL_LINE_MAX: usize = 2000;
+/// The argument replaced by the task text.
+pub const TASK_PLACEHOLDER: &str = "{task}";
+/// The variable that carries the task to a `command` run.
+pub const TASK_ENV: &str = "CORRAL_TASK";
+
+/// Reads plain output. Lines are grouped into one `output` event per store
+/// commit rather than a row per line.
+#[derive(Debug, Default)]
+pub struct CommandAdapter {
+    pending: String,
+    last_lines: VecDeque<String>,
+}
+
+impl Adapter for CommandAdapter {
+    fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
+        let preset = ctx.preset;
+        let (program, rest) = preset
+            .command
+            .split_first()
+            .ok_or_else(|| InvocationError::MissingCommand { preset: preset.name.clone() })?;
+        let args = rest
+            .iter()
+            .chain(&preset.args)
+            .map(|arg| if arg == TASK_PLACEHOLDER { ctx.task.to_string() } else { arg.clone() })
+            .collect();
+        let mut env = vec![(TASK_ENV.to_string(), ctx.task.to_string())];
+        if let Some(model) = ctx.model {
+            env.push(("CORRAL_MODEL".to_string(), model.to_string()));
+        }
+        Ok(Invocation { program: program.clone(), args, env })
+    }
+
+    fn read_line(&mut self, line: StreamLine<'_>, _out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
+        let mut text = String::from_utf8_lossy(line.bytes).into_owned();
+        if line.dropped > 0 {
+            text.push_str(&format!(" …[{} bytes cut]", line.dropped));
+        }
+        self.pending.push_str(&text);
+        self.pending.push('\n');
+        if self.last_lines.len() == FINAL_LINES {
+            self.last_lines.pop_front();
+        }
+        self.last_lines.push_back(cut(text, FINAL_LINE_MAX));
+        None
+    }
+
+    fn flush(&mut self, out: &mut Vec<TranscriptEvent>) {
+        if !self.pending.is_empty() {
+            let text = std::mem::take(&mut self.pending);
+            out.push(TranscriptEvent::text(EventKind::Output, text));
+        }
+    }
+
+    fn verdict_on_exit(&mut self, end: ProcessEnd, stderr_tail: &str) -> Verdict {
+        verdict_from_end(end, stderr_tail)
+    }
+
+    fn report(&self) -> Report {
+        let lines: Vec<&str> = self.last_lines.iter().map(String::as_str).collect();
+        let text = lines.join("\n").trim_end().to_string();
+        Report { final_text: (!text.is_empty()).then_some(text), ..Report::default() }
+    }
+}
+
+/// The verdict for a process that ended without a terminal event.
+pub(super) fn verdict_from_end(end: ProcessEnd, stderr_tail: &str) -> Verdict {
+    let last_err = stderr_tail.lines().rev().find(|l| !l.trim().is_empty()).map(str::trim);
+    let with_stderr = |what: String| match last_err {
+        Some(line) => format!("{what}: {line}"),
+        None => what,
+    };
+    match end {
+        ProcessEnd::Exited(0) => {
+            Verdict { status: RunStatus::Completed, stop_reason: StopReason::ExitCode, error: None }
+        }
+        ProcessEnd::Exited(code) => Verdict {
+            status: RunStatus::Failed,
+            stop_reason: StopReason::ExitCode,
+            error: Some(with_stderr(format!("exited with code {code}"))),
+        },
+        ProcessEnd::Signaled(sig) => Verdict {
+            status: RunStatus::Failed,
+            stop_reason: StopReason::Signal,
+            error: Some(with_stderr(format!("killed by {}", signal_name(sig)))),
+        },
+    }
+}
+
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_text_is_the_last_lines() {
+        let mut a = CommandAdapter::default();
+        let mut out = Vec::new();
+        for i in 0..30 {
+            let line = format!("line {i}");
+            a.read_line(StreamLine { bytes: line.as_bytes(), dropped: 0 }, &mut out);
+        }
+        let text = a.report().final_text.unwrap();
+        assert!(text.starts_with("line 10\n"), "{text}");
+        assert!(text.ends_with("line 29"));
+        a.flush(&mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].text.lines().count(), 30);
+    }
+
+    #[test]
+    fn exit_codes_and_signals_decide() {
+        let v = verdict_from_end(ProcessEnd::Exited(3), "warning\nboom: no such file\n");
+        assert_eq!(v.status, RunStatus::Failed);
+        assert_eq!(v.error.as_deref(), Some("exited with code 3: boom: no such file"));
+        let v = verdict_from_end(ProcessEnd::Signaled(9), "");
+        assert_eq!(v.error.as_deref(), Some("killed by SIGKILL (9)"));
+        assert_eq!(verdict_from_end(ProcessEnd::Exited(0), "").status, RunStatus::Completed);
+    }
+}

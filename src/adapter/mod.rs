@@ -1,0 +1,215 @@
+//! Adapters: each knows one agent CLI — how to invoke it headless, how to
+//! read its stdout into normalized transcript events, what its terminal
+//! event is, and how to conclude a run from it.
+//!
+//! The shepherd owns the process and the clock; an adapter only reads lines
+//! and judges. It never sees a pipe, a pid or the store, which keeps every
+//! adapter testable on captured output alone.
+
+mod command;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::preset::Preset;
+use crate::run::{word_enum, RunStatus, StopReason, Usage};
+
+pub use command::CommandAdapter;
+
+word_enum! {
+    /// The agent CLIs Corral knows.
+    pub enum AgentKind {
+        /// pi (`pi --mode json`).
+        Pi = "pi",
+        /// Claude Code (`claude -p --output-format stream-json`).
+        Claude = "claude",
+        /// Codex CLI (`codex exec --json`).
+        Codex = "codex",
+        /// Gemini CLI (`gemini --output-format stream-json`).
+        Gemini = "gemini",
+        /// opencode (`opencode run --format json`).
+        Opencode = "opencode",
+        /// Any program: the preset's `command`.
+        Command = "command",
+    }
+}
+
+/// What the shepherd needs to start the agent: a program and its argv,
+/// never a shell line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The program, looked up on `PATH` if it has no slash.
+    pub program: String,
+    /// Its arguments; the task is one of them, verbatim.
+    pub args: Vec<String>,
+    /// Variables added to the inherited environment.
+    pub env: Vec<(String, String)>,
+}
+
+/// What an adapter may use to build an invocation.
+#[derive(Debug, Clone)]
+pub struct InvocationContext<'a> {
+    /// The preset as launched.
+    pub preset: &'a Preset,
+    /// The task text, exactly as given.
+    pub task: &'a str,
+    /// The model override of this launch, else the preset's.
+    pub model: Option<&'a str>,
+    /// The run's folder, for session and system-prompt files.
+    pub run_dir: PathBuf,
+}
+
+/// Why an invocation cannot be built from a preset.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum InvocationError {
+    /// A `command` preset without a command.
+    #[error("preset '{preset}' has agent 'command' but no `command:` list: add e.g. `command: [cargo, test]`")]
+    MissingCommand { preset: String },
+    /// The adapter for this agent is not built yet.
+    #[error("agent '{agent}' is not supported by this version of Corral: use agent 'command' with its CLI in `command:`")]
+    Unsupported { agent: AgentKind },
+}
+
+word_enum! {
+    /// What one transcript event is.
+    pub enum EventKind {
+        /// Text the assistant wrote.
+        Text = "text",
+        /// The assistant's visible reasoning.
+        Thinking = "thinking",
+        /// A tool call with its arguments.
+        ToolCall = "tool_call",
+        /// A tool's result.
+        ToolResult = "tool_result",
+        /// An error the agent reported.
+        Error = "error",
+        /// A retry of a failed model call (progress, not an ending).
+        Retry = "retry",
+        /// Token usage update.
+        Usage = "usage",
+        /// Plain program output (the `command` adapter, and lines that are not
+        /// events of the agent's stream).
+        Output = "output",
+        /// Something the agent or Corral noted about the run.
+        System = "system",
+    }
+}
+
+/// One normalized transcript item, as stored in the `events` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptEvent {
+    /// What it is.
+    pub kind: EventKind,
+    /// Its human text (what search finds).
+    pub text: String,
+    /// Structured detail (tool arguments, usage, the raw event), if any.
+    pub json: Option<serde_json::Value>,
+}
+
+impl TranscriptEvent {
+    /// An event with text only.
+    pub fn text(kind: EventKind, text: impl Into<String>) -> Self {
+        TranscriptEvent { kind, text: text.into(), json: None }
+    }
+}
+
+/// One line of the agent's stdout, without its LF. A line over the
+/// shepherd's budget arrives cut, with the count of bytes dropped.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamLine<'a> {
+    /// The line's bytes (possibly cut), not necessarily UTF-8.
+    pub bytes: &'a [u8],
+    /// Bytes dropped from the end of an oversized line.
+    pub dropped: u64,
+}
+
+/// The adapter's judgment of how a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// `Completed` or `Failed`.
+    pub status: RunStatus,
+    /// Why.
+    pub stop_reason: StopReason,
+    /// What went wrong, for failures.
+    pub error: Option<String>,
+}
+
+/// How the agent's process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessEnd {
+    /// It exited with a code.
+    Exited(i32),
+    /// A signal killed it.
+    Signaled(i32),
+}
+
+/// What an adapter learned from the stream, besides the verdict.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    /// The agent's final answer.
+    pub final_text: Option<String>,
+    /// The model the agent says it used.
+    pub resolved_model: Option<String>,
+    /// Token counts.
+    pub usage: Usage,
+    /// Cost in USD, when the agent reports one.
+    pub cost_usd: Option<f64>,
+    /// The agent's session id, for resuming.
+    pub session_id: Option<String>,
+}
+
+/// One agent CLI's invocation and stream rules.
+pub trait Adapter: Send {
+    /// The program and argv for this launch.
+    fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError>;
+
+    /// Reads one stdout line, appending transcript events to `out`. Returns
+    /// the verdict when this line is the agent's terminal event.
+    fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>)
+        -> Option<Verdict>;
+
+    /// Hands over anything the adapter buffered, before a store commit.
+    fn flush(&mut self, _out: &mut Vec<TranscriptEvent>) {}
+
+    /// The verdict when the process ended without a terminal event.
+    fn verdict_on_exit(&mut self, end: ProcessEnd, stderr_tail: &str) -> Verdict;
+
+    /// What the stream said so far.
+    fn report(&self) -> Report;
+}
+
+/// The adapter for an agent kind.
+pub fn for_agent(agent: AgentKind) -> Box<dyn Adapter> {
+    match agent {
+        AgentKind::Command => Box::new(CommandAdapter::default()),
+        other => Box::new(Unsupported(other)),
+    }
+}
+
+/// Stands for an agent whose adapter is not built yet: invocation fails
+/// with a clear error, so the run fails at once instead of hanging.
+struct Unsupported(AgentKind);
+
+impl Adapter for Unsupported {
+    fn invocation(&self, _ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
+        Err(InvocationError::Unsupported { agent: self.0 })
+    }
+    fn read_line(&mut self, _: StreamLine<'_>, _: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
+        None
+    }
+    fn verdict_on_exit(&mut self, end: ProcessEnd, stderr_tail: &str) -> Verdict {
+        command::verdict_from_end(end, stderr_tail)
+    }
+    fn report(&self) -> Report {
+        Report::default()
+    }
+}
+
+/// Describes a signal by name: `SIGKILL (9)`.
+pub fn signal_name(signal: i32) -> String {
+    match nix::sys::signal::Signal::try_from(signal) {
+        Ok(sig) => format!("{} ({signal})", sig.as_str()),
+        Err(_) => format!("signal {signal}"),
+    }
+}

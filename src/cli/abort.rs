@@ -1,0 +1,35 @@
+//! `corral abort RUN...`: stop runs and every process they started.
+
+use std::io::Write;
+use std::time::Duration;
+
+use corral::abort::{abort, Aborted};
+use corral::config::Config;
+use corral::Store;
+
+pub fn run(store: &mut Store, ids: &[String], json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    let config = Config::load(store.home())?;
+    // Enough for the shepherd to commit and run its whole stop sequence.
+    let patience = config.stop_grace + Duration::from_secs(2);
+    let mut runs = Vec::new();
+    let mut code = 0;
+    for id in ids {
+        let result = abort(store, id, patience)?;
+        if !json {
+            let run = result.run();
+            match &result {
+                Aborted::Stopped(_) => writeln!(out, "{}  {}", run.id, run.status)?,
+                Aborted::AlreadyOver(_) => writeln!(out, "{}  already ended: {}", run.id, run.status)?,
+                Aborted::Pending(_) => {
+                    code = 1;
+                    writeln!(out, "{}  abort requested; still {} — see 'corral show {}'", run.id, run.status, run.id)?
+                }
+            }
+        }
+        runs.push(result.run().clone());
+    }
+    if json {
+        super::print_json(out, &runs)?;
+    }
+    Ok(code)
+}

@@ -1,0 +1,62 @@
+//! `corral launch PRESET TASK...`: start a run in the background and print
+//! its id (or, with `--wait`, block until it ends).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use corral::launch::{launch, LaunchRequest, ShepherdCommand};
+use corral::Store;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The preset to run (see `corral presets`).
+    preset: String,
+    /// What the agent should do. Several words are joined with spaces.
+    #[arg(required = true, num_args = 1..)]
+    task: Vec<String>,
+    /// Model to use instead of the preset's.
+    #[arg(long)]
+    model: Option<String>,
+    /// Working folder (default: the current one).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Parent run (default: the run this command runs inside, if any).
+    #[arg(long)]
+    parent: Option<String>,
+    /// Block until the run ends; exit as `corral wait` does.
+    #[arg(long)]
+    wait: bool,
+    /// Print the run as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let request = LaunchRequest {
+        preset: args.preset,
+        task: args.task.join(" "),
+        cwd: match args.cwd {
+            Some(dir) => dir,
+            None => std::env::current_dir()?,
+        },
+        model: args.model,
+        parent: args.parent,
+    };
+    let run = launch(store, &request, &ShepherdCommand::current_exe()?)?;
+    if args.wait {
+        let result = corral::wait::wait_for(store, &[run.id], None)?;
+        let run = &result.runs[0];
+        if args.json {
+            super::print_json(out, run)?;
+        } else {
+            super::wait::print_ended(run, out)?;
+        }
+        return Ok(super::wait::exit_code(&result));
+    }
+    if args.json {
+        super::print_json(out, &run)?;
+    } else {
+        writeln!(out, "{}", run.id)?;
+    }
+    Ok(0)
+}

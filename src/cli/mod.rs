@@ -1,0 +1,172 @@
+//! Argument parsing and dispatch. One file per verb; this one maps errors to
+//! messages and exit codes in one place.
+
+mod abort;
+mod launch;
+mod ls;
+mod presets;
+mod search;
+mod show;
+mod table;
+mod tail;
+mod wait;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use corral::{Home, Store};
+
+/// Exit code for errors (bad input, unknown run, store failure).
+pub const EXIT_ERROR: i32 = 2;
+
+/// Run coding agents in the background, supervised to a truthful end.
+#[derive(Debug, Parser)]
+#[command(name = "corral", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the presets in effect (and files that could not be used).
+    Presets {
+        /// Find project presets from this folder (default: the current one).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Launch a preset with a task in the background.
+    Launch(launch::Args),
+    /// List runs, newest first.
+    Ls {
+        /// Include cleared runs.
+        #[arg(long)]
+        all: bool,
+        /// Only runs with this status (queued, starting, running, waiting,
+        /// completed, failed, aborted, lost).
+        #[arg(long)]
+        status: Option<corral::RunStatus>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run: status, result, usage, timestamps.
+    Show {
+        /// Run id (or a unique prefix).
+        run: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run's transcript.
+    Tail {
+        /// Run id (or a unique prefix).
+        run: String,
+        /// Keep printing until the run ends.
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// Block until runs end. Exit 0: all completed; 1: any other end; 124: timed out.
+    Wait {
+        /// Run ids (or unique prefixes).
+        #[arg(required = true)]
+        runs: Vec<String>,
+        /// Give up after this many seconds.
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Print JSON (an array of run objects).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop runs and every process they started.
+    Abort {
+        /// Run ids (or unique prefixes).
+        #[arg(required = true)]
+        runs: Vec<String>,
+        /// Print JSON (an array of run objects).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search tasks, results and transcripts.
+    Search {
+        /// Words to find.
+        #[arg(required = true)]
+        text: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve Corral's tools to an agent over MCP on stdio.
+    Mcp,
+    /// Supervise one run (started by `launch`; not for direct use).
+    #[command(hide = true)]
+    Shepherd {
+        /// The run to supervise.
+        run: String,
+    },
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    init_logging(matches!(cli.command, Command::Shepherd { .. }));
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => 0,
+        Err(e) => {
+            eprintln!("corral: {e:#}");
+            EXIT_ERROR
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<i32> {
+    let home = Home::from_env()?;
+    if let Command::Shepherd { run } = &command {
+        corral::shepherd::shepherd(&home, run).with_context(|| format!("shepherd of run {run}"))?;
+        return Ok(0);
+    }
+    let mut store = Store::open(&home)?;
+    corral::reconcile::reconcile(&mut store)?;
+    let mut out = std::io::stdout().lock();
+    let code = match command {
+        Command::Presets { cwd, json } => presets::run(&store, cwd, json, &mut out)?,
+        Command::Launch(args) => launch::run(&mut store, args, &mut out)?,
+        Command::Ls { all, status, json } => ls::run(&store, all, status, json, &mut out)?,
+        Command::Show { run, json } => show::run(&store, &run, json, &mut out)?,
+        Command::Tail { run, follow } => tail::run(&mut store, &run, follow, &mut out)?,
+        Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &mut out)?,
+        Command::Abort { runs, json } => abort::run(&mut store, &runs, json, &mut out)?,
+        Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
+        Command::Mcp => anyhow::bail!("the MCP server is not yet available in this version of Corral"),
+        Command::Shepherd { .. } => unreachable!("handled above"),
+    };
+    out.flush()?;
+    Ok(code)
+}
+
+/// Prints one JSON document.
+fn print_json(out: &mut impl Write, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn init_logging(shepherd: bool) {
+    let default = if shepherd { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

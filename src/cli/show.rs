@@ -1,0 +1,63 @@
+//! `corral show RUN`: everything about one run.
+
+use std::io::Write;
+
+use super::table::or_dash;
+use corral::{time, Store};
+
+pub fn run(store: &Store, id: &str, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    let run = store.find_run(id)?;
+    if json {
+        super::print_json(out, &run)?;
+        return Ok(0);
+    }
+    let now = time::now();
+    let when = |at: &Option<String>| match at.as_deref().and_then(time::parse) {
+        Some(t) => format!("{} ({})", time::format(t), time::ago(t, now)),
+        None => "-".to_string(),
+    };
+    let status = match run.stop_reason {
+        Some(reason) => format!("{} ({reason})", run.status),
+        None => run.status.to_string(),
+    };
+    let exit = match (run.exit_code, run.exit_signal) {
+        (Some(code), _) => format!("code {code}"),
+        (None, Some(sig)) => format!("killed by {}", corral::adapter::signal_name(sig)),
+        (None, None) => "-".to_string(),
+    };
+    let u = &run.usage;
+    let fields = [
+        ("run", run.id.clone()),
+        ("status", status),
+        ("preset", format!("{} ({})  {}", run.preset, run.agent, run.preset_path)),
+        ("task", run.task.clone()),
+        ("cwd", run.cwd.clone()),
+        ("model", format!("{} -> {}", or_dash(run.model.as_deref()), or_dash(run.resolved_model.as_deref()))),
+        ("created", when(&Some(run.created_at.clone()))),
+        ("started", when(&run.started_at)),
+        ("completed", when(&run.completed_at)),
+        ("exited", when(&run.exited_at)),
+        ("duration", run.duration(now).map_or_else(|| "-".into(), time::human_duration)),
+        ("exit", exit),
+        ("tokens", format!("in {} / out {} / cache read {} / cache write {}", u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)),
+        ("cost", run.cost_usd.map_or_else(|| "-".into(), |c| format!("${c:.4}"))),
+        ("session", or_dash(run.session_id.as_deref())),
+        ("parent", or_dash(run.parent_id.as_deref())),
+        ("children", if run.children.is_empty() { "-".into() } else { run.children.join(" ") }),
+        ("folder", store.home().run_dir(&run.id).display().to_string()),
+    ];
+    for (key, value) in fields {
+        writeln!(out, "{key:<10} {value}")?;
+    }
+    if let Some(error) = &run.error {
+        writeln!(out, "\nerror:\n{}", indent(error))?;
+    }
+    if let Some(text) = &run.final_text {
+        writeln!(out, "\nfinal text:\n{}", indent(text))?;
+    }
+    Ok(0)
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}

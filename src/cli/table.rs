@@ -1,0 +1,66 @@
+//! Plain-text tables for human output: columns sized to their content,
+//! long cells cut with an ellipsis, no colour codes.
+
+use std::io::{self, Write};
+
+/// A table being built.
+pub struct Table {
+    headers: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new(headers: &[&'static str]) -> Table {
+        Table { headers: headers.to_vec(), rows: Vec::new() }
+    }
+
+    /// Adds a row (one cell per header).
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Writes the table; the last column is not padded.
+    pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |cells: Vec<&str>, out: &mut dyn Write| -> io::Result<()> {
+            let last = cells.len() - 1;
+            let mut text = String::new();
+            for (i, cell) in cells.iter().enumerate() {
+                if i == last {
+                    text.push_str(cell);
+                } else {
+                    text.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+                }
+            }
+            writeln!(out, "{}", text.trim_end())
+        };
+        line(self.headers.clone(), out)?;
+        for row in &self.rows {
+            line(row.iter().map(String::as_str).collect(), out)?;
+        }
+        Ok(())
+    }
+}
+
+/// `text` on one line, at most `max` characters, cut with `…`.
+pub fn cell(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let mut cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// `-` for nothing.
+pub fn or_dash(value: Option<impl ToString>) -> String {
+    value.map_or_else(|| "-".to_string(), |v| v.to_string())
+}

@@ -1,0 +1,51 @@
+//! `corral wait RUN...`: block until runs end. Exit 0 if all completed, 1 if
+//! any ended otherwise, 124 if the timeout passed first.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use corral::wait::{wait_for, WaitResult};
+use corral::{Run, Store};
+
+/// Exit code when the timeout passes first (as timeout(1) uses).
+pub const EXIT_TIMEOUT: i32 = 124;
+
+pub fn run(store: &mut Store, ids: &[String], timeout: Option<f64>, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    let deadline = match timeout {
+        Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Instant::now() + Duration::from_secs_f64(secs)),
+        Some(secs) => anyhow::bail!("--timeout {secs} is not a number of seconds ≥ 0"),
+        None => None,
+    };
+    let result = wait_for(store, ids, deadline)?;
+    if json {
+        super::print_json(out, &result.runs)?;
+    } else {
+        for run in &result.runs {
+            print_ended(run, out)?;
+        }
+        if result.timed_out {
+            let left = result.runs.iter().filter(|r| r.status.is_active()).count();
+            writeln!(out, "timed out with {left} run(s) still active")?;
+        }
+    }
+    Ok(exit_code(&result))
+}
+
+/// The exit code of a finished wait.
+pub fn exit_code(result: &WaitResult) -> i32 {
+    if result.timed_out {
+        EXIT_TIMEOUT
+    } else if result.all_completed() {
+        0
+    } else {
+        1
+    }
+}
+
+/// One line per run: id, status, reason, and the first line of its result.
+pub fn print_ended(run: &Run, out: &mut impl Write) -> std::io::Result<()> {
+    let reason = run.stop_reason.map(|r| format!(" ({r})")).unwrap_or_default();
+    let detail = run.error.as_deref().or(run.final_text.as_deref()).unwrap_or("");
+    let first = detail.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    writeln!(out, "{}  {}{reason}  {first}", run.id, run.status)
+}

@@ -1,0 +1,138 @@
+//! Where Corral keeps its files.
+//!
+//! `CORRAL_HOME` relocates everything (database, run folders, config, global
+//! presets) under one folder, which is how tests and users keep installations
+//! apart. Without it the platform's data and config folders are used.
+//! Every folder Corral creates is 0700 and every file 0600: transcripts hold
+//! source code and prompts that other local users have no business reading.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The environment variable that relocates all of Corral's files.
+pub const HOME_ENV: &str = "CORRAL_HOME";
+
+/// Mode of every folder Corral creates.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file Corral creates.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Failure to find or prepare Corral's folders.
+#[derive(Debug, thiserror::Error)]
+pub enum HomeError {
+    /// Neither `CORRAL_HOME` nor a home directory is known.
+    #[error("cannot find a home folder for Corral: set CORRAL_HOME or HOME")]
+    NoHome,
+    /// A folder could not be created or secured.
+    #[error("cannot prepare folder {path}: {source}")]
+    Folder { path: PathBuf, source: io::Error },
+}
+
+/// The folders Corral uses: data (database, runs) and config (settings,
+/// global presets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    data: PathBuf,
+    config: PathBuf,
+}
+
+impl Home {
+    /// Corral's folders as this process's environment says: `CORRAL_HOME`
+    /// if set, else the platform's data and config folders.
+    pub fn from_env() -> Result<Home, HomeError> {
+        match std::env::var_os(HOME_ENV) {
+            Some(root) if !root.is_empty() => Ok(Home::at(absolute(Path::new(&root)))),
+            _ => {
+                let dirs =
+                    directories::ProjectDirs::from("", "", "corral").ok_or(HomeError::NoHome)?;
+                Ok(Home {
+                    data: dirs.data_dir().to_path_buf(),
+                    config: dirs.config_dir().to_path_buf(),
+                })
+            }
+        }
+    }
+
+    /// Everything under one folder, as `CORRAL_HOME` does.
+    pub fn at(root: impl Into<PathBuf>) -> Home {
+        let root = root.into();
+        Home { data: root.clone(), config: root }
+    }
+
+    /// The root that a child process must see as `CORRAL_HOME` to share this
+    /// installation (the data folder holds the database).
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// Folder of settings and global presets.
+    pub fn config_dir(&self) -> &Path {
+        &self.config
+    }
+
+    /// The SQLite database.
+    pub fn database(&self) -> PathBuf {
+        self.data.join("corral.db")
+    }
+
+    /// Parent folder of all run folders.
+    pub fn runs_dir(&self) -> PathBuf {
+        self.data.join("runs")
+    }
+
+    /// One run's folder: stdout.log, stderr.log, signals.log, ...
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.runs_dir().join(run_id)
+    }
+
+    /// Corral's global presets folder.
+    pub fn presets_dir(&self) -> PathBuf {
+        self.config.join("presets")
+    }
+
+    /// The settings file.
+    pub fn config_file(&self) -> PathBuf {
+        self.config.join("config.toml")
+    }
+
+    /// Environment for a process that must use this same installation.
+    pub fn env_value(&self) -> Option<PathBuf> {
+        (self.data == self.config).then(|| self.data.clone())
+    }
+
+    /// Creates the data, runs and config folders (0700) if missing.
+    pub fn ensure(&self) -> Result<(), HomeError> {
+        for dir in [self.data.clone(), self.runs_dir(), self.config.clone()] {
+            ensure_private_dir(&dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Creates `path` and its missing parents as 0700, and tightens an existing
+/// folder Corral owns to 0700.
+pub fn ensure_private_dir(path: &Path) -> Result<(), HomeError> {
+    let err = |source| HomeError::Folder { path: path.to_path_buf(), source };
+    DirBuilder::new().recursive(true).mode(DIR_MODE).create(path).map_err(err)?;
+    let mode = fs::metadata(path).map_err(err)?.permissions().mode() & 0o777;
+    if mode != DIR_MODE {
+        fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE)).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Opens (creating 0600 if needed) a file for appending.
+pub fn open_private_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).mode(FILE_MODE).open(path)
+}
+
+/// Creates (or truncates) a 0600 file for writing.
+pub fn create_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).write(true).truncate(true).mode(FILE_MODE).open(path)
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}

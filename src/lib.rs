@@ -1,0 +1,25 @@
+//! Corral's core: presets, the store, adapters, the shepherd that supervises
+//! each run, and the verbs the CLI, the MCP server and the app share.
+//!
+//! Nothing here depends on Tauri; the desktop app is a thin shell over this
+//! crate's public API.
+
+pub mod abort;
+pub mod adapter;
+pub mod config;
+pub mod home;
+pub mod launch;
+pub mod preset;
+pub mod process;
+pub mod reconcile;
+pub mod run;
+pub mod shepherd;
+pub mod store;
+pub mod time;
+pub mod wait;
+pub mod watch;
+
+pub use home::Home;
+pub use preset::{Preset, PresetSet};
+pub use run::{Run, RunStatus, StopReason, Usage};
+pub use store::Store;

@@ -1,0 +1,145 @@
+//! Presets: markdown files with YAML frontmatter that say which agent to run,
+//! how, and with what system prompt.
+//!
+//! They are found in several places (see [`discover`]); a later source
+//! overrides an earlier one by name. A file that cannot be used is reported
+//! with its path and the reason and never stops the others from loading.
+
+mod discover;
+mod parse;
+mod shipped;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::adapter::AgentKind;
+use crate::run::word_enum;
+
+pub use discover::{discover, Roots};
+pub use parse::{parse_preset, PresetError};
+pub use shipped::SHIPPED;
+
+word_enum! {
+    /// Where a preset was found, lowest precedence first.
+    pub enum PresetSource {
+        /// Shipped with Corral (embedded in the binary).
+        Shipped = "shipped",
+        /// `~/.claude/agents/`.
+        ClaudeUser = "claude-user",
+        /// `~/.pi/agent/subagents/`.
+        PiUser = "pi-user",
+        /// Corral's global presets folder.
+        Global = "global",
+        /// The nearest `.claude/agents/` above the working folder.
+        ClaudeProject = "claude-project",
+        /// The nearest `.pi/subagents/` above the working folder.
+        PiProject = "pi-project",
+        /// The nearest `.corral/presets/` above the working folder.
+        CorralProject = "corral-project",
+    }
+}
+
+impl PresetSource {
+    /// The agent a file from here runs when it names none.
+    pub fn default_agent(self) -> Option<AgentKind> {
+        match self {
+            Self::ClaudeUser | Self::ClaudeProject => Some(AgentKind::Claude),
+            Self::PiUser | Self::PiProject => Some(AgentKind::Pi),
+            Self::Shipped | Self::Global | Self::CorralProject => None,
+        }
+    }
+}
+
+/// A usable preset, as parsed from its file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Preset {
+    /// Unique name; later sources override earlier ones by it.
+    pub name: String,
+    /// One line saying what it is for.
+    pub description: String,
+    /// Which agent CLI runs it.
+    pub agent: AgentKind,
+    /// Model to ask the agent for.
+    pub model: Option<String>,
+    /// Tools the agent may use (agent-specific names).
+    pub tools: Vec<String>,
+    /// Wall-clock limit.
+    pub timeout: Option<Duration>,
+    /// Limit on silence after the first output.
+    pub idle_timeout: Option<Duration>,
+    /// Limit on the wait for the first output.
+    pub startup_timeout: Option<Duration>,
+    /// Limit on waiting for child runs.
+    pub children_timeout: Option<Duration>,
+    /// Program and arguments, for `agent: command`.
+    pub command: Vec<String>,
+    /// Extra arguments for the agent CLI.
+    pub args: Vec<String>,
+    /// The markdown body: appended to the agent's system prompt.
+    pub system_prompt: String,
+    /// Where it was found.
+    pub source: PresetSource,
+    /// Its file (`builtin:presets/NAME.md` for shipped ones).
+    pub path: String,
+}
+
+/// A file that could not be used as a preset, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresetProblem {
+    /// The file.
+    pub path: String,
+    /// Where it was found.
+    pub source: PresetSource,
+    /// What is wrong and how to fix it.
+    pub reason: String,
+}
+
+/// A preset in effect, with the files it overrides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Effective {
+    /// The winning preset.
+    #[serde(flatten)]
+    pub preset: Preset,
+    /// Paths of lower-precedence presets of the same name, nearest last.
+    pub overrides: Vec<String>,
+}
+
+/// Every preset in effect for one working folder, and every problem found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PresetSet {
+    /// In effect, sorted by name.
+    pub presets: Vec<Effective>,
+    /// Files that could not be used, in discovery order.
+    pub problems: Vec<PresetProblem>,
+    /// The folders searched, lowest precedence first.
+    pub searched: Vec<PathBuf>,
+}
+
+/// A preset name that is not in effect.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("no preset '{name}'{hint}: see 'corral presets'")]
+pub struct UnknownPreset {
+    /// What was asked for.
+    pub name: String,
+    /// A note about a broken file of that name, if any.
+    pub hint: String,
+}
+
+impl PresetSet {
+    /// The preset in effect under `name`.
+    pub fn get(&self, name: &str) -> Result<&Preset, UnknownPreset> {
+        if let Some(found) = self.presets.iter().find(|e| e.preset.name == name) {
+            return Ok(&found.preset);
+        }
+        let broken = self.problems.iter().find(|p| {
+            std::path::Path::new(&p.path).file_stem().is_some_and(|stem| stem == name)
+        });
+        let hint = match broken {
+            Some(p) => format!(" (the file {} has a problem: {})", p.path, p.reason),
+            None => String::new(),
+        };
+        Err(UnknownPreset { name: name.to_string(), hint })
+    }
+}

@@ -1,0 +1,207 @@
+//! Reading one preset file: frontmatter split, YAML through serde-saphyr,
+//! and the checks that turn a raw frontmatter into a [`Preset`].
+//!
+//! Claude Code agent files and pi subagent files are read as they are
+//! written in the wild: `tools: Read, Grep, Glob`, keys Corral does not use
+//! (`color`, `thinking`, ...), no `agent:` key.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Preset, PresetSource};
+use crate::adapter::AgentKind;
+
+/// A value that may be written as `a, b, c` or as a YAML list.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum StringOrList {
+    List(Vec<String>),
+    Text(String),
+}
+
+/// A duration written as `30m`, `1h 30m`, `90s`, or a number of seconds.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum DurationValue {
+    Seconds(u64),
+    Text(String),
+}
+
+/// The frontmatter keys Corral reads; any other key is ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Frontmatter {
+    name: Option<String>,
+    description: Option<String>,
+    agent: Option<String>,
+    model: Option<String>,
+    tools: Option<StringOrList>,
+    timeout: Option<DurationValue>,
+    idle_timeout: Option<DurationValue>,
+    startup_timeout: Option<DurationValue>,
+    children_timeout: Option<DurationValue>,
+    command: Option<StringOrList>,
+    args: Option<Vec<String>>,
+}
+
+/// Why a file is not a usable preset; each message says how to fix it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PresetError {
+    #[error("no YAML frontmatter: the file must start with a `---` line")]
+    NoFrontmatter,
+    #[error("the frontmatter is not closed: add a `---` line after it")]
+    Unclosed,
+    #[error("invalid YAML frontmatter: {0}")]
+    Yaml(String),
+    #[error("missing `{0}:` in the frontmatter")]
+    Missing(&'static str),
+    #[error("`name: {0}` must be one word without spaces or slashes")]
+    BadName(String),
+    #[error("`agent`: {0}")]
+    UnknownAgent(#[from] crate::run::UnknownWord),
+    #[error("missing `agent:` (one of pi, claude, codex, gemini, opencode, command)")]
+    NoAgent,
+    #[error("`command: {0}` must be a list of arguments, e.g. `command: [cargo, test]` (no shell is used)")]
+    CommandNotList(String),
+    #[error("`agent: command` needs `command:`, a list such as [cargo, test]")]
+    NoCommand,
+    #[error("`{key}: {text}` is not a duration ({reason}); write e.g. 30m, 90s, 1h 30m")]
+    BadDuration { key: &'static str, text: String, reason: String },
+    #[error("cannot read the file: {0}")]
+    Unreadable(String),
+}
+
+/// Parses a preset file's text. `path` and `source` say where it came from.
+pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Preset, PresetError> {
+    let (yaml, body) = split_frontmatter(text)?;
+    let front: Frontmatter = if yaml.trim().is_empty() {
+        Frontmatter::default()
+    } else {
+        serde_saphyr::from_str(yaml).map_err(|e| PresetError::Yaml(e.to_string()))?
+    };
+
+    let name = required(front.name, "name")?;
+    if name.chars().any(|c| c.is_whitespace() || c == '/') {
+        return Err(PresetError::BadName(name));
+    }
+    let description = required(front.description, "description")?;
+    let agent = match front.agent.as_deref().map(str::trim) {
+        Some(word) => word.parse::<AgentKind>()?,
+        None => source.default_agent().ok_or(PresetError::NoAgent)?,
+    };
+    // Claude Code writes `model: inherit` for "whatever the session uses".
+    let model = front.model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty() && m != "inherit");
+    let tools = match front.tools {
+        None => Vec::new(),
+        Some(StringOrList::List(list)) => list,
+        Some(StringOrList::Text(text)) => text.split(',').map(str::to_string).collect(),
+    };
+    let tools = tools.into_iter().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
+    let command = match front.command {
+        None => Vec::new(),
+        Some(StringOrList::List(list)) => list,
+        Some(StringOrList::Text(text)) => return Err(PresetError::CommandNotList(text)),
+    };
+    if agent == AgentKind::Command && command.is_empty() {
+        return Err(PresetError::NoCommand);
+    }
+
+    Ok(Preset {
+        name,
+        description,
+        agent,
+        model,
+        tools,
+        timeout: duration(front.timeout, "timeout")?,
+        idle_timeout: duration(front.idle_timeout, "idle_timeout")?,
+        startup_timeout: duration(front.startup_timeout, "startup_timeout")?,
+        children_timeout: duration(front.children_timeout, "children_timeout")?,
+        command,
+        args: front.args.unwrap_or_default(),
+        system_prompt: body.trim().to_string(),
+        source,
+        path: path.to_string(),
+    })
+}
+
+/// Splits `---\nYAML\n---\nbody`. Accepts a BOM, CRLF and `...` as the end.
+fn split_frontmatter(text: &str) -> Result<(&str, &str), PresetError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.split_inclusive('\n');
+    let first = lines.next().unwrap_or("");
+    if first.trim_end() != "---" {
+        return Err(PresetError::NoFrontmatter);
+    }
+    let start = first.len();
+    let mut offset = start;
+    for line in lines {
+        let bare = line.trim_end();
+        if bare == "---" || bare == "..." {
+            return Ok((&text[start..offset], &text[offset + line.len()..]));
+        }
+        offset += line.len();
+    }
+    Err(PresetError::Unclosed)
+}
+
+fn required(value: Option<String>, key: &'static str) -> Result<String, PresetError> {
+    value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).ok_or(PresetError::Missing(key))
+}
+
+fn duration(value: Option<DurationValue>, key: &'static str) -> Result<Option<Duration>, PresetError> {
+    match value {
+        None => Ok(None),
+        Some(DurationValue::Seconds(s)) => Ok(Some(Duration::from_secs(s))),
+        Some(DurationValue::Text(text)) => humantime::parse_duration(text.trim())
+            .map(Some)
+            .map_err(|e| PresetError::BadDuration { key, text: text.clone(), reason: e.to_string() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str, source: PresetSource) -> Result<Preset, PresetError> {
+        parse_preset(text, "/x/p.md", source)
+    }
+
+    #[test]
+    fn reads_a_claude_code_agent_as_written() {
+        let text = "---\nname: code-reviewer\ndescription: Reviews code\ntools: Read, Grep, Glob\nmodel: inherit\ncolor: blue\n---\nYou review code.\n";
+        let p = parse(text, PresetSource::ClaudeUser).unwrap();
+        assert_eq!(p.agent, AgentKind::Claude);
+        assert_eq!(p.tools, ["Read", "Grep", "Glob"]);
+        assert_eq!(p.model, None);
+        assert_eq!(p.system_prompt, "You review code.");
+    }
+
+    #[test]
+    fn reads_durations_lists_and_crlf() {
+        let text = "---\r\nname: t\r\ndescription: d\r\nagent: command\r\ncommand: [cargo, test]\r\ntimeout: 1h 30m\r\nidle_timeout: 90\r\ntools:\r\n  - read\r\n  - grep\r\n---\r\nbody";
+        let p = parse(text, PresetSource::Global).unwrap();
+        assert_eq!(p.timeout, Some(Duration::from_secs(5400)));
+        assert_eq!(p.idle_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(p.command, ["cargo", "test"]);
+        assert_eq!(p.tools, ["read", "grep"]);
+    }
+
+    #[test]
+    fn explains_what_is_wrong() {
+        let cases = [
+            ("no frontmatter", "frontmatter"),
+            ("---\nname: x\n", "not closed"),
+            ("---\nname: [x\n---\n", "invalid YAML"),
+            ("---\nname: x\n---\n", "missing `description:`"),
+            ("---\nname: x\ndescription: d\n---\n", "missing `agent:`"),
+            ("---\nname: x\ndescription: d\nagent: gpt\n---\n", "unknown AgentKind 'gpt'"),
+            ("---\nname: x\ndescription: d\nagent: command\n---\n", "needs `command:`"),
+            ("---\nname: x\ndescription: d\nagent: pi\ntimeout: soon\n---\n", "not a duration"),
+        ];
+        for (text, want) in cases {
+            let err = parse(text, PresetSource::Global).unwrap_err().to_string();
+            assert!(err.contains(want), "{text:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Linux specifics: the child-subreaper flag, and `/proc` reads (process
+//! start times, parentage, environments).
+
+use std::fs;
+
+/// A process identity that survives pid reuse: pid plus its start time in
+/// clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessId {
+    /// The pid.
+    pub pid: i32,
+    /// Its start time, clock ticks since boot.
+    pub start: u64,
+}
+
+impl ProcessId {
+    /// The identity of a live process, if it exists.
+    pub fn of(pid: i32) -> Option<ProcessId> {
+        start_time(pid).map(|start| ProcessId { pid, start })
+    }
+
+    /// True if this very process (not a reuse of its pid) is alive.
+    pub fn is_alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start) && !is_zombie(self.pid)
+    }
+}
+
+/// Fields of `/proc/<pid>/stat` after the command name, which may itself
+/// contain spaces and parentheses.
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    Some(after_comm.split_whitespace().map(str::to_string).collect())
+}
+
+/// The start time of `pid` in clock ticks since boot.
+pub fn start_time(pid: i32) -> Option<u64> {
+    // Field 22 overall; after the command name, state is field 3 (index 0).
+    stat_fields(pid)?.get(22 - 3)?.parse().ok()
+}
+
+fn is_zombie(pid: i32) -> bool {
+    stat_fields(pid).is_some_and(|f| f.first().is_some_and(|s| s == "Z" || s == "X"))
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+/// True if `pid` exists and is not a zombie.
+pub fn is_alive(pid: i32) -> bool {
+    start_time(pid).is_some() && !is_zombie(pid)
+}
+
+/// Every numeric entry of `/proc`.
+fn all_pids() -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect()
+}
+
+/// Every live (non-zombie) descendant of `root`, at any depth.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> =
+        all_pids().into_iter().filter_map(|pid| Some((pid, parent_of(pid)?))).collect();
+    let mut found = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for &(pid, ppid) in &parents {
+            if ppid == parent && !found.contains(&pid) {
+                found.push(pid);
+                frontier.push(pid);
+            }
+        }
+    }
+    found.retain(|&pid| !is_zombie(pid));
+    found
+}
+
+/// Live processes of this user whose environment holds `key=value`: how a
+/// run's escaped descendants are found after their parents are gone.
+pub fn pids_with_env(key: &str, value: &str) -> Vec<i32> {
+    let needle = format!("{key}={value}").into_bytes();
+    let me = std::process::id() as i32;
+    all_pids()
+        .into_iter()
+        .filter(|&pid| pid != me)
+        .filter(|&pid| {
+            fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == needle.as_slice()))
+        })
+        .filter(|&pid| !is_zombie(pid))
+        .collect()
+}
+
+/// Makes this process the reaper of its orphaned descendants, so a `setsid`
+/// grandchild whose parent died is still ours to find, kill and reap.
+pub fn set_child_subreaper() -> std::io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knows_its_own_identity() {
+        let me = ProcessId::of(std::process::id() as i32).unwrap();
+        assert!(me.is_alive());
+        let reused = ProcessId { start: me.start + 1, ..me };
+        assert!(!reused.is_alive(), "a different start time is a different process");
+    }
+}

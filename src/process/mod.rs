@@ -1,0 +1,16 @@
+//! Everything that touches the operating system's processes: spawning
+//! detached, process groups, signals, reaping, and reading `/proc`.
+//!
+//! Nothing outside this module calls `libc` or `nix`. `unix.rs` holds what
+//! any Unix has; `linux.rs` what needs Linux (subreaper, PDEATHSIG, `/proc`).
+
+mod linux;
+mod unix;
+
+pub use linux::{
+    descendants, is_alive, pids_with_env, set_child_subreaper, start_time, ProcessId,
+};
+pub use unix::{
+    make_nonblocking, prepare_agent, reap_any, read_available, signal_group,
+    signal_pid, spawn_detached, wait_readable, Readiness, Reaped, SignalPipe, Sig,
+};

@@ -1,0 +1,233 @@
+//! Unix process plumbing: detached spawning, agent process groups, signals,
+//! reaping, and non-blocking pipe reads with `poll`.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{self, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use crate::adapter::ProcessEnd;
+
+/// The signals Corral sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sig {
+    /// Ask politely (Ctrl-C).
+    Int,
+    /// Ask to terminate.
+    Term,
+    /// Wake a stopped process so it can act on a pending signal.
+    Cont,
+    /// Kill, no questions.
+    Kill,
+}
+
+impl Sig {
+    fn nix(self) -> Signal {
+        match self {
+            Sig::Int => Signal::SIGINT,
+            Sig::Term => Signal::SIGTERM,
+            Sig::Cont => Signal::SIGCONT,
+            Sig::Kill => Signal::SIGKILL,
+        }
+    }
+
+    /// The usual name, e.g. `SIGTERM`.
+    pub fn name(self) -> &'static str {
+        self.nix().as_str()
+    }
+}
+
+/// Sends `sig` to every process of the group `pgid`. A group that no longer
+/// exists is not an error.
+pub fn signal_group(pgid: i32, sig: Sig) -> io::Result<()> {
+    match signal::killpg(Pid::from_raw(pgid), sig.nix()) {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Sends `sig` to one process. A process that no longer exists is not an error.
+pub fn signal_pid(pid: i32, sig: Sig) -> io::Result<()> {
+    match signal::kill(Pid::from_raw(pid), sig.nix()) {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Starts `command` fully detached: in a new session, not a child of this
+/// process (so the caller never has a zombie to reap, and the program lives
+/// on when the caller exits).
+///
+/// The double fork happens inside `pre_exec`: the intermediate child forks
+/// the real one and exits at once; the caller reaps the intermediate here.
+/// std's exec-error pipe is inherited by the grandchild, so a failed exec is
+/// still reported to the caller.
+pub fn spawn_detached(mut command: Command, log: File) -> io::Result<()> {
+    command.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    // SAFETY: the closure only calls async-signal-safe functions (setsid,
+    // fork, _exit) between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            match libc::fork() {
+                -1 => Err(io::Error::last_os_error()),
+                0 => Ok(()),
+                _ => libc::_exit(0),
+            }
+        });
+    }
+    let mut intermediate = command.spawn()?;
+    intermediate.wait()?;
+    Ok(())
+}
+
+/// Sets up the agent's command: its own process group (so signals reach its
+/// whole tree at once), PDEATHSIG (so it dies with its shepherd), and a
+/// clean signal mask.
+pub fn prepare_agent(command: &mut Command) {
+    let shepherd = std::process::id() as libc::pid_t;
+    command.process_group(0);
+    // SAFETY: only async-signal-safe calls (prctl, getppid, sigprocmask,
+    // _exit) run between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            // The shepherd may have died between fork and prctl.
+            if libc::getppid() != shepherd {
+                libc::_exit(137);
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
+/// A child that was reaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reaped {
+    /// Its pid.
+    pub pid: i32,
+    /// How it ended.
+    pub end: ProcessEnd,
+}
+
+/// Reaps one exited child without blocking. `Ok(None)` when children exist
+/// but none has exited; `Err` with `ECHILD` kind when there are no children.
+pub fn reap_any() -> io::Result<Option<Reaped>> {
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+            Ok(WaitStatus::Exited(pid, code)) => {
+                return Ok(Some(Reaped { pid: pid.as_raw(), end: ProcessEnd::Exited(code) }))
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                return Ok(Some(Reaped { pid: pid.as_raw(), end: ProcessEnd::Signaled(sig as i32) }))
+            }
+            Ok(WaitStatus::StillAlive) => return Ok(None),
+            Ok(_) => continue, // stopped/continued notices: not an end
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Puts a pipe end into non-blocking mode.
+pub fn make_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
+/// What a non-blocking read found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// This many bytes were read.
+    Data(usize),
+    /// Nothing to read now.
+    Empty,
+    /// The writer closed its end.
+    Closed,
+}
+
+/// Reads what is available from a non-blocking reader.
+pub fn read_available(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<Readiness> {
+    loop {
+        match reader.read(buf) {
+            Ok(0) => return Ok(Readiness::Closed),
+            Ok(n) => return Ok(Readiness::Data(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Readiness::Empty),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits until one of `fds` is readable (or closed) or `timeout` passes.
+/// Returns which are ready, in order.
+pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+    let mut polls: Vec<PollFd<'_>> = fds.iter().map(|fd| PollFd::new(*fd, PollFlags::POLLIN)).collect();
+    let timeout = match timeout {
+        None => PollTimeout::NONE,
+        // Round up, so a wait never ends just before its deadline.
+        Some(t) => PollTimeout::try_from(t.as_millis().saturating_add(1).min(i32::MAX as u128) as u32)
+            .unwrap_or(PollTimeout::MAX),
+    };
+    match nix::poll::poll(&mut polls, timeout) {
+        Ok(_) | Err(Errno::EINTR) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(polls
+        .iter()
+        .map(|p| p.revents().is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)))
+        .collect())
+}
+
+/// Turns signals into bytes on a socket, so the shepherd's poll loop sees
+/// them like any other input (the self-pipe trick, via signal-hook).
+pub struct SignalPipe {
+    read: UnixStream,
+}
+
+impl SignalPipe {
+    /// Routes `signals` (e.g. `libc::SIGCHLD`) to a new pipe.
+    pub fn new(signals: &[i32]) -> io::Result<SignalPipe> {
+        let (read, write) = UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        write.set_nonblocking(true)?;
+        for &sig in signals {
+            signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
+        }
+        Ok(SignalPipe { read })
+    }
+
+    /// Empties the pipe; true if any signal had arrived.
+    pub fn drain(&mut self) -> bool {
+        let mut buf = [0u8; 64];
+        let mut any = false;
+        while let Ok(Readiness::Data(_)) = read_available(&mut self.read, &mut buf) {
+            any = true;
+        }
+        any
+    }
+
+    /// The descriptor to poll.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
+    }
+}
+

@@ -1,0 +1,212 @@
+//! A run: one launch of a preset with a task, as the store records it.
+//!
+//! Everything in [`Run`] is persisted; what a shepherd holds only while it
+//! supervises (pipes, timers, the adapter's parse state) lives in
+//! `shepherd`, never here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::adapter::AgentKind;
+
+/// Declares a fieldless enum stored and printed as a fixed snake_case word.
+macro_rules! word_enum {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $word:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $word)] $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The stored word.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $word,)+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = crate::run::UnknownWord;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($word => Ok($name::$variant),)+
+                    _ => Err(crate::run::UnknownWord {
+                        kind: stringify!($name),
+                        word: s.to_string(),
+                        expected: [$($word),+].join(", "),
+                    }),
+                }
+            }
+        }
+    };
+}
+pub(crate) use word_enum;
+
+/// A word that is not one of an enum's values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} '{word}' (expected one of: {expected})")]
+pub struct UnknownWord {
+    /// Which enum.
+    pub kind: &'static str,
+    /// What was given.
+    pub word: String,
+    /// The accepted words.
+    pub expected: String,
+}
+
+word_enum! {
+    /// Where a run is in its life. The last four are terminal.
+    pub enum RunStatus {
+        /// Waiting for a slot under `max_parallel`.
+        Queued = "queued",
+        /// Its shepherd is starting the agent.
+        Starting = "starting",
+        /// The agent is working.
+        Running = "running",
+        /// The agent ended its turn; the run waits on its child runs.
+        Waiting = "waiting",
+        /// The agent finished its task.
+        Completed = "completed",
+        /// The agent or its process failed.
+        Failed = "failed",
+        /// Someone stopped it.
+        Aborted = "aborted",
+        /// Its shepherd died, so its end is unknown.
+        Lost = "lost",
+    }
+}
+
+impl RunStatus {
+    /// True once the run's outcome is committed; it never changes after.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Aborted | Self::Lost)
+    }
+
+    /// True while the run counts as running (everything before terminal).
+    pub fn is_active(self) -> bool {
+        !self.is_terminal()
+    }
+
+    /// The statuses counted as running, for SQL `IN (...)` lists.
+    pub const ACTIVE: &'static [RunStatus] =
+        &[Self::Queued, Self::Starting, Self::Running, Self::Waiting];
+}
+
+word_enum! {
+    /// Why a run ended.
+    pub enum StopReason {
+        /// The agent ended its turn normally.
+        EndTurn = "end_turn",
+        /// The agent hit its turn limit.
+        MaxTurns = "max_turns",
+        /// The model's API failed for good.
+        ApiError = "api_error",
+        /// The agent reported an error of its own.
+        AgentError = "agent_error",
+        /// The wall-clock `timeout` passed.
+        Timeout = "timeout",
+        /// No output for `idle_timeout`.
+        Idle = "idle",
+        /// No first output within `startup_timeout`.
+        StartupTimeout = "startup_timeout",
+        /// Its process was killed by a signal nobody in Corral sent.
+        Signal = "signal",
+        /// Its process exited with this exit code (see `exit_code`).
+        ExitCode = "exit_code",
+        /// A user or agent aborted it.
+        UserAbort = "user_abort",
+        /// Its shepherd died before the run ended.
+        ShepherdDied = "shepherd_died",
+        /// The agent could not be started at all.
+        SpawnFailed = "spawn_failed",
+    }
+}
+
+/// Token counts of a run, summed over its model calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens not read from cache.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens read from cache.
+    pub cache_read_tokens: u64,
+    /// Prompt tokens written to cache.
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// All tokens together.
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
+}
+
+/// One run as stored. Serializes to the `--json` run object of the CLI
+/// contract (plus `children`, filled by the caller that knows them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: String,
+    pub parent_id: Option<String>,
+    /// Ids of runs launched from this one, oldest first.
+    pub children: Vec<String>,
+    pub preset: String,
+    /// The preset file the run was launched from (`builtin:` for shipped ones).
+    pub preset_path: String,
+    pub agent: AgentKind,
+    pub task: String,
+    pub cwd: String,
+    /// The model asked for, if any.
+    pub model: Option<String>,
+    /// The model the agent reports it used.
+    pub resolved_model: Option<String>,
+    pub status: RunStatus,
+    pub stop_reason: Option<StopReason>,
+    pub exit_code: Option<i32>,
+    /// The signal that ended the agent's process, if one did.
+    pub exit_signal: Option<i32>,
+    pub final_text: Option<String>,
+    pub error: Option<String>,
+    pub usage: Usage,
+    pub cost_usd: Option<f64>,
+    pub session_id: Option<String>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    /// Semantic completion: when the outcome was committed.
+    pub completed_at: Option<String>,
+    /// When the last process of the run was reaped.
+    pub exited_at: Option<String>,
+    /// When a user or agent asked to stop it.
+    pub abort_requested_at: Option<String>,
+    pub notified_at: Option<String>,
+    pub dismissed_at: Option<String>,
+    /// The shepherd process, for identity checks (pid + start time).
+    pub shepherd_pid: Option<i32>,
+    #[serde(skip)]
+    pub shepherd_start: Option<u64>,
+    /// The agent process (leader of its process group).
+    pub agent_pid: Option<i32>,
+    #[serde(skip)]
+    pub agent_start: Option<u64>,
+}
+
+impl Run {
+    /// Wall time from start to semantic completion (or to now while active).
+    pub fn duration(&self, now: crate::time::Timestamp) -> Option<chrono::Duration> {
+        let start = crate::time::parse(self.started_at.as_deref()?)?;
+        let end = match &self.completed_at {
+            Some(done) => crate::time::parse(done)?,
+            None if self.status.is_active() => now,
+            None => return None,
+        };
+        Some(end - start)
+    }
+}

@@ -1,0 +1,83 @@
+//! The `events` table: a run's transcript, one row per transcript item (a
+//! text block, a tool call, a tool result, an error) — never one per token.
+//! Only a run's shepherd appends to its transcript, so it numbers the rows.
+
+use rusqlite::params;
+
+use super::{Doing, Store, StoreError};
+use crate::adapter::{EventKind, TranscriptEvent};
+use crate::time;
+
+/// A transcript event as stored.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StoredEvent {
+    /// Position in the run's transcript, from 1.
+    pub seq: i64,
+    /// When the shepherd read it.
+    pub at: String,
+    /// What it is.
+    pub kind: EventKind,
+    /// Its text.
+    pub text: String,
+    /// Structured detail, as JSON text.
+    pub json: Option<String>,
+}
+
+impl Store {
+    /// The highest event number of a run (0 if none).
+    pub fn last_event_seq(&self, run_id: &str) -> Result<i64, StoreError> {
+        self.conn()
+            .query_row("SELECT coalesce(max(seq), 0) FROM events WHERE run_id = ?1", [run_id], |r| r.get(0))
+            .doing("reading a transcript's length")
+    }
+
+    /// Appends events numbered from `first_seq`, in one transaction.
+    pub fn append_events(
+        &mut self,
+        run_id: &str,
+        first_seq: i64,
+        events: &[TranscriptEvent],
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let at = time::format(time::now());
+        self.write("appending to a transcript", |tx| {
+            let mut stmt = tx.prepare_cached(
+                "INSERT INTO events (run_id, seq, at, kind, text, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for (offset, event) in events.iter().enumerate() {
+                let json = event.json.as_ref().map(|v| v.to_string());
+                stmt.execute(params![run_id, first_seq + offset as i64, at, event.kind.as_str(), event.text, json])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Events of a run after `after_seq`, in order, at most `limit`.
+    pub fn events_after(&self, run_id: &str, after_seq: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT seq, at, kind, text, json FROM events
+                 WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )
+            .doing("reading a transcript")?;
+        let rows = stmt
+            .query_map(params![run_id, after_seq, limit as i64], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?))
+            })
+            .doing("reading a transcript")?;
+        let mut events = Vec::new();
+        for row in rows {
+            let (seq, at, kind, text, json) = row.doing("reading a transcript")?;
+            let kind = kind.parse().map_err(|e: crate::run::UnknownWord| StoreError::Corrupt {
+                id: run_id.to_string(),
+                field: "event kind",
+                reason: e.to_string(),
+            })?;
+            events.push(StoredEvent { seq, at, kind, text, json });
+        }
+        Ok(events)
+    }
+}

@@ -1,0 +1,142 @@
+//! The store: one SQLite database (WAL) shared by every Corral process, plus
+//! each run's folder of files.
+//!
+//! Every process opens its own connection; there is no daemon. Writes run in
+//! `BEGIN IMMEDIATE` transactions so concurrent writers queue on the busy
+//! timeout instead of failing on lock upgrades. Readers learn of changes from
+//! the database alone (see [`crate::watch`]).
+
+mod events;
+mod migrate;
+mod runs;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::home::{Home, HomeError, FILE_MODE};
+
+pub use events::StoredEvent;
+pub use runs::{AbortRequest, NewRun, Outcome, RunFilter, SearchHit};
+
+/// How long a writer waits for another's transaction before giving up. Long:
+/// fifty shepherds committing at once must queue, never fail.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What went wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Corral's folders could not be prepared.
+    #[error(transparent)]
+    Home(#[from] HomeError),
+    /// The database file could not be opened.
+    #[error("cannot open the database {path}: {source}")]
+    Open { path: PathBuf, source: rusqlite::Error },
+    /// The database was written by a newer Corral.
+    #[error("the database {path} is from a newer Corral (schema {found}, this one knows up to {supported}): upgrade Corral, or point CORRAL_HOME elsewhere")]
+    TooNew { path: PathBuf, found: i64, supported: i64 },
+    /// The database file could not be created.
+    #[error("cannot create the database {path}: {source}")]
+    Create { path: PathBuf, source: std::io::Error },
+    /// A migration failed.
+    #[error("cannot upgrade the database {path} to schema {version}: {source}")]
+    Migration { path: PathBuf, version: i64, source: rusqlite::Error },
+    /// A query failed.
+    #[error("database error while {doing}: {source}")]
+    Sql { doing: &'static str, source: rusqlite::Error },
+    /// No run has this id.
+    #[error("no run '{0}': see 'corral ls --all'")]
+    UnknownRun(String),
+    /// A prefix matches several runs.
+    #[error("'{prefix}' matches several runs ({matches}): give more of the id")]
+    AmbiguousRun { prefix: String, matches: String },
+    /// A stored value could not be read back.
+    #[error("run '{id}' has an unreadable {field}: {reason}")]
+    Corrupt { id: String, field: &'static str, reason: String },
+}
+
+/// Attaches what the store was doing to a rusqlite error.
+pub(crate) trait Doing<T> {
+    fn doing(self, doing: &'static str) -> Result<T, StoreError>;
+}
+
+impl<T> Doing<T> for Result<T, rusqlite::Error> {
+    fn doing(self, doing: &'static str) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::Sql { doing, source })
+    }
+}
+
+/// A connection to Corral's database.
+pub struct Store {
+    conn: Connection,
+    home: Home,
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the store of `home`.
+    pub fn open(home: &Home) -> Result<Store, StoreError> {
+        home.ensure()?;
+        let path = home.database();
+        create_private_file(&path)?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let open_err = |source| StoreError::Open { path: path.clone(), source };
+        let conn = Connection::open_with_flags(&path, flags).map_err(open_err)?;
+        configure(&conn).map_err(open_err)?;
+        let mut store = Store { conn, home: home.clone() };
+        migrate::apply(&mut store.conn, &path)?;
+        Ok(store)
+    }
+
+    /// The folders this store lives in.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// A counter that changes whenever another connection commits: cheap to
+    /// poll (no disk read when nothing changed).
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.conn.query_row("PRAGMA data_version", [], |r| r.get(0)).doing("reading data_version")
+    }
+
+    /// Runs `f` in a `BEGIN IMMEDIATE` transaction.
+    pub(crate) fn write<T>(
+        &mut self,
+        doing: &'static str,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).doing(doing)?;
+        let value = f(&tx).doing(doing)?;
+        tx.commit().doing(doing)?;
+        Ok(value)
+    }
+
+    /// The connection, for reads.
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// Per-connection settings, in one place.
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// Creates the database file as 0600 before SQLite does, so it (and the WAL
+/// and shared-memory files SQLite gives the same mode) is private.
+fn create_private_file(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .map(drop)
+        .map_err(|source| StoreError::Create { path: path.to_path_buf(), source })
+}

@@ -1,0 +1,475 @@
+//! The `runs` table: one row per run, and every state transition of it.
+//!
+//! Transitions are guarded in SQL (`WHERE status IN (...)`), so whoever
+//! commits a terminal status first wins and a run's outcome is written once.
+
+use rusqlite::{params, OptionalExtension, Row};
+
+use super::{Doing, Store, StoreError};
+use crate::adapter::Report;
+use crate::preset::Preset;
+use crate::run::{Run, RunStatus, StopReason, Usage};
+use crate::time;
+
+/// Columns of a run, in the order [`run_from_row`] reads them.
+const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd, model,
+    resolved_model, status, stop_reason, exit_code, exit_signal, final_text, error,
+    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, session_id,
+    created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
+    dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start";
+
+/// SQL list of the terminal statuses.
+const TERMINAL: &str = "('completed', 'failed', 'aborted', 'lost')";
+
+/// A run about to be launched.
+#[derive(Debug, Clone)]
+pub struct NewRun<'a> {
+    /// The preset, snapshotted into the row so the run never depends on the
+    /// file staying as it was.
+    pub preset: &'a Preset,
+    /// The task, verbatim.
+    pub task: &'a str,
+    /// The working folder (absolute).
+    pub cwd: &'a str,
+    /// A model override.
+    pub model: Option<&'a str>,
+    /// The run that launched this one.
+    pub parent_id: Option<&'a str>,
+}
+
+/// How a run ended, as committed once by whoever ends it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// A terminal status.
+    pub status: RunStatus,
+    /// Why.
+    pub stop_reason: StopReason,
+    /// The agent's exit code, if it exited before the commit.
+    pub exit_code: Option<i32>,
+    /// The signal that killed the agent, if one did before the commit.
+    pub exit_signal: Option<i32>,
+    /// What went wrong.
+    pub error: Option<String>,
+    /// What the stream said.
+    pub report: Report,
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    /// Include runs cleared with "Clear finished".
+    pub include_dismissed: bool,
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// Only children of this run.
+    pub parent_id: Option<String>,
+    /// At most this many, newest first.
+    pub limit: Option<usize>,
+}
+
+/// The result of asking a run to stop.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AbortRequest {
+    /// The run was already over; nothing was changed.
+    AlreadyOver(Run),
+    /// The run had not started; it is now aborted.
+    AbortedBeforeStart(Run),
+    /// The request is recorded; its shepherd must act on it.
+    Requested(Run),
+}
+
+/// One search match.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchHit {
+    /// The run.
+    pub run_id: String,
+    /// Where it matched: `task`, `final_text`, `error` or `transcript`.
+    pub field: String,
+    /// The matching text, shortened around the match.
+    pub snippet: String,
+}
+
+fn new_run_id() -> String {
+    // Lowercase letters and digits without look-alikes; 8 of them give
+    // 30^8 ≈ 6.6e11 ids, and the UNIQUE constraint catches the rest.
+    const ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
+    (0..8).map(|_| ALPHABET[fastrand::usize(..ALPHABET.len())] as char).collect()
+}
+
+impl Store {
+    /// Writes a new run in `status` (`queued` or `starting`) and returns it.
+    pub fn insert_run(&mut self, new: &NewRun<'_>, status: RunStatus) -> Result<Run, StoreError> {
+        let preset_json = serde_json::to_string(new.preset).expect("a preset always serializes");
+        let now = time::format(time::now());
+        let id = loop {
+            let id = new_run_id();
+            let inserted = self.write("recording a new run", |tx| {
+                tx.execute(
+                    "INSERT OR IGNORE INTO runs (id, parent_id, preset, preset_path, preset_json,
+                       agent, task, cwd, model, status, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    params![
+                        id,
+                        new.parent_id,
+                        new.preset.name,
+                        new.preset.path,
+                        preset_json,
+                        new.preset.agent.as_str(),
+                        new.task,
+                        new.cwd,
+                        new.model.or(new.preset.model.as_deref()),
+                        status.as_str(),
+                        now
+                    ],
+                )
+            })?;
+            if inserted == 1 {
+                break id;
+            }
+        };
+        self.run(&id)
+    }
+
+    /// The run with exactly this id.
+    pub fn run(&self, id: &str) -> Result<Run, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
+        let run = self.conn().query_row(&sql, [id], run_from_row).optional().doing("reading a run")?;
+        let mut run = run.ok_or_else(|| StoreError::UnknownRun(id.to_string()))??;
+        run.children = self.children(&run.id)?;
+        Ok(run)
+    }
+
+    /// The run whose id is `id_or_prefix`, or the one run whose id starts so.
+    pub fn find_run(&self, id_or_prefix: &str) -> Result<Run, StoreError> {
+        match self.run(id_or_prefix) {
+            Err(StoreError::UnknownRun(_)) if !id_or_prefix.is_empty() => {}
+            other => return other,
+        }
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY num LIMIT 6")
+            .doing("finding a run")?;
+        let ids: Vec<String> = stmt
+            .query_map([id_or_prefix], |r| r.get(0))
+            .doing("finding a run")?
+            .collect::<Result<_, _>>()
+            .doing("finding a run")?;
+        match ids.as_slice() {
+            [] => Err(StoreError::UnknownRun(id_or_prefix.to_string())),
+            [one] => self.run(one),
+            many => Err(StoreError::AmbiguousRun {
+                prefix: id_or_prefix.to_string(),
+                matches: many.join(", "),
+            }),
+        }
+    }
+
+    /// Ids of the runs launched from `id`, oldest first.
+    pub fn children(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT id FROM runs WHERE parent_id = ?1 ORDER BY num")
+            .doing("listing child runs")?;
+        let ids = stmt.query_map([id], |r| r.get(0)).doing("listing child runs")?;
+        ids.collect::<Result<_, _>>().doing("listing child runs")
+    }
+
+    /// The preset a run was launched with, as it was then.
+    pub fn run_preset(&self, id: &str) -> Result<Preset, StoreError> {
+        let json: String = self
+            .conn()
+            .query_row("SELECT preset_json FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .doing("reading a run's preset")?
+            .ok_or_else(|| StoreError::UnknownRun(id.to_string()))?;
+        serde_json::from_str(&json).map_err(|e| StoreError::Corrupt {
+            id: id.to_string(),
+            field: "preset",
+            reason: e.to_string(),
+        })
+    }
+
+    /// Runs matching `filter`, newest first.
+    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<Run>, StoreError> {
+        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
+        let mut args: Vec<String> = Vec::new();
+        if !filter.include_dismissed {
+            sql.push_str(" AND dismissed_at IS NULL");
+        }
+        if let Some(status) = filter.status {
+            args.push(status.as_str().to_string());
+            sql.push_str(&format!(" AND status = ?{}", args.len()));
+        }
+        if let Some(parent) = &filter.parent_id {
+            args.push(parent.clone());
+            sql.push_str(&format!(" AND parent_id = ?{}", args.len()));
+        }
+        sql.push_str(" ORDER BY num DESC");
+        if let Some(limit) = filter.limit {
+            sql.push_str(&format!(" LIMIT {limit}"));
+        }
+        let mut stmt = self.conn().prepare(&sql).doing("listing runs")?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(&args), run_from_row)
+            .doing("listing runs")?
+            .collect::<Result<Vec<_>, _>>()
+            .doing("listing runs")?;
+        let mut runs = rows.into_iter().collect::<Result<Vec<Run>, StoreError>>()?;
+        for run in &mut runs {
+            run.children = self.children(&run.id)?;
+        }
+        Ok(runs)
+    }
+
+    /// Active runs (not terminal), oldest first: what reconciliation checks.
+    pub fn active_runs(&self) -> Result<Vec<Run>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE status NOT IN {TERMINAL} ORDER BY num");
+        let mut stmt = self.conn().prepare(&sql).doing("listing active runs")?;
+        let rows = stmt
+            .query_map([], run_from_row)
+            .doing("listing active runs")?
+            .collect::<Result<Vec<_>, _>>()
+            .doing("listing active runs")?;
+        rows.into_iter().collect()
+    }
+
+    /// Records the shepherd process that owns a run.
+    pub fn record_shepherd(&mut self, id: &str, pid: i32, start: u64) -> Result<(), StoreError> {
+        self.write("recording a shepherd", |tx| {
+            tx.execute(
+                "UPDATE runs SET shepherd_pid = ?2, shepherd_start = ?3 WHERE id = ?1",
+                params![id, pid, start as i64],
+            )
+        })
+        .map(drop)
+    }
+
+    /// Marks a starting run `running` with its agent's identity. Returns false
+    /// if the run is no longer `starting` (it was aborted meanwhile).
+    pub fn mark_running(&mut self, id: &str, pid: i32, start: u64) -> Result<bool, StoreError> {
+        let now = time::format(time::now());
+        self.write("marking a run running", |tx| {
+            tx.execute(
+                "UPDATE runs SET status = 'running', agent_pid = ?2, agent_start = ?3, started_at = ?4
+                 WHERE id = ?1 AND status = 'starting'",
+                params![id, pid, start as i64, now],
+            )
+        })
+        .map(|n| n == 1)
+    }
+
+    /// Commits a run's outcome, once: returns false if the run was already
+    /// terminal (someone else decided first), and then changes nothing.
+    pub fn commit_outcome(&mut self, id: &str, outcome: &Outcome) -> Result<bool, StoreError> {
+        debug_assert!(outcome.status.is_terminal());
+        let now = time::format(time::now());
+        let r = &outcome.report;
+        let sql = format!(
+            "UPDATE runs SET status = ?2, stop_reason = ?3, exit_code = ?4, exit_signal = ?5,
+               error = ?6, final_text = ?7, resolved_model = coalesce(?8, resolved_model),
+               input_tokens = ?9, output_tokens = ?10, cache_read_tokens = ?11,
+               cache_write_tokens = ?12, cost_usd = ?13, session_id = coalesce(?14, session_id),
+               completed_at = ?15, started_at = coalesce(started_at, ?15)
+             WHERE id = ?1 AND status NOT IN {TERMINAL}"
+        );
+        self.write("committing a run's outcome", |tx| {
+            tx.execute(
+                &sql,
+                params![
+                    id,
+                    outcome.status.as_str(),
+                    outcome.stop_reason.as_str(),
+                    outcome.exit_code,
+                    outcome.exit_signal,
+                    outcome.error,
+                    r.final_text,
+                    r.resolved_model,
+                    r.usage.input_tokens as i64,
+                    r.usage.output_tokens as i64,
+                    r.usage.cache_read_tokens as i64,
+                    r.usage.cache_write_tokens as i64,
+                    r.cost_usd,
+                    r.session_id,
+                    now
+                ],
+            )
+        })
+        .map(|n| n == 1)
+    }
+
+    /// Records that the last process of a run was reaped, with the agent's
+    /// exit status if it was not known when the outcome was committed.
+    pub fn mark_exited(
+        &mut self,
+        id: &str,
+        exit_code: Option<i32>,
+        exit_signal: Option<i32>,
+    ) -> Result<(), StoreError> {
+        let now = time::format(time::now());
+        self.write("recording a run's exit", |tx| {
+            tx.execute(
+                "UPDATE runs SET exited_at = coalesce(exited_at, ?2),
+                   exit_code = coalesce(exit_code, ?3), exit_signal = coalesce(exit_signal, ?4)
+                 WHERE id = ?1",
+                params![id, now, exit_code, exit_signal],
+            )
+        })
+        .map(drop)
+    }
+
+    /// Asks a run to stop. A run that has not started is aborted at once; a
+    /// running one gets the request recorded for its shepherd to act on.
+    pub fn request_abort(&mut self, id: &str) -> Result<AbortRequest, StoreError> {
+        let now = time::format(time::now());
+        let before_start = self.write("recording an abort", |tx| {
+            let n = tx.execute(
+                "UPDATE runs SET status = 'aborted', stop_reason = 'user_abort',
+                   abort_requested_at = coalesce(abort_requested_at, ?2),
+                   completed_at = ?2, exited_at = ?2
+                 WHERE id = ?1 AND status = 'queued'",
+                params![id, now],
+            )?;
+            if n == 0 {
+                tx.execute(
+                    &format!(
+                        "UPDATE runs SET abort_requested_at = coalesce(abort_requested_at, ?2)
+                         WHERE id = ?1 AND status NOT IN {TERMINAL}"
+                    ),
+                    params![id, now],
+                )?;
+            }
+            Ok(n == 1)
+        })?;
+        let run = self.run(id)?;
+        Ok(if before_start {
+            AbortRequest::AbortedBeforeStart(run)
+        } else if run.status.is_terminal() {
+            AbortRequest::AlreadyOver(run)
+        } else {
+            AbortRequest::Requested(run)
+        })
+    }
+
+    /// Full-text search over tasks, final texts, errors and transcripts.
+    pub fn search(&self, text: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+        let query = fts_query(text);
+        if query.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut hits = Vec::new();
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT r.id,
+                   snippet(runs_fts, 0, '[', ']', '…', 12),
+                   snippet(runs_fts, 1, '[', ']', '…', 12),
+                   snippet(runs_fts, 2, '[', ']', '…', 12)
+                 FROM runs_fts JOIN runs r ON r.num = runs_fts.rowid
+                 WHERE runs_fts MATCH ?1 ORDER BY r.num DESC LIMIT ?2",
+            )
+            .doing("searching runs")?;
+        let rows = stmt
+            .query_map(params![query, limit as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+            })
+            .doing("searching runs")?;
+        for row in rows {
+            let (run_id, task, final_text, error) = row.doing("searching runs")?;
+            let (field, snippet) = [("task", task), ("final_text", final_text), ("error", error)]
+                .into_iter()
+                .find(|(_, s)| s.contains('['))
+                .unwrap_or(("task", String::new()));
+            hits.push(SearchHit { run_id, field: field.to_string(), snippet });
+        }
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT e.run_id, snippet(events_fts, 0, '[', ']', '…', 12)
+                 FROM events_fts JOIN events e ON e.id = events_fts.rowid
+                 WHERE events_fts MATCH ?1 ORDER BY e.id DESC LIMIT ?2",
+            )
+            .doing("searching transcripts")?;
+        let rows = stmt
+            .query_map(params![query, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .doing("searching transcripts")?;
+        for row in rows {
+            let (run_id, snippet) = row.doing("searching transcripts")?;
+            hits.push(SearchHit { run_id, field: "transcript".to_string(), snippet });
+        }
+        hits.truncate(limit);
+        Ok(hits)
+    }
+}
+
+/// Quotes each word so user text is never parsed as FTS5 syntax.
+fn fts_query(text: &str) -> String {
+    text.split_whitespace()
+        .map(|word| format!("\"{}\"", word.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Reads a row selected with [`RUN_COLUMNS`]. The outer result is SQLite's,
+/// the inner one says whether the stored words made sense.
+fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
+    let id: String = row.get(0)?;
+    let parse = |field: &'static str, text: String| StoreError::Corrupt {
+        id: id.clone(),
+        field,
+        reason: format!("'{text}'"),
+    };
+    let agent_word: String = row.get(4)?;
+    let status_word: String = row.get(9)?;
+    let stop_word: Option<String> = row.get(10)?;
+    let agent = match agent_word.parse() {
+        Ok(a) => a,
+        Err(_) => return Ok(Err(parse("agent", agent_word))),
+    };
+    let status = match status_word.parse() {
+        Ok(s) => s,
+        Err(_) => return Ok(Err(parse("status", status_word))),
+    };
+    let stop_reason = match stop_word.map(|w| w.parse::<StopReason>().map_err(|_| w)) {
+        None => None,
+        Some(Ok(reason)) => Some(reason),
+        Some(Err(w)) => return Ok(Err(parse("stop_reason", w))),
+    };
+    let count = |index: usize| -> rusqlite::Result<u64> { Ok(row.get::<_, i64>(index)?.max(0) as u64) };
+    Ok(Ok(Run {
+        id: id.clone(),
+        parent_id: row.get(1)?,
+        children: Vec::new(),
+        preset: row.get(2)?,
+        preset_path: row.get(3)?,
+        agent,
+        task: row.get(5)?,
+        cwd: row.get(6)?,
+        model: row.get(7)?,
+        resolved_model: row.get(8)?,
+        status,
+        stop_reason,
+        exit_code: row.get(11)?,
+        exit_signal: row.get(12)?,
+        final_text: row.get(13)?,
+        error: row.get(14)?,
+        usage: Usage {
+            input_tokens: count(15)?,
+            output_tokens: count(16)?,
+            cache_read_tokens: count(17)?,
+            cache_write_tokens: count(18)?,
+        },
+        cost_usd: row.get(19)?,
+        session_id: row.get(20)?,
+        created_at: row.get(21)?,
+        started_at: row.get(22)?,
+        completed_at: row.get(23)?,
+        exited_at: row.get(24)?,
+        abort_requested_at: row.get(25)?,
+        notified_at: row.get(26)?,
+        dismissed_at: row.get(27)?,
+        shepherd_pid: row.get(28)?,
+        shepherd_start: row.get::<_, Option<i64>>(29)?.map(|v| v as u64),
+        agent_pid: row.get(30)?,
+        agent_start: row.get::<_, Option<i64>>(31)?.map(|v| v as u64),
+    }))
+}
