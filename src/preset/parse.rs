@@ -16,8 +16,34 @@ use crate::adapter::AgentKind;
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum StringOrList {
-    List(Vec<String>),
+    List(Vec<Word>),
     Text(String),
+}
+
+/// One list item. YAML reads `true`, `5` or `1.5` as non-strings, but in an
+/// argv (`args: [--max-turns, 5]`, `command: [true]`) they are words.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Word {
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl Word {
+    fn into_string(self) -> String {
+        match self {
+            Word::Text(s) => s,
+            Word::Int(i) => i.to_string(),
+            Word::Float(f) => f.to_string(),
+            Word::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+fn words(list: Vec<Word>) -> Vec<String> {
+    list.into_iter().map(Word::into_string).collect()
 }
 
 /// A duration written as `30m`, `1h 30m`, `90s`, or a number of seconds.
@@ -42,7 +68,7 @@ struct Frontmatter {
     startup_timeout: Option<DurationValue>,
     children_timeout: Option<DurationValue>,
     command: Option<StringOrList>,
-    args: Option<Vec<String>>,
+    args: Option<Vec<Word>>,
 }
 
 /// Why a file is not a usable preset; each message says how to fix it.
@@ -94,13 +120,13 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
     let model = front.model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty() && m != "inherit");
     let tools = match front.tools {
         None => Vec::new(),
-        Some(StringOrList::List(list)) => list,
+        Some(StringOrList::List(list)) => words(list),
         Some(StringOrList::Text(text)) => text.split(',').map(str::to_string).collect(),
     };
     let tools = tools.into_iter().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
     let command = match front.command {
         None => Vec::new(),
-        Some(StringOrList::List(list)) => list,
+        Some(StringOrList::List(list)) => words(list),
         Some(StringOrList::Text(text)) => return Err(PresetError::CommandNotList(text)),
     };
     if agent == AgentKind::Command && command.is_empty() {
@@ -118,7 +144,7 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         startup_timeout: duration(front.startup_timeout, "startup_timeout")?,
         children_timeout: duration(front.children_timeout, "children_timeout")?,
         command,
-        args: front.args.unwrap_or_default(),
+        args: front.args.map(words).unwrap_or_default(),
         system_prompt: body.trim().to_string(),
         source,
         path: path.to_string(),
@@ -179,11 +205,12 @@ mod tests {
 
     #[test]
     fn reads_durations_lists_and_crlf() {
-        let text = "---\r\nname: t\r\ndescription: d\r\nagent: command\r\ncommand: [cargo, test]\r\ntimeout: 1h 30m\r\nidle_timeout: 90\r\ntools:\r\n  - read\r\n  - grep\r\n---\r\nbody";
+        let text = "---\r\nname: t\r\ndescription: d\r\nagent: command\r\nargs: [--max-turns, 5, true]\r\ncommand: [cargo, test]\r\ntimeout: 1h 30m\r\nidle_timeout: 90\r\ntools:\r\n  - read\r\n  - grep\r\n---\r\nbody";
         let p = parse(text, PresetSource::Global).unwrap();
         assert_eq!(p.timeout, Some(Duration::from_secs(5400)));
         assert_eq!(p.idle_timeout, Some(Duration::from_secs(90)));
         assert_eq!(p.command, ["cargo", "test"]);
+        assert_eq!(p.args, ["--max-turns", "5", "true"]);
         assert_eq!(p.tools, ["read", "grep"]);
     }
 

@@ -1,0 +1,244 @@
+//! The first supervised runs, end to end through the real `corral` binary
+//! and real processes: the `command` adapter's outcomes, verbatim tasks,
+//! isolation and permissions, `wait` exit codes, `tail --follow`, abort, and
+//! runs that outlive whoever launched them.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{eventually, fake_agent, processes_of_run, Env};
+
+#[test]
+fn a_successful_command_is_completed_with_its_last_lines_as_result() {
+    let env = Env::new();
+    env.command_preset("ok", &[&fake_agent("exit-with"), "0"]);
+    let id = env.launch("ok", "build the thing");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["stop_reason"], "exit_code");
+    assert_eq!(run["exit_code"], 0);
+    assert_eq!(run["final_text"], "working on: build the thing\nstep 1 done");
+    assert_eq!(run["error"], serde_json::Value::Null);
+    for key in ["created_at", "started_at", "completed_at", "exited_at"] {
+        let at = run[key].as_str().unwrap_or_else(|| panic!("{key} missing"));
+        assert!(at.ends_with('Z') && at.len() == 24, "{key} = {at}: RFC 3339 with milliseconds");
+    }
+    let stderr = std::fs::read_to_string(env.run_dir(&id).join("stderr.log")).unwrap();
+    assert_eq!(stderr, "something went wrong on step 2\n");
+    assert_eq!(env.ok(&["tail", &id]), "working on: build the thing\nstep 1 done\n");
+}
+
+#[test]
+fn a_failing_command_is_failed_with_its_exit_code_and_stderr() {
+    let env = Env::new();
+    env.command_preset("bad", &[&fake_agent("exit-with"), "3"]);
+    let id = env.launch("bad", "try");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["stop_reason"], "exit_code");
+    assert_eq!(run["exit_code"], 3);
+    assert_eq!(run["error"], "exited with code 3: something went wrong on step 2");
+}
+
+#[test]
+fn a_command_killed_by_a_signal_is_failed_naming_the_signal() {
+    let env = Env::new();
+    env.command_preset("killed", &[&fake_agent("die-by-signal"), "KILL"]);
+    let id = env.launch("killed", "go");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["stop_reason"], "signal");
+    assert_eq!(run["exit_signal"], 9);
+    assert_eq!(run["exit_code"], serde_json::Value::Null);
+    assert!(run["error"].as_str().unwrap().contains("SIGKILL"), "{run:#}");
+}
+
+#[test]
+fn a_missing_agent_binary_fails_the_run_at_once_naming_the_binary() {
+    let env = Env::new();
+    env.command_preset("ghost", &["corral-test-no-such-agent", "--flag"]);
+    let out = env.corral(&["launch", "ghost", "go", "--wait", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "wait semantics: ended, not completed");
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["stop_reason"], "spawn_failed");
+    let error = run["error"].as_str().unwrap();
+    assert!(error.contains("'corral-test-no-such-agent' not found on PATH"), "{error}");
+    assert!(error.contains("ghost.md"), "names the preset file to fix: {error}");
+}
+
+#[test]
+fn the_task_reaches_the_agent_verbatim_as_one_argument() {
+    let env = Env::new();
+    env.command_preset("args", &[&fake_agent("print-args"), "--task", "{task}", "{task}x"]);
+    let task = "hi $(touch pwned) `touch pwned2` \"double\" 'single' ; rm -rf / \\ *\nsecond line";
+    let id = env.launch("args", task);
+    env.wait_end(&id);
+    let stdout = std::fs::read_to_string(env.run_dir(&id).join("stdout.log")).unwrap();
+    let expected = format!(
+        "<--task>\n<{task}>\n<{{task}}x>\nCORRAL_TASK=<{task}>\nCORRAL_RUN_ID=<{id}>\n"
+    );
+    assert_eq!(stdout, expected);
+    assert!(!env.project.join("pwned").exists() && !env.project.join("pwned2").exists());
+    assert_eq!(env.show(&id)["task"], task);
+}
+
+#[test]
+fn corral_home_keeps_installations_apart_and_private() {
+    let a = Env::new();
+    let b = Env::new();
+    a.command_preset("ok", &[&fake_agent("exit-with"), "0"]);
+    let id = a.launch("ok", "in a");
+    a.wait_end(&id);
+    assert_eq!(a.json(&["ls"]).as_array().unwrap().len(), 1);
+    assert_eq!(b.json(&["ls"]).as_array().unwrap().len(), 0);
+    assert!(!a.user_home.join(".local/share/corral").exists(), "nothing written outside CORRAL_HOME");
+
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for dir in [a.home.clone(), a.home.join("runs"), a.run_dir(&id)] {
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    }
+    let mut files = vec![a.home.join("corral.db")];
+    for entry in std::fs::read_dir(a.run_dir(&id)).unwrap() {
+        files.push(entry.unwrap().path());
+    }
+    for file in files {
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+}
+
+#[test]
+fn wait_exits_0_when_completed_1_otherwise_124_on_timeout() {
+    let env = Env::new();
+    env.command_preset("ok", &[&fake_agent("exit-with"), "0"]);
+    env.command_preset("bad", &[&fake_agent("exit-with"), "1"]);
+    let marker = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), marker.to_str().unwrap()]);
+    let ok = env.launch("ok", "a");
+    let bad = env.launch("bad", "b");
+    let slow = env.launch("slow", "c");
+
+    assert_eq!(env.corral(&["wait", &ok]).status.code(), Some(0));
+    assert_eq!(env.corral(&["wait", &ok, &bad]).status.code(), Some(1));
+    let timed_out = env.corral(&["wait", &slow, "--timeout", "0.3", "--json"]);
+    assert_eq!(timed_out.status.code(), Some(124));
+    let runs: serde_json::Value = serde_json::from_slice(&timed_out.stdout).unwrap();
+    assert_eq!(runs[0]["status"], "running");
+
+    std::fs::write(&marker, "").unwrap();
+    let done = env.corral(&["wait", &slow, "--json"]);
+    assert_eq!(done.status.code(), Some(0));
+    let runs: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(runs[0]["final_text"], "started\nfinished");
+
+    let unknown = env.corral(&["wait", "x1"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&unknown.stderr).trim(), "corral: no run 'x1': see 'corral ls --all'");
+}
+
+#[test]
+fn tail_follow_prints_a_live_run_until_it_ends() {
+    let env = Env::new();
+    let marker = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), marker.to_str().unwrap()]);
+    let id = env.launch("slow", "watch me");
+    let mut tail = env.command(&["tail", "-f", &id]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(tail.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "started");
+    std::fs::write(&marker, "").unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(rest, vec!["finished".to_string(), format!("── {id} completed (exit_code)")]);
+    assert!(tail.wait().unwrap().success());
+}
+
+#[test]
+fn abort_stops_the_run_and_its_processes_and_is_idempotent() {
+    let env = Env::new();
+    let marker = env.project.join("never");
+    env.command_preset("slow", &[&fake_agent("slow"), marker.to_str().unwrap()]);
+    let id = env.launch("slow", "forever");
+    env.wait_run(&id, Duration::from_secs(10), |r| r["status"] == "running");
+    assert!(!processes_of_run(&id).is_empty());
+
+    let out = env.ok(&["abort", &id]);
+    assert_eq!(out.trim(), format!("{id}  aborted"));
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "aborted");
+    assert_eq!(run["stop_reason"], "user_abort");
+    assert!(processes_of_run(&id).is_empty(), "no process of the run survives");
+    let signals = std::fs::read_to_string(env.run_dir(&id).join("signals.log")).unwrap();
+    assert!(signals.contains("SIGTERM -> group"), "{signals}");
+
+    let again = env.ok(&["abort", &id]);
+    assert_eq!(again.trim(), format!("{id}  already ended: aborted"));
+}
+
+#[test]
+fn a_run_survives_its_launcher_being_killed() {
+    let env = Env::new();
+    let marker = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), marker.to_str().unwrap()]);
+    let id_file = env.project.join("id");
+    // A launcher that records the id, then hangs until killed with its group.
+    let script = format!(
+        "{} launch slow survive > {} && sleep 60",
+        common::corral_bin().display(),
+        id_file.display()
+    );
+    let mut launcher = std::process::Command::new("setsid");
+    launcher
+        .args(["sh", "-c", &script])
+        .current_dir(&env.project)
+        .env("CORRAL_HOME", &env.home)
+        .env("HOME", &env.user_home);
+    let mut launcher = launcher.spawn().unwrap();
+    assert!(eventually(Duration::from_secs(10), || std::fs::read_to_string(&id_file).is_ok_and(|s| s.trim().len() == 8)));
+    let id = std::fs::read_to_string(&id_file).unwrap().trim().to_string();
+    // Kill the launcher's whole session group.
+    unsafe { libc::kill(-(launcher.id() as i32), libc::SIGKILL) };
+    launcher.wait().unwrap();
+
+    env.wait_run(&id, Duration::from_secs(10), |r| r["status"] == "running");
+    std::fs::write(&marker, "").unwrap();
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["final_text"], "started\nfinished");
+}
+
+#[test]
+fn a_database_from_a_newer_corral_is_refused_with_a_clear_message() {
+    let env = Env::new();
+    env.ok(&["ls"]);
+    let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
+    db.pragma_update(None, "user_version", 999).unwrap();
+    drop(db);
+    let out = env.corral(&["ls"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("from a newer Corral (schema 999"), "{err}");
+    assert!(err.contains("upgrade Corral"), "{err}");
+}
+
+#[test]
+fn ls_and_show_and_search_find_runs() {
+    let env = Env::new();
+    env.command_preset("ok", &[&fake_agent("exit-with"), "0"]);
+    let id = env.launch("ok", "find the flux capacitor");
+    env.wait_end(&id);
+    let table = env.ok(&["ls"]);
+    let header = table.lines().next().unwrap();
+    assert!(header.starts_with("ID") && header.contains("STATUS") && header.contains("TASK"), "{table}");
+    assert!(table.contains(&id) && table.contains("completed") && table.contains("find the flux capacitor"));
+    assert_eq!(env.json(&["ls", "--status", "failed"]).as_array().unwrap().len(), 0);
+
+    let prefix = &id[..5];
+    assert_eq!(env.show(prefix)["id"], id.as_str(), "a unique prefix is enough");
+    let hits = env.json(&["search", "capacitor"]);
+    assert_eq!(hits[0]["run_id"], id.as_str());
+    let hits = env.json(&["search", "step"]);
+    assert!(hits.as_array().unwrap().iter().any(|h| h["field"] == "transcript"), "{hits:#}");
+}

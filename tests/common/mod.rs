@@ -1,0 +1,166 @@
+//! Shared test harness: an isolated Corral installation in temporary
+//! folders, the real `corral` binary, and waiting on conditions with
+//! deadlines (never fixed sleeps).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The `corral` binary under test.
+pub fn corral_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_corral"))
+}
+
+/// A fake agent program from `tests/fake-agents/`.
+pub fn fake_agent(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-agents").join(name);
+    assert!(path.is_file(), "no fake agent {}", path.display());
+    path.to_string_lossy().into_owned()
+}
+
+/// An isolated installation: its own CORRAL_HOME, HOME and project folder.
+pub struct Env {
+    _root: tempfile::TempDir,
+    /// CORRAL_HOME.
+    pub home: PathBuf,
+    /// The user's home folder ($HOME).
+    pub user_home: PathBuf,
+    /// A project folder to launch from.
+    pub project: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let root = tempfile::tempdir().expect("temp dir");
+        let home = root.path().join("corral-home");
+        let user_home = root.path().join("home");
+        let project = root.path().join("project");
+        std::fs::create_dir_all(&user_home).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        Env { _root: root, home, user_home, project }
+    }
+
+    /// A `corral` command in this installation, run from the project folder.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(corral_bin());
+        cmd.args(args)
+            .current_dir(&self.project)
+            .env("CORRAL_HOME", &self.home)
+            .env("HOME", &self.user_home)
+            .env_remove("CORRAL_RUN_ID")
+            .env_remove("CORRAL_LOG");
+        cmd
+    }
+
+    /// Runs `corral ARGS` to completion.
+    pub fn corral(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run corral")
+    }
+
+    /// Runs `corral ARGS`, asserts success, returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.corral(args);
+        assert!(
+            out.status.success(),
+            "corral {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    /// Runs `corral ARGS --json` and parses the document.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let text = self.ok(&args);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON from {args:?}: {e}\n{text}"))
+    }
+
+    /// Writes a preset file `NAME.md` into `dir` (relative to the project
+    /// folder, or absolute) with the given frontmatter lines and body.
+    pub fn preset_file(&self, dir: impl AsRef<Path>, file: &str, text: &str) -> PathBuf {
+        let dir = self.project.join(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(file);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// A project preset running `argv` with agent `command`.
+    pub fn command_preset(&self, name: &str, argv: &[&str]) {
+        self.command_preset_with(name, argv, "");
+    }
+
+    /// A project preset running `argv`, with extra frontmatter lines.
+    pub fn command_preset_with(&self, name: &str, argv: &[&str], extra: &str) {
+        let argv = serde_json::to_string(argv).unwrap();
+        let text = format!("---\nname: {name}\ndescription: test preset {name}\nagent: command\ncommand: {argv}\n{extra}---\n");
+        self.preset_file(".corral/presets", &format!("{name}.md"), &text);
+    }
+
+    /// Launches and returns the run id.
+    pub fn launch(&self, preset: &str, task: &str) -> String {
+        self.ok(&["launch", preset, task]).trim().to_string()
+    }
+
+    /// `corral show ID --json`.
+    pub fn show(&self, id: &str) -> Value {
+        self.json(&["show", id])
+    }
+
+    /// Waits until run `id` satisfies `cond`, or panics after `limit`.
+    pub fn wait_run(&self, id: &str, limit: Duration, cond: impl Fn(&Value) -> bool) -> Value {
+        let mut last = Value::Null;
+        let found = eventually(limit, || {
+            last = self.show(id);
+            cond(&last)
+        });
+        assert!(found, "run {id} did not reach the condition within {limit:?}; last:\n{last:#}");
+        last
+    }
+
+    /// Waits until run `id` is terminal and its processes are reaped.
+    pub fn wait_end(&self, id: &str) -> Value {
+        self.wait_run(id, Duration::from_secs(20), |r| !r["exited_at"].is_null() && is_terminal(r))
+    }
+
+    /// The run's folder.
+    pub fn run_dir(&self, id: &str) -> PathBuf {
+        self.home.join("runs").join(id)
+    }
+}
+
+/// True if a run object has a terminal status.
+pub fn is_terminal(run: &Value) -> bool {
+    matches!(run["status"].as_str(), Some("completed" | "failed" | "aborted" | "lost"))
+}
+
+/// Polls `cond` every few ms until it holds (true) or `limit` passes (false).
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Live processes whose environment carries `CORRAL_RUN_ID=<id>`.
+pub fn processes_of_run(id: &str) -> Vec<i32> {
+    corral::process::pids_with_env("CORRAL_RUN_ID", id)
+}
+
+/// True if `pid` is alive (not a zombie).
+pub fn alive(pid: i32) -> bool {
+    corral::process::is_alive(pid)
+}

@@ -1,0 +1,114 @@
+//! Preset discovery: every source, precedence and overriding, files as
+//! written by Claude Code and pi users, and broken files reported without
+//! stopping the others.
+
+mod common;
+
+use common::Env;
+use serde_json::Value;
+
+fn by_name<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no preset {name} in {list:#}"))
+}
+
+#[test]
+fn every_source_is_read_and_later_sources_override_earlier_ones() {
+    let env = Env::new();
+    let home = &env.user_home;
+    let write = |dir: std::path::PathBuf, file: &str, text: &str| {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(file), text).unwrap();
+    };
+    // Claude Code agent, exactly as such files are written.
+    write(home.join(".claude/agents"), "code-reviewer.md",
+        "---\nname: code-reviewer\ndescription: Expert code review specialist. Use proactively after writing code.\ntools: Read, Grep, Glob, Bash\nmodel: sonnet\ncolor: purple\n---\n\nYou are a senior code reviewer.\n");
+    // pi subagent, as written: no agent key, list of tools, extra keys.
+    write(home.join(".pi/agent/subagents"), "scout.md",
+        "---\nname: scout\ndescription: user scout\ntools: [read, grep]\nthinking: low\n---\nScout it.\n");
+    write(env.home.join("presets"), "scout.md",
+        "---\nname: scout\ndescription: global scout\nagent: pi\n---\n");
+    write(env.home.join("presets"), "only-global.md",
+        "---\nname: only-global\ndescription: g\nagent: codex\n---\n");
+    // Project sources, found from a nested folder by walking up.
+    write(env.project.join(".claude/agents"), "code-reviewer.md",
+        "---\nname: code-reviewer\ndescription: project reviewer\n---\n");
+    write(env.project.join(".pi/subagents"), "scout.md",
+        "---\nname: scout\ndescription: project pi scout\n---\n");
+    write(env.project.join(".corral/presets"), "scout.md",
+        "---\nname: scout\ndescription: project corral scout\nagent: command\ncommand: [true]\n---\n");
+    let nested = env.project.join("src/deep");
+    std::fs::create_dir_all(&nested).unwrap();
+
+    let list = env.json(&["presets", "--cwd", nested.to_str().unwrap()]);
+
+    let scout = by_name(&list, "scout");
+    assert_eq!(scout["description"], "project corral scout");
+    assert_eq!(scout["source"], "corral-project");
+    assert_eq!(scout["agent"], "command");
+    let overridden: Vec<&str> = scout["overrides"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert_eq!(overridden.len(), 4, "shipped, pi user, global, pi project: {overridden:?}");
+    assert_eq!(overridden[0], "builtin:presets/scout.md");
+    assert!(overridden[1].ends_with(".pi/agent/subagents/scout.md"));
+    assert!(overridden[2].ends_with("corral-home/presets/scout.md"));
+    assert!(overridden[3].ends_with("project/.pi/subagents/scout.md"));
+
+    let reviewer = by_name(&list, "code-reviewer");
+    assert_eq!(reviewer["source"], "claude-project");
+    assert_eq!(reviewer["agent"], "claude", "Claude Code folders default to agent claude");
+    assert_eq!(by_name(&list, "only-global")["source"], "global");
+    assert_eq!(by_name(&list, "tests")["source"], "shipped");
+}
+
+#[test]
+fn claude_and_pi_files_load_as_written_in_the_wild() {
+    let env = Env::new();
+    let dir = env.user_home.join(".claude/agents");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("debugger.md"),
+        "---\nname: debugger\ndescription: Debugging specialist for errors, test failures, and unexpected behavior.\ntools: Read, Edit, Bash, Grep, Glob\nmodel: inherit\n---\n\nYou are an expert debugger.\n").unwrap();
+    let list = env.json(&["presets"]);
+    let debugger = by_name(&list, "debugger");
+    assert_eq!(debugger["agent"], "claude");
+    assert_eq!(debugger["model"], Value::Null, "`model: inherit` means the agent's default");
+    assert_eq!(debugger["problems"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn broken_files_are_listed_with_path_and_reason_and_others_still_load() {
+    let env = Env::new();
+    env.preset_file(".corral/presets", "good.md", "---\nname: good\ndescription: fine\nagent: command\ncommand: [true]\n---\n");
+    env.preset_file(".corral/presets", "no-front.md", "just markdown\n");
+    env.preset_file(".corral/presets", "bad-yaml.md", "---\nname: [unclosed\n---\n");
+    env.preset_file(".corral/presets", "bad-agent.md", "---\nname: x\ndescription: d\nagent: gpt-9\n---\n");
+    env.preset_file(".corral/presets", "bad-time.md", "---\nname: y\ndescription: d\nagent: pi\ntimeout: forever\n---\n");
+
+    let list = env.json(&["presets"]);
+    assert_eq!(by_name(&list, "good")["agent"], "command");
+    let problems: Vec<(&str, &str)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"].is_null())
+        .map(|p| (p["path"].as_str().unwrap(), p["problems"][0].as_str().unwrap()))
+        .collect();
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+    let reason = |file: &str| problems.iter().find(|(p, _)| p.ends_with(file)).unwrap().1;
+    assert!(reason("no-front.md").contains("frontmatter"));
+    assert!(reason("bad-yaml.md").contains("invalid YAML"));
+    assert!(reason("bad-agent.md").contains("gpt-9"));
+    assert!(reason("bad-time.md").contains("not a duration"));
+
+    let human = env.ok(&["presets"]);
+    assert!(human.contains("Not usable (4)"), "{human}");
+    assert!(human.contains("bad-agent.md"));
+
+    // Launching the broken one says why, naming the file.
+    let out = env.corral(&["launch", "bad-time", "go"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no preset 'bad-time'") && err.contains("bad-time.md"), "{err}");
+}
