@@ -6,16 +6,28 @@
 //! and judges. It never sees a pipe, a pid or the store, which keeps every
 //! adapter testable on captured output alone.
 
+mod claude;
+mod codex;
 mod command;
+mod gemini;
+pub mod json;
+mod opencode;
+mod pi;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::preset::Preset;
 use crate::run::{word_enum, RunStatus, StopReason, Usage};
 
+pub use claude::ClaudeAdapter;
+pub use codex::CodexAdapter;
 pub use command::CommandAdapter;
+pub use gemini::GeminiAdapter;
+pub use opencode::OpencodeAdapter;
+pub use pi::PiAdapter;
 
 word_enum! {
     /// The agent CLIs Corral knows.
@@ -56,8 +68,10 @@ pub struct InvocationContext<'a> {
     pub task: &'a str,
     /// The model override of this launch, else the preset's.
     pub model: Option<&'a str>,
-    /// The run's folder, for session and system-prompt files.
+    /// The run's folder, for session files.
     pub run_dir: PathBuf,
+    /// The preset's body written to a file, for agents that read it from one.
+    pub system_prompt_file: Option<PathBuf>,
 }
 
 /// Why an invocation cannot be built from a preset.
@@ -66,9 +80,6 @@ pub enum InvocationError {
     /// A `command` preset without a command.
     #[error("preset '{preset}' has agent 'command' but no `command:` list: add e.g. `command: [cargo, test]`")]
     MissingCommand { preset: String },
-    /// The adapter for this agent is not built yet.
-    #[error("agent '{agent}' is not supported by this version of Corral: use agent 'command' with its CLI in `command:`")]
-    Unsupported { agent: AgentKind },
 }
 
 word_enum! {
@@ -172,6 +183,29 @@ pub trait Adapter: Send {
     /// Hands over anything the adapter buffered, before a store commit.
     fn flush(&mut self, _out: &mut Vec<TranscriptEvent>) {}
 
+    /// While the stream has shown a possible end that the next line could
+    /// still retract (pi's `agent_end` before a retry), how long to wait for
+    /// that line before [`Adapter::settle`] makes it the end.
+    fn settling(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The possible end, confirmed by silence.
+    fn settle(&mut self) -> Option<Verdict> {
+        None
+    }
+
+    /// True while a tool call is in flight: silence then is work, not idleness.
+    fn busy(&self) -> bool {
+        false
+    }
+
+    /// True if the agent stops cleanly on SIGINT and should get it before
+    /// SIGTERM (Codex).
+    fn interrupts_first(&self) -> bool {
+        false
+    }
+
     /// The verdict when the process ended without a terminal event.
     fn verdict_on_exit(&mut self, end: ProcessEnd, stderr_tail: &str) -> Verdict;
 
@@ -179,30 +213,15 @@ pub trait Adapter: Send {
     fn report(&self) -> Report;
 }
 
-/// The adapter for an agent kind.
+/// The adapter for an agent kind, fresh for one run.
 pub fn for_agent(agent: AgentKind) -> Box<dyn Adapter> {
     match agent {
-        AgentKind::Command => Box::new(CommandAdapter::default()),
-        other => Box::new(Unsupported(other)),
-    }
-}
-
-/// Stands for an agent whose adapter is not built yet: invocation fails
-/// with a clear error, so the run fails at once instead of hanging.
-struct Unsupported(AgentKind);
-
-impl Adapter for Unsupported {
-    fn invocation(&self, _ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
-        Err(InvocationError::Unsupported { agent: self.0 })
-    }
-    fn read_line(&mut self, _: StreamLine<'_>, _: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
-        None
-    }
-    fn verdict_on_exit(&mut self, end: ProcessEnd, stderr_tail: &str) -> Verdict {
-        command::verdict_from_end(end, stderr_tail)
-    }
-    fn report(&self) -> Report {
-        Report::default()
+        AgentKind::Pi => Box::<PiAdapter>::default(),
+        AgentKind::Claude => Box::<ClaudeAdapter>::default(),
+        AgentKind::Codex => Box::<CodexAdapter>::default(),
+        AgentKind::Gemini => Box::<GeminiAdapter>::default(),
+        AgentKind::Opencode => Box::<OpencodeAdapter>::default(),
+        AgentKind::Command => Box::<CommandAdapter>::default(),
     }
 }
 

@@ -38,12 +38,22 @@ pub(super) struct Cleanup {
     pgid: i32,
     exit_grace: Duration,
     stop_grace: Duration,
+    /// The first signal of a stop: SIGTERM, or SIGINT for agents that stop
+    /// cleanly on it.
+    first: Sig,
     log: File,
 }
 
 impl Cleanup {
-    pub(super) fn new(run_id: &str, shepherd: i32, pgid: i32, exit_grace: Duration, stop_grace: Duration, log: File) -> Cleanup {
-        Cleanup { stage: Stage::Idle, run_id: run_id.to_string(), shepherd, pgid, exit_grace, stop_grace, log }
+    pub(super) fn new(
+        run_id: &str,
+        shepherd: i32,
+        pgid: i32,
+        (exit_grace, stop_grace): (Duration, Duration),
+        first: Sig,
+        log: File,
+    ) -> Cleanup {
+        Cleanup { stage: Stage::Idle, run_id: run_id.to_string(), shepherd, pgid, exit_grace, stop_grace, first, log }
     }
 
     /// The outcome is committed: give the agent its exit grace.
@@ -53,15 +63,14 @@ impl Cleanup {
         }
     }
 
-    /// Stop now: signal the group with `first`, then SIGKILL after the stop
-    /// grace. Does nothing if the sequence is already past this point.
-    pub(super) fn stop(&mut self, now: Instant, first: Sig, why: &str) {
+    /// Stop now: signal the group (SIGTERM or SIGINT, then SIGCONT so a
+    /// stopped process can act on it), then SIGKILL after the stop grace.
+    /// Does nothing if the sequence is already past this point.
+    pub(super) fn stop(&mut self, now: Instant, why: &str) {
         if matches!(self.stage, Stage::Idle | Stage::Grace { .. }) {
             self.note(&format!("stopping: {why}"));
-            self.signal_group(first);
-            if first != Sig::Cont {
-                self.signal_group(Sig::Cont);
-            }
+            self.signal_group(self.first);
+            self.signal_group(Sig::Cont);
             self.stage = Stage::Terminated { until: now + self.stop_grace };
         }
     }
@@ -79,7 +88,7 @@ impl Cleanup {
     pub(super) fn tick(&mut self, now: Instant) {
         match self.stage {
             Stage::Grace { until } if now >= until => {
-                self.stop(now, Sig::Term, "exit grace is over and processes remain");
+                self.stop(now, "exit grace is over and processes remain");
             }
             Stage::Terminated { until } if now >= until => {
                 self.note("stop grace is over");

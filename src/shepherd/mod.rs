@@ -105,11 +105,20 @@ pub fn shepherd(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     let adapter = adapter::for_agent(preset.agent);
     let run_dir = home.run_dir(run_id);
     home::ensure_private_dir(&run_dir).map_err(StoreError::from)?;
+    let system_prompt_file = if preset.system_prompt.is_empty() {
+        None
+    } else {
+        let path = run_dir.join("system-prompt.md");
+        let mut file = home::create_private(&path).doing("writing system-prompt.md")?;
+        io::Write::write_all(&mut file, preset.system_prompt.as_bytes()).doing("writing system-prompt.md")?;
+        Some(path)
+    };
     let ctx = InvocationContext {
         preset: &preset,
         task: &run.task,
         model: run.model.as_deref(),
         run_dir: run_dir.clone(),
+        system_prompt_file,
     };
     let invocation = match adapter.invocation(&ctx) {
         Ok(invocation) => invocation,

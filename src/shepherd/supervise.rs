@@ -77,6 +77,8 @@ pub(super) struct Supervisor {
     cleanup: Cleanup,
     splitter: LineSplitter,
     verdict: Option<Verdict>,
+    /// When a possible end the adapter is holding becomes the end.
+    settle_at: Option<Instant>,
     pending: Vec<TranscriptEvent>,
     pending_since: Option<Instant>,
     next_seq: i64,
@@ -100,8 +102,8 @@ impl Supervisor {
             &setup.run_id,
             setup.me.pid,
             setup.agent.pid,
-            setup.config.exit_grace,
-            setup.config.stop_grace,
+            (setup.config.exit_grace, setup.config.stop_grace),
+            if setup.adapter.interrupts_first() { Sig::Int } else { Sig::Term },
             setup.signals_log,
         );
         Ok(Supervisor {
@@ -119,6 +121,7 @@ impl Supervisor {
             cleanup,
             splitter: LineSplitter::new(MAX_LINE),
             verdict: None,
+            settle_at: None,
             pending: Vec::new(),
             pending_since: None,
             next_seq,
@@ -260,6 +263,11 @@ impl Supervisor {
 
     /// Commits the terminal event's verdict, or a full batch of events.
     fn after_lines(&mut self) -> Result<(), ShepherdError> {
+        self.settle_at = match (self.adapter.settling(), self.settle_at) {
+            (None, _) => None,
+            (Some(_), Some(at)) => Some(at),
+            (Some(window), None) => Some(Instant::now() + window),
+        };
         if let Some(verdict) = self.verdict.take() {
             self.commit(verdict.status, verdict.stop_reason, verdict.error)?;
             self.cleanup.after_outcome(Instant::now());
@@ -299,6 +307,18 @@ impl Supervisor {
         if self.outcome_committed {
             return Ok(());
         }
+        if self.settle_at.is_some_and(|at| now >= at) {
+            self.settle_at = None;
+            if let Some(verdict) = self.adapter.settle() {
+                self.commit(verdict.status, verdict.stop_reason, verdict.error)?;
+                self.cleanup.after_outcome(now);
+                return Ok(());
+            }
+        }
+        // Silence while a tool runs is work: idleness counts from now.
+        if self.adapter.busy() {
+            self.last_output = now;
+        }
         let p = &self.preset;
         let cause = if p.timeout.is_some_and(|t| now >= self.started + t) {
             Some(StopCause::Timeout(p.timeout.unwrap_or_default()))
@@ -320,6 +340,7 @@ impl Supervisor {
         let p = &self.preset;
         let mut deadlines = vec![self.cleanup.deadline(), self.pending_since.map(|s| s + FLUSH_INTERVAL)];
         if !self.outcome_committed {
+            deadlines.push(self.settle_at);
             deadlines.push(p.timeout.map(|t| self.started + t));
             if self.first_output.is_none() {
                 deadlines.push(p.startup_timeout.map(|t| self.started + t));
@@ -351,7 +372,7 @@ impl Supervisor {
         if !self.outcome_committed {
             self.commit(status, reason, Some(error.clone()))?;
         }
-        self.cleanup.stop(Instant::now(), Sig::Term, &error);
+        self.cleanup.stop(Instant::now(), &error);
         Ok(())
     }
 

@@ -1,0 +1,201 @@
+//! The Claude Code adapter (`claude -p --output-format stream-json --verbose`).
+//!
+//! Terminal event: the first `result` line. `is_error: true` fails the run
+//! even when `subtype` says `success` (an API error the CLI reports as a
+//! result). `system/api_retry` lines are progress. Without a `result` line
+//! the process's end decides (SIGINT while waiting on the API exits 0 with
+//! no result: that is not a completion).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::json::{self, Line};
+use super::{
+    Adapter, EventKind, Invocation, InvocationContext, InvocationError, ProcessEnd, Report, StreamLine,
+    TranscriptEvent, Verdict,
+};
+use crate::run::{RunStatus, StopReason};
+
+/// Claude Code's stream state.
+#[derive(Debug, Default)]
+pub struct ClaudeAdapter {
+    report: Report,
+    /// Tool calls without a result yet, by id, with the tool's name.
+    open_tools: HashMap<String, String>,
+    last_error: Option<String>,
+}
+
+impl Adapter for ClaudeAdapter {
+    fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
+        let preset = ctx.preset;
+        let mut args: Vec<String> =
+            ["-p", "--output-format", "stream-json", "--verbose"].map(str::to_string).to_vec();
+        if let Some(model) = ctx.model {
+            args.extend(["--model".to_string(), model.to_string()]);
+        }
+        if !preset.tools.is_empty() {
+            args.extend(["--tools".to_string(), preset.tools.join(",")]);
+        }
+        if !preset.system_prompt.is_empty() {
+            args.extend(["--append-system-prompt".to_string(), preset.system_prompt.clone()]);
+        }
+        args.extend(preset.args.iter().cloned());
+        args.push(ctx.task.to_string());
+        Ok(Invocation { program: "claude".into(), args, env: Vec::new() })
+    }
+
+    fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
+        if json::leading_type(line.bytes) == Some("stream_event") && line.dropped == 0 {
+            return None; // token deltas; the assistant message follows whole
+        }
+        let event = match json::classify(line) {
+            Line::Json(value) => value,
+            Line::Oversized { event_type, total } => {
+                out.push(json::oversized_event(event_type.as_deref(), total));
+                // An oversized result still ends the run; its text is lost
+                // to the cut, so the last assistant text stands in.
+                return (event_type.as_deref() == Some("result")).then(|| Verdict {
+                    status: RunStatus::Completed,
+                    stop_reason: StopReason::EndTurn,
+                    error: None,
+                });
+            }
+            Line::Text(text) => {
+                out.push(json::text_event(text));
+                return None;
+            }
+        };
+        match event.get("type").and_then(Value::as_str).unwrap_or_default() {
+            "system" => self.on_system(&event, out),
+            "assistant" => self.on_assistant(&event["message"], out),
+            "user" => self.on_user(&event["message"], out),
+            "result" => return Some(self.on_result(&event, out)),
+            "stream_event" | "rate_limit_event" => {}
+            _ => out.push(json::unknown_event(&event)),
+        }
+        None
+    }
+
+    fn busy(&self) -> bool {
+        !self.open_tools.is_empty()
+    }
+
+    fn verdict_on_exit(&mut self, end: ProcessEnd, stderr_tail: &str) -> Verdict {
+        json::verdict_without_terminal("claude", end, stderr_tail, self.last_error.as_deref())
+    }
+
+    fn report(&self) -> Report {
+        self.report.clone()
+    }
+}
+
+impl ClaudeAdapter {
+    fn on_system(&mut self, event: &Value, out: &mut Vec<TranscriptEvent>) {
+        match json::str_at(event, &["subtype"]) {
+            Some("init") => {
+                self.report.session_id = json::str_at(event, &["session_id"]).map(str::to_string);
+                if let Some(model) = json::str_at(event, &["model"]) {
+                    self.report.resolved_model = Some(model.to_string());
+                }
+                let model = self.report.resolved_model.as_deref().unwrap_or("default model");
+                out.push(TranscriptEvent::text(EventKind::System, format!("session started ({model})")));
+            }
+            Some("api_retry") => {
+                let attempt = json::u64_at(event, &["attempt"]);
+                let max = json::u64_at(event, &["max_retries"]);
+                let status = event.get("error_status").map(Value::to_string).unwrap_or_default();
+                let why = json::str_at(event, &["error"]).unwrap_or("error");
+                let delay = event.get("retry_delay_ms").and_then(Value::as_f64).unwrap_or(0.0);
+                let text = format!("API retry {attempt}/{max} in {delay:.0} ms after {status} {why}");
+                self.last_error = Some(format!("API error {status} {why}"));
+                out.push(TranscriptEvent { kind: EventKind::Retry, text, json: Some(event.clone()) });
+            }
+            _ => {}
+        }
+    }
+
+    fn on_assistant(&mut self, message: &Value, out: &mut Vec<TranscriptEvent>) {
+        if let Some(model) = json::str_at(message, &["model"]) {
+            self.report.resolved_model = Some(model.to_string());
+        }
+        for block in message["content"].as_array().into_iter().flatten() {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    let text = json::str_at(block, &["text"]).unwrap_or_default().to_string();
+                    out.push(TranscriptEvent::text(EventKind::Text, json::bounded(text.clone())));
+                    self.report.final_text = Some(text);
+                }
+                Some("thinking") => {
+                    let text = json::str_at(block, &["thinking"]).unwrap_or_default().to_string();
+                    out.push(TranscriptEvent::text(EventKind::Thinking, json::bounded(text)));
+                }
+                Some("tool_use") => {
+                    let name = json::str_at(block, &["name"]).unwrap_or("?");
+                    let id = json::str_at(block, &["id"]);
+                    if let Some(id) = id {
+                        self.open_tools.insert(id.to_string(), name.to_string());
+                    }
+                    out.push(json::tool_call(name, id, &block["input"]));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn on_user(&mut self, message: &Value, out: &mut Vec<TranscriptEvent>) {
+        for block in message["content"].as_array().into_iter().flatten() {
+            if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+                continue;
+            }
+            let id = json::str_at(block, &["tool_use_id"]);
+            let name = id.and_then(|id| self.open_tools.remove(id));
+            let is_error = block.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            out.push(json::tool_result(name.as_deref(), id, json::content_text(&block["content"]), is_error));
+        }
+    }
+
+    fn on_result(&mut self, event: &Value, out: &mut Vec<TranscriptEvent>) -> Verdict {
+        let usage = &event["usage"];
+        let report = &mut self.report;
+        report.usage.input_tokens = json::u64_at(usage, &["input_tokens"]);
+        report.usage.output_tokens = json::u64_at(usage, &["output_tokens"]);
+        report.usage.cache_read_tokens = json::u64_at(usage, &["cache_read_input_tokens"]);
+        report.usage.cache_write_tokens = json::u64_at(usage, &["cache_creation_input_tokens"]);
+        report.cost_usd = event.get("total_cost_usd").and_then(Value::as_f64);
+        if let Some(id) = json::str_at(event, &["session_id"]) {
+            report.session_id = Some(id.to_string());
+        }
+        if report.resolved_model.is_none() {
+            let models = event.get("modelUsage").and_then(Value::as_object);
+            report.resolved_model = models.and_then(|m| m.keys().next().cloned());
+        }
+        let result_text = json::str_at(event, &["result"]).map(str::to_string);
+        let is_error = event.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+        let subtype = json::str_at(event, &["subtype"]).unwrap_or_default();
+        out.push(TranscriptEvent {
+            kind: EventKind::Usage,
+            text: format!("{} in / {} out", report.usage.input_tokens, report.usage.output_tokens),
+            json: Some(usage.clone()),
+        });
+
+        if !is_error && subtype == "success" {
+            if let Some(text) = result_text {
+                self.report.final_text = Some(text);
+            }
+            return Verdict { status: RunStatus::Completed, stop_reason: StopReason::EndTurn, error: None };
+        }
+        let errors: Vec<&str> = event["errors"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let error = result_text
+            .filter(|t| !t.is_empty())
+            .or_else(|| (!errors.is_empty()).then(|| errors.join("; ")))
+            .unwrap_or_else(|| format!("claude ended with {subtype}"));
+        let stop_reason = match subtype {
+            "error_max_turns" => StopReason::MaxTurns,
+            _ if !event["api_error_status"].is_null() => StopReason::ApiError,
+            _ => StopReason::AgentError,
+        };
+        out.push(TranscriptEvent::text(EventKind::Error, json::bounded(error.clone())));
+        Verdict { status: RunStatus::Failed, stop_reason, error: Some(error) }
+    }
+}

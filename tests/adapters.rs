@@ -1,0 +1,245 @@
+//! Every real capture in `tests/captures/` (copied from the shared agent
+//! captures) read through its adapter exactly as the shepherd reads it: line
+//! by line, then the settle window or the process's end. Each must yield the
+//! outcome its README table states.
+
+use std::path::Path;
+
+use corral::adapter::{for_agent, Adapter, AgentKind, EventKind, ProcessEnd, StreamLine, TranscriptEvent, Verdict};
+use corral::{RunStatus, StopReason};
+use serde_json::Value;
+
+fn capture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+struct Replay {
+    adapter: Box<dyn Adapter>,
+    events: Vec<TranscriptEvent>,
+    /// (line number, verdict) of the terminal event, if one was seen.
+    terminal: Option<(usize, Verdict)>,
+    /// Lines after which the adapter was holding a possible end.
+    settling_after: Vec<usize>,
+}
+
+/// Feeds a capture line by line, as the shepherd does.
+fn replay(agent: AgentKind, name: &str) -> Replay {
+    let mut adapter = for_agent(agent);
+    let mut events = Vec::new();
+    let mut terminal = None;
+    let mut settling_after = Vec::new();
+    for (index, line) in capture(name).split('\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let verdict = adapter.read_line(StreamLine { bytes: line.as_bytes(), dropped: 0 }, &mut events);
+        if let Some(v) = verdict {
+            assert!(terminal.is_none(), "{name}: a second terminal event at line {}", index + 1);
+            terminal = Some((index + 1, v));
+        }
+        if adapter.settling().is_some() {
+            settling_after.push(index + 1);
+        }
+    }
+    adapter.flush(&mut events);
+    Replay { adapter, events, terminal, settling_after }
+}
+
+/// The verdict the shepherd reaches: the terminal event's, else the settled
+/// possible end, else the process's end (`exit`).
+fn outcome(r: &mut Replay, exit: ProcessEnd) -> Verdict {
+    if let Some((_, v)) = &r.terminal {
+        return v.clone();
+    }
+    if r.adapter.settling().is_some() {
+        return r.adapter.settle().expect("settling means a verdict is held");
+    }
+    r.adapter.verdict_on_exit(exit, "")
+}
+
+fn has(events: &[TranscriptEvent], kind: EventKind, needle: &str) -> bool {
+    events.iter().any(|e| e.kind == kind && e.text.contains(needle))
+}
+
+#[test]
+fn pi_read_tool_success() {
+    let mut r = replay(AgentKind::Pi, "pi-0.73-read-tool-success.jsonl");
+    // pi 0.73 has no agent_settled: the final agent_end is a possible end
+    // that silence (or the exit) confirms.
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!((v.status, v.stop_reason), (RunStatus::Completed, StopReason::EndTurn));
+    let report = r.adapter.report();
+    assert_eq!(report.final_text.as_deref(), Some("Done: the file says hello."));
+    assert_eq!(report.resolved_model.as_deref(), Some("claude-sonnet-4-5"));
+    assert_eq!(report.session_id.as_deref(), Some("01a202c4-ba2e-72be-8858-99a55dafc7b5"));
+
+    // Usage: the sum over every assistant message_end, computed here apart.
+    let (mut input, mut output, mut cost) = (0, 0, 0.0);
+    for line in capture("pi-0.73-read-tool-success.jsonl").lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["type"] == "message_end" && v["message"]["role"] == "assistant" {
+            input += v["message"]["usage"]["input"].as_u64().unwrap();
+            output += v["message"]["usage"]["output"].as_u64().unwrap();
+            cost += v["message"]["usage"]["cost"]["total"].as_f64().unwrap();
+        }
+    }
+    assert_eq!(report.usage.input_tokens, input);
+    assert_eq!(report.usage.output_tokens, output);
+    assert!((report.cost_usd.unwrap() - cost).abs() < 1e-12);
+
+    assert!(has(&r.events, EventKind::ToolCall, "Read"));
+    let result = r.events.iter().find(|e| e.kind == EventKind::ToolResult).unwrap();
+    assert_eq!(result.text, "Tool Read not found");
+    assert_eq!(result.json.as_ref().unwrap()["is_error"], true, "the tool failed inside");
+    assert!(has(&r.events, EventKind::Text, "Done: the file says hello."));
+}
+
+#[test]
+fn pi_auto_retry_exhausted_fails_despite_exit_code_0() {
+    let mut r = replay(AgentKind::Pi, "pi-0.73-http500-auto-retry-exhausted.jsonl");
+    let line_count = capture("pi-0.73-http500-auto-retry-exhausted.jsonl").lines().count();
+    let (line, _) = r.terminal.clone().expect("auto_retry_end{success:false} is terminal");
+    assert_eq!(line, line_count, "only the last line ends the run; the three retried agent_ends do not");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!((v.status, v.stop_reason), (RunStatus::Failed, StopReason::ApiError));
+    assert_eq!(
+        v.error.as_deref(),
+        Some("500 {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"stub internal error\"}}")
+    );
+    assert_eq!(r.events.iter().filter(|e| e.kind == EventKind::Retry).count(), 3);
+    // Each agent_end was held only until the retry line right after it.
+    let text = capture("pi-0.73-http500-auto-retry-exhausted.jsonl");
+    assert_eq!(r.settling_after.len(), 4);
+    for held in &r.settling_after {
+        let next: Value = serde_json::from_str(text.lines().nth(*held).unwrap()).unwrap();
+        assert!(next["type"].as_str().unwrap().starts_with("auto_retry_"), "after line {held}: {next}");
+    }
+}
+
+#[test]
+fn claude_read_tool_success() {
+    let mut r = replay(AgentKind::Claude, "claude-2.1-read-tool-success.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!((v.status, v.stop_reason), (RunStatus::Completed, StopReason::EndTurn));
+    let report = r.adapter.report();
+    assert_eq!(report.final_text.as_deref(), Some("Done: the file says hello."));
+    assert_eq!(report.cost_usd, Some(0.000642));
+    assert_eq!(report.session_id.as_deref(), Some("06a8bcda-7138-4c01-ae59-e7eb5c07b2cc"));
+    assert_eq!(report.resolved_model.as_deref(), Some("claude-sonnet-4-5"));
+    assert_eq!((report.usage.input_tokens, report.usage.output_tokens), (24, 38));
+    let result = r.events.iter().find(|e| e.kind == EventKind::ToolResult).unwrap();
+    assert!(result.text.contains("InputValidationError"));
+    assert_eq!(result.json.as_ref().unwrap()["name"], "Read");
+}
+
+#[test]
+fn claude_partial_messages_success_takes_the_result_text() {
+    let mut r = replay(AgentKind::Claude, "claude-2.1-partial-messages-success.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!(v.status, RunStatus::Completed);
+    assert_eq!(r.adapter.report().final_text.as_deref(), Some("Done: the file says hello."));
+    // Token deltas are not transcript rows.
+    assert_eq!(r.events.iter().filter(|e| e.kind == EventKind::Text).count(), 1);
+}
+
+#[test]
+fn claude_is_error_fails_even_with_subtype_success() {
+    let mut r = replay(AgentKind::Claude, "claude-2.1-http500-is-error.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(1));
+    assert_eq!((v.status, v.stop_reason), (RunStatus::Failed, StopReason::ApiError));
+    assert!(v.error.unwrap().starts_with("API Error: 500 stub internal error."));
+}
+
+#[test]
+fn claude_max_turns_fails_with_its_reason() {
+    let mut r = replay(AgentKind::Claude, "claude-2.1-error-max-turns.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(1));
+    assert_eq!((v.status, v.stop_reason), (RunStatus::Failed, StopReason::MaxTurns));
+    assert_eq!(v.error.as_deref(), Some("Reached maximum number of turns (1)"));
+    assert_eq!(r.adapter.report().cost_usd, Some(0.000486));
+}
+
+#[test]
+fn claude_retrying_then_killed_has_no_terminal_event() {
+    let mut r = replay(AgentKind::Claude, "claude-2.1-http401-retrying-killed.jsonl");
+    assert!(r.terminal.is_none(), "api_retry lines are progress, not an end");
+    assert_eq!(r.events.iter().filter(|e| e.kind == EventKind::Retry).count(), 7);
+    // Died by itself: failed, from how the process ended.
+    let v = outcome(&mut r, ProcessEnd::Signaled(15));
+    assert_eq!((v.status, v.stop_reason), (RunStatus::Failed, StopReason::Signal));
+    assert!(v.error.unwrap().contains("401 authentication_failed"), "says what it was retrying");
+}
+
+#[test]
+fn codex_plain_answer_success() {
+    let mut r = replay(AgentKind::Codex, "codex-0.169-plain-answer-success.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!((v.status, v.stop_reason), (RunStatus::Completed, StopReason::EndTurn));
+    let report = r.adapter.report();
+    assert_eq!(report.final_text.as_deref(), Some("All done: hello."));
+    assert_eq!(report.session_id.as_deref(), Some("01a202c3-7415-7160-ae5b-c401e49912ca"));
+    let u = report.usage;
+    assert_eq!((u.input_tokens, u.cache_read_tokens, u.output_tokens), (180, 120, 60));
+}
+
+#[test]
+fn codex_shell_command_is_in_the_transcript() {
+    let mut r = replay(AgentKind::Codex, "codex-0.169-shell-command-success.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!(v.status, RunStatus::Completed);
+    assert!(has(&r.events, EventKind::ToolCall, "echo hello > out.txt && cat out.txt"));
+    assert!(has(&r.events, EventKind::ToolResult, "hello\n"));
+    assert!(has(&r.events, EventKind::Thinking, "Planning the shell call"));
+    assert_eq!(r.adapter.report().final_text.as_deref(), Some("All done: hello."));
+}
+
+#[test]
+fn codex_transient_errors_then_turn_failed() {
+    let mut r = replay(AgentKind::Codex, "codex-0.169-transient-errors-turn-failed.jsonl");
+    let (line, _) = r.terminal.clone().unwrap();
+    assert_eq!(line, 5, "the two top-level errors are not terminal");
+    let v = outcome(&mut r, ProcessEnd::Exited(1));
+    assert_eq!(v.status, RunStatus::Failed);
+    assert_eq!(v.error.as_deref(), Some("We’re currently experiencing high demand, which may cause temporary errors."));
+    assert_eq!(r.events.iter().filter(|e| e.kind == EventKind::Retry).count(), 2);
+}
+
+#[test]
+fn unknown_events_and_garbage_are_kept_as_transcript() {
+    for agent in [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex, AgentKind::Gemini, AgentKind::Opencode] {
+        let mut adapter = for_agent(agent);
+        let mut events = Vec::new();
+        let lines: [&[u8]; 6] = [
+            b"{\"type\":\"brand_new_event\",\"x\":1}",
+            b"\xff\xfe garbage \x00 bytes",
+            b"{\"type\": 5}",
+            b"[\"an\",\"array\"]",
+            b"{\"deep\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+            b"{\"type\":\"result\"",
+        ];
+        for bytes in lines {
+            let verdict = adapter.read_line(StreamLine { bytes, dropped: 0 }, &mut events);
+            assert!(verdict.is_none(), "{agent}: {:?} is not a terminal event", String::from_utf8_lossy(bytes));
+        }
+        adapter.flush(&mut events);
+        assert!(events.len() >= 5, "{agent}: every line kept: {events:#?}");
+        assert!(events.iter().any(|e| e.text.contains("garbage")));
+    }
+}
+
+#[test]
+fn an_oversized_terminal_event_is_still_recognized() {
+    // pi's agent_end carries every message and can be megabytes: the
+    // shepherd hands over only its head.
+    let mut pi = for_agent(AgentKind::Pi);
+    let mut events = Vec::new();
+    let head = br#"{"type":"agent_settled","messages":[{"role":"assistant","content":"xxxxxxxx"#;
+    let verdict = pi.read_line(StreamLine { bytes: head, dropped: 50 << 20 }, &mut events);
+    assert_eq!(verdict.map(|v| v.status), Some(RunStatus::Completed));
+    assert!(events[0].text.contains("agent_settled") && events[0].text.contains("too long"));
+
+    let mut claude = for_agent(AgentKind::Claude);
+    let verdict = claude.read_line(StreamLine { bytes: br#"{"type":"result","subtype":"success""#, dropped: 9 << 20 }, &mut events);
+    assert!(verdict.is_some());
+}
