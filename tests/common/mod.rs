@@ -31,6 +31,9 @@ pub struct Env {
     pub user_home: PathBuf,
     /// A project folder to launch from.
     pub project: PathBuf,
+    /// Put first on PATH: `pi`, `claude`, `codex`, `gemini` and `opencode`
+    /// are the fake agent `replay` here.
+    pub bin: PathBuf,
 }
 
 impl Env {
@@ -41,7 +44,20 @@ impl Env {
         let project = root.path().join("project");
         std::fs::create_dir_all(&user_home).unwrap();
         std::fs::create_dir_all(&project).unwrap();
-        Env { _root: root, home, user_home, project }
+        let bin = root.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for agent in ["pi", "claude", "codex", "gemini", "opencode"] {
+            std::os::unix::fs::symlink(fake_agent("replay"), bin.join(agent)).unwrap();
+        }
+        Env { _root: root, home, user_home, project, bin }
+    }
+
+    /// Writes `config.toml` with short graces, so stop sequences finish
+    /// quickly in tests.
+    pub fn short_graces(&self, exit_grace: &str, stop_grace: &str) {
+        std::fs::create_dir_all(&self.home).unwrap();
+        let text = format!("exit_grace = \"{exit_grace}\"\nstop_grace = \"{stop_grace}\"\n");
+        std::fs::write(self.home.join("config.toml"), text).unwrap();
     }
 
     /// A `corral` command in this installation, run from the project folder.
@@ -51,6 +67,7 @@ impl Env {
             .current_dir(&self.project)
             .env("CORRAL_HOME", &self.home)
             .env("HOME", &self.user_home)
+            .env("PATH", format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap_or_default()))
             .env_remove("CORRAL_RUN_ID")
             .env_remove("CORRAL_LOG");
         cmd
@@ -102,6 +119,22 @@ impl Env {
         let argv = serde_json::to_string(argv).unwrap();
         let text = format!("---\nname: {name}\ndescription: test preset {name}\nagent: command\ncommand: {argv}\n{extra}---\n");
         self.preset_file(".corral/presets", &format!("{name}.md"), &text);
+    }
+
+    /// A project preset for agent `agent` (pi, claude, ...), extra
+    /// frontmatter lines, and a body.
+    pub fn agent_preset(&self, name: &str, agent: &str, extra: &str) {
+        let text = format!("---\nname: {name}\ndescription: test {agent} preset\nagent: {agent}\n{extra}---\nBe brief.\n");
+        self.preset_file(".corral/presets", &format!("{name}.md"), &text);
+    }
+
+    /// Launches with extra environment (for the fake agents) and returns the id.
+    pub fn launch_env(&self, preset: &str, task: &str, vars: &[(&str, &str)]) -> String {
+        let mut cmd = self.command(&["launch", preset, task]);
+        cmd.envs(vars.iter().copied());
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "launch failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
     /// Launches and returns the run id.
@@ -163,4 +196,20 @@ pub fn processes_of_run(id: &str) -> Vec<i32> {
 /// True if `pid` is alive (not a zombie).
 pub fn alive(pid: i32) -> bool {
     corral::process::is_alive(pid)
+}
+
+/// A stream file from `tests/streams/` or a capture from `tests/captures/`.
+pub fn stream(name: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let path = [root.join("streams").join(name), root.join("captures").join(name)]
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("no stream {name}"));
+    path.to_string_lossy().into_owned()
+}
+
+/// Milliseconds between two RFC 3339 timestamps of a run object.
+pub fn millis_between(run: &Value, from: &str, to: &str) -> i64 {
+    let at = |key: &str| chrono::DateTime::parse_from_rfc3339(run[key].as_str().unwrap()).unwrap();
+    (at(to) - at(from)).num_milliseconds()
 }

@@ -1,0 +1,248 @@
+//! The truthful lifecycle against real processes: semantic completion while
+//! the agent lingers, retries that are not endings, the stop sequence with
+//! no survivors, timeouts, recovery after a shepherd is killed, and streams
+//! that are huge, garbled or flooding.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{eventually, fake_agent, millis_between, processes_of_run, stream, Env};
+
+#[test]
+fn completion_is_committed_at_the_terminal_event_while_the_agent_lingers() {
+    let env = Env::new();
+    env.short_graces("300ms", "500ms");
+    env.agent_preset("pi-linger", "pi", "");
+    let id = env.launch_env(
+        "pi-linger",
+        "settle then linger",
+        &[("FAKE_STREAM", &stream("pi-settled.jsonl")), ("FAKE_THEN", "linger"), ("FAKE_IGNORE_TERM", "1"), ("FAKE_GRANDCHILD", "1")],
+    );
+    let run = env.wait_run(&id, Duration::from_secs(10), |r| r["status"] != "running" && r["status"] != "starting");
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "All settled.");
+    assert_eq!(run["stop_reason"], "end_turn");
+    assert!(run["exited_at"].is_null(), "shown completed while its processes still linger");
+    assert!(!processes_of_run(&id).is_empty());
+
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "cleanup never changes the outcome");
+    assert_eq!(run["usage"]["input_tokens"], 10);
+    assert_eq!(run["usage"]["cache_read_tokens"], 2);
+    assert_eq!(run["cost_usd"], 0.001);
+    assert_eq!(run["session_id"], "sess-settled");
+    assert_eq!(run["resolved_model"], "claude-sonnet-4-5");
+    // It ignored SIGTERM, so only SIGKILL after both graces ended it.
+    assert!(millis_between(&run, "completed_at", "exited_at") >= 750, "{run:#}");
+    assert!(processes_of_run(&id).is_empty(), "no process of the run survives, setsid grandchild included");
+    let signals = std::fs::read_to_string(env.run_dir(&id).join("signals.log")).unwrap();
+    assert!(signals.contains("SIGTERM -> group") && signals.contains("SIGKILL"), "{signals}");
+}
+
+#[test]
+fn pi_auto_retry_then_success_completes_with_the_retried_answer() {
+    let env = Env::new();
+    env.agent_preset("pi", "pi", "model: claude-sonnet-4-5\ntools: read, bash\n");
+    let args_file = env.project.join("args");
+    let id = env.launch_env(
+        "pi",
+        "retry please",
+        &[("FAKE_STREAM", &stream("pi-retry-then-success.jsonl")), ("FAKE_ARGS", args_file.to_str().unwrap())],
+    );
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "Recovered answer.");
+    let transcript = env.ok(&["tail", &id]);
+    assert!(transcript.contains("[retry] retry 1/3"), "{transcript}");
+
+    let args = std::fs::read_to_string(args_file).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    let session = env.run_dir(&id).join("session.jsonl");
+    let prompt = env.run_dir(&id).join("system-prompt.md");
+    assert_eq!(
+        args,
+        [
+            "--mode", "json", "--session", session.to_str().unwrap(), "--model", "claude-sonnet-4-5",
+            "--tools", "read,bash", "--append-system-prompt", prompt.to_str().unwrap(), "retry please"
+        ]
+    );
+    assert_eq!(std::fs::read_to_string(prompt).unwrap(), "Be brief.");
+}
+
+#[test]
+fn pi_failure_with_exit_code_0_is_failed() {
+    let env = Env::new();
+    env.agent_preset("pi", "pi", "");
+    let id = env.launch_env("pi", "fail", &[("FAKE_STREAM", &stream("pi-0.73-http500-auto-retry-exhausted.jsonl"))]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["stop_reason"], "api_error");
+    assert_eq!(run["exit_code"], 0);
+    assert!(run["error"].as_str().unwrap().contains("stub internal error"));
+}
+
+#[test]
+fn claude_is_error_and_codex_transient_errors_end_as_their_streams_say() {
+    let env = Env::new();
+    env.agent_preset("claude", "claude", "");
+    env.agent_preset("codex", "codex", "");
+    let claude = env.launch_env("claude", "x", &[("FAKE_STREAM", &stream("claude-2.1-http500-is-error.jsonl")), ("FAKE_THEN", "exit 1")]);
+    let codex = env.launch_env("codex", "y", &[("FAKE_STREAM", &stream("codex-transient-then-success.jsonl"))]);
+    let claude = env.wait_end(&claude);
+    assert_eq!((claude["status"].as_str(), claude["stop_reason"].as_str()), (Some("failed"), Some("api_error")));
+    assert!(claude["error"].as_str().unwrap().starts_with("API Error: 500"));
+    let codex = env.wait_end(&codex);
+    assert_eq!(codex["status"], "completed", "{codex:#}");
+    assert_eq!(codex["final_text"], "Done after reconnecting.");
+    assert_eq!(codex["usage"]["input_tokens"], 60);
+    assert_eq!(codex["usage"]["cache_read_tokens"], 40);
+}
+
+#[test]
+fn abort_of_an_agent_that_ignores_sigterm_leaves_zero_survivors() {
+    let env = Env::new();
+    env.short_graces("300ms", "400ms");
+    env.agent_preset("claude", "claude", "");
+    let id = env.launch_env(
+        "claude",
+        "hang",
+        &[("FAKE_STREAM", &stream("claude-2.1-http401-retrying-killed.jsonl")), ("FAKE_THEN", "linger"), ("FAKE_IGNORE_TERM", "1"), ("FAKE_GRANDCHILD", "1")],
+    );
+    env.wait_run(&id, Duration::from_secs(10), |r| r["status"] == "running");
+    assert!(eventually(Duration::from_secs(5), || processes_of_run(&id).len() >= 3), "agent, its sleep, the setsid grandchild");
+    let out = env.ok(&["abort", &id]);
+    assert_eq!(out.trim(), format!("{id}  aborted"));
+    let run = env.wait_end(&id);
+    assert_eq!((run["status"].as_str(), run["stop_reason"].as_str()), (Some("aborted"), Some("user_abort")));
+    assert!(processes_of_run(&id).is_empty(), "zero survivors");
+    assert!(!run["abort_requested_at"].is_null());
+}
+
+#[test]
+fn codex_is_interrupted_with_sigint_first() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    env.agent_preset("codex", "codex", "");
+    let id = env.launch_env("codex", "hang", &[("FAKE_STREAM", &stream("codex-0.169-plain-answer-success.jsonl")), ("FAKE_THEN", "linger")]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed");
+    let signals = std::fs::read_to_string(env.run_dir(&id).join("signals.log")).unwrap();
+    assert!(signals.contains("SIGINT -> group"), "{signals}");
+}
+
+#[test]
+fn idle_timeout_stops_a_silent_agent_but_not_a_slow_one_or_a_long_tool_call() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    let never = env.project.join("never");
+    env.command_preset_with("silent", &[&fake_agent("slow"), never.to_str().unwrap()], "idle_timeout: 700ms\n");
+    env.command_preset_with("ticking", &[&fake_agent("ticker"), "8", "0.2"], "idle_timeout: 700ms\n");
+    env.agent_preset("pi-tool", "pi", "idle_timeout: 700ms\n");
+    let silent = env.launch("silent", "say one thing then nothing");
+    let ticking = env.launch("ticking", "slow but alive");
+    let tool = env.launch_env("pi-tool", "long tool call", &[("FAKE_STREAM", &stream("pi-slow-tool.jsonl"))]);
+
+    let silent = env.wait_end(&silent);
+    assert_eq!((silent["status"].as_str(), silent["stop_reason"].as_str()), (Some("failed"), Some("idle")));
+    assert!(silent["error"].as_str().unwrap().contains("no output for 700ms"));
+    let ticking = env.wait_end(&ticking);
+    assert_eq!(ticking["status"], "completed", "{ticking:#}");
+    let tool = env.wait_end(&tool);
+    assert_eq!(tool["status"], "completed", "a 1.5 s tool call is not idleness: {tool:#}");
+    assert_eq!(tool["final_text"], "Built.");
+}
+
+#[test]
+fn wall_clock_and_startup_timeouts_fail_the_run_with_their_reason() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    env.command_preset_with("long", &[&fake_agent("ticker"), "100", "0.1"], "timeout: 600ms\n");
+    env.agent_preset("mute", "pi", "startup_timeout: 500ms\n");
+    let long = env.launch("long", "too long");
+    let mute = env.launch_env("mute", "say nothing", &[("FAKE_STREAM", "/dev/null"), ("FAKE_THEN", "linger")]);
+    let long = env.wait_end(&long);
+    assert_eq!((long["status"].as_str(), long["stop_reason"].as_str()), (Some("failed"), Some("timeout")));
+    let mute = env.wait_end(&mute);
+    assert_eq!((mute["status"].as_str(), mute["stop_reason"].as_str()), (Some("failed"), Some("startup_timeout")), "{mute:#}");
+    assert!(processes_of_run(&mute["id"].as_str().unwrap().to_string()).is_empty());
+}
+
+#[test]
+fn a_killed_shepherd_takes_its_agent_down_and_the_run_becomes_lost() {
+    let env = Env::new();
+    env.agent_preset("pi", "pi", "");
+    let id = env.launch_env(
+        "pi",
+        "orphan me",
+        &[("FAKE_STREAM", "/dev/null"), ("FAKE_THEN", "linger"), ("FAKE_GRANDCHILD", "1")],
+    );
+    let run = env.wait_run(&id, Duration::from_secs(10), |r| r["status"] == "running");
+    assert!(eventually(Duration::from_secs(5), || processes_of_run(&id).len() >= 3));
+    let shepherd = run["shepherd_pid"].as_i64().unwrap() as i32;
+    let agent = run["agent_pid"].as_i64().unwrap() as i32;
+    unsafe { libc::kill(shepherd, libc::SIGKILL) };
+    assert!(eventually(Duration::from_secs(5), || !common::alive(agent)), "PDEATHSIG took the agent down");
+
+    let table = env.ok(&["ls"]);
+    assert!(table.contains("lost"), "{table}");
+    let run = env.show(&id);
+    assert_eq!((run["status"].as_str(), run["stop_reason"].as_str()), (Some("lost"), Some("shepherd_died")));
+    assert!(eventually(Duration::from_secs(5), || processes_of_run(&id).is_empty()), "survivors killed: {:?}", processes_of_run(&id));
+}
+
+#[test]
+fn a_50_mb_line_is_bounded_and_an_oversized_terminal_event_still_ends_the_run() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    // Run big-line as pi.
+    std::fs::remove_file(env.bin.join("pi")).unwrap();
+    std::os::unix::fs::symlink(fake_agent("big-line"), env.bin.join("pi")).unwrap();
+    env.agent_preset("pi", "pi", "");
+    let id = env.launch("pi", "huge");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "read the big file");
+    let log = std::fs::metadata(env.run_dir(&id).join("stdout.log")).unwrap().len();
+    assert!(log > 100 << 20, "the raw log keeps everything: {log}");
+    let transcript = env.ok(&["tail", &id]);
+    assert!(transcript.contains("`message_update` event of 52428882 bytes was too long"), "{transcript}");
+    assert!(transcript.contains("`agent_end` event of"), "{transcript}");
+}
+
+#[test]
+fn binary_garbage_before_the_result_is_kept_as_text_and_the_run_completes() {
+    let env = Env::new();
+    std::fs::remove_file(env.bin.join("claude")).unwrap();
+    std::os::unix::fs::symlink(fake_agent("garbage"), env.bin.join("claude")).unwrap();
+    env.agent_preset("claude", "claude", "");
+    let id = env.launch("claude", "noise");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "survived the noise");
+    assert_eq!(run["cost_usd"], 0.01);
+}
+
+#[test]
+fn a_flood_of_200k_lines_is_all_accounted_for() {
+    let env = Env::new();
+    env.command_preset("flood", &[&fake_agent("flood"), "200000"]);
+    let id = env.launch("flood", "flood");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed");
+    let transcript = env.ok(&["tail", &id]);
+    let lines: Vec<&str> = transcript.lines().collect();
+    assert_eq!(lines.len(), 200_000);
+    assert_eq!(lines[0], "line 1");
+    assert_eq!(lines[199_999], "line 200000");
+
+    std::fs::remove_file(env.bin.join("pi")).unwrap();
+    std::os::unix::fs::symlink(fake_agent("flood"), env.bin.join("pi")).unwrap();
+    env.agent_preset("pi-flood", "pi", "");
+    let id = env.launch_env("pi-flood", "flood", &[("FLOOD_LINES", "200000"), ("FLOOD_FORMAT", "pi")]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "flood done");
+    let log = std::fs::read_to_string(env.run_dir(&id).join("stdout.log")).unwrap();
+    assert_eq!(log.lines().filter(|l| l.contains("message_update")).count(), 200_000);
+}
