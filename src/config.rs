@@ -9,20 +9,47 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::adapter::AgentKind;
 use crate::home::Home;
+use crate::preset::Preset;
 
 /// Corral's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// How long an agent may take to exit by itself after its terminal event.
+    /// Most runs starting or running at once; more wait as `queued`.
+    pub max_parallel: usize,
+    /// How long an agent may take to exit by itself after its outcome.
     pub exit_grace: Duration,
-    /// How long after SIGTERM before SIGKILL.
+    /// How long after SIGTERM (or SIGINT) before SIGKILL.
     pub stop_grace: Duration,
+    /// Limits for agent presets (not `command`) that set none themselves.
+    pub agent_limits: Limits,
+}
+
+/// The time limits of one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock limit.
+    pub timeout: Option<Duration>,
+    /// Limit on silence after the first output (a tool call in flight is
+    /// not silence).
+    pub idle_timeout: Option<Duration>,
+    /// Limit on the wait for the first output.
+    pub startup_timeout: Option<Duration>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { exit_grace: Duration::from_secs(1), stop_grace: Duration::from_secs(3) }
+        Config {
+            max_parallel: 8,
+            exit_grace: Duration::from_secs(1),
+            stop_grace: Duration::from_secs(3),
+            agent_limits: Limits {
+                timeout: Some(Duration::from_secs(4 * 3600)),
+                idle_timeout: Some(Duration::from_secs(20 * 60)),
+                startup_timeout: Some(Duration::from_secs(3 * 60)),
+            },
+        }
     }
 }
 
@@ -40,8 +67,19 @@ pub enum ConfigError {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct ConfigFile {
+    max_parallel: Option<usize>,
     exit_grace: Option<String>,
     stop_grace: Option<String>,
+    agent_defaults: LimitsFile,
+}
+
+/// `"none"` (or `"off"`) turns a default limit off.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct LimitsFile {
+    timeout: Option<String>,
+    idle_timeout: Option<String>,
+    startup_timeout: Option<String>,
 }
 
 impl Config {
@@ -59,17 +97,76 @@ impl Config {
         };
         let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
         let file: ConfigFile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        let mut config = Config::default();
         let duration = |key: &str, value: &str| {
             humantime::parse_duration(value)
                 .map_err(|e| invalid(format!("`{key} = \"{value}\"` is not a duration ({e}); write e.g. \"3s\"")))
         };
+        let limit = |key: &str, value: &Option<String>, default: Option<Duration>| match value.as_deref() {
+            None => Ok(default),
+            Some("none" | "off") => Ok(None),
+            Some(v) => duration(key, v).map(Some),
+        };
+        let mut config = Config::default();
+        if let Some(n) = file.max_parallel {
+            if n == 0 {
+                return Err(invalid("`max_parallel = 0` would never start a run; use 1 or more".into()));
+            }
+            config.max_parallel = n;
+        }
         if let Some(v) = &file.exit_grace {
             config.exit_grace = duration("exit_grace", v)?;
         }
         if let Some(v) = &file.stop_grace {
             config.stop_grace = duration("stop_grace", v)?;
         }
+        let d = config.agent_limits;
+        let f = &file.agent_defaults;
+        config.agent_limits = Limits {
+            timeout: limit("agent_defaults.timeout", &f.timeout, d.timeout)?,
+            idle_timeout: limit("agent_defaults.idle_timeout", &f.idle_timeout, d.idle_timeout)?,
+            startup_timeout: limit("agent_defaults.startup_timeout", &f.startup_timeout, d.startup_timeout)?,
+        };
         Ok(config)
+    }
+
+    /// The limits a run of `preset` gets: the preset's own, else (for agent
+    /// presets) the configured defaults. `command` runs have no default
+    /// limits: a test suite may be silent and long.
+    pub fn limits_for(&self, preset: &Preset) -> Limits {
+        let defaults = if preset.agent == AgentKind::Command { Limits::default() } else { self.agent_limits };
+        Limits {
+            timeout: preset.timeout.or(defaults.timeout),
+            idle_timeout: preset.idle_timeout.or(defaults.idle_timeout),
+            startup_timeout: preset.startup_timeout.or(defaults.startup_timeout),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_key_and_explains_mistakes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "max_parallel = 2\nexit_grace = \"200ms\"\n[agent_defaults]\nidle_timeout = \"none\"\ntimeout = \"1h\"\n").unwrap();
+        let c = Config::load_file(&path).unwrap();
+        assert_eq!(c.max_parallel, 2);
+        assert_eq!(c.exit_grace, Duration::from_millis(200));
+        assert_eq!(c.stop_grace, Duration::from_secs(3));
+        assert_eq!(c.agent_limits.idle_timeout, None);
+        assert_eq!(c.agent_limits.timeout, Some(Duration::from_secs(3600)));
+        assert_eq!(c.agent_limits.startup_timeout, Some(Duration::from_secs(180)));
+
+        for (text, want) in [
+            ("max_parallel = 0", "never start"),
+            ("stop_grace = \"soon\"", "not a duration"),
+            ("max_paralel = 3", "unknown field"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = Config::load_file(&path).unwrap_err().to_string();
+            assert!(err.contains(want) && err.contains("config.toml"), "{text}: {err}");
+        }
     }
 }

@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::config::{Config, ConfigError};
 use crate::home::{self, Home};
 use crate::preset::{self, Roots, UnknownPreset};
-use crate::run::{Run, RunStatus, StopReason};
+use crate::run::{Run, RunStatus};
 use crate::shepherd::RUN_ID_ENV;
-use crate::store::{NewRun, Outcome, Store, StoreError};
+use crate::store::{NewRun, Store, StoreError};
 
 /// What to launch.
 #[derive(Debug, Clone)]
@@ -48,6 +49,9 @@ pub enum LaunchError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The settings file is broken.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     /// No such preset.
     #[error(transparent)]
     UnknownPreset(#[from] UnknownPreset),
@@ -59,8 +63,8 @@ pub enum LaunchError {
     EmptyTask,
 }
 
-/// Launches a run and returns it as recorded (`starting`, or already
-/// `failed` if its shepherd could not be started).
+/// Launches a run and returns it as recorded: `starting`, `queued` behind
+/// `max_parallel`, or already `failed` if its shepherd could not be started.
 pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCommand) -> Result<Run, LaunchError> {
     if request.task.trim().is_empty() {
         return Err(LaunchError::EmptyTask);
@@ -85,25 +89,20 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         model: request.model.as_deref(),
         parent_id: parent.as_deref(),
     };
-    let run = store.insert_run(&new, RunStatus::Starting)?;
-    if let Err(e) = start_shepherd(store.home(), &run.id, shepherd) {
-        let outcome = Outcome {
-            status: RunStatus::Failed,
-            stop_reason: StopReason::SpawnFailed,
-            exit_code: None,
-            exit_signal: None,
-            error: Some(format!("cannot start the run's shepherd {}: {e}", shepherd.program.display())),
-            report: Default::default(),
-        };
-        store.commit_outcome(&run.id, &outcome)?;
-        store.mark_exited(&run.id, None, None)?;
+    let config = Config::load(store.home())?;
+    let run = store.insert_run(&new, config.max_parallel)?;
+    home::ensure_private_dir(&store.home().run_dir(&run.id)).map_err(StoreError::from)?;
+    if run.status == RunStatus::Starting {
+        if let Err(e) = start_shepherd(store.home(), &run.id, shepherd) {
+            crate::queue::fail_unstarted(store, &run.id, shepherd, &e)?;
+        }
     }
     Ok(store.run(&run.id)?)
 }
 
 /// Creates the run's folder and starts `shepherd ... <id>` detached, its own
 /// diagnostics going to `shepherd.log` in the run's folder.
-fn start_shepherd(home: &Home, run_id: &str, shepherd: &ShepherdCommand) -> std::io::Result<()> {
+pub(crate) fn start_shepherd(home: &Home, run_id: &str, shepherd: &ShepherdCommand) -> std::io::Result<()> {
     let dir = home.run_dir(run_id);
     home::ensure_private_dir(&dir).map_err(std::io::Error::other)?;
     let log = home::open_private_append(&dir.join("shepherd.log"))?;

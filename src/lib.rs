@@ -11,6 +11,7 @@ pub mod home;
 pub mod launch;
 pub mod preset;
 pub mod process;
+pub mod queue;
 pub mod reconcile;
 pub mod run;
 pub mod shepherd;

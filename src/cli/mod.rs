@@ -134,6 +134,9 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     }
     let mut store = Store::open(&home)?;
     corral::reconcile::reconcile(&mut store)?;
+    // A slot may have been freed by a run that just became lost.
+    let config = corral::config::Config::load(&home)?;
+    corral::queue::start_queued(&mut store, &config, &corral::launch::ShepherdCommand::current_exe()?)?;
     let mut out = std::io::stdout().lock();
     let code = match command {
         Command::Presets { cwd, json } => presets::run(&store, cwd, json, &mut out)?,

@@ -95,10 +95,11 @@ pub fn pids_with_env(key: &str, value: &str) -> Vec<i32> {
         .collect()
 }
 
-/// Makes this process the reaper of its orphaned descendants, so a `setsid`
-/// grandchild whose parent died is still ours to find, kill and reap.
-pub fn set_child_subreaper() -> std::io::Result<()> {
-    nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)
+/// Makes this process the reaper of its orphaned descendants (or stops it),
+/// so a `setsid` grandchild whose parent died is still ours to find, kill
+/// and reap.
+pub fn set_child_subreaper(on: bool) -> std::io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(on).map_err(std::io::Error::from)
 }
 
 #[cfg(test)]

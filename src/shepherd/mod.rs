@@ -53,9 +53,17 @@ impl<T> OsDoing<T> for io::Result<T> {
     }
 }
 
-/// Supervises run `run_id` to its end. Returns once every process of the run
-/// is reaped and the outcome and exit are recorded.
+/// Supervises run `run_id` to its end, then hands its slot on to the next
+/// queued run. Returns once every process of the run is reaped and the
+/// outcome and exit are recorded.
 pub fn shepherd(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
+    let supervised = supervise_run(home, run_id);
+    // Even a shepherd that failed has freed its slot.
+    let handed_on = hand_on_slot(home);
+    supervised.and(handed_on)
+}
+
+fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     // Signals first, so neither an abort nor a child's exit can be missed.
     let sigchld = SignalPipe::new(&[libc::SIGCHLD]).doing("routing SIGCHLD")?;
     let stop = SignalPipe::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]).doing("routing stop signals")?;
@@ -70,7 +78,7 @@ pub fn shepherd(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         .ok_or_else(|| io::Error::other("no /proc entry for this process"))
         .doing("reading the shepherd's identity")?;
     store.record_shepherd(run_id, me.pid, me.start)?;
-    process::set_child_subreaper().doing("becoming child subreaper")?;
+    process::set_child_subreaper(true).doing("becoming child subreaper")?;
     let config = Config::load(home)?;
 
     let fail_to_start = |store: &mut Store, error: String| -> Result<(), ShepherdError> {
@@ -185,6 +193,16 @@ pub fn shepherd(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         stop,
     })?;
     supervisor.run()
+}
+
+/// Starts the next queued runs now that this run's slot is free. The
+/// subreaper flag goes first: the new shepherds must not become ours.
+fn hand_on_slot(home: &Home) -> Result<(), ShepherdError> {
+    process::set_child_subreaper(false).doing("leaving child subreaper")?;
+    let config = Config::load(home)?;
+    let shepherd = crate::launch::ShepherdCommand::current_exe().doing("finding the corral executable")?;
+    crate::queue::start_queued(&mut Store::open(home)?, &config, &shepherd)?;
+    Ok(())
 }
 
 /// A message for an agent that could not be started, naming the binary and

@@ -15,7 +15,7 @@ use super::cleanup::Cleanup;
 use super::lines::LineSplitter;
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{Adapter, ProcessEnd, StreamLine, TranscriptEvent, Verdict};
-use crate::config::Config;
+use crate::config::{Config, Limits};
 use crate::preset::Preset;
 use crate::process::{self, ProcessId, Readiness, SignalPipe, Sig};
 use crate::run::{RunStatus, StopReason};
@@ -67,7 +67,7 @@ pub(super) struct Supervisor {
     run_id: String,
     agent: ProcessId,
     adapter: Box<dyn Adapter>,
-    preset: Preset,
+    limits: Limits,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
     stdout_log: File,
@@ -111,7 +111,7 @@ impl Supervisor {
             run_id: setup.run_id,
             agent: setup.agent,
             adapter: setup.adapter,
-            preset: setup.preset,
+            limits: setup.config.limits_for(&setup.preset),
             stdout: Some(setup.stdout),
             stderr: Some(setup.stderr),
             stdout_log: setup.stdout_log,
@@ -319,7 +319,7 @@ impl Supervisor {
         if self.adapter.busy() {
             self.last_output = now;
         }
-        let p = &self.preset;
+        let p = &self.limits;
         let cause = if p.timeout.is_some_and(|t| now >= self.started + t) {
             Some(StopCause::Timeout(p.timeout.unwrap_or_default()))
         } else if self.first_output.is_none() && p.startup_timeout.is_some_and(|t| now >= self.started + t) {
@@ -337,7 +337,7 @@ impl Supervisor {
 
     /// The earliest moment the loop must wake without input.
     fn next_deadline(&self) -> Option<Instant> {
-        let p = &self.preset;
+        let p = &self.limits;
         let mut deadlines = vec![self.cleanup.deadline(), self.pending_since.map(|s| s + FLUSH_INTERVAL)];
         if !self.outcome_committed {
             deadlines.push(self.settle_at);

@@ -18,6 +18,13 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
     dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start";
 
+/// Runs holding a slot (a `waiting` parent holds none, or parents waiting
+/// on queued children would deadlock), and runs queued.
+const SLOTS_SQL: &str = "SELECT
+    count(*) FILTER (WHERE status IN ('starting', 'running')),
+    count(*) FILTER (WHERE status = 'queued')
+  FROM runs";
+
 /// SQL list of the terminal statuses.
 const TERMINAL: &str = "('completed', 'failed', 'aborted', 'lost')";
 
@@ -97,13 +104,19 @@ fn new_run_id() -> String {
 }
 
 impl Store {
-    /// Writes a new run in `status` (`queued` or `starting`) and returns it.
-    pub fn insert_run(&mut self, new: &NewRun<'_>, status: RunStatus) -> Result<Run, StoreError> {
+    /// Writes a new run and returns it: `starting` if fewer than
+    /// `max_parallel` runs hold a slot and none is queued before it, else
+    /// `queued`. Decided inside the insert's transaction, so concurrent
+    /// launchers never overfill the slots.
+    pub fn insert_run(&mut self, new: &NewRun<'_>, max_parallel: usize) -> Result<Run, StoreError> {
         let preset_json = serde_json::to_string(new.preset).expect("a preset always serializes");
         let now = time::format(time::now());
         let id = loop {
             let id = new_run_id();
             let inserted = self.write("recording a new run", |tx| {
+                let (busy, queued): (i64, i64) = tx.query_row(SLOTS_SQL, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let status =
+                    if (busy as usize) < max_parallel && queued == 0 { RunStatus::Starting } else { RunStatus::Queued };
                 tx.execute(
                     "INSERT OR IGNORE INTO runs (id, parent_id, preset, preset_path, preset_json,
                        agent, task, cwd, model, status, created_at)
@@ -231,6 +244,27 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()
             .doing("listing active runs")?;
         rows.into_iter().collect()
+    }
+
+    /// Moves the oldest queued runs into the free slots (as `starting`) and
+    /// returns their ids, oldest first. Whoever calls this must start their
+    /// shepherds.
+    pub fn promote_queued(&mut self, max_parallel: usize) -> Result<Vec<String>, StoreError> {
+        self.write("starting queued runs", |tx| {
+            let (busy, queued): (i64, i64) = tx.query_row(SLOTS_SQL, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let free = max_parallel.saturating_sub(busy as usize).min(queued as usize);
+            if free == 0 {
+                return Ok(Vec::new());
+            }
+            let ids: Vec<String> = tx
+                .prepare("SELECT id FROM runs WHERE status = 'queued' ORDER BY num LIMIT ?1")?
+                .query_map([free as i64], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            for id in &ids {
+                tx.execute("UPDATE runs SET status = 'starting' WHERE id = ?1 AND status = 'queued'", [id])?;
+            }
+            Ok(ids)
+        })
     }
 
     /// Records the shepherd process that owns a run.
