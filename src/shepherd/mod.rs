@@ -69,6 +69,7 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     let stop = SignalPipe::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]).doing("routing stop signals")?;
 
     let mut store = Store::open(home)?;
+    store.limit_cache(512)?;
     let run = store.run(run_id)?;
     if run.status != RunStatus::Starting {
         tracing::info!(run = run_id, status = %run.status, "nothing to do: the run is not starting");

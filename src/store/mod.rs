@@ -113,6 +113,12 @@ impl Store {
         Ok(value)
     }
 
+    /// Caps this connection's page cache, for long-lived small processes
+    /// (a shepherd writes far more than it reads).
+    pub fn limit_cache(&self, kib: u32) -> Result<(), StoreError> {
+        self.conn.pragma_update(None, "cache_size", -(kib as i64)).doing("setting cache_size")
+    }
+
     /// The connection, for reads.
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn

@@ -1,0 +1,292 @@
+//! Lifecycle benchmark: prints figures, asserts nothing.
+//!
+//! `cargo bench --bench lifecycle` measures, against real shepherds and a
+//! fake pi agent (this same binary, run as `pi` in agent mode):
+//! - terminal line written → outcome visible to a reader, and → `completed_at`
+//! - terminal line written → `corral wait` returns
+//! - abort → last process reaped, for an agent that ignores SIGTERM and has
+//!   an escaped `setsid` grandchild
+//! - shepherd peak RSS and CPU per 10k stream lines
+//! - ingestion throughput and database bytes per 10k pi deltas
+//!
+//! Set CORRAL_BENCH_RUNS to change the number of latency samples (200).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use corral::launch::{launch, LaunchRequest, ShepherdCommand};
+use corral::{Home, RunStatus, Store};
+
+const AGENT_MODE: &str = "CORRAL_BENCH_AGENT";
+
+fn main() {
+    if std::env::var_os(AGENT_MODE).is_some() {
+        fake_agent();
+        return;
+    }
+    let bench = Bench::new();
+    let samples: usize = std::env::var("CORRAL_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    println!("Corral lifecycle benchmark ({} cores, {samples} samples)", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    bench.completion_latency(samples);
+    bench.wait_latency(samples / 2);
+    bench.abort_latency(10);
+    bench.ingestion(100_000, "deltas");
+    bench.ingestion(100_000, "tools");
+    bench.database_bytes(10_000);
+}
+
+/// Microseconds since the epoch.
+fn now_us() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros()
+}
+
+/// The fake pi: prints `BENCH_LINES` deltas, then (after `BENCH_DELAY_MS`)
+/// the final message and `agent_settled`, recording in its run folder when
+/// it started and when it wrote the terminal line; then lingers or exits as `BENCH_THEN` says.
+fn fake_agent() {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let lines: usize = var("BENCH_LINES").parse().unwrap_or(0);
+    let delay: u64 = var("BENCH_DELAY_MS").parse().unwrap_or(0);
+    if var("BENCH_IGNORE_TERM") == "1" {
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+        Command::new("setsid").args(["sleep", "300"]).spawn().unwrap();
+    }
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    writeln!(out, r#"{{"type":"session","version":3,"id":"bench"}}"#).unwrap();
+    let start = now_us();
+    let tools = var("BENCH_KIND") == "tools";
+    for i in 0..lines {
+        if tools {
+            writeln!(out, r#"{{"type":"tool_execution_end","toolCallId":"t{i}","toolName":"read","result":{{"content":[{{"type":"text","text":"line {i} of the file"}}]}},"isError":false}}"#).unwrap();
+        } else {
+            writeln!(out, r#"{{"type":"message_update","assistantMessageEvent":{{"type":"text_delta","contentIndex":0,"delta":"token{i} "}}}}"#).unwrap();
+        }
+    }
+    out.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(delay));
+    writeln!(out, r#"{{"type":"message_end","message":{{"role":"assistant","content":[{{"type":"text","text":"bench answer"}}],"model":"bench-model","usage":{{"input":10,"output":20,"cost":{{"total":0.001}}}},"stopReason":"stop"}}}}"#).unwrap();
+    writeln!(out, r#"{{"type":"agent_end","messages":[]}}"#).unwrap();
+    out.flush().unwrap();
+    let written = now_us();
+    writeln!(out, r#"{{"type":"agent_settled"}}"#).unwrap();
+    out.flush().unwrap();
+    let mark = Path::new(&var("CORRAL_HOME")).join("runs").join(var("CORRAL_RUN_ID")).join("bench-mark");
+    std::fs::write(mark, format!("{start} {written}")).unwrap();
+    if var("BENCH_THEN") == "linger" {
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+struct Bench {
+    _root: tempfile::TempDir,
+    home: Home,
+    project: PathBuf,
+    shepherd: ShepherdCommand,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let root = tempfile::tempdir().unwrap();
+        let home_dir = root.path().join("home");
+        let project = root.path().join("project");
+        let bin = root.path().join("bin");
+        for dir in [&home_dir, &project, &bin, &project.join(".corral/presets")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::os::unix::fs::symlink(std::env::current_exe().unwrap(), bin.join("pi")).unwrap();
+        std::fs::write(
+            project.join(".corral/presets/bench.md"),
+            "---\nname: bench\ndescription: benchmark agent\nagent: pi\n---\n",
+        )
+        .unwrap();
+        std::fs::write(home_dir.join("config.toml"), "max_parallel = 64\nexit_grace = \"300ms\"\nstop_grace = \"1s\"\n").unwrap();
+        // SAFETY: single-threaded; the environment is read only by children.
+        unsafe {
+            std::env::set_var("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()));
+            std::env::set_var("CORRAL_HOME", &home_dir);
+            std::env::set_var(AGENT_MODE, "1");
+        }
+        let shepherd = ShepherdCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_corral")), args: vec!["shepherd".into()] };
+        Bench { _root: root, home: Home::at(home_dir), project, shepherd }
+    }
+
+    fn store(&self) -> Store {
+        Store::open(&self.home).unwrap()
+    }
+
+    fn launch(&self, store: &mut Store, vars: &[(&str, String)]) -> String {
+        for key in ["BENCH_LINES", "BENCH_DELAY_MS", "BENCH_THEN", "BENCH_IGNORE_TERM", "BENCH_KIND"] {
+            unsafe { std::env::remove_var(key) };
+        }
+        for (k, v) in vars {
+            unsafe { std::env::set_var(k, v) };
+        }
+        let request = LaunchRequest {
+            preset: "bench".into(),
+            task: "benchmark".into(),
+            cwd: self.project.clone(),
+            model: None,
+            parent: None,
+        };
+        launch(store, &request, &self.shepherd).unwrap().id
+    }
+
+    fn mark(&self, id: &str) -> PathBuf {
+        self.home.run_dir(id).join("bench-mark")
+    }
+
+    fn read_mark(path: &Path) -> (u128, u128) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                let mut parts = text.split_whitespace().map(|p| p.parse::<u128>().unwrap());
+                if let (Some(a), Some(b)) = (parts.next(), parts.next()) {
+                    return (a, b);
+                }
+            }
+            assert!(Instant::now() < deadline, "no mark at {}", path.display());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Waits, polling `data_version` every 100 µs, until `id` is terminal;
+    /// returns when it saw it.
+    fn until_terminal(store: &Store, id: &str) -> u128 {
+        let mut version = -1;
+        loop {
+            let now = store.data_version().unwrap();
+            if now != version {
+                version = now;
+                if store.run(id).unwrap().status.is_terminal() {
+                    return now_us();
+                }
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    fn until_exited(store: &Store, id: &str) {
+        while store.run(id).unwrap().exited_at.is_none() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn completion_latency(&self, n: usize) {
+        let mut store = self.store();
+        let (mut seen, mut committed) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let id = self.launch(&mut store, &[("BENCH_DELAY_MS", "30".into())]);
+            let saw = Self::until_terminal(&store, &id);
+            let (_, written) = Self::read_mark(&self.mark(&id));
+            let run = store.run(&id).unwrap();
+            assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+            let completed = corral::time::parse(run.completed_at.as_deref().unwrap()).unwrap();
+            seen.push((saw.saturating_sub(written)) as f64 / 1000.0);
+            committed.push((completed.timestamp_micros() as f64 - written as f64) / 1000.0);
+            Self::until_exited(&store, &id);
+        }
+        report("terminal line -> visible to a reader (ms)", &mut seen);
+        report("terminal line -> completed_at (ms, stored at 1 ms resolution)", &mut committed);
+    }
+
+    fn wait_latency(&self, n: usize) {
+        let mut store = self.store();
+        let mut waits = Vec::new();
+        for _ in 0..n {
+            let id = self.launch(&mut store, &[("BENCH_DELAY_MS", "300".into())]);
+            let mut wait = Command::new(env!("CARGO_BIN_EXE_corral"))
+                .args(["wait", &id])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            wait.wait().unwrap();
+            let returned = now_us();
+            let (_, written) = Self::read_mark(&self.mark(&id));
+            waits.push(returned.saturating_sub(written) as f64 / 1000.0);
+            Self::until_exited(&store, &id);
+        }
+        report("terminal line -> `corral wait` returns (ms)", &mut waits);
+    }
+
+    fn abort_latency(&self, n: usize) {
+        let mut store = self.store();
+        let mut reaped = Vec::new();
+        for _ in 0..n {
+            let id = self.launch(
+                &mut store,
+                &[("BENCH_DELAY_MS", "600000".into()), ("BENCH_IGNORE_TERM", "1".into())],
+            );
+            while store.run(&id).unwrap().status != RunStatus::Running {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            let start = corral::time::now();
+            corral::abort::abort(&mut store, &id, Duration::from_secs(10)).unwrap();
+            Self::until_exited(&store, &id);
+            let exited = corral::time::parse(store.run(&id).unwrap().exited_at.as_deref().unwrap()).unwrap();
+            let survivors = corral::process::pids_with_env("CORRAL_RUN_ID", &id);
+            assert!(survivors.is_empty(), "survivors {survivors:?}");
+            reaped.push((exited - start).num_milliseconds() as f64);
+        }
+        report("abort -> last process reaped (ms; stop grace 1000 ms, agent ignores SIGTERM)", &mut reaped);
+    }
+
+    /// `kind`: `deltas` (pi message_update lines, never parsed nor stored) or
+    /// `tools` (tool results: each parsed and stored as one event row).
+    fn ingestion(&self, lines: usize, kind: &str) {
+        let mut store = self.store();
+        let vars = [("BENCH_LINES", lines.to_string()), ("BENCH_THEN", "linger".into()), ("BENCH_KIND", kind.into())];
+        let id = self.launch(&mut store, &vars);
+        Self::until_terminal(&store, &id);
+        let run = store.run(&id).unwrap();
+        let (start, _) = Self::read_mark(&self.mark(&id));
+        let completed = corral::time::parse(run.completed_at.as_deref().unwrap()).unwrap().timestamp_micros() as u128;
+        let secs = (completed - start) as f64 / 1e6;
+        let pid = run.shepherd_pid.unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let hwm = status.lines().find(|l| l.starts_with("VmHWM")).unwrap_or("VmHWM: ?").to_string();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let rss = hwm.split_whitespace().skip(1).collect::<Vec<_>>().join(" ");
+        println!(
+            "ingestion of {lines} pi {kind} lines: {secs:.3} s = {:.0} lines/s; shepherd peak RSS {rss}; CPU {:.1} ms per 10k lines",
+            lines as f64 / secs,
+            ticks / hz * 1000.0 / (lines as f64 / 10_000.0)
+        );
+        Self::until_exited(&store, &id);
+    }
+
+    fn database_bytes(&self, lines: usize) {
+        let mut store = self.store();
+        let id = self.launch(&mut store, &[("BENCH_LINES", lines.to_string())]);
+        Self::until_exited(&store, &id);
+        let db = rusqlite::Connection::open(self.home.database()).unwrap();
+        let (rows, bytes): (i64, i64) = db
+            .query_row(
+                "SELECT count(*), coalesce(sum(length(text) + coalesce(length(json), 0) + length(kind) + length(at)), 0)
+                 FROM events WHERE run_id = ?1",
+                [&id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        println!("database: {rows} event rows, {bytes} bytes of event data per {lines} pi deltas");
+    }
+}
+
+fn report(what: &str, samples: &mut [f64]) {
+    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let pct = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "{what}: p50 {:.2}  p99 {:.2}  max {:.2}  (n={})",
+        pct(0.5),
+        pct(0.99),
+        samples[samples.len() - 1],
+        samples.len()
+    );
+}
