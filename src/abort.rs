@@ -31,20 +31,30 @@ impl Aborted {
     }
 }
 
-/// Aborts run `id` (or a unique prefix) and waits up to `patience` for its
-/// outcome to be committed.
+/// Records an abort of run `id` and signals its shepherd, without waiting.
+/// The shepherd aborts the run's own active children in turn.
+pub fn request(store: &mut Store, id: &str) -> Result<AbortRequest, StoreError> {
+    let request = store.request_abort(id)?;
+    if let AbortRequest::Requested(run) = &request {
+        if let (Some(pid), Some(start)) = (run.shepherd_pid, run.shepherd_start) {
+            if (ProcessId { pid, start }).is_alive() {
+                // An error here means the shepherd just exited; reconciling
+                // finds out.
+                let _ = process::signal_pid(pid, Sig::Term);
+            }
+        }
+    }
+    Ok(request)
+}
+
+/// Aborts run `id` (or a unique prefix) and its active descendants, and
+/// waits up to `patience` for its outcome to be committed.
 pub fn abort(store: &mut Store, id: &str, patience: Duration) -> Result<Aborted, StoreError> {
     let id = store.find_run(id)?.id;
-    let run = match store.request_abort(&id)? {
+    match request(store, &id)? {
         AbortRequest::AlreadyOver(run) => return Ok(Aborted::AlreadyOver(run)),
         AbortRequest::AbortedBeforeStart(run) => return Ok(Aborted::Stopped(run)),
-        AbortRequest::Requested(run) => run,
-    };
-    if let (Some(pid), Some(start)) = (run.shepherd_pid, run.shepherd_start) {
-        if (ProcessId { pid, start }).is_alive() {
-            // An error here means the shepherd just exited; reconcile below.
-            let _ = process::signal_pid(pid, Sig::Term);
-        }
+        AbortRequest::Requested(_) => {}
     }
     let deadline = Instant::now() + patience;
     let mut watcher = Watcher::new(store)?;

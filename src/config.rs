@@ -24,6 +24,11 @@ pub struct Config {
     pub stop_grace: Duration,
     /// Limits for agent presets (not `command`) that set none themselves.
     pub agent_limits: Limits,
+    /// How long a run whose turn ended waits for its child runs, unless its
+    /// preset says otherwise.
+    pub children_timeout: Option<Duration>,
+    /// Most continuation turns one run may get.
+    pub max_continuations: usize,
 }
 
 /// The time limits of one run.
@@ -36,6 +41,8 @@ pub struct Limits {
     pub idle_timeout: Option<Duration>,
     /// Limit on the wait for the first output.
     pub startup_timeout: Option<Duration>,
+    /// Limit on waiting for child runs after the agent's turn ended.
+    pub children_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -48,7 +55,10 @@ impl Default for Config {
                 timeout: Some(Duration::from_secs(4 * 3600)),
                 idle_timeout: Some(Duration::from_secs(20 * 60)),
                 startup_timeout: Some(Duration::from_secs(3 * 60)),
+                children_timeout: None,
             },
+            children_timeout: Some(Duration::from_secs(3600)),
+            max_continuations: 3,
         }
     }
 }
@@ -68,6 +78,8 @@ pub enum ConfigError {
 #[serde(default, deny_unknown_fields)]
 struct ConfigFile {
     max_parallel: Option<usize>,
+    max_continuations: Option<usize>,
+    children_timeout: Option<String>,
     exit_grace: Option<String>,
     stop_grace: Option<String>,
     agent_defaults: LimitsFile,
@@ -113,6 +125,10 @@ impl Config {
             }
             config.max_parallel = n;
         }
+        if let Some(n) = file.max_continuations {
+            config.max_continuations = n;
+        }
+        config.children_timeout = limit("children_timeout", &file.children_timeout, config.children_timeout)?;
         if let Some(v) = &file.exit_grace {
             config.exit_grace = duration("exit_grace", v)?;
         }
@@ -125,6 +141,7 @@ impl Config {
             timeout: limit("agent_defaults.timeout", &f.timeout, d.timeout)?,
             idle_timeout: limit("agent_defaults.idle_timeout", &f.idle_timeout, d.idle_timeout)?,
             startup_timeout: limit("agent_defaults.startup_timeout", &f.startup_timeout, d.startup_timeout)?,
+            children_timeout: None,
         };
         Ok(config)
     }
@@ -138,6 +155,7 @@ impl Config {
             timeout: preset.timeout.or(defaults.timeout),
             idle_timeout: preset.idle_timeout.or(defaults.idle_timeout),
             startup_timeout: preset.startup_timeout.or(defaults.startup_timeout),
+            children_timeout: preset.children_timeout.or(self.children_timeout),
         }
     }
 }

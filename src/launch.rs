@@ -8,7 +8,7 @@ use crate::config::{Config, ConfigError};
 use crate::home::{self, Home};
 use crate::preset::{self, Roots, UnknownPreset};
 use crate::run::{Run, RunStatus};
-use crate::shepherd::RUN_ID_ENV;
+use crate::shepherd::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::{NewRun, Store, StoreError};
 
 /// What to launch.
@@ -107,7 +107,15 @@ pub(crate) fn start_shepherd(home: &Home, run_id: &str, shepherd: &ShepherdComma
     home::ensure_private_dir(&dir).map_err(std::io::Error::other)?;
     let log = home::open_private_append(&dir.join("shepherd.log"))?;
     let mut command = Command::new(&shepherd.program);
-    command.args(&shepherd.args).arg(run_id).current_dir(Path::new("/"));
+    // The shepherd is marked as one (so a parent run's shepherd, which may
+    // adopt it as subreaper, leaves it alone) and does not carry the id of
+    // the run that launched it (so that run's cleanup does not find it).
+    command
+        .args(&shepherd.args)
+        .arg(run_id)
+        .current_dir(Path::new("/"))
+        .env(SHEPHERD_ENV, run_id)
+        .env_remove(RUN_ID_ENV);
     if let Some(root) = home.env_value() {
         command.env(home::HOME_ENV, root);
     }

@@ -125,6 +125,8 @@ word_enum! {
         UserAbort = "user_abort",
         /// Its shepherd died before the run ended.
         ShepherdDied = "shepherd_died",
+        /// Its children were still running when `children_timeout` passed.
+        ChildrenTimeout = "children_timeout",
         /// The agent could not be started at all.
         SpawnFailed = "spawn_failed",
     }
@@ -196,6 +198,11 @@ pub struct Run {
     pub agent_pid: Option<i32>,
     #[serde(skip)]
     pub agent_start: Option<u64>,
+    /// When its parent got its result (waited on it, read it, or was handed
+    /// it in a continuation turn).
+    pub collected_at: Option<String>,
+    /// When it last began waiting on its children.
+    pub waiting_at: Option<String>,
 }
 
 impl Run {

@@ -45,6 +45,13 @@ impl Adapter for ClaudeAdapter {
         Ok(Invocation { program: "claude".into(), args, env: Vec::new() })
     }
 
+    fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {
+        let mut invocation = self.invocation(ctx).ok()?;
+        let task = invocation.args.pop()?;
+        invocation.args.extend(["--resume".to_string(), session_id.to_string(), task]);
+        Some(invocation)
+    }
+
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
         if json::leading_type(line.bytes) == Some("stream_event") && line.dropped == 0 {
             return None; // token deltas; the assistant message follows whole

@@ -38,6 +38,18 @@ impl Adapter for CodexAdapter {
         Ok(Invocation { program: "codex".into(), args, env: Vec::new() })
     }
 
+    /// `codex exec [options] resume <thread id> <prompt>`.
+    fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {
+        let mut invocation = self.invocation(ctx).ok()?;
+        invocation.args.pop();
+        invocation.args.extend(["resume".to_string(), session_id.to_string(), ctx.task.to_string()]);
+        Some(invocation)
+    }
+
+    fn usage_is_cumulative(&self) -> bool {
+        true
+    }
+
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
         let event = match json::classify(line) {
             Line::Json(value) => value,

@@ -200,6 +200,19 @@ pub trait Adapter: Send {
         false
     }
 
+    /// The invocation of a continuation turn in the same session, if this
+    /// agent can resume one: `ctx.task` is the continuation prompt and
+    /// `session_id` the id the stream reported. `None`: it cannot.
+    fn resume_invocation(&self, _ctx: &InvocationContext<'_>, _session_id: &str) -> Option<Invocation> {
+        None
+    }
+
+    /// True if the stream's usage covers the whole session (Codex), so a
+    /// continuation's usage replaces the earlier turn's instead of adding.
+    fn usage_is_cumulative(&self) -> bool {
+        false
+    }
+
     /// True if the agent stops cleanly on SIGINT and should get it before
     /// SIGTERM (Codex).
     fn interrupts_first(&self) -> bool {
@@ -222,6 +235,37 @@ pub fn for_agent(agent: AgentKind) -> Box<dyn Adapter> {
         AgentKind::Gemini => Box::<GeminiAdapter>::default(),
         AgentKind::Opencode => Box::<OpencodeAdapter>::default(),
         AgentKind::Command => Box::<CommandAdapter>::default(),
+    }
+}
+
+impl Report {
+    /// The report of a run whose session went on in a continuation turn:
+    /// `next` is the continuation's. Texts and ids come from the latest turn
+    /// that has them; usage and cost add up unless `cumulative`.
+    pub fn then(&self, next: &Report, cumulative: bool) -> Report {
+        let (usage, cost_usd) = if cumulative {
+            (next.usage, next.cost_usd.or(self.cost_usd))
+        } else {
+            let (a, b) = (self.usage, next.usage);
+            let usage = crate::run::Usage {
+                input_tokens: a.input_tokens + b.input_tokens,
+                output_tokens: a.output_tokens + b.output_tokens,
+                cache_read_tokens: a.cache_read_tokens + b.cache_read_tokens,
+                cache_write_tokens: a.cache_write_tokens + b.cache_write_tokens,
+            };
+            let cost = match (self.cost_usd, next.cost_usd) {
+                (None, None) => None,
+                (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
+            };
+            (usage, cost)
+        };
+        Report {
+            final_text: next.final_text.clone().or_else(|| self.final_text.clone()),
+            resolved_model: next.resolved_model.clone().or_else(|| self.resolved_model.clone()),
+            usage,
+            cost_usd,
+            session_id: next.session_id.clone().or_else(|| self.session_id.clone()),
+        }
     }
 }
 

@@ -144,6 +144,11 @@ impl Adapter for PiAdapter {
         }
     }
 
+    /// The same `--session` file continues the conversation.
+    fn resume_invocation(&self, ctx: &InvocationContext<'_>, _session_id: &str) -> Option<Invocation> {
+        self.invocation(ctx).ok()
+    }
+
     fn settling(&self) -> Option<Duration> {
         self.tentative.as_ref().map(|_| SETTLE_WINDOW)
     }

@@ -61,15 +61,16 @@ fn all_pids() -> Vec<i32> {
         .collect()
 }
 
-/// Every live (non-zombie) descendant of `root`, at any depth.
-pub fn descendants(root: i32) -> Vec<i32> {
+/// Every live (non-zombie) descendant of `root`, at any depth, leaving out
+/// each process for which `prune` is true together with its whole subtree.
+pub fn descendants(root: i32, prune: impl Fn(i32) -> bool) -> Vec<i32> {
     let parents: Vec<(i32, i32)> =
         all_pids().into_iter().filter_map(|pid| Some((pid, parent_of(pid)?))).collect();
     let mut found = Vec::new();
     let mut frontier = vec![root];
     while let Some(parent) = frontier.pop() {
         for &(pid, ppid) in &parents {
-            if ppid == parent && !found.contains(&pid) {
+            if ppid == parent && !found.contains(&pid) && !prune(pid) {
                 found.push(pid);
                 frontier.push(pid);
             }
@@ -77,6 +78,13 @@ pub fn descendants(root: i32) -> Vec<i32> {
     }
     found.retain(|&pid| !is_zombie(pid));
     found
+}
+
+/// True if `pid`'s environment has the variable `key` (any value).
+pub fn has_env_var(pid: i32, key: &str) -> bool {
+    let prefix = format!("{key}=").into_bytes();
+    fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var.starts_with(&prefix)))
 }
 
 /// Live processes of this user whose environment holds `key=value`: how a

@@ -8,7 +8,7 @@ mod linux;
 mod unix;
 
 pub use linux::{
-    descendants, is_alive, pids_with_env, set_child_subreaper, start_time, ProcessId,
+    descendants, has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time, ProcessId,
 };
 pub use unix::{
     make_nonblocking, prepare_agent, reap_any, read_available, signal_group,

@@ -56,7 +56,13 @@ impl Cleanup {
         Cleanup { stage: Stage::Idle, run_id: run_id.to_string(), shepherd, pgid, exit_grace, stop_grace, first, log }
     }
 
-    /// The outcome is committed: give the agent its exit grace.
+    /// A new agent process (a continuation turn) leads the run's group now.
+    pub(super) fn restart(&mut self, pgid: i32) {
+        self.stage = Stage::Idle;
+        self.pgid = pgid;
+    }
+
+    /// The agent's turn is over: give its processes their exit grace.
     pub(super) fn after_outcome(&mut self, now: Instant) {
         if self.stage == Stage::Idle {
             self.stage = Stage::Grace { until: now + self.exit_grace };
@@ -103,16 +109,25 @@ impl Cleanup {
         }
     }
 
-    /// SIGKILL to the agent's group, every descendant of the shepherd, and
-    /// every process carrying this run's id.
-    pub(super) fn kill_all(&mut self) {
-        self.signal_group(Sig::Kill);
-        let mut others = process::descendants(self.shepherd);
+    /// Every live process of this run other than the shepherd: its
+    /// descendants (orphans included, adopted as subreaper) and anything
+    /// carrying the run's id. Shepherds of other runs the shepherd adopted
+    /// (runs launched from this one) are not this run's, nor their trees.
+    pub(super) fn own_processes(&self) -> Vec<i32> {
+        let me = self.shepherd;
+        let mut pids = process::descendants(me, |pid| pid != me && process::has_env_var(pid, super::SHEPHERD_ENV));
         for pid in process::pids_with_env(super::RUN_ID_ENV, &self.run_id) {
-            if !others.contains(&pid) {
-                others.push(pid);
+            if !pids.contains(&pid) {
+                pids.push(pid);
             }
         }
+        pids
+    }
+
+    /// SIGKILL to the agent's group and every other process of the run.
+    pub(super) fn kill_all(&mut self) {
+        self.signal_group(Sig::Kill);
+        let others = self.own_processes();
         if !others.is_empty() {
             let list: Vec<String> = others.iter().map(i32::to_string).collect();
             self.note(&format!("SIGKILL -> pids {}", list.join(" ")));

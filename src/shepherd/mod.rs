@@ -7,17 +7,18 @@
 //! a stop request); cleanup of lingering processes comes after and never
 //! changes it. As child subreaper it inherits every orphaned descendant, so
 //! it can kill and reap all of them before it exits: no process outlives
-//! its run.
+//! its run. A run whose agent launched runs of its own waits for them, and
+//! hands their results back to the agent in a continuation turn.
 
+mod children;
 mod cleanup;
 mod lines;
+mod spawn;
 mod supervise;
 
 use std::io;
-use std::path::Path;
-use std::process::{Command, Stdio};
 
-use crate::adapter::{self, InvocationContext};
+use crate::adapter;
 use crate::config::{Config, ConfigError};
 use crate::home::{self, Home};
 use crate::process::{self, ProcessId, SignalPipe};
@@ -28,6 +29,8 @@ pub use lines::LineSplitter;
 
 /// The variable that tells every process of a run which run it belongs to.
 pub const RUN_ID_ENV: &str = "CORRAL_RUN_ID";
+/// The variable that marks a shepherd process (its value: the run id).
+pub const SHEPHERD_ENV: &str = "CORRAL_SHEPHERD";
 
 /// What stops a shepherd from doing its job.
 #[derive(Debug, thiserror::Error)]
@@ -82,118 +85,64 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     process::set_child_subreaper(true).doing("becoming child subreaper")?;
     let config = Config::load(home)?;
 
-    let fail_to_start = |store: &mut Store, error: String| -> Result<(), ShepherdError> {
-        let outcome = Outcome {
-            status: RunStatus::Failed,
-            stop_reason: StopReason::SpawnFailed,
-            exit_code: None,
-            exit_signal: None,
-            error: Some(error),
-            report: Default::default(),
-        };
-        store.commit_outcome(run_id, &outcome)?;
-        store.mark_exited(run_id, None, None)?;
-        Ok(())
-    };
-
     if store.run(run_id)?.abort_requested_at.is_some() {
-        let outcome = Outcome {
-            status: RunStatus::Aborted,
-            stop_reason: StopReason::UserAbort,
-            exit_code: None,
-            exit_signal: None,
-            error: Some("aborted before the agent started".into()),
-            report: Default::default(),
-        };
-        store.commit_outcome(run_id, &outcome)?;
-        store.mark_exited(run_id, None, None)?;
-        return Ok(());
+        return end_unstarted(&mut store, run_id, RunStatus::Aborted, StopReason::UserAbort, "aborted before the agent started");
     }
-
     let preset = store.run_preset(run_id)?;
-    let adapter = adapter::for_agent(preset.agent);
     let run_dir = home.run_dir(run_id);
     home::ensure_private_dir(&run_dir).map_err(StoreError::from)?;
-    let system_prompt_file = if preset.system_prompt.is_empty() {
-        None
-    } else {
-        let path = run_dir.join("system-prompt.md");
-        let mut file = home::create_private(&path).doing("writing system-prompt.md")?;
-        io::Write::write_all(&mut file, preset.system_prompt.as_bytes()).doing("writing system-prompt.md")?;
-        Some(path)
-    };
-    let ctx = InvocationContext {
-        preset: &preset,
-        task: &run.task,
-        model: run.model.as_deref(),
-        run_dir: run_dir.clone(),
-        system_prompt_file,
-    };
-    let invocation = match adapter.invocation(&ctx) {
+    let launch = spawn::AgentLaunch::new(home, &run, preset, run_dir).doing("writing system-prompt.md")?;
+    let adapter = adapter::for_agent(launch.preset.agent);
+    let invocation = match adapter.invocation(&launch.context(&run.task)) {
         Ok(invocation) => invocation,
-        Err(e) => return fail_to_start(&mut store, e.to_string()),
+        Err(e) => return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &e.to_string()),
     };
-    if !Path::new(&run.cwd).is_dir() {
-        let error = format!(
-            "the working folder {} does not exist: create it, or launch with --cwd pointing at an existing folder",
-            run.cwd
-        );
-        return fail_to_start(&mut store, error);
+    if let Some(problem) = launch.cwd_problem() {
+        return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &problem);
     }
-
-    let open = |name: &str| home::open_private_append(&run_dir.join(name));
-    let stdout_log = open("stdout.log").doing("opening stdout.log")?;
-    let stderr_log = open("stderr.log").doing("opening stderr.log")?;
-    let signals_log = open("signals.log").doing("opening signals.log")?;
-
-    let mut command = Command::new(&invocation.program);
-    command
-        .args(&invocation.args)
-        .current_dir(&run.cwd)
-        .env(RUN_ID_ENV, run_id)
-        .envs(invocation.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(root) = home.env_value() {
-        command.env(home::HOME_ENV, root);
-    }
-    process::prepare_agent(&mut command);
-    let mut child = match command.spawn() {
+    let logs = spawn::RunLogs::open(&launch.run_dir).doing("opening the run's logs")?;
+    let child = match launch.spawn(&invocation) {
         Ok(child) => child,
-        Err(e) => return fail_to_start(&mut store, spawn_error(&invocation.program, &preset.path, &e)),
+        Err(e) => {
+            let error = spawn::spawn_error(&invocation.program, &launch.preset.path, &e);
+            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
+        }
     };
-    let agent_pid = child.id() as i32;
-    // The agent cannot have been reaped yet (only this thread reaps), so
-    // its /proc entry is there to read, zombie or not.
-    let agent = ProcessId::of(agent_pid)
-        .ok_or_else(|| io::Error::other("the agent has no /proc entry"))
-        .doing("reading the agent's identity")?;
-    store.mark_running(run_id, agent.pid, agent.start)?;
-
-    let stdout = child.stdout.take().expect("stdout was piped");
-    let stderr = child.stderr.take().expect("stderr was piped");
-    // The Child handle is dropped without waiting: reaping is done with
-    // waitpid(-1) by the supervisor, for the agent and every orphan alike.
-    drop(child);
 
     let mut supervisor = supervise::Supervisor::new(supervise::Setup {
         store,
         run_id: run_id.to_string(),
         me,
-        agent,
+        child,
         adapter,
-        preset,
+        launch,
         config,
-        stdout,
-        stderr,
-        stdout_log,
-        stderr_log,
-        signals_log,
+        logs,
         sigchld,
         stop,
     })?;
     supervisor.run()
+}
+
+/// Ends a run whose agent never started.
+fn end_unstarted(
+    store: &mut Store,
+    run_id: &str,
+    status: RunStatus,
+    stop_reason: StopReason,
+    error: &str,
+) -> Result<(), ShepherdError> {
+    let outcome = Outcome {
+        status,
+        stop_reason,
+        exit_code: None,
+        exit_signal: None,
+        error: Some(error.to_string()),
+        report: Default::default(),
+    };
+    store.commit_outcome(run_id, &outcome)?;
+    store.mark_exited(run_id, None, None)?;
+    Ok(())
 }
 
 /// Starts the next queued runs now that this run's slot is free. The
@@ -204,19 +153,4 @@ fn hand_on_slot(home: &Home) -> Result<(), ShepherdError> {
     let shepherd = crate::launch::ShepherdCommand::current_exe().doing("finding the corral executable")?;
     crate::queue::start_queued(&mut Store::open(home)?, &config, &shepherd)?;
     Ok(())
-}
-
-/// A message for an agent that could not be started, naming the binary and
-/// what to do.
-fn spawn_error(program: &str, preset_path: &str, e: &io::Error) -> String {
-    match e.kind() {
-        io::ErrorKind::NotFound => format!(
-            "agent binary '{program}' not found{}: install it, or fix the command in the preset {preset_path}",
-            if program.contains('/') { String::new() } else { " on PATH".to_string() }
-        ),
-        io::ErrorKind::PermissionDenied => format!(
-            "agent binary '{program}' is not executable: chmod +x it, or fix the preset {preset_path}"
-        ),
-        _ => format!("cannot start agent binary '{program}': {e}"),
-    }
 }

@@ -5,19 +5,18 @@
 //! everything it wrote before exiting is already in the pipe and is read
 //! (non-blocking) before the outcome is decided from its exit status.
 
-use std::fs::File;
-use std::io::Write;
 use std::os::fd::AsFd;
-use std::process::{ChildStderr, ChildStdout};
+use std::process::{Child, ChildStderr, ChildStdout};
 use std::time::{Duration, Instant};
 
+use super::children::{self, Next};
 use super::cleanup::Cleanup;
 use super::lines::LineSplitter;
+use super::spawn::{AgentLaunch, RunLogs};
 use super::{OsDoing, ShepherdError};
-use crate::adapter::{Adapter, ProcessEnd, StreamLine, TranscriptEvent, Verdict};
+use crate::adapter::{self, Adapter, EventKind, ProcessEnd, Report, StreamLine, TranscriptEvent, Verdict};
 use crate::config::{Config, Limits};
-use crate::preset::Preset;
-use crate::process::{self, ProcessId, Readiness, SignalPipe, Sig};
+use crate::process::{self, ProcessId, Readiness, Sig, SignalPipe};
 use crate::run::{RunStatus, StopReason};
 use crate::store::{Outcome, Store};
 
@@ -37,22 +36,18 @@ pub(super) struct Setup {
     pub store: Store,
     pub run_id: String,
     pub me: ProcessId,
-    pub agent: ProcessId,
+    pub child: Child,
     pub adapter: Box<dyn Adapter>,
-    pub preset: Preset,
+    pub launch: AgentLaunch,
     pub config: Config,
-    pub stdout: ChildStdout,
-    pub stderr: ChildStderr,
-    pub stdout_log: File,
-    pub stderr_log: File,
-    pub signals_log: File,
+    pub logs: RunLogs,
     pub sigchld: SignalPipe,
     pub stop: SignalPipe,
 }
 
 /// Why Corral itself is ending a run early.
 #[derive(Debug, Clone)]
-enum StopCause {
+pub(super) enum StopCause {
     Abort,
     Signal,
     Timeout(Duration),
@@ -63,80 +58,108 @@ enum StopCause {
 /// The runtime state of one supervised run. Nothing here is persisted as
 /// such; what matters is written to the store as it happens.
 pub(super) struct Supervisor {
-    store: Store,
-    run_id: String,
-    agent: ProcessId,
+    pub(super) store: Store,
+    pub(super) run_id: String,
+    pub(super) launch: AgentLaunch,
+    pub(super) config: Config,
+    pub(super) limits: Limits,
+    pub(super) stop: SignalPipe,
     adapter: Box<dyn Adapter>,
-    limits: Limits,
+    /// What earlier turns reported, before a continuation turn.
+    earlier: Option<Report>,
+    /// Continuation turns run so far.
+    pub(super) continuations: usize,
+    logs: RunLogs,
+    sigchld: SignalPipe,
+    cleanup: Cleanup,
+
+    // The current turn's agent process.
+    agent: ProcessId,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
-    stdout_log: File,
-    stderr_log: File,
-    sigchld: SignalPipe,
-    stop: SignalPipe,
-    cleanup: Cleanup,
     splitter: LineSplitter,
+    stderr_tail: Vec<u8>,
+    agent_end: Option<ProcessEnd>,
+    /// No process of the turn is left.
+    children_gone: bool,
+    turn_started: Instant,
+    first_output: Option<Instant>,
+    last_output: Instant,
+
+    /// The terminal event's verdict, between reading it and concluding.
     verdict: Option<Verdict>,
     /// When a possible end the adapter is holding becomes the end.
     settle_at: Option<Instant>,
+    /// The agent's turn is over (its verdict is in, or Corral stopped it).
+    turn_over: bool,
+    /// The verdict of a turn that ended with child runs to wait for or hand
+    /// over; committed (or continued) once the turn's processes are gone.
+    pub(super) held: Option<Verdict>,
+    outcome_committed: bool,
+    run_started: Instant,
+
     pending: Vec<TranscriptEvent>,
     pending_since: Option<Instant>,
     next_seq: i64,
-    stderr_tail: Vec<u8>,
-    agent_end: Option<ProcessEnd>,
-    outcome_committed: bool,
-    children_gone: bool,
-    started: Instant,
-    first_output: Option<Instant>,
-    last_output: Instant,
     buf: Vec<u8>,
 }
 
 impl Supervisor {
     pub(super) fn new(setup: Setup) -> Result<Supervisor, ShepherdError> {
-        process::make_nonblocking(setup.stdout.as_fd()).doing("making stdout non-blocking")?;
-        process::make_nonblocking(setup.stderr.as_fd()).doing("making stderr non-blocking")?;
-        let next_seq = setup.store.last_event_seq(&setup.run_id)? + 1;
+        let mut child = setup.child;
+        let agent = ProcessId::of(child.id() as i32)
+            .ok_or_else(|| std::io::Error::other("the agent has no /proc entry"))
+            .doing("reading the agent's identity")?;
+        let (stdout, stderr) = take_pipes(&mut child)?;
+        let mut store = setup.store;
+        store.mark_running(&setup.run_id, agent.pid, agent.start)?;
+        let next_seq = store.last_event_seq(&setup.run_id)? + 1;
         let now = Instant::now();
         let cleanup = Cleanup::new(
             &setup.run_id,
             setup.me.pid,
-            setup.agent.pid,
+            agent.pid,
             (setup.config.exit_grace, setup.config.stop_grace),
             if setup.adapter.interrupts_first() { Sig::Int } else { Sig::Term },
-            setup.signals_log,
+            setup.logs.signals.try_clone().doing("opening signals.log")?,
         );
         Ok(Supervisor {
-            store: setup.store,
+            limits: setup.config.limits_for(&setup.launch.preset),
+            store,
             run_id: setup.run_id,
-            agent: setup.agent,
-            adapter: setup.adapter,
-            limits: setup.config.limits_for(&setup.preset),
-            stdout: Some(setup.stdout),
-            stderr: Some(setup.stderr),
-            stdout_log: setup.stdout_log,
-            stderr_log: setup.stderr_log,
-            sigchld: setup.sigchld,
+            launch: setup.launch,
+            config: setup.config,
             stop: setup.stop,
+            adapter: setup.adapter,
+            earlier: None,
+            continuations: 0,
+            logs: setup.logs,
+            sigchld: setup.sigchld,
             cleanup,
+            agent,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
             splitter: LineSplitter::new(MAX_LINE),
+            stderr_tail: Vec::new(),
+            agent_end: None,
+            children_gone: false,
+            turn_started: now,
+            first_output: None,
+            last_output: now,
             verdict: None,
             settle_at: None,
+            turn_over: false,
+            held: None,
+            outcome_committed: false,
+            run_started: now,
             pending: Vec::new(),
             pending_since: None,
             next_seq,
-            stderr_tail: Vec::new(),
-            agent_end: None,
-            outcome_committed: false,
-            children_gone: false,
-            started: now,
-            first_output: None,
-            last_output: now,
             buf: vec![0; 64 * 1024],
         })
     }
 
-    /// Runs until every process of the run is reaped.
+    /// Runs until the outcome is committed and every process is reaped.
     pub(super) fn run(&mut self) -> Result<(), ShepherdError> {
         self.cleanup.note(&format!("agent started: pid {} (group {})", self.agent.pid, self.agent.pid));
         // An abort may have been recorded before this shepherd was ready.
@@ -144,12 +167,26 @@ impl Supervisor {
             self.stop_for(StopCause::Abort)?;
         }
         loop {
+            self.supervise_turn()?;
+            let Some(verdict) = self.held.take() else { break };
+            match children::settle(self, verdict)? {
+                Next::Continue(prompt) => self.start_continuation(&prompt)?,
+                Next::Done => break,
+            }
+        }
+        self.finish()
+    }
+
+    /// Supervises the current agent process until it and every process it
+    /// left behind are gone.
+    fn supervise_turn(&mut self) -> Result<(), ShepherdError> {
+        loop {
             self.reap()?;
             if self.agent_end.is_some() && self.children_gone {
-                break;
+                return Ok(());
             }
             let now = Instant::now();
-            self.check_timeouts(now)?;
+            self.check_clock(now)?;
             self.cleanup.tick(now);
             if self.pending_since.is_some_and(|since| now >= since + FLUSH_INTERVAL) {
                 self.flush_events()?;
@@ -158,33 +195,40 @@ impl Supervisor {
             let wait = self.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
             let ready = {
                 let mut fds = vec![self.sigchld.fd(), self.stop.fd()];
-                if let Some(out) = &self.stdout {
-                    fds.push(out.as_fd());
-                }
-                if let Some(err) = &self.stderr {
-                    fds.push(err.as_fd());
-                }
+                fds.extend(self.stdout.as_ref().map(AsFd::as_fd));
+                fds.extend(self.stderr.as_ref().map(AsFd::as_fd));
                 process::wait_readable(&fds, wait).doing("waiting for the agent")?
             };
             if ready[1] && self.stop.drain() {
-                let run = self.store.run(&self.run_id)?;
-                let cause = if run.abort_requested_at.is_some() { StopCause::Abort } else { StopCause::Signal };
-                self.stop_for(cause)?;
+                self.on_stop_signal()?;
             }
             self.sigchld.drain();
             self.read_stdout(READ_BUDGET)?;
             self.read_stderr()?;
         }
-        self.finish()
     }
 
-    /// Reaps every exited child; notes when none is left.
+    /// A stop signal: an abort if one is recorded, else someone else's.
+    pub(super) fn on_stop_signal(&mut self) -> Result<(), ShepherdError> {
+        let run = self.store.run(&self.run_id)?;
+        let cause = if run.abort_requested_at.is_some() { StopCause::Abort } else { StopCause::Signal };
+        self.stop_for(cause)
+    }
+
+    /// Reaps every exited child; notes when no process of the turn is left.
     fn reap(&mut self) -> Result<(), ShepherdError> {
         loop {
             match process::reap_any() {
                 Ok(Some(reaped)) if reaped.pid == self.agent.pid => self.on_agent_exit(reaped.end)?,
                 Ok(Some(_orphan)) => {}
-                Ok(None) => return Ok(()),
+                Ok(None) => {
+                    // Only adopted shepherds of child runs may be left: they
+                    // are not this run's to wait for.
+                    if self.agent_end.is_some() && self.cleanup.own_processes().is_empty() {
+                        self.children_gone = true;
+                    }
+                    return Ok(());
+                }
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
                     self.children_gone = true;
                     return Ok(());
@@ -204,10 +248,10 @@ impl Supervisor {
             self.finish_stdout()?;
         }
         self.read_stderr()?;
-        if !self.outcome_committed {
+        if !self.turn_over {
             let stderr_tail = String::from_utf8_lossy(&self.stderr_tail).into_owned();
             let verdict = self.verdict.take().unwrap_or_else(|| self.adapter.verdict_on_exit(end, &stderr_tail));
-            self.commit(verdict.status, verdict.stop_reason, verdict.error)?;
+            self.conclude(verdict)?;
         }
         self.cleanup.after_outcome(Instant::now());
         Ok(())
@@ -223,7 +267,7 @@ impl Supervisor {
                     self.saw_output();
                     // Losing the raw log must not stop supervision; the
                     // transcript in the store is the record.
-                    let _ = self.stdout_log.write_all(&self.buf[..n]);
+                    let _ = std::io::Write::write_all(&mut self.logs.stdout, &self.buf[..n]);
                     let chunk = std::mem::take(&mut self.buf);
                     self.feed(&chunk[..n]);
                     self.buf = chunk;
@@ -255,13 +299,13 @@ impl Supervisor {
 
     fn read_line(&mut self, bytes: &[u8], dropped: u64) {
         let verdict = self.adapter.read_line(StreamLine { bytes, dropped }, &mut self.pending);
-        if self.verdict.is_none() && !self.outcome_committed {
+        if self.verdict.is_none() && !self.turn_over {
             self.verdict = verdict;
         }
         self.pending_since.get_or_insert_with(Instant::now);
     }
 
-    /// Commits the terminal event's verdict, or a full batch of events.
+    /// Concludes on the terminal event's verdict, or commits a full batch.
     fn after_lines(&mut self) -> Result<(), ShepherdError> {
         self.settle_at = match (self.adapter.settling(), self.settle_at) {
             (None, _) => None,
@@ -269,8 +313,7 @@ impl Supervisor {
             (Some(window), None) => Some(Instant::now() + window),
         };
         if let Some(verdict) = self.verdict.take() {
-            self.commit(verdict.status, verdict.stop_reason, verdict.error)?;
-            self.cleanup.after_outcome(Instant::now());
+            self.conclude(verdict)?;
         } else if self.pending.len() >= FLUSH_BATCH {
             self.flush_events()?;
         }
@@ -283,7 +326,7 @@ impl Supervisor {
             match process::read_available(err, &mut self.buf).doing("reading the agent's stderr")? {
                 Readiness::Data(n) => {
                     self.saw_output();
-                    let _ = self.stderr_log.write_all(&self.buf[..n]);
+                    let _ = std::io::Write::write_all(&mut self.logs.stderr, &self.buf[..n]);
                     self.stderr_tail.extend_from_slice(&self.buf[..n]);
                     let excess = self.stderr_tail.len().saturating_sub(STDERR_TAIL);
                     self.stderr_tail.drain(..excess);
@@ -303,29 +346,28 @@ impl Supervisor {
         self.last_output = now;
     }
 
-    fn check_timeouts(&mut self, now: Instant) -> Result<(), ShepherdError> {
-        if self.outcome_committed {
+    /// The settle window and the time limits.
+    fn check_clock(&mut self, now: Instant) -> Result<(), ShepherdError> {
+        if self.turn_over {
             return Ok(());
         }
         if self.settle_at.is_some_and(|at| now >= at) {
             self.settle_at = None;
             if let Some(verdict) = self.adapter.settle() {
-                self.commit(verdict.status, verdict.stop_reason, verdict.error)?;
-                self.cleanup.after_outcome(now);
-                return Ok(());
+                return self.conclude(verdict);
             }
         }
         // Silence while a tool runs is work: idleness counts from now.
         if self.adapter.busy() {
             self.last_output = now;
         }
-        let p = &self.limits;
-        let cause = if p.timeout.is_some_and(|t| now >= self.started + t) {
-            Some(StopCause::Timeout(p.timeout.unwrap_or_default()))
-        } else if self.first_output.is_none() && p.startup_timeout.is_some_and(|t| now >= self.started + t) {
-            Some(StopCause::Startup(p.startup_timeout.unwrap_or_default()))
-        } else if self.first_output.is_some() && p.idle_timeout.is_some_and(|t| now >= self.last_output + t) {
-            Some(StopCause::Idle(p.idle_timeout.unwrap_or_default()))
+        let l = self.limits;
+        let cause = if l.timeout.is_some_and(|t| now >= self.run_started + t) {
+            l.timeout.map(StopCause::Timeout)
+        } else if self.first_output.is_none() && l.startup_timeout.is_some_and(|t| now >= self.turn_started + t) {
+            l.startup_timeout.map(StopCause::Startup)
+        } else if self.first_output.is_some() && l.idle_timeout.is_some_and(|t| now >= self.last_output + t) {
+            l.idle_timeout.map(StopCause::Idle)
         } else {
             None
         };
@@ -337,22 +379,107 @@ impl Supervisor {
 
     /// The earliest moment the loop must wake without input.
     fn next_deadline(&self) -> Option<Instant> {
-        let p = &self.limits;
+        let l = &self.limits;
         let mut deadlines = vec![self.cleanup.deadline(), self.pending_since.map(|s| s + FLUSH_INTERVAL)];
-        if !self.outcome_committed {
+        if !self.turn_over {
             deadlines.push(self.settle_at);
-            deadlines.push(p.timeout.map(|t| self.started + t));
+            deadlines.push(l.timeout.map(|t| self.run_started + t));
             if self.first_output.is_none() {
-                deadlines.push(p.startup_timeout.map(|t| self.started + t));
+                deadlines.push(l.startup_timeout.map(|t| self.turn_started + t));
             } else {
-                deadlines.push(p.idle_timeout.map(|t| self.last_output + t));
+                deadlines.push(l.idle_timeout.map(|t| self.last_output + t));
             }
         }
         deadlines.into_iter().flatten().min()
     }
 
-    /// Ends the run for a reason of Corral's own, then stops its processes.
-    fn stop_for(&mut self, cause: StopCause) -> Result<(), ShepherdError> {
+    /// The agent's turn ended with `verdict`. With child runs still active,
+    /// or finished with results the agent has not collected, the run waits
+    /// (or goes on) instead of ending: see `children`.
+    fn conclude(&mut self, verdict: Verdict) -> Result<(), ShepherdError> {
+        self.turn_over = true;
+        self.settle_at = None;
+        self.cleanup.after_outcome(Instant::now());
+        let kids = self.store.child_runs(&self.run_id)?;
+        let active = kids.iter().filter(|c| c.status.is_active()).count();
+        let uncollected = kids.iter().any(|c| c.status.is_terminal() && c.collected_at.is_none());
+        if active > 0 {
+            self.flush_events()?;
+            self.store.mark_waiting(&self.run_id)?;
+            self.cleanup.note(&format!("turn ended with {active} child run(s) active: waiting"));
+            self.held = Some(verdict);
+        } else if uncollected && self.can_continue(&verdict) {
+            self.held = Some(verdict);
+        } else {
+            children::commit_with_children(self, verdict)?;
+        }
+        Ok(())
+    }
+
+    /// True if a continuation turn can hand results to the agent.
+    pub(super) fn can_continue(&self, verdict: &Verdict) -> bool {
+        verdict.status == RunStatus::Completed
+            && self.continuations < self.config.max_continuations
+            && self.resume_invocation("").is_some()
+    }
+
+    fn resume_invocation(&self, prompt: &str) -> Option<adapter::Invocation> {
+        let session = self.report().session_id.unwrap_or_default();
+        self.adapter.resume_invocation(&self.launch.context(prompt), &session)
+    }
+
+    /// Starts a continuation turn in the agent's session with `prompt`.
+    fn start_continuation(&mut self, prompt: &str) -> Result<(), ShepherdError> {
+        let invocation = self.resume_invocation(prompt).expect("checked by can_continue");
+        self.continuations += 1;
+        self.pending.push(TranscriptEvent::text(
+            EventKind::System,
+            format!("continuation turn {}: handing the results of child runs to the agent", self.continuations),
+        ));
+        self.pending.push(TranscriptEvent::text(EventKind::System, format!("prompt: {prompt}")));
+        self.flush_events()?;
+        self.earlier = Some(self.report());
+        let next = adapter::for_agent(self.launch.preset.agent);
+        let cumulative = next.usage_is_cumulative();
+        self.adapter = next;
+        if cumulative {
+            // The stream's usage will cover every turn: keep only the texts.
+            if let Some(earlier) = &mut self.earlier {
+                earlier.usage = Default::default();
+                earlier.cost_usd = None;
+            }
+        }
+        let mut child = match self.launch.spawn(&invocation) {
+            Ok(child) => child,
+            Err(e) => {
+                let error = super::spawn::spawn_error(&invocation.program, &self.launch.preset.path, &e);
+                return self.commit(RunStatus::Failed, StopReason::SpawnFailed, Some(error));
+            }
+        };
+        self.agent = ProcessId::of(child.id() as i32)
+            .ok_or_else(|| std::io::Error::other("the agent has no /proc entry"))
+            .doing("reading the agent's identity")?;
+        let (stdout, stderr) = take_pipes(&mut child)?;
+        self.stdout = Some(stdout);
+        self.stderr = Some(stderr);
+        self.splitter = LineSplitter::new(MAX_LINE);
+        self.stderr_tail.clear();
+        self.agent_end = None;
+        self.children_gone = false;
+        self.turn_started = Instant::now();
+        self.first_output = None;
+        self.last_output = self.turn_started;
+        self.verdict = None;
+        self.turn_over = false;
+        self.cleanup.restart(self.agent.pid);
+        self.cleanup.note(&format!("continuation agent started: pid {}", self.agent.pid));
+        self.store.mark_resumed(&self.run_id, self.agent.pid, self.agent.start)?;
+        Ok(())
+    }
+
+    /// Ends the run for a reason of Corral's own, then stops its processes
+    /// and its child runs.
+    pub(super) fn stop_for(&mut self, cause: StopCause) -> Result<(), ShepherdError> {
         let human = |d: Duration| humantime::format_duration(d).to_string();
         let (status, reason, error) = match &cause {
             StopCause::Abort => (RunStatus::Aborted, StopReason::UserAbort, "aborted by request".to_string()),
@@ -361,7 +488,9 @@ impl Supervisor {
                 StopReason::Signal,
                 "the shepherd was told to stop (SIGTERM, SIGINT or SIGHUP)".to_string(),
             ),
-            StopCause::Timeout(d) => (RunStatus::Failed, StopReason::Timeout, format!("ran longer than its timeout of {}", human(*d))),
+            StopCause::Timeout(d) => {
+                (RunStatus::Failed, StopReason::Timeout, format!("ran longer than its timeout of {}", human(*d)))
+            }
             StopCause::Idle(d) => (RunStatus::Failed, StopReason::Idle, format!("no output for {} (idle_timeout)", human(*d))),
             StopCause::Startup(d) => (
                 RunStatus::Failed,
@@ -369,18 +498,42 @@ impl Supervisor {
                 format!("no output within {} of starting (startup_timeout)", human(*d)),
             ),
         };
+        self.turn_over = true;
         if !self.outcome_committed {
             self.commit(status, reason, Some(error.clone()))?;
         }
         self.cleanup.stop(Instant::now(), &error);
+        children::abort_active(self)?;
         Ok(())
     }
 
+    /// What the stream said, over every turn.
+    pub(super) fn report(&self) -> Report {
+        let now = self.adapter.report();
+        match &self.earlier {
+            Some(earlier) => earlier.then(&now, false),
+            None => now,
+        }
+    }
+
     /// Commits the outcome, after every pending transcript event.
-    fn commit(&mut self, status: RunStatus, stop_reason: StopReason, error: Option<String>) -> Result<(), ShepherdError> {
+    pub(super) fn commit(&mut self, status: RunStatus, stop_reason: StopReason, error: Option<String>) -> Result<(), ShepherdError> {
+        let report = self.report();
+        self.commit_report(status, stop_reason, error, report)
+    }
+
+    /// Commits the outcome with this report.
+    pub(super) fn commit_report(
+        &mut self,
+        status: RunStatus,
+        stop_reason: StopReason,
+        error: Option<String>,
+        report: Report,
+    ) -> Result<(), ShepherdError> {
         self.flush_events()?;
+        self.held = None;
         let (exit_code, exit_signal) = split_end(self.agent_end);
-        let outcome = Outcome { status, stop_reason, exit_code, exit_signal, error, report: self.adapter.report() };
+        let outcome = Outcome { status, stop_reason, exit_code, exit_signal, error, report };
         let applied = self.store.commit_outcome(&self.run_id, &outcome)?;
         self.outcome_committed = true;
         let note = if applied {
@@ -392,7 +545,8 @@ impl Supervisor {
         Ok(())
     }
 
-    fn flush_events(&mut self) -> Result<(), ShepherdError> {
+    /// Writes pending transcript events in one transaction.
+    pub(super) fn flush_events(&mut self) -> Result<(), ShepherdError> {
         self.adapter.flush(&mut self.pending);
         self.pending_since = None;
         if self.pending.is_empty() {
@@ -402,6 +556,12 @@ impl Supervisor {
         self.next_seq += self.pending.len() as i64;
         self.pending.clear();
         Ok(())
+    }
+
+    /// Appends one transcript event at once.
+    pub(super) fn note_event(&mut self, kind: EventKind, text: String) -> Result<(), ShepherdError> {
+        self.pending.push(TranscriptEvent::text(kind, text));
+        self.flush_events()
     }
 
     fn finish(&mut self) -> Result<(), ShepherdError> {
@@ -427,11 +587,22 @@ impl Drop for Supervisor {
                 match process::reap_any() {
                     Err(_) => break,
                     Ok(Some(_)) => continue,
+                    Ok(None) if self.cleanup.own_processes().is_empty() => break,
                     Ok(None) => std::thread::sleep(Duration::from_millis(5)),
                 }
             }
         }
     }
+}
+
+fn take_pipes(child: &mut Child) -> Result<(ChildStdout, ChildStderr), ShepherdError> {
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let stderr = child.stderr.take().expect("stderr was piped");
+    process::make_nonblocking(stdout.as_fd()).doing("making stdout non-blocking")?;
+    process::make_nonblocking(stderr.as_fd()).doing("making stderr non-blocking")?;
+    // The Child handle is dropped without waiting: reaping is done with
+    // waitpid(-1), for the agent and every orphan alike.
+    Ok((stdout, stderr))
 }
 
 fn split_end(end: Option<ProcessEnd>) -> (Option<i32>, Option<i32>) {
@@ -445,6 +616,6 @@ fn split_end(end: Option<ProcessEnd>) -> (Option<i32>, Option<i32>) {
 fn describe(end: ProcessEnd) -> String {
     match end {
         ProcessEnd::Exited(code) => format!("exit code {code}"),
-        ProcessEnd::Signaled(sig) => format!("killed by {}", crate::adapter::signal_name(sig)),
+        ProcessEnd::Signaled(sig) => format!("killed by {}", adapter::signal_name(sig)),
     }
 }

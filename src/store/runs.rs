@@ -16,7 +16,7 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     resolved_model, status, stop_reason, exit_code, exit_signal, final_text, error,
     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, session_id,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
-    dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start";
+    dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at";
 
 /// Runs holding a slot (a `waiting` parent holds none, or parents waiting
 /// on queued children would deadlock), and runs queued.
@@ -267,6 +267,54 @@ impl Store {
         })
     }
 
+    /// The direct children of a run, oldest first.
+    pub fn child_runs(&self, id: &str) -> Result<Vec<Run>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE parent_id = ?1 ORDER BY num");
+        let mut stmt = self.conn().prepare_cached(&sql).doing("listing child runs")?;
+        let rows = stmt
+            .query_map([id], run_from_row)
+            .doing("listing child runs")?
+            .collect::<Result<Vec<_>, _>>()
+            .doing("listing child runs")?;
+        rows.into_iter().collect()
+    }
+
+    /// Marks runs as collected by their parent (it has their results now).
+    pub fn mark_collected(&mut self, ids: &[String]) -> Result<(), StoreError> {
+        let now = time::format(time::now());
+        self.write("marking results collected", |tx| {
+            for id in ids {
+                tx.execute(
+                    &format!("UPDATE runs SET collected_at = coalesce(collected_at, ?2) WHERE id = ?1 AND status IN {TERMINAL}"),
+                    params![id, now],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    /// A running parent whose agent ended its turn starts waiting on its
+    /// children. Returns false if the run was not running.
+    pub fn mark_waiting(&mut self, id: &str) -> Result<bool, StoreError> {
+        let now = time::format(time::now());
+        self.write("marking a run waiting", |tx| {
+            tx.execute("UPDATE runs SET status = 'waiting', waiting_at = ?2 WHERE id = ?1 AND status = 'running'", params![id, now])
+        })
+        .map(|n| n == 1)
+    }
+
+    /// A parent resumes for a continuation turn with a new agent process.
+    pub fn mark_resumed(&mut self, id: &str, pid: i32, start: u64) -> Result<bool, StoreError> {
+        self.write("marking a run resumed", |tx| {
+            tx.execute(
+                "UPDATE runs SET status = 'running', agent_pid = ?2, agent_start = ?3
+                 WHERE id = ?1 AND status IN ('running', 'waiting')",
+                params![id, pid, start as i64],
+            )
+        })
+        .map(|n| n == 1)
+    }
+
     /// Records the shepherd process that owns a run.
     pub fn record_shepherd(&mut self, id: &str, pid: i32, start: u64) -> Result<(), StoreError> {
         self.write("recording a shepherd", |tx| {
@@ -510,5 +558,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         shepherd_start: row.get::<_, Option<i64>>(29)?.map(|v| v as u64),
         agent_pid: row.get(30)?,
         agent_start: row.get::<_, Option<i64>>(31)?.map(|v| v as u64),
+        collected_at: row.get(32)?,
+        waiting_at: row.get(33)?,
     }))
 }

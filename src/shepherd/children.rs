@@ -1,0 +1,156 @@
+//! Runs that launched runs: waiting for children, and handing their
+//! results back to the agent.
+//!
+//! When an agent's turn ends while its direct children are still active, the
+//! run becomes `waiting` (still counted as running) and ends only once they
+//! are all terminal, bounded by `children_timeout`. If the agent has not
+//! collected the children's results and its adapter can resume the session,
+//! a continuation turn gives them to it and asks it to finish; otherwise
+//! the run ends with its own final text and a note of the children's
+//! outcomes. Only direct children gate a run; each child applies the same
+//! rule to its own.
+
+use std::time::{Duration, Instant};
+
+use super::supervise::Supervisor;
+use super::{OsDoing, ShepherdError};
+use crate::adapter::{EventKind, Verdict};
+use crate::process;
+use crate::run::{Run, RunStatus, StopReason};
+use crate::watch::POLL_INTERVAL;
+
+/// How often a waiting shepherd checks on children whose own shepherds may
+/// have died (which commits nothing by itself).
+const RECONCILE_EVERY: Duration = Duration::from_millis(500);
+
+/// What to do after the children are settled.
+pub(super) enum Next {
+    /// Run a continuation turn with this prompt.
+    Continue(String),
+    /// The run's outcome is committed.
+    Done,
+}
+
+/// Waits until the run's direct children are all terminal (or the
+/// children timeout passes, or the run is aborted), then decides.
+pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, ShepherdError> {
+    let limit = sup.limits.children_timeout;
+    let deadline = limit.map(|t| Instant::now() + t);
+    let mut version = -1;
+    let mut reconciled = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now >= reconciled + RECONCILE_EVERY {
+            crate::reconcile::reconcile(&mut sup.store)?;
+            reconciled = now;
+        }
+        let seen = sup.store.data_version()?;
+        if seen != version {
+            version = seen;
+            let kids = sup.store.child_runs(&sup.run_id)?;
+            let active: Vec<&Run> = kids.iter().filter(|c| c.status.is_active()).collect();
+            if active.is_empty() {
+                break;
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                let ids: Vec<&str> = active.iter().map(|c| c.id.as_str()).collect();
+                let error = format!(
+                    "child runs still active after children_timeout of {}: {} (aborted)",
+                    humantime::format_duration(limit.unwrap_or_default()),
+                    ids.join(", ")
+                );
+                sup.commit(RunStatus::Failed, StopReason::ChildrenTimeout, Some(error))?;
+                abort_active(sup)?;
+                return Ok(Next::Done);
+            }
+        }
+        let wait = POLL_INTERVAL.min(deadline.map_or(POLL_INTERVAL, |d| d.saturating_duration_since(now)));
+        let ready = process::wait_readable(&[sup.stop.fd()], Some(wait)).doing("waiting for child runs")?;
+        if ready[0] && sup.stop.drain() {
+            sup.on_stop_signal()?;
+            return Ok(Next::Done);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            version = -1; // look again now, at the deadline
+        }
+    }
+
+    let kids = sup.store.child_runs(&sup.run_id)?;
+    let uncollected: Vec<&Run> = kids.iter().filter(|c| c.collected_at.is_none()).collect();
+    if !uncollected.is_empty() && sup.can_continue(&verdict) {
+        let prompt = continuation_prompt(&uncollected);
+        let ids: Vec<String> = uncollected.iter().map(|c| c.id.clone()).collect();
+        sup.store.mark_collected(&ids)?;
+        return Ok(Next::Continue(prompt));
+    }
+    commit_with_children(sup, verdict)?;
+    Ok(Next::Done)
+}
+
+/// Commits the turn's verdict. Children whose results the agent never got
+/// are listed under its final text, so they are not lost.
+pub(super) fn commit_with_children(sup: &mut Supervisor, verdict: Verdict) -> Result<(), ShepherdError> {
+    let kids = sup.store.child_runs(&sup.run_id)?;
+    let uncollected: Vec<&Run> = kids.iter().filter(|c| c.status.is_terminal() && c.collected_at.is_none()).collect();
+    let mut report = sup.report();
+    if !uncollected.is_empty() {
+        let note = children_note(&uncollected);
+        sup.note_event(EventKind::System, note.clone())?;
+        report.final_text = Some(match report.final_text.take() {
+            Some(text) => format!("{text}\n\n{note}"),
+            None => note,
+        });
+        let ids: Vec<String> = uncollected.iter().map(|c| c.id.clone()).collect();
+        sup.store.mark_collected(&ids)?;
+    }
+    sup.commit_report(verdict.status, verdict.stop_reason, verdict.error, report)
+}
+
+/// Aborts the run's active direct children; their shepherds do the same to
+/// theirs.
+pub(super) fn abort_active(sup: &mut Supervisor) -> Result<(), ShepherdError> {
+    for child in sup.store.child_runs(&sup.run_id)? {
+        if child.status.is_active() {
+            crate::abort::request(&mut sup.store, &child.id)?;
+        }
+    }
+    Ok(())
+}
+
+/// The prompt of a continuation turn: each child's id, preset, status and
+/// final text (or error), and what to do with them.
+fn continuation_prompt(children: &[&Run]) -> String {
+    let mut prompt = String::from(
+        "The background agent runs you launched have finished. Their results follow.\n",
+    );
+    for child in children {
+        prompt.push_str(&format!("\n## Run {} (preset {}): {}", child.id, child.preset, child.status));
+        if let Some(reason) = child.stop_reason {
+            prompt.push_str(&format!(" ({reason})"));
+        }
+        prompt.push('\n');
+        if let Some(error) = &child.error {
+            prompt.push_str(&format!("Error: {error}\n"));
+        }
+        match &child.final_text {
+            Some(text) => prompt.push_str(&format!("Final text:\n{text}\n")),
+            None => prompt.push_str("(no final text)\n"),
+        }
+    }
+    prompt.push_str("\nUse these results to finish your original task, then give your final answer.");
+    prompt
+}
+
+/// A note of children's outcomes, for agents that cannot be resumed.
+fn children_note(children: &[&Run]) -> String {
+    let mut note = String::from("Background runs:");
+    for child in children {
+        let detail = child.error.as_deref().or(child.final_text.as_deref()).unwrap_or("");
+        let first = detail.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        note.push_str(&format!("\n- {} ({}): {}", child.id, child.preset, child.status));
+        if !first.is_empty() {
+            note.push_str(&format!(" — {first}"));
+        }
+    }
+    note
+}

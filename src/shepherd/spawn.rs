@@ -1,0 +1,120 @@
+//! Starting the agent process: the same way for a run's first turn and for
+//! a continuation turn.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use super::{RUN_ID_ENV, SHEPHERD_ENV};
+use crate::adapter::{Invocation, InvocationContext};
+use crate::home::{self, Home};
+use crate::preset::Preset;
+use crate::process;
+use crate::run::Run;
+
+/// Everything needed to start the run's agent, any number of times.
+pub(super) struct AgentLaunch {
+    pub run_id: String,
+    pub preset: Preset,
+    pub model: Option<String>,
+    pub cwd: String,
+    pub run_dir: PathBuf,
+    pub system_prompt_file: Option<PathBuf>,
+    /// `CORRAL_HOME` for the agent, when this installation has one.
+    pub home_env: Option<PathBuf>,
+}
+
+impl AgentLaunch {
+    /// Writes the preset's body to `system-prompt.md` for agents that read
+    /// it from a file.
+    pub fn new(home: &Home, run: &Run, preset: Preset, run_dir: PathBuf) -> io::Result<AgentLaunch> {
+        let system_prompt_file = if preset.system_prompt.is_empty() {
+            None
+        } else {
+            let path = run_dir.join("system-prompt.md");
+            home::create_private(&path)?.write_all(preset.system_prompt.as_bytes())?;
+            Some(path)
+        };
+        Ok(AgentLaunch {
+            run_id: run.id.clone(),
+            preset,
+            model: run.model.clone(),
+            cwd: run.cwd.clone(),
+            run_dir,
+            system_prompt_file,
+            home_env: home.env_value(),
+        })
+    }
+
+    /// What an adapter needs to build an invocation for `task`.
+    pub fn context<'a>(&'a self, task: &'a str) -> InvocationContext<'a> {
+        InvocationContext {
+            preset: &self.preset,
+            task,
+            model: self.model.as_deref(),
+            run_dir: self.run_dir.clone(),
+            system_prompt_file: self.system_prompt_file.clone(),
+        }
+    }
+
+    /// Why the agent cannot start in the run's folder, if it cannot.
+    pub fn cwd_problem(&self) -> Option<String> {
+        (!Path::new(&self.cwd).is_dir()).then(|| {
+            format!(
+                "the working folder {} does not exist: create it, or launch with --cwd pointing at an existing folder",
+                self.cwd
+            )
+        })
+    }
+
+    /// Starts the agent: argv only, stdin from /dev/null, stdout and stderr
+    /// piped, its own process group, PDEATHSIG, the environment passed
+    /// through plus the run's id.
+    pub fn spawn(&self, invocation: &Invocation) -> io::Result<Child> {
+        let mut command = Command::new(&invocation.program);
+        command
+            .args(&invocation.args)
+            .current_dir(&self.cwd)
+            .env(RUN_ID_ENV, &self.run_id)
+            .env_remove(SHEPHERD_ENV)
+            .envs(invocation.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(root) = &self.home_env {
+            command.env(home::HOME_ENV, root);
+        }
+        process::prepare_agent(&mut command);
+        command.spawn()
+    }
+}
+
+/// The run folder's logs, appended to across turns.
+pub(super) struct RunLogs {
+    pub stdout: File,
+    pub stderr: File,
+    pub signals: File,
+}
+
+impl RunLogs {
+    pub fn open(run_dir: &Path) -> io::Result<RunLogs> {
+        let open = |name: &str| home::open_private_append(&run_dir.join(name));
+        Ok(RunLogs { stdout: open("stdout.log")?, stderr: open("stderr.log")?, signals: open("signals.log")? })
+    }
+}
+
+/// A message for an agent that could not be started, naming the binary and
+/// what to do.
+pub(super) fn spawn_error(program: &str, preset_path: &str, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => format!(
+            "agent binary '{program}' not found{}: install it, or fix the command in the preset {preset_path}",
+            if program.contains('/') { String::new() } else { " on PATH".to_string() }
+        ),
+        io::ErrorKind::PermissionDenied => {
+            format!("agent binary '{program}' is not executable: chmod +x it, or fix the preset {preset_path}")
+        }
+        _ => format!("cannot start agent binary '{program}': {e}"),
+    }
+}
