@@ -46,3 +46,25 @@ pub fn wait_for(store: &mut Store, ids: &[String], deadline: Option<Instant>) ->
         watcher.changed_before(store, Some(deadline.map_or(recheck, |d| d.min(recheck))))?;
     }
 }
+
+/// Records that the run `caller` (the run the asking process belongs to,
+/// from its `CORRAL_RUN_ID`) now has the results of those of `runs` that
+/// are its ended children: a parent that waited on its children, or read
+/// their results, needs no continuation turn to be handed them.
+pub fn collected_by(store: &mut Store, caller: Option<&str>, runs: &[Run]) -> Result<(), StoreError> {
+    let Some(caller) = caller else { return Ok(()) };
+    let ids: Vec<String> = runs
+        .iter()
+        .filter(|r| r.status.is_terminal() && r.parent_id.as_deref() == Some(caller) && r.collected_at.is_none())
+        .map(|r| r.id.clone())
+        .collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    store.mark_collected(&ids)
+}
+
+/// The run this process belongs to, if it runs inside one.
+pub fn caller_run() -> Option<String> {
+    std::env::var(crate::shepherd::RUN_ID_ENV).ok().filter(|id| !id.is_empty())
+}

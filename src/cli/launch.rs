@@ -45,6 +45,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
     let run = launch(store, &request, &ShepherdCommand::current_exe()?)?;
     if args.wait {
         let result = corral::wait::wait_for(store, &[run.id], None)?;
+        corral::wait::collected_by(store, corral::wait::caller_run().as_deref(), &result.runs)?;
         let run = &result.runs[0];
         if args.json {
             super::print_json(out, run)?;

@@ -142,7 +142,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Presets { cwd, json } => presets::run(&store, cwd, json, &mut out)?,
         Command::Launch(args) => launch::run(&mut store, args, &mut out)?,
         Command::Ls { all, status, json } => ls::run(&store, all, status, json, &mut out)?,
-        Command::Show { run, json } => show::run(&store, &run, json, &mut out)?,
+        Command::Show { run, json } => show::run(&mut store, &run, json, &mut out)?,
         Command::Tail { run, follow } => tail::run(&mut store, &run, follow, &mut out)?,
         Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &mut out)?,
         Command::Abort { runs, json } => abort::run(&mut store, &runs, json, &mut out)?,

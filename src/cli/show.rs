@@ -5,8 +5,9 @@ use std::io::Write;
 use super::table::or_dash;
 use corral::{time, Store};
 
-pub fn run(store: &Store, id: &str, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let run = store.find_run(id)?;
+    corral::wait::collected_by(store, corral::wait::caller_run().as_deref(), std::slice::from_ref(&run))?;
     if json {
         super::print_json(out, &run)?;
         return Ok(0);

@@ -17,6 +17,7 @@ pub fn run(store: &mut Store, ids: &[String], timeout: Option<f64>, json: bool, 
         None => None,
     };
     let result = wait_for(store, ids, deadline)?;
+    corral::wait::collected_by(store, corral::wait::caller_run().as_deref(), &result.runs)?;
     if json {
         super::print_json(out, &result.runs)?;
     } else {

@@ -49,6 +49,8 @@ impl Env {
         for agent in ["pi", "claude", "codex", "gemini", "opencode"] {
             std::os::unix::fs::symlink(fake_agent("replay"), bin.join(agent)).unwrap();
         }
+        // Agents that launch runs call `corral` by name.
+        std::os::unix::fs::symlink(corral_bin(), bin.join("corral")).unwrap();
         Env { _root: root, home, user_home, project, bin }
     }
 
@@ -126,6 +128,13 @@ impl Env {
     pub fn agent_preset(&self, name: &str, agent: &str, extra: &str) {
         let text = format!("---\nname: {name}\ndescription: test {agent} preset\nagent: {agent}\n{extra}---\nBe brief.\n");
         self.preset_file(".corral/presets", &format!("{name}.md"), &text);
+    }
+
+    /// Makes `agent` (pi, claude, ...) run the fake agent program `fake`.
+    pub fn use_fake(&self, agent: &str, fake: &str) {
+        let link = self.bin.join(agent);
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(fake_agent(fake), link).unwrap();
     }
 
     /// Launches with extra environment (for the fake agents) and returns the id.
