@@ -35,6 +35,7 @@ fn main() {
     bench.ingestion(100_000, "deltas");
     bench.ingestion(100_000, "tools");
     bench.database_bytes(10_000);
+    bench.parent_wake(samples / 10);
 }
 
 /// Microseconds since the epoch.
@@ -52,6 +53,19 @@ fn fake_agent() {
     if var("BENCH_IGNORE_TERM") == "1" {
         unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
         Command::new("setsid").args(["sleep", "300"]).spawn().unwrap();
+    }
+    // As a parent: launch two child runs through the CLI and end the turn.
+    let prompt = std::env::args().last().unwrap_or_default();
+    if var("BENCH_ROLE") == "parent" && !prompt.starts_with("The background agent runs") {
+        for _ in 0..2 {
+            let out = Command::new(var("BENCH_CORRAL"))
+                .args(["launch", "bench", "child work"])
+                .env("BENCH_ROLE", "child")
+                .env("BENCH_DELAY_MS", "200")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
     }
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     writeln!(out, r#"{{"type":"session","version":3,"id":"bench"}}"#).unwrap();
@@ -119,7 +133,7 @@ impl Bench {
     }
 
     fn launch(&self, store: &mut Store, vars: &[(&str, String)]) -> String {
-        for key in ["BENCH_LINES", "BENCH_DELAY_MS", "BENCH_THEN", "BENCH_IGNORE_TERM", "BENCH_KIND"] {
+        for key in ["BENCH_LINES", "BENCH_DELAY_MS", "BENCH_THEN", "BENCH_IGNORE_TERM", "BENCH_KIND", "BENCH_ROLE"] {
             unsafe { std::env::remove_var(key) };
         }
         for (k, v) in vars {
@@ -276,6 +290,45 @@ impl Bench {
             )
             .unwrap();
         println!("database: {rows} event rows, {bytes} bytes of event data per {lines} pi deltas");
+    }
+}
+
+impl Bench {
+    /// A parent launches two children and ends its turn; measures from the
+    /// last child's completion to the parent's continuation turn starting,
+    /// and to `corral wait PARENT` returning.
+    fn parent_wake(&self, n: usize) {
+        let mut store = self.store();
+        let (mut wake, mut waited) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let id = self.launch(
+                &mut store,
+                &[("BENCH_ROLE", "parent".into()), ("BENCH_CORRAL", env!("CARGO_BIN_EXE_corral").into())],
+            );
+            let mut wait = Command::new(env!("CARGO_BIN_EXE_corral"))
+                .args(["wait", &id])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            wait.wait().unwrap();
+            let returned = corral::time::now();
+            let run = store.run(&id).unwrap();
+            assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+            let last_child = run
+                .children
+                .iter()
+                .map(|c| corral::time::parse(store.run(c).unwrap().completed_at.as_deref().unwrap()).unwrap())
+                .max()
+                .unwrap();
+            let events = store.events_after(&id, 0, 1000).unwrap();
+            let continuation = events.iter().find(|e| e.text.starts_with("continuation turn")).expect("a continuation");
+            let resumed = corral::time::parse(&continuation.at).unwrap();
+            wake.push((resumed - last_child).num_milliseconds() as f64);
+            waited.push((returned - last_child).num_milliseconds() as f64);
+            Self::until_exited(&store, &id);
+        }
+        report("last child completed -> parent's continuation turn starts (ms)", &mut wake);
+        report("last child completed -> `corral wait PARENT` returns (ms, includes the continuation turn)", &mut waited);
     }
 }
 

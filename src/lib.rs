@@ -9,6 +9,7 @@ pub mod adapter;
 pub mod config;
 pub mod home;
 pub mod launch;
+pub mod mcp;
 pub mod preset;
 pub mod process;
 pub mod queue;

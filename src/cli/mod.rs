@@ -132,6 +132,10 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         corral::shepherd::shepherd(&home, run).with_context(|| format!("shepherd of run {run}"))?;
         return Ok(0);
     }
+    if let Command::Mcp = &command {
+        corral::mcp::serve_stdio(home)?;
+        return Ok(0);
+    }
     let mut store = Store::open(&home)?;
     corral::reconcile::reconcile(&mut store)?;
     // A slot may have been freed by a run that just became lost.
@@ -147,8 +151,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &mut out)?,
         Command::Abort { runs, json } => abort::run(&mut store, &runs, json, &mut out)?,
         Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
-        Command::Mcp => anyhow::bail!("the MCP server is not yet available in this version of Corral"),
-        Command::Shepherd { .. } => unreachable!("handled above"),
+        Command::Mcp | Command::Shepherd { .. } => unreachable!("handled above"),
     };
     out.flush()?;
     Ok(code)

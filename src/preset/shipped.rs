@@ -3,6 +3,7 @@
 
 /// `(path in the repository, text)` of every shipped preset.
 pub const SHIPPED: &[(&str, &str)] = &[
+    ("presets/lead.md", include_str!("../../presets/lead.md")),
     ("presets/reviewer.md", include_str!("../../presets/reviewer.md")),
     ("presets/scout.md", include_str!("../../presets/scout.md")),
     ("presets/tests.md", include_str!("../../presets/tests.md")),

@@ -1,0 +1,284 @@
+//! The MCP tools: their argument schemas, descriptions written for the
+//! model that calls them, and their results (JSON text).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{tool, tool_handler, tool_router, ServerHandler};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::abort::{abort, Aborted};
+use crate::config::Config;
+use crate::launch::{launch, LaunchRequest, ShepherdCommand};
+use crate::preset::{self, Roots};
+use crate::store::{RunFilter, Store};
+use crate::wait::{caller_run, collected_by, wait_for};
+use crate::{Home, Run};
+
+/// Why a tool call failed; its text goes back to the model.
+#[derive(Debug, thiserror::Error)]
+enum ToolFailure {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Launch(#[from] crate::launch::LaunchError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Default and longest blocking time of `wait_agents`, in seconds.
+const DEFAULT_WAIT_S: f64 = 600.0;
+const MAX_WAIT_S: f64 = 3600.0;
+
+/// Corral's tools, served over MCP.
+#[derive(Clone)]
+pub struct CorralTools {
+    home: Home,
+    tool_router: ToolRouter<Self>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListPresetsArgs {
+    /// Folder whose project presets to include (default: the server's working folder).
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct LaunchArgs {
+    /// Name of the preset to run (see list_presets).
+    pub preset: String,
+    /// The complete task for the background agent, as you would tell a colleague: it sees nothing else of your conversation.
+    pub task: String,
+    /// Model to use instead of the preset's.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Working folder for the run (default: the server's working folder).
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct StatusArgs {
+    /// The run to check. Omit to list your own background runs (or, outside a run, the latest runs).
+    #[serde(default)]
+    pub run_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WaitArgs {
+    /// The runs to wait for (ids returned by launch_agent).
+    pub run_ids: Vec<String>,
+    /// Longest time to block, in seconds (default 600, at most 3600). On timeout the runs still active are reported as such.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunArgs {
+    /// The run's id.
+    pub run_id: String,
+}
+
+/// What a model sees of a run.
+#[derive(Debug, Serialize)]
+struct RunView<'a> {
+    run_id: &'a str,
+    preset: &'a str,
+    task: &'a str,
+    status: &'a str,
+    stop_reason: Option<&'a str>,
+    final_text: Option<&'a str>,
+    error: Option<&'a str>,
+    parent_id: Option<&'a str>,
+    children: &'a [String],
+    cost_usd: Option<f64>,
+    total_tokens: u64,
+    created_at: &'a str,
+    completed_at: Option<&'a str>,
+}
+
+impl<'a> From<&'a Run> for RunView<'a> {
+    fn from(run: &'a Run) -> Self {
+        RunView {
+            run_id: &run.id,
+            preset: &run.preset,
+            task: &run.task,
+            status: run.status.as_str(),
+            stop_reason: run.stop_reason.map(|r| r.as_str()),
+            final_text: run.final_text.as_deref(),
+            error: run.error.as_deref(),
+            parent_id: run.parent_id.as_deref(),
+            children: &run.children,
+            cost_usd: run.cost_usd,
+            total_tokens: run.usage.total(),
+            created_at: &run.created_at,
+            completed_at: run.completed_at.as_deref(),
+        }
+    }
+}
+
+fn json_result(value: &impl Serialize) -> CallToolResult {
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("cannot serialize the result: {e}"));
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+fn tool_error(message: impl std::fmt::Display) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.to_string())])
+}
+
+#[tool_router]
+impl CorralTools {
+    /// Tools over the installation at `home`.
+    pub fn new(home: Home) -> CorralTools {
+        CorralTools { home, tool_router: Self::tool_router() }
+    }
+
+    /// Runs `f` with a freshly reconciled store on a blocking thread; any
+    /// error becomes a tool error.
+    async fn with_store<F>(&self, f: F) -> CallToolResult
+    where
+        F: FnOnce(&mut Store) -> Result<CallToolResult, ToolFailure> + Send + 'static,
+    {
+        let home = self.home.clone();
+        let work = tokio::task::spawn_blocking(move || -> Result<CallToolResult, ToolFailure> {
+            let mut store = Store::open(&home)?;
+            crate::reconcile::reconcile(&mut store)?;
+            let config = Config::load(&home)?;
+            crate::queue::start_queued(&mut store, &config, &ShepherdCommand::current_exe()?)?;
+            f(&mut store)
+        });
+        match work.await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => tool_error(e),
+            Err(e) => tool_error(format!("the call failed inside Corral: {e}")),
+        }
+    }
+
+    #[tool(description = "List the presets you can launch as background agents: name, agent, model and what each is for. Call this before launch_agent to pick a preset.")]
+    async fn list_presets(&self, Parameters(args): Parameters<ListPresetsArgs>) -> CallToolResult {
+        self.with_store(move |store| {
+            let cwd = match args.cwd {
+                Some(dir) => PathBuf::from(dir),
+                None => std::env::current_dir()?,
+            };
+            let set = preset::discover(&Roots::new(store.home(), Some(&cwd)));
+            let presets: Vec<serde_json::Value> = set
+                .presets
+                .iter()
+                .map(|e| {
+                    serde_json::json!({
+                        "name": e.preset.name,
+                        "description": e.preset.description,
+                        "agent": e.preset.agent,
+                        "model": e.preset.model,
+                    })
+                })
+                .collect();
+            Ok(json_result(&presets))
+        })
+        .await
+    }
+
+    #[tool(description = "Start a background agent from a preset with a task, and return at once with its run_id. The run is recorded as a child of your own run: launch several to work in parallel, then call wait_agents to get their results. If your turn ends before they finish, Corral waits for them and hands you their results in a follow-up turn.")]
+    async fn launch_agent(&self, Parameters(args): Parameters<LaunchArgs>) -> CallToolResult {
+        self.with_store(move |store| {
+            let cwd = match args.cwd {
+                Some(dir) => PathBuf::from(dir),
+                None => std::env::current_dir()?,
+            };
+            let request = LaunchRequest { preset: args.preset, task: args.task, cwd, model: args.model, parent: None };
+            let run = launch(store, &request, &ShepherdCommand::current_exe()?)?;
+            Ok(json_result(&RunView::from(&run)))
+        })
+        .await
+    }
+
+    #[tool(description = "Check runs without waiting: status (queued, starting, running, waiting, completed, failed, aborted, lost), final text and error. With run_id: that run. Without: your own background runs (or the latest runs outside a run). To block until runs end, use wait_agents instead of calling this repeatedly.")]
+    async fn agent_status(&self, Parameters(args): Parameters<StatusArgs>) -> CallToolResult {
+        self.with_store(move |store| {
+            let runs = match args.run_id {
+                Some(id) => vec![store.find_run(&id)?],
+                None => {
+                    let filter = RunFilter { parent_id: caller_run(), limit: Some(50), ..RunFilter::default() };
+                    store.runs(&filter)?
+                }
+            };
+            let views: Vec<RunView<'_>> = runs.iter().map(RunView::from).collect();
+            Ok(json_result(&views))
+        })
+        .await
+    }
+
+    #[tool(description = "Block until every given run has ended (a run that launched runs of its own ends only after them), or until timeout_s passes, and return each run's outcome, final text and error. This is how to collect background results: call it once with all the run_ids instead of polling.")]
+    async fn wait_agents(&self, Parameters(args): Parameters<WaitArgs>) -> CallToolResult {
+        if args.run_ids.is_empty() {
+            return tool_error("run_ids is empty: pass the ids returned by launch_agent");
+        }
+        let secs = args.timeout_s.unwrap_or(DEFAULT_WAIT_S);
+        if !(secs.is_finite() && secs >= 0.0) {
+            return tool_error(format!("timeout_s {secs} is not a number of seconds ≥ 0"));
+        }
+        let deadline = Instant::now() + Duration::from_secs_f64(secs.min(MAX_WAIT_S));
+        self.with_store(move |store| {
+            let result = wait_for(store, &args.run_ids, Some(deadline))?;
+            collected_by(store, caller_run().as_deref(), &result.runs)?;
+            let views: Vec<RunView<'_>> = result.runs.iter().map(RunView::from).collect();
+            Ok(json_result(&serde_json::json!({
+                "timed_out": result.timed_out,
+                "all_completed": result.all_completed(),
+                "runs": views,
+            })))
+        })
+        .await
+    }
+
+    #[tool(description = "The outcome and final text of one run, without waiting. If it has not ended yet it says so: use wait_agents to block until it does.")]
+    async fn agent_result(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
+        self.with_store(move |store| {
+            let run = store.find_run(&args.run_id)?;
+            collected_by(store, caller_run().as_deref(), std::slice::from_ref(&run))?;
+            if run.status.is_active() {
+                return Ok(json_result(&serde_json::json!({
+                    "note": format!("run {} has not ended yet ({}): call wait_agents to block until it does", run.id, run.status),
+                    "run": RunView::from(&run),
+                })));
+            }
+            Ok(json_result(&RunView::from(&run)))
+        })
+        .await
+    }
+
+    #[tool(description = "Stop a run and every process it started, including its own background runs. Use it when a result is no longer needed. Aborting a run that already ended changes nothing.")]
+    async fn abort_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
+        self.with_store(move |store| {
+            let config = Config::load(store.home())?;
+            let result = abort(store, &args.run_id, config.stop_grace + Duration::from_secs(2))?;
+            let note = match &result {
+                Aborted::Stopped(_) => "aborted",
+                Aborted::AlreadyOver(_) => "already ended; nothing changed",
+                Aborted::Pending(_) => "abort requested; the run is still stopping",
+            };
+            Ok(json_result(&serde_json::json!({ "result": note, "run": RunView::from(result.run()) })))
+        })
+        .await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CorralTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("corral", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Corral runs coding agents in the background. To delegate work: list_presets, then launch_agent \
+                 once per independent task (they run in parallel), then wait_agents with all the run ids to collect \
+                 their final texts. Never poll agent_status in a loop. abort_agent stops a run you no longer need.",
+            )
+    }
+}

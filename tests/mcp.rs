@@ -1,0 +1,109 @@
+//! The MCP server driven by a real MCP client (rmcp) over stdio, as an
+//! agent would: initialize, list tools, launch, wait, read a result, abort,
+//! and bad arguments that come back as tool errors without killing the
+//! server.
+
+mod common;
+
+use common::{corral_bin, fake_agent, processes_of_run, Env};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+
+async fn connect(env: &Env, caller: Option<&str>) -> RunningService<RoleClient, ()> {
+    let mut cmd = tokio::process::Command::new(corral_bin());
+    cmd.arg("mcp")
+        .current_dir(&env.project)
+        .env("CORRAL_HOME", &env.home)
+        .env("HOME", &env.user_home)
+        .env("PATH", format!("{}:{}", env.bin.display(), std::env::var("PATH").unwrap_or_default()))
+        .env_remove("CORRAL_RUN_ID");
+    if let Some(id) = caller {
+        cmd.env("CORRAL_RUN_ID", id);
+    }
+    ().serve(TokioChildProcess::new(cmd).unwrap()).await.expect("MCP session")
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> (bool, Value) {
+    let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+    let result: CallToolResult = client.call_tool(params).await.expect("the server answers");
+    let text = result.content[0].as_text().expect("text content").text.clone();
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (result.is_error == Some(true), value)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    env.command_preset("alpha", &[&fake_agent("child"), "alpha-result"]);
+    env.command_preset("beta", &[&fake_agent("child"), "beta-result", "2"]);
+    let never = env.project.join("never");
+    env.command_preset("stuck", &[&fake_agent("slow"), never.to_str().unwrap()]);
+    // The calling agent's own run, whose children MCP launches become.
+    let caller = env.launch("alpha", "the orchestrator's own run");
+    env.wait_end(&caller);
+    let client = connect(&env, Some(&caller)).await;
+
+    let info = client.peer_info().expect("initialized");
+    assert_eq!(info.server_info.as_ref().unwrap().name, "corral");
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort();
+    assert_eq!(names, ["abort_agent", "agent_result", "agent_status", "launch_agent", "list_presets", "wait_agents"]);
+    for tool in &tools {
+        assert!(tool.description.as_deref().is_some_and(|d| d.len() > 60), "{} needs a real description", tool.name);
+    }
+
+    let (error, presets) = call(&client, "list_presets", json!({})).await;
+    assert!(!error);
+    assert!(presets.as_array().unwrap().iter().any(|p| p["name"] == "alpha"));
+
+    let (_, a) = call(&client, "launch_agent", json!({"preset": "alpha", "task": "first"})).await;
+    let (_, b) = call(&client, "launch_agent", json!({"preset": "beta", "task": "second"})).await;
+    let (a, b) = (a["run_id"].as_str().unwrap().to_string(), b["run_id"].as_str().unwrap().to_string());
+    assert_eq!(env.show(&a)["parent_id"], caller.as_str(), "launched runs get the caller's run as parent");
+
+    let (error, waited) = call(&client, "wait_agents", json!({"run_ids": [a, b], "timeout_s": 20})).await;
+    assert!(!error);
+    assert_eq!(waited["timed_out"], false);
+    assert_eq!(waited["all_completed"], false);
+    assert_eq!(waited["runs"][0]["status"], "completed");
+    assert_eq!(waited["runs"][0]["final_text"], "alpha-result");
+    assert_eq!(waited["runs"][1]["status"], "failed");
+    assert!(env.show(&a)["collected_at"].is_string(), "the caller has the result now");
+
+    let (_, result) = call(&client, "agent_result", json!({"run_id": b})).await;
+    assert_eq!(result["error"], "exited with code 2");
+
+    let (_, stuck) = call(&client, "launch_agent", json!({"preset": "stuck", "task": "never ends"})).await;
+    let stuck = stuck["run_id"].as_str().unwrap().to_string();
+    let (_, status) = call(&client, "agent_status", json!({})).await;
+    assert_eq!(status.as_array().unwrap().len(), 3, "the caller's children: {status:#}");
+    let (_, early) = call(&client, "wait_agents", json!({"run_ids": [stuck], "timeout_s": 0.2})).await;
+    assert_eq!(early["timed_out"], true);
+    let (_, pending) = call(&client, "agent_result", json!({"run_id": stuck})).await;
+    assert!(pending["note"].as_str().unwrap().contains("has not ended yet"), "{pending:#}");
+    let (error, aborted) = call(&client, "abort_agent", json!({"run_id": stuck})).await;
+    assert!(!error);
+    assert_eq!(aborted["run"]["status"], "aborted");
+    env.wait_end(&stuck);
+    assert!(processes_of_run(&stuck).is_empty());
+
+    // Bad input: tool errors with useful text; the server stays up.
+    let (error, text) = call(&client, "agent_result", json!({"run_id": "nope"})).await;
+    assert!(error);
+    assert_eq!(text, "no run 'nope': see 'corral ls --all'");
+    let (error, text) = call(&client, "launch_agent", json!({"preset": "ghost", "task": "x"})).await;
+    assert!(error && text.as_str().unwrap().contains("no preset 'ghost'"), "{text}");
+    let (error, text) = call(&client, "wait_agents", json!({"run_ids": "not-a-list"})).await;
+    assert!(error, "{text}");
+    let (error, _) = call(&client, "wait_agents", json!({"run_ids": []})).await;
+    assert!(error);
+    let (error, _) = call(&client, "list_presets", json!({})).await;
+    assert!(!error, "still serving after bad calls");
+
+    client.cancel().await.unwrap();
+}
