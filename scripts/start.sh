@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Sets up Corral on a fresh Debian machine and starts it.
+# Sets up Corral on a fresh Debian machine and starts the tray app.
+# Installs `corral` (CLI, MCP server) and `corral-app` into ~/.local/bin
+# (or $CORRAL_INSTALL_ROOT/bin), then starts the app in the background.
 # Usage: ./scripts/start.sh   (as root, or a user with sudo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,21 +10,20 @@ if ! command -v cargo >/dev/null; then
   echo "cargo is required (Rust 1.85 or newer): https://rustup.rs" >&2
   exit 1
 fi
-if ! command -v cc >/dev/null; then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends build-essential
-fi
+./scripts/setup.sh app
 
-cargo install --locked --path . --root "${CORRAL_INSTALL_ROOT:-$HOME/.local}"
-bin="${CORRAL_INSTALL_ROOT:-$HOME/.local}/bin/corral"
-echo
-echo "Installed $bin"
+root="${CORRAL_INSTALL_ROOT:-$HOME/.local}"
+cargo install --locked --path . --root "$root"
+cargo install --locked --path src-tauri --root "$root"
+echo "Installed $root/bin/corral and $root/bin/corral-app"
 case ":$PATH:" in
-  *":$(dirname "$bin"):"*) ;;
-  *) echo "Add $(dirname "$bin") to your PATH to call 'corral' by name." ;;
+  *":$root/bin:"*) ;;
+  *) echo "Add $root/bin to your PATH to call 'corral' by name." ;;
 esac
-echo
-"$bin" presets
-echo
-"$bin" ls
+
+if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+  echo "No display: start the app from your desktop session with: $root/bin/corral-app"
+  exit 0
+fi
+nohup "$root/bin/corral-app" >/dev/null 2>&1 &
+echo "Corral is running in your tray (pid $!). Try: corral launch tests \"first run\""

@@ -13,6 +13,7 @@ use super::StoreError;
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_descendants.sql"),
+    include_str!("migrations/0003_seen.sql"),
 ];
 
 /// The schema version this binary writes.

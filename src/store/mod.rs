@@ -6,6 +6,7 @@
 //! timeout instead of failing on lock upgrades. Readers learn of changes from
 //! the database alone (see [`crate::watch`]).
 
+mod desk;
 mod events;
 mod migrate;
 mod runs;
@@ -17,6 +18,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::home::{Home, HomeError, FILE_MODE};
 
+pub use desk::{Counts, Spend};
 pub use events::StoredEvent;
 pub use runs::{AbortRequest, NewRun, Outcome, RunFilter, SearchHit};
 

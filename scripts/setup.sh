@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what Corral needs on Debian: the libraries the app builds
+# against, and for `test`, what the headless app tests use (Xvfb, D-Bus,
+# WebKit's WebDriver, tauri-driver). Installs only what is missing.
+# Usage: ./scripts/setup.sh [app|test]
+set -euo pipefail
+mode="${1:-app}"
+packages=(build-essential pkg-config libssl-dev libgtk-3-dev libwebkit2gtk-4.1-dev
+  libayatana-appindicator3-dev librsvg2-dev libxdo-dev util-linux procps)
+if [ "$mode" = test ]; then
+  packages+=(xvfb xauth dbus-x11 webkit2gtk-driver imagemagick x11-utils python3 python3-dbus python3-gi libglib2.0-bin)
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+if [ "$mode" = test ] && ! command -v tauri-driver >/dev/null; then
+  # The newest tauri-driver is a 3.0 alpha; 2.1.0 drives Tauri 2 apps.
+  cargo install tauri-driver --version 2.1.0 --locked
+fi

@@ -1,0 +1,25 @@
+//! Declares the app's own commands so capabilities can grant exactly them.
+
+const COMMANDS: &[&str] = &[
+    "list_runs",
+    "get_run",
+    "transcript",
+    "abort_run",
+    "relaunch_run",
+    "clear_finished",
+    "timeline",
+    "list_presets",
+    "launch_run",
+    "pick_folder",
+    "recent_folders",
+    "wait_for_change",
+    "settings",
+    "set_autostart",
+];
+
+fn main() {
+    tauri_build::try_build(
+        tauri_build::Attributes::new().app_manifest(tauri_build::AppManifest::new().commands(COMMANDS)),
+    )
+    .expect("tauri build");
+}

@@ -1,0 +1,9 @@
+//! The webview's commands, typed, one file per subject. Each opens its own
+//! store connection and runs off the main thread (`async`), so a slow call
+//! never freezes the tray.
+
+pub mod changes;
+pub mod launch;
+pub mod presets;
+pub mod runs;
+pub mod settings;

@@ -1,0 +1,125 @@
+//! Runs: the list, one run with its transcript pages, abort, relaunch,
+//! "Clear finished", and the timeline.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use corral::launch::{launch, LaunchRequest};
+use corral::store::{RunFilter, Spend, StoredEvent};
+use corral::{time, Run, RunStatus};
+use serde::Serialize;
+use tauri::State;
+
+use crate::error::AppError;
+use crate::state::AppState;
+
+/// Runs, newest first: optionally only one status, only matches of a
+/// full-text search, or including cleared ones.
+#[tauri::command(async)]
+pub fn list_runs(
+    state: State<'_, AppState>,
+    status: Option<String>,
+    query: Option<String>,
+    all: Option<bool>,
+) -> Result<Vec<Run>, AppError> {
+    let store = state.store()?;
+    let status = match status.as_deref().filter(|s| !s.is_empty()) {
+        Some(word) => Some(word.parse::<RunStatus>().map_err(|e| AppError::Invalid(e.to_string()))?),
+        None => None,
+    };
+    let mut runs = store.runs(&RunFilter { include_dismissed: all.unwrap_or(false), status, ..RunFilter::default() })?;
+    if let Some(query) = query.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
+        let hits: HashSet<String> = store.search(query, 500)?.into_iter().map(|h| h.run_id).collect();
+        runs.retain(|r| hits.contains(&r.id) || r.preset.contains(query) || r.id.starts_with(query));
+    }
+    Ok(runs)
+}
+
+/// One run for the run view.
+#[derive(Serialize)]
+pub struct RunDetail {
+    run: Run,
+    /// The last 4 KiB of stderr.log.
+    stderr_tail: String,
+    /// Transcript events (numbered 1..=count).
+    event_count: i64,
+    folder: String,
+}
+
+/// One run, with its stderr tail and transcript size. Opening a run marks
+/// it seen (the tray's failure look ends).
+#[tauri::command(async)]
+pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppError> {
+    let mut store = state.store()?;
+    let run = store.find_run(&id)?;
+    store.mark_seen(&run.id)?;
+    let folder = state.home.run_dir(&run.id);
+    let stderr = std::fs::read(folder.join("stderr.log")).unwrap_or_default();
+    let tail = &stderr[stderr.len().saturating_sub(4096)..];
+    Ok(RunDetail {
+        event_count: store.event_count(&run.id)?,
+        stderr_tail: String::from_utf8_lossy(tail).into_owned(),
+        folder: folder.display().to_string(),
+        run,
+    })
+}
+
+/// A page of a run's transcript: events after `after_seq`, at most `limit`
+/// (capped at 2000).
+#[tauri::command(async)]
+pub fn transcript(state: State<'_, AppState>, id: String, after_seq: i64, limit: usize) -> Result<Vec<StoredEvent>, AppError> {
+    Ok(state.store()?.events_after(&id, after_seq, limit.min(2000))?)
+}
+
+/// Aborts a run (and its active descendants).
+#[tauri::command(async)]
+pub fn abort_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {
+    let mut store = state.store()?;
+    let config = corral::config::Config::load(&state.home)?;
+    let result = corral::abort::abort(&mut store, &id, config.stop_grace + Duration::from_secs(2))?;
+    Ok(result.run().clone())
+}
+
+/// Launches a run again with the same preset, task, folder and model.
+#[tauri::command(async)]
+pub fn relaunch_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {
+    let mut store = state.store()?;
+    let old = store.find_run(&id)?;
+    let request = LaunchRequest {
+        preset: old.preset.clone(),
+        task: old.task.clone(),
+        cwd: old.cwd.clone().into(),
+        model: old.model.clone(),
+        parent: old.parent_id.clone(),
+    };
+    Ok(launch(&mut store, &request, &state.shepherd()?)?)
+}
+
+/// "Clear finished"; returns how many runs were cleared.
+#[tauri::command(async)]
+pub fn clear_finished(state: State<'_, AppState>) -> Result<usize, AppError> {
+    Ok(state.store()?.dismiss_finished()?)
+}
+
+/// Runs for the timeline, and today's spend.
+#[derive(Serialize)]
+pub struct Timeline {
+    runs: Vec<Run>,
+    today: Spend,
+    now: String,
+}
+
+/// Runs created in the last `hours` hours (and any still active), oldest
+/// first, with today's tokens and cost.
+#[tauri::command(async)]
+pub fn timeline(state: State<'_, AppState>, hours: f64) -> Result<Timeline, AppError> {
+    let store = state.store()?;
+    let now = time::now();
+    let since = now - chrono::Duration::milliseconds((hours.clamp(0.1, 24.0 * 30.0) * 3_600_000.0) as i64);
+    let since_text = time::format(since);
+    let mut runs = store.runs(&RunFilter { include_dismissed: true, limit: Some(2000), ..RunFilter::default() })?;
+    runs.retain(|r| r.created_at >= since_text || r.status.is_active());
+    runs.reverse();
+    let midnight = now.date_naive().and_hms_opt(0, 0, 0).expect("midnight").and_utc();
+    Ok(Timeline { runs, today: store.spend_since(midnight)?, now: time::format(now) })
+}

@@ -1,0 +1,29 @@
+//! App settings: where Corral keeps its files, and starting at login.
+
+use serde::Serialize;
+use tauri::State;
+
+use crate::error::AppError;
+use crate::state::AppState;
+
+#[derive(Serialize)]
+pub struct Settings {
+    autostart: bool,
+    data_dir: String,
+    config_file: String,
+}
+
+#[tauri::command(async)]
+pub fn settings(state: State<'_, AppState>) -> Settings {
+    Settings {
+        autostart: crate::autostart::enabled(),
+        data_dir: state.home.data_dir().display().to_string(),
+        config_file: state.home.config_file().display().to_string(),
+    }
+}
+
+#[tauri::command(async)]
+pub fn set_autostart(on: bool) -> Result<bool, AppError> {
+    crate::autostart::set(on)?;
+    Ok(crate::autostart::enabled())
+}

@@ -1,0 +1,25 @@
+//! The error commands return to the webview: a typed error, serialized as
+//! its message.
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Store(#[from] corral::store::StoreError),
+    #[error(transparent)]
+    Launch(#[from] corral::launch::LaunchError),
+    #[error(transparent)]
+    Config(#[from] corral::config::ConfigError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Tauri(#[from] tauri::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl serde::Serialize for AppError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_string())
+    }
+}

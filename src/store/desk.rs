@@ -1,0 +1,111 @@
+//! What the desktop app asks of the `runs` table: the tray's counts,
+//! notifications claimed exactly once, "Clear finished", and the day's
+//! usage. Kept apart from the lifecycle queries in `runs.rs`.
+
+use rusqlite::params;
+
+use super::{Doing, Store, StoreError};
+use crate::run::Run;
+use crate::time;
+
+/// The tray's numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    /// Queued, starting, running or waiting.
+    pub running: u64,
+    /// Runs not cleared.
+    pub total: u64,
+    /// Runs that failed or were lost and are not yet notified or cleared:
+    /// the tray looks different while there are any.
+    pub unseen_failures: u64,
+}
+
+/// Tokens and cost of the runs created since a moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Spend {
+    /// All tokens.
+    pub tokens: u64,
+    /// Cost in USD, of runs that report one.
+    pub cost_usd: f64,
+}
+
+impl Store {
+    /// The tray's counts.
+    pub fn counts(&self) -> Result<Counts, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT
+                   count(*) FILTER (WHERE status IN ('queued', 'starting', 'running', 'waiting')),
+                   count(*),
+                   count(*) FILTER (WHERE status IN ('failed', 'lost') AND seen_at IS NULL)
+                 FROM runs WHERE dismissed_at IS NULL",
+                [],
+                |r| Ok(Counts { running: r.get::<_, i64>(0)? as u64, total: r.get::<_, i64>(1)? as u64, unseen_failures: r.get::<_, i64>(2)? as u64 }),
+            )
+            .doing("counting runs")
+    }
+
+    /// Claims the ended runs nobody has announced yet, at most `limit`,
+    /// oldest first. The claim is one transaction: of several app instances
+    /// (or restarts) exactly one gets each run.
+    pub fn claim_notifications(&mut self, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let now = time::format(time::now());
+        let ids: Vec<String> = self.write("claiming notifications", |tx| {
+            let mut stmt = tx.prepare(
+                "UPDATE runs SET notified_at = ?1
+                 WHERE num IN (SELECT num FROM runs
+                               WHERE notified_at IS NULL AND status IN ('completed', 'failed', 'aborted', 'lost')
+                               ORDER BY num LIMIT ?2)
+                 RETURNING id",
+            )?;
+            let ids = stmt.query_map(params![now, limit as i64], |r| r.get(0))?.collect::<Result<Vec<String>, _>>()?;
+            Ok(ids)
+        })?;
+        let mut runs = ids.iter().map(|id| self.run(id)).collect::<Result<Vec<_>, _>>()?;
+        runs.sort_by(|a, b| a.completed_at.cmp(&b.completed_at));
+        Ok(runs)
+    }
+
+    /// Marks runs as seen by the user (their transcript was opened), which
+    /// ends the tray's "unseen failure" look for them.
+    pub fn mark_seen(&mut self, id: &str) -> Result<(), StoreError> {
+        let now = time::format(time::now());
+        self.write("marking a run seen", |tx| {
+            tx.execute("UPDATE runs SET seen_at = coalesce(seen_at, ?2) WHERE id = ?1", params![id, now])
+        })
+        .map(drop)
+    }
+
+    /// "Clear finished": ended runs leave the tray's total and the default
+    /// lists (they stay in the store; `ls --all` shows them). Returns how many.
+    pub fn dismiss_finished(&mut self) -> Result<usize, StoreError> {
+        let now = time::format(time::now());
+        self.write("clearing finished runs", |tx| {
+            tx.execute(
+                "UPDATE runs SET dismissed_at = ?1
+                 WHERE dismissed_at IS NULL AND status IN ('completed', 'failed', 'aborted', 'lost')",
+                [now],
+            )
+        })
+    }
+
+    /// Tokens and cost of runs created at or after `since`.
+    pub fn spend_since(&self, since: time::Timestamp) -> Result<Spend, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0),
+                        coalesce(sum(cost_usd), 0.0)
+                 FROM runs WHERE created_at >= ?1",
+                [time::format(since)],
+                |r| Ok(Spend { tokens: r.get::<_, i64>(0)? as u64, cost_usd: r.get(1)? }),
+            )
+            .doing("summing usage")
+    }
+
+    /// The number of transcript events of a run.
+    pub fn event_count(&self, run_id: &str) -> Result<i64, StoreError> {
+        self.conn()
+            .query_row("SELECT count(*) FROM events WHERE run_id = ?1", [run_id], |r| r.get(0))
+            .doing("counting transcript events")
+    }
+}

@@ -1,0 +1,168 @@
+"""A desktop session for testing the real Corral app headless.
+
+Run inside `xvfb-run dbus-run-session`. It serves, on the session bus:
+- org.kde.StatusNotifierWatcher, so the app's tray registers as a
+  StatusNotifierItem whose label and menu can be read over D-Bus;
+- org.freedesktop.Notifications, which records every notification and can
+  invoke a notification's action (the click a user would make).
+"""
+
+import re
+import subprocess
+import threading
+import time
+
+import dbus
+import dbus.mainloop.glib
+import dbus.service
+from gi.repository import GLib
+
+WATCHER = "org.kde.StatusNotifierWatcher"
+NOTIFICATIONS = "org.freedesktop.Notifications"
+
+
+class Watcher(dbus.service.Object):
+    def __init__(self, bus):
+        self.items = []
+        super().__init__(dbus.service.BusName(WATCHER, bus), "/StatusNotifierWatcher")
+
+    @dbus.service.method(WATCHER, in_signature="s", out_signature="", sender_keyword="sender")
+    def RegisterStatusNotifierItem(self, service, sender=None):
+        path = service if service.startswith("/") else "/StatusNotifierItem"
+        name = sender if service.startswith("/") else service
+        self.items.append((name, path))
+        self.StatusNotifierItemRegistered(f"{name}{path}")
+
+    @dbus.service.method(WATCHER, in_signature="s", out_signature="")
+    def RegisterStatusNotifierHost(self, service):
+        pass
+
+    @dbus.service.signal(WATCHER, signature="s")
+    def StatusNotifierItemRegistered(self, item):
+        pass
+
+    @dbus.service.method(dbus.PROPERTIES_IFACE, in_signature="ss", out_signature="v")
+    def Get(self, interface, prop):
+        return self.GetAll(interface)[prop]
+
+    @dbus.service.method(dbus.PROPERTIES_IFACE, in_signature="s", out_signature="a{sv}")
+    def GetAll(self, interface):
+        return {
+            "RegisteredStatusNotifierItems": dbus.Array([n + p for n, p in self.items], signature="s"),
+            "IsStatusNotifierHostRegistered": True,
+            "ProtocolVersion": dbus.Int32(0),
+        }
+
+
+class Notifications(dbus.service.Object):
+    def __init__(self, bus):
+        self.shown = []
+        self.next_id = 1
+        super().__init__(dbus.service.BusName(NOTIFICATIONS, bus), "/org/freedesktop/Notifications")
+
+    @dbus.service.method(NOTIFICATIONS, in_signature="susssasa{sv}i", out_signature="u")
+    def Notify(self, app, replaces, icon, summary, body, actions, hints, timeout):
+        nid = self.next_id
+        self.next_id += 1
+        self.shown.append({"id": nid, "app": str(app), "summary": str(summary), "body": str(body),
+                           "actions": [str(a) for a in actions]})
+        return nid
+
+    @dbus.service.method(NOTIFICATIONS, in_signature="u", out_signature="")
+    def CloseNotification(self, nid):
+        self.NotificationClosed(nid, 3)
+
+    @dbus.service.method(NOTIFICATIONS, in_signature="", out_signature="as")
+    def GetCapabilities(self):
+        return ["actions", "body", "persistence"]
+
+    @dbus.service.method(NOTIFICATIONS, in_signature="", out_signature="ssss")
+    def GetServerInformation(self):
+        return ("corral-test", "corral", "1", "1.2")
+
+    @dbus.service.signal(NOTIFICATIONS, signature="us")
+    def ActionInvoked(self, nid, action):
+        pass
+
+    @dbus.service.signal(NOTIFICATIONS, signature="uu")
+    def NotificationClosed(self, nid, reason):
+        pass
+
+
+class Session:
+    """The watcher and the notification server, on a GLib loop thread."""
+
+    def __init__(self):
+        dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+        self.bus = dbus.SessionBus()
+        self.watcher = Watcher(self.bus)
+        self.notifications = Notifications(self.bus)
+        self.loop = GLib.MainLoop()
+        threading.Thread(target=self.loop.run, daemon=True).start()
+
+    def on_loop(self, fn, *args):
+        done = threading.Event()
+        result = {}
+
+        def run():
+            result["value"] = fn(*args)
+            done.set()
+            return False
+
+        GLib.idle_add(run)
+        done.wait(5)
+        return result.get("value")
+
+    def click_notification(self, nid, action="default"):
+        self.on_loop(self.notifications.ActionInvoked, dbus.UInt32(nid), action)
+
+    def tray(self):
+        items = list(self.watcher.items)
+        return items[-1] if items else None
+
+
+def gdbus(dest, path, method, *args):
+    out = subprocess.run(["gdbus", "call", "--session", "--dest", dest, "--object-path", path,
+                          "--method", method, *args], capture_output=True, text=True, timeout=10)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip())
+    return out.stdout
+
+
+def tray_label(item):
+    name, path = item
+    out = gdbus(name, path, "org.freedesktop.DBus.Properties.Get", "org.kde.StatusNotifierItem", "XAyatanaLabel")
+    match = re.search(r"<'(.*)'>", out)
+    return match.group(1) if match else out.strip()
+
+
+def tray_menu(item):
+    """The menu as [(id, label, parent id)], read over com.canonical.dbusmenu."""
+    name, path = item
+    out = gdbus(name, path, "org.freedesktop.DBus.Properties.Get", "org.kde.StatusNotifierItem", "Menu")
+    menu_path = re.search(r"objectpath '([^']+)'", out).group(1)
+    layout = gdbus(name, menu_path, "com.canonical.dbusmenu.GetLayout", "0", "-1", "[]")
+    entries = []
+    # Items look like (12, {'label': <'text'>, ...}, [...]).
+    for m in re.finditer(r"\((\d+), \{([^{}]*)\}", layout):
+        label = re.search(r"'label': <'((?:[^'\\]|\\.)*)'>", m.group(2))
+        entries.append((int(m.group(1)), label.group(1) if label else ""))
+    return menu_path, entries
+
+
+def click_menu(item, menu_path, item_id):
+    gdbus(item[0], menu_path, "com.canonical.dbusmenu.Event", str(item_id), "clicked", "<''>", "0")
+
+
+def wait_until(what, cond, timeout=20.0, every=0.05):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = cond()
+            if last:
+                return last
+        except Exception as e:  # the condition may fail until the app is up
+            last = e
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")

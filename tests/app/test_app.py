@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the real Corral app, headless.
+
+Run by scripts/test-app.sh inside `xvfb-run dbus-run-session`, with the
+app and CLI built. The app runs with an isolated CORRAL_HOME; runs are
+launched with the real CLI; the tray is read and clicked over D-Bus
+(StatusNotifierItem + dbusmenu); notifications are received and clicked by
+the test's notification server; the window is driven through WebDriver
+(tauri-driver). Screenshots go to target/app-test/.
+"""
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from desktop import Session, click_menu, tray_label, tray_menu, wait_until  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+APP = TARGET / "debug" / "corral-app"
+CLI = TARGET / "debug" / "corral"
+FAKES = ROOT / "tests" / "fake-agents"
+ARTIFACTS = TARGET / "app-test"
+XSS = '<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> <b>bold?</b>'
+
+
+class Env:
+    """An isolated installation: CORRAL_HOME, HOME, a project folder."""
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="corral-app-test-"))
+        self.home = self.root / "corral-home"
+        self.project = self.root / "project"
+        (self.root / "home").mkdir()
+        (self.project / ".corral" / "presets").mkdir(parents=True)
+        (self.home / "presets").mkdir(parents=True)
+        self.env = dict(os.environ, CORRAL_HOME=str(self.home), HOME=str(self.root / "home"))
+        self.env.pop("CORRAL_RUN_ID", None)
+        (self.home / "config.toml").write_text('exit_grace = "200ms"\nstop_grace = "500ms"\n')
+        self.preset("slow", [str(FAKES / "slow"), "{task}"], "Waits for the file named by its task")
+        self.preset("quick", [str(FAKES / "child"), "quick-answer"], "Answers at once")
+        self.preset("xss", ["printf", "%s\\n", XSS], "Prints HTML that must stay text")
+        self.preset("echo", ["echo", "{task}"], "Echoes its task", folder=self.home / "presets")
+
+    def preset(self, name, argv, description, folder=None):
+        folder = folder or self.project / ".corral" / "presets"
+        text = f"---\nname: {name}\ndescription: {description}\nagent: command\ncommand: {json.dumps(argv)}\n---\n"
+        (folder / f"{name}.md").write_text(text)
+
+    def cli(self, *args):
+        out = subprocess.run([str(CLI), *args], cwd=self.project, env=self.env, capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            raise AssertionError(f"corral {args} failed: {out.stderr}")
+        return out.stdout.strip()
+
+    def launch(self, preset, task):
+        return self.cli("launch", preset, task)
+
+    def show(self, run_id):
+        return json.loads(self.cli("show", run_id, "--json"))
+
+    def start_app(self, *args):
+        return subprocess.Popen([str(APP), *args], env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.root / "app.log", "a"))
+
+
+class WebDriver:
+    """The few W3C WebDriver calls the tests need, against tauri-driver."""
+
+    ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
+
+    def __init__(self, env, args):
+        self.driver = subprocess.Popen(["tauri-driver", "--port", "4444"], env=env.env,
+                                       stdout=subprocess.DEVNULL, stderr=open(env.root / "driver.log", "a"))
+        wait_until("tauri-driver", lambda: self._ready(), timeout=20)
+        caps = {"capabilities": {"alwaysMatch": {"tauri:options": {"application": str(APP), "args": args}}}}
+        self.session = self.request("POST", "/session", caps)["sessionId"]
+
+    def _ready(self):
+        try:
+            self.request("GET", "/status")
+            return True
+        except Exception:
+            return False
+
+    def request(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"http://127.0.0.1:4444{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return json.loads(resp.read() or b"{}").get("value")
+
+    def s(self, path):
+        return f"/session/{self.session}{path}"
+
+    def js(self, script, *args):
+        return self.request("POST", self.s("/execute/sync"), {"script": script, "args": list(args)})
+
+    def find(self, css):
+        return self.request("POST", self.s("/element"), {"using": "css selector", "value": css})[self.ELEMENT]
+
+    def text(self, css):
+        return self.request("GET", self.s(f"/element/{self.find(css)}/text"))
+
+    def click(self, css):
+        self.request("POST", self.s(f"/element/{self.find(css)}/click"), {})
+
+    def type(self, css, text):
+        self.request("POST", self.s(f"/element/{self.find(css)}/value"), {"text": text})
+
+    def screenshot(self, path):
+        path.write_bytes(base64.b64decode(self.request("GET", self.s("/screenshot"))))
+
+    def close_window(self):
+        self.request("DELETE", self.s("/window"))
+
+    def quit(self):
+        try:
+            self.request("DELETE", self.s(""))
+        except Exception:
+            pass
+        self.driver.terminate()
+        self.driver.wait(10)
+
+
+def notes_for(session, run_id_text):
+    return [n for n in session.notifications.shown if run_id_text in n["summary"] or run_id_text in n["body"]]
+
+
+def kill_app():
+    subprocess.run(["pkill", "-KILL", "-x", "corral-app"], check=False)
+    wait_until("the app to be gone", lambda: subprocess.run(["pgrep", "-x", "corral-app"], capture_output=True).returncode != 0)
+
+
+def test_tray_and_notifications(session, env):
+    """Tray label follows the store; one notification per finished run,
+    including one that finished while the app was down; Clear finished."""
+    app = env.start_app()
+    item = wait_until("the tray to register", session.tray)
+    wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
+
+    gate = env.root / "release-1"
+    first = env.launch("slow", str(gate))
+    wait_until("1 running", lambda: tray_label(item) == "1 running / 1 total")
+    _, entries = tray_menu(item)
+    labels = [label for _, label in entries]
+    assert "1 running / 1 total" in labels, labels
+    assert any(label.startswith("▶ slow") for label in labels), labels
+    gate.write_text("")
+    wait_until("0 running", lambda: tray_label(item) == "0 running / 1 total")
+    wait_until("a notification", lambda: len(session.notifications.shown) == 1)
+    note = session.notifications.shown[0]
+    assert note["summary"].startswith("✓ slow completed in "), note
+    assert note["body"] == "finished", note
+    assert "default" in note["actions"] and "open" in note["actions"], note
+
+    # The app is killed; a run finishes meanwhile; the restarted app shows
+    # the truth and announces that run once, and nothing twice.
+    app.kill()
+    app.wait()
+    second = env.launch("quick", "while the app was down")
+    wait_until("the run to end", lambda: env.show(second)["exited_at"] is not None)
+    session.watcher.items.clear()
+    app = env.start_app()
+    item = wait_until("the tray to register again", session.tray)
+    wait_until("the restarted tray", lambda: tray_label(item) == "0 running / 2 total")
+    wait_until("the missed notification", lambda: len(session.notifications.shown) == 2)
+    time.sleep(0.5)  # nothing more may arrive (asserted just below)
+    assert len(session.notifications.shown) == 2, session.notifications.shown
+    assert session.notifications.shown[1]["summary"].startswith("✓ quick completed"), session.notifications.shown
+    assert env.show(first)["notified_at"] and env.show(second)["notified_at"]
+
+    menu_path, entries = tray_menu(item)
+    clear = next(i for i, label in entries if label == "Clear finished")
+    click_menu(item, menu_path, clear)
+    wait_until("cleared", lambda: tray_label(item) == "0 running / 0 total")
+    app.kill()
+    app.wait()
+    session.watcher.items.clear()
+
+
+def test_window(session, env):
+    """The window: XSS stays text, notification click opens the run, a Launch
+    menu item opens the form, abort works, a second launch focuses the
+    instance, and closing destroys the webview."""
+    xss = env.launch("xss", "render me")
+    wait_until("the xss run", lambda: env.show(xss)["exited_at"] is not None)
+    driver = WebDriver(env, ["--open", xss])
+    try:
+        wait_until("the transcript", lambda: XSS in driver.text("#final-text"))
+        assert driver.js("return window.__pwned === undefined"), "agent text ran as code"
+        assert driver.js("return document.querySelectorAll('#view img, #view script, #view b').length") == 0
+        assert XSS in driver.js("return document.querySelector('#transcript').textContent")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        driver.screenshot(ARTIFACTS / "window-xss.png")
+
+        # A finished run's notification, clicked, shows its transcript.
+        item = wait_until("the tray", session.tray)
+        before = len(session.notifications.shown)
+        done = env.launch("quick", "click me")
+        note = wait_until("its notification", lambda: next((n for n in session.notifications.shown[before:] if "quick" in n["summary"]), None))
+        session.click_notification(note["id"], "default")
+        wait_until("the window on that run", lambda: driver.js("return location.hash") == f"#/run/{done}")
+        wait_until("its result", lambda: driver.text("#final-text") == "quick-answer")
+
+        # The tray's Launch item opens the form; completing it starts a run.
+        menu_path, entries = tray_menu(item)
+        launch_item = next(i for i, label in entries if label.startswith("echo (command)"))
+        click_menu(item, menu_path, launch_item)
+        wait_until("the launch form", lambda: driver.js("return location.hash").startswith("#/launch?preset=echo"))
+        wait_until("presets loaded", lambda: driver.js("return document.querySelector('#launch-preset').value") == "echo")
+        driver.type("#launch-task", "hello from the form")
+        driver.js("document.querySelector('#launch-cwd').value = arguments[0]", str(env.project))
+        driver.click("#launch-submit")
+        launched = wait_until("the new run", lambda: (h := driver.js("return location.hash")).startswith("#/run/") and h[6:])
+        wait_until("it to complete", lambda: env.show(launched)["status"] == "completed")
+        assert env.show(launched)["final_text"] == "hello from the form"
+
+        # Abort from the window.
+        stuck = env.launch("slow", str(env.root / "never"))
+        wait_until("running", lambda: env.show(stuck)["status"] == "running")
+        driver.js("location.hash = arguments[0]", f"#/run/{stuck}")
+        wait_until("the abort button", lambda: driver.find("#abort"))
+        driver.screenshot(ARTIFACTS / "window-running.png")
+        driver.click("#abort")
+        wait_until("aborted", lambda: env.show(stuck)["status"] == "aborted")
+        wait_until("the view to say so", lambda: "aborted" in driver.text("#run-head"))
+
+        # A second launch hands its --open to the running instance.
+        second = subprocess.run([str(APP), "--open", done], env=env.env, timeout=20, capture_output=True)
+        assert second.returncode == 0, second
+        wait_until("focus on that run", lambda: driver.js("return location.hash") == f"#/run/{done}")
+
+        driver.js("location.hash = '#/runs'")
+        wait_until("the runs list", lambda: driver.find("#runs"))
+        driver.screenshot(ARTIFACTS / "window-runs.png")
+        driver.js("location.hash = '#/timeline'")
+        wait_until("the timeline", lambda: driver.find(".tl-row"))
+        driver.screenshot(ARTIFACTS / "window-timeline.png")
+
+        # Closing destroys the webview; the app lives on in the tray.
+        driver.close_window()
+        wait_until("no WebKit process", lambda: subprocess.run(["pgrep", "-f", "WebKitWebProcess"], capture_output=True).returncode != 0)
+        assert subprocess.run(["pgrep", "-x", "corral-app"], capture_output=True).returncode == 0, "the app quit"
+        wait_until("the tray still answers", lambda: tray_label(item).endswith("total"))
+    finally:
+        driver.quit()
+        kill_app()
+
+
+def main():
+    if not APP.exists() or not CLI.exists():
+        print(f"build the app and CLI first: {APP}, {CLI}", file=sys.stderr)
+        return 2
+    session = Session()
+    passed = failed = 0
+    for test in [test_tray_and_notifications, test_window]:
+        env = Env()
+        started = time.monotonic()
+        try:
+            test(session, env)
+            passed += 1
+            print(f"PASS {test.__name__} ({time.monotonic() - started:.1f}s)", flush=True)
+        except Exception:
+            failed += 1
+            print(f"FAIL {test.__name__}", flush=True)
+            traceback.print_exc()
+            for log in ["app.log", "driver.log"]:
+                path = env.root / log
+                if path.exists():
+                    print(f"--- {log}\n{path.read_text()[-4000:]}")
+        finally:
+            subprocess.run(["pkill", "-KILL", "-x", "corral-app"], check=False)
+    print(f"app: {passed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    sys.exit(main())

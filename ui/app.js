@@ -1,0 +1,143 @@
+// Corral's window: a hash router over small views. Everything an agent
+// wrote is put into the page as text (textContent), never as HTML.
+
+import * as runs from "./views/runs.js";
+import * as run from "./views/run.js";
+import * as presets from "./views/presets.js";
+import * as launch from "./views/launch.js";
+import * as timeline from "./views/timeline.js";
+
+const invokeTauri = window.__TAURI__?.core?.invoke;
+
+/** Calls one of Corral's commands. */
+export async function call(command, args = {}) {
+  if (!invokeTauri) throw new Error("not running inside the Corral app");
+  return invokeTauri(command, args);
+}
+
+/** Builds an element; string children become text nodes, never HTML. */
+export function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+/** Shows a message in the footer. */
+export function say(message, isError = false) {
+  const footer = document.getElementById("status");
+  footer.textContent = message;
+  footer.className = isError ? "error" : "";
+}
+
+export function statusBadge(status) {
+  return h("span", { class: `status s-${status}` }, h("span", { class: "dot" }), status);
+}
+
+export function ago(iso) {
+  if (!iso) return "-";
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 2) return "just now";
+  if (s < 60) return `${Math.floor(s)}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
+export function duration(run) {
+  if (!run.started_at) return "-";
+  const end = run.completed_at ? Date.parse(run.completed_at) : (["completed", "failed", "aborted", "lost"].includes(run.status) ? null : Date.now());
+  if (end === null) return "-";
+  const ms = Math.max(0, end - Date.parse(run.started_at));
+  const s = Math.floor(ms / 1000);
+  if (ms < 1000) return `${ms}ms`;
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+export function tokens(run) {
+  const u = run.usage;
+  const total = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens;
+  return total ? total.toLocaleString() : "-";
+}
+
+export function cost(value) {
+  return value === null || value === undefined ? "-" : `$${value.toFixed(4)}`;
+}
+
+export function isActive(status) {
+  return ["queued", "starting", "running", "waiting"].includes(status);
+}
+
+const routes = { runs, run, presets, launch, timeline };
+let current = null;
+
+function parseHash() {
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [path, query = ""] = hash.split("?");
+  const [name = "runs", ...rest] = path.split("/");
+  return { name: routes[name] ? name : "runs", arg: rest.join("/"), params: new URLSearchParams(query) };
+}
+
+async function render() {
+  const route = parseHash();
+  current?.leave?.();
+  const view = document.getElementById("view");
+  view.replaceChildren();
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    a.classList.toggle("active", a.dataset.nav === route.name || (route.name === "run" && a.dataset.nav === "runs"));
+  }
+  current = routes[route.name];
+  try {
+    await current.show(view, route.arg, route.params);
+    say("");
+  } catch (e) {
+    say(String(e), true);
+  }
+}
+
+async function refreshCounts() {
+  try {
+    const list = await call("list_runs", {});
+    const running = list.filter((r) => isActive(r.status)).length;
+    document.getElementById("counts").textContent = `${running} running / ${list.length} total`;
+  } catch (e) {
+    say(String(e), true);
+  }
+}
+
+/** Follows the store: the watcher's change counter, long-polled. */
+async function follow() {
+  let since = 0;
+  for (;;) {
+    try {
+      const next = await call("wait_for_change", { since, timeoutMs: 25000 });
+      if (next !== since) {
+        since = next;
+        await refreshCounts();
+        await current?.refresh?.();
+      }
+    } catch (e) {
+      say(String(e), true);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
+window.addEventListener("hashchange", render);
+document.addEventListener("keydown", (e) => {
+  if (e.target.matches("input, textarea, select")) return;
+  const keys = { "1": "#/runs", "2": "#/timeline", "3": "#/presets", "4": "#/launch" };
+  if (keys[e.key] && !e.ctrlKey && !e.metaKey && !e.altKey) location.hash = keys[e.key];
+});
+render().then(refreshCounts);
+follow();

@@ -1,0 +1,56 @@
+// The launch form: preset, task, folder (with a picker; changing it finds
+// that project's presets), model override.
+
+import { call, h, say } from "../app.js";
+
+let root = null;
+
+export async function show(view, _arg, params) {
+  root = view;
+  const folders = await call("recent_folders");
+  const cwd = params.get("cwd") || folders[0] || "";
+  const wanted = params.get("preset") || "";
+  const presetSelect = h("select", { id: "launch-preset", required: true });
+  const cwdInput = h("input", { type: "text", id: "launch-cwd", value: cwd, list: "launch-folders", placeholder: "/path/to/project", onchange: () => loadPresets() });
+  const task = h("textarea", { id: "launch-task", placeholder: "What should the agent do? It sees only this text." });
+  const model = h("input", { type: "text", id: "launch-model", placeholder: "default: the preset's model" });
+  const submit = h("button", { class: "primary", id: "launch-submit", type: "submit" }, "Launch");
+  const pick = h("button", { type: "button", id: "launch-pick", onclick: async () => {
+    const folder = await call("pick_folder");
+    if (folder) { cwdInput.value = folder; await loadPresets(); }
+  } }, "Choose…");
+
+  async function loadPresets() {
+    const set = await call("list_presets", { cwd: cwdInput.value || null });
+    const keep = presetSelect.value || wanted;
+    presetSelect.replaceChildren(...set.presets.map((p) =>
+      h("option", { value: p.name, selected: p.name === keep }, `${p.name} (${p.agent}) — ${p.description}`)));
+  }
+
+  const form = h("form", { class: "form", id: "launch-form", onsubmit: async (e) => {
+    e.preventDefault();
+    submit.disabled = true;
+    try {
+      const run = await call("launch_run", { preset: presetSelect.value, task: task.value, cwd: cwdInput.value, model: model.value || null });
+      say(`launched ${run.id}`);
+      location.hash = `#/run/${run.id}`;
+    } catch (err) {
+      say(String(err), true);
+    } finally {
+      submit.disabled = false;
+    }
+  } },
+    h("label", { for: "launch-preset" }, "Preset"), presetSelect,
+    h("label", { for: "launch-task" }, "Task"), task,
+    h("label", { for: "launch-cwd" }, "Folder"), h("div", { class: "row" }, cwdInput, pick),
+    h("label", { for: "launch-model" }, "Model"), model,
+    h("span"), h("div", {}, submit),
+  );
+  view.append(h("h1", {}, "Launch"), form, h("datalist", { id: "launch-folders" }, folders.map((f) => h("option", { value: f }))));
+  await loadPresets();
+  task.focus();
+}
+
+export function leave() {
+  root = null;
+}

@@ -1,0 +1,45 @@
+// Presets: each with its source file, what it overrides, and the files
+// that could not be used, for the folder chosen.
+
+import { call, h } from "../app.js";
+
+let root = null;
+let cwd = "";
+
+export async function show(view) {
+  root = view;
+  const folders = await call("recent_folders");
+  if (!cwd && folders.length) cwd = folders[0];
+  const input = h("input", { type: "text", id: "presets-cwd", value: cwd, size: 60, placeholder: "project folder (for its .claude/agents, .pi/subagents, .corral/presets)", list: "preset-folders", onchange: (e) => { cwd = e.target.value; refresh(); } });
+  view.append(
+    h("div", { class: "toolbar" }, h("h1", { style: "margin:0" }, "Presets"), input,
+      h("datalist", { id: "preset-folders" }, folders.map((f) => h("option", { value: f })))),
+    h("div", { id: "presets-body" }),
+  );
+  await refresh();
+}
+
+export function leave() {
+  root = null;
+}
+
+export async function refresh() {
+  if (!root) return;
+  const set = await call("list_presets", { cwd: cwd || null });
+  const cards = set.presets.map((p) => h("div", { class: "card", "data-preset": p.name },
+    h("div", { class: "toolbar" }, h("strong", {}, p.name), h("span", { class: "pill" }, p.agent), p.model ? h("span", { class: "pill" }, p.model) : null, h("span", { class: "pill" }, p.source),
+      h("span", { style: "flex:1" }), h("a", { href: `#/launch?preset=${encodeURIComponent(p.name)}&cwd=${encodeURIComponent(cwd)}` }, "Launch…")),
+    h("div", {}, p.description),
+    h("div", { class: "path" }, p.path),
+    p.overrides.length ? h("div", { class: "path" }, "overrides: ", p.overrides.join(", ")) : null,
+  ));
+  const problems = set.problems.map((p) => h("div", { class: "card problem" },
+    h("div", { class: "path" }, p.path), h("div", {}, p.reason)));
+  root.querySelector("#presets-body").replaceChildren(
+    h("div", { class: "cards" }, cards),
+    problems.length ? h("h2", {}, `Not usable (${problems.length})`) : null,
+    problems.length ? h("div", { class: "cards", id: "preset-problems" }, problems) : null,
+    h("h2", {}, "Searched"),
+    h("div", { class: "path" }, set.searched.join("  ·  ")),
+  );
+}

@@ -1,0 +1,175 @@
+// One run: its outcome, details, and a live transcript that pages from the
+// store and renders only the rows in view, so 100k events scroll smoothly.
+
+import { call, h, say, statusBadge, duration, tokens, cost, isActive } from "../app.js";
+
+const ROW = 28;
+const PAGE = 500;
+const OVERSCAN = 20;
+
+let view = null;
+let runId = null;
+let detail = null;
+let cache = new Map();       // seq -> event
+let loading = new Set();     // page starts being fetched
+let selectedSeq = null;
+let follow = true;
+
+export async function show(root, id) {
+  view = root;
+  runId = id;
+  cache = new Map();
+  loading = new Set();
+  selectedSeq = null;
+  follow = true;
+  await refresh();
+}
+
+export function leave() {
+  view = null;
+}
+
+export async function refresh() {
+  if (!view) return;
+  detail = await call("get_run", { id: runId });
+  renderHeader();
+  renderTranscript();
+}
+
+function renderHeader() {
+  const { run } = detail;
+  let head = view.querySelector("#run-head");
+  if (!head) {
+    head = h("section", { id: "run-head" });
+    view.append(head, h("h2", {}, "Transcript"), h("div", { class: "transcript", id: "transcript", tabindex: "0" }, h("div", { class: "spacer" })), h("div", { class: "detail", id: "event-detail" }));
+    const box = view.querySelector("#transcript");
+    box.addEventListener("scroll", () => { follow = box.scrollTop + box.clientHeight >= box.scrollHeight - ROW; paint(); });
+    box.addEventListener("keydown", onKey);
+  }
+  const actions = h("div", { class: "toolbar" },
+    h("h1", { style: "margin:0" }, `${run.preset} `, h("span", { class: "muted" }, run.id)),
+    statusBadge(run.status),
+    run.stop_reason ? h("span", { class: "pill" }, run.stop_reason) : null,
+    h("span", { style: "flex:1" }),
+    isActive(run.status) ? h("button", { class: "danger", id: "abort", onclick: abort }, "Abort") : null,
+    h("button", { id: "relaunch", onclick: relaunch }, "Relaunch"),
+  );
+  const link = (id) => h("a", { href: `#/run/${id}` }, id);
+  const meta = h("dl", { class: "meta" },
+    ...[
+      ["Task", run.task],
+      ["Folder", run.cwd],
+      ["Agent", `${run.agent} — model ${run.model ?? "default"}${run.resolved_model ? ` → ${run.resolved_model}` : ""}`],
+      ["Duration", duration(run)],
+      ["Tokens", `${tokens(run)}  (in ${run.usage.input_tokens}, out ${run.usage.output_tokens}, cache read ${run.usage.cache_read_tokens}, write ${run.usage.cache_write_tokens})`],
+      ["Cost", cost(run.cost_usd)],
+      ["Created", run.created_at], ["Started", run.started_at ?? "-"], ["Completed", run.completed_at ?? "-"], ["Exited", run.exited_at ?? "-"],
+      ["Parent", run.parent_id ? link(run.parent_id) : "-"],
+      ["Children", run.children.length ? run.children.flatMap((c, i) => (i ? [" ", link(c)] : [link(c)])) : "-"],
+      ["Files", detail.folder],
+    ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
+  );
+  const parts = [actions, meta];
+  if (run.error) parts.push(h("h2", {}, "Error"), h("pre", { class: "error", id: "run-error" }, run.error));
+  if (run.final_text) parts.push(h("h2", {}, "Result"), h("pre", { id: "final-text" }, run.final_text));
+  if (detail.stderr_tail) parts.push(h("details", {}, h("summary", {}, "stderr (last 4 KiB)"), h("pre", {}, detail.stderr_tail)));
+  head.replaceChildren(...parts);
+}
+
+function renderTranscript() {
+  const box = view.querySelector("#transcript");
+  const spacer = box.firstChild;
+  spacer.style.height = `${detail.event_count * ROW}px`;
+  if (follow) box.scrollTop = box.scrollHeight;
+  paint();
+}
+
+/** Renders the rows in view (plus a margin), fetching missing pages. */
+function paint() {
+  const box = view?.querySelector("#transcript");
+  if (!box) return;
+  const spacer = box.firstChild;
+  const first = Math.max(0, Math.floor(box.scrollTop / ROW) - OVERSCAN);
+  const last = Math.min(detail.event_count, Math.ceil((box.scrollTop + box.clientHeight) / ROW) + OVERSCAN);
+  const rows = [];
+  for (let i = first; i < last; i++) {
+    const seq = i + 1;
+    const ev = cache.get(seq);
+    if (!ev) { fetchPage(Math.floor(i / PAGE) * PAGE); continue; }
+    const isError = ev.kind === "tool_result" && ev.json && JSON.parse(ev.json).is_error;
+    const line = ev.text.split("\n").find((l) => l.trim()) ?? "";
+    rows.push(h("div", {
+      class: `ev k-${ev.kind}${isError ? " is-error" : ""}${seq === selectedSeq ? " selected" : ""}`,
+      style: `top:${i * ROW}px`, "data-seq": seq, onclick: () => select(seq),
+    }, h("span", { class: "kind" }, isError ? "tool error" : ev.kind.replace("_", " ")), h("span", { class: "line" }, line)));
+  }
+  spacer.replaceChildren(...rows);
+}
+
+async function fetchPage(start) {
+  if (loading.has(start)) return;
+  loading.add(start);
+  try {
+    const events = await call("transcript", { id: runId, afterSeq: start, limit: PAGE });
+    for (const ev of events) cache.set(ev.seq, ev);
+  } catch (e) {
+    say(String(e), true);
+  } finally {
+    loading.delete(start);
+  }
+  paint();
+}
+
+/** Shows one event whole: text, and arguments or details as JSON. */
+function select(seq) {
+  selectedSeq = seq;
+  paint();
+  const ev = cache.get(seq);
+  const box = view.querySelector("#event-detail");
+  if (!ev) return box.replaceChildren();
+  let json = null;
+  if (ev.json) {
+    try { json = JSON.stringify(JSON.parse(ev.json), null, 2); } catch { json = ev.json; }
+  }
+  box.replaceChildren(
+    h("div", { class: "toolbar" }, h("span", { class: "pill" }, `#${seq} ${ev.kind}`), h("span", { class: "muted" }, ev.at)),
+    h("pre", { id: "event-text" }, ev.text),
+    json ? h("details", { open: ev.kind === "tool_call" }, h("summary", {}, "details"), h("pre", {}, json)) : null,
+  );
+}
+
+function onKey(e) {
+  if (!detail.event_count) return;
+  const box = view.querySelector("#transcript");
+  if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+    e.preventDefault();
+    const next = Math.min(detail.event_count, Math.max(1, (selectedSeq ?? 0) + (e.key === "ArrowDown" ? 1 : -1)));
+    select(next);
+    const top = (next - 1) * ROW;
+    if (top < box.scrollTop) box.scrollTop = top;
+    else if (top + ROW > box.scrollTop + box.clientHeight) box.scrollTop = top + ROW - box.clientHeight;
+  } else if (e.key === "End") { box.scrollTop = box.scrollHeight; }
+  else if (e.key === "Home") { box.scrollTop = 0; }
+}
+
+async function abort() {
+  const button = view.querySelector("#abort");
+  button.disabled = true;
+  say("aborting…");
+  try {
+    const run = await call("abort_run", { id: runId });
+    say(`${run.id} ${run.status}`);
+  } catch (e) {
+    say(String(e), true);
+  }
+  await refresh();
+}
+
+async function relaunch() {
+  try {
+    const run = await call("relaunch_run", { id: runId });
+    location.hash = `#/run/${run.id}`;
+  } catch (e) {
+    say(String(e), true);
+  }
+}

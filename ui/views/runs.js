@@ -1,0 +1,82 @@
+// The runs list: status, preset, task, age, duration, tokens, cost, with
+// children nested under their parents; filter by status; full-text search.
+
+import { call, h, statusBadge, ago, duration, tokens, cost } from "../app.js";
+
+let state = { status: "", query: "", all: false, selected: 0, rows: [] };
+let root = null;
+let searchTimer = null;
+
+export async function show(view) {
+  root = view;
+  const search = h("input", {
+    type: "search", id: "search", placeholder: "Search tasks, results, transcripts  ( / )", value: state.query, size: 40,
+    oninput: (e) => { state.query = e.target.value; clearTimeout(searchTimer); searchTimer = setTimeout(refresh, 200); },
+  });
+  const filter = h("select", { id: "status-filter", onchange: (e) => { state.status = e.target.value; refresh(); } },
+    ["", "queued", "starting", "running", "waiting", "completed", "failed", "aborted", "lost"].map((s) =>
+      h("option", { value: s, selected: s === state.status }, s || "any status")));
+  const all = h("label", {}, h("input", { type: "checkbox", checked: state.all, onchange: (e) => { state.all = e.target.checked; refresh(); } }), " include cleared");
+  const clear = h("button", { onclick: async () => { await call("clear_finished"); refresh(); } }, "Clear finished");
+  view.append(h("div", { class: "toolbar" }, search, filter, all, clear), h("div", { id: "runs-table" }));
+  await refresh();
+}
+
+export function leave() {
+  root = null;
+}
+
+/** Parents first, each followed by its children, with their depth. */
+function asTree(runs) {
+  const byId = new Map(runs.map((r) => [r.id, r]));
+  const out = [];
+  const visit = (run, depth) => {
+    out.push([run, depth]);
+    for (const id of run.children) if (byId.has(id)) visit(byId.get(id), depth + 1);
+  };
+  for (const run of runs) if (!run.parent_id || !byId.has(run.parent_id)) visit(run, 0);
+  return out;
+}
+
+export async function refresh() {
+  if (!root) return;
+  const list = await call("list_runs", { status: state.status || null, query: state.query || null, all: state.all });
+  const target = root.querySelector("#runs-table");
+  if (!target) return;
+  state.rows = asTree(list);
+  if (!state.rows.length) {
+    target.replaceChildren(h("div", { class: "empty" }, state.query || state.status ? "No runs match." : "No runs yet. Launch one from the Launch tab or with `corral launch PRESET TASK`."));
+    return;
+  }
+  state.selected = Math.min(state.selected, state.rows.length - 1);
+  const body = h("tbody", {}, state.rows.map(([run, depth], i) =>
+    h("tr", { "data-id": run.id, class: i === state.selected ? "selected" : "", onclick: () => { location.hash = `#/run/${run.id}`; } },
+      h("td", {}, depth ? h("span", { class: "indent" }, "\u00a0\u00a0".repeat(depth - 1) + "└─ ") : null, statusBadge(run.status)),
+      h("td", {}, run.preset),
+      h("td", { class: "task", title: run.task }, run.task),
+      h("td", {}, ago(run.created_at)),
+      h("td", { class: "num" }, duration(run)),
+      h("td", { class: "num" }, tokens(run)),
+      h("td", { class: "num" }, cost(run.cost_usd)),
+      h("td", { class: "muted" }, run.id),
+    )));
+  target.replaceChildren(h("table", { id: "runs" },
+    h("thead", {}, h("tr", {}, ["Status", "Preset", "Task", "Age", "Duration", "Tokens", "Cost", "Id"].map((t) => h("th", {}, t)))),
+    body));
+}
+
+document.addEventListener("keydown", (e) => {
+  if (!root || e.target.matches("input, textarea, select")) {
+    if (root && e.key === "Escape" && e.target.id === "search") e.target.blur();
+    return;
+  }
+  if (e.key === "/") { e.preventDefault(); root.querySelector("#search")?.focus(); return; }
+  if (!state.rows.length) return;
+  if (e.key === "ArrowDown" || e.key === "j") state.selected = Math.min(state.rows.length - 1, state.selected + 1);
+  else if (e.key === "ArrowUp" || e.key === "k") state.selected = Math.max(0, state.selected - 1);
+  else if (e.key === "Enter") { location.hash = `#/run/${state.rows[state.selected][0].id}`; return; }
+  else return;
+  e.preventDefault();
+  root.querySelectorAll("tbody tr").forEach((tr, i) => tr.classList.toggle("selected", i === state.selected));
+  root.querySelectorAll("tbody tr")[state.selected]?.scrollIntoView({ block: "nearest" });
+});
