@@ -123,7 +123,7 @@ class Session:
 
 def gdbus(dest, path, method, *args):
     out = subprocess.run(["gdbus", "call", "--session", "--dest", dest, "--object-path", path,
-                          "--method", method, *args], capture_output=True, text=True, timeout=10)
+                          "--method", method, "--", *args], capture_output=True, text=True, timeout=10)
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip())
     return out.stdout
@@ -166,3 +166,48 @@ def wait_until(what, cond, timeout=20.0, every=0.05):
             last = e
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def x_windows(title):
+    """Mapped X11 windows whose name is `title` and that speak
+    WM_PROTOCOLS (the toplevels a window manager would close)."""
+    from Xlib import display
+
+    d = display.Display()
+    found = []
+
+    def walk(window):
+        try:
+            name = window.get_wm_name()
+            children = window.query_tree().children
+            mapped = window.get_attributes().map_state != 0
+            speaks = window.get_wm_protocols() is not None and len(window.get_wm_protocols()) > 0
+        except Exception:
+            return
+        if name == title and mapped and speaks:
+            found.append(window.id)
+        for child in children:
+            walk(child)
+
+    walk(d.screen().root)
+    d.close()
+    return found
+
+
+def close_x_window(window_id):
+    """Asks a window to close as a window manager does (WM_DELETE_WINDOW)."""
+    from Xlib import X, display, protocol
+
+    d = display.Display()
+    window = d.create_resource_object("window", window_id)
+    protocols = d.intern_atom("WM_PROTOCOLS")
+    delete = d.intern_atom("WM_DELETE_WINDOW")
+    event = protocol.event.ClientMessage(window=window, client_type=protocols, data=(32, [delete, X.CurrentTime, 0, 0, 0]))
+    window.send_event(event, event_mask=X.NoEventMask)
+    d.flush()
+    d.close()
+
+
+def webkit_processes(kind="WebKit(Web|Network)Process"):
+    out = subprocess.run(["pgrep", "-f", kind], capture_output=True, text=True)
+    return out.stdout.split()
