@@ -22,6 +22,13 @@ export function h(tag, attrs = {}, ...children) {
     if (value === undefined || value === null || value === false) continue;
     if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else if (key === "class") node.className = value;
+    // The CSP forbids style attributes; CSSOM properties are allowed.
+    else if (key === "style") {
+      for (const decl of String(value).split(";")) {
+        const at = decl.indexOf(":");
+        if (at > 0) node.style.setProperty(decl.slice(0, at).trim(), decl.slice(at + 1).trim());
+      }
+    }
     else node.setAttribute(key, value === true ? "" : String(value));
   }
   for (const child of children.flat()) {
