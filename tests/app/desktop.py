@@ -136,8 +136,9 @@ def tray_label(item):
     return match.group(1) if match else out.strip()
 
 
-def tray_menu(item):
-    """The menu as [(id, label, parent id)], read over com.canonical.dbusmenu."""
+def tray_menu(item, depth=False):
+    """The menu as [(id, label)] (with depth=True, [(id, label, depth)]:
+    1 for the menu's own items), read over com.canonical.dbusmenu."""
     name, path = item
     out = gdbus(name, path, "org.freedesktop.DBus.Properties.Get", "org.kde.StatusNotifierItem", "Menu")
     menu_path = re.search(r"objectpath '([^']+)'", out).group(1)
@@ -146,7 +147,9 @@ def tray_menu(item):
     # Items look like (12, {'label': <'text'>, ...}, [...]).
     for m in re.finditer(r"\((\d+), \{([^{}]*)\}", layout):
         label = re.search(r"'label': <'((?:[^'\\]|\\.)*)'>", m.group(2))
-        entries.append((int(m.group(1)), label.group(1) if label else ""))
+        text = label.group(1) if label else ""
+        level = layout[:m.start()].count("[") - layout[:m.start()].count("]")
+        entries.append((int(m.group(1)), text, level) if depth else (int(m.group(1)), text))
     return menu_path, entries
 
 

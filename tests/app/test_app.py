@@ -10,6 +10,7 @@ the test's notification server; the window is driven through WebDriver
 """
 
 import base64
+import http.client
 import json
 import os
 import signal
@@ -81,6 +82,13 @@ class Env:
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
 
+    def abort_active(self):
+        """Aborts the installation's active runs, so no test leaves any behind."""
+        runs = json.loads(self.cli("ls", "--all", "--json"))
+        active = [r["id"] for r in runs if r["status"] in ("queued", "starting", "running", "waiting")]
+        if active:
+            self.cli("abort", *active)
+
     def show(self, run_id):
         return json.loads(self.cli("show", run_id, "--json"))
 
@@ -109,10 +117,18 @@ class WebDriver:
 
     def request(self, method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"http://127.0.0.1:4444{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return json.loads(resp.read() or b"{}").get("value")
+        # tauri-driver sometimes drops a connection under rapid polling;
+        # the request never reached the app then, so it is sent again.
+        for attempt in range(5):
+            req = urllib.request.Request(f"http://127.0.0.1:4444{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    return json.loads(resp.read() or b"{}").get("value")
+            except (ConnectionResetError, http.client.RemoteDisconnected):
+                if attempt == 4:
+                    raise
+                time.sleep(0.2)
 
     def s(self, path):
         return f"/session/{self.session}{path}"
@@ -188,6 +204,11 @@ def test_tray_and_notifications(session, env):
     labels = [label for _, label in entries]
     assert "1 running / 1 total" in labels, labels
     assert any(label.startswith("▶ slow") for label in labels), labels
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    _, nested = tray_menu(item, depth=True)
+    shown = [(label + "  ▸" if label == "Launch" else label) or "-" for _, label, level in nested if level == 1]
+    subprocess.run(["/usr/bin/python3", str(Path(__file__).parent / "render_menu.py"), tray_label(item),
+                    str(ARTIFACTS / "tray-menu.png"), *shown], check=True, timeout=30)
     gate.write_text("")
     wait_until("0 running", lambda: tray_label(item) == "0 running / 1 total")
     wait_until("a notification", lambda: len(session.notifications.shown) == 1)
@@ -356,6 +377,7 @@ def main():
                     print(f"--- {log}\n{path.read_text()[-4000:]}")
         finally:
             subprocess.run(["pkill", "-KILL", "-x", "corral-app"], check=False)
+            env.abort_active()
     for what, value in TIMINGS.items():
         print(f"measured: {what}: {value}")
     print(f"app: {passed} passed, {failed} failed", flush=True)

@@ -178,6 +178,27 @@ impl Env {
     }
 }
 
+impl Drop for Env {
+    /// A test that failed half-way must not leave its runs behind: abort
+    /// whatever is still active in this installation.
+    fn drop(&mut self) {
+        let Ok(out) = self.command(&["ls", "--all", "--json"]).output() else { return };
+        let runs: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let active: Vec<&str> = runs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| !is_terminal(r))
+            .filter_map(|r| r["id"].as_str())
+            .collect();
+        if !active.is_empty() {
+            let mut args = vec!["abort"];
+            args.extend(active);
+            let _ = self.command(&args).output();
+        }
+    }
+}
+
 /// True if a run object has a terminal status.
 pub fn is_terminal(run: &Value) -> bool {
     matches!(run["status"].as_str(), Some("completed" | "failed" | "aborted" | "lost"))

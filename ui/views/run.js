@@ -13,7 +13,7 @@ let detail = null;
 let cache = new Map();       // seq -> event
 let loading = new Set();     // page starts being fetched
 let selectedSeq = null;
-let follow = true;
+let firstPaint = true;
 
 export async function show(root, id) {
   view = root;
@@ -21,7 +21,7 @@ export async function show(root, id) {
   cache = new Map();
   loading = new Set();
   selectedSeq = null;
-  follow = true;
+  firstPaint = true;
   await refresh();
 }
 
@@ -43,7 +43,7 @@ function renderHeader() {
     head = h("section", { id: "run-head" });
     view.append(head, h("h2", {}, "Transcript"), h("div", { class: "transcript", id: "transcript", tabindex: "0" }, h("div", { class: "spacer" })), h("div", { class: "detail", id: "event-detail" }));
     const box = view.querySelector("#transcript");
-    box.addEventListener("scroll", () => { follow = box.scrollTop + box.clientHeight >= box.scrollHeight - ROW; paint(); });
+    box.addEventListener("scroll", () => paint());
     box.addEventListener("keydown", onKey);
   }
   const actions = h("div", { class: "toolbar" },
@@ -79,8 +79,11 @@ function renderHeader() {
 function renderTranscript() {
   const box = view.querySelector("#transcript");
   const spacer = box.firstChild;
+  // Follow a live transcript only while the reader is at its end.
+  const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - ROW;
   spacer.style.height = `${detail.event_count * ROW}px`;
-  if (follow) box.scrollTop = box.scrollHeight;
+  if (firstPaint || atEnd) box.scrollTop = box.scrollHeight;
+  firstPaint = false;
   paint();
 }
 

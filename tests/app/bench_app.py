@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Measures the app (prints figures, asserts nothing): start to tray
+visible, store change to tray label, idle CPU with 10 runs in the store,
+and memory with the window closed and open. Run by scripts/bench-app.sh."""
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from desktop import Session, close_x_window, tray_label, wait_until, x_windows  # noqa: E402
+from test_app import APP, Env  # noqa: E402
+
+
+def rss_kb(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_ticks(pid):
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def children(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    found = []
+    for child in out:
+        found.append(int(child))
+        found.extend(children(int(child)))
+    return found
+
+
+def name(pid):
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def memory(app):
+    main = rss_kb(app.pid)
+    kids = {pid: (name(pid), rss_kb(pid)) for pid in children(app.pid)}
+    webkit = sum(kb for n, kb in kids.values() if n.startswith("WebKit"))
+    return main, webkit, sorted(n for n, _ in kids.values())
+
+
+def main():
+    session = Session()
+    env = Env()
+    for i in range(10):
+        run = env.launch("quick", f"run {i}")
+    wait_until("10 runs", lambda: env.show(run)["exited_at"] is not None)
+
+    started = time.monotonic()
+    app = env.start_app()
+    item = wait_until("the tray", session.tray, every=0.005)
+    wait_until("its label", lambda: tray_label(item) == "0 running / 10 total", every=0.005)
+    print(f"app start -> tray visible with its label: {(time.monotonic() - started) * 1000:.0f} ms")
+
+    db = sqlite3.connect(env.home / "corral.db")
+    delays = []
+    for i in range(20):
+        dismissed = i % 2 == 0
+        t0 = time.monotonic()
+        with db:
+            db.execute("UPDATE runs SET dismissed_at = ? WHERE id = ?", ("2026-01-01T00:00:00.000Z" if dismissed else None, run))
+        want = "0 running / 9 total" if dismissed else "0 running / 10 total"
+        wait_until("the label", lambda: tray_label(item) == want, every=0.002)
+        delays.append((time.monotonic() - t0) * 1000)
+    delays.sort()
+    print(f"store change -> tray label: p50 {delays[10]:.0f} ms, max {delays[-1]:.0f} ms (n=20; includes a gdbus call per poll)")
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    before = cpu_ticks(app.pid)
+    time.sleep(60)
+    used = (cpu_ticks(app.pid) - before) / ticks
+    print(f"idle CPU over 60 s with 10 runs in the store: {used / 60 * 100:.2f}% ({used * 1000:.0f} ms of CPU)")
+
+    main_kb, webkit_kb, procs = memory(app)
+    print(f"memory, window closed: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs) or 'no child process'})")
+    t0 = time.monotonic()
+    subprocess.run([str(APP), "--open", run], env=env.env, timeout=20)
+    wait_until("the window", lambda: x_windows("Corral"), every=0.01)
+    print(f"second launch with --open -> window mapped: {(time.monotonic() - t0) * 1000:.0f} ms")
+    time.sleep(3)
+    main_kb, webkit_kb, procs = memory(app)
+    print(f"memory, window open: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs)})")
+
+    def close():
+        for window in x_windows("Corral"):
+            close_x_window(window)
+        return not x_windows("Corral")
+
+    wait_until("closed", close, every=0.3)
+    time.sleep(3)
+    main_kb, webkit_kb, procs = memory(app)
+    print(f"memory, window closed again: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs) or 'no child process'})")
+    app.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+//! What the app relies on in the store: each ended run is claimed for a
+//! notification exactly once, even with several app instances claiming at
+//! the same time; counts and "Clear finished".
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
+
+use common::{fake_agent, Env};
+use corral::{Home, Store};
+
+#[test]
+fn two_instances_racing_claim_each_run_exactly_once() {
+    let env = Env::new();
+    env.command_preset("ok", &[&fake_agent("exit-with"), "0"]);
+    let ids: Vec<String> = (0..20).map(|i| env.launch("ok", &format!("run {i}"))).collect();
+    for id in &ids {
+        env.wait_end(id);
+    }
+    let home = Home::at(&env.home);
+    let barrier = Arc::new(Barrier::new(4));
+    let claimers: Vec<_> = (0..4)
+        .map(|_| {
+            let (home, barrier) = (home.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut store = Store::open(&home).unwrap();
+                barrier.wait();
+                let mut mine = Vec::new();
+                for _ in 0..10 {
+                    mine.extend(store.claim_notifications(3).unwrap().into_iter().map(|r| r.id));
+                }
+                mine
+            })
+        })
+        .collect();
+    let claimed: Vec<String> = claimers.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let unique: HashSet<&String> = claimed.iter().collect();
+    assert_eq!(claimed.len(), 20, "every run claimed once, none twice: {claimed:?}");
+    assert_eq!(unique.len(), 20);
+    assert!(Store::open(&home).unwrap().claim_notifications(100).unwrap().is_empty(), "nothing left to announce");
+}
+
+#[test]
+fn counts_follow_runs_and_clear_finished() {
+    let env = Env::new();
+    env.command_preset("ok", &[&fake_agent("exit-with"), "0"]);
+    env.command_preset("bad", &[&fake_agent("exit-with"), "1"]);
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    let ok = env.launch("ok", "a");
+    let bad = env.launch("bad", "b");
+    let slow = env.launch("slow", "c");
+    env.wait_end(&ok);
+    env.wait_end(&bad);
+    let mut store = Store::open(&Home::at(&env.home)).unwrap();
+    let counts = store.counts().unwrap();
+    assert_eq!((counts.running, counts.total, counts.unseen_failures), (1, 3, 1));
+    store.mark_seen(&bad).unwrap();
+    assert_eq!(store.counts().unwrap().unseen_failures, 0);
+    assert_eq!(store.dismiss_finished().unwrap(), 2);
+    let counts = store.counts().unwrap();
+    assert_eq!((counts.running, counts.total), (1, 1), "cleared runs leave the total; the running one stays");
+    std::fs::write(&release, "").unwrap();
+    env.wait_end(&slow);
+    assert_eq!(env.json(&["ls"]).as_array().unwrap().len(), 1);
+    assert_eq!(env.json(&["ls", "--all"]).as_array().unwrap().len(), 3);
+}
