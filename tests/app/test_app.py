@@ -30,8 +30,9 @@ from desktop import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-APP = TARGET / "debug" / "corral-app"
-CLI = TARGET / "debug" / "corral"
+PROFILE = os.environ.get("CORRAL_PROFILE", "debug")
+APP = TARGET / PROFILE / "corral-app"
+CLI = TARGET / PROFILE / "corral"
 FAKES = ROOT / "tests" / "fake-agents"
 ARTIFACTS = TARGET / "app-test"
 TIMINGS = {}
@@ -349,6 +350,15 @@ def test_window(session, env):
         driver.js("location.hash = '#/presets'")
         wait_until("the presets", lambda: driver.find("[data-preset=slow]"))
         driver.screenshot(ARTIFACTS / "window-presets.png")
+
+        # Start at login: an XDG autostart entry, on and off.
+        entry = env.root / "home" / ".config" / "autostart" / "corral.desktop"
+        wait_until("the settings", lambda: driver.find("#autostart"))
+        driver.click("#autostart")
+        wait_until("the autostart entry", entry.exists)
+        assert f"Exec=\"{APP}\"" in entry.read_text(), entry.read_text()
+        driver.click("#autostart")
+        wait_until("the entry removed", lambda: not entry.exists())
     finally:
         driver.quit()
         kill_app()

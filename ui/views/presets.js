@@ -41,5 +41,20 @@ export async function refresh() {
     problems.length ? h("div", { class: "cards", id: "preset-problems" }, problems) : null,
     h("h2", {}, "Searched"),
     h("div", { class: "path" }, set.searched.join("  ·  ")),
+    await settingsSection(),
+  );
+}
+
+/** Where Corral keeps its files, and starting at login. */
+async function settingsSection() {
+  const settings = await call("settings");
+  const box = h("input", { type: "checkbox", id: "autostart", checked: settings.autostart, onchange: async (e) => {
+    e.target.checked = await call("set_autostart", { on: e.target.checked });
+  } });
+  return h("section", {},
+    h("h2", {}, "Settings"),
+    h("label", {}, box, " Start Corral at login"),
+    h("div", { class: "path" }, `Data: ${settings.data_dir}`),
+    h("div", { class: "path" }, `Settings file: ${settings.config_file} (max_parallel, graces, default limits)`),
   );
 }

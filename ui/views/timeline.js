@@ -61,7 +61,8 @@ export async function refresh() {
         depth ? "└ " : "", `${run.preset} · `, h("span", { class: "muted" }, run.id)),
       track);
   });
-  const fmt = (t) => new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  const precise = span < 10 * 60 * 1000;
+  const fmt = (t) => new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: precise ? "2-digit" : undefined });
   body.replaceChildren(h("div", { class: "timeline" }, rows),
     h("div", { class: "tl-axis" }, h("span", {}, fmt(start)), h("span", {}, fmt(start + span / 2)), h("span", {}, "now")));
 }

@@ -63,3 +63,29 @@ pub fn draw(running: u64, failure: bool) -> Image<'static> {
     }
     Image::new_owned(rgba, w as u32, h as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pixel(image: &Image<'_>, x: usize, y: usize) -> [u8; 4] {
+        let w = image.width() as usize;
+        image.rgba()[(y * w + x) * 4..][..4].try_into().unwrap()
+    }
+
+    #[test]
+    fn the_count_is_drawn_white_on_a_disc_red_for_unseen_failures() {
+        let idle = draw(0, false);
+        let base = Image::from_bytes(BASE).unwrap();
+        assert_eq!(idle.rgba(), base.rgba(), "nothing running: the plain icon");
+
+        let one = draw(1, false);
+        // The disc's edge is blue; the digit's stroke at the center is white.
+        assert_eq!(pixel(&one, 16, 4), [0x1b, 0x4f, 0xd8, 0xff]);
+        assert_eq!(pixel(&one, 16, 16), [0xff, 0xff, 0xff, 0xff]);
+        let failed = draw(3, true);
+        assert_eq!(pixel(&failed, 16, 4), [0xd0, 0x2b, 0x2b, 0xff]);
+        assert_ne!(draw(12, false).rgba(), draw(13, false).rgba(), "two digits differ");
+        assert_eq!(draw(250, false).rgba(), draw(99, false).rgba(), "over 99 shows 99");
+    }
+}
