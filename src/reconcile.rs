@@ -32,7 +32,7 @@ pub fn reconcile(store: &mut Store) -> Result<Vec<Run>, StoreError> {
             stop_reason: StopReason::ShepherdDied,
             exit_code: None,
             exit_signal: None,
-            error: Some("the run's shepherd process died, so how the agent ended is unknown".into()),
+            error: Some(lost_reason(store)),
             report: Default::default(),
         };
         if store.commit_outcome(&run.id, &outcome)? {
@@ -43,6 +43,22 @@ pub fn reconcile(store: &mut Store) -> Result<Vec<Run>, StoreError> {
     }
     Ok(lost)
 }
+
+/// Why a run is lost, with the likely cause when the store's disk is full
+/// (a shepherd dies when it cannot write its outcome).
+fn lost_reason(store: &Store) -> String {
+    let base = "the run's shepherd process died, so how the agent ended is unknown";
+    let folder = store.home().data_dir();
+    match process::disk_free(folder) {
+        Some(free) if free < LOW_DISK => {
+            format!("{base}; the disk holding {} is full ({free} bytes free): free space, then relaunch", folder.display())
+        }
+        _ => base.to_string(),
+    }
+}
+
+/// Below this much free space a dead shepherd most likely could not write.
+const LOW_DISK: u64 = 1 << 20;
 
 fn shepherd_is_gone(run: &Run) -> bool {
     match (run.status, run.shepherd_pid, run.shepherd_start) {

@@ -120,7 +120,7 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
-            eprintln!("corral: {e:#}");
+            eprintln!("corral: {}", message(&e));
             EXIT_ERROR
         }
     }
@@ -162,6 +162,22 @@ fn print_json(out: &mut impl Write, value: &impl serde::Serialize) -> anyhow::Re
     serde_json::to_writer_pretty(&mut *out, value)?;
     writeln!(out)?;
     Ok(())
+}
+
+/// The error and its causes, each said once: Corral's errors already name
+/// their cause in their message.
+fn message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -122,3 +122,9 @@ mod tests {
         assert!(!reused.is_alive(), "a different start time is a different process");
     }
 }
+
+/// Bytes available to unprivileged writers on the filesystem holding `path`.
+pub fn disk_free(path: &std::path::Path) -> Option<u64> {
+    let stat = nix::sys::statvfs::statvfs(path).ok()?;
+    Some(stat.blocks_available() as u64 * stat.fragment_size() as u64)
+}

@@ -8,7 +8,7 @@ mod linux;
 mod unix;
 
 pub use linux::{
-    descendants, has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time, ProcessId,
+    descendants, disk_free, has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time, ProcessId,
 };
 pub use unix::{
     make_nonblocking, prepare_agent, reap_any, read_available, signal_group,
