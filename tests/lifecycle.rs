@@ -246,3 +246,20 @@ fn a_flood_of_200k_lines_is_all_accounted_for() {
     let log = std::fs::read_to_string(env.run_dir(&id).join("stdout.log")).unwrap();
     assert_eq!(log.lines().filter(|l| l.contains("message_update")).count(), 200_000);
 }
+
+#[test]
+fn the_first_terminal_event_decides_and_later_output_is_still_kept() {
+    let env = Env::new();
+    env.agent_preset("claude", "claude", "");
+    let id = env.launch_env("claude", "two results", &[("FAKE_STREAM", &stream("claude-two-results.jsonl"))]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "first answer");
+    assert_eq!(run["cost_usd"], 0.002);
+    // Output after the end (a line, garbage, more results) is transcript,
+    // never a second outcome.
+    let transcript = env.ok(&["tail", &id]);
+    assert!(transcript.contains("talking after the end"), "{transcript}");
+    assert!(transcript.contains("not json after the end"), "{transcript}");
+    assert_eq!(env.show(&id)["status"], "completed");
+}

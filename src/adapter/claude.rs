@@ -196,7 +196,10 @@ impl ClaudeAdapter {
         let error = result_text
             .filter(|t| !t.is_empty())
             .or_else(|| (!errors.is_empty()).then(|| errors.join("; ")))
-            .unwrap_or_else(|| format!("claude ended with {subtype}"));
+            .unwrap_or_else(|| match subtype {
+                "" => "claude ended with a result it did not explain".to_string(),
+                other => format!("claude ended with {other}"),
+            });
         let stop_reason = match subtype {
             "error_max_turns" => StopReason::MaxTurns,
             _ if !event["api_error_status"].is_null() => StopReason::ApiError,

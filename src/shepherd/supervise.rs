@@ -88,6 +88,9 @@ pub(super) struct Supervisor {
 
     /// The terminal event's verdict, between reading it and concluding.
     verdict: Option<Verdict>,
+    /// What the turn reported as of its terminal event: output after it
+    /// (even in the same read) is transcript, never part of the outcome.
+    frozen: Option<Report>,
     /// When a possible end the adapter is holding becomes the end.
     settle_at: Option<Instant>,
     /// The agent's turn is over (its verdict is in, or Corral stopped it).
@@ -147,6 +150,7 @@ impl Supervisor {
             first_output: None,
             last_output: now,
             verdict: None,
+            frozen: None,
             settle_at: None,
             turn_over: false,
             held: None,
@@ -299,7 +303,8 @@ impl Supervisor {
 
     fn read_line(&mut self, bytes: &[u8], dropped: u64) {
         let verdict = self.adapter.read_line(StreamLine { bytes, dropped }, &mut self.pending);
-        if self.verdict.is_none() && !self.turn_over {
+        if self.verdict.is_none() && !self.turn_over && verdict.is_some() {
+            self.frozen = Some(self.adapter.report());
             self.verdict = verdict;
         }
         self.pending_since.get_or_insert_with(Instant::now);
@@ -470,6 +475,7 @@ impl Supervisor {
         self.first_output = None;
         self.last_output = self.turn_started;
         self.verdict = None;
+        self.frozen = None;
         self.turn_over = false;
         self.cleanup.restart(self.agent.pid);
         self.cleanup.note(&format!("continuation agent started: pid {}", self.agent.pid));
@@ -509,7 +515,7 @@ impl Supervisor {
 
     /// What the stream said, over every turn.
     pub(super) fn report(&self) -> Report {
-        let now = self.adapter.report();
+        let now = self.frozen.clone().unwrap_or_else(|| self.adapter.report());
         match &self.earlier {
             Some(earlier) => earlier.then(&now, false),
             None => now,
