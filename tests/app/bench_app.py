@@ -22,6 +22,15 @@ def rss_kb(pid):
     return 0
 
 
+def private_kb(pid):
+    """Memory only this process uses (private pages), not shared libraries."""
+    total = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            total += int(line.split()[1])
+    return total
+
+
 def cpu_ticks(pid):
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2:].split()
@@ -43,6 +52,7 @@ def name(pid):
 
 def memory(app):
     main = rss_kb(app.pid)
+    print(f"  (app private memory, shared libraries excluded: {private_kb(app.pid) / 1024:.1f} MB)")
     kids = {pid: (name(pid), rss_kb(pid)) for pid in children(app.pid)}
     webkit = sum(kb for n, kb in kids.values() if n.startswith("WebKit"))
     return main, webkit, sorted(n for n, _ in kids.values())
