@@ -51,7 +51,7 @@ class Env:
         (self.home / "presets").mkdir(parents=True)
         self.env = dict(os.environ, CORRAL_HOME=str(self.home), HOME=str(self.root / "home"))
         self.env.pop("CORRAL_RUN_ID", None)
-        (self.home / "config.toml").write_text('exit_grace = "200ms"\nstop_grace = "500ms"\n')
+        (self.home / "config.toml").write_text('max_parallel = 32\nexit_grace = "200ms"\nstop_grace = "500ms"\n')
         self.preset("slow", [str(FAKES / "slow"), "{task}"], "Waits for the file named by its task")
         self.preset("quick", [str(FAKES / "child"), "quick-answer"], "Answers at once")
         self.preset("xss", ["printf", "%s\\n", XSS], "Prints HTML that must stay text")
@@ -265,6 +265,35 @@ def test_tray_and_notifications(session, env):
     session.watcher.items.clear()
 
 
+def test_app_killed_with_20_active_runs(session, env):
+    """kill -9 of the app while 20 runs are active: all 20 finish and are
+    recorded; the restarted app shows the truth and announces each once."""
+    app = env.start_app()
+    item = wait_until("the tray", session.tray)
+    gate = env.root / "release"
+    runs = [env.launch("slow", str(gate)) for _ in range(20)]
+    wait_until("20 running", lambda: tray_label(item) == "20 running / 20 total")
+    app.kill()  # SIGKILL
+    app.wait()
+    before = len(session.notifications.shown)
+    gate.write_text("")
+    wait_until("all 20 to finish", lambda: all(env.show(r)["exited_at"] for r in runs), timeout=60)
+    assert all(env.show(r)["status"] == "completed" for r in runs)
+    session.watcher.items.clear()
+    app = env.start_app()
+    item = wait_until("the tray again", session.tray)
+    wait_until("the truth", lambda: tray_label(item) == "0 running / 20 total")
+    wait_until("the announcement", lambda: len(session.notifications.shown) > before)
+    time.sleep(1)  # nothing else may arrive (asserted just below)
+    new = session.notifications.shown[before:]
+    assert len(new) == 1, new
+    assert new[0]["summary"] == "20 runs finished while Corral was closed", new
+    assert all(env.show(r)["notified_at"] for r in runs), "each is announced once, and marked so"
+    app.kill()
+    app.wait()
+    session.watcher.items.clear()
+
+
 def test_window(session, env):
     """The window: XSS stays text, notification click opens the run, a Launch
     menu item opens the form, abort works, a second launch focuses the
@@ -370,7 +399,7 @@ def main():
         return 2
     session = Session()
     passed = failed = 0
-    for test in [test_tray_and_notifications, test_window]:
+    for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs, test_window]:
         env = Env()
         started = time.monotonic()
         try:
