@@ -88,12 +88,17 @@ fn concurrent(runs: u64, seconds: u64, rate: u64) {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     let shepherd_cpu: f64 = last.values().map(|(t, _)| *t as f64 / hz).sum();
     let peak_rss = last.values().map(|(_, kb)| *kb).max().unwrap_or(0);
-    let db = std::fs::metadata(bench.home.database()).map(|m| m.len()).unwrap_or(0)
-        + std::fs::metadata(bench.home.database().with_extension("db-wal")).map(|m| m.len()).unwrap_or(0);
+    let db = std::fs::metadata(bench.home.database()).map(|m| m.len()).unwrap_or(0);
+    let wal = std::fs::metadata(bench.home.database().with_extension("db-wal")).map(|m| m.len()).unwrap_or(0);
     println!("load: {runs} agents x {rate} lines/s x {seconds} s = {} lines, all in their transcripts, all completed", runs * expected);
     println!("  wall time {wall:.1} s; machine CPU busy {:.0}% of 2 cores", 100.0 * (busy1 - busy0) as f64 / (total1 - total0) as f64);
     println!("  shepherds: {shepherd_cpu:.1} s CPU in all ({:.2} s each), peak RSS {:.1} MB", shepherd_cpu / runs as f64, peak_rss as f64 / 1024.0);
-    println!("  database: {:.1} MB ({:.0} bytes per line)", db as f64 / 1e6, db as f64 / (runs * expected) as f64);
+    println!(
+        "  database: {:.1} MB ({:.0} bytes per line, full-text index included); WAL {:.1} MB",
+        db as f64 / 1e6,
+        db as f64 / (runs * expected) as f64,
+        wal as f64 / 1e6
+    );
     println!("  last terminal line -> last completed_at: {:.1} ms", (last_completed as f64 - last_written as f64) / 1000.0);
 }
 
@@ -101,7 +106,16 @@ fn queue(runs: u64) {
     let bench = Bench::with_config("max_parallel = 8\nexit_grace = \"100ms\"\n");
     let mut store = bench.store();
     let started = Instant::now();
-    let ids: Vec<String> = (0..runs).map(|_| bench.launch(&mut store, &[])).collect();
+    // Each run takes 100 ms, so the queue builds up while launching.
+    let mut ids = Vec::new();
+    let mut most_queued = 0;
+    for i in 0..runs {
+        ids.push(bench.launch(&mut store, &[("BENCH_DELAY_MS", "100".into())]));
+        if i % 50 == 0 {
+            let queued = corral::store::RunFilter { status: Some(RunStatus::Queued), ..Default::default() };
+            most_queued = most_queued.max(store.runs(&queued).unwrap().len());
+        }
+    }
     let launched = started.elapsed().as_secs_f64();
     let mut most_active = 0;
     let mut samples = 0;
@@ -125,5 +139,8 @@ fn queue(runs: u64) {
     }
     assert!(most_active <= 8, "{most_active} runs held a slot at once");
     println!("queue: {runs} runs behind max_parallel = 8: all completed, started in launch order ({samples} samples)");
-    println!("  launched in {launched:.1} s; all done in {wall:.1} s ({:.1} runs/s); at most {most_active} held a slot at once", runs as f64 / wall);
+    println!(
+        "  launched in {launched:.1} s (up to {most_queued} queued); all done in {wall:.1} s ({:.1} runs/s); at most {most_active} held a slot at once",
+        runs as f64 / wall
+    );
 }

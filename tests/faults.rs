@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{corral_bin, eventually, fake_agent, processes_of_run, Env};
+use common::{eventually, fake_agent, processes_of_run, Env};
 use corral::adapter::{EventKind, TranscriptEvent};
 use corral::preset::{parse_preset, PresetSource};
 use corral::store::{NewRun, Outcome};
@@ -208,24 +208,29 @@ fn fifty_shepherds_a_cli_and_a_reader_at_once_lose_nothing_and_never_fail() {
     assert!(reads > 0 && cli_calls > 0);
 }
 
-/// Mounts a small tmpfs (root only); `None` where mounting is not allowed.
-fn small_disk(dir: &std::path::Path, size: &str) -> Option<()> {
-    std::fs::create_dir_all(dir).unwrap();
-    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).status().ok()?.success();
-    ok.then_some(())
+/// A small tmpfs mounted on a folder, unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
 }
 
-fn unmount(dir: &std::path::Path) {
-    let _ = Command::new("umount").arg("-l").arg(dir).status();
+/// Mounts a small tmpfs (root only); `None` where mounting is not allowed.
+fn small_disk(dir: &std::path::Path, size: &str) -> Option<SmallDisk> {
+    std::fs::create_dir_all(dir).unwrap();
+    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).status().ok()?.success();
+    ok.then(|| SmallDisk(dir.to_path_buf()))
 }
 
 #[test]
 fn a_full_disk_stops_the_agent_and_never_shows_a_half_written_run_as_done() {
     let env = Env::new();
-    if small_disk(&env.home, "2m").is_none() {
+    let Some(_disk) = small_disk(&env.home, "2m") else {
         eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
         return;
-    }
+    };
     env.use_fake("pi", "flood");
     env.agent_preset("flood", "pi", "");
     // 300k tool results: far more than 2 MB of log and transcript.
@@ -235,16 +240,15 @@ fn a_full_disk_stops_the_agent_and_never_shows_a_half_written_run_as_done() {
     assert!(processes_of_run(&id).is_empty(), "the agent was stopped");
     let error = run["error"].as_str().unwrap();
     assert!(error.contains("is full"), "says why: {error}");
-    unmount(&env.home);
 }
 
 #[test]
 fn a_read_only_store_gives_a_clear_error() {
     let env = Env::new();
-    if small_disk(&env.home, "4m").is_none() {
+    let Some(_disk) = small_disk(&env.home, "4m") else {
         eprintln!("skipped: mounting a tmpfs needs root (CI runs as root)");
         return;
-    }
+    };
     env.command_preset("ok", &[&fake_agent("exit-with"), "0"]);
     let id = env.launch("ok", "before");
     env.wait_end(&id);
@@ -256,7 +260,6 @@ fn a_read_only_store_gives_a_clear_error() {
     assert!(err.to_lowercase().contains("read-only"), "{err}");
     assert_eq!(err.matches("Read-only file system").count(), 1, "said once: {err}");
     assert!(!err.contains("panicked"), "{err}");
-    unmount(&env.home);
 }
 
 #[test]
@@ -310,5 +313,4 @@ fn bad_input_gets_a_clear_error_and_loses_nothing() {
     assert!(err.contains("invalid settings file") && err.contains("config.toml"), "{err}");
     std::fs::remove_file(env.home.join("config.toml")).unwrap();
     assert_eq!(env.json(&["ls", "--all"]).as_array().unwrap().len(), 3, "nothing was lost");
-    let _ = corral_bin();
 }
