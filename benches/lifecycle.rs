@@ -19,6 +19,12 @@ use std::time::Duration;
 use corral::RunStatus;
 use harness::{fake_agent, now_us, report, Bench, AGENT_MODE};
 
+/// Runs `corral wait ID` to its end.
+fn corral_wait(id: &str) {
+    let status = Command::new(env!("CARGO_BIN_EXE_corral")).args(["wait", id]).stdout(std::process::Stdio::null()).status();
+    status.unwrap();
+}
+
 fn main() {
     if std::env::var_os(AGENT_MODE).is_some() {
         fake_agent();
@@ -60,12 +66,7 @@ impl Bench {
         let mut waits = Vec::new();
         for _ in 0..n {
             let id = self.launch(&mut store, &[("BENCH_DELAY_MS", "300".into())]);
-            let mut wait = Command::new(env!("CARGO_BIN_EXE_corral"))
-                .args(["wait", &id])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            wait.wait().unwrap();
+            corral_wait(&id);
             let returned = now_us();
             let (_, written) = Self::read_mark(&self.mark(&id));
             waits.push(returned.saturating_sub(written) as f64 / 1000.0);
@@ -153,12 +154,7 @@ impl Bench {
                 &mut store,
                 &[("BENCH_ROLE", "parent".into()), ("BENCH_CORRAL", env!("CARGO_BIN_EXE_corral").into())],
             );
-            let mut wait = Command::new(env!("CARGO_BIN_EXE_corral"))
-                .args(["wait", &id])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            wait.wait().unwrap();
+            corral_wait(&id);
             let returned = corral::time::now();
             let run = store.run(&id).unwrap();
             assert_eq!(run.status, RunStatus::Completed, "{run:?}");
