@@ -114,7 +114,7 @@ class Pueue:
         self.root = root
         self.env = dict(os.environ, HOME=str(root), XDG_CONFIG_HOME=str(root / "config"), XDG_DATA_HOME=str(root / "data"),
                         XDG_RUNTIME_DIR=str(root / "run"))
-        (root / "run").mkdir(mode=0o700)
+        (root / "run").mkdir(mode=0o700, parents=True)
         self.daemon = subprocess.Popen([str(PUEUE_ROOT / "pueued")], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not wait_for(lambda: subprocess.run([str(PUEUE_ROOT / "pueue"), "status"], env=self.env, capture_output=True).returncode == 0, 20):
             raise RuntimeError("pueued did not start")
