@@ -21,7 +21,8 @@ use harness::{fake_agent, now_us, report, Bench, AGENT_MODE};
 
 /// Runs `corral wait ID` to its end.
 fn corral_wait(id: &str) {
-    let status = Command::new(env!("CARGO_BIN_EXE_corral")).args(["wait", id]).stdout(std::process::Stdio::null()).status();
+    let status =
+        Command::new(env!("CARGO_BIN_EXE_corral")).args(["wait", id]).stdout(std::process::Stdio::null()).status();
     status.unwrap();
 }
 
@@ -32,7 +33,10 @@ fn main() {
     }
     let bench = Bench::new();
     let samples: usize = std::env::var("CORRAL_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
-    println!("Corral lifecycle benchmark ({} cores, {samples} samples)", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "Corral lifecycle benchmark ({} cores, {samples} samples)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
     bench.completion_latency(samples);
     bench.wait_latency(samples / 2);
     bench.abort_latency(10);
@@ -79,10 +83,7 @@ impl Bench {
         let mut store = self.store();
         let mut reaped = Vec::new();
         for _ in 0..n {
-            let id = self.launch(
-                &mut store,
-                &[("BENCH_DELAY_MS", "600000".into()), ("BENCH_IGNORE_TERM", "1".into())],
-            );
+            let id = self.launch(&mut store, &[("BENCH_DELAY_MS", "600000".into()), ("BENCH_IGNORE_TERM", "1".into())]);
             while store.run(&id).unwrap().status != RunStatus::Running {
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -172,6 +173,9 @@ impl Bench {
             Self::until_exited(&store, &id);
         }
         report("last child completed -> parent's continuation turn starts (ms)", &mut wake);
-        report("last child completed -> `corral wait PARENT` returns (ms, includes the continuation turn)", &mut waited);
+        report(
+            "last child completed -> `corral wait PARENT` returns (ms, includes the continuation turn)",
+            &mut waited,
+        );
     }
 }

@@ -35,7 +35,8 @@ fn main() {
 /// Busy and total jiffies of the whole machine.
 fn machine_cpu() -> (u64, u64) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap();
-    let fields: Vec<u64> = stat.lines().next().unwrap().split_whitespace().skip(1).map(|f| f.parse().unwrap()).collect();
+    let fields: Vec<u64> =
+        stat.lines().next().unwrap().split_whitespace().skip(1).map(|f| f.parse().unwrap()).collect();
     let idle = fields[3] + fields[4];
     (fields.iter().sum::<u64>() - idle, fields.iter().sum())
 }
@@ -90,16 +91,29 @@ fn concurrent(runs: u64, seconds: u64, rate: u64) {
     let peak_rss = last.values().map(|(_, kb)| *kb).max().unwrap_or(0);
     let db = std::fs::metadata(bench.home.database()).map(|m| m.len()).unwrap_or(0);
     let wal = std::fs::metadata(bench.home.database().with_extension("db-wal")).map(|m| m.len()).unwrap_or(0);
-    println!("load: {runs} agents x {rate} lines/s x {seconds} s = {} lines, all in their transcripts, all completed", runs * expected);
-    println!("  wall time {wall:.1} s; machine CPU busy {:.0}% of 2 cores", 100.0 * (busy1 - busy0) as f64 / (total1 - total0) as f64);
-    println!("  shepherds: {shepherd_cpu:.1} s CPU in all ({:.2} s each), peak RSS {:.1} MB", shepherd_cpu / runs as f64, peak_rss as f64 / 1024.0);
+    println!(
+        "load: {runs} agents x {rate} lines/s x {seconds} s = {} lines, all in their transcripts, all completed",
+        runs * expected
+    );
+    println!(
+        "  wall time {wall:.1} s; machine CPU busy {:.0}% of 2 cores",
+        100.0 * (busy1 - busy0) as f64 / (total1 - total0) as f64
+    );
+    println!(
+        "  shepherds: {shepherd_cpu:.1} s CPU in all ({:.2} s each), peak RSS {:.1} MB",
+        shepherd_cpu / runs as f64,
+        peak_rss as f64 / 1024.0
+    );
     println!(
         "  database: {:.1} MB ({:.0} bytes per line, full-text index included); WAL {:.1} MB",
         db as f64 / 1e6,
         db as f64 / (runs * expected) as f64,
         wal as f64 / 1e6
     );
-    println!("  last terminal line -> last completed_at: {:.1} ms", (last_completed as f64 - last_written as f64) / 1000.0);
+    println!(
+        "  last terminal line -> last completed_at: {:.1} ms",
+        (last_completed as f64 - last_written as f64) / 1000.0
+    );
 }
 
 fn queue(runs: u64) {
@@ -124,7 +138,10 @@ fn queue(runs: u64) {
         // run that got a slot: nothing jumps the queue.
         let statuses: Vec<RunStatus> = ids.iter().map(|id| store.run(id).unwrap().status).collect();
         let first_queued = statuses.iter().position(|s| *s == RunStatus::Queued).unwrap_or(statuses.len());
-        assert!(statuses[first_queued..].iter().all(|s| *s == RunStatus::Queued), "a later run started before an earlier one");
+        assert!(
+            statuses[first_queued..].iter().all(|s| *s == RunStatus::Queued),
+            "a later run started before an earlier one"
+        );
         let holding = statuses.iter().filter(|s| matches!(s, RunStatus::Starting | RunStatus::Running)).count();
         most_active = most_active.max(holding);
         samples += 1;

@@ -168,7 +168,11 @@ mod tests {
     fn reads_every_key_and_explains_mistakes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.toml");
-        std::fs::write(&path, "max_parallel = 2\nexit_grace = \"200ms\"\n[agent_defaults]\nidle_timeout = \"none\"\ntimeout = \"1h\"\n").unwrap();
+        std::fs::write(
+            &path,
+            "max_parallel = 2\nexit_grace = \"200ms\"\n[agent_defaults]\nidle_timeout = \"none\"\ntimeout = \"1h\"\n",
+        )
+        .unwrap();
         let c = Config::load_file(&path).unwrap();
         assert_eq!(c.max_parallel, 2);
         assert_eq!(c.exit_grace, Duration::from_millis(200));

@@ -45,12 +45,8 @@ impl Home {
         match std::env::var_os(HOME_ENV) {
             Some(root) if !root.is_empty() => Ok(Home::at(absolute(Path::new(&root)))),
             _ => {
-                let dirs =
-                    directories::ProjectDirs::from("", "", "corral").ok_or(HomeError::NoHome)?;
-                Ok(Home {
-                    data: dirs.data_dir().to_path_buf(),
-                    config: dirs.config_dir().to_path_buf(),
-                })
+                let dirs = directories::ProjectDirs::from("", "", "corral").ok_or(HomeError::NoHome)?;
+                Ok(Home { data: dirs.data_dir().to_path_buf(), config: dirs.config_dir().to_path_buf() })
             }
         }
     }

@@ -51,7 +51,10 @@ fn lost_reason(store: &Store) -> String {
     let folder = store.home().data_dir();
     match process::disk_free(folder) {
         Some(free) if free < LOW_DISK => {
-            format!("{base}; the disk holding {} is full ({free} bytes free): free space, then relaunch", folder.display())
+            format!(
+                "{base}; the disk holding {} is full ({free} bytes free): free space, then relaunch",
+                folder.display()
+            )
         }
         _ => base.to_string(),
     }

@@ -96,8 +96,7 @@ impl RunStatus {
     }
 
     /// The statuses counted as running, for SQL `IN (...)` lists.
-    pub const ACTIVE: &'static [RunStatus] =
-        &[Self::Queued, Self::Starting, Self::Running, Self::Waiting];
+    pub const ACTIVE: &'static [RunStatus] = &[Self::Queued, Self::Starting, Self::Running, Self::Waiting];
 }
 
 word_enum! {

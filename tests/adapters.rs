@@ -240,6 +240,7 @@ fn an_oversized_terminal_event_is_still_recognized() {
     assert!(events[0].text.contains("agent_settled") && events[0].text.contains("too long"));
 
     let mut claude = for_agent(AgentKind::Claude);
-    let verdict = claude.read_line(StreamLine { bytes: br#"{"type":"result","subtype":"success""#, dropped: 9 << 20 }, &mut events);
+    let verdict = claude
+        .read_line(StreamLine { bytes: br#"{"type":"result","subtype":"success""#, dropped: 9 << 20 }, &mut events);
     assert!(verdict.is_some());
 }

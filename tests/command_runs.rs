@@ -79,9 +79,7 @@ fn the_task_reaches_the_agent_verbatim_as_one_argument() {
     let id = env.launch("args", task);
     env.wait_end(&id);
     let stdout = std::fs::read_to_string(env.run_dir(&id).join("stdout.log")).unwrap();
-    let expected = format!(
-        "<--task>\n<{task}>\n<{{task}}x>\nCORRAL_TASK=<{task}>\nCORRAL_RUN_ID=<{id}>\n"
-    );
+    let expected = format!("<--task>\n<{task}>\n<{{task}}x>\nCORRAL_TASK=<{task}>\nCORRAL_RUN_ID=<{id}>\n");
     assert_eq!(stdout, expected);
     assert!(!env.project.join("pwned").exists() && !env.project.join("pwned2").exists());
     assert_eq!(env.show(&id)["task"], task);
@@ -184,11 +182,7 @@ fn a_run_survives_its_launcher_being_killed() {
     env.command_preset("slow", &[&fake_agent("slow"), marker.to_str().unwrap()]);
     let id_file = env.project.join("id");
     // A launcher that records the id, then hangs until killed with its group.
-    let script = format!(
-        "{} launch slow survive > {} && sleep 60",
-        common::corral_bin().display(),
-        id_file.display()
-    );
+    let script = format!("{} launch slow survive > {} && sleep 60", common::corral_bin().display(), id_file.display());
     let mut launcher = std::process::Command::new("setsid");
     launcher
         .args(["sh", "-c", &script])
@@ -196,7 +190,9 @@ fn a_run_survives_its_launcher_being_killed() {
         .env("CORRAL_HOME", &env.home)
         .env("HOME", &env.user_home);
     let mut launcher = launcher.spawn().unwrap();
-    assert!(eventually(Duration::from_secs(10), || std::fs::read_to_string(&id_file).is_ok_and(|s| s.trim().len() == 8)));
+    assert!(
+        eventually(Duration::from_secs(10), || std::fs::read_to_string(&id_file).is_ok_and(|s| s.trim().len() == 8))
+    );
     let id = std::fs::read_to_string(&id_file).unwrap().trim().to_string();
     // Kill the launcher's whole session group.
     unsafe { libc::kill(-(launcher.id() as i32), libc::SIGKILL) };

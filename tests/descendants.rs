@@ -43,7 +43,8 @@ fn a_parent_waits_for_its_children_and_is_handed_their_results() {
         ],
     );
     let waiting = env.wait_run(&parent, Duration::from_secs(10), |r| r["status"] == "waiting");
-    let children: Vec<String> = waiting["children"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
+    let children: Vec<String> =
+        waiting["children"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
     assert_eq!(children.len(), 2);
     for child in &children {
         let c = env.show(child);
@@ -63,7 +64,10 @@ fn a_parent_waits_for_its_children_and_is_handed_their_results() {
     for child in &children {
         let c = env.show(child);
         assert_eq!(c["status"], "completed");
-        assert!(c["completed_at"].as_str() <= run["completed_at"].as_str(), "the parent completes only after its children");
+        assert!(
+            c["completed_at"].as_str() <= run["completed_at"].as_str(),
+            "the parent completes only after its children"
+        );
     }
     assert_eq!(log(&env), "first\ncontinuation\n");
     let prompt = std::fs::read_to_string(env.project.join("parent.log.prompt")).unwrap();
@@ -79,7 +83,11 @@ fn a_failed_child_is_handed_over_as_failed() {
     let parent = env.launch_env(
         "lead",
         "coordinate",
-        &[("PARENT_CHILDREN", "alpha broken"), ("PARENT_EXPECT", "alpha-result failed"), ("PARENT_LOG", log_path.to_str().unwrap())],
+        &[
+            ("PARENT_CHILDREN", "alpha broken"),
+            ("PARENT_EXPECT", "alpha-result failed"),
+            ("PARENT_LOG", log_path.to_str().unwrap()),
+        ],
     );
     let run = env.wait_end(&parent);
     assert_eq!(run["status"], "completed", "{run:#}");
@@ -112,10 +120,18 @@ fn a_hanging_child_fails_its_parent_at_children_timeout_and_is_aborted() {
     let parent = env.launch_env(
         "lead",
         "coordinate",
-        &[("PARENT_CHILDREN", "alpha"), ("PARENT_LOG", log_path.to_str().unwrap()), ("CHILD_RELEASE", never.to_str().unwrap())],
+        &[
+            ("PARENT_CHILDREN", "alpha"),
+            ("PARENT_LOG", log_path.to_str().unwrap()),
+            ("CHILD_RELEASE", never.to_str().unwrap()),
+        ],
     );
     let run = env.wait_end(&parent);
-    assert_eq!((run["status"].as_str(), run["stop_reason"].as_str()), (Some("failed"), Some("children_timeout")), "{run:#}");
+    assert_eq!(
+        (run["status"].as_str(), run["stop_reason"].as_str()),
+        (Some("failed"), Some("children_timeout")),
+        "{run:#}"
+    );
     let child = run["children"][0].as_str().unwrap().to_string();
     assert!(run["error"].as_str().unwrap().contains(&child));
     let child = env.wait_end(&child);
@@ -131,7 +147,11 @@ fn aborting_a_parent_aborts_its_live_children() {
     let parent = env.launch_env(
         "lead",
         "coordinate",
-        &[("PARENT_CHILDREN", "alpha beta"), ("PARENT_LOG", log_path.to_str().unwrap()), ("CHILD_RELEASE", never.to_str().unwrap())],
+        &[
+            ("PARENT_CHILDREN", "alpha beta"),
+            ("PARENT_LOG", log_path.to_str().unwrap()),
+            ("CHILD_RELEASE", never.to_str().unwrap()),
+        ],
     );
     let waiting = env.wait_run(&parent, Duration::from_secs(10), |r| r["status"] == "waiting");
     let out = env.ok(&["abort", &parent]);

@@ -25,7 +25,9 @@ fn killing_the_clis_that_launched_waited_and_followed_leaves_20_runs_to_finish()
     let ids: Vec<String> = (0..20).map(|i| env.launch("slow", &format!("job {i}"))).collect();
     let mut watchers = Vec::new();
     for id in ids.iter().take(5) {
-        for args in [vec!["wait", id.as_str()], vec!["tail", "-f", id.as_str()], vec!["launch", "slow", "late", "--wait"]] {
+        for args in
+            [vec!["wait", id.as_str()], vec!["tail", "-f", id.as_str()], vec!["launch", "slow", "late", "--wait"]]
+        {
             watchers.push(env.command(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
         }
     }
@@ -52,7 +54,11 @@ fn shepherds_killed_at_random_points_make_only_their_runs_lost() {
     let mut survivors = Vec::new();
     for i in 0..10 {
         let id = if i % 2 == 0 {
-            env.launch_env("pi", "orphan", &[("FAKE_STREAM", "/dev/null"), ("FAKE_THEN", "linger"), ("FAKE_GRANDCHILD", "1")])
+            env.launch_env(
+                "pi",
+                "orphan",
+                &[("FAKE_STREAM", "/dev/null"), ("FAKE_THEN", "linger"), ("FAKE_GRANDCHILD", "1")],
+            )
         } else {
             env.launch("slow", "keep going")
         };
@@ -71,7 +77,11 @@ fn shepherds_killed_at_random_points_make_only_their_runs_lost() {
     for id in &victims {
         let run = env.wait_run(id, Duration::from_secs(10), |r| r["status"] == "lost");
         assert_eq!(run["stop_reason"], "shepherd_died");
-        assert!(eventually(Duration::from_secs(5), || processes_of_run(id).is_empty()), "{id}: {:?}", processes_of_run(id));
+        assert!(
+            eventually(Duration::from_secs(5), || processes_of_run(id).is_empty()),
+            "{id}: {:?}",
+            processes_of_run(id)
+        );
     }
     for id in &survivors {
         assert_eq!(env.show(id)["status"], "running", "other runs are not touched");
@@ -88,15 +98,24 @@ fn shepherds_killed_at_random_points_make_only_their_runs_lost() {
 fn store_writer_child() {
     let Ok(home) = std::env::var("CORRAL_WRITER_HOME") else { return };
     let mut store = Store::open(&Home::at(home)).unwrap();
-    let preset = parse_preset("---\nname: w\ndescription: d\nagent: command\ncommand: [true]\n---\n", "w.md", PresetSource::Global).unwrap();
+    let preset = parse_preset(
+        "---\nname: w\ndescription: d\nagent: command\ncommand: [true]\n---\n",
+        "w.md",
+        PresetSource::Global,
+    )
+    .unwrap();
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     for i in 0.. {
         let run = store
-            .insert_run(&NewRun { preset: &preset, task: &format!("task {i}"), cwd: "/", model: None, parent_id: None }, 1_000_000)
+            .insert_run(
+                &NewRun { preset: &preset, task: &format!("task {i}"), cwd: "/", model: None, parent_id: None },
+                1_000_000,
+            )
             .unwrap();
         writeln!(out, "run {}", run.id).unwrap();
-        let events: Vec<TranscriptEvent> = (0..20).map(|n| TranscriptEvent::text(EventKind::Output, format!("line {n} of {i}"))).collect();
+        let events: Vec<TranscriptEvent> =
+            (0..20).map(|n| TranscriptEvent::text(EventKind::Output, format!("line {n} of {i}"))).collect();
         store.append_events(&run.id, 1, &events).unwrap();
         writeln!(out, "events {} 20", run.id).unwrap();
         let outcome = Outcome {
@@ -166,8 +185,11 @@ fn fifty_shepherds_a_cli_and_a_reader_at_once_lose_nothing_and_never_fail() {
     std::fs::write(env.home.join("config.toml"), "max_parallel = 64\n").unwrap();
     env.use_fake("pi", "flood");
     env.agent_preset("flood", "pi", "");
-    let ids: Vec<String> =
-        (0..50).map(|i| env.launch_env("flood", &format!("flood {i}"), &[("FLOOD_LINES", "2000"), ("FLOOD_FORMAT", "pi-tools")])).collect();
+    let ids: Vec<String> = (0..50)
+        .map(|i| {
+            env.launch_env("flood", &format!("flood {i}"), &[("FLOOD_LINES", "2000"), ("FLOOD_FORMAT", "pi-tools")])
+        })
+        .collect();
     // A reader and a CLI, hammering the store while the shepherds write.
     let reader_home = env.home.clone();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -220,7 +242,12 @@ impl Drop for SmallDisk {
 /// Mounts a small tmpfs (root only); `None` where mounting is not allowed.
 fn small_disk(dir: &std::path::Path, size: &str) -> Option<SmallDisk> {
     std::fs::create_dir_all(dir).unwrap();
-    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).status().ok()?.success();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(dir)
+        .status()
+        .ok()?
+        .success();
     ok.then(|| SmallDisk(dir.to_path_buf()))
 }
 
@@ -305,7 +332,11 @@ fn bad_input_gets_a_clear_error_and_loses_nothing() {
     ] {
         let out = env.corral(&args);
         assert_ne!(out.status.code(), Some(0), "{args:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains(want), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(want),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     std::fs::write(env.home.join("config.toml"), "max_parallel = \"lots\"\n").unwrap();
     let out = env.corral(&["launch", "ok", "x"]);

@@ -17,7 +17,12 @@ fn completion_is_committed_at_the_terminal_event_while_the_agent_lingers() {
     let id = env.launch_env(
         "pi-linger",
         "settle then linger",
-        &[("FAKE_STREAM", &stream("pi-settled.jsonl")), ("FAKE_THEN", "linger"), ("FAKE_IGNORE_TERM", "1"), ("FAKE_GRANDCHILD", "1")],
+        &[
+            ("FAKE_STREAM", &stream("pi-settled.jsonl")),
+            ("FAKE_THEN", "linger"),
+            ("FAKE_IGNORE_TERM", "1"),
+            ("FAKE_GRANDCHILD", "1"),
+        ],
     );
     let run = env.wait_run(&id, Duration::from_secs(10), |r| r["status"] != "running" && r["status"] != "starting");
     assert_eq!(run["status"], "completed", "{run:#}");
@@ -63,8 +68,17 @@ fn pi_auto_retry_then_success_completes_with_the_retried_answer() {
     assert_eq!(
         args,
         [
-            "--mode", "json", "--session", session.to_str().unwrap(), "--model", "claude-sonnet-4-5",
-            "--tools", "read,bash", "--append-system-prompt", prompt.to_str().unwrap(), "retry please"
+            "--mode",
+            "json",
+            "--session",
+            session.to_str().unwrap(),
+            "--model",
+            "claude-sonnet-4-5",
+            "--tools",
+            "read,bash",
+            "--append-system-prompt",
+            prompt.to_str().unwrap(),
+            "retry please"
         ]
     );
     assert_eq!(std::fs::read_to_string(prompt).unwrap(), "Be brief.");
@@ -87,7 +101,11 @@ fn claude_is_error_and_codex_transient_errors_end_as_their_streams_say() {
     let env = Env::new();
     env.agent_preset("claude", "claude", "");
     env.agent_preset("codex", "codex", "");
-    let claude = env.launch_env("claude", "x", &[("FAKE_STREAM", &stream("claude-2.1-http500-is-error.jsonl")), ("FAKE_THEN", "exit 1")]);
+    let claude = env.launch_env(
+        "claude",
+        "x",
+        &[("FAKE_STREAM", &stream("claude-2.1-http500-is-error.jsonl")), ("FAKE_THEN", "exit 1")],
+    );
     let codex = env.launch_env("codex", "y", &[("FAKE_STREAM", &stream("codex-transient-then-success.jsonl"))]);
     let claude = env.wait_end(&claude);
     assert_eq!((claude["status"].as_str(), claude["stop_reason"].as_str()), (Some("failed"), Some("api_error")));
@@ -107,10 +125,18 @@ fn abort_of_an_agent_that_ignores_sigterm_leaves_zero_survivors() {
     let id = env.launch_env(
         "claude",
         "hang",
-        &[("FAKE_STREAM", &stream("claude-2.1-http401-retrying-killed.jsonl")), ("FAKE_THEN", "linger"), ("FAKE_IGNORE_TERM", "1"), ("FAKE_GRANDCHILD", "1")],
+        &[
+            ("FAKE_STREAM", &stream("claude-2.1-http401-retrying-killed.jsonl")),
+            ("FAKE_THEN", "linger"),
+            ("FAKE_IGNORE_TERM", "1"),
+            ("FAKE_GRANDCHILD", "1"),
+        ],
     );
     env.wait_run(&id, Duration::from_secs(10), |r| r["status"] == "running");
-    assert!(eventually(Duration::from_secs(5), || processes_of_run(&id).len() >= 3), "agent, its sleep, the setsid grandchild");
+    assert!(
+        eventually(Duration::from_secs(5), || processes_of_run(&id).len() >= 3),
+        "agent, its sleep, the setsid grandchild"
+    );
     let out = env.ok(&["abort", &id]);
     assert_eq!(out.trim(), format!("{id}  aborted"));
     let run = env.wait_end(&id);
@@ -124,7 +150,11 @@ fn codex_is_interrupted_with_sigint_first() {
     let env = Env::new();
     env.short_graces("100ms", "300ms");
     env.agent_preset("codex", "codex", "");
-    let id = env.launch_env("codex", "hang", &[("FAKE_STREAM", &stream("codex-0.169-plain-answer-success.jsonl")), ("FAKE_THEN", "linger")]);
+    let id = env.launch_env(
+        "codex",
+        "hang",
+        &[("FAKE_STREAM", &stream("codex-0.169-plain-answer-success.jsonl")), ("FAKE_THEN", "linger")],
+    );
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed");
     let signals = std::fs::read_to_string(env.run_dir(&id).join("signals.log")).unwrap();
@@ -164,8 +194,12 @@ fn wall_clock_and_startup_timeouts_fail_the_run_with_their_reason() {
     let long = env.wait_end(&long);
     assert_eq!((long["status"].as_str(), long["stop_reason"].as_str()), (Some("failed"), Some("timeout")));
     let mute = env.wait_end(&mute);
-    assert_eq!((mute["status"].as_str(), mute["stop_reason"].as_str()), (Some("failed"), Some("startup_timeout")), "{mute:#}");
-    assert!(processes_of_run(&mute["id"].as_str().unwrap().to_string()).is_empty());
+    assert_eq!(
+        (mute["status"].as_str(), mute["stop_reason"].as_str()),
+        (Some("failed"), Some("startup_timeout")),
+        "{mute:#}"
+    );
+    assert!(processes_of_run(mute["id"].as_str().unwrap()).is_empty());
 }
 
 #[test]
@@ -188,7 +222,11 @@ fn a_killed_shepherd_takes_its_agent_down_and_the_run_becomes_lost() {
     assert!(table.contains("lost"), "{table}");
     let run = env.show(&id);
     assert_eq!((run["status"].as_str(), run["stop_reason"].as_str()), (Some("lost"), Some("shepherd_died")));
-    assert!(eventually(Duration::from_secs(5), || processes_of_run(&id).is_empty()), "survivors killed: {:?}", processes_of_run(&id));
+    assert!(
+        eventually(Duration::from_secs(5), || processes_of_run(&id).is_empty()),
+        "survivors killed: {:?}",
+        processes_of_run(&id)
+    );
 }
 
 #[test]

@@ -27,19 +27,25 @@ fn every_source_is_read_and_later_sources_override_earlier_ones() {
     write(home.join(".claude/agents"), "code-reviewer.md",
         "---\nname: code-reviewer\ndescription: Expert code review specialist. Use proactively after writing code.\ntools: Read, Grep, Glob, Bash\nmodel: sonnet\ncolor: purple\n---\n\nYou are a senior code reviewer.\n");
     // pi subagent, as written: no agent key, list of tools, extra keys.
-    write(home.join(".pi/agent/subagents"), "scout.md",
-        "---\nname: scout\ndescription: user scout\ntools: [read, grep]\nthinking: low\n---\nScout it.\n");
-    write(env.home.join("presets"), "scout.md",
-        "---\nname: scout\ndescription: global scout\nagent: pi\n---\n");
-    write(env.home.join("presets"), "only-global.md",
-        "---\nname: only-global\ndescription: g\nagent: codex\n---\n");
+    write(
+        home.join(".pi/agent/subagents"),
+        "scout.md",
+        "---\nname: scout\ndescription: user scout\ntools: [read, grep]\nthinking: low\n---\nScout it.\n",
+    );
+    write(env.home.join("presets"), "scout.md", "---\nname: scout\ndescription: global scout\nagent: pi\n---\n");
+    write(env.home.join("presets"), "only-global.md", "---\nname: only-global\ndescription: g\nagent: codex\n---\n");
     // Project sources, found from a nested folder by walking up.
-    write(env.project.join(".claude/agents"), "code-reviewer.md",
-        "---\nname: code-reviewer\ndescription: project reviewer\n---\n");
-    write(env.project.join(".pi/subagents"), "scout.md",
-        "---\nname: scout\ndescription: project pi scout\n---\n");
-    write(env.project.join(".corral/presets"), "scout.md",
-        "---\nname: scout\ndescription: project corral scout\nagent: command\ncommand: [true]\n---\n");
+    write(
+        env.project.join(".claude/agents"),
+        "code-reviewer.md",
+        "---\nname: code-reviewer\ndescription: project reviewer\n---\n",
+    );
+    write(env.project.join(".pi/subagents"), "scout.md", "---\nname: scout\ndescription: project pi scout\n---\n");
+    write(
+        env.project.join(".corral/presets"),
+        "scout.md",
+        "---\nname: scout\ndescription: project corral scout\nagent: command\ncommand: [true]\n---\n",
+    );
     let nested = env.project.join("src/deep");
     std::fs::create_dir_all(&nested).unwrap();
 
@@ -80,11 +86,19 @@ fn claude_and_pi_files_load_as_written_in_the_wild() {
 #[test]
 fn broken_files_are_listed_with_path_and_reason_and_others_still_load() {
     let env = Env::new();
-    env.preset_file(".corral/presets", "good.md", "---\nname: good\ndescription: fine\nagent: command\ncommand: [true]\n---\n");
+    env.preset_file(
+        ".corral/presets",
+        "good.md",
+        "---\nname: good\ndescription: fine\nagent: command\ncommand: [true]\n---\n",
+    );
     env.preset_file(".corral/presets", "no-front.md", "just markdown\n");
     env.preset_file(".corral/presets", "bad-yaml.md", "---\nname: [unclosed\n---\n");
     env.preset_file(".corral/presets", "bad-agent.md", "---\nname: x\ndescription: d\nagent: gpt-9\n---\n");
-    env.preset_file(".corral/presets", "bad-time.md", "---\nname: y\ndescription: d\nagent: pi\ntimeout: forever\n---\n");
+    env.preset_file(
+        ".corral/presets",
+        "bad-time.md",
+        "---\nname: y\ndescription: d\nagent: pi\ntimeout: forever\n---\n",
+    );
 
     let list = env.json(&["presets"]);
     assert_eq!(by_name(&list, "good")["agent"], "command");

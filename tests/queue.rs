@@ -38,7 +38,10 @@ fn runs_beyond_max_parallel_wait_and_start_in_launch_order() {
         let statuses: Vec<RunStatus> = ids[..4].iter().map(|id| status(id)).collect();
         let first_queued = statuses.iter().position(|s| *s == RunStatus::Queued).unwrap_or(4);
         assert!(statuses[first_queued..].iter().all(|s| *s == RunStatus::Queued), "out of order: {statuses:?}");
-        assert!(statuses.iter().filter(|s| !s.is_terminal() && **s != RunStatus::Queued).count() <= 2, "over max_parallel");
+        assert!(
+            statuses.iter().filter(|s| !s.is_terminal() && **s != RunStatus::Queued).count() <= 2,
+            "over max_parallel"
+        );
         statuses.iter().all(|s| *s == RunStatus::Completed)
     });
     assert!(all_done, "{:?}", ids.iter().map(|id| status(id)).collect::<Vec<_>>());

@@ -29,10 +29,13 @@ pub fn fake_agent() {
     let delay: u64 = var("BENCH_DELAY_MS").parse().unwrap_or(0);
     if var("BENCH_IGNORE_TERM") == "1" {
         unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+        // An escaped grandchild, on purpose: never waited for here, it is
+        // the shepherd's to find and kill.
+        #[allow(clippy::zombie_processes)]
         Command::new("setsid").args(["sleep", "300"]).spawn().unwrap();
     }
     // As a parent: launch two child runs through the CLI and end the turn.
-    let prompt = std::env::args().last().unwrap_or_default();
+    let prompt = std::env::args().next_back().unwrap_or_default();
     if var("BENCH_ROLE") == "parent" && !prompt.starts_with("The background agent runs") {
         for _ in 0..2 {
             let out = Command::new(var("BENCH_CORRAL"))
@@ -118,7 +121,8 @@ impl Bench {
             std::env::set_var("CORRAL_HOME", &home_dir);
             std::env::set_var(AGENT_MODE, "1");
         }
-        let shepherd = ShepherdCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_corral")), args: vec!["shepherd".into()] };
+        let shepherd =
+            ShepherdCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_corral")), args: vec!["shepherd".into()] };
         Bench { _root: root, home: Home::at(home_dir), project, shepherd }
     }
 
@@ -127,7 +131,16 @@ impl Bench {
     }
 
     pub fn launch(&self, store: &mut Store, vars: &[(&str, String)]) -> String {
-        for key in ["BENCH_LINES", "BENCH_DELAY_MS", "BENCH_THEN", "BENCH_IGNORE_TERM", "BENCH_KIND", "BENCH_ROLE", "BENCH_RATE", "BENCH_SECONDS"] {
+        for key in [
+            "BENCH_LINES",
+            "BENCH_DELAY_MS",
+            "BENCH_THEN",
+            "BENCH_IGNORE_TERM",
+            "BENCH_KIND",
+            "BENCH_ROLE",
+            "BENCH_RATE",
+            "BENCH_SECONDS",
+        ] {
             unsafe { std::env::remove_var(key) };
         }
         for (k, v) in vars {
@@ -182,7 +195,6 @@ impl Bench {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
-
 }
 
 pub fn report(what: &str, samples: &mut [f64]) {

@@ -29,8 +29,7 @@ pub struct ClaudeAdapter {
 impl Adapter for ClaudeAdapter {
     fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
         let preset = ctx.preset;
-        let mut args: Vec<String> =
-            ["-p", "--output-format", "stream-json", "--verbose"].map(str::to_string).to_vec();
+        let mut args: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"].map(str::to_string).to_vec();
         if let Some(model) = ctx.model {
             args.extend(["--model".to_string(), model.to_string()]);
         }
@@ -62,7 +61,7 @@ impl Adapter for ClaudeAdapter {
                 out.push(json::oversized_event(event_type.as_deref(), total));
                 // An oversized result still ends the run; its text is lost
                 // to the cut, so the last assistant text stands in.
-                return (event_type.as_deref() == Some("result")).then(|| Verdict {
+                return (event_type.as_deref() == Some("result")).then_some(Verdict {
                     status: RunStatus::Completed,
                     stop_reason: StopReason::EndTurn,
                     error: None,

@@ -5,8 +5,8 @@
 use std::collections::VecDeque;
 
 use super::{
-    signal_name, Adapter, EventKind, Invocation, InvocationContext, InvocationError, ProcessEnd,
-    Report, StreamLine, TranscriptEvent, Verdict,
+    signal_name, Adapter, EventKind, Invocation, InvocationContext, InvocationError, ProcessEnd, Report, StreamLine,
+    TranscriptEvent, Verdict,
 };
 use crate::run::{RunStatus, StopReason};
 

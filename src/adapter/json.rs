@@ -121,11 +121,9 @@ pub fn tool_result(name: Option<&str>, id: Option<&str>, output: String, is_erro
 pub fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        Value::Array(blocks) => {
+            blocks.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
+        }
         Value::Null => String::new(),
         other => other.to_string(),
     }

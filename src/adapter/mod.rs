@@ -177,8 +177,7 @@ pub trait Adapter: Send {
 
     /// Reads one stdout line, appending transcript events to `out`. Returns
     /// the verdict when this line is the agent's terminal event.
-    fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>)
-        -> Option<Verdict>;
+    fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict>;
 
     /// Hands over anything the adapter buffered, before a store commit.
     fn flush(&mut self, _out: &mut Vec<TranscriptEvent>) {}

@@ -89,7 +89,11 @@ impl Adapter for OpencodeAdapter {
                 if let Some(cost) = part.get("cost").and_then(Value::as_f64) {
                     *self.report.cost_usd.get_or_insert(0.0) += cost;
                 }
-                out.push(TranscriptEvent { kind: EventKind::Usage, text: "step finished".into(), json: Some(tokens.clone()) });
+                out.push(TranscriptEvent {
+                    kind: EventKind::Usage,
+                    text: "step finished".into(),
+                    json: Some(tokens.clone()),
+                });
                 if !self.answer.trim().is_empty() {
                     self.report.final_text = Some(self.answer.clone());
                 }

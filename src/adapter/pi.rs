@@ -128,14 +128,19 @@ impl Adapter for PiAdapter {
                     out.push(TranscriptEvent::text(EventKind::Retry, "retry succeeded"));
                     return None;
                 }
-                let error = json::str_at(&event, &["finalError"]).map(str::to_string).or_else(|| self.last_error.clone());
+                let error =
+                    json::str_at(&event, &["finalError"]).map(str::to_string).or_else(|| self.last_error.clone());
                 let text = format!("retries exhausted: {}", error.as_deref().unwrap_or("unknown error"));
                 out.push(TranscriptEvent::text(EventKind::Error, json::bounded(text)));
                 self.tentative = None;
                 Some(Verdict { status: RunStatus::Failed, stop_reason: StopReason::ApiError, error })
             }
             "agent_settled" => Some(self.tentative.take().unwrap_or_else(|| self.verdict_now())),
-            "agent_start" | "turn_start" | "turn_end" | "message_start" | "message_update"
+            "agent_start"
+            | "turn_start"
+            | "turn_end"
+            | "message_start"
+            | "message_update"
             | "tool_execution_update" => None,
             _ => {
                 out.push(json::unknown_event(&event));
@@ -177,7 +182,9 @@ impl PiAdapter {
     /// The run's verdict from the last assistant message seen.
     fn verdict_now(&self) -> Verdict {
         match &self.last_error {
-            Some(error) => Verdict { status: RunStatus::Failed, stop_reason: StopReason::ApiError, error: Some(error.clone()) },
+            Some(error) => {
+                Verdict { status: RunStatus::Failed, stop_reason: StopReason::ApiError, error: Some(error.clone()) }
+            }
             None => Verdict { status: RunStatus::Completed, stop_reason: StopReason::EndTurn, error: None },
         }
     }

@@ -8,7 +8,13 @@ use std::collections::{HashMap, HashSet};
 
 use corral::{time, Run, RunStatus, Store};
 
-pub fn run(store: &Store, all: bool, status: Option<RunStatus>, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(
+    store: &Store,
+    all: bool,
+    status: Option<RunStatus>,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<i32> {
     let runs = store.runs(&RunFilter { include_dismissed: all, status, ..RunFilter::default() })?;
     if json {
         super::print_json(out, &runs)?;

@@ -61,7 +61,13 @@ pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write
     let mut table = Table::new(&["NAME", "AGENT", "MODEL", "SOURCE", "DESCRIPTION"]);
     for e in &set.presets {
         let p = &e.preset;
-        table.row(vec![p.name.clone(), p.agent.to_string(), or_dash(p.model.as_deref()), p.source.to_string(), cell(&p.description, 70)]);
+        table.row(vec![
+            p.name.clone(),
+            p.agent.to_string(),
+            or_dash(p.model.as_deref()),
+            p.source.to_string(),
+            cell(&p.description, 70),
+        ]);
     }
     table.write(out)?;
     writeln!(out)?;

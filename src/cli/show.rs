@@ -40,7 +40,13 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
         ("exited", when(&run.exited_at)),
         ("duration", run.duration(now).map_or_else(|| "-".into(), time::human_duration)),
         ("exit", exit),
-        ("tokens", format!("in {} / out {} / cache read {} / cache write {}", u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)),
+        (
+            "tokens",
+            format!(
+                "in {} / out {} / cache read {} / cache write {}",
+                u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+            ),
+        ),
         ("cost", run.cost_usd.map_or_else(|| "-".into(), |c| format!("${c:.4}"))),
         ("session", or_dash(run.session_id.as_deref())),
         ("parent", or_dash(run.parent_id.as_deref())),

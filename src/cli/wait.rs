@@ -10,7 +10,13 @@ use corral::{Run, Store};
 /// Exit code when the timeout passes first (as timeout(1) uses).
 pub const EXIT_TIMEOUT: i32 = 124;
 
-pub fn run(store: &mut Store, ids: &[String], timeout: Option<f64>, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(
+    store: &mut Store,
+    ids: &[String],
+    timeout: Option<f64>,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<i32> {
     let deadline = match timeout {
         Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Instant::now() + Duration::from_secs_f64(secs)),
         Some(secs) => anyhow::bail!("--timeout {secs} is not a number of seconds ≥ 0"),

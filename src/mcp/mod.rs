@@ -26,10 +26,8 @@ pub enum McpServerError {
 
 /// Serves MCP on stdin/stdout until the client disconnects.
 pub fn serve_stdio(home: crate::Home) -> Result<(), McpServerError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(McpServerError::Runtime)?;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(McpServerError::Runtime)?;
     runtime.block_on(async move {
         let service = CorralTools::new(home)
             .serve(rmcp::transport::stdio())

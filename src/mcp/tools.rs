@@ -160,7 +160,9 @@ impl CorralTools {
         }
     }
 
-    #[tool(description = "List the presets you can launch as background agents: name, agent, model and what each is for. Call this before launch_agent to pick a preset.")]
+    #[tool(
+        description = "List the presets you can launch as background agents: name, agent, model and what each is for. Call this before launch_agent to pick a preset."
+    )]
     async fn list_presets(&self, Parameters(args): Parameters<ListPresetsArgs>) -> CallToolResult {
         self.with_store(move |store| {
             let cwd = match args.cwd {
@@ -185,7 +187,9 @@ impl CorralTools {
         .await
     }
 
-    #[tool(description = "Start a background agent from a preset with a task, and return at once with its run_id. The run is recorded as a child of your own run: launch several to work in parallel, then call wait_agents to get their results. If your turn ends before they finish, Corral waits for them and hands you their results in a follow-up turn.")]
+    #[tool(
+        description = "Start a background agent from a preset with a task, and return at once with its run_id. The run is recorded as a child of your own run: launch several to work in parallel, then call wait_agents to get their results. If your turn ends before they finish, Corral waits for them and hands you their results in a follow-up turn."
+    )]
     async fn launch_agent(&self, Parameters(args): Parameters<LaunchArgs>) -> CallToolResult {
         self.with_store(move |store| {
             let cwd = match args.cwd {
@@ -199,7 +203,9 @@ impl CorralTools {
         .await
     }
 
-    #[tool(description = "Check runs without waiting: status (queued, starting, running, waiting, completed, failed, aborted, lost), final text and error. With run_id: that run. Without: your own background runs (or the latest runs outside a run). To block until runs end, use wait_agents instead of calling this repeatedly.")]
+    #[tool(
+        description = "Check runs without waiting: status (queued, starting, running, waiting, completed, failed, aborted, lost), final text and error. With run_id: that run. Without: your own background runs (or the latest runs outside a run). To block until runs end, use wait_agents instead of calling this repeatedly."
+    )]
     async fn agent_status(&self, Parameters(args): Parameters<StatusArgs>) -> CallToolResult {
         self.with_store(move |store| {
             let runs = match args.run_id {
@@ -215,7 +221,9 @@ impl CorralTools {
         .await
     }
 
-    #[tool(description = "Block until every given run has ended (a run that launched runs of its own ends only after them), or until timeout_s passes, and return each run's outcome, final text and error. This is how to collect background results: call it once with all the run_ids instead of polling.")]
+    #[tool(
+        description = "Block until every given run has ended (a run that launched runs of its own ends only after them), or until timeout_s passes, and return each run's outcome, final text and error. This is how to collect background results: call it once with all the run_ids instead of polling."
+    )]
     async fn wait_agents(&self, Parameters(args): Parameters<WaitArgs>) -> CallToolResult {
         if args.run_ids.is_empty() {
             return tool_error("run_ids is empty: pass the ids returned by launch_agent");
@@ -238,7 +246,9 @@ impl CorralTools {
         .await
     }
 
-    #[tool(description = "The outcome and final text of one run, without waiting. If it has not ended yet it says so: use wait_agents to block until it does.")]
+    #[tool(
+        description = "The outcome and final text of one run, without waiting. If it has not ended yet it says so: use wait_agents to block until it does."
+    )]
     async fn agent_result(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store| {
             let run = store.find_run(&args.run_id)?;
@@ -254,7 +264,9 @@ impl CorralTools {
         .await
     }
 
-    #[tool(description = "Stop a run and every process it started, including its own background runs. Use it when a result is no longer needed. Aborting a run that already ended changes nothing.")]
+    #[tool(
+        description = "Stop a run and every process it started, including its own background runs. Use it when a result is no longer needed. Aborting a run that already ended changes nothing."
+    )]
     async fn abort_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store| {
             let config = Config::load(store.home())?;

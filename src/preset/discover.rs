@@ -118,9 +118,7 @@ fn read_preset(file: &Path, source: PresetSource) -> Result<Preset, PresetProble
     let path = file.display().to_string();
     let parsed = fs::read(file)
         .map_err(|e| PresetError::Unreadable(e.to_string()))
-        .and_then(|bytes| {
-            String::from_utf8(bytes).map_err(|_| PresetError::Unreadable("not UTF-8 text".into()))
-        })
+        .and_then(|bytes| String::from_utf8(bytes).map_err(|_| PresetError::Unreadable("not UTF-8 text".into())))
         .and_then(|text| parse_preset(&text, &path, source));
     parsed.map_err(|e| PresetProblem { path, source, reason: e.to_string() })
 }

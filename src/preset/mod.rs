@@ -133,9 +133,8 @@ impl PresetSet {
         if let Some(found) = self.presets.iter().find(|e| e.preset.name == name) {
             return Ok(&found.preset);
         }
-        let broken = self.problems.iter().find(|p| {
-            std::path::Path::new(&p.path).file_stem().is_some_and(|stem| stem == name)
-        });
+        let broken =
+            self.problems.iter().find(|p| std::path::Path::new(&p.path).file_stem().is_some_and(|stem| stem == name));
         let hint = match broken {
             Some(p) => format!(" (the file {} has a problem: {})", p.path, p.reason),
             None => String::new(),

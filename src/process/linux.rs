@@ -55,17 +55,13 @@ pub fn is_alive(pid: i32) -> bool {
 /// Every numeric entry of `/proc`.
 fn all_pids() -> Vec<i32> {
     let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-        .collect()
+    entries.filter_map(Result::ok).filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect()
 }
 
 /// Every live (non-zombie) descendant of `root`, at any depth, leaving out
 /// each process for which `prune` is true together with its whole subtree.
 pub fn descendants(root: i32, prune: impl Fn(i32) -> bool) -> Vec<i32> {
-    let parents: Vec<(i32, i32)> =
-        all_pids().into_iter().filter_map(|pid| Some((pid, parent_of(pid)?))).collect();
+    let parents: Vec<(i32, i32)> = all_pids().into_iter().filter_map(|pid| Some((pid, parent_of(pid)?))).collect();
     let mut found = Vec::new();
     let mut frontier = vec![root];
     while let Some(parent) = frontier.pop() {
@@ -83,8 +79,7 @@ pub fn descendants(root: i32, prune: impl Fn(i32) -> bool) -> Vec<i32> {
 /// True if `pid`'s environment has the variable `key` (any value).
 pub fn has_env_var(pid: i32, key: &str) -> bool {
     let prefix = format!("{key}=").into_bytes();
-    fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var.starts_with(&prefix)))
+    fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.split(|&b| b == 0).any(|var| var.starts_with(&prefix)))
 }
 
 /// Live processes of this user whose environment holds `key=value`: how a
@@ -110,6 +105,12 @@ pub fn set_child_subreaper(on: bool) -> std::io::Result<()> {
     nix::sys::prctl::set_child_subreaper(on).map_err(std::io::Error::from)
 }
 
+/// Bytes available to unprivileged writers on the filesystem holding `path`.
+pub fn disk_free(path: &std::path::Path) -> Option<u64> {
+    let stat = nix::sys::statvfs::statvfs(path).ok()?;
+    Some(stat.blocks_available() as u64 * stat.fragment_size() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,10 +122,4 @@ mod tests {
         let reused = ProcessId { start: me.start + 1, ..me };
         assert!(!reused.is_alive(), "a different start time is a different process");
     }
-}
-
-/// Bytes available to unprivileged writers on the filesystem holding `path`.
-pub fn disk_free(path: &std::path::Path) -> Option<u64> {
-    let stat = nix::sys::statvfs::statvfs(path).ok()?;
-    Some(stat.blocks_available() as u64 * stat.fragment_size() as u64)
 }

@@ -11,6 +11,6 @@ pub use linux::{
     descendants, disk_free, has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time, ProcessId,
 };
 pub use unix::{
-    make_nonblocking, prepare_agent, reap_any, read_available, signal_group,
-    signal_pid, spawn_detached, wait_readable, Readiness, Reaped, SignalPipe, Sig,
+    make_nonblocking, prepare_agent, read_available, reap_any, signal_group, signal_pid, spawn_detached, wait_readable,
+    Readiness, Reaped, Sig, SignalPipe,
 };

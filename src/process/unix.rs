@@ -230,4 +230,3 @@ impl SignalPipe {
         self.read.as_fd()
     }
 }
-

@@ -120,9 +120,7 @@ pub(super) fn abort_active(sup: &mut Supervisor) -> Result<(), ShepherdError> {
 /// The prompt of a continuation turn: each child's id, preset, status and
 /// final text (or error), and what to do with them.
 fn continuation_prompt(children: &[&Run]) -> String {
-    let mut prompt = String::from(
-        "The background agent runs you launched have finished. Their results follow.\n",
-    );
+    let mut prompt = String::from("The background agent runs you launched have finished. Their results follow.\n");
     for child in children {
         prompt.push_str(&format!("\n## Run {} (preset {}): {}", child.id, child.preset, child.status));
         if let Some(reason) = child.stop_reason {

@@ -86,7 +86,13 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     let config = Config::load(home)?;
 
     if store.run(run_id)?.abort_requested_at.is_some() {
-        return end_unstarted(&mut store, run_id, RunStatus::Aborted, StopReason::UserAbort, "aborted before the agent started");
+        return end_unstarted(
+            &mut store,
+            run_id,
+            RunStatus::Aborted,
+            StopReason::UserAbort,
+            "aborted before the agent started",
+        );
     }
     let preset = store.run_preset(run_id)?;
     let run_dir = home.run_dir(run_id);

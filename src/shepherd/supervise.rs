@@ -497,7 +497,9 @@ impl Supervisor {
             StopCause::Timeout(d) => {
                 (RunStatus::Failed, StopReason::Timeout, format!("ran longer than its timeout of {}", human(*d)))
             }
-            StopCause::Idle(d) => (RunStatus::Failed, StopReason::Idle, format!("no output for {} (idle_timeout)", human(*d))),
+            StopCause::Idle(d) => {
+                (RunStatus::Failed, StopReason::Idle, format!("no output for {} (idle_timeout)", human(*d)))
+            }
             StopCause::Startup(d) => (
                 RunStatus::Failed,
                 StopReason::StartupTimeout,
@@ -523,7 +525,12 @@ impl Supervisor {
     }
 
     /// Commits the outcome, after every pending transcript event.
-    pub(super) fn commit(&mut self, status: RunStatus, stop_reason: StopReason, error: Option<String>) -> Result<(), ShepherdError> {
+    pub(super) fn commit(
+        &mut self,
+        status: RunStatus,
+        stop_reason: StopReason,
+        error: Option<String>,
+    ) -> Result<(), ShepherdError> {
         let report = self.report();
         self.commit_report(status, stop_reason, error, report)
     }

@@ -40,7 +40,13 @@ impl Store {
                    count(*) FILTER (WHERE status IN ('failed', 'lost') AND seen_at IS NULL)
                  FROM runs WHERE dismissed_at IS NULL",
                 [],
-                |r| Ok(Counts { running: r.get::<_, i64>(0)? as u64, total: r.get::<_, i64>(1)? as u64, unseen_failures: r.get::<_, i64>(2)? as u64 }),
+                |r| {
+                    Ok(Counts {
+                        running: r.get::<_, i64>(0)? as u64,
+                        total: r.get::<_, i64>(1)? as u64,
+                        unseen_failures: r.get::<_, i64>(2)? as u64,
+                    })
+                },
             )
             .doing("counting runs")
     }

@@ -22,20 +22,13 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// Brings the database at `path` up to [`SCHEMA_VERSION`].
 pub(super) fn apply(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let fail = |version, source| StoreError::Migration { path: path.to_path_buf(), version, source };
-    let current: i64 =
-        conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| fail(0, e))?;
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| fail(0, e))?;
     if current > SCHEMA_VERSION {
-        return Err(StoreError::TooNew {
-            path: path.to_path_buf(),
-            found: current,
-            supported: SCHEMA_VERSION,
-        });
+        return Err(StoreError::TooNew { path: path.to_path_buf(), found: current, supported: SCHEMA_VERSION });
     }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         let version = index as i64 + 1;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| fail(version, e))?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| fail(version, e))?;
         // Another process may have migrated while we waited for the lock.
         let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| fail(version, e))?;
         if now >= version {

@@ -81,9 +81,7 @@ impl Store {
         home.ensure()?;
         let path = home.database();
         create_private_file(&path)?;
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let open_err = |source| StoreError::Open { path: path.clone(), source };
         let conn = Connection::open_with_flags(&path, flags).map_err(open_err)?;
         configure(&conn).map_err(open_err)?;

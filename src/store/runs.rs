@@ -170,10 +170,7 @@ impl Store {
         match ids.as_slice() {
             [] => Err(StoreError::UnknownRun(id_or_prefix.to_string())),
             [one] => self.run(one),
-            many => Err(StoreError::AmbiguousRun {
-                prefix: id_or_prefix.to_string(),
-                matches: many.join(", "),
-            }),
+            many => Err(StoreError::AmbiguousRun { prefix: id_or_prefix.to_string(), matches: many.join(", ") }),
         }
     }
 
@@ -298,7 +295,10 @@ impl Store {
     pub fn mark_waiting(&mut self, id: &str) -> Result<bool, StoreError> {
         let now = time::format(time::now());
         self.write("marking a run waiting", |tx| {
-            tx.execute("UPDATE runs SET status = 'waiting', waiting_at = ?2 WHERE id = ?1 AND status = 'running'", params![id, now])
+            tx.execute(
+                "UPDATE runs SET status = 'waiting', waiting_at = ?2 WHERE id = ?1 AND status = 'running'",
+                params![id, now],
+            )
         })
         .map(|n| n == 1)
     }
@@ -490,21 +490,15 @@ impl Store {
 
 /// Quotes each word so user text is never parsed as FTS5 syntax.
 fn fts_query(text: &str) -> String {
-    text.split_whitespace()
-        .map(|word| format!("\"{}\"", word.replace('"', "\"\"")))
-        .collect::<Vec<_>>()
-        .join(" ")
+    text.split_whitespace().map(|word| format!("\"{}\"", word.replace('"', "\"\""))).collect::<Vec<_>>().join(" ")
 }
 
 /// Reads a row selected with [`RUN_COLUMNS`]. The outer result is SQLite's,
 /// the inner one says whether the stored words made sense.
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
     let id: String = row.get(0)?;
-    let parse = |field: &'static str, text: String| StoreError::Corrupt {
-        id: id.clone(),
-        field,
-        reason: format!("'{text}'"),
-    };
+    let parse =
+        |field: &'static str, text: String| StoreError::Corrupt { id: id.clone(), field, reason: format!("'{text}'") };
     let agent_word: String = row.get(4)?;
     let status_word: String = row.get(9)?;
     let stop_word: Option<String> = row.get(10)?;

@@ -119,14 +119,17 @@ impl Env {
     /// A project preset running `argv`, with extra frontmatter lines.
     pub fn command_preset_with(&self, name: &str, argv: &[&str], extra: &str) {
         let argv = serde_json::to_string(argv).unwrap();
-        let text = format!("---\nname: {name}\ndescription: test preset {name}\nagent: command\ncommand: {argv}\n{extra}---\n");
+        let text = format!(
+            "---\nname: {name}\ndescription: test preset {name}\nagent: command\ncommand: {argv}\n{extra}---\n"
+        );
         self.preset_file(".corral/presets", &format!("{name}.md"), &text);
     }
 
     /// A project preset for agent `agent` (pi, claude, ...), extra
     /// frontmatter lines, and a body.
     pub fn agent_preset(&self, name: &str, agent: &str, extra: &str) {
-        let text = format!("---\nname: {name}\ndescription: test {agent} preset\nagent: {agent}\n{extra}---\nBe brief.\n");
+        let text =
+            format!("---\nname: {name}\ndescription: test {agent} preset\nagent: {agent}\n{extra}---\nBe brief.\n");
         self.preset_file(".corral/presets", &format!("{name}.md"), &text);
     }
 

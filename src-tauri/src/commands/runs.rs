@@ -27,7 +27,8 @@ pub fn list_runs(
         Some(word) => Some(word.parse::<RunStatus>().map_err(|e| AppError::Invalid(e.to_string()))?),
         None => None,
     };
-    let mut runs = store.runs(&RunFilter { include_dismissed: all.unwrap_or(false), status, ..RunFilter::default() })?;
+    let mut runs =
+        store.runs(&RunFilter { include_dismissed: all.unwrap_or(false), status, ..RunFilter::default() })?;
     if let Some(query) = query.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
         let hits: HashSet<String> = store.search(query, 500)?.into_iter().map(|h| h.run_id).collect();
         runs.retain(|r| hits.contains(&r.id) || r.preset.contains(query) || r.id.starts_with(query));
@@ -67,7 +68,12 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
 /// A page of a run's transcript: events after `after_seq`, at most `limit`
 /// (capped at 2000).
 #[tauri::command(async)]
-pub fn transcript(state: State<'_, AppState>, id: String, after_seq: i64, limit: usize) -> Result<Vec<StoredEvent>, AppError> {
+pub fn transcript(
+    state: State<'_, AppState>,
+    id: String,
+    after_seq: i64,
+    limit: usize,
+) -> Result<Vec<StoredEvent>, AppError> {
     Ok(state.store()?.events_after(&id, after_seq, limit.min(2000))?)
 }
 

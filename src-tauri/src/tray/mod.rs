@@ -72,7 +72,8 @@ pub fn refresh(app: &AppHandle, store: &Store) -> Result<(), AppError> {
         let _ = tray.set_icon(Some(icon::draw(look.0, look.1)));
         shown.icon = Some(look);
     }
-    let signature = format!("{counts:?}|{:?}|{launchable:?}", runs.iter().map(|r| (&r.id, r.status)).collect::<Vec<_>>());
+    let signature =
+        format!("{counts:?}|{:?}|{launchable:?}", runs.iter().map(|r| (&r.id, r.status)).collect::<Vec<_>>());
     if shown.menu != signature {
         let menu = build_menu(app, &counts, &runs, &launchable)?;
         let _ = tray.set_menu(Some(menu));

@@ -37,7 +37,11 @@ pub fn entries(home: &Home) -> Vec<Entry> {
                 PresetSource::ClaudeProject | PresetSource::PiProject | PresetSource::CorralProject
             );
             if project {
-                entries.push(Entry { name: e.preset.name, agent: e.preset.agent.to_string(), folder: Some(folder.clone()) });
+                entries.push(Entry {
+                    name: e.preset.name,
+                    agent: e.preset.agent.to_string(),
+                    folder: Some(folder.clone()),
+                });
             }
         }
     }
@@ -49,7 +53,9 @@ pub fn submenu(app: &AppHandle, entries: &[Entry]) -> tauri::Result<Submenu<taur
     for entry in entries {
         let folder = entry.folder.as_ref().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         let label = match &entry.folder {
-            Some(f) => format!("{} ({}) — {}", entry.name, entry.agent, f.file_name().unwrap_or_default().to_string_lossy()),
+            Some(f) => {
+                format!("{} ({}) — {}", entry.name, entry.agent, f.file_name().unwrap_or_default().to_string_lossy())
+            }
             None => format!("{} ({})", entry.name, entry.agent),
         };
         let id = format!("{PREFIX}{}{SEP}{folder}", entry.name);
