@@ -244,3 +244,67 @@ fn an_oversized_terminal_event_is_still_recognized() {
         .read_line(StreamLine { bytes: br#"{"type":"result","subtype":"success""#, dropped: 9 << 20 }, &mut events);
     assert!(verdict.is_some());
 }
+
+fn ctx(p: &corral::Preset) -> corral::adapter::InvocationContext<'_> {
+    corral::adapter::InvocationContext {
+        preset: p,
+        task: "results of the children",
+        model: Some("m1"),
+        run_dir: "/runs/r1".into(),
+        system_prompt_file: Some("/runs/r1/system-prompt.md".into()),
+    }
+}
+
+#[test]
+fn continuation_turns_resume_the_same_session() {
+    use corral::preset::{parse_preset, PresetSource};
+    let preset = |agent: &str| {
+        let text =
+            format!("---\nname: p\ndescription: d\nagent: {agent}\nmodel: m1\nargs: [--extra]\n---\nBe brief.\n");
+        parse_preset(&text, "p.md", PresetSource::Global).unwrap()
+    };
+
+    let claude = preset("claude");
+    let args = for_agent(AgentKind::Claude).resume_invocation(&ctx(&claude), "sess-9").unwrap().args;
+    assert_eq!(&args[args.len() - 3..], ["--resume", "sess-9", "results of the children"]);
+    assert!(args.contains(&"--append-system-prompt".to_string()) && args.contains(&"--extra".to_string()));
+    assert!(for_agent(AgentKind::Claude).resume_invocation(&ctx(&claude), "").is_none(), "no session id, no resume");
+
+    let codex = preset("codex");
+    assert!(for_agent(AgentKind::Codex).resume_invocation(&ctx(&codex), "").is_none());
+    let inv = for_agent(AgentKind::Codex).resume_invocation(&ctx(&codex), "thread-7").unwrap();
+    assert_eq!(inv.program, "codex");
+    assert_eq!(
+        inv.args,
+        [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "-m",
+            "m1",
+            "--extra",
+            "resume",
+            "thread-7",
+            "results of the children"
+        ]
+    );
+
+    let pi = preset("pi");
+    let inv = for_agent(AgentKind::Pi).resume_invocation(&ctx(&pi), "").unwrap();
+    assert!(inv.args.windows(2).any(|w| w == ["--session", "/runs/r1/session.jsonl"]), "the same session file");
+    assert_eq!(inv.args.last().unwrap(), "results of the children");
+
+    for agent in [AgentKind::Gemini, AgentKind::Opencode, AgentKind::Command] {
+        let p = if agent == AgentKind::Command {
+            parse_preset(
+                "---\nname: c\ndescription: d\nagent: command\ncommand: [x]\n---\n",
+                "c.md",
+                PresetSource::Global,
+            )
+            .unwrap()
+        } else {
+            preset(agent.as_str())
+        };
+        assert!(for_agent(agent).resume_invocation(&ctx(&p), "s").is_none(), "{agent} cannot resume");
+    }
+}

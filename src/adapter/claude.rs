@@ -45,6 +45,9 @@ impl Adapter for ClaudeAdapter {
     }
 
     fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {
+        if session_id.is_empty() {
+            return None; // resume only by the stored session id, never a guess
+        }
         let mut invocation = self.invocation(ctx).ok()?;
         let task = invocation.args.pop()?;
         invocation.args.extend(["--resume".to_string(), session_id.to_string(), task]);

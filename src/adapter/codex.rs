@@ -40,6 +40,9 @@ impl Adapter for CodexAdapter {
 
     /// `codex exec [options] resume <thread id> <prompt>`.
     fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {
+        if session_id.is_empty() {
+            return None; // resume only by the stored session id, never a guess
+        }
         let mut invocation = self.invocation(ctx).ok()?;
         invocation.args.pop();
         invocation.args.extend(["resume".to_string(), session_id.to_string(), ctx.task.to_string()]);
