@@ -39,6 +39,9 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
     let mut version = -1;
     let mut reconciled = Instant::now();
     loop {
+        // Child runs' shepherds may have been adopted (this shepherd is a
+        // subreaper): reap those that ended, so none lingers as a zombie.
+        while let Ok(Some(_)) = process::reap_any() {}
         let now = Instant::now();
         if now >= reconciled + RECONCILE_EVERY {
             crate::reconcile::reconcile(&mut sup.store)?;

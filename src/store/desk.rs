@@ -15,8 +15,8 @@ pub struct Counts {
     pub running: u64,
     /// Runs not cleared.
     pub total: u64,
-    /// Runs that failed or were lost and are not yet notified or cleared:
-    /// the tray looks different while there are any.
+    /// Runs that failed or were lost whose transcript the user has not
+    /// opened yet, and not cleared: the tray looks different while any are.
     pub unseen_failures: u64,
 }
 
