@@ -5,6 +5,10 @@
 # Usage: ./scripts/setup.sh [app|test]
 set -euo pipefail
 mode="${1:-app}"
+if ! command -v cargo >/dev/null; then
+  echo "cargo is required (Rust 1.85 or newer): https://rustup.rs" >&2
+  exit 1
+fi
 packages=(build-essential pkg-config libssl-dev libgtk-3-dev libwebkit2gtk-4.1-dev
   libayatana-appindicator3-dev librsvg2-dev libxdo-dev util-linux procps)
 if [ "$mode" = test ]; then

@@ -6,10 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v cargo >/dev/null; then
-  echo "cargo is required (Rust 1.85 or newer): https://rustup.rs" >&2
-  exit 1
-fi
 ./scripts/setup.sh test
 
 if cargo nextest --version >/dev/null 2>&1; then

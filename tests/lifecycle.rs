@@ -234,8 +234,7 @@ fn a_50_mb_line_is_bounded_and_an_oversized_terminal_event_still_ends_the_run() 
     let env = Env::new();
     env.short_graces("100ms", "300ms");
     // Run big-line as pi.
-    std::fs::remove_file(env.bin.join("pi")).unwrap();
-    std::os::unix::fs::symlink(fake_agent("big-line"), env.bin.join("pi")).unwrap();
+    env.use_fake("pi", "big-line");
     env.agent_preset("pi", "pi", "");
     let id = env.launch("pi", "huge");
     let run = env.wait_end(&id);
@@ -251,8 +250,7 @@ fn a_50_mb_line_is_bounded_and_an_oversized_terminal_event_still_ends_the_run() 
 #[test]
 fn binary_garbage_before_the_result_is_kept_as_text_and_the_run_completes() {
     let env = Env::new();
-    std::fs::remove_file(env.bin.join("claude")).unwrap();
-    std::os::unix::fs::symlink(fake_agent("garbage"), env.bin.join("claude")).unwrap();
+    env.use_fake("claude", "garbage");
     env.agent_preset("claude", "claude", "");
     let id = env.launch("claude", "noise");
     let run = env.wait_end(&id);
@@ -274,8 +272,7 @@ fn a_flood_of_200k_lines_is_all_accounted_for() {
     assert_eq!(lines[0], "line 1");
     assert_eq!(lines[199_999], "line 200000");
 
-    std::fs::remove_file(env.bin.join("pi")).unwrap();
-    std::os::unix::fs::symlink(fake_agent("flood"), env.bin.join("pi")).unwrap();
+    env.use_fake("pi", "flood");
     env.agent_preset("pi-flood", "pi", "");
     let id = env.launch_env("pi-flood", "flood", &[("FLOOD_LINES", "200000"), ("FLOOD_FORMAT", "pi")]);
     let run = env.wait_end(&id);
