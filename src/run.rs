@@ -205,6 +205,13 @@ pub struct Run {
 }
 
 impl Run {
+    /// The first non-blank line of its error, else of its final text: what
+    /// one line about the run should say.
+    pub fn headline(&self) -> &str {
+        let detail = self.error.as_deref().or(self.final_text.as_deref()).unwrap_or("");
+        detail.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
+    }
+
     /// Wall time from start to semantic completion (or to now while active).
     pub fn duration(&self, now: crate::time::Timestamp) -> Option<chrono::Duration> {
         let start = crate::time::parse(self.started_at.as_deref()?)?;

@@ -80,11 +80,7 @@ impl Adapter for CommandAdapter {
 
 /// The verdict for a process that ended without a terminal event.
 pub(super) fn verdict_from_end(end: ProcessEnd, stderr_tail: &str) -> Verdict {
-    let last_err = stderr_tail.lines().rev().find(|l| !l.trim().is_empty()).map(str::trim);
-    let with_stderr = |what: String| match last_err {
-        Some(line) => format!("{what}: {line}"),
-        None => what,
-    };
+    let with_stderr = |what: String| super::with_hint(what, super::last_line(stderr_tail));
     match end {
         ProcessEnd::Exited(0) => {
             Verdict { status: RunStatus::Completed, stop_reason: StopReason::ExitCode, error: None }
@@ -103,12 +99,7 @@ pub(super) fn verdict_from_end(end: ProcessEnd, stderr_tail: &str) -> Verdict {
 }
 
 fn cut(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+    if super::truncate_at_char(&mut text, max) > 0 {
         text.push('…');
     }
     text

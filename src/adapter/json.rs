@@ -67,13 +67,8 @@ pub fn unknown_event(value: &Value) -> TranscriptEvent {
 
 /// Cuts `text` to [`MAX_EVENT_TEXT`] bytes at a character boundary.
 pub fn bounded(mut text: String) -> String {
-    if text.len() > MAX_EVENT_TEXT {
-        let mut end = MAX_EVENT_TEXT;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let dropped = text.len() - end;
-        text.truncate(end);
+    let dropped = super::truncate_at_char(&mut text, MAX_EVENT_TEXT);
+    if dropped > 0 {
         text.push_str(&format!("…[{dropped} bytes cut]"));
     }
     text
@@ -132,13 +127,8 @@ pub fn content_text(content: &Value) -> String {
 /// The verdict for a JSON-stream agent whose process ended without its
 /// terminal event: never completed, since the agent never said it was done.
 pub fn verdict_without_terminal(agent: &str, end: ProcessEnd, stderr_tail: &str, last_error: Option<&str>) -> Verdict {
-    let hint = last_error
-        .map(str::to_string)
-        .or_else(|| stderr_tail.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string()));
-    let with_hint = |what: String| match &hint {
-        Some(h) => format!("{what}: {h}"),
-        None => what,
-    };
+    let hint = last_error.or_else(|| super::last_line(stderr_tail));
+    let with_hint = |what: String| super::with_hint(what, hint);
     match end {
         ProcessEnd::Exited(0) => Verdict {
             status: RunStatus::Failed,

@@ -268,6 +268,34 @@ impl Report {
     }
 }
 
+/// Cuts `text` to at most `max` bytes at a character boundary; returns how
+/// many bytes were dropped.
+pub(crate) fn truncate_at_char(text: &mut String, max: usize) -> usize {
+    if text.len() <= max {
+        return 0;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let dropped = text.len() - end;
+    text.truncate(end);
+    dropped
+}
+
+/// The last non-blank line of a stderr tail, trimmed: the likeliest reason.
+pub(crate) fn last_line(stderr_tail: &str) -> Option<&str> {
+    stderr_tail.lines().rev().map(str::trim).find(|l| !l.is_empty())
+}
+
+/// `what`, followed by `: hint` when there is one.
+pub(crate) fn with_hint(what: String, hint: Option<&str>) -> String {
+    match hint {
+        Some(h) => format!("{what}: {h}"),
+        None => what,
+    }
+}
+
 /// Describes a signal by name: `SIGKILL (9)`.
 pub fn signal_name(signal: i32) -> String {
     match nix::sys::signal::Signal::try_from(signal) {

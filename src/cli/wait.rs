@@ -52,7 +52,5 @@ pub fn exit_code(result: &WaitResult) -> i32 {
 /// One line per run: id, status, reason, and the first line of its result.
 pub fn print_ended(run: &Run, out: &mut impl Write) -> std::io::Result<()> {
     let reason = run.stop_reason.map(|r| format!(" ({r})")).unwrap_or_default();
-    let detail = run.error.as_deref().or(run.final_text.as_deref()).unwrap_or("");
-    let first = detail.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    writeln!(out, "{}  {}{reason}  {first}", run.id, run.status)
+    writeln!(out, "{}  {}{reason}  {}", run.id, run.status, run.headline())
 }

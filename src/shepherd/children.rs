@@ -146,8 +146,7 @@ fn continuation_prompt(children: &[&Run]) -> String {
 fn children_note(children: &[&Run]) -> String {
     let mut note = String::from("Background runs:");
     for child in children {
-        let detail = child.error.as_deref().or(child.final_text.as_deref()).unwrap_or("");
-        let first = detail.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        let first = child.headline();
         note.push_str(&format!("\n- {} ({}): {}", child.id, child.preset, child.status));
         if !first.is_empty() {
             note.push_str(&format!(" — {first}"));
