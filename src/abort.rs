@@ -5,8 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::heal::{heal, HealError, HEAL_EVERY};
 use crate::process::{self, ProcessId, Sig};
-use crate::reconcile::reconcile;
+use crate::queue::ShepherdCommand;
 use crate::run::Run;
 use crate::store::{AbortRequest, Store, StoreError};
 use crate::watch::Watcher;
@@ -48,8 +49,14 @@ pub fn request(store: &mut Store, id: &str) -> Result<AbortRequest, StoreError> 
 }
 
 /// Aborts run `id` (or a unique prefix) and its active descendants, and
-/// waits up to `patience` for its outcome to be committed.
-pub fn abort(store: &mut Store, id: &str, patience: Duration) -> Result<Aborted, StoreError> {
+/// waits up to `patience` for its outcome to be committed, healing the
+/// store meanwhile (the freed slot goes to the next queued run).
+pub fn abort(
+    store: &mut Store,
+    id: &str,
+    patience: Duration,
+    shepherd: &ShepherdCommand,
+) -> Result<Aborted, HealError> {
     let id = store.find_run(id)?.id;
     match request(store, &id)? {
         AbortRequest::AlreadyOver(run) => return Ok(Aborted::AlreadyOver(run)),
@@ -59,13 +66,16 @@ pub fn abort(store: &mut Store, id: &str, patience: Duration) -> Result<Aborted,
     let deadline = Instant::now() + patience;
     let mut watcher = Watcher::new(store)?;
     loop {
-        reconcile(store)?;
+        let changed = heal(store, shepherd)?.changed();
         let run = store.run(&id)?;
         if run.status.is_terminal() {
             return Ok(Aborted::Stopped(run));
         }
-        if !watcher.changed_before(store, Some(deadline))? {
-            return Ok(Aborted::Pending(store.run(&id)?));
+        if Instant::now() >= deadline {
+            return Ok(Aborted::Pending(run));
+        }
+        if !changed {
+            watcher.changed_before(store, Some(deadline.min(Instant::now() + HEAL_EVERY)))?;
         }
     }
 }

@@ -1,14 +1,14 @@
 //! Launching a run: write the row, make its folder, start its shepherd
 //! detached. The caller returns at once; the run lives on without it.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 use crate::config::{Config, ConfigError};
-use crate::home::{self, Home};
+use crate::home;
 use crate::preset::{self, Roots, UnknownPreset};
+use crate::queue::{start_or_fail, ShepherdCommand};
 use crate::run::{Run, RunStatus};
-use crate::shepherd::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::{NewRun, Store, StoreError};
 
 /// What to launch.
@@ -22,25 +22,11 @@ pub struct LaunchRequest {
     pub cwd: PathBuf,
     /// Model override.
     pub model: Option<String>,
-    /// Parent run; `None` means "the run this process belongs to, if any".
+    /// Parent run; `None` means "the run this process works for, if any"
+    /// (see `caller`).
     pub parent: Option<String>,
-}
-
-/// How to start a shepherd: a program and the arguments before the run id.
-/// The CLI uses itself (`corral shepherd ID`); the app can use itself too.
-#[derive(Debug, Clone)]
-pub struct ShepherdCommand {
-    /// The executable.
-    pub program: PathBuf,
-    /// Arguments before the run id.
-    pub args: Vec<String>,
-}
-
-impl ShepherdCommand {
-    /// This very executable, run as `<exe> shepherd <id>`.
-    pub fn current_exe() -> std::io::Result<ShepherdCommand> {
-        Ok(ShepherdCommand { program: std::env::current_exe()?, args: vec!["shepherd".into()] })
-    }
+    /// The environment the agent starts with; `None` means this process's.
+    pub env: Option<Vec<(OsString, OsString)>>,
 }
 
 /// Why a launch did not happen.
@@ -77,9 +63,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     let preset = presets.get(&request.preset)?;
     let parent = match &request.parent {
         Some(id) => Some(store.find_run(id)?.id),
-        // Inside a run, its id is in the environment. A stale id (from
-        // another installation, say) must not block the launch.
-        None => std::env::var(RUN_ID_ENV).ok().and_then(|id| store.run(&id).ok()).map(|r| r.id),
+        None => crate::caller::caller_run(store)?,
     };
     let cwd_text = cwd.to_string_lossy().into_owned();
     let new = NewRun {
@@ -91,33 +75,17 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     };
     let config = Config::load(store.home())?;
     let run = store.insert_run(&new, config.max_parallel)?;
-    home::ensure_private_dir(&store.home().run_dir(&run.id)).map_err(StoreError::from)?;
+    let run_dir = store.home().run_dir(&run.id);
+    home::ensure_private_dir(&run_dir).map_err(StoreError::from)?;
+    let env = request.env.clone().unwrap_or_else(|| std::env::vars_os().collect());
+    if let Err(source) = crate::run_env::save(&run_dir, env) {
+        // Without its environment the run would start with a stranger's.
+        let error = format!("cannot keep the launcher's environment in {}: {source}", run_dir.display());
+        store.fail_unstarted(&run.id, error)?;
+        return Ok(store.run(&run.id)?);
+    }
     if run.status == RunStatus::Starting {
-        if let Err(e) = start_shepherd(store.home(), &run.id, shepherd) {
-            crate::queue::fail_unstarted(store, &run.id, shepherd, &e)?;
-        }
+        start_or_fail(store, &run.id, shepherd)?;
     }
     Ok(store.run(&run.id)?)
-}
-
-/// Creates the run's folder and starts `shepherd ... <id>` detached, its own
-/// diagnostics going to `shepherd.log` in the run's folder.
-pub(crate) fn start_shepherd(home: &Home, run_id: &str, shepherd: &ShepherdCommand) -> std::io::Result<()> {
-    let dir = home.run_dir(run_id);
-    home::ensure_private_dir(&dir).map_err(std::io::Error::other)?;
-    let log = home::open_private_append(&dir.join("shepherd.log"))?;
-    let mut command = Command::new(&shepherd.program);
-    // The shepherd is marked as one (so a parent run's shepherd, which may
-    // adopt it as subreaper, leaves it alone) and does not carry the id of
-    // the run that launched it (so that run's cleanup does not find it).
-    command
-        .args(&shepherd.args)
-        .arg(run_id)
-        .current_dir(Path::new("/"))
-        .env(SHEPHERD_ENV, run_id)
-        .env_remove(RUN_ID_ENV);
-    if let Some(root) = home.env_value() {
-        command.env(home::HOME_ENV, root);
-    }
-    crate::process::spawn_detached(command, log)
 }

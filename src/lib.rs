@@ -6,7 +6,9 @@
 
 pub mod abort;
 pub mod adapter;
+pub mod caller;
 pub mod config;
+pub mod heal;
 pub mod home;
 pub mod launch;
 pub mod mcp;
@@ -15,6 +17,7 @@ pub mod process;
 pub mod queue;
 pub mod reconcile;
 pub mod run;
+pub mod run_env;
 pub mod shepherd;
 pub mod store;
 pub mod time;

@@ -1,42 +1,98 @@
-//! The queue: at most `max_parallel` runs hold a slot (`starting` or
-//! `running`); the rest wait as `queued` and start in launch order.
+//! The queue: at most `max_parallel` runs hold a slot; the rest wait as
+//! `queued` and start in launch order. Starting a run means starting its
+//! shepherd, so that lives here too.
 //!
 //! There is no scheduler process. Whoever frees or may have freed a slot
-//! starts the next runs: a shepherd as it ends, and every CLI command, app
-//! start and MCP call after reconciling. So the queue moves with no app or
-//! CLI running, and recovers if a shepherd died before handing on its slot.
+//! starts the next runs: a shepherd as it ends, and every process that
+//! heals the store (see `heal`). So the queue moves with no app or CLI
+//! running, and recovers if a shepherd died before handing on its slot.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use crate::config::Config;
-use crate::launch::{start_shepherd, ShepherdCommand};
-use crate::run::{RunStatus, StopReason};
-use crate::store::{Outcome, Store, StoreError};
+use crate::home::{self, Home};
+use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
+use crate::store::{Store, StoreError};
+
+/// How to start a shepherd: a program and the arguments before the run id.
+/// The CLI uses itself (`corral shepherd ID`); the app can use itself too.
+#[derive(Debug, Clone)]
+pub struct ShepherdCommand {
+    /// The executable.
+    pub program: PathBuf,
+    /// Arguments before the run id.
+    pub args: Vec<String>,
+}
+
+impl ShepherdCommand {
+    /// This very executable, run as `<exe> shepherd <id>`.
+    pub fn current_exe() -> std::io::Result<ShepherdCommand> {
+        Ok(ShepherdCommand { program: live_exe(std::env::current_exe()?), args: vec!["shepherd".into()] })
+    }
+}
+
+/// After `cargo install` (or a package upgrade) replaced the binary, the
+/// kernel names the running one `… (deleted)`; the new binary at the same
+/// path is the one to start.
+fn live_exe(exe: PathBuf) -> PathBuf {
+    let text = exe.to_string_lossy();
+    match text.strip_suffix(" (deleted)") {
+        Some(path) if Path::new(path).is_file() => PathBuf::from(path),
+        _ => exe,
+    }
+}
 
 /// Starts queued runs into the free slots; returns their ids.
 pub fn start_queued(store: &mut Store, config: &Config, shepherd: &ShepherdCommand) -> Result<Vec<String>, StoreError> {
     let ids = store.promote_queued(config.max_parallel)?;
     for id in &ids {
-        if let Err(e) = start_shepherd(store.home(), id, shepherd) {
-            fail_unstarted(store, id, shepherd, &e)?;
-        }
+        start_or_fail(store, id, shepherd)?;
     }
     Ok(ids)
 }
 
-/// Records that a run's shepherd could not be started.
-pub(crate) fn fail_unstarted(
-    store: &mut Store,
-    id: &str,
-    shepherd: &ShepherdCommand,
-    e: &std::io::Error,
-) -> Result<(), StoreError> {
-    let outcome = Outcome {
-        status: RunStatus::Failed,
-        stop_reason: StopReason::SpawnFailed,
-        exit_code: None,
-        exit_signal: None,
-        error: Some(format!("cannot start the run's shepherd {}: {e}", shepherd.program.display())),
-        report: Default::default(),
-    };
-    store.commit_outcome(id, &outcome)?;
-    store.mark_exited(id, None, None)
+/// Starts the shepherd of a run that holds a slot; if it cannot be started,
+/// the run fails with the reason.
+pub(crate) fn start_or_fail(store: &mut Store, id: &str, shepherd: &ShepherdCommand) -> Result<(), StoreError> {
+    let Err(e) = start_shepherd(store.home(), id, shepherd) else { return Ok(()) };
+    store.fail_unstarted(id, format!("cannot start the run's shepherd {}: {e}", shepherd.program.display()))
+}
+
+/// Creates the run's folder and starts `shepherd ... <id>` detached, its own
+/// diagnostics going to `shepherd.log` in the run's folder.
+fn start_shepherd(home: &Home, run_id: &str, shepherd: &ShepherdCommand) -> std::io::Result<()> {
+    let dir = home.run_dir(run_id);
+    home::ensure_private_dir(&dir).map_err(std::io::Error::other)?;
+    let log = home::open_private_append(&dir.join("shepherd.log"))?;
+    let mut command = Command::new(&shepherd.program);
+    // The shepherd is marked as one (so a parent run's shepherd, which may
+    // adopt it as subreaper, leaves it alone) and does not carry the id of
+    // the run that launched it (so that run's cleanup does not find it).
+    command
+        .args(&shepherd.args)
+        .arg(run_id)
+        .current_dir(Path::new("/"))
+        .env(SHEPHERD_ENV, run_id)
+        .env_remove(RUN_ID_ENV);
+    if let Some(root) = home.env_value() {
+        command.env(home::HOME_ENV, root);
+    }
+    crate::process::spawn_detached(command, log)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replaced_binary_is_started_from_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("corral");
+        std::fs::write(&exe, "").unwrap();
+        let deleted = PathBuf::from(format!("{} (deleted)", exe.display()));
+        assert_eq!(live_exe(deleted.clone()), exe);
+        std::fs::remove_file(&exe).unwrap();
+        assert_eq!(live_exe(deleted.clone()), deleted, "nothing to start instead: keep the error visible");
+    }
 }

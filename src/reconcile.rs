@@ -1,27 +1,53 @@
 //! Reconciliation: making the store true again after a shepherd died.
 //!
-//! Every reader (CLI, app, MCP server) runs this when it starts. A run that
+//! Every process that reads or waits on the store runs this (see `heal`).
+//! A run that
 //! is active in the store but whose shepherd is gone (checked by pid *and*
 //! start time, never pid alone) becomes `lost` / `shepherd_died` — never
 //! `completed`, never silently `failed` — and every process still alive from
 //! it is killed: the recorded agent, and any process carrying the run's id
-//! in its environment (a `setsid` grandchild whose parents are gone).
+//! in its environment (a `setsid` grandchild whose parents are gone). A
+//! wait whose process died is removed, so its run holds its slot again.
 
 use std::time::Duration;
 
 use crate::process::{self, ProcessId, Sig};
 use crate::run::{Run, RunStatus, StopReason};
-use crate::shepherd::RUN_ID_ENV;
+use crate::run_env::RUN_ID_ENV;
 use crate::store::{Outcome, Store, StoreError};
 use crate::time;
 
-/// A run still `starting` with no shepherd recorded after this long never
-/// got one (its launcher died between writing the row and spawning).
-const SHEPHERD_START_LIMIT: Duration = Duration::from_secs(60);
+/// A run still `starting` with no shepherd recorded this long after it got
+/// its slot never got one (whoever promoted it died before spawning it).
+/// Counted from the promotion, never the creation: queueing is not lateness.
+const SHEPHERD_START_LIMIT: Duration = Duration::from_secs(30);
 
-/// Marks runs whose shepherd is gone as `lost` and kills their survivors.
-/// Returns the runs it marked.
-pub fn reconcile(store: &mut Store) -> Result<Vec<Run>, StoreError> {
+/// What reconciliation changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reconciled {
+    /// Runs it marked `lost`.
+    pub lost: Vec<Run>,
+    /// Waits it removed because their process died.
+    pub stale_waits: usize,
+}
+
+impl Reconciled {
+    /// True if it committed anything.
+    pub fn changed(&self) -> bool {
+        !self.lost.is_empty() || self.stale_waits > 0
+    }
+}
+
+/// Marks runs whose shepherd is gone as `lost` and kills their survivors;
+/// removes waits whose process died.
+pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
+    let mut stale_waits = 0;
+    for blocked in store.blocked_processes()? {
+        if !blocked.process.is_alive() {
+            store.remove_wait(blocked.wait)?;
+            stale_waits += 1;
+        }
+    }
     let mut lost = Vec::new();
     for run in store.active_runs()? {
         if !shepherd_is_gone(&run) {
@@ -41,7 +67,7 @@ pub fn reconcile(store: &mut Store) -> Result<Vec<Run>, StoreError> {
             lost.push(store.run(&run.id)?);
         }
     }
-    Ok(lost)
+    Ok(Reconciled { lost, stale_waits })
 }
 
 /// Why a run is lost, with the likely cause when the store's disk is full
@@ -68,8 +94,9 @@ fn shepherd_is_gone(run: &Run) -> bool {
         (RunStatus::Queued, _, _) => false,
         (_, Some(pid), Some(start)) => !ProcessId { pid, start }.is_alive(),
         (_, _, _) => {
-            let created = time::parse(&run.created_at).unwrap_or_else(time::now);
-            (time::now() - created).to_std().unwrap_or_default() > SHEPHERD_START_LIMIT
+            let promoted = run.promoted_at.as_deref().unwrap_or(&run.created_at);
+            let promoted = time::parse(promoted).unwrap_or_else(time::now);
+            (time::now() - promoted).to_std().unwrap_or_default() > SHEPHERD_START_LIMIT
         }
     }
 }

@@ -87,7 +87,7 @@ word_enum! {
 impl RunStatus {
     /// True once the run's outcome is committed; it never changes after.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Aborted | Self::Lost)
+        Self::TERMINAL.contains(&self)
     }
 
     /// True while the run counts as running (everything before terminal).
@@ -95,8 +95,22 @@ impl RunStatus {
         !self.is_terminal()
     }
 
-    /// The statuses counted as running, for SQL `IN (...)` lists.
+    /// The statuses counted as running (everything before terminal).
     pub const ACTIVE: &'static [RunStatus] = &[Self::Queued, Self::Starting, Self::Running, Self::Waiting];
+
+    /// The statuses of a run whose outcome is committed.
+    pub const TERMINAL: &'static [RunStatus] = &[Self::Completed, Self::Failed, Self::Aborted, Self::Lost];
+
+    /// The statuses that hold a slot under `max_parallel` (unless the run's
+    /// agent is blocked waiting on other runs; see `store::slots`).
+    pub const SLOTTED: &'static [RunStatus] = &[Self::Starting, Self::Running];
+
+    /// `statuses` as an SQL list, `('a', 'b')`: every status list in SQL is
+    /// derived from these constants, never written by hand.
+    pub fn sql_list(statuses: &[RunStatus]) -> String {
+        let words: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
+        format!("({})", words.join(", "))
+    }
 }
 
 word_enum! {
@@ -202,6 +216,8 @@ pub struct Run {
     pub collected_at: Option<String>,
     /// When it last began waiting on its children.
     pub waiting_at: Option<String>,
+    /// When it got its slot (it started at once, or left the queue).
+    pub promoted_at: Option<String>,
 }
 
 impl Run {

@@ -1,10 +1,17 @@
-//! Waiting for runs to end, as `corral wait` and the MCP server do: by
-//! watching the store, never by polling processes.
+//! Waiting for runs to end, as `corral wait`, `launch --wait` and the MCP
+//! server do: by watching the store, healing it as it goes (see `heal`).
+//!
+//! A process of a run that waits gives up the run's slot while any run it
+//! waits on is active (its agent is blocked, not working), and has it back
+//! the moment they have all ended, before any queued run can take it.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use crate::heal::{heal, HealError, HEAL_EVERY};
+use crate::process::ProcessId;
+use crate::queue::ShepherdCommand;
 use crate::run::{Run, RunStatus};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, WaitId};
 use crate::watch::Watcher;
 
 /// How a wait ended.
@@ -23,18 +30,52 @@ impl WaitResult {
     }
 }
 
-/// How often a wait re-checks shepherds even when nothing is committed: a
-/// shepherd killed with SIGKILL commits nothing, yet its run must end.
-const RECHECK: Duration = Duration::from_millis(500);
-
 /// Blocks until every run in `ids` (ids or unique prefixes) is terminal, or
-/// `deadline` passes.
-pub fn wait_for(store: &mut Store, ids: &[String], deadline: Option<Instant>) -> Result<WaitResult, StoreError> {
+/// `deadline` passes. `caller` is the run this process works for (see
+/// `caller`): it holds no slot while blocked here.
+pub fn wait_for(
+    store: &mut Store,
+    ids: &[String],
+    deadline: Option<Instant>,
+    caller: Option<&str>,
+    shepherd: &ShepherdCommand,
+) -> Result<WaitResult, HealError> {
     let ids: Vec<String> = ids.iter().map(|id| store.find_run(id).map(|r| r.id)).collect::<Result<_, _>>()?;
+    let blocked = block(store, caller, &ids)?;
+    let result = wait_loop(store, &ids, deadline, shepherd);
+    if let Some(wait) = blocked {
+        store.remove_wait(wait)?;
+    }
+    result
+}
+
+/// Records that the caller's run is blocked on `ids` (not on itself).
+fn block(store: &mut Store, caller: Option<&str>, ids: &[String]) -> Result<Option<WaitId>, StoreError> {
+    let Some(caller) = caller else { return Ok(None) };
+    let targets: Vec<String> = ids.iter().filter(|id| id.as_str() != caller).cloned().collect();
+    let Some(me) = ProcessId::of(std::process::id() as i32) else { return Ok(None) };
+    if targets.is_empty() || !store.run(caller)?.status.is_active() {
+        return Ok(None);
+    }
+    store.register_wait(caller, me, &targets).map(Some)
+}
+
+fn wait_loop(
+    store: &mut Store,
+    ids: &[String],
+    deadline: Option<Instant>,
+    shepherd: &ShepherdCommand,
+) -> Result<WaitResult, HealError> {
     let mut watcher = Watcher::new(store)?;
+    let mut healed_at: Option<Instant> = None;
     loop {
-        // A shepherd that died must not leave the wait hanging forever.
-        crate::reconcile::reconcile(store)?;
+        // A shepherd that died must not leave the wait (or the queue)
+        // hanging; what this process commits, its watcher does not see.
+        let mut changed = false;
+        if healed_at.is_none_or(|at| at.elapsed() >= HEAL_EVERY) {
+            changed = heal(store, shepherd)?.changed();
+            healed_at = Some(Instant::now());
+        }
         let runs: Vec<Run> = ids.iter().map(|id| store.run(id)).collect::<Result<_, _>>()?;
         if runs.iter().all(|r| r.status.is_terminal()) {
             return Ok(WaitResult { runs, timed_out: false });
@@ -42,15 +83,17 @@ pub fn wait_for(store: &mut Store, ids: &[String], deadline: Option<Instant>) ->
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(WaitResult { runs, timed_out: true });
         }
-        let recheck = Instant::now() + RECHECK;
+        if changed {
+            continue;
+        }
+        let recheck = healed_at.map_or_else(Instant::now, |at| at + HEAL_EVERY);
         watcher.changed_before(store, Some(deadline.map_or(recheck, |d| d.min(recheck))))?;
     }
 }
 
-/// Records that the run `caller` (the run the asking process belongs to,
-/// from its `CORRAL_RUN_ID`) now has the results of those of `runs` that
-/// are its ended children: a parent that waited on its children, or read
-/// their results, needs no continuation turn to be handed them.
+/// Records that the run `caller` now has the results of those of `runs`
+/// that are its ended children: a parent that waited on its children, or
+/// read their results, needs no continuation turn to be handed them.
 pub fn collected_by(store: &mut Store, caller: Option<&str>, runs: &[Run]) -> Result<(), StoreError> {
     let Some(caller) = caller else { return Ok(()) };
     let ids: Vec<String> = runs
@@ -62,9 +105,4 @@ pub fn collected_by(store: &mut Store, caller: Option<&str>, runs: &[Run]) -> Re
         return Ok(());
     }
     store.mark_collected(&ids)
-}
-
-/// The run this process belongs to, if it runs inside one.
-pub fn caller_run() -> Option<String> {
-    std::env::var(crate::shepherd::RUN_ID_ENV).ok().filter(|id| !id.is_empty())
 }

@@ -4,7 +4,8 @@
 mod common;
 
 use common::{corral_bin, fake_agent, Env};
-use corral::launch::{launch, LaunchRequest, ShepherdCommand};
+use corral::launch::{launch, LaunchRequest};
+use corral::queue::ShepherdCommand;
 
 /// Zombie children of this process.
 fn my_zombies() -> Vec<i32> {
@@ -32,6 +33,7 @@ fn launching_leaves_no_zombie_and_the_shepherd_is_not_our_child() {
         cwd: env.project.clone(),
         model: None,
         parent: None,
+        env: None,
     };
     let mut ids = Vec::new();
     for _ in 0..5 {

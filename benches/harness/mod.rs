@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use corral::launch::{launch, LaunchRequest, ShepherdCommand};
+use corral::launch::{launch, LaunchRequest};
+use corral::queue::ShepherdCommand;
 use corral::{Home, Store};
 
 /// Set in the environment of the benchmark binary run as the fake agent.
@@ -152,6 +153,7 @@ impl Bench {
             cwd: self.project.clone(),
             model: None,
             parent: None,
+            env: None,
         };
         launch(store, &request, &self.shepherd).unwrap().id
     }

@@ -5,16 +5,23 @@ use std::time::Duration;
 
 use corral::abort::{abort, Aborted};
 use corral::config::Config;
+use corral::queue::ShepherdCommand;
 use corral::Store;
 
-pub fn run(store: &mut Store, ids: &[String], json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(
+    store: &mut Store,
+    ids: &[String],
+    json: bool,
+    shepherd: &ShepherdCommand,
+    out: &mut impl Write,
+) -> anyhow::Result<i32> {
     let config = Config::load(store.home())?;
     // Enough for the shepherd to commit and run its whole stop sequence.
     let patience = config.stop_grace + Duration::from_secs(2);
     let mut runs = Vec::new();
     let mut code = 0;
     for id in ids {
-        let result = abort(store, id, patience)?;
+        let result = abort(store, id, patience, shepherd)?;
         if !json {
             let run = result.run();
             match &result {

@@ -4,7 +4,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use corral::launch::{launch, LaunchRequest, ShepherdCommand};
+use corral::launch::{launch, LaunchRequest};
+use corral::queue::ShepherdCommand;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]
@@ -31,7 +32,7 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
     let request = LaunchRequest {
         preset: args.preset,
         task: args.task.join(" "),
@@ -41,11 +42,13 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         },
         model: args.model,
         parent: args.parent,
+        env: None,
     };
-    let run = launch(store, &request, &ShepherdCommand::current_exe()?)?;
+    let run = launch(store, &request, shepherd)?;
     if args.wait {
-        let result = corral::wait::wait_for(store, &[run.id], None)?;
-        corral::wait::collected_by(store, corral::wait::caller_run().as_deref(), &result.runs)?;
+        let caller = corral::caller::caller_run(store)?;
+        let result = corral::wait::wait_for(store, &[run.id], None, caller.as_deref(), shepherd)?;
+        corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
         let run = &result.runs[0];
         if args.json {
             super::print_json(out, run)?;

@@ -17,7 +17,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
-use corral::{Home, Store};
+use corral::queue::ShepherdCommand;
+use corral::Home;
 
 /// Exit code for errors (bad input, unknown run, store failure).
 pub const EXIT_ERROR: i32 = 2;
@@ -136,20 +137,17 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         corral::mcp::serve_stdio(home)?;
         return Ok(0);
     }
-    let mut store = Store::open(&home)?;
-    corral::reconcile::reconcile(&mut store)?;
-    // A slot may have been freed by a run that just became lost.
-    let config = corral::config::Config::load(&home)?;
-    corral::queue::start_queued(&mut store, &config, &corral::launch::ShepherdCommand::current_exe()?)?;
+    let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
+    let mut store = corral::heal::open_healed(&home, &shepherd)?;
     let mut out = std::io::stdout().lock();
     let code = match command {
         Command::Presets { cwd, json } => presets::run(&store, cwd, json, &mut out)?,
-        Command::Launch(args) => launch::run(&mut store, args, &mut out)?,
+        Command::Launch(args) => launch::run(&mut store, args, &shepherd, &mut out)?,
         Command::Ls { all, status, json } => ls::run(&store, all, status, json, &mut out)?,
         Command::Show { run, json } => show::run(&mut store, &run, json, &mut out)?,
-        Command::Tail { run, follow } => tail::run(&mut store, &run, follow, &mut out)?,
-        Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &mut out)?,
-        Command::Abort { runs, json } => abort::run(&mut store, &runs, json, &mut out)?,
+        Command::Tail { run, follow } => tail::run(&mut store, &run, follow, &shepherd, &mut out)?,
+        Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &shepherd, &mut out)?,
+        Command::Abort { runs, json } => abort::run(&mut store, &runs, json, &shepherd, &mut out)?,
         Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
         Command::Mcp | Command::Shepherd { .. } => unreachable!("handled above"),
     };

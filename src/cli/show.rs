@@ -7,7 +7,8 @@ use corral::{time, Store};
 
 pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let run = store.find_run(id)?;
-    corral::wait::collected_by(store, corral::wait::caller_run().as_deref(), std::slice::from_ref(&run))?;
+    let caller = corral::caller::caller_run(store)?;
+    corral::wait::collected_by(store, caller.as_deref(), std::slice::from_ref(&run))?;
     if json {
         super::print_json(out, &run)?;
         return Ok(0);

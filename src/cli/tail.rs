@@ -11,7 +11,13 @@ use corral::Store;
 /// Events read from the store per query.
 const PAGE: usize = 1000;
 
-pub fn run(store: &mut Store, id: &str, follow: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(
+    store: &mut Store,
+    id: &str,
+    follow: bool,
+    shepherd: &corral::queue::ShepherdCommand,
+    out: &mut impl Write,
+) -> anyhow::Result<i32> {
     let id = store.find_run(id)?.id;
     let mut watcher = Watcher::new(store)?;
     let mut after = 0;
@@ -33,9 +39,9 @@ pub fn run(store: &mut Store, id: &str, follow: bool, out: &mut impl Write) -> a
         if !follow || ended {
             break;
         }
-        let recheck = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        let recheck = std::time::Instant::now() + corral::heal::HEAL_EVERY;
         watcher.changed_before(store, Some(recheck))?;
-        corral::reconcile::reconcile(store)?;
+        corral::heal::heal(store, shepherd)?;
     }
     if follow {
         let run = store.run(&id)?;

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use corral::queue::ShepherdCommand;
 use corral::wait::{wait_for, WaitResult};
 use corral::{Run, Store};
 
@@ -15,6 +16,7 @@ pub fn run(
     ids: &[String],
     timeout: Option<f64>,
     json: bool,
+    shepherd: &ShepherdCommand,
     out: &mut impl Write,
 ) -> anyhow::Result<i32> {
     let deadline = match timeout {
@@ -22,8 +24,9 @@ pub fn run(
         Some(secs) => anyhow::bail!("--timeout {secs} is not a number of seconds ≥ 0"),
         None => None,
     };
-    let result = wait_for(store, ids, deadline)?;
-    corral::wait::collected_by(store, corral::wait::caller_run().as_deref(), &result.runs)?;
+    let caller = corral::caller::caller_run(store)?;
+    let result = wait_for(store, ids, deadline, caller.as_deref(), shepherd)?;
+    corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
     if json {
         super::print_json(out, &result.runs)?;
     } else {

@@ -11,11 +11,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::abort::{abort, Aborted};
+use crate::caller::caller_run;
 use crate::config::Config;
-use crate::launch::{launch, LaunchRequest, ShepherdCommand};
+use crate::launch::{launch, LaunchRequest};
 use crate::preset::{self, Roots};
+use crate::queue::ShepherdCommand;
 use crate::store::{RunFilter, Store};
-use crate::wait::{caller_run, collected_by, wait_for};
+use crate::wait::{collected_by, wait_for};
 use crate::{Home, Run};
 
 /// Why a tool call failed; its text goes back to the model.
@@ -27,6 +29,8 @@ enum ToolFailure {
     Launch(#[from] crate::launch::LaunchError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Heal(#[from] crate::heal::HealError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -139,19 +143,17 @@ impl CorralTools {
         CorralTools { home, tool_router: Self::tool_router() }
     }
 
-    /// Runs `f` with a freshly reconciled store on a blocking thread; any
-    /// error becomes a tool error.
+    /// Runs `f` with a freshly healed store on a blocking thread; any error
+    /// becomes a tool error.
     async fn with_store<F>(&self, f: F) -> CallToolResult
     where
-        F: FnOnce(&mut Store) -> Result<CallToolResult, ToolFailure> + Send + 'static,
+        F: FnOnce(&mut Store, &ShepherdCommand) -> Result<CallToolResult, ToolFailure> + Send + 'static,
     {
         let home = self.home.clone();
         let work = tokio::task::spawn_blocking(move || -> Result<CallToolResult, ToolFailure> {
-            let mut store = Store::open(&home)?;
-            crate::reconcile::reconcile(&mut store)?;
-            let config = Config::load(&home)?;
-            crate::queue::start_queued(&mut store, &config, &ShepherdCommand::current_exe()?)?;
-            f(&mut store)
+            let shepherd = ShepherdCommand::current_exe()?;
+            let mut store = crate::heal::open_healed(&home, &shepherd)?;
+            f(&mut store, &shepherd)
         });
         match work.await {
             Ok(Ok(result)) => result,
@@ -164,7 +166,7 @@ impl CorralTools {
         description = "List the presets you can launch as background agents: name, agent, model and what each is for. Call this before launch_agent to pick a preset."
     )]
     async fn list_presets(&self, Parameters(args): Parameters<ListPresetsArgs>) -> CallToolResult {
-        self.with_store(move |store| {
+        self.with_store(move |store, _| {
             let cwd = match args.cwd {
                 Some(dir) => PathBuf::from(dir),
                 None => std::env::current_dir()?,
@@ -191,13 +193,14 @@ impl CorralTools {
         description = "Start a background agent from a preset with a task, and return at once with its run_id. The run is recorded as a child of your own run: launch several to work in parallel, then call wait_agents to get their results. If your turn ends before they finish, Corral waits for them and hands you their results in a follow-up turn."
     )]
     async fn launch_agent(&self, Parameters(args): Parameters<LaunchArgs>) -> CallToolResult {
-        self.with_store(move |store| {
+        self.with_store(move |store, shepherd| {
             let cwd = match args.cwd {
                 Some(dir) => PathBuf::from(dir),
                 None => std::env::current_dir()?,
             };
-            let request = LaunchRequest { preset: args.preset, task: args.task, cwd, model: args.model, parent: None };
-            let run = launch(store, &request, &ShepherdCommand::current_exe()?)?;
+            let request =
+                LaunchRequest { preset: args.preset, task: args.task, cwd, model: args.model, parent: None, env: None };
+            let run = launch(store, &request, shepherd)?;
             Ok(json_result(&RunView::from(&run)))
         })
         .await
@@ -207,11 +210,11 @@ impl CorralTools {
         description = "Check runs without waiting: status (queued, starting, running, waiting, completed, failed, aborted, lost), final text and error. With run_id: that run. Without: your own background runs (or the latest runs outside a run). To block until runs end, use wait_agents instead of calling this repeatedly."
     )]
     async fn agent_status(&self, Parameters(args): Parameters<StatusArgs>) -> CallToolResult {
-        self.with_store(move |store| {
+        self.with_store(move |store, _| {
             let runs = match args.run_id {
                 Some(id) => vec![store.find_run(&id)?],
                 None => {
-                    let filter = RunFilter { parent_id: caller_run(), limit: Some(50), ..RunFilter::default() };
+                    let filter = RunFilter { parent_id: caller_run(store)?, limit: Some(50), ..RunFilter::default() };
                     store.runs(&filter)?
                 }
             };
@@ -233,9 +236,10 @@ impl CorralTools {
             return tool_error(format!("timeout_s {secs} is not a number of seconds ≥ 0"));
         }
         let deadline = Instant::now() + Duration::from_secs_f64(secs.min(MAX_WAIT_S));
-        self.with_store(move |store| {
-            let result = wait_for(store, &args.run_ids, Some(deadline))?;
-            collected_by(store, caller_run().as_deref(), &result.runs)?;
+        self.with_store(move |store, shepherd| {
+            let caller = caller_run(store)?;
+            let result = wait_for(store, &args.run_ids, Some(deadline), caller.as_deref(), shepherd)?;
+            collected_by(store, caller.as_deref(), &result.runs)?;
             let views: Vec<RunView<'_>> = result.runs.iter().map(RunView::from).collect();
             Ok(json_result(&serde_json::json!({
                 "timed_out": result.timed_out,
@@ -250,9 +254,10 @@ impl CorralTools {
         description = "The outcome and final text of one run, without waiting. If it has not ended yet it says so: use wait_agents to block until it does."
     )]
     async fn agent_result(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
-        self.with_store(move |store| {
+        self.with_store(move |store, _| {
             let run = store.find_run(&args.run_id)?;
-            collected_by(store, caller_run().as_deref(), std::slice::from_ref(&run))?;
+            let caller = caller_run(store)?;
+            collected_by(store, caller.as_deref(), std::slice::from_ref(&run))?;
             if run.status.is_active() {
                 return Ok(json_result(&serde_json::json!({
                     "note": format!("run {} has not ended yet ({}): call wait_agents to block until it does", run.id, run.status),
@@ -268,9 +273,9 @@ impl CorralTools {
         description = "Stop a run and every process it started, including its own background runs. Use it when a result is no longer needed. Aborting a run that already ended changes nothing."
     )]
     async fn abort_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
-        self.with_store(move |store| {
+        self.with_store(move |store, shepherd| {
             let config = Config::load(store.home())?;
-            let result = abort(store, &args.run_id, config.stop_grace + Duration::from_secs(2))?;
+            let result = abort(store, &args.run_id, config.stop_grace + Duration::from_secs(2), shepherd)?;
             let note = match &result {
                 Aborted::Stopped(_) => "aborted",
                 Aborted::AlreadyOver(_) => "already ended; nothing changed",

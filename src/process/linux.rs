@@ -23,6 +23,12 @@ impl ProcessId {
     pub fn is_alive(&self) -> bool {
         start_time(self.pid) == Some(self.start) && !is_zombie(self.pid)
     }
+
+    /// True if this very process still holds its pid: alive, or a zombie
+    /// not yet reaped (its pid cannot be reused until it is).
+    pub fn is_alive_or_zombie(&self) -> bool {
+        start_time(self.pid) == Some(self.start)
+    }
 }
 
 /// Fields of `/proc/<pid>/stat` after the command name, which may itself
@@ -45,6 +51,32 @@ fn is_zombie(pid: i32) -> bool {
 
 fn parent_of(pid: i32) -> Option<i32> {
     stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+/// `pid` and its ancestors, nearest first, up to (not including) pid 1.
+pub fn ancestry(pid: i32) -> Vec<ProcessId> {
+    let mut chain = Vec::new();
+    let mut current = pid;
+    // A loop in /proc cannot happen, but a bound costs nothing.
+    while current > 1 && chain.len() < 256 {
+        let Some(id) = ProcessId::of(current) else { break };
+        chain.push(id);
+        match parent_of(current) {
+            Some(parent) => current = parent,
+            None => break,
+        }
+    }
+    chain
+}
+
+/// The process group of `pid`.
+pub fn group_of(pid: i32) -> Option<i32> {
+    stat_fields(pid)?.get(2)?.parse().ok()
+}
+
+/// The state letter of `pid` (`R`, `S`, `D`, `Z`, ...), for diagnostics.
+pub fn state_of(pid: i32) -> Option<char> {
+    stat_fields(pid)?.first()?.chars().next()
 }
 
 /// True if `pid` exists and is not a zombie.

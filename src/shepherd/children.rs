@@ -10,18 +10,15 @@
 //! outcomes. Only direct children gate a run; each child applies the same
 //! rule to its own.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::supervise::Supervisor;
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{EventKind, Verdict};
+use crate::heal::{heal, HEAL_EVERY};
 use crate::process;
 use crate::run::{Run, RunStatus, StopReason};
-use crate::watch::POLL_INTERVAL;
-
-/// How often a waiting shepherd checks on children whose own shepherds may
-/// have died (which commits nothing by itself).
-const RECONCILE_EVERY: Duration = Duration::from_millis(500);
+use crate::watch::{Watcher, POLL_INTERVAL};
 
 /// What to do after the children are settled.
 pub(super) enum Next {
@@ -31,50 +28,41 @@ pub(super) enum Next {
     Done,
 }
 
+/// What a blocked shepherd waited for.
+enum Woken {
+    /// The store may have changed.
+    Look,
+    /// A stop signal arrived and was acted on: the run is over.
+    Stopped,
+}
+
 /// Waits until the run's direct children are all terminal (or the
-/// children timeout passes, or the run is aborted), then decides.
+/// children timeout passes, or the run is aborted), then decides. While it
+/// waits it heals the store (see `heal`): a child whose shepherd died ends
+/// `lost`, and a slot this run freed goes to the queue.
 pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, ShepherdError> {
     let limit = sup.limits.children_timeout;
     let deadline = limit.map(|t| Instant::now() + t);
-    let mut version = -1;
-    let mut reconciled = Instant::now();
+    let mut watcher = Watcher::new(&sup.store)?;
     loop {
-        // Child runs' shepherds may have been adopted (this shepherd is a
-        // subreaper): reap those that ended, so none lingers as a zombie.
-        while let Ok(Some(_)) = process::reap_any() {}
-        let now = Instant::now();
-        if now >= reconciled + RECONCILE_EVERY {
-            crate::reconcile::reconcile(&mut sup.store)?;
-            reconciled = now;
-        }
-        let seen = sup.store.data_version()?;
-        if seen != version {
-            version = seen;
-            let kids = sup.store.child_runs(&sup.run_id)?;
-            let active: Vec<&Run> = kids.iter().filter(|c| c.status.is_active()).collect();
-            if active.is_empty() {
-                break;
-            }
-            if deadline.is_some_and(|d| now >= d) {
-                let ids: Vec<&str> = active.iter().map(|c| c.id.as_str()).collect();
-                let error = format!(
-                    "child runs still active after children_timeout of {}: {} (aborted)",
-                    humantime::format_duration(limit.unwrap_or_default()),
-                    ids.join(", ")
-                );
-                sup.commit(RunStatus::Failed, StopReason::ChildrenTimeout, Some(error))?;
-                abort_active(sup)?;
-                return Ok(Next::Done);
-            }
-        }
-        let wait = POLL_INTERVAL.min(deadline.map_or(POLL_INTERVAL, |d| d.saturating_duration_since(now)));
-        let ready = process::wait_readable(&[sup.stop.fd()], Some(wait)).doing("waiting for child runs")?;
-        if ready[0] && sup.stop.drain() {
-            sup.on_stop_signal()?;
-            return Ok(Next::Done);
+        let kids = sup.store.child_runs(&sup.run_id)?;
+        let active: Vec<&Run> = kids.iter().filter(|c| c.status.is_active()).collect();
+        if active.is_empty() {
+            break;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            version = -1; // look again now, at the deadline
+            let ids: Vec<&str> = active.iter().map(|c| c.id.as_str()).collect();
+            let error = format!(
+                "child runs still active after children_timeout of {}: {} (aborted)",
+                humantime::format_duration(limit.unwrap_or_default()),
+                ids.join(", ")
+            );
+            sup.commit(RunStatus::Failed, StopReason::ChildrenTimeout, Some(error))?;
+            abort_active(sup)?;
+            return Ok(Next::Done);
+        }
+        if let Woken::Stopped = block(sup, &mut watcher, deadline)? {
+            return Ok(Next::Done);
         }
     }
 
@@ -83,11 +71,60 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
     if !uncollected.is_empty() && sup.can_continue(&verdict) {
         let prompt = continuation_prompt(&uncollected);
         let ids: Vec<String> = uncollected.iter().map(|c| c.id.clone()).collect();
+        if !take_slot_back(sup, &mut watcher)? {
+            return Ok(Next::Done);
+        }
         sup.store.mark_collected(&ids)?;
         return Ok(Next::Continue(prompt));
     }
     commit_with_children(sup, verdict)?;
     Ok(Next::Done)
+}
+
+/// A continuation turn is work: a run that was `waiting` takes a slot back
+/// first (ahead of every queued run). False if the run was stopped meanwhile.
+fn take_slot_back(sup: &mut Supervisor, watcher: &mut Watcher) -> Result<bool, ShepherdError> {
+    loop {
+        let status = sup.store.run(&sup.run_id)?.status;
+        if status != RunStatus::Waiting {
+            return Ok(status == RunStatus::Running);
+        }
+        if sup.store.take_slot_back(&sup.run_id, sup.config.max_parallel)? {
+            return Ok(true);
+        }
+        if let Woken::Stopped = block(sup, watcher, None)? {
+            return Ok(false);
+        }
+    }
+}
+
+/// Blocks until the store changes, a stop signal arrives, `deadline`
+/// passes, or it is time to heal again; heals the store on the way.
+fn block(sup: &mut Supervisor, watcher: &mut Watcher, deadline: Option<Instant>) -> Result<Woken, ShepherdError> {
+    // Child runs' shepherds may have been adopted (this shepherd is a
+    // subreaper): reap those that ended, so none lingers as a zombie.
+    while let Ok(Some(_)) = process::reap_any() {}
+    if heal(&mut sup.store, &sup.shepherd)?.changed() {
+        // This process's own commits do not move its data_version.
+        return Ok(Woken::Look);
+    }
+    let until = Instant::now() + HEAL_EVERY;
+    let until = deadline.map_or(until, |d| d.min(until));
+    loop {
+        if watcher.changed_before(&sup.store, Some(Instant::now()))? {
+            return Ok(Woken::Look);
+        }
+        let now = Instant::now();
+        if now >= until {
+            return Ok(Woken::Look);
+        }
+        let wait = POLL_INTERVAL.min(until - now);
+        let ready = process::wait_readable(&[sup.stop.fd()], Some(wait)).doing("waiting for child runs")?;
+        if ready[0] && sup.stop.drain() {
+            sup.on_stop_signal()?;
+            return Ok(Woken::Stopped);
+        }
+    }
 }
 
 /// Commits the turn's verdict. Children whose results the agent never got

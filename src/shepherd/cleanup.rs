@@ -5,17 +5,31 @@
 //! after the stop grace, SIGKILL to the group and to every other descendant
 //! — including `setsid` escapees, which the shepherd inherits as subreaper,
 //! and anything carrying the run's id in its environment — repeated until
-//! none is left.
+//! none is left, or until [`KILL_GIVE_UP`] says some cannot be killed
+//! (another user's process, one stuck in the kernel): those are named in
+//! `signals.log` and the run moves on, so its slot is never held forever.
+//!
+//! The group is signalled only while it is still the run's: once the agent
+//! (the group's leader) is reaped and no process of the run is in the
+//! group, its id may be reused by a stranger's group, which must never get
+//! the run's signals.
 
 use std::fs::File;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crate::process::{self, Sig};
+use crate::process::{self, ProcessId, Sig};
+use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::time;
 
-/// How often the final SIGKILL sweep repeats while processes remain.
+/// The first pause between SIGKILL sweeps; it doubles up to [`KILL_SWEEP_MAX`]
+/// (each sweep reads all of `/proc`).
 const KILL_SWEEP: Duration = Duration::from_millis(20);
+/// The longest pause between SIGKILL sweeps.
+const KILL_SWEEP_MAX: Duration = Duration::from_millis(500);
+/// How long SIGKILL sweeps go on before the survivors are declared
+/// unkillable and the run moves on without them.
+pub(super) const KILL_GIVE_UP: Duration = Duration::from_secs(10);
 
 /// Where the sequence is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,8 +40,11 @@ enum Stage {
     Grace { until: Instant },
     /// The group was asked to stop; SIGKILL comes at `until`.
     Terminated { until: Instant },
-    /// Everything left is being killed; next sweep at `next`.
-    Killing { next: Instant },
+    /// Everything left is being killed; next sweep at `next`, after a
+    /// pause of `pause`; given up at `until`.
+    Killing { next: Instant, pause: Duration, until: Instant },
+    /// SIGKILL did not end every process: the run moves on without them.
+    GaveUp,
 }
 
 /// Drives the stop sequence of one run.
@@ -35,7 +52,8 @@ pub(super) struct Cleanup {
     stage: Stage,
     run_id: String,
     shepherd: i32,
-    pgid: i32,
+    /// The agent: its pid is the group's id.
+    leader: ProcessId,
     exit_grace: Duration,
     stop_grace: Duration,
     /// The first signal of a stop: SIGTERM, or SIGINT for agents that stop
@@ -48,18 +66,23 @@ impl Cleanup {
     pub(super) fn new(
         run_id: &str,
         shepherd: i32,
-        pgid: i32,
+        leader: ProcessId,
         (exit_grace, stop_grace): (Duration, Duration),
         first: Sig,
         log: File,
     ) -> Cleanup {
-        Cleanup { stage: Stage::Idle, run_id: run_id.to_string(), shepherd, pgid, exit_grace, stop_grace, first, log }
+        Cleanup { stage: Stage::Idle, run_id: run_id.to_string(), shepherd, leader, exit_grace, stop_grace, first, log }
     }
 
     /// A new agent process (a continuation turn) leads the run's group now.
-    pub(super) fn restart(&mut self, pgid: i32) {
+    pub(super) fn restart(&mut self, leader: ProcessId) {
         self.stage = Stage::Idle;
-        self.pgid = pgid;
+        self.leader = leader;
+    }
+
+    /// True once SIGKILL sweeps gave up on processes that would not die.
+    pub(super) fn gave_up(&self) -> bool {
+        self.stage == Stage::GaveUp
     }
 
     /// The agent's turn is over: give its processes their exit grace.
@@ -84,9 +107,9 @@ impl Cleanup {
     /// When the sequence next needs to act.
     pub(super) fn deadline(&self) -> Option<Instant> {
         match self.stage {
-            Stage::Idle => None,
+            Stage::Idle | Stage::GaveUp => None,
             Stage::Grace { until } | Stage::Terminated { until } => Some(until),
-            Stage::Killing { next } => Some(next),
+            Stage::Killing { next, .. } => Some(next),
         }
     }
 
@@ -99,11 +122,13 @@ impl Cleanup {
             Stage::Terminated { until } if now >= until => {
                 self.note("stop grace is over");
                 self.kill_all();
-                self.stage = Stage::Killing { next: now + KILL_SWEEP };
+                self.stage = Stage::Killing { next: now + KILL_SWEEP, pause: KILL_SWEEP, until: now + KILL_GIVE_UP };
             }
-            Stage::Killing { next } if now >= next => {
+            Stage::Killing { until, .. } if now >= until => self.give_up(),
+            Stage::Killing { next, pause, until } if now >= next => {
                 self.kill_all();
-                self.stage = Stage::Killing { next: now + KILL_SWEEP };
+                let pause = (pause * 2).min(KILL_SWEEP_MAX);
+                self.stage = Stage::Killing { next: now + pause, pause, until };
             }
             _ => {}
         }
@@ -115,8 +140,8 @@ impl Cleanup {
     /// (runs launched from this one) are not this run's, nor their trees.
     pub(super) fn own_processes(&self) -> Vec<i32> {
         let me = self.shepherd;
-        let mut pids = process::descendants(me, |pid| pid != me && process::has_env_var(pid, super::SHEPHERD_ENV));
-        for pid in process::pids_with_env(super::RUN_ID_ENV, &self.run_id) {
+        let mut pids = process::descendants(me, |pid| pid != me && process::has_env_var(pid, SHEPHERD_ENV));
+        for pid in process::pids_with_env(RUN_ID_ENV, &self.run_id) {
             if !pids.contains(&pid) {
                 pids.push(pid);
             }
@@ -143,12 +168,36 @@ impl Cleanup {
         let _ = writeln!(self.log, "{} {what}", time::format(time::now()));
     }
 
+    /// SIGKILL did not end every process in time: name them and move on.
+    fn give_up(&mut self) {
+        let left: Vec<String> = self
+            .own_processes()
+            .iter()
+            .map(|&pid| format!("{pid} (state {})", process::state_of(pid).unwrap_or('?')))
+            .collect();
+        self.note(&format!(
+            "giving up after {}: processes that SIGKILL did not end: {}",
+            humantime::format_duration(KILL_GIVE_UP),
+            if left.is_empty() { "none left".to_string() } else { left.join(", ") }
+        ));
+        self.stage = Stage::GaveUp;
+    }
+
+    /// Signals the agent's process group, if it is still the run's: its
+    /// leader is this very agent (unreaped), or a process of the run is in
+    /// it. Otherwise the id may belong to a stranger now.
     fn signal_group(&mut self, sig: Sig) {
-        let result = process::signal_group(self.pgid, sig);
-        let suffix = match result {
+        let pgid = self.leader.pid;
+        let ours = self.leader.is_alive_or_zombie()
+            || self.own_processes().iter().any(|&pid| process::group_of(pid) == Some(pgid));
+        if !ours {
+            self.note(&format!("{} -> group {pgid}: skipped, no process of the run is left in it", sig.name()));
+            return;
+        }
+        let suffix = match process::signal_group(pgid, sig) {
             Ok(()) => String::new(),
             Err(e) => format!(" (failed: {e})"),
         };
-        self.note(&format!("{} -> group {}{suffix}", sig.name(), self.pgid));
+        self.note(&format!("{} -> group {pgid}{suffix}", sig.name()));
     }
 }

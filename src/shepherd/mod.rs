@@ -20,17 +20,14 @@ use std::io;
 
 use crate::adapter;
 use crate::config::{Config, ConfigError};
+use crate::heal::HealError;
 use crate::home::{self, Home};
 use crate::process::{self, ProcessId, SignalPipe};
+use crate::queue::ShepherdCommand;
 use crate::run::{RunStatus, StopReason};
-use crate::store::{Outcome, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 pub use lines::LineSplitter;
-
-/// The variable that tells every process of a run which run it belongs to.
-pub const RUN_ID_ENV: &str = "CORRAL_RUN_ID";
-/// The variable that marks a shepherd process (its value: the run id).
-pub const SHEPHERD_ENV: &str = "CORRAL_SHEPHERD";
 
 /// What stops a shepherd from doing its job.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +38,9 @@ pub enum ShepherdError {
     /// The settings file is broken.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Healing the store while waiting failed.
+    #[error(transparent)]
+    Heal(#[from] HealError),
     /// An operating-system call failed.
     #[error("{doing}: {source}")]
     Os { doing: &'static str, source: io::Error },
@@ -81,7 +81,10 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     let me = ProcessId::of(std::process::id() as i32)
         .ok_or_else(|| io::Error::other("no /proc entry for this process"))
         .doing("reading the shepherd's identity")?;
-    store.record_shepherd(run_id, me.pid, me.start)?;
+    if !store.claim_shepherd(run_id, me.pid, me.start)? {
+        tracing::info!(run = run_id, "nothing to do: another shepherd owns the run, or it ended");
+        return Ok(());
+    }
     process::set_child_subreaper(true).doing("becoming child subreaper")?;
     let config = Config::load(home)?;
 
@@ -97,7 +100,13 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     let preset = store.run_preset(run_id)?;
     let run_dir = home.run_dir(run_id);
     home::ensure_private_dir(&run_dir).map_err(StoreError::from)?;
-    let launch = spawn::AgentLaunch::new(home, &run, preset, run_dir).doing("writing system-prompt.md")?;
+    let launch = match spawn::AgentLaunch::new(home, &run, preset, run_dir) {
+        Ok(launch) => launch,
+        Err(e) => {
+            let error = format!("cannot prepare the run's folder {}: {e}", home.run_dir(run_id).display());
+            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
+        }
+    };
     let adapter = adapter::for_agent(launch.preset.agent);
     let invocation = match adapter.invocation(&launch.context(&run.task)) {
         Ok(invocation) => invocation,
@@ -126,6 +135,7 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         logs,
         sigchld,
         stop,
+        shepherd: ShepherdCommand::current_exe().doing("finding the corral executable")?,
     })?;
     supervisor.run()
 }
@@ -138,16 +148,7 @@ fn end_unstarted(
     stop_reason: StopReason,
     error: &str,
 ) -> Result<(), ShepherdError> {
-    let outcome = Outcome {
-        status,
-        stop_reason,
-        exit_code: None,
-        exit_signal: None,
-        error: Some(error.to_string()),
-        report: Default::default(),
-    };
-    store.commit_outcome(run_id, &outcome)?;
-    store.mark_exited(run_id, None, None)?;
+    store.end_unstarted(run_id, status, stop_reason, error.to_string())?;
     Ok(())
 }
 
@@ -156,7 +157,7 @@ fn end_unstarted(
 fn hand_on_slot(home: &Home) -> Result<(), ShepherdError> {
     process::set_child_subreaper(false).doing("leaving child subreaper")?;
     let config = Config::load(home)?;
-    let shepherd = crate::launch::ShepherdCommand::current_exe().doing("finding the corral executable")?;
+    let shepherd = ShepherdCommand::current_exe().doing("finding the corral executable")?;
     crate::queue::start_queued(&mut Store::open(home)?, &config, &shepherd)?;
     Ok(())
 }

@@ -1,17 +1,18 @@
 //! Starting the agent process: the same way for a run's first turn and for
 //! a continuation turn.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use super::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::adapter::{Invocation, InvocationContext};
 use crate::home::{self, Home};
 use crate::preset::Preset;
 use crate::process;
 use crate::run::Run;
+use crate::run_env::{self, RUN_ID_ENV, SHEPHERD_ENV};
 
 /// Everything needed to start the run's agent, any number of times.
 pub(super) struct AgentLaunch {
@@ -23,12 +24,16 @@ pub(super) struct AgentLaunch {
     pub system_prompt_file: Option<PathBuf>,
     /// `CORRAL_HOME` for the agent, when this installation has one.
     pub home_env: Option<PathBuf>,
+    /// The launcher's environment, kept with the run (`None` for a run
+    /// launched before Corral kept one: it gets the shepherd's).
+    pub env: Option<Vec<(OsString, OsString)>>,
 }
 
 impl AgentLaunch {
-    /// Writes the preset's body to `system-prompt.md` for agents that read
-    /// it from a file.
+    /// Reads the run's kept environment, and writes the preset's body to
+    /// `system-prompt.md` for agents that read it from a file.
     pub fn new(home: &Home, run: &Run, preset: Preset, run_dir: PathBuf) -> io::Result<AgentLaunch> {
+        let env = run_env::load(&run_dir)?;
         let system_prompt_file = if preset.system_prompt.is_empty() {
             None
         } else {
@@ -44,6 +49,7 @@ impl AgentLaunch {
             run_dir,
             system_prompt_file,
             home_env: home.env_value(),
+            env,
         })
     }
 
@@ -70,9 +76,13 @@ impl AgentLaunch {
 
     /// Starts the agent: argv only, stdin from /dev/null, stdout and stderr
     /// piped, its own process group, PDEATHSIG, the environment passed
-    /// through plus the run's id.
+    /// the launcher's plus the run's id.
     pub fn spawn(&self, invocation: &Invocation) -> io::Result<Child> {
         let mut command = Command::new(&invocation.program);
+        if let Some(env) = &self.env {
+            // The program is looked up on this PATH too, as the launcher would.
+            command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+        }
         command
             .args(&invocation.args)
             .current_dir(&self.cwd)

@@ -17,6 +17,7 @@ use super::{OsDoing, ShepherdError};
 use crate::adapter::{self, Adapter, EventKind, ProcessEnd, Report, StreamLine, TranscriptEvent, Verdict};
 use crate::config::{Config, Limits};
 use crate::process::{self, ProcessId, Readiness, Sig, SignalPipe};
+use crate::queue::ShepherdCommand;
 use crate::run::{RunStatus, StopReason};
 use crate::store::{Outcome, Store};
 
@@ -43,6 +44,7 @@ pub(super) struct Setup {
     pub logs: RunLogs,
     pub sigchld: SignalPipe,
     pub stop: SignalPipe,
+    pub shepherd: ShepherdCommand,
 }
 
 /// Why Corral itself is ending a run early.
@@ -73,7 +75,27 @@ pub(super) struct Supervisor {
     sigchld: SignalPipe,
     cleanup: Cleanup,
 
-    // The current turn's agent process.
+    /// The current turn: one agent process, from spawn to reaping.
+    turn: Turn,
+    /// Time the agent worked in earlier turns (the wall-clock `timeout`
+    /// counts work, not waiting for children).
+    worked: Duration,
+    /// The verdict of a turn that ended with child runs to wait for or hand
+    /// over; committed (or continued) once the turn's processes are gone.
+    pub(super) held: Option<Verdict>,
+    outcome_committed: bool,
+    /// How to start shepherds of queued runs, when this one heals the store.
+    pub(super) shepherd: ShepherdCommand,
+
+    pending: Vec<TranscriptEvent>,
+    pending_since: Option<Instant>,
+    next_seq: i64,
+    buf: Vec<u8>,
+}
+
+/// One turn of the run: an agent process and what is known of it. A
+/// continuation turn starts a fresh one; nothing carries over by accident.
+struct Turn {
     agent: ProcessId,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
@@ -82,10 +104,9 @@ pub(super) struct Supervisor {
     agent_end: Option<ProcessEnd>,
     /// No process of the turn is left.
     children_gone: bool,
-    turn_started: Instant,
+    started: Instant,
     first_output: Option<Instant>,
     last_output: Instant,
-
     /// The terminal event's verdict, between reading it and concluding.
     verdict: Option<Verdict>,
     /// What the turn reported as of its terminal event: output after it
@@ -93,35 +114,58 @@ pub(super) struct Supervisor {
     frozen: Option<Report>,
     /// When a possible end the adapter is holding becomes the end.
     settle_at: Option<Instant>,
-    /// The agent's turn is over (its verdict is in, or Corral stopped it).
-    turn_over: bool,
-    /// The verdict of a turn that ended with child runs to wait for or hand
-    /// over; committed (or continued) once the turn's processes are gone.
-    pub(super) held: Option<Verdict>,
-    outcome_committed: bool,
-    run_started: Instant,
+    /// The agent's turn is over (its verdict is in, or Corral stopped it),
+    /// since then.
+    over_at: Option<Instant>,
+}
 
-    pending: Vec<TranscriptEvent>,
-    pending_since: Option<Instant>,
-    next_seq: i64,
-    buf: Vec<u8>,
+impl Turn {
+    /// A turn of the agent process `child`, just started.
+    fn start(child: &mut Child) -> Result<Turn, ShepherdError> {
+        let agent = ProcessId::of(child.id() as i32)
+            .ok_or_else(|| std::io::Error::other("the agent has no /proc entry"))
+            .doing("reading the agent's identity")?;
+        let (stdout, stderr) = take_pipes(child)?;
+        let now = Instant::now();
+        Ok(Turn {
+            agent,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            splitter: LineSplitter::new(MAX_LINE),
+            stderr_tail: Vec::new(),
+            agent_end: None,
+            children_gone: false,
+            started: now,
+            first_output: None,
+            last_output: now,
+            verdict: None,
+            frozen: None,
+            settle_at: None,
+            over_at: None,
+        })
+    }
+
+    fn is_over(&self) -> bool {
+        self.over_at.is_some()
+    }
+
+    /// How long the agent worked in this turn.
+    fn worked(&self) -> Duration {
+        self.over_at.unwrap_or_else(Instant::now).saturating_duration_since(self.started)
+    }
 }
 
 impl Supervisor {
     pub(super) fn new(setup: Setup) -> Result<Supervisor, ShepherdError> {
         let mut child = setup.child;
-        let agent = ProcessId::of(child.id() as i32)
-            .ok_or_else(|| std::io::Error::other("the agent has no /proc entry"))
-            .doing("reading the agent's identity")?;
-        let (stdout, stderr) = take_pipes(&mut child)?;
+        let turn = Turn::start(&mut child)?;
         let mut store = setup.store;
-        store.mark_running(&setup.run_id, agent.pid, agent.start)?;
+        store.mark_running(&setup.run_id, turn.agent.pid, turn.agent.start)?;
         let next_seq = store.last_event_seq(&setup.run_id)? + 1;
-        let now = Instant::now();
         let cleanup = Cleanup::new(
             &setup.run_id,
             setup.me.pid,
-            agent.pid,
+            turn.agent,
             (setup.config.exit_grace, setup.config.stop_grace),
             if setup.adapter.interrupts_first() { Sig::Int } else { Sig::Term },
             setup.logs.signals.try_clone().doing("opening signals.log")?,
@@ -139,23 +183,11 @@ impl Supervisor {
             logs: setup.logs,
             sigchld: setup.sigchld,
             cleanup,
-            agent,
-            stdout: Some(stdout),
-            stderr: Some(stderr),
-            splitter: LineSplitter::new(MAX_LINE),
-            stderr_tail: Vec::new(),
-            agent_end: None,
-            children_gone: false,
-            turn_started: now,
-            first_output: None,
-            last_output: now,
-            verdict: None,
-            frozen: None,
-            settle_at: None,
-            turn_over: false,
+            turn,
+            worked: Duration::ZERO,
             held: None,
             outcome_committed: false,
-            run_started: now,
+            shepherd: setup.shepherd,
             pending: Vec::new(),
             pending_since: None,
             next_seq,
@@ -165,7 +197,7 @@ impl Supervisor {
 
     /// Runs until the outcome is committed and every process is reaped.
     pub(super) fn run(&mut self) -> Result<(), ShepherdError> {
-        self.cleanup.note(&format!("agent started: pid {} (group {})", self.agent.pid, self.agent.pid));
+        self.cleanup.note(&format!("agent started: pid {} (group {})", self.turn.agent.pid, self.turn.agent.pid));
         // An abort may have been recorded before this shepherd was ready.
         if self.store.run(&self.run_id)?.abort_requested_at.is_some() {
             self.stop_for(StopCause::Abort)?;
@@ -186,7 +218,12 @@ impl Supervisor {
     fn supervise_turn(&mut self) -> Result<(), ShepherdError> {
         loop {
             self.reap()?;
-            if self.agent_end.is_some() && self.children_gone {
+            if self.turn.agent_end.is_some() && self.turn.children_gone {
+                return Ok(());
+            }
+            if self.cleanup.gave_up() {
+                // Even the agent would not die: its end stays unknown.
+                self.turn.children_gone = true;
                 return Ok(());
             }
             let now = Instant::now();
@@ -199,8 +236,8 @@ impl Supervisor {
             let wait = self.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
             let ready = {
                 let mut fds = vec![self.sigchld.fd(), self.stop.fd()];
-                fds.extend(self.stdout.as_ref().map(AsFd::as_fd));
-                fds.extend(self.stderr.as_ref().map(AsFd::as_fd));
+                fds.extend(self.turn.stdout.as_ref().map(AsFd::as_fd));
+                fds.extend(self.turn.stderr.as_ref().map(AsFd::as_fd));
                 process::wait_readable(&fds, wait).doing("waiting for the agent")?
             };
             if ready[1] && self.stop.drain() {
@@ -223,18 +260,20 @@ impl Supervisor {
     fn reap(&mut self) -> Result<(), ShepherdError> {
         loop {
             match process::reap_any() {
-                Ok(Some(reaped)) if reaped.pid == self.agent.pid => self.on_agent_exit(reaped.end)?,
+                Ok(Some(reaped)) if reaped.pid == self.turn.agent.pid => self.on_agent_exit(reaped.end)?,
                 Ok(Some(_orphan)) => {}
                 Ok(None) => {
                     // Only adopted shepherds of child runs may be left: they
                     // are not this run's to wait for.
-                    if self.agent_end.is_some() && self.cleanup.own_processes().is_empty() {
-                        self.children_gone = true;
+                    if self.turn.agent_end.is_some()
+                        && (self.cleanup.gave_up() || self.cleanup.own_processes().is_empty())
+                    {
+                        self.turn.children_gone = true;
                     }
                     return Ok(());
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
-                    self.children_gone = true;
+                    self.turn.children_gone = true;
                     return Ok(());
                 }
                 Err(e) => return Err(e).doing("reaping"),
@@ -243,18 +282,18 @@ impl Supervisor {
     }
 
     fn on_agent_exit(&mut self, end: ProcessEnd) -> Result<(), ShepherdError> {
-        self.agent_end = Some(end);
-        self.cleanup.note(&format!("agent pid {} ended: {}", self.agent.pid, describe(end)));
+        self.turn.agent_end = Some(end);
+        self.cleanup.note(&format!("agent pid {} ended: {}", self.turn.agent.pid, describe(end)));
         // What the agent wrote before exiting is in the pipe: read it all
         // before judging. A grandchild may keep writing, hence the bound.
         self.read_stdout(16 * READ_BUDGET)?;
-        if self.stdout.is_none() {
-            self.finish_stdout()?;
-        }
+        // The agent is gone, so its last line is complete even without a
+        // newline, though a grandchild may still hold the pipe open.
+        self.finish_stdout()?;
         self.read_stderr()?;
-        if !self.turn_over {
-            let stderr_tail = String::from_utf8_lossy(&self.stderr_tail).into_owned();
-            let verdict = self.verdict.take().unwrap_or_else(|| self.adapter.verdict_on_exit(end, &stderr_tail));
+        if !self.turn.is_over() {
+            let stderr_tail = String::from_utf8_lossy(&self.turn.stderr_tail).into_owned();
+            let verdict = self.turn.verdict.take().unwrap_or_else(|| self.adapter.verdict_on_exit(end, &stderr_tail));
             self.conclude(verdict)?;
         }
         self.cleanup.after_outcome(Instant::now());
@@ -264,7 +303,7 @@ impl Supervisor {
     fn read_stdout(&mut self, budget: usize) -> Result<(), ShepherdError> {
         let mut read = 0;
         while read < budget {
-            let Some(out) = self.stdout.as_mut() else { return Ok(()) };
+            let Some(out) = self.turn.stdout.as_mut() else { return Ok(()) };
             match process::read_available(out, &mut self.buf).doing("reading the agent's stdout")? {
                 Readiness::Data(n) => {
                     read += n;
@@ -279,7 +318,7 @@ impl Supervisor {
                 }
                 Readiness::Empty => return Ok(()),
                 Readiness::Closed => {
-                    self.stdout = None;
+                    self.turn.stdout = None;
                     return self.finish_stdout();
                 }
             }
@@ -289,35 +328,35 @@ impl Supervisor {
 
     /// The stream ended: a last line without LF still counts.
     fn finish_stdout(&mut self) -> Result<(), ShepherdError> {
-        let mut splitter = std::mem::replace(&mut self.splitter, LineSplitter::new(0));
+        let mut splitter = std::mem::replace(&mut self.turn.splitter, LineSplitter::new(0));
         splitter.finish(|bytes, dropped| self.read_line(bytes, dropped));
-        self.splitter = LineSplitter::new(MAX_LINE);
+        self.turn.splitter = LineSplitter::new(MAX_LINE);
         self.after_lines()
     }
 
     fn feed(&mut self, chunk: &[u8]) {
-        let mut splitter = std::mem::replace(&mut self.splitter, LineSplitter::new(0));
+        let mut splitter = std::mem::replace(&mut self.turn.splitter, LineSplitter::new(0));
         splitter.feed(chunk, |bytes, dropped| self.read_line(bytes, dropped));
-        self.splitter = splitter;
+        self.turn.splitter = splitter;
     }
 
     fn read_line(&mut self, bytes: &[u8], dropped: u64) {
         let verdict = self.adapter.read_line(StreamLine { bytes, dropped }, &mut self.pending);
-        if self.verdict.is_none() && !self.turn_over && verdict.is_some() {
-            self.frozen = Some(self.adapter.report());
-            self.verdict = verdict;
+        if self.turn.verdict.is_none() && !self.turn.is_over() && verdict.is_some() {
+            self.turn.frozen = Some(self.adapter.report());
+            self.turn.verdict = verdict;
         }
         self.pending_since.get_or_insert_with(Instant::now);
     }
 
     /// Concludes on the terminal event's verdict, or commits a full batch.
     fn after_lines(&mut self) -> Result<(), ShepherdError> {
-        self.settle_at = match (self.adapter.settling(), self.settle_at) {
+        self.turn.settle_at = match (self.adapter.settling(), self.turn.settle_at) {
             (None, _) => None,
             (Some(_), Some(at)) => Some(at),
             (Some(window), None) => Some(Instant::now() + window),
         };
-        if let Some(verdict) = self.verdict.take() {
+        if let Some(verdict) = self.turn.verdict.take() {
             self.conclude(verdict)?;
         } else if self.pending.len() >= FLUSH_BATCH {
             self.flush_events()?;
@@ -327,18 +366,18 @@ impl Supervisor {
 
     fn read_stderr(&mut self) -> Result<(), ShepherdError> {
         loop {
-            let Some(err) = self.stderr.as_mut() else { return Ok(()) };
+            let Some(err) = self.turn.stderr.as_mut() else { return Ok(()) };
             match process::read_available(err, &mut self.buf).doing("reading the agent's stderr")? {
                 Readiness::Data(n) => {
                     self.saw_output();
                     let _ = std::io::Write::write_all(&mut self.logs.stderr, &self.buf[..n]);
-                    self.stderr_tail.extend_from_slice(&self.buf[..n]);
-                    let excess = self.stderr_tail.len().saturating_sub(STDERR_TAIL);
-                    self.stderr_tail.drain(..excess);
+                    self.turn.stderr_tail.extend_from_slice(&self.buf[..n]);
+                    let excess = self.turn.stderr_tail.len().saturating_sub(STDERR_TAIL);
+                    self.turn.stderr_tail.drain(..excess);
                 }
                 Readiness::Empty => return Ok(()),
                 Readiness::Closed => {
-                    self.stderr = None;
+                    self.turn.stderr = None;
                     return Ok(());
                 }
             }
@@ -347,31 +386,37 @@ impl Supervisor {
 
     fn saw_output(&mut self) {
         let now = Instant::now();
-        self.first_output.get_or_insert(now);
-        self.last_output = now;
+        self.turn.first_output.get_or_insert(now);
+        self.turn.last_output = now;
     }
 
     /// The settle window and the time limits.
     fn check_clock(&mut self, now: Instant) -> Result<(), ShepherdError> {
-        if self.turn_over {
+        if self.turn.is_over() {
             return Ok(());
         }
-        if self.settle_at.is_some_and(|at| now >= at) {
-            self.settle_at = None;
+        if self.turn.settle_at.is_some_and(|at| now >= at) {
+            // What the agent wrote by now may cancel the tentative end (pi's
+            // `auto_retry_start`): read it before settling.
+            self.read_stdout(READ_BUDGET)?;
+            if self.turn.is_over() || !self.turn.settle_at.is_some_and(|at| now >= at) {
+                return Ok(());
+            }
+            self.turn.settle_at = None;
             if let Some(verdict) = self.adapter.settle() {
                 return self.conclude(verdict);
             }
         }
         // Silence while a tool runs is work: idleness counts from now.
         if self.adapter.busy() {
-            self.last_output = now;
+            self.turn.last_output = now;
         }
         let l = self.limits;
-        let cause = if l.timeout.is_some_and(|t| now >= self.run_started + t) {
+        let cause = if self.work_deadline().is_some_and(|at| now >= at) {
             l.timeout.map(StopCause::Timeout)
-        } else if self.first_output.is_none() && l.startup_timeout.is_some_and(|t| now >= self.turn_started + t) {
+        } else if self.turn.first_output.is_none() && l.startup_timeout.is_some_and(|t| now >= self.turn.started + t) {
             l.startup_timeout.map(StopCause::Startup)
-        } else if self.first_output.is_some() && l.idle_timeout.is_some_and(|t| now >= self.last_output + t) {
+        } else if self.turn.first_output.is_some() && l.idle_timeout.is_some_and(|t| now >= self.turn.last_output + t) {
             l.idle_timeout.map(StopCause::Idle)
         } else {
             None
@@ -382,17 +427,23 @@ impl Supervisor {
         }
     }
 
+    /// When the wall-clock `timeout` passes: it counts the agent's work in
+    /// every turn, not the time spent waiting for child runs.
+    fn work_deadline(&self) -> Option<Instant> {
+        self.limits.timeout.map(|t| self.turn.started + t.saturating_sub(self.worked))
+    }
+
     /// The earliest moment the loop must wake without input.
     fn next_deadline(&self) -> Option<Instant> {
         let l = &self.limits;
         let mut deadlines = vec![self.cleanup.deadline(), self.pending_since.map(|s| s + FLUSH_INTERVAL)];
-        if !self.turn_over {
-            deadlines.push(self.settle_at);
-            deadlines.push(l.timeout.map(|t| self.run_started + t));
-            if self.first_output.is_none() {
-                deadlines.push(l.startup_timeout.map(|t| self.turn_started + t));
+        if !self.turn.is_over() {
+            deadlines.push(self.turn.settle_at);
+            deadlines.push(self.work_deadline());
+            if self.turn.first_output.is_none() {
+                deadlines.push(l.startup_timeout.map(|t| self.turn.started + t));
             } else {
-                deadlines.push(l.idle_timeout.map(|t| self.last_output + t));
+                deadlines.push(l.idle_timeout.map(|t| self.turn.last_output + t));
             }
         }
         deadlines.into_iter().flatten().min()
@@ -402,8 +453,8 @@ impl Supervisor {
     /// or finished with results the agent has not collected, the run waits
     /// (or goes on) instead of ending: see `children`.
     fn conclude(&mut self, verdict: Verdict) -> Result<(), ShepherdError> {
-        self.turn_over = true;
-        self.settle_at = None;
+        self.turn.over_at.get_or_insert_with(Instant::now);
+        self.turn.settle_at = None;
         self.cleanup.after_outcome(Instant::now());
         let kids = self.store.child_runs(&self.run_id)?;
         let active = kids.iter().filter(|c| c.status.is_active()).count();
@@ -461,25 +512,11 @@ impl Supervisor {
                 return self.commit(RunStatus::Failed, StopReason::SpawnFailed, Some(error));
             }
         };
-        self.agent = ProcessId::of(child.id() as i32)
-            .ok_or_else(|| std::io::Error::other("the agent has no /proc entry"))
-            .doing("reading the agent's identity")?;
-        let (stdout, stderr) = take_pipes(&mut child)?;
-        self.stdout = Some(stdout);
-        self.stderr = Some(stderr);
-        self.splitter = LineSplitter::new(MAX_LINE);
-        self.stderr_tail.clear();
-        self.agent_end = None;
-        self.children_gone = false;
-        self.turn_started = Instant::now();
-        self.first_output = None;
-        self.last_output = self.turn_started;
-        self.verdict = None;
-        self.frozen = None;
-        self.turn_over = false;
-        self.cleanup.restart(self.agent.pid);
-        self.cleanup.note(&format!("continuation agent started: pid {}", self.agent.pid));
-        self.store.mark_resumed(&self.run_id, self.agent.pid, self.agent.start)?;
+        self.worked += self.turn.worked();
+        self.turn = Turn::start(&mut child)?;
+        self.cleanup.restart(self.turn.agent);
+        self.cleanup.note(&format!("continuation agent started: pid {}", self.turn.agent.pid));
+        self.store.mark_resumed(&self.run_id, self.turn.agent.pid, self.turn.agent.start)?;
         Ok(())
     }
 
@@ -506,7 +543,7 @@ impl Supervisor {
                 format!("no output within {} of starting (startup_timeout)", human(*d)),
             ),
         };
-        self.turn_over = true;
+        self.turn.over_at.get_or_insert_with(Instant::now);
         if !self.outcome_committed {
             self.commit(status, reason, Some(error.clone()))?;
         }
@@ -517,7 +554,7 @@ impl Supervisor {
 
     /// What the stream said, over every turn.
     pub(super) fn report(&self) -> Report {
-        let now = self.frozen.clone().unwrap_or_else(|| self.adapter.report());
+        let now = self.turn.frozen.clone().unwrap_or_else(|| self.adapter.report());
         match &self.earlier {
             Some(earlier) => earlier.then(&now, false),
             None => now,
@@ -545,7 +582,7 @@ impl Supervisor {
     ) -> Result<(), ShepherdError> {
         self.flush_events()?;
         self.held = None;
-        let (exit_code, exit_signal) = split_end(self.agent_end);
+        let (exit_code, exit_signal) = split_end(self.turn.agent_end);
         let outcome = Outcome { status, stop_reason, exit_code, exit_signal, error, report };
         let applied = self.store.commit_outcome(&self.run_id, &outcome)?;
         self.outcome_committed = true;
@@ -581,7 +618,7 @@ impl Supervisor {
         // Whatever an escapee left in the pipe is still part of the run.
         self.read_stdout(16 * READ_BUDGET)?;
         self.flush_events()?;
-        let (code, signal) = split_end(self.agent_end);
+        let (code, signal) = split_end(self.turn.agent_end);
         self.store.mark_exited(&self.run_id, code, signal)?;
         self.cleanup.note("every process of the run is reaped");
         Ok(())
@@ -592,7 +629,7 @@ impl Drop for Supervisor {
     /// On any early return (a store error, say) no process may outlive the
     /// run: kill and reap everything.
     fn drop(&mut self) {
-        if !(self.agent_end.is_some() && self.children_gone) {
+        if !self.turn.children_gone {
             self.cleanup.note("shepherd is failing: killing every process of the run");
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {

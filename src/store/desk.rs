@@ -5,7 +5,7 @@
 use rusqlite::params;
 
 use super::{Doing, Store, StoreError};
-use crate::run::Run;
+use crate::run::{Run, RunStatus};
 use crate::time;
 
 /// The tray's numbers.
@@ -32,22 +32,23 @@ pub struct Spend {
 impl Store {
     /// The tray's counts.
     pub fn counts(&self) -> Result<Counts, StoreError> {
+        let sql = format!(
+            "SELECT
+               count(*) FILTER (WHERE status IN {}),
+               count(*),
+               count(*) FILTER (WHERE status IN {} AND seen_at IS NULL)
+             FROM runs WHERE dismissed_at IS NULL",
+            RunStatus::sql_list(RunStatus::ACTIVE),
+            RunStatus::sql_list(&[RunStatus::Failed, RunStatus::Lost])
+        );
         self.conn()
-            .query_row(
-                "SELECT
-                   count(*) FILTER (WHERE status IN ('queued', 'starting', 'running', 'waiting')),
-                   count(*),
-                   count(*) FILTER (WHERE status IN ('failed', 'lost') AND seen_at IS NULL)
-                 FROM runs WHERE dismissed_at IS NULL",
-                [],
-                |r| {
-                    Ok(Counts {
-                        running: r.get::<_, i64>(0)? as u64,
-                        total: r.get::<_, i64>(1)? as u64,
-                        unseen_failures: r.get::<_, i64>(2)? as u64,
-                    })
-                },
-            )
+            .query_row(&sql, [], |r| {
+                Ok(Counts {
+                    running: r.get::<_, i64>(0)? as u64,
+                    total: r.get::<_, i64>(1)? as u64,
+                    unseen_failures: r.get::<_, i64>(2)? as u64,
+                })
+            })
             .doing("counting runs")
     }
 
@@ -57,13 +58,14 @@ impl Store {
     pub fn claim_notifications(&mut self, limit: usize) -> Result<Vec<Run>, StoreError> {
         let now = time::format(time::now());
         let ids: Vec<String> = self.write("claiming notifications", |tx| {
-            let mut stmt = tx.prepare(
+            let mut stmt = tx.prepare(&format!(
                 "UPDATE runs SET notified_at = ?1
                  WHERE num IN (SELECT num FROM runs
-                               WHERE notified_at IS NULL AND status IN ('completed', 'failed', 'aborted', 'lost')
+                               WHERE notified_at IS NULL AND status IN {}
                                ORDER BY num LIMIT ?2)
                  RETURNING id",
-            )?;
+                RunStatus::sql_list(RunStatus::TERMINAL)
+            ))?;
             let ids = stmt.query_map(params![now, limit as i64], |r| r.get(0))?.collect::<Result<Vec<String>, _>>()?;
             Ok(ids)
         })?;
@@ -88,8 +90,10 @@ impl Store {
         let now = time::format(time::now());
         self.write("clearing finished runs", |tx| {
             tx.execute(
-                "UPDATE runs SET dismissed_at = ?1
-                 WHERE dismissed_at IS NULL AND status IN ('completed', 'failed', 'aborted', 'lost')",
+                &format!(
+                    "UPDATE runs SET dismissed_at = ?1 WHERE dismissed_at IS NULL AND status IN {}",
+                    RunStatus::sql_list(RunStatus::TERMINAL)
+                ),
                 [now],
             )
         })

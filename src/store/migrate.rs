@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_descendants.sql"),
     include_str!("migrations/0003_seen.sql"),
+    include_str!("migrations/0004_slots.sql"),
 ];
 
 /// The schema version this binary writes.

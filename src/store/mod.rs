@@ -10,6 +10,8 @@ mod desk;
 mod events;
 mod migrate;
 mod runs;
+mod slots;
+mod waits;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,6 +23,8 @@ use crate::home::{Home, HomeError, FILE_MODE};
 pub use desk::{Counts, Spend};
 pub use events::StoredEvent;
 pub use runs::{AbortRequest, NewRun, Outcome, RunFilter, SearchHit};
+pub use slots::Slots;
+pub use waits::{BlockedProcess, WaitId};
 
 /// How long a writer waits for another's transaction before giving up. Long:
 /// fifty shepherds committing at once must queue, never fail.

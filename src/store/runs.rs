@@ -3,6 +3,8 @@
 //! Transitions are guarded in SQL (`WHERE status IN (...)`), so whoever
 //! commits a terminal status first wins and a run's outcome is written once.
 
+use std::sync::LazyLock;
+
 use rusqlite::{params, OptionalExtension, Row};
 
 use super::{Doing, Store, StoreError};
@@ -16,17 +18,11 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     resolved_model, status, stop_reason, exit_code, exit_signal, final_text, error,
     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, session_id,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
-    dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at";
-
-/// Runs holding a slot (a `waiting` parent holds none, or parents waiting
-/// on queued children would deadlock), and runs queued.
-const SLOTS_SQL: &str = "SELECT
-    count(*) FILTER (WHERE status IN ('starting', 'running')),
-    count(*) FILTER (WHERE status = 'queued')
-  FROM runs";
+    dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at,
+    promoted_at";
 
 /// SQL list of the terminal statuses.
-const TERMINAL: &str = "('completed', 'failed', 'aborted', 'lost')";
+static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
 
 /// A run about to be launched.
 #[derive(Debug, Clone)]
@@ -114,13 +110,17 @@ impl Store {
         let id = loop {
             let id = new_run_id();
             let inserted = self.write("recording a new run", |tx| {
-                let (busy, queued): (i64, i64) = tx.query_row(SLOTS_SQL, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
-                let status =
-                    if (busy as usize) < max_parallel && queued == 0 { RunStatus::Starting } else { RunStatus::Queued };
+                let slots = super::slots::slots_in(tx)?;
+                let status = if slots.free_for_queued(max_parallel) > 0 && slots.queued == 0 {
+                    RunStatus::Starting
+                } else {
+                    RunStatus::Queued
+                };
+                let promoted = (status == RunStatus::Starting).then_some(&now);
                 tx.execute(
                     "INSERT OR IGNORE INTO runs (id, parent_id, preset, preset_path, preset_json,
-                       agent, task, cwd, model, status, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                       agent, task, cwd, model, status, created_at, promoted_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                     params![
                         id,
                         new.parent_id,
@@ -132,7 +132,8 @@ impl Store {
                         new.cwd,
                         new.model.or(new.preset.model.as_deref()),
                         status.as_str(),
-                        now
+                        now,
+                        promoted
                     ],
                 )
             })?;
@@ -233,7 +234,7 @@ impl Store {
 
     /// Active runs (not terminal), oldest first: what reconciliation checks.
     pub fn active_runs(&self) -> Result<Vec<Run>, StoreError> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE status NOT IN {TERMINAL} ORDER BY num");
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE status NOT IN {} ORDER BY num", *TERMINAL);
         let mut stmt = self.conn().prepare(&sql).doing("listing active runs")?;
         let rows = stmt
             .query_map([], run_from_row)
@@ -241,27 +242,6 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()
             .doing("listing active runs")?;
         rows.into_iter().collect()
-    }
-
-    /// Moves the oldest queued runs into the free slots (as `starting`) and
-    /// returns their ids, oldest first. Whoever calls this must start their
-    /// shepherds.
-    pub fn promote_queued(&mut self, max_parallel: usize) -> Result<Vec<String>, StoreError> {
-        self.write("starting queued runs", |tx| {
-            let (busy, queued): (i64, i64) = tx.query_row(SLOTS_SQL, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            let free = max_parallel.saturating_sub(busy as usize).min(queued as usize);
-            if free == 0 {
-                return Ok(Vec::new());
-            }
-            let ids: Vec<String> = tx
-                .prepare("SELECT id FROM runs WHERE status = 'queued' ORDER BY num LIMIT ?1")?
-                .query_map([free as i64], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
-            for id in &ids {
-                tx.execute("UPDATE runs SET status = 'starting' WHERE id = ?1 AND status = 'queued'", [id])?;
-            }
-            Ok(ids)
-        })
     }
 
     /// The direct children of a run, oldest first.
@@ -282,7 +262,10 @@ impl Store {
         self.write("marking results collected", |tx| {
             for id in ids {
                 tx.execute(
-                    &format!("UPDATE runs SET collected_at = coalesce(collected_at, ?2) WHERE id = ?1 AND status IN {TERMINAL}"),
+                    &format!(
+                        "UPDATE runs SET collected_at = coalesce(collected_at, ?2) WHERE id = ?1 AND status IN {}",
+                        *TERMINAL
+                    ),
                     params![id, now],
                 )?;
             }
@@ -296,7 +279,11 @@ impl Store {
         let now = time::format(time::now());
         self.write("marking a run waiting", |tx| {
             tx.execute(
-                "UPDATE runs SET status = 'waiting', waiting_at = ?2 WHERE id = ?1 AND status = 'running'",
+                &format!(
+                    "UPDATE runs SET status = '{}', waiting_at = ?2 WHERE id = ?1 AND status = '{}'",
+                    RunStatus::Waiting,
+                    RunStatus::Running
+                ),
                 params![id, now],
             )
         })
@@ -307,23 +294,32 @@ impl Store {
     pub fn mark_resumed(&mut self, id: &str, pid: i32, start: u64) -> Result<bool, StoreError> {
         self.write("marking a run resumed", |tx| {
             tx.execute(
-                "UPDATE runs SET status = 'running', agent_pid = ?2, agent_start = ?3
-                 WHERE id = ?1 AND status IN ('running', 'waiting')",
+                &format!(
+                    "UPDATE runs SET status = '{}', agent_pid = ?2, agent_start = ?3 WHERE id = ?1 AND status = '{}'",
+                    RunStatus::Running,
+                    RunStatus::Running
+                ),
                 params![id, pid, start as i64],
             )
         })
         .map(|n| n == 1)
     }
 
-    /// Records the shepherd process that owns a run.
-    pub fn record_shepherd(&mut self, id: &str, pid: i32, start: u64) -> Result<(), StoreError> {
+    /// Claims a starting run for the shepherd `pid`: returns false if the
+    /// run is not `starting` or another shepherd already owns it, so two
+    /// shepherds started for one run never both supervise it.
+    pub fn claim_shepherd(&mut self, id: &str, pid: i32, start: u64) -> Result<bool, StoreError> {
         self.write("recording a shepherd", |tx| {
             tx.execute(
-                "UPDATE runs SET shepherd_pid = ?2, shepherd_start = ?3 WHERE id = ?1",
+                &format!(
+                    "UPDATE runs SET shepherd_pid = ?2, shepherd_start = ?3
+                     WHERE id = ?1 AND status = '{}' AND shepherd_pid IS NULL",
+                    RunStatus::Starting
+                ),
                 params![id, pid, start as i64],
             )
         })
-        .map(drop)
+        .map(|n| n == 1)
     }
 
     /// Marks a starting run `running` with its agent's identity. Returns false
@@ -332,8 +328,12 @@ impl Store {
         let now = time::format(time::now());
         self.write("marking a run running", |tx| {
             tx.execute(
-                "UPDATE runs SET status = 'running', agent_pid = ?2, agent_start = ?3, started_at = ?4
-                 WHERE id = ?1 AND status = 'starting'",
+                &format!(
+                    "UPDATE runs SET status = '{}', agent_pid = ?2, agent_start = ?3, started_at = ?4
+                     WHERE id = ?1 AND status = '{}'",
+                    RunStatus::Running,
+                    RunStatus::Starting
+                ),
                 params![id, pid, start as i64, now],
             )
         })
@@ -352,7 +352,8 @@ impl Store {
                input_tokens = ?9, output_tokens = ?10, cache_read_tokens = ?11,
                cache_write_tokens = ?12, cost_usd = ?13, session_id = coalesce(?14, session_id),
                completed_at = ?15, started_at = coalesce(started_at, ?15)
-             WHERE id = ?1 AND status NOT IN {TERMINAL}"
+             WHERE id = ?1 AND status NOT IN {}",
+            *TERMINAL
         );
         self.write("committing a run's outcome", |tx| {
             tx.execute(
@@ -377,6 +378,31 @@ impl Store {
             )
         })
         .map(|n| n == 1)
+    }
+
+    /// Ends a run whose agent never started (`failed` / `spawn_failed`).
+    pub fn fail_unstarted(&mut self, id: &str, error: String) -> Result<(), StoreError> {
+        self.end_unstarted(id, RunStatus::Failed, StopReason::SpawnFailed, error)
+    }
+
+    /// Ends a run whose agent never started, with this status and reason.
+    pub fn end_unstarted(
+        &mut self,
+        id: &str,
+        status: RunStatus,
+        stop_reason: StopReason,
+        error: String,
+    ) -> Result<(), StoreError> {
+        let outcome = Outcome {
+            status,
+            stop_reason,
+            exit_code: None,
+            exit_signal: None,
+            error: Some(error),
+            report: Default::default(),
+        };
+        self.commit_outcome(id, &outcome)?;
+        self.mark_exited(id, None, None)
     }
 
     /// Records that the last process of a run was reaped, with the agent's
@@ -405,17 +431,23 @@ impl Store {
         let now = time::format(time::now());
         let before_start = self.write("recording an abort", |tx| {
             let n = tx.execute(
-                "UPDATE runs SET status = 'aborted', stop_reason = 'user_abort',
-                   abort_requested_at = coalesce(abort_requested_at, ?2),
-                   completed_at = ?2, exited_at = ?2
-                 WHERE id = ?1 AND status = 'queued'",
+                &format!(
+                    "UPDATE runs SET status = '{}', stop_reason = '{}',
+                       abort_requested_at = coalesce(abort_requested_at, ?2),
+                       completed_at = ?2, exited_at = ?2
+                     WHERE id = ?1 AND status = '{}'",
+                    RunStatus::Aborted,
+                    StopReason::UserAbort,
+                    RunStatus::Queued
+                ),
                 params![id, now],
             )?;
             if n == 0 {
                 tx.execute(
                     &format!(
                         "UPDATE runs SET abort_requested_at = coalesce(abort_requested_at, ?2)
-                         WHERE id = ?1 AND status NOT IN {TERMINAL}"
+                         WHERE id = ?1 AND status NOT IN {}",
+                        *TERMINAL
                     ),
                     params![id, now],
                 )?;
@@ -554,5 +586,6 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         agent_start: row.get::<_, Option<i64>>(31)?.map(|v| v as u64),
         collected_at: row.get(32)?,
         waiting_at: row.get(33)?,
+        promoted_at: row.get(34)?,
     }))
 }

@@ -1,0 +1,40 @@
+//! Which run a process works for: the run that launches a child, collects
+//! its results, or is blocked waiting on it.
+//!
+//! The environment cannot be trusted for this: Codex starts MCP servers
+//! with a scrubbed environment, and a stale `CORRAL_RUN_ID` can leak into a
+//! terminal. The process tree can: the nearest ancestor (or the process
+//! itself) that is an active run's agent or shepherd, checked by pid and
+//! start time, is the caller. `CORRAL_RUN_ID` is used only when no ancestor
+//! belongs to a run, for a run's process that escaped its tree.
+
+use crate::process::{self, ProcessId};
+use crate::run_env::RUN_ID_ENV;
+use crate::store::{Store, StoreError};
+
+/// The run this process works for, if any.
+pub fn caller_run(store: &Store) -> Result<Option<String>, StoreError> {
+    caller_of(store, std::process::id() as i32)
+}
+
+/// The run the process `pid` works for, if any.
+pub fn caller_of(store: &Store, pid: i32) -> Result<Option<String>, StoreError> {
+    let runs = store.active_runs()?;
+    let identity = |pid: Option<i32>, start: Option<u64>| pid.zip(start).map(|(pid, start)| ProcessId { pid, start });
+    for ancestor in process::ancestry(pid) {
+        let owner = runs.iter().find(|run| {
+            identity(run.agent_pid, run.agent_start) == Some(ancestor)
+                || identity(run.shepherd_pid, run.shepherd_start) == Some(ancestor)
+        });
+        if let Some(run) = owner {
+            return Ok(Some(run.id.clone()));
+        }
+    }
+    let Some(id) = std::env::var(RUN_ID_ENV).ok().filter(|id| !id.is_empty()) else { return Ok(None) };
+    // A stale id (from another installation, say) names no run here.
+    match store.run(&id) {
+        Ok(run) => Ok(Some(run.id)),
+        Err(StoreError::UnknownRun(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

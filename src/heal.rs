@@ -1,0 +1,68 @@
+//! One rule, in one place: every process that waits on the store also heals
+//! it.
+//!
+//! There is no daemon. `corral wait`, `wait_agents`, a waiting parent's
+//! shepherd, `abort` and the app's watcher all call [`heal`] whenever they
+//! look at the store, and at least every [`HEAL_EVERY`] while they block:
+//! it marks runs whose shepherd died `lost` (killing what is left of them),
+//! drops waits whose process died, and starts queued runs into free slots.
+//! So after any process dies, every run reaches its true state within a
+//! second while any Corral process is alive, and at the next Corral command
+//! or app start otherwise. A process does not see its own commits through
+//! `data_version`, so [`Healed::changed`] tells the caller to look again.
+
+use std::time::Duration;
+
+use crate::config::{Config, ConfigError};
+use crate::home::Home;
+use crate::queue::{start_queued, ShepherdCommand};
+use crate::reconcile::{reconcile, Reconciled};
+use crate::store::{Store, StoreError};
+
+/// How often a blocked process heals even when nothing is committed: a
+/// shepherd killed with SIGKILL commits nothing, yet its run must end.
+pub const HEAL_EVERY: Duration = Duration::from_millis(250);
+
+/// What stops a process from healing the store.
+#[derive(Debug, thiserror::Error)]
+pub enum HealError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The settings file is broken (the queue cannot be sized).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// What healing changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Healed {
+    /// What reconciliation found.
+    pub reconciled: Reconciled,
+    /// Queued runs it started.
+    pub started: Vec<String>,
+}
+
+impl Healed {
+    /// True if this process committed anything (which its own watcher does
+    /// not see).
+    pub fn changed(&self) -> bool {
+        self.reconciled.changed() || !self.started.is_empty()
+    }
+}
+
+/// Reconciles, then starts queued runs into the free slots.
+pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, HealError> {
+    let reconciled = reconcile(store)?;
+    let config = Config::load(store.home())?;
+    let started = start_queued(store, &config, shepherd)?;
+    Ok(Healed { reconciled, started })
+}
+
+/// Opens the store of `home` and heals it: what the CLI, the MCP server and
+/// the app do before anything else.
+pub fn open_healed(home: &Home, shepherd: &ShepherdCommand) -> Result<Store, HealError> {
+    let mut store = Store::open(home)?;
+    heal(&mut store, shepherd)?;
+    Ok(store)
+}

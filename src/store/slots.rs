@@ -1,0 +1,140 @@
+//! Slots under `max_parallel`: who holds one, who waits for one, and every
+//! transition that takes or gives one, each decided inside one IMMEDIATE
+//! transaction so concurrent processes never overfill the slots.
+//!
+//! A slot counts work, not waiting: a `starting` or `running` run holds one
+//! unless its agent is blocked in a wait on runs that are still active (see
+//! `waits.rs`); a `waiting` run holds none. A waiting run whose children
+//! ended and that wants its slot back for a continuation turn goes before
+//! every queued run.
+
+use std::sync::LazyLock;
+
+use rusqlite::{params, Connection};
+
+use super::{Doing, Store, StoreError};
+use crate::run::RunStatus;
+use crate::time;
+
+/// How the slots are used right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slots {
+    /// Runs holding a slot: starting or running, and not blocked waiting.
+    pub working: usize,
+    /// Runs waiting for a slot to start.
+    pub queued: usize,
+    /// Waiting runs that want a slot back for a continuation turn.
+    pub wanted: usize,
+}
+
+impl Slots {
+    /// Slots free for queued runs, after those wanted back.
+    pub fn free_for_queued(&self, max_parallel: usize) -> usize {
+        max_parallel.saturating_sub(self.working + self.wanted)
+    }
+}
+
+/// A run row `r` whose agent is blocked in a wait on a run still active.
+pub(super) static BLOCKED_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "EXISTS (SELECT 1 FROM waits w JOIN wait_targets t ON t.wait_id = w.id JOIN runs a ON a.id = t.run_id
+                 WHERE w.run_id = r.id AND a.status IN {})",
+        RunStatus::sql_list(RunStatus::ACTIVE)
+    )
+});
+
+static SLOTS_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT
+           count(*) FILTER (WHERE status IN {slotted} AND NOT {blocked}),
+           count(*) FILTER (WHERE status = '{queued}'),
+           count(*) FILTER (WHERE status = '{waiting}' AND slot_wanted_at IS NOT NULL)
+         FROM runs r WHERE status IN {active}",
+        slotted = RunStatus::sql_list(RunStatus::SLOTTED),
+        blocked = *BLOCKED_SQL,
+        queued = RunStatus::Queued,
+        waiting = RunStatus::Waiting,
+        active = RunStatus::sql_list(RunStatus::ACTIVE),
+    )
+});
+
+/// The slots as seen inside a transaction.
+pub(super) fn slots_in(conn: &Connection) -> rusqlite::Result<Slots> {
+    conn.query_row(&SLOTS_SQL, [], |r| {
+        Ok(Slots {
+            working: r.get::<_, i64>(0)? as usize,
+            queued: r.get::<_, i64>(1)? as usize,
+            wanted: r.get::<_, i64>(2)? as usize,
+        })
+    })
+}
+
+impl Store {
+    /// How the slots are used right now.
+    pub fn slots(&self) -> Result<Slots, StoreError> {
+        slots_in(self.conn()).doing("counting slots")
+    }
+
+    /// Moves the oldest queued runs into the free slots (as `starting`) and
+    /// returns their ids, oldest first. Whoever calls this must start their
+    /// shepherds.
+    pub fn promote_queued(&mut self, max_parallel: usize) -> Result<Vec<String>, StoreError> {
+        // Most calls find nothing to do: decide that without the write lock.
+        let seen = self.slots()?;
+        if seen.queued == 0 || seen.free_for_queued(max_parallel) == 0 {
+            return Ok(Vec::new());
+        }
+        let now = time::format(time::now());
+        self.write("starting queued runs", |tx| {
+            let slots = slots_in(tx)?;
+            let free = slots.free_for_queued(max_parallel).min(slots.queued);
+            if free == 0 {
+                return Ok(Vec::new());
+            }
+            let ids: Vec<String> = tx
+                .prepare(&format!("SELECT id FROM runs WHERE status = '{}' ORDER BY num LIMIT ?1", RunStatus::Queued))?
+                .query_map([free as i64], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            for id in &ids {
+                tx.execute(
+                    &format!(
+                        "UPDATE runs SET status = '{}', promoted_at = ?2 WHERE id = ?1 AND status = '{}'",
+                        RunStatus::Starting,
+                        RunStatus::Queued
+                    ),
+                    params![id, now],
+                )?;
+            }
+            Ok(ids)
+        })
+    }
+
+    /// A waiting run asks for a slot back for its continuation turn, and
+    /// gets it if one is free: returns true once the run is `running` again
+    /// (holding the slot). Until then it is counted as wanting one, ahead of
+    /// every queued run.
+    pub fn take_slot_back(&mut self, id: &str, max_parallel: usize) -> Result<bool, StoreError> {
+        let now = time::format(time::now());
+        self.write("taking a slot back", |tx| {
+            tx.execute(
+                &format!(
+                    "UPDATE runs SET slot_wanted_at = coalesce(slot_wanted_at, ?2) WHERE id = ?1 AND status = '{}'",
+                    RunStatus::Waiting
+                ),
+                params![id, now],
+            )?;
+            if slots_in(tx)?.working >= max_parallel {
+                return Ok(false);
+            }
+            let n = tx.execute(
+                &format!(
+                    "UPDATE runs SET status = '{}', slot_wanted_at = NULL WHERE id = ?1 AND status = '{}'",
+                    RunStatus::Running,
+                    RunStatus::Waiting
+                ),
+                [id],
+            )?;
+            Ok(n == 1)
+        })
+    }
+}

@@ -1,0 +1,83 @@
+//! The `waits` and `wait_targets` tables: processes of a run blocked on
+//! other runs (`corral wait`, `wait_agents`, `launch --wait` inside a run).
+//!
+//! While any run a wait is on is still active, the waiting run gives up its
+//! slot (see `slots.rs`): a parent blocked on its children must not hold
+//! the slot they need. The row goes when the call returns; a wait whose
+//! process died is removed by reconciliation.
+
+use rusqlite::params;
+
+use super::{Doing, Store, StoreError};
+use crate::process::ProcessId;
+use crate::time;
+
+/// A registered wait, by its row id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitId(pub i64);
+
+/// A registered wait and the process blocked in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockedProcess {
+    /// The wait.
+    pub wait: WaitId,
+    /// The process that waits.
+    pub process: ProcessId,
+}
+
+impl Store {
+    /// Records that `process`, belonging to run `run_id`, is blocked until
+    /// every run of `targets` has ended.
+    pub fn register_wait(
+        &mut self,
+        run_id: &str,
+        process: ProcessId,
+        targets: &[String],
+    ) -> Result<WaitId, StoreError> {
+        let now = time::format(time::now());
+        self.write("recording a wait", |tx| {
+            tx.execute(
+                "INSERT INTO waits (run_id, pid, start, since) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, process.pid, process.start as i64, now],
+            )?;
+            let id = tx.last_insert_rowid();
+            for target in targets {
+                tx.execute(
+                    "INSERT OR IGNORE INTO wait_targets (wait_id, run_id) VALUES (?1, ?2)",
+                    params![id, target],
+                )?;
+            }
+            Ok(WaitId(id))
+        })
+    }
+
+    /// The wait is over (its call returned, or its process died).
+    pub fn remove_wait(&mut self, wait: WaitId) -> Result<(), StoreError> {
+        self.write("removing a wait", |tx| {
+            tx.execute("DELETE FROM wait_targets WHERE wait_id = ?1", [wait.0])?;
+            tx.execute("DELETE FROM waits WHERE id = ?1", [wait.0])
+        })
+        .map(drop)
+    }
+
+    /// Every registered wait with its process, for reconciliation.
+    pub fn blocked_processes(&self) -> Result<Vec<BlockedProcess>, StoreError> {
+        let mut stmt = self.conn().prepare_cached("SELECT id, pid, start FROM waits").doing("listing waits")?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(BlockedProcess {
+                    wait: WaitId(r.get(0)?),
+                    process: ProcessId { pid: r.get(1)?, start: r.get::<_, i64>(2)? as u64 },
+                })
+            })
+            .doing("listing waits")?;
+        rows.collect::<Result<_, _>>().doing("listing waits")
+    }
+
+    /// True if run `id` is `starting` or `running` but its agent is blocked
+    /// on runs still active, so it holds no slot.
+    pub fn is_blocked(&self, id: &str) -> Result<bool, StoreError> {
+        let sql = format!("SELECT {} FROM runs r WHERE r.id = ?1", *super::slots::BLOCKED_SQL);
+        self.conn().query_row(&sql, [id], |r| r.get(0)).doing("checking a blocked run")
+    }
+}
