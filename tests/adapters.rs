@@ -266,7 +266,7 @@ fn continuation_turns_resume_the_same_session() {
 
     let claude = preset("claude");
     let args = for_agent(AgentKind::Claude).resume_invocation(&ctx(&claude), "sess-9").unwrap().args;
-    assert_eq!(&args[args.len() - 3..], ["--resume", "sess-9", "results of the children"]);
+    assert_eq!(&args[args.len() - 4..], ["--resume", "sess-9", "--", "results of the children"]);
     assert!(args.contains(&"--append-system-prompt".to_string()) && args.contains(&"--extra".to_string()));
     assert!(for_agent(AgentKind::Claude).resume_invocation(&ctx(&claude), "").is_none(), "no session id, no resume");
 
@@ -285,6 +285,7 @@ fn continuation_turns_resume_the_same_session() {
             "--extra",
             "resume",
             "thread-7",
+            "--",
             "results of the children"
         ]
     );
@@ -292,7 +293,8 @@ fn continuation_turns_resume_the_same_session() {
     let pi = preset("pi");
     let inv = for_agent(AgentKind::Pi).resume_invocation(&ctx(&pi), "").unwrap();
     assert!(inv.args.windows(2).any(|w| w == ["--session", "/runs/r1/session.jsonl"]), "the same session file");
-    assert_eq!(inv.args.last().unwrap(), "results of the children");
+    assert_eq!(inv.stdin.as_deref(), Some("results of the children"), "pi reads its prompt on stdin");
+    assert!(!inv.args.iter().any(|a| a == "results of the children"));
 
     for agent in [AgentKind::Gemini, AgentKind::Opencode, AgentKind::Command] {
         let p = if agent == AgentKind::Command {

@@ -78,9 +78,10 @@ fn pi_auto_retry_then_success_completes_with_the_retried_answer() {
             "read,bash",
             "--append-system-prompt",
             prompt.to_str().unwrap(),
-            "retry please"
         ]
     );
+    let stdin = std::fs::read_to_string(env.project.join("args.stdin")).unwrap();
+    assert_eq!(stdin, "retry please", "pi reads its task on stdin, where no option can take it");
     assert_eq!(std::fs::read_to_string(prompt).unwrap(), "Be brief.");
 }
 

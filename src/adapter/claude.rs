@@ -40,8 +40,11 @@ impl Adapter for ClaudeAdapter {
             args.extend(["--append-system-prompt".to_string(), preset.system_prompt.clone()]);
         }
         args.extend(preset.args.iter().cloned());
-        args.push(ctx.task.to_string());
-        Ok(Invocation { program: "claude".into(), args, env: Vec::new() })
+        // Options like --allowedTools take several values: without `--` the
+        // task would be swallowed as one more, and a task that begins with
+        // `-` would be read as an option.
+        args.extend(["--".to_string(), ctx.task.to_string()]);
+        Ok(Invocation { program: "claude".into(), args, env: Vec::new(), stdin: None })
     }
 
     fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {
@@ -50,7 +53,8 @@ impl Adapter for ClaudeAdapter {
         }
         let mut invocation = self.invocation(ctx).ok()?;
         let task = invocation.args.pop()?;
-        invocation.args.extend(["--resume".to_string(), session_id.to_string(), task]);
+        let end_of_options = invocation.args.pop()?;
+        invocation.args.extend(["--resume".to_string(), session_id.to_string(), end_of_options, task]);
         Some(invocation)
     }
 

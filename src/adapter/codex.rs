@@ -34,8 +34,9 @@ impl Adapter for CodexAdapter {
             args.extend(["-m".to_string(), model.to_string()]);
         }
         args.extend(preset.args.iter().cloned());
-        args.push(json::task_with_instructions(&preset.system_prompt, ctx.task));
-        Ok(Invocation { program: "codex".into(), args, env: Vec::new() })
+        // After `--`, a task that begins with `-` is still the prompt.
+        args.extend(["--".to_string(), json::task_with_instructions(&preset.system_prompt, ctx.task)]);
+        Ok(Invocation { program: "codex".into(), args, env: Vec::new(), stdin: None })
     }
 
     /// `codex exec [options] resume <thread id> <prompt>`.
@@ -44,8 +45,8 @@ impl Adapter for CodexAdapter {
             return None; // resume only by the stored session id, never a guess
         }
         let mut invocation = self.invocation(ctx).ok()?;
-        invocation.args.pop();
-        invocation.args.extend(["resume".to_string(), session_id.to_string(), ctx.task.to_string()]);
+        invocation.args.truncate(invocation.args.len() - 2);
+        invocation.args.extend(["resume".to_string(), session_id.to_string(), "--".to_string(), ctx.task.to_string()]);
         Some(invocation)
     }
 

@@ -43,7 +43,7 @@ impl Adapter for CommandAdapter {
         if let Some(model) = ctx.model {
             env.push(("CORRAL_MODEL".to_string(), model.to_string()));
         }
-        Ok(Invocation { program: program.clone(), args, env })
+        Ok(Invocation { program: program.clone(), args, env, stdin: None })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, _out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {

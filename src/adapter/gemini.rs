@@ -35,8 +35,10 @@ impl Adapter for GeminiAdapter {
             args.extend(["-m".to_string(), model.to_string()]);
         }
         args.extend(preset.args.iter().cloned());
-        args.extend(["-p".to_string(), json::task_with_instructions(&preset.system_prompt, ctx.task)]);
-        Ok(Invocation { program: "gemini".into(), args, env: Vec::new() })
+        // `--prompt=TASK` in one argument: the value is taken whole, even if
+        // it begins with `-`.
+        args.push(format!("--prompt={}", json::task_with_instructions(&preset.system_prompt, ctx.task)));
+        Ok(Invocation { program: "gemini".into(), args, env: Vec::new(), stdin: None })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {

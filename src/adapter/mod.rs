@@ -53,10 +53,14 @@ word_enum! {
 pub struct Invocation {
     /// The program, looked up on `PATH` if it has no slash.
     pub program: String,
-    /// Its arguments; the task is one of them, verbatim.
+    /// Its arguments; the task is one of them, verbatim (after every
+    /// option, behind `--` where the CLI knows it), or it is `stdin`.
     pub args: Vec<String>,
     /// Variables added to the inherited environment.
     pub env: Vec<(String, String)>,
+    /// Text the agent reads on its standard input (else it reads nothing):
+    /// for CLIs that cannot take any text as an argument.
+    pub stdin: Option<String>,
 }
 
 /// What an adapter may use to build an invocation.

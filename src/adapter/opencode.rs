@@ -31,8 +31,9 @@ impl Adapter for OpencodeAdapter {
             args.extend(["-m".to_string(), model.to_string()]);
         }
         args.extend(preset.args.iter().cloned());
-        args.push(json::task_with_instructions(&preset.system_prompt, ctx.task));
-        Ok(Invocation { program: "opencode".into(), args, env: Vec::new() })
+        // After `--`, a task that begins with `-` is still the message.
+        args.extend(["--".to_string(), json::task_with_instructions(&preset.system_prompt, ctx.task)]);
+        Ok(Invocation { program: "opencode".into(), args, env: Vec::new(), stdin: None })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {

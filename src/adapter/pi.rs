@@ -50,8 +50,10 @@ impl Adapter for PiAdapter {
             args.extend(["--append-system-prompt".to_string(), file.to_string_lossy().into_owned()]);
         }
         args.extend(preset.args.iter().cloned());
-        args.push(ctx.task.to_string());
-        Ok(Invocation { program: "pi".into(), args, env: Vec::new() })
+        // pi has no `--`: an argument that begins with `-` or `@` is an
+        // option or a file, and an unknown option takes the next argument
+        // as its value. Its standard input is taken verbatim as the prompt.
+        Ok(Invocation { program: "pi".into(), args, env: Vec::new(), stdin: Some(ctx.task.to_string()) })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {

@@ -89,7 +89,7 @@ impl AgentLaunch {
             .env(RUN_ID_ENV, &self.run_id)
             .env_remove(SHEPHERD_ENV)
             .envs(invocation.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+            .stdin(self.stdin_for(invocation)?)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(root) = &self.home_env {
@@ -97,6 +97,17 @@ impl AgentLaunch {
         }
         process::prepare_agent(&mut command);
         command.spawn()
+    }
+}
+
+impl AgentLaunch {
+    /// The agent's standard input: nothing, or the invocation's text from a
+    /// private file in the run's folder (a file, so no write can block).
+    fn stdin_for(&self, invocation: &Invocation) -> io::Result<Stdio> {
+        let Some(text) = &invocation.stdin else { return Ok(Stdio::null()) };
+        let path = self.run_dir.join("input.txt");
+        home::create_private(&path)?.write_all(text.as_bytes())?;
+        Ok(Stdio::from(File::open(&path)?))
     }
 }
 
