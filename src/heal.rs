@@ -3,8 +3,9 @@
 //!
 //! There is no daemon. `corral wait`, `wait_agents`, a waiting parent's
 //! shepherd, `abort` and the app's watcher all call [`heal`] whenever they
-//! look at the store, and at least every [`HEAL_EVERY`] while they block:
-//! it marks runs whose shepherd died `lost` (killing what is left of them),
+//! look at the store, and at least every [`HEAL_EVERY`] while they block; a
+//! shepherd whose agent works heals every [`HEAL_EVERY_AT_WORK`]. Healing
+//! marks runs whose shepherd died `lost` (killing what is left of them),
 //! drops waits whose process died, and starts queued runs into free slots.
 //! So after any process dies, every run reaches its true state within a
 //! second while any Corral process is alive, and at the next Corral command
@@ -22,6 +23,10 @@ use crate::store::{Store, StoreError};
 /// How often a blocked process heals even when nothing is committed: a
 /// shepherd killed with SIGKILL commits nothing, yet its run must end.
 pub const HEAL_EVERY: Duration = Duration::from_millis(250);
+
+/// How often a shepherd whose agent is working heals: less often, as there
+/// are many of them, but still within a second.
+pub const HEAL_EVERY_AT_WORK: Duration = Duration::from_millis(900);
 
 /// What stops a process from healing the store.
 #[derive(Debug, thiserror::Error)]

@@ -10,6 +10,8 @@ pub enum AppError {
     Launch(#[from] corral::launch::LaunchError),
     #[error(transparent)]
     Config(#[from] corral::config::ConfigError),
+    #[error(transparent)]
+    Heal(#[from] corral::heal::HealError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]

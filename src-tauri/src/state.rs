@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use corral::launch::ShepherdCommand;
+use corral::queue::ShepherdCommand;
 use corral::{Home, Store};
 
 use crate::error::AppError;

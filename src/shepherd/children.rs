@@ -15,7 +15,7 @@ use std::time::Instant;
 use super::supervise::Supervisor;
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{EventKind, Verdict};
-use crate::heal::{heal, HEAL_EVERY};
+use crate::heal::HEAL_EVERY;
 use crate::process;
 use crate::run::{Run, RunStatus, StopReason};
 use crate::watch::{Watcher, POLL_INTERVAL};
@@ -104,7 +104,7 @@ fn block(sup: &mut Supervisor, watcher: &mut Watcher, deadline: Option<Instant>)
     // Child runs' shepherds may have been adopted (this shepherd is a
     // subreaper): reap those that ended, so none lingers as a zombie.
     while let Ok(Some(_)) = process::reap_any() {}
-    if heal(&mut sup.store, &sup.shepherd)?.changed() {
+    if sup.heal_if_due(HEAL_EVERY) {
         // This process's own commits do not move its data_version.
         return Ok(Woken::Look);
     }

@@ -16,6 +16,7 @@ use super::spawn::{AgentLaunch, RunLogs};
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{self, Adapter, EventKind, ProcessEnd, Report, StreamLine, TranscriptEvent, Verdict};
 use crate::config::{Config, Limits};
+use crate::heal::HEAL_EVERY_AT_WORK;
 use crate::process::{self, ProcessId, Readiness, Sig, SignalPipe};
 use crate::queue::ShepherdCommand;
 use crate::run::{RunStatus, StopReason};
@@ -86,6 +87,8 @@ pub(super) struct Supervisor {
     outcome_committed: bool,
     /// How to start shepherds of queued runs, when this one heals the store.
     pub(super) shepherd: ShepherdCommand,
+    /// When this shepherd last healed the store.
+    healed_at: Instant,
 
     pending: Vec<TranscriptEvent>,
     pending_since: Option<Instant>,
@@ -188,6 +191,7 @@ impl Supervisor {
             held: None,
             outcome_committed: false,
             shepherd: setup.shepherd,
+            healed_at: Instant::now(),
             pending: Vec::new(),
             pending_since: None,
             next_seq,
@@ -229,9 +233,13 @@ impl Supervisor {
             let now = Instant::now();
             self.check_clock(now)?;
             self.cleanup.tick(now);
+            if self.cleanup.gave_up() {
+                continue; // nothing left to wait for: decide above
+            }
             if self.pending_since.is_some_and(|since| now >= since + FLUSH_INTERVAL) {
                 self.flush_events()?;
             }
+            self.heal_if_due(HEAL_EVERY_AT_WORK);
 
             let wait = self.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
             let ready = {
@@ -263,21 +271,25 @@ impl Supervisor {
                 Ok(Some(reaped)) if reaped.pid == self.turn.agent.pid => self.on_agent_exit(reaped.end)?,
                 Ok(Some(_orphan)) => {}
                 Ok(None) => {
-                    // Only adopted shepherds of child runs may be left: they
-                    // are not this run's to wait for.
-                    if self.turn.agent_end.is_some()
-                        && (self.cleanup.gave_up() || self.cleanup.own_processes().is_empty())
-                    {
-                        self.turn.children_gone = true;
-                    }
+                    self.note_children_gone();
                     return Ok(());
                 }
+                // No child left, but a process carrying the run's id may be.
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
-                    self.turn.children_gone = true;
+                    self.note_children_gone();
                     return Ok(());
                 }
                 Err(e) => return Err(e).doing("reaping"),
             }
+        }
+    }
+
+    /// Once the agent is reaped, the turn is over when no process of the
+    /// run is left (adopted shepherds of child runs are not the run's), or
+    /// when the kill sweeps gave up on those that are.
+    fn note_children_gone(&mut self) {
+        if self.turn.agent_end.is_some() && (self.cleanup.gave_up() || self.cleanup.own_processes().is_empty()) {
+            self.turn.children_gone = true;
         }
     }
 
@@ -399,7 +411,7 @@ impl Supervisor {
             // What the agent wrote by now may cancel the tentative end (pi's
             // `auto_retry_start`): read it before settling.
             self.read_stdout(READ_BUDGET)?;
-            if self.turn.is_over() || !self.turn.settle_at.is_some_and(|at| now >= at) {
+            if self.turn.is_over() || self.turn.settle_at.is_none_or(|at| now < at) {
                 return Ok(());
             }
             self.turn.settle_at = None;
@@ -436,7 +448,11 @@ impl Supervisor {
     /// The earliest moment the loop must wake without input.
     fn next_deadline(&self) -> Option<Instant> {
         let l = &self.limits;
-        let mut deadlines = vec![self.cleanup.deadline(), self.pending_since.map(|s| s + FLUSH_INTERVAL)];
+        let mut deadlines = vec![
+            self.cleanup.deadline(),
+            self.pending_since.map(|s| s + FLUSH_INTERVAL),
+            Some(self.healed_at + HEAL_EVERY_AT_WORK),
+        ];
         if !self.turn.is_over() {
             deadlines.push(self.turn.settle_at);
             deadlines.push(self.work_deadline());
@@ -462,6 +478,8 @@ impl Supervisor {
         if active > 0 {
             self.flush_events()?;
             self.store.mark_waiting(&self.run_id)?;
+            // Its slot is free now: hand it on at once.
+            self.heal_if_due(Duration::ZERO);
             self.cleanup.note(&format!("turn ended with {active} child run(s) active: waiting"));
             self.held = Some(verdict);
         } else if uncollected && self.can_continue(&verdict) {
@@ -550,6 +568,25 @@ impl Supervisor {
         self.cleanup.stop(Instant::now(), &error);
         children::abort_active(self)?;
         Ok(())
+    }
+
+    /// Heals the store (see `heal`) if it last did `every` ago or more:
+    /// another run's shepherd may have died, or a slot may be free. Returns
+    /// true if this process committed
+    /// anything. A failure (a broken `config.toml`, say) is logged and
+    /// never disturbs this run's supervision.
+    pub(super) fn heal_if_due(&mut self, every: Duration) -> bool {
+        if self.healed_at.elapsed() < every {
+            return false;
+        }
+        self.healed_at = Instant::now();
+        match crate::heal::heal(&mut self.store, &self.shepherd) {
+            Ok(healed) => healed.changed(),
+            Err(e) => {
+                tracing::warn!(run = %self.run_id, "cannot heal the store: {e}");
+                false
+            }
+        }
     }
 
     /// What the stream said, over every turn.

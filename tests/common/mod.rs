@@ -62,6 +62,19 @@ impl Env {
         std::fs::write(self.home.join("config.toml"), text).unwrap();
     }
 
+    /// Writes `config.toml`: short graces, then `extra` lines.
+    pub fn config(&self, extra: &str) {
+        std::fs::create_dir_all(&self.home).unwrap();
+        let text = format!("exit_grace = \"100ms\"\nstop_grace = \"300ms\"\n{extra}");
+        std::fs::write(self.home.join("config.toml"), text).unwrap();
+    }
+
+    /// The store of this installation, for reading what a user would see
+    /// without running a Corral command (which would heal it).
+    pub fn store(&self) -> corral::Store {
+        corral::Store::open(&corral::Home::at(&self.home)).unwrap()
+    }
+
     /// A `corral` command in this installation, run from the project folder.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(corral_bin());
@@ -219,6 +232,25 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Runs `cmd` until it exits, or kills it after `limit` and returns None.
+pub fn output_within(mut cmd: Command, limit: Duration) -> Option<Output> {
+    use std::process::Stdio;
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let pid = child.id() as i32;
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let out = child.wait_with_output().expect("wait");
+        let _ = done_tx.send(());
+        out
+    });
+    if done_rx.recv_timeout(limit).is_ok() {
+        return Some(waiter.join().unwrap());
+    }
+    let _ = corral::process::signal_pid(pid, corral::process::Sig::Kill);
+    let _ = waiter.join();
+    None
 }
 
 /// Live processes whose environment carries `CORRAL_RUN_ID=<id>`.

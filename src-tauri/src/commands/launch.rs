@@ -30,6 +30,7 @@ pub fn launch_run(
         cwd: cwd.clone(),
         model: model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty()),
         parent: None,
+        env: None,
     };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
     crate::folders::remember(&state.home, &cwd)?;

@@ -82,7 +82,7 @@ pub fn transcript(
 pub fn abort_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {
     let mut store = state.store()?;
     let config = corral::config::Config::load(&state.home)?;
-    let result = corral::abort::abort(&mut store, &id, config.stop_grace + Duration::from_secs(2))?;
+    let result = corral::abort::abort(&mut store, &id, config.stop_grace + Duration::from_secs(2), &state.shepherd()?)?;
     Ok(result.run().clone())
 }
 
@@ -97,6 +97,8 @@ pub fn relaunch_run(state: State<'_, AppState>, id: String) -> Result<Run, AppEr
         cwd: old.cwd.clone().into(),
         model: old.model.clone(),
         parent: old.parent_id.clone(),
+        // The same environment as the first time, if it was kept.
+        env: corral::run_env::load(&state.home.run_dir(&old.id))?,
     };
     Ok(launch(&mut store, &request, &state.shepherd()?)?)
 }

@@ -27,6 +27,8 @@ struct Shown {
     title: String,
     icon: Option<(u64, bool)>,
     menu: String,
+    /// Why the tray cannot follow the store, while it cannot.
+    problem: Option<String>,
 }
 
 /// Creates the tray icon with an empty state; the watcher fills it at once.
@@ -72,14 +74,45 @@ pub fn refresh(app: &AppHandle, store: &Store) -> Result<(), AppError> {
         let _ = tray.set_icon(Some(icon::draw(look.0, look.1)));
         shown.icon = Some(look);
     }
-    let signature =
-        format!("{counts:?}|{:?}|{launchable:?}", runs.iter().map(|r| (&r.id, r.status)).collect::<Vec<_>>());
+    let signature = format!(
+        "{counts:?}|{:?}|{launchable:?}|{:?}",
+        runs.iter().map(|r| (&r.id, r.status)).collect::<Vec<_>>(),
+        shown.problem
+    );
     if shown.menu != signature {
-        let menu = build_menu(app, &counts, &runs, &launchable)?;
+        let menu = build_menu(app, &counts, &runs, &launchable, shown.problem.as_deref())?;
         let _ = tray.set_menu(Some(menu));
         shown.menu = signature;
     }
     Ok(())
+}
+
+/// Shows (or, with `None`, clears) why the tray cannot follow the store:
+/// a line at the top of the menu and the tooltip. Works without the store.
+pub fn set_problem(app: &AppHandle, problem: Option<&str>) {
+    let Some(tray) = app.tray_by_id(TRAY) else { return };
+    let shown = app.state::<Mutex<Shown>>();
+    let mut shown = shown.lock().expect("tray state");
+    shown.problem = problem.map(str::to_string);
+    shown.menu.clear(); // rebuilt by the next refresh
+    if let Some(problem) = problem {
+        let _ = tray.set_tooltip(Some(&format!("Corral: {problem}")));
+        if let Ok(menu) = problem_menu(app, problem) {
+            let _ = tray.set_menu(Some(menu));
+        }
+    } else {
+        shown.title.clear();
+    }
+}
+
+/// The menu while the store cannot be read: the problem, Open, Quit.
+fn problem_menu(app: &AppHandle, problem: &str) -> tauri::Result<Menu<tauri::Wry>> {
+    let menu = Menu::new(app)?;
+    menu.append(&items::problem::item(app, problem)?)?;
+    menu.append(&PredefinedMenuItem::separator(app)?)?;
+    menu.append(&items::open::item(app)?)?;
+    menu.append(&items::quit::item(app)?)?;
+    Ok(menu)
 }
 
 fn build_menu(
@@ -87,8 +120,12 @@ fn build_menu(
     counts: &Counts,
     runs: &[corral::Run],
     launchable: &[items::launch::Entry],
+    problem: Option<&str>,
 ) -> tauri::Result<Menu<tauri::Wry>> {
     let menu = Menu::new(app)?;
+    if let Some(problem) = problem {
+        menu.append(&items::problem::item(app, problem)?)?;
+    }
     menu.append(&items::counts::item(app, counts)?)?;
     menu.append(&PredefinedMenuItem::separator(app)?)?;
     menu.append(&items::launch::submenu(app, launchable)?)?;

@@ -4,6 +4,7 @@ pub mod clear;
 pub mod counts;
 pub mod launch;
 pub mod open;
+pub mod problem;
 pub mod quit;
 pub mod recent;
 

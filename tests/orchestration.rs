@@ -1,0 +1,306 @@
+//! Truth where agents orchestrate agents: one regression test per repro of
+//! "runs stuck, falsely lost or unlaunchable", each named after it. The
+//! model-based random test in `model.rs` hunts for the rest of the class.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use common::{eventually, fake_agent, output_within, stream, Env};
+use corral::process::{signal_pid, Sig};
+use corral::RunStatus;
+use serde_json::Value;
+
+/// Long enough for any of these on a loaded machine; a deadlock never ends.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn exit_code(out: &std::process::Output) -> Option<i32> {
+    out.status.code()
+}
+
+fn status_in_store(env: &Env, id: &str) -> RunStatus {
+    env.store().run(id).unwrap().status
+}
+
+#[test]
+fn a_claude_preset_with_allowed_tools_and_a_dash_task_gets_its_task() {
+    let env = Env::new();
+    env.agent_preset("rc", "claude", "args: [--allowedTools, \"Bash(corral launch:*)\", --add-dir, /tmp]\n");
+    env.agent_preset("rx", "codex", "args: [--full-auto]\n");
+    env.agent_preset("rp", "pi", "args: [--unknown-flag]\n");
+    let task = "--verbose please, and @file too";
+    for preset in ["rc", "rx", "rp"] {
+        let args_file = env.project.join(format!("{preset}.args"));
+        // `--` ends Corral's own options, as the README says.
+        let mut cmd = env.command(&["launch", preset, "--", task]);
+        cmd.env("FAKE_STREAM", stream("claude-2.1-read-tool-success.jsonl")).env("FAKE_ARGS", &args_file);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        env.wait_end(&id);
+        let args = std::fs::read_to_string(&args_file).unwrap();
+        let args: Vec<&str> = args.lines().collect();
+        let stdin = std::fs::read_to_string(format!("{}.stdin", args_file.display())).unwrap();
+        if preset == "rp" {
+            // pi has no `--`; an unknown flag would take the next argument.
+            assert_eq!(stdin, task, "pi gets its task on stdin");
+            assert!(!args.iter().any(|a| a.contains("please")), "{args:?}");
+        } else {
+            // The task (after the preset's instructions for Codex) is last,
+            // after the `--` that ends the options.
+            let end = args.iter().position(|a| *a == "--").unwrap_or_else(|| panic!("{preset}: no --: {args:?}"));
+            assert!(args[end + 1..].join("\n").ends_with(task), "{preset}: the task is last: {args:?}");
+            assert_eq!(stdin, "");
+        }
+    }
+}
+
+#[test]
+fn a_run_waiting_in_its_own_turn_gives_its_slot_to_its_child() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    env.command_preset("orch", &["sh", "-c", "id=$(corral launch quick x) && corral wait \"$id\""]);
+    let out = output_within(env.command(&["launch", "orch", "go", "--wait", "--json"]), LIMIT)
+        .expect("launch --wait of a parent that waits in its turn must return, not deadlock");
+    assert_eq!(exit_code(&out), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["status"], "completed");
+    let child = env.show(run["children"][0].as_str().unwrap());
+    assert_eq!(child["status"], "completed");
+}
+
+#[test]
+fn more_waiting_parents_than_slots_all_finish() {
+    let env = Env::new();
+    env.config("max_parallel = 2\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    env.command_preset(
+        "lead",
+        &["sh", "-c", "a=$(corral launch quick a) && b=$(corral launch quick b) && corral wait \"$a\" \"$b\""],
+    );
+    let ids: Vec<String> = (0..5).map(|i| env.launch("lead", &format!("lead {i}"))).collect();
+    let mut args = vec!["wait"];
+    args.extend(ids.iter().map(String::as_str));
+    let out = output_within(env.command(&args), LIMIT).expect("five waiting parents on two slots must not deadlock");
+    assert_eq!(exit_code(&out), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn a_run_queued_for_minutes_is_not_lost_when_it_starts() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let a = env.launch("slow", "first");
+    let b = env.launch("quick", "second");
+    assert_eq!(env.show(&b)["status"], "queued");
+    // As if B had waited in the queue for five minutes.
+    let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
+    db.execute("UPDATE runs SET created_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-5 minutes') WHERE id = ?1", [&b])
+        .unwrap();
+    let waiter = std::thread::spawn({
+        let cmd = env.command(&["wait", &b]);
+        move || output_within(cmd, LIMIT)
+    });
+    assert!(eventually(Duration::from_secs(10), || status_in_store(&env, &a) == RunStatus::Running));
+    std::fs::write(&release, "").unwrap();
+    let out = waiter.join().unwrap().expect("wait must return");
+    let run = env.show(&b);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(exit_code(&out), Some(0));
+}
+
+#[test]
+fn a_waiting_parent_learns_at_once_that_its_childs_shepherd_died() {
+    let env = Env::new();
+    env.config("children_timeout = \"none\"\n");
+    env.use_fake("pi", "parent");
+    env.agent_preset("lead", "pi", "");
+    env.command_preset("hang", &[&fake_agent("child"), "never"]);
+    let never = env.project.join("never-created");
+    let parent = env.launch_env(
+        "lead",
+        "coordinate",
+        &[
+            ("PARENT_CHILDREN", "hang"),
+            ("PARENT_EXPECT", "lost"),
+            ("PARENT_LOG", env.project.join("parent.log").to_str().unwrap()),
+            ("CHILD_RELEASE", never.to_str().unwrap()),
+        ],
+    );
+    let waiting = env.wait_run(&parent, Duration::from_secs(10), |r| r["status"] == "waiting");
+    let child = waiting["children"][0].as_str().unwrap().to_string();
+    let child_run = env.wait_run(&child, Duration::from_secs(10), |r| r["status"] == "running");
+    let shepherd = child_run["shepherd_pid"].as_i64().unwrap() as i32;
+    signal_pid(shepherd, Sig::Kill).unwrap();
+    // Only the store is read from here: no Corral command heals it, only
+    // the parent's shepherd can.
+    let ended = eventually(Duration::from_secs(5), || status_in_store(&env, &parent).is_terminal());
+    assert!(ended, "parent still {:?}, child {:?}", status_in_store(&env, &parent), status_in_store(&env, &child));
+    assert_eq!(status_in_store(&env, &child), RunStatus::Lost);
+    let run = env.show(&parent);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "Combined: lost");
+}
+
+#[test]
+fn the_queue_moves_when_a_shepherd_dies_while_only_a_wait_is_alive() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let a = env.launch("slow", "first");
+    let b = env.launch("quick", "second");
+    let a_run = env.wait_run(&a, Duration::from_secs(10), |r| r["status"] == "running");
+    let mut waiter = env.command(&["wait", &b]).spawn().unwrap();
+    // Past its start (which heals too), into its loop: the database open,
+    // and asleep for a while.
+    let pid = waiter.id() as i32;
+    let db = env.home.join("corral.db");
+    let mut asleep_since = None;
+    let settled = eventually(Duration::from_secs(10), || {
+        let has_db = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == db));
+        if !(has_db && corral::process::state_of(pid) == Some('S')) {
+            asleep_since = None;
+            return false;
+        }
+        asleep_since.get_or_insert_with(std::time::Instant::now).elapsed() > Duration::from_millis(300)
+    });
+    assert!(settled, "corral wait never settled into its loop");
+    assert_eq!(status_in_store(&env, &b), RunStatus::Queued);
+    signal_pid(a_run["shepherd_pid"].as_i64().unwrap() as i32, Sig::Kill).unwrap();
+    let ended = eventually(LIMIT, || waiter.try_wait().unwrap().is_some());
+    if !ended {
+        let _ = waiter.kill();
+    }
+    assert!(ended, "the wait must see B start and end; B is {:?}", status_in_store(&env, &b));
+    assert_eq!(waiter.wait().unwrap().code(), Some(0));
+    assert_eq!(env.show(&a)["status"], "lost");
+    assert_eq!(env.show(&b)["status"], "completed");
+}
+
+#[test]
+fn a_queued_run_starts_with_its_launchers_environment() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("envcheck", &["sh", "-c", "echo \"FOO=$FOO PATH=$PATH\""]);
+    let a = env.launch("slow", "first");
+    let mut cmd = env.command(&["launch", "envcheck", "x"]);
+    cmd.env("FOO", "from-the-launcher").env("CORRAL_SECRET_TOKEN", "sekrit-4711");
+    let out = cmd.output().unwrap();
+    let b = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(env.show(&b)["status"], "queued");
+    env.wait_run(&a, Duration::from_secs(10), |r| r["status"] == "running");
+    // A's shepherd starts B: it has never seen FOO.
+    std::fs::write(&release, "").unwrap();
+    let run = env.wait_end(&b);
+    assert_eq!(run["status"], "completed");
+    let text = run["final_text"].as_str().unwrap();
+    assert!(text.contains("FOO=from-the-launcher"), "{text}");
+    assert!(text.contains(env.bin.to_str().unwrap()), "the launcher's PATH: {text}");
+
+    // Kept with the run, privately, and nowhere else.
+    let kept = env.run_dir(&b).join("env");
+    assert_eq!(std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(std::fs::read(&kept).unwrap().windows(11).any(|w| w == b"sekrit-4711"));
+    let db = std::fs::read(env.home.join("corral.db")).unwrap();
+    assert!(!db.windows(11).any(|w| w == b"sekrit-4711"), "no secret in the database");
+    assert_eq!(env.json(&["search", "sekrit-4711"]), serde_json::json!([]));
+}
+
+#[test]
+fn a_child_launched_with_a_scrubbed_environment_is_still_its_parents() {
+    let env = Env::new();
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    // Like Codex starting an MCP server: no CORRAL_RUN_ID in sight.
+    env.command_preset("scrubbed", &["sh", "-c", "env -u CORRAL_RUN_ID corral launch quick x && sleep 0.2"]);
+    let id = env.launch("scrubbed", "go");
+    let run = env.wait_end(&id);
+    let children = run["children"].as_array().unwrap();
+    assert_eq!(children.len(), 1, "{run:#}");
+    assert_eq!(env.show(children[0].as_str().unwrap())["parent_id"], id.as_str());
+    // Outside any run, a stale id in the environment makes no parent.
+    let mut cmd = env.command(&["launch", "quick", "y", "--json"]);
+    cmd.env("CORRAL_RUN_ID", "nosuchrun");
+    let top: Value = serde_json::from_slice(&cmd.output().unwrap().stdout).unwrap();
+    assert!(top["parent_id"].is_null());
+}
+
+#[test]
+fn a_last_line_without_newline_counts_though_a_grandchild_holds_stdout() {
+    let env = Env::new();
+    env.command_preset("words", &["sh", "-c", "sleep 30 & printf 'first line\\nlast words'"]);
+    let id = env.launch("words", "x");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed");
+    assert!(run["final_text"].as_str().unwrap().ends_with("last words"), "{run:#}");
+}
+
+#[test]
+fn a_continuations_timeout_does_not_count_the_time_spent_waiting() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("pi", "parent");
+    env.agent_preset("lead", "pi", "timeout: 2s\n");
+    env.command_preset("late", &[&fake_agent("child"), "late-result"]);
+    let release = env.project.join("release");
+    let parent = env.launch_env(
+        "lead",
+        "coordinate",
+        &[
+            ("PARENT_CHILDREN", "late"),
+            ("PARENT_EXPECT", "late-result"),
+            ("PARENT_LOG", env.project.join("parent.log").to_str().unwrap()),
+            ("CHILD_RELEASE", release.to_str().unwrap()),
+            // The continuation works a little: long enough to be timed.
+            ("PARENT_CONTINUATION_SECS", "0.5"),
+        ],
+    );
+    let waiting = env.wait_run(&parent, Duration::from_secs(10), |r| r["status"] == "waiting");
+    let waited_from = std::time::Instant::now();
+    // Waiting longer than the whole timeout is not work.
+    let child = waiting["children"][0].as_str().unwrap().to_string();
+    while waited_from.elapsed() < Duration::from_millis(2500) {
+        assert_eq!(status_in_store(&env, &parent), RunStatus::Waiting);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(&release, "").unwrap();
+    env.wait_end(&child);
+    let run = env.wait_end(&parent);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "Combined: late-result");
+}
+
+#[test]
+fn the_kill_sweep_gives_up_on_processes_that_keep_coming_back() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("quick", &["sh", "-c", "sleep 0.5; echo done"]);
+    let id = env.launch("quick", "x");
+    // Outside the run's tree, something keeps starting processes that carry
+    // the run's id: SIGKILL sweeps can never leave none.
+    let mut respawner = std::process::Command::new("sh")
+        .args(["-c", "while :; do CORRAL_RUN_ID=\"$1\" sleep 5 & sleep 0.01; done", "sh", &id])
+        .env_remove("CORRAL_RUN_ID")
+        .spawn()
+        .unwrap();
+    let run = env.wait_run(&id, Duration::from_secs(30), |r| !r["exited_at"].is_null());
+    let _ = respawner.kill();
+    let _ = respawner.wait();
+    assert_eq!(run["status"], "completed", "the outcome stands");
+    let signals = std::fs::read_to_string(env.run_dir(&id).join("signals.log")).unwrap();
+    assert!(signals.contains("giving up after"), "{signals}");
+    for pid in common::processes_of_run(&id) {
+        let _ = signal_pid(pid, Sig::Kill);
+    }
+}
