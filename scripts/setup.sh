@@ -27,3 +27,16 @@ if [ "$mode" = test ] && ! command -v tauri-driver >/dev/null; then
   # The newest tauri-driver is a 3.0 alpha; 2.1.0 drives Tauri 2 apps.
   cargo install tauri-driver --version 2.1.0 --locked
 fi
+if [ "$mode" = test ]; then
+  # The real agent CLIs the tests run against a local stub model server.
+  # Pinned: a new release is tried here before the tests rely on it.
+  agents=target/real-agents
+  wanted="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 @mariozechner/pi-coding-agent@0.73.1"
+  if [ "$(cat "$agents/installed" 2>/dev/null)" != "$wanted" ]; then
+    mkdir -p "$agents"
+    [ -f "$agents/package.json" ] || echo '{"name":"corral-real-agents","private":true}' > "$agents/package.json"
+    # shellcheck disable=SC2086
+    npm install --prefix "$agents" --no-audit --no-fund --loglevel=error $wanted
+    echo "$wanted" > "$agents/installed"
+  fi
+fi

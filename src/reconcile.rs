@@ -7,7 +7,8 @@
 //! `completed`, never silently `failed` — and every process still alive from
 //! it is killed: the recorded agent, and any process carrying the run's id
 //! in its environment (a `setsid` grandchild whose parents are gone). A
-//! wait whose process died is removed, so its run holds its slot again.
+//! wait whose process died is removed, so its run holds its slot again. A
+//! process that finds its own run lost stops too (see [`EXIT_RUN_LOST`]).
 
 use std::time::Duration;
 
@@ -67,8 +68,19 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
             lost.push(store.run(&run.id)?);
         }
     }
+    let own = std::env::var(RUN_ID_ENV).ok();
+    if let Some(run) = lost.iter().find(|run| Some(&run.id) == own.as_ref()) {
+        // This very process carries the lost run's id (its agent's `corral
+        // wait`, say): it is one of the survivors it just killed, and no
+        // process outlives its run.
+        eprintln!("corral: run {} that this process belongs to is lost (its shepherd died): stopping", run.id);
+        std::process::exit(EXIT_RUN_LOST);
+    }
     Ok(Reconciled { lost, stale_waits })
 }
+
+/// The exit code of a process that finds its own run lost.
+pub const EXIT_RUN_LOST: i32 = 137;
 
 /// Why a run is lost, with the likely cause when the store's disk is full
 /// (a shepherd dies when it cannot write its outcome).

@@ -108,6 +108,15 @@ pub fn descendants(root: i32, prune: impl Fn(i32) -> bool) -> Vec<i32> {
     found
 }
 
+/// The value of the variable `key` in `pid`'s environment (as it started).
+pub fn env_var_of(pid: i32, key: &str) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let prefix = format!("{key}=").into_bytes();
+    let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let var = env.split(|&b| b == 0).find(|var| var.starts_with(&prefix))?;
+    Some(std::ffi::OsStr::from_bytes(&var[prefix.len()..]).to_os_string())
+}
+
 /// True if `pid`'s environment has the variable `key` (any value).
 pub fn has_env_var(pid: i32, key: &str) -> bool {
     let prefix = format!("{key}=").into_bytes();

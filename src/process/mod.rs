@@ -8,8 +8,8 @@ mod linux;
 mod unix;
 
 pub use linux::{
-    ancestry, descendants, disk_free, group_of, has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time,
-    state_of, ProcessId,
+    ancestry, descendants, disk_free, env_var_of, group_of, has_env_var, is_alive, pids_with_env, set_child_subreaper,
+    start_time, state_of, ProcessId,
 };
 pub use unix::{
     make_nonblocking, prepare_agent, read_available, reap_any, signal_group, signal_pid, spawn_detached, wait_readable,

@@ -1,0 +1,182 @@
+//! The real agent CLIs — Claude Code, Codex and pi from npm, as
+//! `scripts/setup.sh test` installs them in `target/real-agents` — run by
+//! Corral against a stub model server of our own on loopback
+//! (`stub_model.rs`): success, an API error, retries, abort of a hung agent,
+//! a task that begins with `-`, and parents that launch children (through
+//! Claude's Bash tool with `--allowedTools "Bash(corral launch:*)"`, Claude
+//! and Codex through `corral mcp`, pi through its bash tool) and get their
+//! results in a continuation turn.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod stub_model;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{processes_of_run, Env};
+use serde_json::Value;
+use stub_model::StubModel;
+
+/// Real CLIs start slowly (Node, MCP servers) and retry with backoff.
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// Where `scripts/setup.sh test` installs the real CLIs.
+fn real_bin(name: &str) -> PathBuf {
+    let dir = std::env::var_os("CORRAL_REAL_AGENTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/real-agents/node_modules/.bin"));
+    let path = dir.join(name);
+    assert!(path.exists(), "no real {name} at {}: run ./scripts/setup.sh test first", path.display());
+    path
+}
+
+/// An installation whose `claude`, `codex` and `pi` are the real CLIs,
+/// configured (in the test's own $HOME) to talk to `stub` only.
+struct Real {
+    env: Env,
+    stub: StubModel,
+}
+
+impl Real {
+    fn new() -> Real {
+        let env = Env::new();
+        env.config("");
+        let stub = StubModel::start();
+        for agent in ["claude", "codex", "pi"] {
+            let link = env.bin.join(agent);
+            std::fs::remove_file(&link).unwrap();
+            std::os::unix::fs::symlink(real_bin(agent), link).unwrap();
+        }
+        let home = &env.user_home;
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        std::fs::write(
+            home.join(".codex/config.toml"),
+            format!(
+                "model = \"stub-model\"\nmodel_provider = \"stub\"\n\n[model_providers.stub]\nname = \"stub\"\n\
+                 base_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"STUB_API_KEY\"\nstream_max_retries = 2\n\n\
+                 [mcp_servers.corral]\ncommand = \"corral\"\nargs = [\"mcp\"]\ndefault_tools_approval_mode = \"approve\"\n",
+                stub.base_url()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(home.join(".pi/agent")).unwrap();
+        let models = serde_json::json!({"providers": {"stub": {
+            "baseUrl": stub.base_url(), "api": "anthropic-messages", "apiKey": "STUB_API_KEY",
+            "models": [{"id": "stub-model", "name": "Stub", "reasoning": false, "input": ["text"],
+                        "contextWindow": 100000, "maxTokens": 4096,
+                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}}});
+        std::fs::write(home.join(".pi/agent/models.json"), models.to_string()).unwrap();
+        env.command_preset("quick", &["sh", "-c", "echo child says $CORRAL_TASK"]);
+        Real { env, stub }
+    }
+
+    /// A preset for a real agent.
+    fn preset(&self, name: &str, agent: &str, extra: &str) {
+        let model = match agent {
+            "pi" => "model: stub-model\nargs: [--provider, stub]\n",
+            _ => "",
+        };
+        self.env.agent_preset(name, agent, &format!("{model}{extra}"));
+    }
+
+    /// Launches `preset` with `task` (after `--`), in the stub's world.
+    fn launch(&self, preset: &str, task: &str) -> String {
+        let mut cmd = self.env.command(&["launch", preset, "--", task]);
+        cmd.env("ANTHROPIC_BASE_URL", self.stub.base_url())
+            .env("ANTHROPIC_API_KEY", "sk-stub")
+            .env("STUB_API_KEY", "sk-stub")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("NO_UPDATE_NOTIFIER", "1");
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "launch failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    fn end(&self, id: &str) -> Value {
+        self.env.wait_run(id, LIMIT, |r| !r["exited_at"].is_null() && common::is_terminal(r))
+    }
+
+    fn transcript(&self, id: &str) -> String {
+        self.env.ok(&["tail", id])
+    }
+
+    /// Every case that any agent must pass.
+    fn basics(&self, agent: &str, args: &str) {
+        self.preset("a", agent, args);
+        let ok = self.launch("a", "--verbose please stub> say hello from the stub");
+        let run = self.end(&ok);
+        assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{}", self.transcript(&ok));
+        assert_eq!(run["final_text"], "hello from the stub", "{agent}");
+
+        let flaky = self.launch("a", "stub> flaky 1 stub> say recovered");
+        let run = self.end(&flaky);
+        assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{}", self.transcript(&flaky));
+        assert_eq!(run["final_text"], "recovered", "{agent}");
+
+        let broken = self.launch("a", "stub> error 400");
+        let run = self.end(&broken);
+        assert_eq!(run["status"], "failed", "{agent}: {run:#}\n{}", self.transcript(&broken));
+
+        let hung = self.launch("a", "stub> hang");
+        self.env.wait_run(&hung, LIMIT, |r| r["status"] == "running");
+        let aborted = self.env.json(&["abort", &hung]);
+        assert_eq!(aborted[0]["status"], "aborted", "{agent}");
+        let run = self.end(&hung);
+        assert_eq!(run["stop_reason"], "user_abort");
+        assert!(processes_of_run(&hung).is_empty(), "{agent}: processes survived the abort");
+    }
+
+    /// A parent that launched a child and ended its turn gets the child's
+    /// result in a continuation turn.
+    fn parent_gets_child_result(&self, preset: &str, task: &str) {
+        let parent = self.launch(preset, task);
+        let run = self.end(&parent);
+        let transcript = self.transcript(&parent);
+        assert_eq!(run["status"], "completed", "{run:#}\n{transcript}");
+        let children = run["children"].as_array().unwrap();
+        assert_eq!(children.len(), 1, "{run:#}\n{transcript}");
+        let child = self.env.show(children[0].as_str().unwrap());
+        assert_eq!(child["status"], "completed");
+        assert_eq!(run["final_text"], "Combined: child says from-the-parent", "{transcript}");
+        assert!(transcript.contains("continuation turn 1"), "{transcript}");
+    }
+}
+
+#[test]
+fn real_claude_code() {
+    let real = Real::new();
+    real.basics("claude", "args: [--allowedTools, \"Bash(corral launch:*)\"]\n");
+    real.preset("lead", "claude", "args: [--allowedTools, \"Bash(corral launch:*)\"]\n");
+    real.parent_gets_child_result("lead", "stub> bash corral launch quick from-the-parent stub> say launched {last}");
+    let mcp = serde_json::json!({"mcpServers": {"corral": {"command": "corral", "args": ["mcp"]}}}).to_string();
+    real.preset(
+        "mcplead",
+        "claude",
+        &format!("args: [--mcp-config, '{mcp}', --allowedTools, mcp__corral__launch_agent]\n"),
+    );
+    real.parent_gets_child_result(
+        "mcplead",
+        r#"stub> mcp launch_agent {"preset": "quick", "task": "from-the-parent"} stub> say launched {last}"#,
+    );
+}
+
+#[test]
+fn real_codex() {
+    let real = Real::new();
+    real.basics("codex", "");
+    real.preset("lead", "codex", "");
+    real.parent_gets_child_result(
+        "lead",
+        r#"stub> mcp launch_agent {"preset": "quick", "task": "from-the-parent"} stub> say launched {last}"#,
+    );
+}
+
+#[test]
+fn real_pi() {
+    let real = Real::new();
+    real.basics("pi", "");
+    real.preset("lead", "pi", "tools: bash\n");
+    real.parent_gets_child_result("lead", "stub> bash corral launch quick from-the-parent stub> say launched {last}");
+}
