@@ -109,6 +109,8 @@ impl Real {
         let run = self.end(&ok);
         assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{}", self.transcript(&ok));
         assert_eq!(run["final_text"], "hello from the stub", "{agent}");
+        let served = self.stub.paths();
+        assert!(served.iter().any(|p| p.starts_with("POST /v1/")), "{agent} never asked the stub: {served:?}");
 
         let flaky = self.launch("a", "stub> flaky 1 stub> say recovered");
         let run = self.end(&flaky);
