@@ -30,12 +30,15 @@ pub struct Reconciled {
     pub lost: Vec<Run>,
     /// Waits it removed because their process died.
     pub stale_waits: usize,
+    /// Ended runs whose shepherd died before reaping everything: their
+    /// survivors were killed and their exit recorded.
+    pub reaped: usize,
 }
 
 impl Reconciled {
     /// True if it committed anything.
     pub fn changed(&self) -> bool {
-        !self.lost.is_empty() || self.stale_waits > 0
+        !self.lost.is_empty() || self.stale_waits > 0 || self.reaped > 0
     }
 }
 
@@ -68,6 +71,16 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
             lost.push(store.run(&run.id)?);
         }
     }
+    // A shepherd killed after the outcome, during cleanup: the outcome
+    // stands, but what is left of the run must go and its exit be known.
+    let mut reaped = 0;
+    for run in store.unreaped_runs()? {
+        if shepherd_is_gone(&run) {
+            kill_survivors(&run);
+            store.mark_exited(&run.id, None, None)?;
+            reaped += 1;
+        }
+    }
     let own = std::env::var(RUN_ID_ENV).ok();
     if let Some(run) = lost.iter().find(|run| Some(&run.id) == own.as_ref()) {
         // This very process carries the lost run's id (its agent's `corral
@@ -76,7 +89,7 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
         eprintln!("corral: run {} that this process belongs to is lost (its shepherd died): stopping", run.id);
         std::process::exit(EXIT_RUN_LOST);
     }
-    Ok(Reconciled { lost, stale_waits })
+    Ok(Reconciled { lost, stale_waits, reaped })
 }
 
 /// The exit code of a process that finds its own run lost.

@@ -10,7 +10,7 @@
 //! - no run is active without a live shepherd;
 //! - no run is queued while a slot is free;
 //! - no parent is `waiting` on children that all ended;
-//! - no process of an ended run is alive;
+//! - no process of an ended run is alive, and its exit is recorded;
 //!
 //! and at every look, that at most `max_parallel` runs work. At the end,
 //! every run must reach a terminal status. A failure prints the seed and
@@ -292,7 +292,16 @@ impl Sequence {
                         }
                     }
                 }
-                status if status.is_terminal() && run.exited_at.is_some() => {
+                status if status.is_terminal() && run.exited_at.is_none() => {
+                    let alive = run
+                        .shepherd_pid
+                        .zip(run.shepherd_start)
+                        .is_some_and(|(pid, start)| ProcessId { pid, start }.is_alive());
+                    if !alive {
+                        return Some(format!("{} ended ({status}) but its exit was never recorded", run.id));
+                    }
+                }
+                status if status.is_terminal() => {
                     let left = pids_with_env("CORRAL_RUN_ID", &run.id);
                     if !left.is_empty() {
                         return Some(format!("{} ended ({status}) but processes {left:?} are alive", run.id));

@@ -81,6 +81,20 @@ fn claude_and_pi_files_load_as_written_in_the_wild() {
     assert_eq!(debugger["agent"], "claude");
     assert_eq!(debugger["model"], Value::Null, "`model: inherit` means the agent's default");
     assert_eq!(debugger["problems"].as_array().unwrap().len(), 0);
+    // Every field, limits written as in a preset.
+    assert_eq!(debugger["tools"], serde_json::json!(["Read", "Edit", "Bash", "Grep", "Glob"]));
+    assert_eq!(debugger["system_prompt"], "You are an expert debugger.");
+    env.preset_file(
+        ".corral/presets",
+        "limited.md",
+        "---\nname: limited\ndescription: d\nagent: claude\ntimeout: 30m\nidle_timeout: 90s\nchildren_timeout: 1h 30m\nargs: [--allowedTools, Read]\n---\n",
+    );
+    let limited = by_name(&env.json(&["presets"]), "limited").clone();
+    assert_eq!(limited["timeout"], "30m");
+    assert_eq!(limited["idle_timeout"], "1m 30s");
+    assert_eq!(limited["startup_timeout"], Value::Null);
+    assert_eq!(limited["children_timeout"], "1h 30m");
+    assert_eq!(limited["args"], serde_json::json!(["--allowedTools", "Read"]));
 }
 
 #[test]

@@ -10,17 +10,31 @@ use super::table::{cell, or_dash, Table};
 use corral::preset::{self, Roots};
 use corral::Store;
 
-/// One entry of `presets --json`: a usable preset, or a file with problems.
-#[derive(Serialize)]
+/// One entry of `presets --json`: a usable preset with every field, or a
+/// file with problems. Limits are written as in a preset (`30m`).
+#[derive(Serialize, Default)]
 struct Entry<'a> {
     name: Option<&'a str>,
     description: Option<&'a str>,
     agent: Option<&'a str>,
     model: Option<&'a str>,
+    tools: &'a [String],
+    timeout: Option<String>,
+    idle_timeout: Option<String>,
+    startup_timeout: Option<String>,
+    children_timeout: Option<String>,
+    command: &'a [String],
+    args: &'a [String],
+    system_prompt: Option<&'a str>,
     source: &'a str,
     path: &'a str,
     overrides: Vec<&'a str>,
     problems: Vec<&'a str>,
+}
+
+/// A limit as a preset writes it.
+fn limit(d: Option<std::time::Duration>) -> Option<String> {
+    d.map(|d| humantime::format_duration(d).to_string())
 }
 
 pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
@@ -33,26 +47,33 @@ pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write
         let mut entries: Vec<Entry<'_>> = set
             .presets
             .iter()
-            .map(|e| Entry {
-                name: Some(&e.preset.name),
-                description: Some(&e.preset.description),
-                agent: Some(e.preset.agent.as_str()),
-                model: e.preset.model.as_deref(),
-                source: e.preset.source.as_str(),
-                path: &e.preset.path,
-                overrides: e.overrides.iter().map(String::as_str).collect(),
-                problems: Vec::new(),
+            .map(|e| {
+                let p = &e.preset;
+                Entry {
+                    name: Some(&p.name),
+                    description: Some(&p.description),
+                    agent: Some(p.agent.as_str()),
+                    model: p.model.as_deref(),
+                    tools: &p.tools,
+                    timeout: limit(p.timeout),
+                    idle_timeout: limit(p.idle_timeout),
+                    startup_timeout: limit(p.startup_timeout),
+                    children_timeout: limit(p.children_timeout),
+                    command: &p.command,
+                    args: &p.args,
+                    system_prompt: Some(&p.system_prompt),
+                    source: p.source.as_str(),
+                    path: &p.path,
+                    overrides: e.overrides.iter().map(String::as_str).collect(),
+                    problems: Vec::new(),
+                }
             })
             .collect();
         entries.extend(set.problems.iter().map(|p| Entry {
-            name: None,
-            description: None,
-            agent: None,
-            model: None,
             source: p.source.as_str(),
             path: &p.path,
-            overrides: Vec::new(),
             problems: vec![&p.reason],
+            ..Entry::default()
         }));
         super::print_json(out, &entries)?;
         return Ok(0);

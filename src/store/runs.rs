@@ -232,6 +232,20 @@ impl Store {
         Ok(runs)
     }
 
+    /// Runs whose outcome is committed but whose processes were never
+    /// recorded as reaped (their shepherd may have died during cleanup).
+    pub fn unreaped_runs(&self) -> Result<Vec<Run>, StoreError> {
+        let sql =
+            format!("SELECT {RUN_COLUMNS} FROM runs WHERE status IN {} AND exited_at IS NULL ORDER BY num", *TERMINAL);
+        let mut stmt = self.conn().prepare(&sql).doing("listing unreaped runs")?;
+        let rows = stmt
+            .query_map([], run_from_row)
+            .doing("listing unreaped runs")?
+            .collect::<Result<Vec<_>, _>>()
+            .doing("listing unreaped runs")?;
+        rows.into_iter().collect()
+    }
+
     /// Active runs (not terminal), oldest first: what reconciliation checks.
     pub fn active_runs(&self) -> Result<Vec<Run>, StoreError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE status NOT IN {} ORDER BY num", *TERMINAL);
