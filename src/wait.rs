@@ -1,12 +1,13 @@
 //! Waiting for runs to end, as `corral wait`, `launch --wait` and the MCP
 //! server do: by watching the store, healing it as it goes (see `heal`).
 //!
-//! A process of a run that waits gives up the run's slot while any run it
-//! waits on is active (its agent is blocked, not working), and has it back
-//! the moment they have all ended, before any queued run can take it.
+//! A process of a run that waits gives up the run's slot while it waits (its
+//! agent is blocked, not working), and returns once everything it waited on
+//! has ended and the run has a slot again, before any queued run gets one.
 
 use std::time::Instant;
 
+use crate::config::Config;
 use crate::heal::{heal, HealError, HEAL_EVERY};
 use crate::process::ProcessId;
 use crate::queue::ShepherdCommand;
@@ -44,9 +45,29 @@ pub fn wait_for(
     let blocked = block(store, caller, &ids)?;
     let result = wait_loop(store, &ids, deadline, shepherd);
     if let Some(wait) = blocked {
-        store.remove_wait(wait)?;
+        match &result {
+            Ok(done) if !done.timed_out => take_slot_back(store, wait, shepherd)?,
+            // A wait cut short (a timeout, an error) takes its slot back at
+            // once: it cannot wait for one without breaking its deadline.
+            _ => store.remove_wait(wait)?,
+        }
     }
     result
+}
+
+/// Returns from a wait that is over only once its run has a slot to work
+/// in again; it goes before every queued run.
+fn take_slot_back(store: &mut Store, wait: WaitId, shepherd: &ShepherdCommand) -> Result<(), HealError> {
+    let mut watcher = Watcher::new(store)?;
+    loop {
+        let max_parallel = Config::load(store.home())?.max_parallel;
+        if store.end_wait(wait, max_parallel)? {
+            return Ok(());
+        }
+        if !heal(store, shepherd)?.changed() {
+            watcher.changed_before(store, Some(Instant::now() + HEAL_EVERY))?;
+        }
+    }
 }
 
 /// Records that the caller's run is blocked on `ids` (not on itself).

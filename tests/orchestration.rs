@@ -285,12 +285,16 @@ fn a_continuations_timeout_does_not_count_the_time_spent_waiting() {
 fn the_kill_sweep_gives_up_on_processes_that_keep_coming_back() {
     let env = Env::new();
     env.config("");
-    env.command_preset("quick", &["sh", "-c", "sleep 0.5; echo done"]);
+    let started = env.project.join("respawner-started");
+    // The run ends once something outside its tree has started to keep
+    // starting processes that carry the run's id: SIGKILL sweeps can never
+    // leave none.
+    let wait_for_it = format!("while [ ! -e '{}' ]; do sleep 0.02; done", started.display());
+    env.command_preset("quick", &["sh", "-c", &wait_for_it]);
     let id = env.launch("quick", "x");
-    // Outside the run's tree, something keeps starting processes that carry
-    // the run's id: SIGKILL sweeps can never leave none.
     let mut respawner = std::process::Command::new("sh")
-        .args(["-c", "while :; do CORRAL_RUN_ID=\"$1\" sleep 5 & sleep 0.01; done", "sh", &id])
+        .args(["-c", "while :; do CORRAL_RUN_ID=\"$1\" sleep 5 & touch \"$2\"; sleep 0.01; done", "sh", &id])
+        .arg(&started)
         .env_remove("CORRAL_RUN_ID")
         .spawn()
         .unwrap();

@@ -3,10 +3,10 @@
 //! transaction so concurrent processes never overfill the slots.
 //!
 //! A slot counts work, not waiting: a `starting` or `running` run holds one
-//! unless its agent is blocked in a wait on runs that are still active (see
-//! `waits.rs`); a `waiting` run holds none. A waiting run whose children
-//! ended and that wants its slot back for a continuation turn goes before
-//! every queued run.
+//! unless its agent is blocked in a wait (see `waits.rs`); a `waiting` run
+//! holds none. A run whose wait is over (everything it waited on ended), and
+//! a waiting run whose children ended and that wants its slot back for a
+//! continuation turn, go before every queued run: they are `wanted`.
 
 use std::sync::LazyLock;
 
@@ -23,7 +23,8 @@ pub struct Slots {
     pub working: usize,
     /// Runs waiting for a slot to start.
     pub queued: usize,
-    /// Waiting runs that want a slot back for a continuation turn.
+    /// Runs that want a slot back: to return from a wait that is over, or
+    /// for a continuation turn.
     pub wanted: usize,
 }
 
@@ -34,8 +35,13 @@ impl Slots {
     }
 }
 
-/// A run row `r` whose agent is blocked in a wait on a run still active.
-pub(super) static BLOCKED_SQL: LazyLock<String> = LazyLock::new(|| {
+/// A run row `r` one of whose processes is blocked in a wait: it holds no
+/// slot, whatever it waits on.
+const HAS_WAIT: &str = "EXISTS (SELECT 1 FROM waits w WHERE w.run_id = r.id)";
+
+/// A run row `r` that waits on a run still active (else it wants its slot
+/// back, to return from its wait).
+static WAITS_ON_ACTIVE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "EXISTS (SELECT 1 FROM waits w JOIN wait_targets t ON t.wait_id = w.id JOIN runs a ON a.id = t.run_id
                  WHERE w.run_id = r.id AND a.status IN {})",
@@ -46,12 +52,13 @@ pub(super) static BLOCKED_SQL: LazyLock<String> = LazyLock::new(|| {
 static SLOTS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT
-           count(*) FILTER (WHERE status IN {slotted} AND NOT {blocked}),
+           count(*) FILTER (WHERE status IN {slotted} AND NOT {HAS_WAIT}),
            count(*) FILTER (WHERE status = '{queued}'),
-           count(*) FILTER (WHERE status = '{waiting}' AND slot_wanted_at IS NOT NULL)
+           count(*) FILTER (WHERE (status = '{waiting}' AND slot_wanted_at IS NOT NULL)
+                               OR (status IN {slotted} AND {HAS_WAIT} AND NOT {waits_on_active}))
          FROM runs r WHERE status IN {active}",
         slotted = RunStatus::sql_list(RunStatus::SLOTTED),
-        blocked = *BLOCKED_SQL,
+        waits_on_active = *WAITS_ON_ACTIVE,
         queued = RunStatus::Queued,
         waiting = RunStatus::Waiting,
         active = RunStatus::sql_list(RunStatus::ACTIVE),

@@ -1,15 +1,18 @@
 //! The `waits` and `wait_targets` tables: processes of a run blocked on
 //! other runs (`corral wait`, `wait_agents`, `launch --wait` inside a run).
 //!
-//! While any run a wait is on is still active, the waiting run gives up its
-//! slot (see `slots.rs`): a parent blocked on its children must not hold
-//! the slot they need. The row goes when the call returns; a wait whose
+//! While a wait is registered, the waiting run holds no slot (see
+//! `slots.rs`): a parent blocked on its children must not hold the slot they
+//! need. When everything it waits on has ended, the run wants its slot back
+//! and the call returns once it has it ([`Store::end_wait`]), before any
+//! queued run; a wait that times out is removed at once. A wait whose
 //! process died is removed by reconciliation.
 
 use rusqlite::params;
 
 use super::{Doing, Store, StoreError};
 use crate::process::ProcessId;
+use crate::run::RunStatus;
 use crate::time;
 
 /// A registered wait, by its row id.
@@ -74,10 +77,27 @@ impl Store {
         rows.collect::<Result<_, _>>().doing("listing waits")
     }
 
-    /// True if run `id` is `starting` or `running` but its agent is blocked
-    /// on runs still active, so it holds no slot.
-    pub fn is_blocked(&self, id: &str) -> Result<bool, StoreError> {
-        let sql = format!("SELECT {} FROM runs r WHERE r.id = ?1", *super::slots::BLOCKED_SQL);
-        self.conn().query_row(&sql, [id], |r| r.get(0)).doing("checking a blocked run")
+    /// The wait is over: the run takes its slot back and works again if a
+    /// slot is free (it goes before every queued run), and the wait is
+    /// removed. Returns false, changing nothing, while every slot is taken.
+    /// A run that no longer holds slots (it ended meanwhile) just drops it.
+    pub fn end_wait(&mut self, wait: WaitId, max_parallel: usize) -> Result<bool, StoreError> {
+        self.write("ending a wait", |tx| {
+            let slotted: bool = tx.query_row(
+                &format!(
+                    "SELECT count(*) > 0 FROM waits w JOIN runs r ON r.id = w.run_id
+                     WHERE w.id = ?1 AND r.status IN {}",
+                    RunStatus::sql_list(RunStatus::SLOTTED)
+                ),
+                [wait.0],
+                |r| r.get(0),
+            )?;
+            if slotted && super::slots::slots_in(tx)?.working >= max_parallel {
+                return Ok(false);
+            }
+            tx.execute("DELETE FROM wait_targets WHERE wait_id = ?1", [wait.0])?;
+            tx.execute("DELETE FROM waits WHERE id = ?1", [wait.0])?;
+            Ok(true)
+        })
     }
 }
