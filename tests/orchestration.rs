@@ -308,3 +308,48 @@ fn the_kill_sweep_gives_up_on_processes_that_keep_coming_back() {
         let _ = signal_pid(pid, Sig::Kill);
     }
 }
+
+#[test]
+fn a_continuation_takes_a_slot_and_gets_it_before_the_queue() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    env.use_fake("pi", "parent");
+    env.agent_preset("lead", "pi", "");
+    env.command_preset("alpha", &[&fake_agent("child"), "alpha-result"]);
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let release = env.project.join("release");
+    let parent = env.launch_env(
+        "lead",
+        "coordinate",
+        &[
+            ("PARENT_CHILDREN", "alpha"),
+            ("PARENT_EXPECT", "alpha-result"),
+            ("PARENT_LOG", env.project.join("parent.log").to_str().unwrap()),
+            ("CHILD_RELEASE", release.to_str().unwrap()),
+            ("PARENT_CONTINUATION_SECS", "0.3"),
+        ],
+    );
+    // The parent's turn ended: waiting holds no slot, so its child runs.
+    let waiting = env.wait_run(&parent, Duration::from_secs(10), |r| r["status"] == "waiting");
+    let child = waiting["children"][0].as_str().unwrap().to_string();
+    env.wait_run(&child, Duration::from_secs(10), |r| r["status"] == "running");
+    let queued = env.launch("quick", "behind the parent");
+    assert_eq!(env.show(&queued)["status"], "queued");
+    std::fs::write(&release, "").unwrap();
+    let store = env.store();
+    let all_done = eventually(LIMIT, || {
+        let working = store.slots().unwrap().working;
+        assert!(working <= 1, "{working} runs work with max_parallel = 1");
+        store.run(&queued).unwrap().status.is_terminal()
+    });
+    assert!(all_done);
+    let p = env.wait_end(&parent);
+    let q = env.wait_end(&queued);
+    assert_eq!(p["final_text"], "Combined: alpha-result", "{p:#}");
+    assert!(
+        q["started_at"].as_str() >= p["completed_at"].as_str(),
+        "the continuation had the slot first: parent completed {}, queued run started {}",
+        p["completed_at"],
+        q["started_at"]
+    );
+}

@@ -201,3 +201,38 @@ impl Cleanup {
         self.note(&format!("{} -> group {pgid}{suffix}", sig.name()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn a_stranger_that_reused_the_agents_group_id_gets_no_signal() {
+        // A stranger leads its own process group; the agent that once had
+        // its pid (a different start time) is long gone.
+        let mut stranger = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let pid = stranger.id() as i32;
+        let real = ProcessId::of(pid).unwrap();
+        let old_agent = ProcessId { pid, start: real.start.saturating_sub(1) };
+        // A shepherd with no descendants (the stranger is this test's child,
+        // not the shepherd's).
+        let mut shepherd = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let shepherd_pid = shepherd.id() as i32;
+        let log = tempfile::tempfile().unwrap();
+        let grace = (Duration::ZERO, Duration::ZERO);
+        let mut cleanup = Cleanup::new("no-such-run", shepherd_pid, old_agent, grace, Sig::Term, log);
+        cleanup.stop(Instant::now(), "test");
+        cleanup.kill_all();
+        assert!(real.is_alive(), "the stranger's group was signalled");
+
+        // The very agent (same start time) is signalled as ever.
+        let mut cleanup =
+            Cleanup::new("no-such-run", shepherd_pid, real, grace, Sig::Term, tempfile::tempfile().unwrap());
+        cleanup.stop(Instant::now(), "test");
+        let status = stranger.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGTERM));
+        let _ = shepherd.kill();
+        let _ = shepherd.wait();
+    }
+}

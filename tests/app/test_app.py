@@ -294,6 +294,35 @@ def test_app_killed_with_20_active_runs(session, env):
     session.watcher.items.clear()
 
 
+def test_watcher_survives_a_broken_config(session, env):
+    """A typo in config.toml (or any store error) never freezes the tray: the
+    problem is shown at the top of the menu while it lasts, and the tray
+    follows the store again once it is fixed."""
+    app = env.start_app()
+    item = wait_until("the tray", session.tray)
+    wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
+    config = env.home / "config.toml"
+    good = config.read_text()
+    config.write_text(good + "max_paralel = 3\n")
+
+    def problem_shown():
+        _, entries = tray_menu(item)
+        return any(label.startswith("⚠") and "config.toml" in label for _, label in entries)
+
+    wait_until("the problem in the menu", problem_shown)
+    config.write_text(good)
+    wait_until("the problem gone", lambda: not problem_shown())
+    gate = env.root / "release"
+    env.launch("slow", str(gate))
+    wait_until("the tray to follow again", lambda: tray_label(item) == "1 running / 1 total")
+    gate.write_text("")
+    wait_until("0 running", lambda: tray_label(item) == "0 running / 1 total")
+    assert app.poll() is None, "the app lives on"
+    app.kill()
+    app.wait()
+    session.watcher.items.clear()
+
+
 def test_window(session, env):
     """The window: XSS stays text, notification click opens the run, a Launch
     menu item opens the form, abort works, a second launch focuses the
@@ -399,7 +428,8 @@ def main():
         return 2
     session = Session()
     passed = failed = 0
-    for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs, test_window]:
+    for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
+                 test_watcher_survives_a_broken_config, test_window]:
         env = Env()
         started = time.monotonic()
         try:
