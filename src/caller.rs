@@ -8,9 +8,28 @@
 //! start time, is the caller. `CORRAL_RUN_ID` is used only when no ancestor
 //! belongs to a run, for a run's process that escaped its tree.
 
+use crate::home::{Home, HomeError, HOME_ENV};
 use crate::process::{self, ProcessId};
 use crate::run_env::RUN_ID_ENV;
 use crate::store::{Store, StoreError};
+
+/// The installation this process works in: `CORRAL_HOME` if set; else, in
+/// a process of a run, the run's (a CLI may start an MCP server with a
+/// scrubbed environment, as Codex does: the nearest ancestor that belongs
+/// to a run still has it); else the platform's folders.
+pub fn home() -> Result<Home, HomeError> {
+    Home::from_root(std::env::var_os(HOME_ENV).or_else(run_home))
+}
+
+/// `CORRAL_HOME` of the nearest ancestor that belongs to a run, if it has
+/// one.
+fn run_home() -> Option<std::ffi::OsString> {
+    let runner = process::ancestry(std::process::id() as i32)
+        .into_iter()
+        .skip(1)
+        .find(|p| process::has_env_var(p.pid, RUN_ID_ENV))?;
+    process::env_var_of(runner.pid, HOME_ENV)
+}
 
 /// The run this process works for, if any.
 pub fn caller_run(store: &Store) -> Result<Option<String>, StoreError> {

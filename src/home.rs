@@ -40,12 +40,16 @@ pub struct Home {
 
 impl Home {
     /// Corral's folders as this process's environment says: `CORRAL_HOME`
-    /// if set; else, inside a run, the run's (a CLI may start an MCP server
-    /// with a scrubbed environment, as Codex does: the nearest ancestor that
-    /// belongs to a run still has it); else the platform's data and config
-    /// folders.
+    /// if set, else the platform's data and config folders. (Inside a run,
+    /// see `caller::home`.)
     pub fn from_env() -> Result<Home, HomeError> {
-        match std::env::var_os(HOME_ENV).or_else(run_home) {
+        Home::from_root(std::env::var_os(HOME_ENV))
+    }
+
+    /// Everything under `root` if it is set and not empty, else the
+    /// platform's data and config folders.
+    pub fn from_root(root: Option<std::ffi::OsString>) -> Result<Home, HomeError> {
+        match root {
             Some(root) if !root.is_empty() => Ok(Home::at(absolute(Path::new(&root)))),
             _ => {
                 let dirs = directories::ProjectDirs::from("", "", "corral").ok_or(HomeError::NoHome)?;
@@ -130,17 +134,6 @@ pub fn open_private_append(path: &Path) -> io::Result<File> {
 /// Creates (or truncates) a 0600 file for writing.
 pub fn create_private(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).write(true).truncate(true).mode(FILE_MODE).open(path)
-}
-
-/// `CORRAL_HOME` of the nearest ancestor that belongs to a run, if it has
-/// one: that run's installation.
-fn run_home() -> Option<std::ffi::OsString> {
-    let me = std::process::id() as i32;
-    let runner = crate::process::ancestry(me)
-        .into_iter()
-        .skip(1)
-        .find(|p| crate::process::has_env_var(p.pid, crate::run_env::RUN_ID_ENV))?;
-    crate::process::env_var_of(runner.pid, HOME_ENV)
 }
 
 fn absolute(path: &Path) -> PathBuf {

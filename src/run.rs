@@ -6,8 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::adapter::AgentKind;
-
 /// Declares a fieldless enum stored and printed as a fixed snake_case word.
 macro_rules! word_enum {
     ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $word:literal,)+ }) => {
@@ -60,6 +58,24 @@ pub struct UnknownWord {
     pub word: String,
     /// The accepted words.
     pub expected: String,
+}
+
+word_enum! {
+    /// The agent CLIs Corral knows.
+    pub enum AgentKind {
+        /// pi (`pi --mode json`).
+        Pi = "pi",
+        /// Claude Code (`claude -p --output-format stream-json`).
+        Claude = "claude",
+        /// Codex CLI (`codex exec --json`).
+        Codex = "codex",
+        /// Gemini CLI (`gemini --output-format stream-json`).
+        Gemini = "gemini",
+        /// opencode (`opencode run --format json`).
+        Opencode = "opencode",
+        /// Any program: the preset's `command`.
+        Command = "command",
+    }
 }
 
 word_enum! {

@@ -79,7 +79,8 @@ impl Watch {
             Some(store) => store,
             None => {
                 self.last_version = -1;
-                self.store.insert(state.store()?)
+                self.healed_at = Some(Instant::now());
+                self.store.insert(corral::heal::open_healed(&state.home, &state.shepherd()?)?)
             }
         };
         let mut changed = false;

@@ -20,7 +20,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::preset::Preset;
-use crate::run::{word_enum, RunStatus, StopReason, Usage};
+use crate::run::word_enum;
+pub use crate::run::AgentKind;
+use crate::run::{RunStatus, StopReason, Usage};
 
 pub use claude::ClaudeAdapter;
 pub use codex::CodexAdapter;
@@ -28,24 +30,6 @@ pub use command::CommandAdapter;
 pub use gemini::GeminiAdapter;
 pub use opencode::OpencodeAdapter;
 pub use pi::PiAdapter;
-
-word_enum! {
-    /// The agent CLIs Corral knows.
-    pub enum AgentKind {
-        /// pi (`pi --mode json`).
-        Pi = "pi",
-        /// Claude Code (`claude -p --output-format stream-json`).
-        Claude = "claude",
-        /// Codex CLI (`codex exec --json`).
-        Codex = "codex",
-        /// Gemini CLI (`gemini --output-format stream-json`).
-        Gemini = "gemini",
-        /// opencode (`opencode run --format json`).
-        Opencode = "opencode",
-        /// Any program: the preset's `command`.
-        Command = "command",
-    }
-}
 
 /// What the shepherd needs to start the agent: a program and its argv,
 /// never a shell line.

@@ -18,7 +18,6 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use corral::queue::ShepherdCommand;
-use corral::Home;
 
 /// Exit code for errors (bad input, unknown run, store failure).
 pub const EXIT_ERROR: i32 = 2;
@@ -128,7 +127,7 @@ pub fn main() -> i32 {
 }
 
 fn dispatch(command: Command) -> anyhow::Result<i32> {
-    let home = Home::from_env()?;
+    let home = corral::caller::home()?;
     if let Command::Shepherd { run } = &command {
         corral::shepherd::shepherd(&home, run).with_context(|| format!("shepherd of run {run}"))?;
         return Ok(0);

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::adapter::AgentKind;
 use crate::run::word_enum;
+use crate::run::AgentKind;
 
 pub use discover::{discover, Roots};
 pub use parse::{parse_preset, PresetError};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{Preset, PresetSource};
-use crate::adapter::AgentKind;
+use crate::run::AgentKind;
 
 /// A value that may be written as `a, b, c` or as a YAML list.
 #[derive(Debug, Deserialize)]
