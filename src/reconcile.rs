@@ -19,9 +19,14 @@ use crate::store::{Outcome, Store, StoreError};
 use crate::time;
 
 /// A run still `starting` with no shepherd recorded this long after it got
-/// its slot never got one (whoever promoted it died before spawning it).
-/// Counted from the promotion, never the creation: queueing is not lateness.
+/// its slot, though whoever promoted it is alive, never got one: its
+/// shepherd died before claiming it. Counted from the promotion, never the
+/// creation: queueing is not lateness.
 const SHEPHERD_START_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long a shepherd spawned just before its promoter died may take to
+/// claim its run before the run goes back to the queue.
+const CLAIM_GRACE: Duration = Duration::from_secs(2);
 
 /// What reconciliation changed.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -33,12 +38,15 @@ pub struct Reconciled {
     /// Ended runs whose shepherd died before reaping everything: their
     /// survivors were killed and their exit recorded.
     pub reaped: usize,
+    /// Runs put back in the queue: whoever gave them a slot died before
+    /// starting their shepherd.
+    pub requeued: usize,
 }
 
 impl Reconciled {
     /// True if it committed anything.
     pub fn changed(&self) -> bool {
-        !self.lost.is_empty() || self.stale_waits > 0 || self.reaped > 0
+        !self.lost.is_empty() || self.stale_waits > 0 || self.reaped > 0 || self.requeued > 0
     }
 }
 
@@ -53,7 +61,15 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
         }
     }
     let mut lost = Vec::new();
+    let mut requeued = 0;
     for run in store.active_runs()? {
+        if promoter_died_before_starting(&run) {
+            // Nothing of it ever ran: back to the queue, not `lost`.
+            if store.requeue_unstarted(&run.id)? {
+                requeued += 1;
+            }
+            continue;
+        }
         if !shepherd_is_gone(&run) {
             continue;
         }
@@ -89,7 +105,7 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
         eprintln!("corral: run {} that this process belongs to is lost (its shepherd died): stopping", run.id);
         std::process::exit(EXIT_RUN_LOST);
     }
-    Ok(Reconciled { lost, stale_waits, reaped })
+    Ok(Reconciled { lost, stale_waits, reaped, requeued })
 }
 
 /// The exit code of a process that finds its own run lost.
@@ -113,6 +129,20 @@ fn lost_reason(store: &Store) -> String {
 
 /// Below this much free space a dead shepherd most likely could not write.
 const LOW_DISK: u64 = 1 << 20;
+
+/// A `starting` run with no shepherd whose promoter died, past the grace a
+/// spawned shepherd has to claim it.
+fn promoter_died_before_starting(run: &Run) -> bool {
+    if run.status != RunStatus::Starting || run.shepherd_pid.is_some() {
+        return false;
+    }
+    let (Some(pid), Some(start)) = (run.promoter_pid, run.promoter_start) else { return false };
+    if (ProcessId { pid, start }).is_alive() {
+        return false;
+    }
+    let promoted = run.promoted_at.as_deref().and_then(time::parse).unwrap_or_else(time::now);
+    (time::now() - promoted).to_std().unwrap_or_default() > CLAIM_GRACE
+}
 
 fn shepherd_is_gone(run: &Run) -> bool {
     match (run.status, run.shepherd_pid, run.shepherd_start) {

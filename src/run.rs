@@ -234,6 +234,11 @@ pub struct Run {
     pub waiting_at: Option<String>,
     /// When it got its slot (it started at once, or left the queue).
     pub promoted_at: Option<String>,
+    /// The process that gave it its slot and starts its shepherd.
+    #[serde(skip)]
+    pub promoter_pid: Option<i32>,
+    #[serde(skip)]
+    pub promoter_start: Option<u64>,
 }
 
 impl Run {

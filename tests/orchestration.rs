@@ -353,3 +353,28 @@ fn a_continuation_takes_a_slot_and_gets_it_before_the_queue() {
         q["started_at"]
     );
 }
+
+#[test]
+fn a_run_whose_promoter_died_before_starting_it_goes_back_to_the_queue() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let a = env.launch("slow", "first");
+    let b = env.launch("quick", "second");
+    // As if a process gave B its slot and was killed before it could start
+    // B's shepherd: B is `starting`, with no shepherd, its promoter dead.
+    let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
+    db.execute(
+        "UPDATE runs SET status = 'starting', promoter_pid = 999999999, promoter_start = 1,
+           promoted_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-10 seconds') WHERE id = ?1",
+        [&b],
+    )
+    .unwrap();
+    std::fs::write(&release, "").unwrap();
+    let out = output_within(env.command(&["wait", &a, &b]), LIMIT).expect("wait must return");
+    assert_eq!(exit_code(&out), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let run = env.show(&b);
+    assert_eq!(run["status"], "completed", "{run:#}");
+}

@@ -77,6 +77,9 @@ impl<T> Doing<T> for Result<T, rusqlite::Error> {
 pub struct Store {
     conn: Connection,
     home: Home,
+    /// This process, recorded as the promoter of the runs it gives a slot
+    /// (runtime state, not persisted as such).
+    me: Option<crate::process::ProcessId>,
 }
 
 impl Store {
@@ -89,9 +92,15 @@ impl Store {
         let open_err = |source| StoreError::Open { path: path.clone(), source };
         let conn = Connection::open_with_flags(&path, flags).map_err(open_err)?;
         configure(&conn).map_err(open_err)?;
-        let mut store = Store { conn, home: home.clone() };
+        let me = crate::process::ProcessId::of(std::process::id() as i32);
+        let mut store = Store { conn, home: home.clone(), me };
         migrate::apply(&mut store.conn, &path)?;
         Ok(store)
+    }
+
+    /// This process, as the promoter of the runs it starts.
+    pub(crate) fn me(&self) -> (Option<i32>, Option<i64>) {
+        (self.me.map(|p| p.pid), self.me.map(|p| p.start as i64))
     }
 
     /// The folders this store lives in.

@@ -19,7 +19,7 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, session_id,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
     dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at,
-    promoted_at";
+    promoted_at, promoter_pid, promoter_start";
 
 /// SQL list of the terminal statuses.
 static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
@@ -107,6 +107,7 @@ impl Store {
     pub fn insert_run(&mut self, new: &NewRun<'_>, max_parallel: usize) -> Result<Run, StoreError> {
         let preset_json = serde_json::to_string(new.preset).expect("a preset always serializes");
         let now = time::format(time::now());
+        let me = self.me();
         let id = loop {
             let id = new_run_id();
             let inserted = self.write("recording a new run", |tx| {
@@ -116,11 +117,13 @@ impl Store {
                 } else {
                     RunStatus::Queued
                 };
-                let promoted = (status == RunStatus::Starting).then_some(&now);
+                let starting = status == RunStatus::Starting;
+                let promoted = starting.then_some(&now);
+                let (promoter_pid, promoter_start) = if starting { me } else { (None, None) };
                 tx.execute(
                     "INSERT OR IGNORE INTO runs (id, parent_id, preset, preset_path, preset_json,
-                       agent, task, cwd, model, status, created_at, promoted_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                       agent, task, cwd, model, status, created_at, promoted_at, promoter_pid, promoter_start)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                     params![
                         id,
                         new.parent_id,
@@ -133,7 +136,9 @@ impl Store {
                         new.model.or(new.preset.model.as_deref()),
                         status.as_str(),
                         now,
-                        promoted
+                        promoted,
+                        promoter_pid,
+                        promoter_start
                     ],
                 )
             })?;
@@ -314,6 +319,24 @@ impl Store {
                     RunStatus::Running
                 ),
                 params![id, pid, start as i64],
+            )
+        })
+        .map(|n| n == 1)
+    }
+
+    /// Puts a run that got a slot but never a shepherd (whoever promoted it
+    /// died before starting one) back in the queue, in its place. Returns
+    /// false if a shepherd claimed it meanwhile.
+    pub fn requeue_unstarted(&mut self, id: &str) -> Result<bool, StoreError> {
+        self.write("putting a run back in the queue", |tx| {
+            tx.execute(
+                &format!(
+                    "UPDATE runs SET status = '{}', promoted_at = NULL, promoter_pid = NULL, promoter_start = NULL
+                     WHERE id = ?1 AND status = '{}' AND shepherd_pid IS NULL",
+                    RunStatus::Queued,
+                    RunStatus::Starting
+                ),
+                [id],
             )
         })
         .map(|n| n == 1)
@@ -601,5 +624,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         collected_at: row.get(32)?,
         waiting_at: row.get(33)?,
         promoted_at: row.get(34)?,
+        promoter_pid: row.get(35)?,
+        promoter_start: row.get::<_, Option<i64>>(36)?.map(|v| v as u64),
     }))
 }

@@ -92,6 +92,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let now = time::format(time::now());
+        let (pid, start) = self.me();
         self.write("starting queued runs", |tx| {
             let slots = slots_in(tx)?;
             let free = slots.free_for_queued(max_parallel).min(slots.queued);
@@ -105,11 +106,12 @@ impl Store {
             for id in &ids {
                 tx.execute(
                     &format!(
-                        "UPDATE runs SET status = '{}', promoted_at = ?2 WHERE id = ?1 AND status = '{}'",
+                        "UPDATE runs SET status = '{}', promoted_at = ?2, promoter_pid = ?3, promoter_start = ?4
+                         WHERE id = ?1 AND status = '{}'",
                         RunStatus::Starting,
                         RunStatus::Queued
                     ),
-                    params![id, now],
+                    params![id, now, pid, start],
                 )?;
             }
             Ok(ids)

@@ -4,6 +4,10 @@
 -- once). A run with no shepherd yet is judged from here, never from its
 -- creation: a run that queued for an hour is not late to start.
 --
+-- promoter_pid, promoter_start: the process that gave it its slot and must
+-- start its shepherd. If it died before the shepherd claimed the run, the
+-- run never started: it goes back to the queue, never to `lost`.
+--
 -- slot_wanted_at: a `waiting` run whose children have ended and that wants
 -- a slot back for its continuation turn; it goes before queued runs.
 --
@@ -12,6 +16,8 @@
 -- active, the waiting run holds no slot; the row is removed when the call
 -- returns, and by reconciliation if the waiting process died.
 ALTER TABLE runs ADD COLUMN promoted_at TEXT;
+ALTER TABLE runs ADD COLUMN promoter_pid INTEGER;
+ALTER TABLE runs ADD COLUMN promoter_start INTEGER;
 ALTER TABLE runs ADD COLUMN slot_wanted_at TEXT;
 UPDATE runs SET promoted_at = coalesce(started_at, created_at) WHERE status <> 'queued';
 
