@@ -317,19 +317,19 @@ impl Sequence {
     /// Corral process is alive to heal it (as the next command would).
     fn check(&mut self) {
         let started = Instant::now();
-        let mut nudged = false;
+        let mut nudged = Instant::now();
         loop {
             let runs = self.all_runs();
             let Some(problem) = self.untrue(&runs) else { return };
             if started.elapsed() >= SETTLE {
                 self.fail(&problem);
             }
-            // A run just launched has no shepherd for a few ms: only a
-            // lasting problem with nobody alive to heal it needs a command.
-            if !nudged && started.elapsed() > Duration::from_secs(1) && !self.any_healer_alive(&runs) {
+            // With nobody alive to heal a lasting problem, the next Corral
+            // command does (a run just launched has no shepherd for a few ms).
+            if nudged.elapsed() > Duration::from_secs(1) && !self.any_healer_alive(&runs) {
                 self.log.push("no Corral process alive: `corral ls`".into());
                 self.env.ok(&["ls"]);
-                nudged = true;
+                nudged = Instant::now();
             }
             std::thread::sleep(Duration::from_millis(20));
         }

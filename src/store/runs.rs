@@ -325,21 +325,33 @@ impl Store {
     }
 
     /// Puts a run that got a slot but never a shepherd (whoever promoted it
-    /// died before starting one) back in the queue, in its place. Returns
-    /// false if a shepherd claimed it meanwhile.
+    /// died before starting one) back in the queue, in its place; one that
+    /// was asked to stop meanwhile is aborted instead. Returns false if a
+    /// shepherd claimed it meanwhile.
     pub fn requeue_unstarted(&mut self, id: &str) -> Result<bool, StoreError> {
+        let now = time::format(time::now());
         self.write("putting a run back in the queue", |tx| {
-            tx.execute(
+            let unclaimed = format!("id = ?1 AND status = '{}' AND shepherd_pid IS NULL", RunStatus::Starting);
+            let aborted = tx.execute(
+                &format!(
+                    "UPDATE runs SET status = '{}', stop_reason = '{}', error = 'aborted before the agent started',
+                       completed_at = ?2, exited_at = ?2
+                     WHERE {unclaimed} AND abort_requested_at IS NOT NULL",
+                    RunStatus::Aborted,
+                    StopReason::UserAbort
+                ),
+                params![id, now],
+            )?;
+            let requeued = tx.execute(
                 &format!(
                     "UPDATE runs SET status = '{}', promoted_at = NULL, promoter_pid = NULL, promoter_start = NULL
-                     WHERE id = ?1 AND status = '{}' AND shepherd_pid IS NULL",
-                    RunStatus::Queued,
-                    RunStatus::Starting
+                     WHERE {unclaimed}",
+                    RunStatus::Queued
                 ),
                 [id],
-            )
+            )?;
+            Ok(aborted + requeued == 1)
         })
-        .map(|n| n == 1)
     }
 
     /// Claims a starting run for the shepherd `pid`: returns false if the
