@@ -90,6 +90,11 @@ impl Home {
         self.runs_dir().join(run_id)
     }
 
+    /// Parent folder of the runs' git worktrees.
+    pub fn worktrees_dir(&self) -> PathBuf {
+        self.data.join("worktrees")
+    }
+
     /// Corral's global presets folder.
     pub fn presets_dir(&self) -> PathBuf {
         self.config.join("presets")

@@ -27,6 +27,11 @@ pub struct LaunchRequest {
     pub parent: Option<String>,
     /// The environment the agent starts with; `None` means this process's.
     pub env: Option<Vec<(OsString, OsString)>>,
+    /// A git worktree of its own: `Some(true)` or `Some(false)` overrides
+    /// the preset's `worktree`.
+    pub worktree: Option<bool>,
+    /// The commit its worktree starts from (default: HEAD).
+    pub base: Option<String>,
 }
 
 /// Why a launch did not happen.
@@ -44,6 +49,12 @@ pub enum LaunchError {
     /// The working folder is not a folder.
     #[error("the working folder {0} does not exist: create it or pass --cwd with an existing folder")]
     NoCwd(PathBuf),
+    /// The worktree cannot be planned (no repository, no such base).
+    #[error(transparent)]
+    Worktree(#[from] crate::worktree::WorktreeError),
+    /// `--base` without a worktree.
+    #[error("--base {0} only applies to a run with a worktree: add --worktree")]
+    BaseWithoutWorktree(String),
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -59,19 +70,29 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     if !cwd.is_dir() {
         return Err(LaunchError::NoCwd(cwd));
     }
-    let presets = preset::discover(&Roots::new(store.home(), Some(&cwd)));
-    let preset = presets.get(&request.preset)?;
     let parent = match &request.parent {
-        Some(id) => Some(store.find_run(id)?.id),
-        None => crate::caller::caller_run(store)?,
+        Some(id) => Some(store.find_run(id)?),
+        None => crate::caller::caller_run(store)?.map(|id| store.run(&id)).transpose()?,
     };
+    // Inside a parent's worktree, project presets are those of the folder
+    // it mirrors (a worktree has no untracked `.corral/` of its own).
+    let presets_from = parent.as_ref().and_then(|p| p.folder_launched_for(&cwd)).unwrap_or_else(|| cwd.clone());
+    let presets = preset::discover(&Roots::new(store.home(), Some(&presets_from)));
+    let preset = presets.get(&request.preset)?;
+    let parent = parent.map(|p| p.id);
     let cwd_text = cwd.to_string_lossy().into_owned();
+    let plan = match (request.worktree.unwrap_or(preset.worktree), &request.base) {
+        (true, base) => Some(crate::worktree::plan(&cwd, base.as_deref())?),
+        (false, Some(base)) => return Err(LaunchError::BaseWithoutWorktree(base.clone())),
+        (false, None) => None,
+    };
     let new = NewRun {
         preset,
         task: &request.task,
         cwd: &cwd_text,
         model: request.model.as_deref(),
         parent_id: parent.as_deref(),
+        worktree: plan.as_ref(),
     };
     let config = Config::load(store.home())?;
     let run = store.insert_run(&new, config.max_parallel)?;

@@ -23,6 +23,7 @@ pub mod store;
 pub mod time;
 pub mod wait;
 pub mod watch;
+pub mod worktree;
 
 pub use home::Home;
 pub use preset::{Preset, PresetSet};

@@ -158,6 +158,9 @@ word_enum! {
         ChildrenTimeout = "children_timeout",
         /// The agent could not be started at all.
         SpawnFailed = "spawn_failed",
+        /// The run's worktree could not be made, or the preset's `setup`
+        /// failed.
+        SetupFailed = "setup_failed",
     }
 }
 
@@ -239,6 +242,14 @@ pub struct Run {
     pub promoter_pid: Option<i32>,
     #[serde(skip)]
     pub promoter_start: Option<u64>,
+    /// Its git worktree, while it has one (see `worktree`).
+    pub worktree: Option<crate::worktree::Worktree>,
+    /// The repository it was launched in, when it has a worktree.
+    #[serde(skip)]
+    pub worktree_repo: Option<String>,
+    /// The branch checked out there at launch: where `merge` brings changes.
+    #[serde(skip)]
+    pub worktree_from_branch: Option<String>,
 }
 
 impl Run {
@@ -247,6 +258,26 @@ impl Run {
     pub fn headline(&self) -> &str {
         let detail = self.error.as_deref().or(self.final_text.as_deref()).unwrap_or("");
         detail.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
+    }
+
+    /// The folder the run was launched in: with a worktree, the same
+    /// subfolder of the repository it was launched from.
+    pub fn launch_folder(&self) -> std::path::PathBuf {
+        match (&self.worktree, &self.worktree_repo) {
+            (Some(w), Some(repo)) => {
+                let inside = std::path::Path::new(&self.cwd).strip_prefix(&w.path).unwrap_or(std::path::Path::new(""));
+                std::path::Path::new(repo).join(inside)
+            }
+            _ => self.cwd.clone().into(),
+        }
+    }
+
+    /// For a folder inside this run's worktree, the same folder in the
+    /// repository the run was launched from.
+    pub fn folder_launched_for(&self, folder: &std::path::Path) -> Option<std::path::PathBuf> {
+        let (worktree, repo) = (self.worktree.as_ref()?, self.worktree_repo.as_ref()?);
+        let inside = folder.strip_prefix(&worktree.path).ok()?;
+        Some(std::path::Path::new(repo).join(inside))
     }
 
     /// Wall time from start to semantic completion (or to now while active).

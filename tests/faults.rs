@@ -109,7 +109,14 @@ fn store_writer_child() {
     for i in 0.. {
         let run = store
             .insert_run(
-                &NewRun { preset: &preset, task: &format!("task {i}"), cwd: "/", model: None, parent_id: None },
+                &NewRun {
+                    preset: &preset,
+                    task: &format!("task {i}"),
+                    cwd: "/",
+                    model: None,
+                    parent_id: None,
+                    worktree: None,
+                },
                 1_000_000,
             )
             .unwrap();

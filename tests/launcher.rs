@@ -34,6 +34,8 @@ fn launching_leaves_no_zombie_and_the_shepherd_is_not_our_child() {
         model: None,
         parent: None,
         env: None,
+        worktree: None,
+        base: None,
     };
     let mut ids = Vec::new();
     for _ in 0..5 {

@@ -154,6 +154,8 @@ impl Bench {
             model: None,
             parent: None,
             env: None,
+            worktree: None,
+            base: None,
         };
         launch(store, &request, &self.shepherd).unwrap().id
     }

@@ -24,6 +24,16 @@ pub struct Args {
     /// Parent run (default: the run this command runs inside, if any).
     #[arg(long)]
     parent: Option<String>,
+    /// Run in a git worktree of its own, on branch corral/<id> (uncommitted
+    /// work in your tree is not copied).
+    #[arg(long, overrides_with = "no_worktree")]
+    worktree: bool,
+    /// Run in the folder itself even if the preset asks for a worktree.
+    #[arg(long)]
+    no_worktree: bool,
+    /// With a worktree: the commit or branch to start from (default: HEAD).
+    #[arg(long, value_name = "REF")]
+    base: Option<String>,
     /// Block until the run ends; exit as `corral wait` does.
     #[arg(long)]
     wait: bool,
@@ -43,6 +53,12 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
         model: args.model,
         parent: args.parent,
         env: None,
+        worktree: match (args.worktree, args.no_worktree) {
+            (true, _) => Some(true),
+            (false, true) => Some(false),
+            (false, false) => None,
+        },
+        base: args.base,
     };
     let run = launch(store, &request, shepherd)?;
     if args.wait {

@@ -2,8 +2,11 @@
 //! messages and exit codes in one place.
 
 mod abort;
+mod diff;
+mod discard;
 mod launch;
 mod ls;
+mod merge;
 mod presets;
 mod search;
 mod show;
@@ -93,6 +96,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show what a run with a worktree changed: its commits, uncommitted and untracked files.
+    Diff {
+        /// Run id (or a unique prefix).
+        run: String,
+        /// Files with added and removed line counts only.
+        #[arg(long)]
+        stat: bool,
+        /// Print JSON: files with counts (and the diff, without --stat).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring a run's changes into the branch it started from, as one commit.
+    Merge {
+        /// Run id (or a unique prefix).
+        run: String,
+        /// Keep the agent's commits (a merge commit) instead of one commit.
+        #[arg(long)]
+        no_squash: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a run's worktree and its branch.
+    Discard {
+        /// Run id (or a unique prefix).
+        run: String,
+    },
     /// Search tasks, results and transcripts.
     Search {
         /// Words to find.
@@ -147,6 +177,9 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Tail { run, follow } => tail::run(&mut store, &run, follow, &shepherd, &mut out)?,
         Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &shepherd, &mut out)?,
         Command::Abort { runs, json } => abort::run(&mut store, &runs, json, &shepherd, &mut out)?,
+        Command::Diff { run, stat, json } => diff::run(&store, &run, stat, json, &mut out)?,
+        Command::Merge { run, no_squash, json } => merge::run(&store, &run, no_squash, json, &mut out)?,
+        Command::Discard { run } => discard::run(&mut store, &run, &mut out)?,
         Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
         Command::Mcp | Command::Shepherd { .. } => unreachable!("handled above"),
     };

@@ -65,6 +65,12 @@ pub struct LaunchArgs {
     /// Working folder for the run (default: the server's working folder).
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Run in a git worktree of its own, on a new branch, so it edits no file another agent edits (default: the preset's choice). The folder must be in a git repository.
+    #[serde(default)]
+    pub worktree: Option<bool>,
+    /// With a worktree: the commit or branch it starts from (default: HEAD).
+    #[serde(default)]
+    pub base: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -198,8 +204,16 @@ impl CorralTools {
                 Some(dir) => PathBuf::from(dir),
                 None => std::env::current_dir()?,
             };
-            let request =
-                LaunchRequest { preset: args.preset, task: args.task, cwd, model: args.model, parent: None, env: None };
+            let request = LaunchRequest {
+                preset: args.preset,
+                task: args.task,
+                cwd,
+                model: args.model,
+                parent: None,
+                env: None,
+                worktree: args.worktree,
+                base: args.base,
+            };
             let run = launch(store, &request, shepherd)?;
             Ok(json_result(&RunView::from(&run)))
         })

@@ -77,6 +77,13 @@ pub struct Preset {
     pub command: Vec<String>,
     /// Extra arguments for the agent CLI.
     pub args: Vec<String>,
+    /// Run in a git worktree of its own (see `worktree`).
+    #[serde(default)]
+    pub worktree: bool,
+    /// A program and arguments run in the worktree before the agent starts
+    /// (`[npm, ci]`); if it fails, the run fails with its output.
+    #[serde(default)]
+    pub setup: Vec<String>,
     /// The markdown body: appended to the agent's system prompt.
     pub system_prompt: String,
     /// Where it was found.

@@ -69,6 +69,8 @@ struct Frontmatter {
     children_timeout: Option<DurationValue>,
     command: Option<StringOrList>,
     args: Option<Vec<Word>>,
+    worktree: Option<bool>,
+    setup: Option<StringOrList>,
 }
 
 /// Why a file is not a usable preset; each message says how to fix it.
@@ -92,6 +94,8 @@ pub enum PresetError {
     CommandNotList(String),
     #[error("`agent: command` needs `command:`, a list such as [cargo, test]")]
     NoCommand,
+    #[error("`setup: {0}` must be a list of arguments, e.g. `setup: [npm, ci]` (no shell is used)")]
+    SetupNotList(String),
     #[error("`{key}: {text}` is not a duration ({reason}); write e.g. 30m, 90s, 1h 30m")]
     BadDuration { key: &'static str, text: String, reason: String },
     #[error("cannot read the file: {0}")]
@@ -132,6 +136,11 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
     if agent == AgentKind::Command && command.is_empty() {
         return Err(PresetError::NoCommand);
     }
+    let setup = match front.setup {
+        None => Vec::new(),
+        Some(StringOrList::List(list)) => words(list),
+        Some(StringOrList::Text(text)) => return Err(PresetError::SetupNotList(text)),
+    };
 
     Ok(Preset {
         name,
@@ -145,6 +154,8 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         children_timeout: duration(front.children_timeout, "children_timeout")?,
         command,
         args: front.args.map(words).unwrap_or_default(),
+        worktree: front.worktree.unwrap_or(false),
+        setup,
         system_prompt: body.trim().to_string(),
         source,
         path: path.to_string(),

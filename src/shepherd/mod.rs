@@ -13,6 +13,7 @@
 mod children;
 mod cleanup;
 mod lines;
+mod prepare;
 mod spawn;
 mod supervise;
 
@@ -107,6 +108,17 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
             return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
         }
     };
+    match prepare::prepare(&mut store, &run, &launch) {
+        Ok(()) => {}
+        Err(prepare::NotPrepared::Store(e)) => return Err(e.into()),
+        Err(prepare::NotPrepared::Failed(error)) => {
+            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SetupFailed, &error)
+        }
+    }
+    if store.run(run_id)?.abort_requested_at.is_some() {
+        let why = "aborted before the agent started";
+        return end_unstarted(&mut store, run_id, RunStatus::Aborted, StopReason::UserAbort, why);
+    }
     let adapter = adapter::for_agent(launch.preset.agent);
     let invocation = match adapter.invocation(&launch.context(&run.task)) {
         Ok(invocation) => invocation,

@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_descendants.sql"),
     include_str!("migrations/0003_seen.sql"),
     include_str!("migrations/0004_slots.sql"),
+    include_str!("migrations/0005_worktrees.sql"),
 ];
 
 /// The schema version this binary writes.

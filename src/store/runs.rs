@@ -19,7 +19,8 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, session_id,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
     dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at,
-    promoted_at, promoter_pid, promoter_start";
+    promoted_at, promoter_pid, promoter_start, worktree_path, worktree_branch, worktree_base, worktree_repo,
+    worktree_from_branch, worktree_removed_at";
 
 /// SQL list of the terminal statuses.
 static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
@@ -38,6 +39,9 @@ pub struct NewRun<'a> {
     pub model: Option<&'a str>,
     /// The run that launched this one.
     pub parent_id: Option<&'a str>,
+    /// Where its worktree comes from, if it gets one (the agent then works
+    /// in the same subfolder of it as `cwd` is of the repository).
+    pub worktree: Option<&'a crate::worktree::Plan>,
 }
 
 /// How a run ended, as committed once by whoever ends it.
@@ -108,6 +112,7 @@ impl Store {
         let preset_json = serde_json::to_string(new.preset).expect("a preset always serializes");
         let now = time::format(time::now());
         let me = self.me();
+        let home = self.home().clone();
         let id = loop {
             let id = new_run_id();
             let inserted = self.write("recording a new run", |tx| {
@@ -118,12 +123,20 @@ impl Store {
                     RunStatus::Queued
                 };
                 let starting = status == RunStatus::Starting;
+                let worktree = new.worktree.map(|plan| {
+                    let path = home.worktrees_dir().join(&id);
+                    let cwd = path.join(&plan.prefix);
+                    let text = |p: &std::path::Path| p.to_string_lossy().trim_end_matches('/').to_string();
+                    (text(&path), crate::worktree::branch_of(&id), plan, text(&cwd))
+                });
+                let cwd = worktree.as_ref().map_or(new.cwd.to_string(), |w| w.3.clone());
                 let promoted = starting.then_some(&now);
                 let (promoter_pid, promoter_start) = if starting { me } else { (None, None) };
                 tx.execute(
                     "INSERT OR IGNORE INTO runs (id, parent_id, preset, preset_path, preset_json,
-                       agent, task, cwd, model, status, created_at, promoted_at, promoter_pid, promoter_start)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                       agent, task, cwd, model, status, created_at, promoted_at, promoter_pid, promoter_start,
+                       worktree_path, worktree_branch, worktree_base, worktree_repo, worktree_from_branch)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
                     params![
                         id,
                         new.parent_id,
@@ -132,13 +145,18 @@ impl Store {
                         preset_json,
                         new.preset.agent.as_str(),
                         new.task,
-                        new.cwd,
+                        cwd,
                         new.model.or(new.preset.model.as_deref()),
                         status.as_str(),
                         now,
                         promoted,
                         promoter_pid,
-                        promoter_start
+                        promoter_start,
+                        worktree.as_ref().map(|w| &w.0),
+                        worktree.as_ref().map(|w| &w.1),
+                        worktree.as_ref().map(|w| &w.2.base),
+                        worktree.as_ref().map(|w| w.2.repo.to_string_lossy().into_owned()),
+                        worktree.as_ref().and_then(|w| w.2.from_branch.clone()),
                     ],
                 )
             })?;
@@ -429,6 +447,18 @@ impl Store {
         .map(|n| n == 1)
     }
 
+    /// Records that a run's worktree and branch were removed.
+    pub fn mark_worktree_removed(&mut self, id: &str) -> Result<(), StoreError> {
+        let now = time::format(time::now());
+        self.write("recording a discarded worktree", |tx| {
+            tx.execute(
+                "UPDATE runs SET worktree_removed_at = coalesce(worktree_removed_at, ?2) WHERE id = ?1",
+                params![id, now],
+            )
+        })
+        .map(drop)
+    }
+
     /// Ends a run whose agent never started (`failed` / `spawn_failed`).
     pub fn fail_unstarted(&mut self, id: &str, error: String) -> Result<(), StoreError> {
         self.end_unstarted(id, RunStatus::Failed, StopReason::SpawnFailed, error)
@@ -638,5 +668,16 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         promoted_at: row.get(34)?,
         promoter_pid: row.get(35)?,
         promoter_start: row.get::<_, Option<i64>>(36)?.map(|v| v as u64),
+        worktree: match (
+            row.get::<_, Option<String>>(37)?,
+            row.get(38)?,
+            row.get(39)?,
+            row.get::<_, Option<String>>(42)?,
+        ) {
+            (Some(path), Some(branch), Some(base), None) => Some(crate::worktree::Worktree { path, branch, base }),
+            _ => None,
+        },
+        worktree_repo: row.get(40)?,
+        worktree_from_branch: row.get(41)?,
     }))
 }

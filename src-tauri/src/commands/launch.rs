@@ -31,6 +31,8 @@ pub fn launch_run(
         model: model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty()),
         parent: None,
         env: None,
+        worktree: None,
+        base: None,
     };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
     crate::folders::remember(&state.home, &cwd)?;

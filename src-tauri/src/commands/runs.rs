@@ -94,11 +94,14 @@ pub fn relaunch_run(state: State<'_, AppState>, id: String) -> Result<Run, AppEr
     let request = LaunchRequest {
         preset: old.preset.clone(),
         task: old.task.clone(),
-        cwd: old.cwd.clone().into(),
+        cwd: old.launch_folder(),
         model: old.model.clone(),
         parent: old.parent_id.clone(),
         // The same environment as the first time, if it was kept.
         env: corral::run_env::load(&state.home.run_dir(&old.id))?,
+        // A fresh worktree if the first had one.
+        worktree: Some(old.worktree.is_some()),
+        base: None,
     };
     Ok(launch(&mut store, &request, &state.shepherd()?)?)
 }

@@ -1,0 +1,40 @@
+//! `corral diff RUN`: everything a run with a worktree changed against its
+//! base commit — its commits, its uncommitted and untracked files alike.
+
+use std::io::Write;
+
+use corral::worktree::{self, Worktree, WorktreeError};
+use corral::{Run, Store};
+
+pub fn run(store: &Store, id: &str, stat: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    let run = store.find_run(id)?;
+    let worktree = worktree_of(&run)?;
+    if json {
+        let changes = worktree::changes(worktree)?;
+        let mut value = serde_json::to_value(&changes)?;
+        if !stat {
+            value["diff"] = worktree::patch(worktree)?.into();
+        }
+        super::print_json(out, &value)?;
+    } else if stat {
+        let changes = worktree::changes(worktree)?;
+        let width = changes.files.iter().map(|f| f.path.chars().count()).max().unwrap_or(0);
+        for file in &changes.files {
+            let counts = if file.binary { "binary".to_string() } else { format!("+{} -{}", file.added, file.removed) };
+            writeln!(out, " {:<width$} | {counts}", file.path)?;
+        }
+        writeln!(out, " {} files changed, +{} -{}", changes.files.len(), changes.added, changes.removed)?;
+    } else {
+        out.write_all(worktree::patch(worktree)?.as_bytes())?;
+    }
+    Ok(0)
+}
+
+/// The run's worktree, or why it has none.
+pub fn worktree_of(run: &Run) -> Result<&Worktree, WorktreeError> {
+    match (&run.worktree, &run.worktree_repo) {
+        (Some(worktree), _) => Ok(worktree),
+        (None, Some(_)) => Err(WorktreeError::Discarded(run.id.clone())),
+        (None, None) => Err(WorktreeError::NoWorktree(run.id.clone())),
+    }
+}

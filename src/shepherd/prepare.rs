@@ -1,0 +1,105 @@
+//! Before the agent starts: its git worktree and the preset's `setup`.
+//!
+//! The worktree is created by the shepherd (not at launch), so a queued run
+//! branches when it starts and the time goes to the run. `setup` runs in
+//! the agent's folder with the run's environment, its own process group
+//! and PDEATHSIG like the agent; its output goes to the transcript.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::spawn::AgentLaunch;
+use crate::adapter::{EventKind, TranscriptEvent};
+use crate::run::Run;
+use crate::store::{Store, StoreError};
+
+/// Most bytes of setup output kept in the transcript and the error.
+const SETUP_OUTPUT: usize = 16 << 10;
+
+/// Why the agent cannot start: said in the run's error.
+pub(super) enum NotPrepared {
+    /// The store failed.
+    Store(StoreError),
+    /// The worktree or setup failed, with what to tell the user.
+    Failed(String),
+}
+
+impl From<StoreError> for NotPrepared {
+    fn from(e: StoreError) -> Self {
+        NotPrepared::Store(e)
+    }
+}
+
+/// Creates the run's worktree if it has one and it does not exist yet, then
+/// runs the preset's `setup` there.
+pub(super) fn prepare(store: &mut Store, run: &Run, launch: &AgentLaunch) -> Result<(), NotPrepared> {
+    let mut notes = Vec::new();
+    if let (Some(worktree), Some(repo)) = (&run.worktree, &run.worktree_repo) {
+        if !Path::new(&worktree.path).exists() {
+            crate::worktree::create(Path::new(repo), Path::new(&worktree.path), &worktree.branch, &worktree.base)
+                .map_err(|e| NotPrepared::Failed(format!("cannot create the run's worktree: {e}")))?;
+            notes.push(format!(
+                "worktree {} on branch {} from {}",
+                worktree.path,
+                worktree.branch,
+                &worktree.base[..worktree.base.len().min(12)]
+            ));
+        }
+    }
+    let setup = &launch.preset.setup;
+    if setup.is_empty() {
+        return note(store, &run.id, notes);
+    }
+    notes.push(format!("setup: {}", setup.join(" ")));
+    note(store, &run.id, std::mem::take(&mut notes))?;
+    let mut command = Command::new(&setup[0]);
+    command.args(&setup[1..]).current_dir(&run.cwd).stdin(Stdio::null());
+    if let Some(env) = &launch.env {
+        command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    command.env(crate::run_env::RUN_ID_ENV, &run.id);
+    crate::process::prepare_agent(&mut command);
+    let out = command.output().map_err(|e| {
+        NotPrepared::Failed(format!(
+            "cannot run setup '{}': {e}; fix `setup:` in the preset {}",
+            setup[0], launch.preset.path
+        ))
+    })?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    let tail = tail_of(&text, SETUP_OUTPUT);
+    if !tail.trim().is_empty() {
+        store.append_events(
+            &run.id,
+            store.last_event_seq(&run.id)? + 1,
+            &[TranscriptEvent::text(EventKind::Output, tail.to_string())],
+        )?;
+    }
+    if !out.status.success() {
+        return Err(NotPrepared::Failed(format!(
+            "setup '{}' failed ({}):\n{}",
+            setup.join(" "),
+            out.status,
+            tail.trim_end()
+        )));
+    }
+    Ok(())
+}
+
+fn note(store: &mut Store, run_id: &str, notes: Vec<String>) -> Result<(), NotPrepared> {
+    if notes.is_empty() {
+        return Ok(());
+    }
+    let events: Vec<TranscriptEvent> = notes.into_iter().map(|n| TranscriptEvent::text(EventKind::System, n)).collect();
+    store.append_events(run_id, store.last_event_seq(run_id)? + 1, &events)?;
+    Ok(())
+}
+
+/// The last `max` bytes of `text`, cut at a character boundary.
+fn tail_of(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}

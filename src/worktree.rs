@@ -1,0 +1,335 @@
+//! A git worktree per run: parallel agents on one repository never edit the
+//! same files, and what a run changed can be reviewed, merged or discarded.
+//!
+//! At launch Corral finds the repository that holds the run's folder and
+//! the commit to start from (HEAD, or `--base REF`); the shepherd creates
+//! the worktree, outside the user's repository in Corral's data folder, on
+//! a new branch `corral/<id>`, runs the preset's `setup` there, and starts
+//! the agent in the same subfolder of it. Uncommitted work in the user's
+//! tree is not copied. Every git call is an argv, never a shell line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde::{Deserialize, Serialize};
+
+/// A run's worktree, as the run object shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worktree {
+    /// Its folder.
+    pub path: String,
+    /// Its branch, `corral/<id>`.
+    pub branch: String,
+    /// The commit it started from.
+    pub base: String,
+}
+
+/// Where a run's worktree comes from, decided at launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The top folder of the repository (or worktree) the run was launched in.
+    pub repo: PathBuf,
+    /// The run's folder relative to it (`""` at the top).
+    pub prefix: PathBuf,
+    /// The commit to start from.
+    pub base: String,
+    /// The branch checked out there, if any: where `merge` brings changes.
+    pub from_branch: Option<String>,
+}
+
+/// What went wrong with a worktree.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    /// The run's folder is in no git repository.
+    #[error("{0} is not in a git repository: a worktree needs one (run `git init`), or launch without --worktree")]
+    NotARepo(PathBuf),
+    /// The base does not name a commit.
+    #[error("--base {reference} is not a commit in {repo}: {detail}")]
+    BadBase { reference: String, repo: PathBuf, detail: String },
+    /// git could not be run.
+    #[error("cannot run git ({doing}): {source}; install git")]
+    NoGit { doing: &'static str, source: std::io::Error },
+    /// A git command failed.
+    #[error("git failed {doing}: {detail}")]
+    Git { doing: &'static str, detail: String },
+    /// The run has no worktree.
+    #[error("run {0} has no worktree: it ran in its own folder (launch with --worktree for one)")]
+    NoWorktree(String),
+    /// The run's worktree was removed.
+    #[error("run {0}'s worktree was discarded")]
+    Discarded(String),
+    /// The run is still active.
+    #[error("run {0} is still active: wait for it, or abort it first")]
+    Active(String),
+    /// Merging would change the user's work.
+    #[error("{0}")]
+    WouldConflict(String),
+}
+
+/// Runs git with `args` in `dir`; its stdout on success.
+fn git(dir: &Path, args: &[&str], doing: &'static str) -> Result<String, WorktreeError> {
+    let out = git_output(dir, args, &[], doing)?;
+    if !out.status.success() {
+        return Err(WorktreeError::Git { doing, detail: stderr_of(&out) });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn git_output(dir: &Path, args: &[&str], env: &[(&str, &Path)], doing: &'static str) -> Result<Output, WorktreeError> {
+    let mut command = Command::new("git");
+    command.arg("-C").arg(dir).args(args).env("GIT_TERMINAL_PROMPT", "0");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().map_err(|source| WorktreeError::NoGit { doing, source })
+}
+
+fn stderr_of(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stderr);
+    text.trim().lines().last().unwrap_or("").to_string()
+}
+
+/// Finds the repository holding `cwd` and the commit to start from.
+pub fn plan(cwd: &Path, base: Option<&str>) -> Result<Plan, WorktreeError> {
+    let top = match git_output(cwd, &["rev-parse", "--show-toplevel"], &[], "finding the repository") {
+        Ok(out) if out.status.success() => PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
+        Ok(_) => return Err(WorktreeError::NotARepo(cwd.to_path_buf())),
+        Err(e) => return Err(e),
+    };
+    let prefix = PathBuf::from(git(cwd, &["rev-parse", "--show-prefix"], "finding the subfolder")?.trim());
+    let reference = base.unwrap_or("HEAD");
+    let spec = format!("{reference}^{{commit}}");
+    let out = git_output(&top, &["rev-parse", "--verify", "--quiet", &spec], &[], "resolving the base")?;
+    if !out.status.success() {
+        let detail =
+            if base.is_none() { "the repository has no commit yet".to_string() } else { "no such commit".to_string() };
+        return Err(WorktreeError::BadBase { reference: reference.to_string(), repo: top, detail });
+    }
+    let base = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let from_branch = git_output(&top, &["symbolic-ref", "--quiet", "--short", "HEAD"], &[], "reading the branch")?;
+    let from_branch = from_branch
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&from_branch.stdout).trim().to_string())
+        .filter(|b| !b.is_empty());
+    Ok(Plan { repo: top, prefix, base, from_branch })
+}
+
+/// The branch of run `id`.
+pub fn branch_of(id: &str) -> String {
+    format!("corral/{id}")
+}
+
+/// Creates the worktree at `path` on branch `branch` from `base`.
+pub fn create(repo: &Path, path: &Path, branch: &str, base: &str) -> Result<(), WorktreeError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| WorktreeError::Git {
+            doing: "creating the worktrees folder",
+            detail: format!("{}: {e}", parent.display()),
+        })?;
+    }
+    let path = path.to_string_lossy();
+    git(repo, &["worktree", "add", "--quiet", "-b", branch, &path, base], "creating the worktree")?;
+    Ok(())
+}
+
+/// One changed file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileChange {
+    /// Its path in the repository.
+    pub path: String,
+    /// Lines added (0 for a binary file).
+    pub added: u64,
+    /// Lines removed (0 for a binary file).
+    pub removed: u64,
+    /// True for a binary file.
+    pub binary: bool,
+}
+
+/// Everything a run changed against its base: its commits, its uncommitted
+/// and its untracked files alike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// The commit it started from.
+    pub base: String,
+    /// Changed files, by path.
+    pub files: Vec<FileChange>,
+    /// Lines added in all.
+    pub added: u64,
+    /// Lines removed in all.
+    pub removed: u64,
+}
+
+/// A snapshot of everything in the worktree (commits, changes, untracked
+/// files, `.gitignore` respected) as a tree, through a private index so the
+/// agent's own index is untouched. Returns the tree's id.
+fn snapshot(path: &Path) -> Result<String, WorktreeError> {
+    let index = tempfile::NamedTempFile::new()
+        .map_err(|e| WorktreeError::Git { doing: "making a temporary index", detail: e.to_string() })?;
+    let env = [("GIT_INDEX_FILE", index.path())];
+    for (args, doing) in [
+        (&["read-tree", "HEAD"][..], "reading the worktree's HEAD"),
+        (&["add", "--all", "--", "."][..], "collecting the worktree's changes"),
+    ] {
+        let out = git_output(path, args, &env, doing)?;
+        if !out.status.success() {
+            return Err(WorktreeError::Git { doing, detail: stderr_of(&out) });
+        }
+    }
+    let out = git_output(path, &["write-tree"], &env, "writing the snapshot")?;
+    if !out.status.success() {
+        return Err(WorktreeError::Git { doing: "writing the snapshot", detail: stderr_of(&out) });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// What the run in `worktree` changed against its base.
+pub fn changes(worktree: &Worktree) -> Result<Changes, WorktreeError> {
+    let path = Path::new(&worktree.path);
+    let tree = snapshot(path)?;
+    let numstat = git(path, &["diff", "--numstat", "-z", "--no-renames", &worktree.base, &tree], "listing changes")?;
+    let mut files = Vec::new();
+    for record in numstat.split('\0').filter(|r| !r.is_empty()) {
+        let mut parts = record.splitn(3, '\t');
+        let (added, removed, file) = (parts.next(), parts.next(), parts.next());
+        let (Some(added), Some(removed), Some(file)) = (added, removed, file) else { continue };
+        let binary = added == "-";
+        files.push(FileChange {
+            path: file.to_string(),
+            added: added.parse().unwrap_or(0),
+            removed: removed.parse().unwrap_or(0),
+            binary,
+        });
+    }
+    let (added, removed) = files.iter().fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
+    Ok(Changes { base: worktree.base.clone(), files, added, removed })
+}
+
+/// The unified diff of everything the run changed.
+pub fn patch(worktree: &Worktree) -> Result<String, WorktreeError> {
+    let path = Path::new(&worktree.path);
+    let tree = snapshot(path)?;
+    git(path, &["diff", "--no-renames", &worktree.base, &tree], "diffing")
+}
+
+/// Brings the run's changes into `branch` of the user's repository `repo`
+/// as one commit with `message`, or changes nothing and says why: a
+/// conflict, uncommitted changes in the files it would touch, or another
+/// branch checked out.
+pub fn merge_squashed(repo: &Path, branch: &str, worktree: &Worktree, message: &str) -> Result<String, WorktreeError> {
+    let current = git(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"], "reading the branch").unwrap_or_default();
+    if current.trim() != branch {
+        return Err(WorktreeError::WouldConflict(format!(
+            "{} has {} checked out, not {branch} where the run started: `git -C {} switch {branch}`, then merge again",
+            repo.display(),
+            if current.trim().is_empty() { "no branch" } else { current.trim() },
+            repo.display()
+        )));
+    }
+    let path = Path::new(&worktree.path);
+    let tree = snapshot(path)?;
+    let patch = git(path, &["diff", "--binary", "--no-renames", &worktree.base, &tree], "diffing")?;
+    if patch.trim().is_empty() {
+        return Err(WorktreeError::WouldConflict("the run changed nothing: there is nothing to merge".into()));
+    }
+    // Uncommitted changes of the user's in any file the run touches stop it.
+    let touched = git(path, &["diff", "--name-only", "-z", "--no-renames", &worktree.base, &tree], "listing changes")?;
+    let touched: Vec<&str> = touched.split('\0').filter(|p| !p.is_empty()).collect();
+    let mut args = vec!["status", "--porcelain", "-z", "--untracked-files=all", "--"];
+    args.extend(touched.iter().copied());
+    let dirty = git(repo, &args, "looking for your uncommitted changes")?;
+    let dirty: Vec<&str> = dirty.split('\0').filter(|e| e.len() > 3).map(|e| &e[3..]).collect();
+    if !dirty.is_empty() {
+        return Err(WorktreeError::WouldConflict(format!(
+            "you have uncommitted changes in files the run changed ({}); nothing was changed. Commit or stash \
+             them, then merge again (the worktree stays)",
+            dirty.join(", ")
+        )));
+    }
+    let file = tempfile::NamedTempFile::new()
+        .and_then(|mut f| std::io::Write::write_all(&mut f, patch.as_bytes()).map(|_| f))
+        .map_err(|e| WorktreeError::Git { doing: "writing the patch", detail: e.to_string() })?;
+    let patch_path = file.path().to_string_lossy().into_owned();
+    // --index: the patch must apply to the index and the working tree alike,
+    // so uncommitted changes in the files it touches stop it; --check first,
+    // so a failure changes nothing.
+    let check = git_output(repo, &["apply", "--index", "--check", &patch_path], &[], "checking the merge")?;
+    if !check.status.success() {
+        return Err(WorktreeError::WouldConflict(format!(
+            "merging would touch your work: {}; nothing was changed. Commit or stash your changes in those files, \
+             or merge by hand: `git -C {} merge {}` (the worktree stays)",
+            stderr_of(&check),
+            repo.display(),
+            worktree.branch
+        )));
+    }
+    git(repo, &["apply", "--index", &patch_path], "applying the run's changes")?;
+    commit(repo, message, "committing the run's changes")?;
+    Ok(git(repo, &["rev-parse", "HEAD"], "reading the new commit")?.trim().to_string())
+}
+
+/// Commits the index with `message`, as the user if git knows who that is,
+/// else as Corral.
+fn commit(dir: &Path, message: &str, doing: &'static str) -> Result<(), WorktreeError> {
+    let known = git_output(dir, &["config", "user.email"], &[], "reading the committer")?.status.success();
+    let mut args = Vec::new();
+    if !known {
+        args.extend(["-c", "user.name=Corral", "-c", "user.email=corral@localhost"]);
+    }
+    args.extend(["commit", "--quiet", "--no-verify", "-m", message]);
+    git(dir, &args, doing).map(drop)
+}
+
+/// Removes the worktree and its branch.
+pub fn remove(repo: &Path, worktree: &Worktree) -> Result<(), WorktreeError> {
+    if Path::new(&worktree.path).exists() {
+        git(repo, &["worktree", "remove", "--force", &worktree.path], "removing the worktree")?;
+    }
+    let _ = git(repo, &["worktree", "prune"], "pruning worktrees");
+    let exists = git_output(repo, &["rev-parse", "--verify", "--quiet", &worktree.branch], &[], "finding the branch")?;
+    if exists.status.success() {
+        git(repo, &["branch", "-D", &worktree.branch], "deleting the branch")?;
+    }
+    Ok(())
+}
+
+/// Brings the run's branch into `branch` of `repo` with a merge commit,
+/// keeping the agent's commits (its uncommitted work is committed on its
+/// branch first), or changes nothing and says why.
+pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &str) -> Result<String, WorktreeError> {
+    let current = git(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"], "reading the branch").unwrap_or_default();
+    if current.trim() != branch {
+        return Err(WorktreeError::WouldConflict(format!(
+            "{} does not have {branch} checked out: `git -C {} switch {branch}`, then merge again",
+            repo.display(),
+            repo.display()
+        )));
+    }
+    let path = Path::new(&worktree.path);
+    git(path, &["add", "--all", "--", "."], "collecting the worktree's changes")?;
+    let staged = git_output(path, &["diff", "--cached", "--quiet"], &[], "looking for uncommitted changes")?;
+    if !staged.status.success() {
+        let message = format!("Uncommitted changes of Corral run {run_id}");
+        commit(path, &message, "committing the run's uncommitted changes")?;
+    }
+    let known = git_output(repo, &["config", "user.email"], &[], "reading the committer")?.status.success();
+    let mut args = Vec::new();
+    if !known {
+        args.extend(["-c", "user.name=Corral", "-c", "user.email=corral@localhost"]);
+    }
+    args.extend(["merge", "--no-ff", "--no-edit", &worktree.branch]);
+    let out = git_output(repo, &args, &[], "merging")?;
+    if !out.status.success() {
+        let why = stderr_of(&out);
+        // A conflicted merge is undone; a refused one changed nothing.
+        let _ = git_output(repo, &["merge", "--abort"], &[], "undoing the merge");
+        return Err(WorktreeError::WouldConflict(format!(
+            "merging {} would touch your work or conflicts ({why}); nothing was changed. Commit or stash your \
+             changes, or merge by hand: `git -C {} merge {}` (the worktree stays)",
+            worktree.branch,
+            repo.display(),
+            worktree.branch
+        )));
+    }
+    Ok(git(repo, &["rev-parse", "HEAD"], "reading the new commit")?.trim().to_string())
+}
