@@ -16,6 +16,7 @@ pub mod preset;
 pub mod process;
 pub mod queue;
 pub mod reconcile;
+pub mod review;
 pub mod run;
 pub mod run_env;
 pub mod shepherd;

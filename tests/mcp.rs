@@ -52,7 +52,20 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
     let tools = client.list_all_tools().await.unwrap();
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort();
-    assert_eq!(names, ["abort_agent", "agent_result", "agent_status", "launch_agent", "list_presets", "wait_agents"]);
+    assert_eq!(
+        names,
+        [
+            "abort_agent",
+            "agent_result",
+            "agent_status",
+            "discard_run",
+            "launch_agent",
+            "list_presets",
+            "merge_run",
+            "run_changes",
+            "wait_agents"
+        ]
+    );
     for tool in &tools {
         assert!(tool.description.as_deref().is_some_and(|d| d.len() > 60), "{} needs a real description", tool.name);
     }
@@ -105,5 +118,49 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
     let (error, _) = call(&client, "list_presets", json!({})).await;
     assert!(!error, "still serving after bad calls");
 
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_agent_reviews_merges_and_discards_a_worktree_run_through_mcp() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&env.project)
+            .args(["-c", "user.name=T", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(env.project.join(".gitignore"), ".corral/\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "init"]);
+    env.command_preset("write", &["sh", "-c", "echo \"$CORRAL_TASK\" > out.txt"]);
+    let client = connect(&env, None).await;
+
+    let (error, run) =
+        call(&client, "launch_agent", json!({"preset": "write", "task": "hello", "worktree": true})).await;
+    assert!(!error, "{run}");
+    let id = run["run_id"].as_str().unwrap().to_string();
+    assert_eq!(run["worktree"]["branch"], format!("corral/{id}"));
+    call(&client, "wait_agents", json!({"run_ids": [id]})).await;
+    let (error, changes) = call(&client, "run_changes", json!({"run_id": id})).await;
+    assert!(!error, "{changes}");
+    assert_eq!(changes["files"][0]["path"], "out.txt");
+    assert!(changes["diff"].as_str().unwrap().contains("+hello"));
+    let (error, merged) = call(&client, "merge_run", json!({"run_id": id})).await;
+    assert!(!error, "{merged}");
+    assert_eq!(merged["branch"], "main");
+    assert_eq!(std::fs::read_to_string(env.project.join("out.txt")).unwrap(), "hello\n");
+    let (error, discarded) = call(&client, "discard_run", json!({"run_id": id})).await;
+    assert!(!error, "{discarded}");
+    assert!(discarded["run"]["worktree"].is_null());
+    let (error, text) = call(&client, "merge_run", json!({"run_id": id})).await;
+    assert!(error && text.as_str().unwrap().contains("discarded"), "{text}");
     client.cancel().await.unwrap();
 }

@@ -3,8 +3,9 @@
 
 use std::io::Write;
 
-use corral::worktree::{self, Worktree, WorktreeError};
-use corral::{Run, Store};
+use corral::review::worktree_of;
+use corral::worktree;
+use corral::Store;
 
 pub fn run(store: &Store, id: &str, stat: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let run = store.find_run(id)?;
@@ -28,13 +29,4 @@ pub fn run(store: &Store, id: &str, stat: bool, json: bool, out: &mut impl Write
         out.write_all(worktree::patch(worktree)?.as_bytes())?;
     }
     Ok(0)
-}
-
-/// The run's worktree, or why it has none.
-pub fn worktree_of(run: &Run) -> Result<&Worktree, WorktreeError> {
-    match (&run.worktree, &run.worktree_repo) {
-        (Some(worktree), _) => Ok(worktree),
-        (None, Some(_)) => Err(WorktreeError::Discarded(run.id.clone())),
-        (None, None) => Err(WorktreeError::NoWorktree(run.id.clone())),
-    }
 }

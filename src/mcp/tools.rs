@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::launch::{launch, LaunchRequest};
 use crate::preset::{self, Roots};
 use crate::queue::ShepherdCommand;
+use crate::review::ReviewError;
 use crate::store::{RunFilter, Store};
 use crate::wait::{collected_by, wait_for};
 use crate::{Home, Run};
@@ -31,6 +32,8 @@ enum ToolFailure {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Heal(#[from] crate::heal::HealError),
+    #[error(transparent)]
+    Review(#[from] ReviewError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -90,6 +93,15 @@ pub struct WaitArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct MergeArgs {
+    /// The run whose changes to merge.
+    pub run_id: String,
+    /// Keep the agent's commits (a merge commit) instead of one squashed commit.
+    #[serde(default)]
+    pub keep_commits: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunArgs {
     /// The run's id.
     pub run_id: String,
@@ -111,6 +123,7 @@ struct RunView<'a> {
     total_tokens: u64,
     created_at: &'a str,
     completed_at: Option<&'a str>,
+    worktree: Option<&'a crate::worktree::Worktree>,
 }
 
 impl<'a> From<&'a Run> for RunView<'a> {
@@ -129,6 +142,7 @@ impl<'a> From<&'a Run> for RunView<'a> {
             total_tokens: run.usage.total(),
             created_at: &run.created_at,
             completed_at: run.completed_at.as_deref(),
+            worktree: run.worktree.as_ref(),
         }
     }
 }
@@ -296,6 +310,41 @@ impl CorralTools {
                 Aborted::Pending(_) => "abort requested; the run is still stopping",
             };
             Ok(json_result(&serde_json::json!({ "result": note, "run": RunView::from(result.run()) })))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "What a run launched with a worktree changed against the commit it started from (its commits, uncommitted and untracked files alike): files with added and removed lines, and the unified diff."
+    )]
+    async fn run_changes(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
+        self.with_store(move |store, _| {
+            let (run, changes) = crate::review::changes(store, &args.run_id)?;
+            let patch = crate::worktree::patch(crate::review::worktree_of(&run).map_err(ReviewError::from)?)
+                .map_err(ReviewError::from)?;
+            let mut value = serde_json::to_value(&changes).unwrap_or_default();
+            value["diff"] = patch.into();
+            Ok(json_result(&value))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Bring an ended run's worktree changes into the branch it started from, as one commit (keep_commits: a merge of its commits). With a conflict, or uncommitted changes in the files it touches, nothing is changed and the error says why."
+    )]
+    async fn merge_run(&self, Parameters(args): Parameters<MergeArgs>) -> CallToolResult {
+        self.with_store(move |store, _| {
+            let merged = crate::review::merge(store, &args.run_id, args.keep_commits.unwrap_or(false))?;
+            Ok(json_result(&merged))
+        })
+        .await
+    }
+
+    #[tool(description = "Remove an ended run's worktree and its branch, dropping its changes.")]
+    async fn discard_run(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
+        self.with_store(move |store, _| {
+            let run = crate::review::discard(store, &args.run_id)?;
+            Ok(json_result(&serde_json::json!({ "result": "discarded", "run": RunView::from(&run) })))
         })
         .await
     }

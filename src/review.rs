@@ -1,0 +1,89 @@
+//! Taking or dropping what a run with a worktree changed: the checks and
+//! messages the CLI, the MCP server and the app share (the git work is in
+//! `worktree`).
+
+use std::path::Path;
+
+use crate::run::Run;
+use crate::store::{Store, StoreError};
+use crate::worktree::{self, Changes, Worktree, WorktreeError};
+
+/// Why a run's changes cannot be reviewed, taken or dropped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The store failed, or no such run.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The worktree is missing, or git said no.
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
+    /// The run was launched on a detached HEAD.
+    #[error(
+        "run {run} was launched on a detached HEAD, so there is no branch to merge into: merge by hand with `git -C {repo} merge {branch}`"
+    )]
+    NoBranch { run: String, repo: String, branch: String },
+}
+
+/// The run's worktree, or why it has none.
+pub fn worktree_of(run: &Run) -> Result<&Worktree, WorktreeError> {
+    match (&run.worktree, &run.worktree_repo) {
+        (Some(worktree), _) => Ok(worktree),
+        (None, Some(_)) => Err(WorktreeError::Discarded(run.id.clone())),
+        (None, None) => Err(WorktreeError::NoWorktree(run.id.clone())),
+    }
+}
+
+/// What run `id` (or a unique prefix) changed.
+pub fn changes(store: &Store, id: &str) -> Result<(Run, Changes), ReviewError> {
+    let run = store.find_run(id)?;
+    let changes = worktree::changes(worktree_of(&run)?)?;
+    Ok((run, changes))
+}
+
+/// A merge that happened.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Merged {
+    /// The run.
+    pub run_id: String,
+    /// The branch its changes went into.
+    pub branch: String,
+    /// The new commit there.
+    pub commit: String,
+}
+
+/// Brings run `id`'s changes into the branch it started from: one commit
+/// whose message is the preset and task, or with `keep_commits` a merge of
+/// the agent's commits. Refused while the run is active; with a conflict or
+/// uncommitted changes of the user's in the files it touches, it changes
+/// nothing and says why.
+pub fn merge(store: &Store, id: &str, keep_commits: bool) -> Result<Merged, ReviewError> {
+    let run = store.find_run(id)?;
+    let worktree = worktree_of(&run)?;
+    if run.status.is_active() {
+        return Err(WorktreeError::Active(run.id.clone()).into());
+    }
+    let repo = run.worktree_repo.clone().unwrap_or_default();
+    let Some(branch) = run.worktree_from_branch.clone() else {
+        return Err(ReviewError::NoBranch { run: run.id.clone(), repo, branch: worktree.branch.clone() });
+    };
+    let commit = if keep_commits {
+        worktree::merge_commits(Path::new(&repo), &branch, worktree, &run.id)?
+    } else {
+        let task_line = run.task.lines().next().unwrap_or_default();
+        let message = format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id);
+        worktree::merge_squashed(Path::new(&repo), &branch, worktree, &message)?
+    };
+    Ok(Merged { run_id: run.id, branch, commit })
+}
+
+/// Removes run `id`'s worktree and branch; refused while it is active.
+pub fn discard(store: &mut Store, id: &str) -> Result<Run, ReviewError> {
+    let run = store.find_run(id)?;
+    let worktree = worktree_of(&run)?;
+    if run.status.is_active() {
+        return Err(WorktreeError::Active(run.id.clone()).into());
+    }
+    worktree::remove(Path::new(run.worktree_repo.as_deref().unwrap_or_default()), worktree)?;
+    store.mark_worktree_removed(&run.id)?;
+    Ok(store.run(&run.id)?)
+}
