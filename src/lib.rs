@@ -6,6 +6,7 @@
 
 pub mod abort;
 pub mod adapter;
+pub mod announce;
 pub mod caller;
 pub mod config;
 pub mod heal;

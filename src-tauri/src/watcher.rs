@@ -2,7 +2,10 @@
 //! (the app, the CLI, an MCP server, a shepherd).
 //!
 //! One thread polls `PRAGMA data_version` every 50 ms; on a change it
-//! refreshes the tray and announces newly ended runs. It also heals the
+//! refreshes the tray and claims newly ended runs, which it announces as
+//! `corral::announce` decides: one notification per piece of work, endings
+//! close together as one summary, a few a minute at most (what ended while
+//! the app was away, as one). It also heals the
 //! store (see `corral::heal`) at least every 250 ms: a shepherd killed with
 //! SIGKILL commits nothing, and a freed slot must go to the queue.
 //!
@@ -12,6 +15,7 @@
 
 use std::time::{Duration, Instant};
 
+use corral::announce::{self, Pacer, Release};
 use corral::heal::{heal, HEAL_EVERY};
 use corral::Store;
 use tauri::{AppHandle, Manager};
@@ -24,8 +28,6 @@ use crate::{notify, tray};
 const POLL: Duration = Duration::from_millis(50);
 /// How long to wait before trying again after an error.
 const RETRY: Duration = Duration::from_secs(1);
-/// More ended runs than this at once are announced as one notification.
-const GROUP_OVER: usize = 3;
 
 /// Starts the watcher thread.
 pub fn start(app: AppHandle) {
@@ -68,6 +70,8 @@ struct Watch {
     healed_at: Option<Instant>,
     /// The first round announces what ended while the app was away.
     announced_once: bool,
+    /// Endings waiting to be announced.
+    pacer: Pacer,
     /// The error shown in the tray, while there is one.
     problem: Option<String>,
 }
@@ -88,6 +92,7 @@ impl Watch {
             changed = heal(store, &state.shepherd()?)?.changed();
             self.healed_at = Some(Instant::now());
         }
+        release(&mut self.pacer, app, store)?;
         let version = store.data_version()?;
         if version == self.last_version && !changed {
             return Ok(());
@@ -95,20 +100,34 @@ impl Watch {
         self.last_version = version;
         state.bump_generation();
         tray::refresh(app, store)?;
-        let ended = store.claim_notifications(500)?;
-        // Runs that ended while the app was away are announced once,
-        // grouped if there are many.
-        if !self.announced_once && ended.len() > GROUP_OVER {
-            notify::announce_group(app, &ended);
-        } else {
-            for run in &ended {
-                notify::announce(app, run);
+        let claimed = store.claim_notifications(usize::MAX >> 1)?;
+        let claimed_any = !claimed.is_empty();
+        let speakers = announce::speakers(store, claimed)?;
+        if !self.announced_once {
+            // What ended while the app was away: one announcement.
+            match speakers.as_slice() {
+                [] => {}
+                [one] => notify::show(app, announce::single(store, one)?),
+                many => notify::show(app, announce::summary(many, true)),
             }
+            self.announced_once = true;
+        } else {
+            self.pacer.push(speakers, Instant::now());
+            release(&mut self.pacer, app, store)?;
         }
-        self.announced_once = true;
-        if !ended.is_empty() {
+        if claimed_any {
             self.last_version = store.data_version()?;
         }
         Ok(())
     }
+}
+
+/// Shows what the pacer lets out now.
+fn release(pacer: &mut Pacer, app: &AppHandle, store: &Store) -> Result<(), AppError> {
+    match pacer.release(Instant::now()) {
+        Some(Release::One(run)) => notify::show(app, announce::single(store, &run)?),
+        Some(Release::Many(runs)) => notify::show(app, announce::summary(&runs, false)),
+        None => {}
+    }
+    Ok(())
 }

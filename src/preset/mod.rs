@@ -41,6 +41,18 @@ word_enum! {
     }
 }
 
+word_enum! {
+    /// When a run of a preset is announced on its own (preset key `notify`).
+    pub enum Notify {
+        /// Whenever it ends.
+        Always = "always",
+        /// Only when it does not complete.
+        Failures = "failures",
+        /// Never (its top-level run still speaks for it).
+        Never = "never",
+    }
+}
+
 impl PresetSource {
     /// The agent a file from here runs when it names none.
     pub fn default_agent(self) -> Option<AgentKind> {
@@ -77,6 +89,11 @@ pub struct Preset {
     pub command: Vec<String>,
     /// Extra arguments for the agent CLI.
     pub args: Vec<String>,
+    /// When its runs are announced on their own; `None`: top-level runs
+    /// always, runs launched by another run never (their top-level run's
+    /// announcement speaks for the whole tree).
+    #[serde(default)]
+    pub notify: Option<Notify>,
     /// Run in a git worktree of its own (see `worktree`).
     #[serde(default)]
     pub worktree: bool,

@@ -71,6 +71,7 @@ struct Frontmatter {
     args: Option<Vec<Word>>,
     worktree: Option<bool>,
     setup: Option<StringOrList>,
+    notify: Option<String>,
 }
 
 /// Why a file is not a usable preset; each message says how to fix it.
@@ -88,6 +89,8 @@ pub enum PresetError {
     BadName(String),
     #[error("`agent`: {0}")]
     UnknownAgent(#[from] crate::run::UnknownWord),
+    #[error("`notify`: {0}")]
+    BadNotify(crate::run::UnknownWord),
     #[error("missing `agent:` (one of pi, claude, codex, gemini, opencode, command)")]
     NoAgent,
     #[error("`command: {0}` must be a list of arguments, e.g. `command: [cargo, test]` (no shell is used)")]
@@ -154,6 +157,7 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         children_timeout: duration(front.children_timeout, "children_timeout")?,
         command,
         args: front.args.map(words).unwrap_or_default(),
+        notify: front.notify.as_deref().map(|w| w.trim().parse()).transpose().map_err(PresetError::BadNotify)?,
         worktree: front.worktree.unwrap_or(false),
         setup,
         system_prompt: body.trim().to_string(),

@@ -59,6 +59,7 @@ class Env:
         pi = self.root / "bin"
         pi.mkdir()
         (pi / "pi").symlink_to(FAKES / "flood")
+        (pi / "corral").symlink_to(CLI)
         self.env["PATH"] = f"{pi}:{self.env['PATH']}"
         (self.project / ".corral" / "presets" / "flood.md").write_text(
             "---\nname: flood\ndescription: floods tool results\nagent: pi\n---\n")
@@ -323,6 +324,41 @@ def test_watcher_survives_a_broken_config(session, env):
     session.watcher.items.clear()
 
 
+def test_one_notification_per_piece_of_work(session, env):
+    """A parent with three children is announced once, for the whole tree;
+    thirty endings at once are a summary, not thirty notifications."""
+    env.preset("tree", ["sh", "-c", "for i in 1 2 3; do corral launch quick child-$i >/dev/null; done"],
+               "Launches three children")
+    app = env.start_app()
+    item = wait_until("the tray", session.tray)
+    wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
+    before = len(session.notifications.shown)
+    parent = env.launch("tree", "go")
+    wait_until("the tree to end", lambda: env.show(parent)["exited_at"] is not None)
+    assert len(env.show(parent)["children"]) == 3
+    wait_until("the announcement", lambda: len(session.notifications.shown) > before)
+    time.sleep(3)  # nothing more may arrive (asserted just below)
+    tree = session.notifications.shown[before:]
+    assert len(tree) == 1, tree
+    assert tree[0]["summary"].startswith("✓ tree completed") and "3 children: 3 completed" in tree[0]["summary"], tree
+
+    before = len(session.notifications.shown)
+    runs = [env.launch("quick", f"burst {i}") for i in range(30)]
+    wait_until("the burst to end", lambda: all(env.show(r)["exited_at"] for r in runs), timeout=60)
+    def announced():
+        burst = session.notifications.shown[before:]
+        return sum(int(n["summary"].split()[0]) if n["summary"][0].isdigit() else 1 for n in burst)
+
+    wait_until("every ending announced", lambda: announced() == 30, timeout=70)
+    burst = session.notifications.shown[before:]
+    assert 1 <= len(burst) <= 3, burst
+    TIMINGS["notifications for a tree of 1 + 3 runs"] = len(tree)
+    TIMINGS["notifications for a burst of 30 endings"] = len(burst)
+    app.kill()
+    app.wait()
+    session.watcher.items.clear()
+
+
 def test_window(session, env):
     """The window: XSS stays text, notification click opens the run, a Launch
     menu item opens the form, abort works, a second launch focuses the
@@ -429,7 +465,7 @@ def main():
     session = Session()
     passed = failed = 0
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
-                 test_watcher_survives_a_broken_config, test_window]:
+                 test_watcher_survives_a_broken_config, test_one_notification_per_piece_of_work, test_window]:
         env = Env()
         started = time.monotonic()
         try:

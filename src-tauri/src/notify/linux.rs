@@ -2,24 +2,30 @@
 //! (org.freedesktop.Notifications) with a default action and an
 //! "Open transcript" action.
 
-use notify_rust::{Hint, Notification, Timeout};
+use corral::announce::Announcement;
+use notify_rust::{Hint, Notification, Timeout, Urgency};
 use tauri::AppHandle;
 
-use super::Note;
-
 /// Shows `note` and, on a thread of its own (notify-rust blocks), waits for
-/// a click to open the run.
-pub fn show(app: AppHandle, note: Note) {
+/// a click to open the run. A failure is critical and stays until
+/// dismissed.
+pub fn show(app: AppHandle, note: Announcement) {
     std::thread::spawn(move || {
+        let (urgency, timeout, icon) = if note.urgent {
+            (Urgency::Critical, Timeout::Never, "dialog-error")
+        } else {
+            (Urgency::Normal, Timeout::Default, "dialog-information")
+        };
         let shown = Notification::new()
             .appname("Corral")
             .summary(&note.summary)
             .body(&note.body)
-            .icon("dialog-information")
+            .icon(icon)
             .action("default", "Open")
-            .action("open", "Open transcript")
+            .action("open", if note.run.is_some() { "Open transcript" } else { "Open runs" })
             .hint(Hint::Category("transfer.complete".into()))
-            .timeout(Timeout::Default)
+            .hint(Hint::Urgency(urgency))
+            .timeout(timeout)
             .show();
         match shown {
             Ok(handle) => handle.wait_for_action(|action| {

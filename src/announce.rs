@@ -1,0 +1,274 @@
+//! What the desktop says when runs end: one notification per piece of work,
+//! in proportion to attention.
+//!
+//! A run launched by another run does not speak for itself: its top-level
+//! run's announcement speaks for the whole tree ("lead completed · 3
+//! children: 2 completed, 1 failed · 41k tokens · $0.18"). A preset's
+//! `notify: always | failures | never` overrides that. Endings that arrive
+//! close together are one summary; [`Pacer`] keeps any number of endings to
+//! a few notifications a minute. Failures are urgent. Tauri-free, so the
+//! rules are tested here and the app only shows what they decide.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::preset::Notify;
+use crate::run::{Run, RunStatus};
+use crate::store::{Store, StoreError};
+use crate::time;
+
+/// One notification: its words, where its click leads, how urgent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Announcement {
+    /// The title line.
+    pub summary: String,
+    /// The body.
+    pub body: String,
+    /// The run to open on click; `None`: the runs list.
+    pub run: Option<String>,
+    /// A failure: shown as critical, and stays until dismissed.
+    pub urgent: bool,
+}
+
+/// True if `run`'s ending is announced on its own.
+pub fn speaks(run: &Run, notify: Option<Notify>) -> bool {
+    let failed = run.status != RunStatus::Completed;
+    match notify {
+        Some(Notify::Always) => true,
+        Some(Notify::Failures) => failed,
+        Some(Notify::Never) => false,
+        None => run.parent_id.is_none(),
+    }
+}
+
+/// Of runs that just ended, those announced on their own (by their preset's
+/// `notify`, read from the store).
+pub fn speakers(store: &Store, ended: Vec<Run>) -> Result<Vec<Run>, StoreError> {
+    let mut out = Vec::new();
+    for run in ended {
+        let notify = store.run_preset(&run.id).ok().and_then(|p| p.notify);
+        if speaks(&run, notify) {
+            out.push(run);
+        }
+    }
+    Ok(out)
+}
+
+/// The announcement of one run, with its whole tree of runs.
+pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
+    let tree = descendants(store, &run.id)?;
+    let duration = run.duration(time::now()).map(time::human_duration);
+    let took = duration.map(|d| format!(" in {d}")).unwrap_or_default();
+    let mut summary = match run.status {
+        RunStatus::Completed => format!("✓ {} completed{took}", run.preset),
+        RunStatus::Failed => format!("✗ {} failed{took}", run.preset),
+        RunStatus::Aborted => format!("■ {} aborted{took}", run.preset),
+        RunStatus::Lost => format!("? {} lost: its supervisor died", run.preset),
+        active => format!("{} {active}", run.preset),
+    };
+    if !tree.is_empty() {
+        let children = tree.iter().filter(|r| r.parent_id.as_deref() == Some(&run.id)).count();
+        let tokens: u64 = run.usage.total() + tree.iter().map(|r| r.usage.total()).sum::<u64>();
+        let costs: Vec<f64> = std::iter::once(run).chain(&tree).filter_map(|r| r.cost_usd).collect();
+        summary.push_str(&format!(" · {children} {}: {}", plural(children, "child", "children"), outcomes(&tree)));
+        if tokens > 0 {
+            summary.push_str(&format!(" · {} tokens", short_count(tokens)));
+        }
+        if !costs.is_empty() {
+            summary.push_str(&format!(" · ${:.2}", costs.iter().sum::<f64>()));
+        }
+    }
+    let source = match run.status {
+        RunStatus::Completed => run.final_text.as_deref(),
+        _ => run.error.as_deref().or(run.final_text.as_deref()),
+    };
+    let first = source.and_then(|t| t.lines().find(|l| !l.trim().is_empty())).unwrap_or(&run.task).trim();
+    let urgent = run.status != RunStatus::Completed || tree.iter().any(|r| r.status != RunStatus::Completed);
+    Ok(Announcement { summary, body: first.chars().take(200).collect(), run: Some(run.id.clone()), urgent })
+}
+
+/// One announcement for many endings. `while_closed`: they ended while the
+/// app was not running.
+pub fn summary(runs: &[Run], while_closed: bool) -> Announcement {
+    let n = runs.len();
+    let summary = if while_closed {
+        format!("{n} {} finished while Corral was closed", plural(n, "run", "runs"))
+    } else {
+        format!("{n} {} finished: {}", plural(n, "run", "runs"), outcomes(runs))
+    };
+    let failed = runs.iter().filter(|r| r.status != RunStatus::Completed).count();
+    let body = match failed {
+        0 => "All completed.".to_string(),
+        f => format!("{} completed, {f} did not.", n - f),
+    };
+    Announcement { summary, body, run: None, urgent: failed > 0 }
+}
+
+/// `2 completed, 1 failed` in a fixed order.
+fn outcomes(runs: &[Run]) -> String {
+    let parts: Vec<String> = RunStatus::TERMINAL
+        .iter()
+        .chain(RunStatus::ACTIVE)
+        .filter_map(|status| {
+            let n = runs.iter().filter(|r| r.status == *status).count();
+            (n > 0).then(|| format!("{n} {status}"))
+        })
+        .collect();
+    parts.join(", ")
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+/// 41k, 1.2M.
+fn short_count(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{}k", n / 1_000),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// Every run below `id`, at any depth.
+fn descendants(store: &Store, id: &str) -> Result<Vec<Run>, StoreError> {
+    let mut found = Vec::new();
+    let mut frontier = vec![id.to_string()];
+    while let Some(parent) = frontier.pop() {
+        for child in store.child_runs(&parent)? {
+            frontier.push(child.id.clone());
+            found.push(child);
+        }
+    }
+    Ok(found)
+}
+
+/// How endings become notifications over time: those that arrive within
+/// [`Pacer::GATHER`] of each other are gathered, and at most
+/// [`Pacer::PER_MINUTE`] notifications go out in any minute; what waits
+/// meanwhile goes out as one summary. Runtime state only.
+#[derive(Debug, Default)]
+pub struct Pacer {
+    pending: Vec<Run>,
+    first_pending: Option<Instant>,
+    sent: VecDeque<Instant>,
+}
+
+/// What to show now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Release {
+    /// One run on its own.
+    One(Run),
+    /// Several, as one summary.
+    Many(Vec<Run>),
+}
+
+impl Pacer {
+    /// How long endings are gathered before one notification.
+    pub const GATHER: Duration = Duration::from_millis(1500);
+    /// Most notifications in any minute.
+    pub const PER_MINUTE: usize = 3;
+
+    /// Endings to announce.
+    pub fn push(&mut self, runs: Vec<Run>, now: Instant) {
+        if runs.is_empty() {
+            return;
+        }
+        self.first_pending.get_or_insert(now);
+        self.pending.extend(runs);
+    }
+
+    /// True while endings wait.
+    pub fn is_waiting(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// What to show now, if anything.
+    pub fn release(&mut self, now: Instant) -> Option<Release> {
+        let first = self.first_pending?;
+        while self.sent.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60)) {
+            self.sent.pop_front();
+        }
+        if now.duration_since(first) < Self::GATHER || self.sent.len() >= Self::PER_MINUTE {
+            return None;
+        }
+        self.sent.push_back(now);
+        self.first_pending = None;
+        let mut runs = std::mem::take(&mut self.pending);
+        Some(if runs.len() == 1 { Release::One(runs.remove(0)) } else { Release::Many(runs) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str, parent: Option<&str>, status: RunStatus) -> Run {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "parent_id": parent, "children": [], "preset": "p", "preset_path": "p.md",
+            "agent": "command", "task": "t", "cwd": "/", "status": status,
+            "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0},
+            "created_at": "2026-11-22T10:00:00.000Z",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_child_speaks_only_when_its_preset_says_so() {
+        let top = run("a", None, RunStatus::Completed);
+        let child = run("b", Some("a"), RunStatus::Failed);
+        assert!(speaks(&top, None));
+        assert!(!speaks(&child, None), "its top-level run speaks for it");
+        assert!(speaks(&child, Some(Notify::Always)));
+        assert!(speaks(&child, Some(Notify::Failures)));
+        assert!(!speaks(&top, Some(Notify::Failures)), "completed, and only failures are announced");
+        assert!(!speaks(&top, Some(Notify::Never)));
+    }
+
+    #[test]
+    fn a_burst_of_endings_is_one_summary_and_a_flood_stays_a_few_a_minute() {
+        let t0 = Instant::now();
+        let mut pacer = Pacer::default();
+        pacer.push((0..30).map(|i| run(&format!("r{i}"), None, RunStatus::Completed)).collect(), t0);
+        assert_eq!(pacer.release(t0 + Duration::from_millis(100)), None, "still gathering");
+        match pacer.release(t0 + Pacer::GATHER) {
+            Some(Release::Many(runs)) => assert_eq!(runs.len(), 30),
+            other => panic!("{other:?}"),
+        }
+        // One ending every half second for two minutes: a few a minute.
+        let mut shown = Vec::new();
+        for step in 0..240u64 {
+            let now = t0 + Duration::from_secs(2) + Duration::from_millis(step * 500);
+            pacer.push(vec![run(&format!("s{step}"), None, RunStatus::Failed)], now);
+            if pacer.release(now).is_some() {
+                shown.push(now);
+            }
+        }
+        for (i, at) in shown.iter().enumerate() {
+            let in_minute = shown[i..].iter().take_while(|t| t.duration_since(*at) < Duration::from_secs(60)).count();
+            assert!(in_minute <= Pacer::PER_MINUTE, "{in_minute} notifications in a minute");
+        }
+        assert!(pacer.is_waiting() || shown.len() >= 2);
+        // A single ending on its own is announced as itself.
+        let mut quiet = Pacer::default();
+        quiet.push(vec![run("one", None, RunStatus::Completed)], t0);
+        assert!(matches!(quiet.release(t0 + Pacer::GATHER), Some(Release::One(r)) if r.id == "one"));
+    }
+
+    #[test]
+    fn a_summary_counts_outcomes() {
+        let runs = [
+            run("a", None, RunStatus::Completed),
+            run("b", None, RunStatus::Completed),
+            run("c", None, RunStatus::Failed),
+        ];
+        let note = summary(&runs, false);
+        assert_eq!(note.summary, "3 runs finished: 2 completed, 1 failed");
+        assert!(note.urgent);
+        assert_eq!(summary(&runs[..1], true).summary, "1 run finished while Corral was closed");
+    }
+}
