@@ -162,7 +162,7 @@ pub struct Pacer {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Release {
     /// One run on its own.
-    One(Run),
+    One(Box<Run>),
     /// Several, as one summary.
     Many(Vec<Run>),
 }
@@ -199,7 +199,7 @@ impl Pacer {
         self.sent.push_back(now);
         self.first_pending = None;
         let mut runs = std::mem::take(&mut self.pending);
-        Some(if runs.len() == 1 { Release::One(runs.remove(0)) } else { Release::Many(runs) })
+        Some(if runs.len() == 1 { Release::One(Box::new(runs.remove(0))) } else { Release::Many(runs) })
     }
 }
 
