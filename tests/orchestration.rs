@@ -5,6 +5,7 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use common::{eventually, fake_agent, output_within, stream, Env};
@@ -292,14 +293,19 @@ fn the_kill_sweep_gives_up_on_processes_that_keep_coming_back() {
     let wait_for_it = format!("while [ ! -e '{}' ]; do sleep 0.02; done", started.display());
     env.command_preset("quick", &["sh", "-c", &wait_for_it]);
     let id = env.launch("quick", "x");
+    // Four loops, each starting the next carrier the moment the last one
+    // is killed, so one is nearly always there.
+    let loops = "for n in 1 2 3 4; do (while :; do CORRAL_RUN_ID=\"$1\" sleep 5; done) & done; \
+                 sleep 0.2; touch \"$2\"; wait";
     let mut respawner = std::process::Command::new("sh")
-        .args(["-c", "while :; do CORRAL_RUN_ID=\"$1\" sleep 5 & touch \"$2\"; sleep 0.01; done", "sh", &id])
+        .args(["-c", loops, "sh", &id])
         .arg(&started)
         .env_remove("CORRAL_RUN_ID")
+        .process_group(0)
         .spawn()
         .unwrap();
     let run = env.wait_run(&id, Duration::from_secs(30), |r| !r["exited_at"].is_null());
-    let _ = respawner.kill();
+    let _ = corral::process::signal_group(respawner.id() as i32, Sig::Kill);
     let _ = respawner.wait();
     assert_eq!(run["status"], "completed", "the outcome stands");
     let signals = std::fs::read_to_string(env.run_dir(&id).join("signals.log")).unwrap();

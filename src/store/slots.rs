@@ -49,14 +49,25 @@ static WAITS_ON_ACTIVE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// A run row `r` with a child still active. A `waiting` run without one is
+/// about to take its slot back for a continuation (or to end): it is wanted
+/// from the moment its last child ends, not from when its shepherd notices.
+static CHILDREN_ACTIVE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id AND c.status IN {})",
+        RunStatus::sql_list(RunStatus::ACTIVE)
+    )
+});
+
 static SLOTS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT
            count(*) FILTER (WHERE status IN {slotted} AND NOT {HAS_WAIT}),
            count(*) FILTER (WHERE status = '{queued}'),
-           count(*) FILTER (WHERE (status = '{waiting}' AND slot_wanted_at IS NOT NULL)
+           count(*) FILTER (WHERE (status = '{waiting}' AND (slot_wanted_at IS NOT NULL OR NOT {children_active}))
                                OR (status IN {slotted} AND {HAS_WAIT} AND NOT {waits_on_active}))
          FROM runs r WHERE status IN {active}",
+        children_active = *CHILDREN_ACTIVE,
         slotted = RunStatus::sql_list(RunStatus::SLOTTED),
         waits_on_active = *WAITS_ON_ACTIVE,
         queued = RunStatus::Queued,
