@@ -21,7 +21,6 @@ use std::io;
 
 use crate::adapter;
 use crate::config::{Config, ConfigError};
-use crate::heal::HealError;
 use crate::home::{self, Home};
 use crate::process::{self, ProcessId, SignalPipe};
 use crate::queue::ShepherdCommand;
@@ -39,9 +38,6 @@ pub enum ShepherdError {
     /// The settings file is broken.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// Healing the store while waiting failed.
-    #[error(transparent)]
-    Heal(#[from] HealError),
     /// An operating-system call failed.
     #[error("{doing}: {source}")]
     Os { doing: &'static str, source: io::Error },
