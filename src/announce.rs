@@ -187,6 +187,16 @@ impl Pacer {
         !self.pending.is_empty()
     }
 
+    /// Everything waiting, at once: notifications resume after "Do not
+    /// disturb", whatever the pace.
+    pub fn release_all(&mut self, now: Instant) -> Option<Release> {
+        self.first_pending?;
+        self.sent.push_back(now);
+        self.first_pending = None;
+        let mut runs = std::mem::take(&mut self.pending);
+        Some(if runs.len() == 1 { Release::One(Box::new(runs.remove(0))) } else { Release::Many(runs) })
+    }
+
     /// What to show now, if anything.
     pub fn release(&mut self, now: Instant) -> Option<Release> {
         let first = self.first_pending?;
@@ -253,6 +263,11 @@ mod tests {
             assert!(in_minute <= Pacer::PER_MINUTE, "{in_minute} notifications in a minute");
         }
         assert!(pacer.is_waiting() || shown.len() >= 2);
+        // Everything waiting goes at once when "Do not disturb" ends.
+        let mut quiet = Pacer::default();
+        quiet.push(vec![run("q1", None, RunStatus::Completed), run("q2", None, RunStatus::Failed)], t0);
+        assert!(matches!(quiet.release_all(t0), Some(Release::Many(r)) if r.len() == 2));
+        assert_eq!(quiet.release_all(t0), None);
         // A single ending on its own is announced as itself.
         let mut quiet = Pacer::default();
         quiet.push(vec![run("one", None, RunStatus::Completed)], t0);

@@ -6,8 +6,9 @@ mod common;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
-use common::{fake_agent, Env};
+use common::{eventually, fake_agent, Env};
 use corral::{Home, Store};
 
 #[test]
@@ -65,4 +66,24 @@ fn counts_follow_runs_and_clear_finished() {
     env.wait_end(&slow);
     assert_eq!(env.json(&["ls"]).as_array().unwrap().len(), 1);
     assert_eq!(env.json(&["ls", "--all"]).as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn the_status_version_moves_with_statuses_not_with_transcript_lines() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    let release = env.project.join("release");
+    // Prints a line every 10 ms until released.
+    let script = format!("while [ ! -e '{}' ]; do echo tick; sleep 0.01; done", release.display());
+    env.command_preset("ticker", &["sh", "-c", &script]);
+    let id = env.launch("ticker", "x");
+    let store = Store::open(&Home::at(&env.home)).unwrap();
+    env.wait_run(&id, Duration::from_secs(10), |r| r["status"] == "running");
+    let (status, data) = (store.status_version().unwrap(), store.data_version().unwrap());
+    assert!(eventually(Duration::from_secs(10), || store.event_count(&id).unwrap() > 20), "lines flow");
+    assert_ne!(store.data_version().unwrap(), data, "every batch of lines is a commit");
+    assert_eq!(store.status_version().unwrap(), status, "but not a status change");
+    std::fs::write(&release, "").unwrap();
+    env.wait_end(&id);
+    assert!(store.status_version().unwrap() > status, "the end is one");
 }

@@ -13,13 +13,20 @@ pub struct AppState {
     /// Corral's folders.
     pub home: Home,
     quitting: AtomicBool,
+    /// "Do not disturb": notifications wait.
+    quiet: AtomicBool,
     /// Bumped by the watcher on every store change the window should see.
     generation: AtomicU64,
 }
 
 impl AppState {
     pub fn new(home: Home) -> AppState {
-        AppState { home, quitting: AtomicBool::new(false), generation: AtomicU64::new(1) }
+        AppState {
+            home,
+            quitting: AtomicBool::new(false),
+            quiet: AtomicBool::new(false),
+            generation: AtomicU64::new(1),
+        }
     }
 
     /// A connection to the store (cheap: one per call keeps commands
@@ -46,6 +53,16 @@ impl AppState {
     /// The current change counter.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
+    }
+
+    /// True while notifications are paused ("Do not disturb").
+    pub fn quiet(&self) -> bool {
+        self.quiet.load(Ordering::SeqCst)
+    }
+
+    /// Pauses or resumes notifications.
+    pub fn set_quiet(&self, quiet: bool) {
+        self.quiet.store(quiet, Ordering::SeqCst);
     }
 
     pub fn quitting(&self) -> bool {

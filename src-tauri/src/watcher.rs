@@ -40,7 +40,9 @@ pub fn start(app: AppHandle) {
                     Ok(()) => {
                         if watch.problem.take().is_some() {
                             tray::set_problem(&app, None);
-                            watch.last_version = -1; // redraw what the problem hid
+                            // Redraw what the problem hid.
+                            watch.last_version = -1;
+                            watch.last_status = -1;
                         }
                         std::thread::sleep(POLL);
                     }
@@ -67,11 +69,13 @@ pub fn start(app: AppHandle) {
 struct Watch {
     store: Option<Store>,
     last_version: i64,
+    /// The store's status version last shown in the tray.
+    last_status: i64,
     healed_at: Option<Instant>,
     /// The first round announces what ended while the app was away.
     announced_once: bool,
     /// Endings waiting to be announced.
-    pacer: Pacer,
+    announcer: Announcer,
     /// The error shown in the tray, while there is one.
     problem: Option<String>,
 }
@@ -83,6 +87,7 @@ impl Watch {
             Some(store) => store,
             None => {
                 self.last_version = -1;
+                self.last_status = -1;
                 self.healed_at = Some(Instant::now());
                 self.store.insert(corral::heal::open_healed(&state.home, &state.shepherd()?)?)
             }
@@ -92,13 +97,21 @@ impl Watch {
             changed = heal(store, &state.shepherd()?)?.changed();
             self.healed_at = Some(Instant::now());
         }
-        release(&mut self.pacer, app, store)?;
+        let quiet = state.quiet();
+        self.announcer.release(app, store, quiet)?;
         let version = store.data_version()?;
         if version == self.last_version && !changed {
             return Ok(());
         }
         self.last_version = version;
         state.bump_generation();
+        // Transcript lines move the data version all the time; the tray and
+        // notifications only care when a status (or the set of runs) does.
+        let status = store.status_version()?;
+        if status == self.last_status && !changed {
+            return Ok(());
+        }
+        self.last_status = status;
         tray::refresh(app, store)?;
         let claimed = store.claim_notifications(usize::MAX >> 1)?;
         let claimed_any = !claimed.is_empty();
@@ -112,8 +125,8 @@ impl Watch {
             }
             self.announced_once = true;
         } else {
-            self.pacer.push(speakers, Instant::now());
-            release(&mut self.pacer, app, store)?;
+            self.announcer.pacer.push(speakers, Instant::now());
+            self.announcer.release(app, store, quiet)?;
         }
         if claimed_any {
             self.last_version = store.data_version()?;
@@ -122,9 +135,32 @@ impl Watch {
     }
 }
 
-/// Shows what the pacer lets out now.
-fn release(pacer: &mut Pacer, app: &AppHandle, store: &Store) -> Result<(), AppError> {
-    match pacer.release(Instant::now()) {
+/// Endings on their way to the desktop. Runtime state only.
+#[derive(Default)]
+struct Announcer {
+    pacer: Pacer,
+    /// "Do not disturb" was on at the last round.
+    was_quiet: bool,
+}
+
+impl Announcer {
+    /// Shows what the pacer lets out now: nothing while "Do not disturb" is
+    /// on, everything that waited (as one summary) when it goes off.
+    fn release(&mut self, app: &AppHandle, store: &Store, quiet: bool) -> Result<(), AppError> {
+        let resumed = self.was_quiet && !quiet;
+        self.was_quiet = quiet;
+        let released = match (quiet, resumed) {
+            (true, _) => None,
+            (false, true) => self.pacer.release_all(Instant::now()),
+            (false, false) => self.pacer.release(Instant::now()),
+        };
+        show(app, store, released)
+    }
+}
+
+/// Shows a release of the pacer.
+fn show(app: &AppHandle, store: &Store, released: Option<Release>) -> Result<(), AppError> {
+    match released {
         Some(Release::One(run)) => notify::show(app, announce::single(store, &run)?),
         Some(Release::Many(runs)) => notify::show(app, announce::summary(&runs, false)),
         None => {}

@@ -30,6 +30,15 @@ pub struct Spend {
 }
 
 impl Store {
+    /// A counter that moves when a run is added, changes status, or is
+    /// cleared or seen — not on transcript lines: what the tray and the
+    /// notifications watch.
+    pub fn status_version(&self) -> Result<i64, StoreError> {
+        self.conn()
+            .query_row("SELECT version FROM status_version WHERE id = 1", [], |r| r.get(0))
+            .doing("reading the status version")
+    }
+
     /// The tray's counts.
     pub fn counts(&self) -> Result<Counts, StoreError> {
         let sql = format!(

@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_seen.sql"),
     include_str!("migrations/0004_slots.sql"),
     include_str!("migrations/0005_worktrees.sql"),
+    include_str!("migrations/0006_status_version.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -354,6 +354,25 @@ def test_one_notification_per_piece_of_work(session, env):
     assert 1 <= len(burst) <= 3, burst
     TIMINGS["notifications for a tree of 1 + 3 runs"] = len(tree)
     TIMINGS["notifications for a burst of 30 endings"] = len(burst)
+
+    # Do not disturb: nothing while it is on; what ended meanwhile is one
+    # summary when it goes off.
+    def toggle_quiet():
+        menu_path, entries = tray_menu(item)
+        quiet = next(i for i, label in entries if label == "Do not disturb")
+        click_menu(item, menu_path, quiet)
+
+    toggle_quiet()
+    before = len(session.notifications.shown)
+    quiet_runs = [env.launch("quick", f"quiet {i}") for i in range(2)]
+    wait_until("the quiet runs to end", lambda: all(env.show(r)["exited_at"] for r in quiet_runs))
+    time.sleep(3)  # nothing may arrive while quiet (asserted just below)
+    assert len(session.notifications.shown) == before, session.notifications.shown[before:]
+    toggle_quiet()
+    wait_until("the summary on resuming", lambda: len(session.notifications.shown) > before)
+    time.sleep(1)  # nothing more may arrive (asserted just below)
+    resumed = session.notifications.shown[before:]
+    assert len(resumed) == 1 and resumed[0]["summary"] == "2 runs finished: 2 completed", resumed
     app.kill()
     app.wait()
     session.watcher.items.clear()

@@ -74,13 +74,14 @@ pub fn refresh(app: &AppHandle, store: &Store) -> Result<(), AppError> {
         let _ = tray.set_icon(Some(icon::draw(look.0, look.1)));
         shown.icon = Some(look);
     }
+    let quiet = state.quiet();
     let signature = format!(
-        "{counts:?}|{:?}|{launchable:?}|{:?}",
+        "{counts:?}|{:?}|{launchable:?}|{:?}|{quiet}",
         runs.iter().map(|r| (&r.id, r.status)).collect::<Vec<_>>(),
         shown.problem
     );
     if shown.menu != signature {
-        let menu = build_menu(app, &counts, &runs, &launchable, shown.problem.as_deref())?;
+        let menu = build_menu(app, &counts, &runs, &launchable, shown.problem.as_deref(), quiet)?;
         let _ = tray.set_menu(Some(menu));
         shown.menu = signature;
     }
@@ -121,6 +122,7 @@ fn build_menu(
     runs: &[corral::Run],
     launchable: &[items::launch::Entry],
     problem: Option<&str>,
+    quiet: bool,
 ) -> tauri::Result<Menu<tauri::Wry>> {
     let menu = Menu::new(app)?;
     if let Some(problem) = problem {
@@ -136,6 +138,7 @@ fn build_menu(
     menu.append(&PredefinedMenuItem::separator(app)?)?;
     menu.append(&items::open::item(app)?)?;
     menu.append(&items::clear::item(app)?)?;
+    menu.append(&items::quiet::item(app, quiet)?)?;
     menu.append(&items::quit::item(app)?)?;
     Ok(menu)
 }

@@ -5,6 +5,7 @@ pub mod counts;
 pub mod launch;
 pub mod open;
 pub mod problem;
+pub mod quiet;
 pub mod quit;
 pub mod recent;
 
@@ -20,6 +21,7 @@ pub fn handle(app: &AppHandle, id: &str) {
         match id {
             open::ID => open::clicked(app),
             clear::ID => clear::clicked(app),
+            quiet::ID => quiet::clicked(app),
             quit::ID => quit::clicked(app),
             _ => {}
         }
