@@ -90,6 +90,17 @@ def main():
     used = (cpu_ticks(app.pid) - before) / ticks
     print(f"idle CPU over 60 s with 10 runs in the store: {used / 60 * 100:.2f}% ({used * 1000:.0f} ms of CPU)")
 
+    # Ten runs streaming about 100 lines a second each: the tray must not
+    # care (it looks only when a status changes).
+    env.preset("stream", ["sh", "-c", "while :; do echo line; sleep 0.01; done"], "Streams lines forever")
+    streams = [env.launch("stream", f"stream {i}") for i in range(10)]
+    wait_until("10 running", lambda: tray_label(item) == "10 running / 20 total", every=0.05)
+    before = cpu_ticks(app.pid)
+    time.sleep(10)
+    used = (cpu_ticks(app.pid) - before) / ticks
+    print(f"tray only, 10 runs streaming ~100 lines/s each: app CPU over 10 s {used / 10 * 100:.1f}% of a core")
+    env.cli("abort", *streams)
+
     main_kb, webkit_kb, procs = memory(app)
     print(f"memory, window closed: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs) or 'no child process'})")
     t0 = time.monotonic()
