@@ -83,8 +83,15 @@ pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
         _ => run.error.as_deref().or(run.final_text.as_deref()),
     };
     let first = source.and_then(|t| t.lines().find(|l| !l.trim().is_empty())).unwrap_or(&run.task).trim();
-    let urgent = run.status != RunStatus::Completed || tree.iter().any(|r| r.status != RunStatus::Completed);
-    Ok(Announcement { summary, body: first.chars().take(200).collect(), run: Some(run.id.clone()), urgent })
+    let mut body: String = first.chars().take(200).collect();
+    // Denied actions need the user: said first, and urgent.
+    let denied: Vec<String> = std::iter::once(run).chain(&tree).flat_map(|r| r.denied.iter().cloned()).collect();
+    let denied_note = crate::run::denied_note(&denied);
+    if let Some(note) = &denied_note {
+        body = format!("{note}\n{body}");
+    }
+    let failed = run.status != RunStatus::Completed || tree.iter().any(|r| r.status != RunStatus::Completed);
+    Ok(Announcement { summary, body, run: Some(run.id.clone()), urgent: failed || denied_note.is_some() })
 }
 
 /// One announcement for many endings. `while_closed`: they ended while the

@@ -184,6 +184,13 @@ impl Usage {
     }
 }
 
+/// "2 actions were denied: Bash(npm test), Edit(src/x.rs)" for refused tool
+/// calls, if there are any.
+pub fn denied_note(denied: &[String]) -> Option<String> {
+    let n = denied.len();
+    (n > 0).then(|| format!("{n} {} denied: {}", if n == 1 { "action was" } else { "actions were" }, denied.join(", ")))
+}
+
 /// One run as stored. Serializes to the `--json` run object of the CLI
 /// contract (plus `children`, filled by the caller that knows them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -242,6 +249,9 @@ pub struct Run {
     pub promoter_pid: Option<i32>,
     #[serde(skip)]
     pub promoter_start: Option<u64>,
+    /// Tool calls the agent was refused (`Bash(npm test)`), in order.
+    #[serde(default)]
+    pub denied: Vec<String>,
     /// Its git worktree, while it has one (see `worktree`).
     pub worktree: Option<crate::worktree::Worktree>,
     /// The repository it was launched in, when it has a worktree.
@@ -253,6 +263,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// "2 actions were denied: Bash(npm test), Edit(src/x.rs)", if any were.
+    pub fn denied_note(&self) -> Option<String> {
+        denied_note(&self.denied)
+    }
+
     /// The first non-blank line of its error, else of its final text: what
     /// one line about the run should say.
     pub fn headline(&self) -> &str {

@@ -118,6 +118,17 @@ fn pi_auto_retry_exhausted_fails_despite_exit_code_0() {
 }
 
 #[test]
+fn claude_permission_denials_are_kept_and_said() {
+    let mut r = replay(AgentKind::Claude, "claude-2.1-permission-denied.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!(v.status, RunStatus::Completed, "a denial is not a failure");
+    assert_eq!(r.adapter.report().denied, ["Bash(touch /tmp/corral-denied-probe)"]);
+    assert!(r.events.iter().any(|e| e.text == "1 action was denied: Bash(touch /tmp/corral-denied-probe)"));
+    let clean = replay(AgentKind::Claude, "claude-2.1-read-tool-success.jsonl");
+    assert!(clean.adapter.report().denied.is_empty());
+}
+
+#[test]
 fn claude_read_tool_success() {
     let mut r = replay(AgentKind::Claude, "claude-2.1-read-tool-success.jsonl");
     let v = outcome(&mut r, ProcessEnd::Exited(0));

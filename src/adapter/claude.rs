@@ -103,6 +103,18 @@ impl Adapter for ClaudeAdapter {
     }
 }
 
+/// A refused tool call as Claude Code's permission rules write it:
+/// `Bash(npm test)`, `Edit(src/x.rs)`, or the tool's name alone.
+fn denial(entry: &Value) -> String {
+    let tool = json::str_at(entry, &["tool_name"]).unwrap_or("?");
+    let input = &entry["tool_input"];
+    let detail = ["command", "file_path", "path", "url", "pattern"].iter().find_map(|key| json::str_at(input, &[key]));
+    match detail {
+        Some(detail) => format!("{tool}({})", detail.lines().next().unwrap_or_default()),
+        None => tool.to_string(),
+    }
+}
+
 impl ClaudeAdapter {
     fn on_system(&mut self, event: &Value, out: &mut Vec<TranscriptEvent>) {
         match json::str_at(event, &["subtype"]) {
@@ -182,6 +194,10 @@ impl ClaudeAdapter {
         if report.resolved_model.is_none() {
             let models = event.get("modelUsage").and_then(Value::as_object);
             report.resolved_model = models.and_then(|m| m.keys().next().cloned());
+        }
+        report.denied = event["permission_denials"].as_array().into_iter().flatten().map(denial).collect();
+        if let Some(note) = crate::run::denied_note(&report.denied) {
+            out.push(TranscriptEvent::text(EventKind::System, note));
         }
         let result_text = json::str_at(event, &["result"]).map(str::to_string);
         let is_error = event.get("is_error").and_then(Value::as_bool).unwrap_or(false);

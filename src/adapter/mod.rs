@@ -156,6 +156,8 @@ pub struct Report {
     pub cost_usd: Option<f64>,
     /// The agent's session id, for resuming.
     pub session_id: Option<String>,
+    /// Tool calls the agent was refused (`Bash(npm test)`), in order.
+    pub denied: Vec<String>,
 }
 
 /// One agent CLI's invocation and stream rules.
@@ -252,6 +254,7 @@ impl Report {
             usage,
             cost_usd,
             session_id: next.session_id.clone().or_else(|| self.session_id.clone()),
+            denied: self.denied.iter().chain(&next.denied).cloned().collect(),
         }
     }
 }

@@ -52,10 +52,14 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
         ("session", or_dash(run.session_id.as_deref())),
         ("parent", or_dash(run.parent_id.as_deref())),
         ("children", if run.children.is_empty() { "-".into() } else { run.children.join(" ") }),
+        ("worktree", run.worktree.as_ref().map_or_else(|| "-".into(), |w| format!("{} ({})", w.path, w.branch))),
         ("folder", store.home().run_dir(&run.id).display().to_string()),
     ];
     for (key, value) in fields {
         writeln!(out, "{key:<10} {value}")?;
+    }
+    if let Some(note) = run.denied_note() {
+        writeln!(out, "\n{note}")?;
     }
     if let Some(error) = &run.error {
         writeln!(out, "\nerror:\n{}", indent(error))?;

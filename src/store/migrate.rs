@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_slots.sql"),
     include_str!("migrations/0005_worktrees.sql"),
     include_str!("migrations/0006_status_version.sql"),
+    include_str!("migrations/0007_denied.sql"),
 ];
 
 /// The schema version this binary writes.

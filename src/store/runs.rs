@@ -20,7 +20,7 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
     dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at,
     promoted_at, promoter_pid, promoter_start, worktree_path, worktree_branch, worktree_base, worktree_repo,
-    worktree_from_branch, worktree_removed_at";
+    worktree_from_branch, worktree_removed_at, denied";
 
 /// SQL list of the terminal statuses.
 static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
@@ -418,7 +418,7 @@ impl Store {
                error = ?6, final_text = ?7, resolved_model = coalesce(?8, resolved_model),
                input_tokens = ?9, output_tokens = ?10, cache_read_tokens = ?11,
                cache_write_tokens = ?12, cost_usd = ?13, session_id = coalesce(?14, session_id),
-               completed_at = ?15, started_at = coalesce(started_at, ?15)
+               completed_at = ?15, started_at = coalesce(started_at, ?15), denied = ?16
              WHERE id = ?1 AND status NOT IN {}",
             *TERMINAL
         );
@@ -440,7 +440,8 @@ impl Store {
                     r.usage.cache_write_tokens as i64,
                     r.cost_usd,
                     r.session_id,
-                    now
+                    now,
+                    (!r.denied.is_empty()).then(|| serde_json::to_string(&r.denied).expect("strings serialize"))
                 ],
             )
         })
@@ -679,5 +680,6 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         },
         worktree_repo: row.get(40)?,
         worktree_from_branch: row.get(41)?,
+        denied: row.get::<_, Option<String>>(43)?.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or_default(),
     }))
 }

@@ -162,6 +162,15 @@ fn real_claude_code() {
         "mcplead",
         r#"stub> mcp launch_agent {"preset": "quick", "task": "from-the-parent"} stub> say launched {last}"#,
     );
+
+    // A tool call headless Claude refuses is shown as denied.
+    real.preset("plain", "claude", "");
+    let id = real.launch("plain", "stub> bash touch /tmp/corral-denied-probe stub> say after the denial");
+    let run = real.end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["denied"], serde_json::json!(["Bash(touch /tmp/corral-denied-probe)"]), "{run:#}");
+    let shown = real.env.ok(&["show", &id]);
+    assert!(shown.contains("1 action was denied: Bash(touch /tmp/corral-denied-probe)"), "{shown}");
 }
 
 #[test]
