@@ -413,12 +413,14 @@ def test_window(session, env):
         click_menu(item, menu_path, launch_item)
         wait_until("the launch form", lambda: driver.js("return location.hash").startswith("#/launch?preset=echo"))
         wait_until("presets loaded", lambda: driver.js("return document.querySelector('#launch-preset').value") == "echo")
+        assert driver.js("return document.querySelector('#launch-worktree').checked") is False, "the preset's choice"
         driver.type("#launch-task", "hello from the form")
         driver.js("document.querySelector('#launch-cwd').value = arguments[0]", str(env.project))
         driver.click("#launch-submit")
         launched = wait_until("the new run", lambda: (h := driver.js("return location.hash")).startswith("#/run/") and h[6:])
         wait_until("it to complete", lambda: env.show(launched)["status"] == "completed")
         assert env.show(launched)["final_text"] == "hello from the form"
+        assert env.show(launched)["worktree"] is None
 
         # Abort from the window.
         stuck = env.launch("slow", str(env.root / "never"))

@@ -1,5 +1,6 @@
 // The launch form: preset, task, folder (with a picker; changing it finds
-// that project's presets), model override.
+// that project's presets), model override, and a git worktree of its own
+// (the preset's choice by default).
 
 import { call, h, say } from "../app.js";
 
@@ -14,6 +15,13 @@ export async function show(view, _arg, params) {
   const cwdInput = h("input", { type: "text", id: "launch-cwd", value: cwd, list: "launch-folders", placeholder: "/path/to/project", onchange: () => loadPresets() });
   const task = h("textarea", { id: "launch-task", placeholder: "What should the agent do? It sees only this text." });
   const model = h("input", { type: "text", id: "launch-model", placeholder: "default: the preset's model" });
+  const worktree = h("input", { type: "checkbox", id: "launch-worktree" });
+  let presets = [];
+  const presetWorktree = () => {
+    const chosen = presets.find((p) => p.name === presetSelect.value);
+    worktree.checked = Boolean(chosen && chosen.worktree);
+  };
+  presetSelect.addEventListener("change", presetWorktree);
   const submit = h("button", { class: "primary", id: "launch-submit", type: "submit" }, "Launch");
   const pick = h("button", { type: "button", id: "launch-pick", onclick: async () => {
     const folder = await call("pick_folder");
@@ -23,15 +31,17 @@ export async function show(view, _arg, params) {
   async function loadPresets() {
     const set = await call("list_presets", { cwd: cwdInput.value || null });
     const keep = presetSelect.value || wanted;
+    presets = set.presets;
     presetSelect.replaceChildren(...set.presets.map((p) =>
       h("option", { value: p.name, selected: p.name === keep }, `${p.name} (${p.agent}) — ${p.description}`)));
+    presetWorktree();
   }
 
   const form = h("form", { class: "form", id: "launch-form", onsubmit: async (e) => {
     e.preventDefault();
     submit.disabled = true;
     try {
-      const run = await call("launch_run", { preset: presetSelect.value, task: task.value, cwd: cwdInput.value, model: model.value || null });
+      const run = await call("launch_run", { preset: presetSelect.value, task: task.value, cwd: cwdInput.value, model: model.value || null, worktree: worktree.checked });
       say(`launched ${run.id}`);
       location.hash = `#/run/${run.id}`;
     } catch (err) {
@@ -44,6 +54,9 @@ export async function show(view, _arg, params) {
     h("label", { for: "launch-task" }, "Task"), task,
     h("label", { for: "launch-cwd" }, "Folder"), h("div", { class: "row" }, cwdInput, pick),
     h("label", { for: "launch-model" }, "Model"), model,
+    h("label", { for: "launch-worktree" }, "Worktree"),
+    h("label", { class: "check" }, worktree,
+      " its own git worktree and branch — uncommitted work in your tree is not copied"),
     h("span"), h("div", {}, submit),
   );
   view.append(h("h1", {}, "Launch"), form, h("datalist", { id: "launch-folders" }, folders.map((f) => h("option", { value: f }))));

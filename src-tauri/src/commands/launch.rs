@@ -18,6 +18,7 @@ pub fn launch_run(
     task: String,
     cwd: String,
     model: Option<String>,
+    worktree: Option<bool>,
 ) -> Result<Run, AppError> {
     let cwd = PathBuf::from(cwd.trim());
     if !cwd.is_absolute() {
@@ -31,7 +32,7 @@ pub fn launch_run(
         model: model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty()),
         parent: None,
         env: None,
-        worktree: None,
+        worktree,
         base: None,
     };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
