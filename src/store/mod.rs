@@ -30,6 +30,11 @@ pub use waits::{BlockedProcess, WaitId};
 /// fifty shepherds committing at once must queue, never fail.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Space kept in reserve beside the database (`corral.db.reserve`), given
+/// up only to record how runs ended when the disk is full: a run's outcome
+/// must be written even when its transcript filled the disk.
+const RESERVE_BYTES: usize = 256 << 10;
+
 /// What went wrong in the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -95,6 +100,7 @@ impl Store {
         let me = crate::process::ProcessId::of(std::process::id() as i32);
         let mut store = Store { conn, home: home.clone(), me };
         migrate::apply(&mut store.conn, &path)?;
+        store.keep_reserve();
         Ok(store)
     }
 
@@ -126,6 +132,47 @@ impl Store {
         Ok(value)
     }
 
+    /// Runs `f` like [`Store::write`]; if the disk is full, gives up the
+    /// reserve and tries once more. For the writes that record how a run
+    /// ended, which must not be lost to a full disk.
+    pub(crate) fn write_reserving<T>(
+        &mut self,
+        doing: &'static str,
+        f: impl Fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        match self.write(doing, &f) {
+            Err(StoreError::Sql { source, .. }) if is_disk_full(&source) && self.release_reserve() => {
+                self.write(doing, f)
+            }
+            other => other,
+        }
+    }
+
+    fn reserve_file(&self) -> PathBuf {
+        self.home.data_dir().join("corral.db.reserve")
+    }
+
+    /// Creates the reserve if it is missing and the disk has room (never an
+    /// error: a full disk is exactly when it cannot be made).
+    fn keep_reserve(&self) {
+        let path = self.reserve_file();
+        if path.exists() {
+            return;
+        }
+        let made = crate::home::create_private(&path).and_then(|mut f| {
+            std::io::Write::write_all(&mut f, &vec![0u8; RESERVE_BYTES])?;
+            f.sync_all()
+        });
+        if made.is_err() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    /// Gives up the reserve; true if there was one.
+    fn release_reserve(&self) -> bool {
+        std::fs::remove_file(self.reserve_file()).is_ok()
+    }
+
     /// Caps this connection's page cache, for long-lived small processes
     /// (a shepherd writes far more than it reads).
     pub fn limit_cache(&self, kib: u32) -> Result<(), StoreError> {
@@ -136,6 +183,11 @@ impl Store {
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// True if SQLite says the disk is full.
+fn is_disk_full(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(err, _) if err.code == rusqlite::ErrorCode::DiskFull)
 }
 
 /// Per-connection settings, in one place.

@@ -422,7 +422,7 @@ impl Store {
              WHERE id = ?1 AND status NOT IN {}",
             *TERMINAL
         );
-        self.write("committing a run's outcome", |tx| {
+        self.write_reserving("committing a run's outcome", |tx| {
             tx.execute(
                 &sql,
                 params![
@@ -494,7 +494,7 @@ impl Store {
         exit_signal: Option<i32>,
     ) -> Result<(), StoreError> {
         let now = time::format(time::now());
-        self.write("recording a run's exit", |tx| {
+        self.write_reserving("recording a run's exit", |tx| {
             tx.execute(
                 "UPDATE runs SET exited_at = coalesce(exited_at, ?2),
                    exit_code = coalesce(exit_code, ?3), exit_signal = coalesce(exit_signal, ?4)
