@@ -198,10 +198,7 @@ impl Pacer {
     /// disturb", whatever the pace.
     pub fn release_all(&mut self, now: Instant) -> Option<Release> {
         self.first_pending?;
-        self.sent.push_back(now);
-        self.first_pending = None;
-        let mut runs = std::mem::take(&mut self.pending);
-        Some(if runs.len() == 1 { Release::One(Box::new(runs.remove(0))) } else { Release::Many(runs) })
+        Some(self.take(now))
     }
 
     /// What to show now, if anything.
@@ -213,10 +210,19 @@ impl Pacer {
         if now.duration_since(first) < Self::GATHER || self.sent.len() >= Self::PER_MINUTE {
             return None;
         }
+        Some(self.take(now))
+    }
+
+    /// Everything waiting, as one release sent `now`.
+    fn take(&mut self, now: Instant) -> Release {
         self.sent.push_back(now);
         self.first_pending = None;
         let mut runs = std::mem::take(&mut self.pending);
-        Some(if runs.len() == 1 { Release::One(Box::new(runs.remove(0))) } else { Release::Many(runs) })
+        if runs.len() == 1 {
+            Release::One(Box::new(runs.remove(0)))
+        } else {
+            Release::Many(runs)
+        }
     }
 }
 

@@ -217,15 +217,7 @@ pub fn patch(worktree: &Worktree) -> Result<String, WorktreeError> {
 /// conflict, uncommitted changes in the files it would touch, or another
 /// branch checked out.
 pub fn merge_squashed(repo: &Path, branch: &str, worktree: &Worktree, message: &str) -> Result<String, WorktreeError> {
-    let current = git(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"], "reading the branch").unwrap_or_default();
-    if current.trim() != branch {
-        return Err(WorktreeError::WouldConflict(format!(
-            "{} has {} checked out, not {branch} where the run started: `git -C {} switch {branch}`, then merge again",
-            repo.display(),
-            if current.trim().is_empty() { "no branch" } else { current.trim() },
-            repo.display()
-        )));
-    }
+    require_branch(repo, branch)?;
     let path = Path::new(&worktree.path);
     let tree = snapshot(path)?;
     let patch = git(path, &["diff", "--binary", "--no-renames", &worktree.base, &tree], "diffing")?;
@@ -268,14 +260,31 @@ pub fn merge_squashed(repo: &Path, branch: &str, worktree: &Worktree, message: &
     Ok(git(repo, &["rev-parse", "HEAD"], "reading the new commit")?.trim().to_string())
 }
 
-/// Commits the index with `message`, as the user if git knows who that is,
-/// else as Corral.
-fn commit(dir: &Path, message: &str, doing: &'static str) -> Result<(), WorktreeError> {
-    let known = git_output(dir, &["config", "user.email"], &[], "reading the committer")?.status.success();
-    let mut args = Vec::new();
-    if !known {
-        args.extend(["-c", "user.name=Corral", "-c", "user.email=corral@localhost"]);
+/// Changes nothing unless `repo` has `branch` checked out.
+fn require_branch(repo: &Path, branch: &str) -> Result<(), WorktreeError> {
+    let current = git(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"], "reading the branch").unwrap_or_default();
+    let current = current.trim();
+    if current == branch {
+        return Ok(());
     }
+    Err(WorktreeError::WouldConflict(format!(
+        "{} has {} checked out, not {branch} where the run started: `git -C {} switch {branch}`, then merge again",
+        repo.display(),
+        if current.is_empty() { "no branch" } else { current },
+        repo.display()
+    )))
+}
+
+/// The git arguments that make a commit in `dir` as the user if git knows
+/// who that is, else as Corral.
+fn committer(dir: &Path) -> Result<&'static [&'static str], WorktreeError> {
+    let known = git_output(dir, &["config", "user.email"], &[], "reading the committer")?.status.success();
+    Ok(if known { &[] } else { &["-c", "user.name=Corral", "-c", "user.email=corral@localhost"] })
+}
+
+/// Commits the index with `message` (see [`committer`]).
+fn commit(dir: &Path, message: &str, doing: &'static str) -> Result<(), WorktreeError> {
+    let mut args = committer(dir)?.to_vec();
     args.extend(["commit", "--quiet", "--no-verify", "-m", message]);
     git(dir, &args, doing).map(drop)
 }
@@ -297,14 +306,7 @@ pub fn remove(repo: &Path, worktree: &Worktree) -> Result<(), WorktreeError> {
 /// keeping the agent's commits (its uncommitted work is committed on its
 /// branch first), or changes nothing and says why.
 pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &str) -> Result<String, WorktreeError> {
-    let current = git(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"], "reading the branch").unwrap_or_default();
-    if current.trim() != branch {
-        return Err(WorktreeError::WouldConflict(format!(
-            "{} does not have {branch} checked out: `git -C {} switch {branch}`, then merge again",
-            repo.display(),
-            repo.display()
-        )));
-    }
+    require_branch(repo, branch)?;
     let path = Path::new(&worktree.path);
     git(path, &["add", "--all", "--", "."], "collecting the worktree's changes")?;
     let staged = git_output(path, &["diff", "--cached", "--quiet"], &[], "looking for uncommitted changes")?;
@@ -312,11 +314,7 @@ pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &st
         let message = format!("Uncommitted changes of Corral run {run_id}");
         commit(path, &message, "committing the run's uncommitted changes")?;
     }
-    let known = git_output(repo, &["config", "user.email"], &[], "reading the committer")?.status.success();
-    let mut args = Vec::new();
-    if !known {
-        args.extend(["-c", "user.name=Corral", "-c", "user.email=corral@localhost"]);
-    }
+    let mut args = committer(repo)?.to_vec();
     args.extend(["merge", "--no-ff", "--no-edit", &worktree.branch]);
     let out = git_output(repo, &args, &[], "merging")?;
     if !out.status.success() {

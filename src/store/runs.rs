@@ -258,38 +258,34 @@ impl Store {
     /// Runs whose outcome is committed but whose processes were never
     /// recorded as reaped (their shepherd may have died during cleanup).
     pub fn unreaped_runs(&self) -> Result<Vec<Run>, StoreError> {
-        let sql =
-            format!("SELECT {RUN_COLUMNS} FROM runs WHERE status IN {} AND exited_at IS NULL ORDER BY num", *TERMINAL);
-        let mut stmt = self.conn().prepare(&sql).doing("listing unreaped runs")?;
-        let rows = stmt
-            .query_map([], run_from_row)
-            .doing("listing unreaped runs")?
-            .collect::<Result<Vec<_>, _>>()
-            .doing("listing unreaped runs")?;
-        rows.into_iter().collect()
+        // Through the partial index: never a scan of every ended run.
+        let filter = format!(
+            "num IN (SELECT num FROM runs INDEXED BY runs_unreaped WHERE exited_at IS NULL) AND status IN {}",
+            *TERMINAL
+        );
+        self.runs_where(&filter, [], "listing unreaped runs")
     }
 
     /// Active runs (not terminal), oldest first: what reconciliation checks.
     pub fn active_runs(&self) -> Result<Vec<Run>, StoreError> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE status NOT IN {} ORDER BY num", *TERMINAL);
-        let mut stmt = self.conn().prepare(&sql).doing("listing active runs")?;
-        let rows = stmt
-            .query_map([], run_from_row)
-            .doing("listing active runs")?
-            .collect::<Result<Vec<_>, _>>()
-            .doing("listing active runs")?;
-        rows.into_iter().collect()
+        self.runs_where(&format!("status NOT IN {}", *TERMINAL), [], "listing active runs")
     }
 
     /// The direct children of a run, oldest first.
     pub fn child_runs(&self, id: &str) -> Result<Vec<Run>, StoreError> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE parent_id = ?1 ORDER BY num");
-        let mut stmt = self.conn().prepare_cached(&sql).doing("listing child runs")?;
-        let rows = stmt
-            .query_map([id], run_from_row)
-            .doing("listing child runs")?
-            .collect::<Result<Vec<_>, _>>()
-            .doing("listing child runs")?;
+        self.runs_where("parent_id = ?1", [id], "listing child runs")
+    }
+
+    /// Runs matching an SQL condition, oldest first (without `children`).
+    fn runs_where(
+        &self,
+        filter: &str,
+        params: impl rusqlite::Params,
+        doing: &'static str,
+    ) -> Result<Vec<Run>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE {filter} ORDER BY num");
+        let mut stmt = self.conn().prepare_cached(&sql).doing(doing)?;
+        let rows = stmt.query_map(params, run_from_row).doing(doing)?.collect::<Result<Vec<_>, _>>().doing(doing)?;
         rows.into_iter().collect()
     }
 

@@ -56,11 +56,7 @@ impl Store {
 
     /// The wait is over (its call returned, or its process died).
     pub fn remove_wait(&mut self, wait: WaitId) -> Result<(), StoreError> {
-        self.write("removing a wait", |tx| {
-            tx.execute("DELETE FROM wait_targets WHERE wait_id = ?1", [wait.0])?;
-            tx.execute("DELETE FROM waits WHERE id = ?1", [wait.0])
-        })
-        .map(drop)
+        self.write("removing a wait", |tx| delete_wait(tx, wait))
     }
 
     /// Every registered wait with its process, for reconciliation.
@@ -95,9 +91,14 @@ impl Store {
             if slotted && super::slots::slots_in(tx)?.working >= max_parallel {
                 return Ok(false);
             }
-            tx.execute("DELETE FROM wait_targets WHERE wait_id = ?1", [wait.0])?;
-            tx.execute("DELETE FROM waits WHERE id = ?1", [wait.0])?;
+            delete_wait(tx, wait)?;
             Ok(true)
         })
     }
+}
+
+fn delete_wait(tx: &rusqlite::Transaction<'_>, wait: WaitId) -> rusqlite::Result<()> {
+    tx.execute("DELETE FROM wait_targets WHERE wait_id = ?1", [wait.0])?;
+    tx.execute("DELETE FROM waits WHERE id = ?1", [wait.0])?;
+    Ok(())
 }
