@@ -278,13 +278,8 @@ impl Run {
     /// The folder the run was launched in: with a worktree, the same
     /// subfolder of the repository it was launched from.
     pub fn launch_folder(&self) -> std::path::PathBuf {
-        match (&self.worktree, &self.worktree_repo) {
-            (Some(w), Some(repo)) => {
-                let inside = std::path::Path::new(&self.cwd).strip_prefix(&w.path).unwrap_or(std::path::Path::new(""));
-                std::path::Path::new(repo).join(inside)
-            }
-            _ => self.cwd.clone().into(),
-        }
+        let cwd = std::path::Path::new(&self.cwd);
+        self.folder_launched_for(cwd).unwrap_or_else(|| cwd.to_path_buf())
     }
 
     /// For a folder inside this run's worktree, the same folder in the
