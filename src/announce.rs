@@ -30,14 +30,15 @@ pub struct Announcement {
     pub urgent: bool,
 }
 
-/// True if `run`'s ending is announced on its own.
+/// True if `run`'s ending is announced on its own: a top-level run, or a
+/// child a person replied to, unless its preset's `notify` says otherwise.
 pub fn speaks(run: &Run, notify: Option<Notify>) -> bool {
     let failed = run.status != RunStatus::Completed;
     match notify {
         Some(Notify::Always) => true,
         Some(Notify::Failures) => failed,
         Some(Notify::Never) => false,
-        None => run.parent_id.is_none(),
+        None => run.parent_id.is_none() || run.replied_at.is_some(),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod preset;
 pub mod process;
 pub mod queue;
 pub mod reconcile;
+pub mod reply;
 pub mod review;
 pub mod run;
 pub mod run_env;

@@ -260,6 +260,9 @@ pub struct Run {
     /// The branch checked out there at launch: where `merge` brings changes.
     #[serde(skip)]
     pub worktree_from_branch: Option<String>,
+    /// When a person (not another run's agent) last replied to it (`corral
+    /// reply`): from then on it is their conversation, announced on its own.
+    pub replied_at: Option<String>,
 }
 
 impl Run {

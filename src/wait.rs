@@ -98,7 +98,7 @@ fn wait_loop(
             healed_at = Some(Instant::now());
         }
         let runs: Vec<Run> = ids.iter().map(|id| store.run(id)).collect::<Result<_, _>>()?;
-        if runs.iter().all(|r| r.status.is_terminal()) {
+        if all_over(store, &runs)? {
             return Ok(WaitResult { runs, timed_out: false });
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -110,6 +110,16 @@ fn wait_loop(
         let recheck = healed_at.map_or_else(Instant::now, |at| at + HEAL_EVERY);
         watcher.changed_before(store, Some(deadline.map_or(recheck, |d| d.min(recheck))))?;
     }
+}
+
+/// True if every run ended and none is about to start again for a reply.
+fn all_over(store: &Store, runs: &[Run]) -> Result<bool, StoreError> {
+    for run in runs {
+        if !run.status.is_terminal() || store.reopens_soon(&run.id)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Records that the run `caller` now has the results of those of `runs`

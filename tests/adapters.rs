@@ -263,6 +263,7 @@ fn ctx(p: &corral::Preset) -> corral::adapter::InvocationContext<'_> {
         model: Some("m1"),
         run_dir: "/runs/r1".into(),
         system_prompt_file: Some("/runs/r1/system-prompt.md".into()),
+        allowed: &[],
     }
 }
 
@@ -277,7 +278,8 @@ fn continuation_turns_resume_the_same_session() {
 
     let claude = preset("claude");
     let args = for_agent(AgentKind::Claude).resume_invocation(&ctx(&claude), "sess-9").unwrap().args;
-    assert_eq!(&args[args.len() - 4..], ["--resume", "sess-9", "--", "results of the children"]);
+    assert_eq!(&args[..3], ["-p", "--resume", "sess-9"], "ahead of options that take several values");
+    assert_eq!(&args[args.len() - 2..], ["--", "results of the children"]);
     assert!(args.contains(&"--append-system-prompt".to_string()) && args.contains(&"--extra".to_string()));
     assert!(for_agent(AgentKind::Claude).resume_invocation(&ctx(&claude), "").is_none(), "no session id, no resume");
 

@@ -62,6 +62,7 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
             "launch_agent",
             "list_presets",
             "merge_run",
+            "reply_agent",
             "run_changes",
             "wait_agents"
         ]
@@ -104,6 +105,20 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
     assert_eq!(aborted["run"]["status"], "aborted");
     env.wait_end(&stuck);
     assert!(processes_of_run(&stuck).is_empty());
+
+    // A follow-up to a run that ended, in its agent's own session.
+    env.use_fake("claude", "conversing");
+    env.agent_preset("talk", "claude", "");
+    let (_, talk) = call(&client, "launch_agent", json!({"preset": "talk", "task": "hello"})).await;
+    let talk = talk["run_id"].as_str().unwrap().to_string();
+    call(&client, "wait_agents", json!({"run_ids": [talk], "timeout_s": 20})).await;
+    let (error, replied) = call(&client, "reply_agent", json!({"run_id": talk, "text": "say more"})).await;
+    assert!(!error, "{replied}");
+    assert_eq!(replied["result"], "a new turn of its session starts");
+    let (_, waited) = call(&client, "wait_agents", json!({"run_ids": [talk], "timeout_s": 20})).await;
+    assert_eq!(waited["runs"][0]["final_text"], "Echo: say more", "{waited:#}");
+    let (error, text) = call(&client, "reply_agent", json!({"run_id": b, "text": "again"})).await;
+    assert!(error && text.as_str().unwrap().contains("cannot continue a session"), "{text}");
 
     // Bad input: tool errors with useful text; the server stays up.
     let (error, text) = call(&client, "agent_result", json!({"run_id": "nope"})).await;

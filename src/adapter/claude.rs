@@ -40,6 +40,10 @@ impl Adapter for ClaudeAdapter {
             args.extend(["--append-system-prompt".to_string(), preset.system_prompt.clone()]);
         }
         args.extend(preset.args.iter().cloned());
+        if !ctx.allowed.is_empty() {
+            args.push("--allowedTools".to_string());
+            args.extend(ctx.allowed.iter().cloned());
+        }
         // Options like --allowedTools take several values: without `--` the
         // task would be swallowed as one more, and a task that begins with
         // `-` would be read as an option.
@@ -52,9 +56,8 @@ impl Adapter for ClaudeAdapter {
             return None; // resume only by the stored session id, never a guess
         }
         let mut invocation = self.invocation(ctx).ok()?;
-        let task = invocation.args.pop()?;
-        let end_of_options = invocation.args.pop()?;
-        invocation.args.extend(["--resume".to_string(), session_id.to_string(), end_of_options, task]);
+        // Ahead of every option that takes several values.
+        invocation.args.splice(1..1, ["--resume".to_string(), session_id.to_string()]);
         Some(invocation)
     }
 
@@ -92,6 +95,10 @@ impl Adapter for ClaudeAdapter {
 
     fn busy(&self) -> bool {
         !self.open_tools.is_empty()
+    }
+
+    fn allows_tools(&self) -> bool {
+        true
     }
 
     fn verdict_on_exit(&mut self, end: ProcessEnd, stderr_tail: &str) -> Verdict {

@@ -60,6 +60,9 @@ pub struct InvocationContext<'a> {
     pub run_dir: PathBuf,
     /// The preset's body written to a file, for agents that read it from one.
     pub system_prompt_file: Option<PathBuf>,
+    /// Tools allowed for this turn besides the preset's (a reply's
+    /// `--allow-denied`), as the agent's permission rules write them.
+    pub allowed: &'a [String],
 }
 
 /// Why an invocation cannot be built from a preset.
@@ -92,6 +95,8 @@ word_enum! {
         Output = "output",
         /// Something the agent or Corral noted about the run.
         System = "system",
+        /// What the user said to the agent after the task (`corral reply`).
+        User = "user",
     }
 }
 
@@ -194,6 +199,12 @@ pub trait Adapter: Send {
     /// `session_id` the id the stream reported. `None`: it cannot.
     fn resume_invocation(&self, _ctx: &InvocationContext<'_>, _session_id: &str) -> Option<Invocation> {
         None
+    }
+
+    /// True if [`InvocationContext::allowed`] reaches the agent: it can be
+    /// told to allow exactly the tool calls it was refused.
+    fn allows_tools(&self) -> bool {
+        false
     }
 
     /// True if the stream's usage covers the whole session (Codex), so a

@@ -8,6 +8,7 @@ mod launch;
 mod ls;
 mod merge;
 mod presets;
+mod reply;
 mod search;
 mod show;
 mod table;
@@ -123,6 +124,8 @@ enum Command {
         /// Run id (or a unique prefix).
         run: String,
     },
+    /// Say one more thing to a run's agent, in a new turn of its own session.
+    Reply(reply::Args),
     /// Search tasks, results and transcripts.
     Search {
         /// Words to find.
@@ -180,6 +183,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Diff { run, stat, json } => diff::run(&store, &run, stat, json, &mut out)?,
         Command::Merge { run, no_squash, json } => merge::run(&store, &run, no_squash, json, &mut out)?,
         Command::Discard { run } => discard::run(&mut store, &run, &mut out)?,
+        Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
         Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
         Command::Mcp | Command::Shepherd { .. } => unreachable!("handled above"),
     };

@@ -59,7 +59,15 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
         writeln!(out, "{key:<10} {value}")?;
     }
     if let Some(note) = run.denied_note() {
-        writeln!(out, "\n{note}")?;
+        writeln!(out, "\n{note}\n  (corral reply {} --allow-denied: allow them and go on)", run.id)?;
+    }
+    let replies = store.replies(&run.id)?;
+    if !replies.is_empty() {
+        writeln!(out, "\nreplies:")?;
+        for reply in &replies {
+            let state = if reply.delivered_at.is_some() { "delivered" } else { "waiting for the agent" };
+            writeln!(out, "  {}  {state}\n{}", when(&Some(reply.created_at.clone())), indent(&indent(&reply.text)))?;
+        }
     }
     if let Some(error) = &run.error {
         writeln!(out, "\nerror:\n{}", indent(error))?;

@@ -24,7 +24,7 @@ pub fn run(
     loop {
         // Read the status before the events: a run seen terminal here has
         // committed its last event before, so the drain below gets it all.
-        let ended = store.run(&id)?.status.is_terminal();
+        let ended = store.run(&id)?.status.is_terminal() && !store.reopens_soon(&id)?;
         loop {
             let events = store.events_after(&id, after, PAGE)?;
             for event in &events {

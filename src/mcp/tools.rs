@@ -34,6 +34,8 @@ enum ToolFailure {
     Heal(#[from] crate::heal::HealError),
     #[error(transparent)]
     Review(#[from] ReviewError),
+    #[error(transparent)]
+    Reply(#[from] crate::reply::ReplyError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -99,6 +101,18 @@ pub struct MergeArgs {
     /// Keep the agent's commits (a merge commit) instead of one squashed commit.
     #[serde(default)]
     pub keep_commits: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReplyArgs {
+    /// The run to reply to.
+    pub run_id: String,
+    /// What to tell its agent next. May be empty with allow_denied.
+    #[serde(default)]
+    pub text: String,
+    /// Allow exactly the tool calls the agent was refused, for the new turn.
+    #[serde(default)]
+    pub allow_denied: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -340,6 +354,22 @@ impl CorralTools {
         .await
     }
 
+    #[tool(
+        description = "Tell a run's agent one more thing, in a new turn of its own session (same folder or worktree): a follow-up to a run that ended (it runs again), or to an active one (its agent gets it when its current turn ends). Then call wait_agents with its run_id for the new result."
+    )]
+    async fn reply_agent(&self, Parameters(args): Parameters<ReplyArgs>) -> CallToolResult {
+        self.with_store(move |store, shepherd| {
+            let allow = args.allow_denied.unwrap_or(false);
+            let replied = crate::reply::reply(store, &args.run_id, &args.text, allow, shepherd)?;
+            let note = match replied.placed {
+                crate::store::ReplyPlaced::Kept => "kept: its agent gets it when its current turn ends",
+                crate::store::ReplyPlaced::Reopened => "a new turn of its session starts",
+            };
+            Ok(json_result(&serde_json::json!({ "result": note, "run": RunView::from(&replied.run) })))
+        })
+        .await
+    }
+
     #[tool(description = "Remove an ended run's worktree and its branch, dropping its changes.")]
     async fn discard_run(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
@@ -358,7 +388,8 @@ impl ServerHandler for CorralTools {
             .with_instructions(
                 "Corral runs coding agents in the background. To delegate work: list_presets, then launch_agent \
                  once per independent task (they run in parallel), then wait_agents with all the run ids to collect \
-                 their final texts. Never poll agent_status in a loop. abort_agent stops a run you no longer need.",
+                 their final texts. Never poll agent_status in a loop. reply_agent continues a run's conversation; \
+                 abort_agent stops a run you no longer need.",
             )
     }
 }

@@ -12,6 +12,7 @@
 
 use std::time::Instant;
 
+use super::replies::{self, NextTurn};
 use super::supervise::Supervisor;
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{EventKind, Verdict};
@@ -22,9 +23,11 @@ use crate::watch::{Watcher, POLL_INTERVAL};
 
 /// What to do after the children are settled.
 pub(super) enum Next {
-    /// Run a continuation turn with this prompt.
-    Continue(String),
-    /// The run's outcome is committed.
+    /// Run this turn next: a continuation with the children's results, or
+    /// a reply.
+    Turn(NextTurn),
+    /// The run's outcome is committed, or held again for a reply that came
+    /// in meanwhile (see `Supervisor::held`).
     Done,
 }
 
@@ -75,14 +78,23 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
             return Ok(Next::Done);
         }
         sup.store.mark_collected(&ids)?;
-        return Ok(Next::Continue(prompt));
+        return Ok(Next::Turn(sup.continuation(prompt)));
+    }
+    if sup.can_resume() && !sup.store.pending_replies(&sup.run_id)?.is_empty() {
+        if !take_slot_back(sup, &mut watcher)? {
+            return Ok(Next::Done);
+        }
+        if let Some(turn) = replies::deliver(&mut sup.store, &sup.run_id)? {
+            return Ok(Next::Turn(turn));
+        }
     }
     commit_with_children(sup, verdict)?;
     Ok(Next::Done)
 }
 
-/// A continuation turn is work: a run that was `waiting` takes a slot back
-/// first (ahead of every queued run). False if the run was stopped meanwhile.
+/// A continuation or reply turn is work: a run that was `waiting` takes a
+/// slot back first (ahead of every queued run). False if the run was stopped
+/// meanwhile.
 fn take_slot_back(sup: &mut Supervisor, watcher: &mut Watcher) -> Result<bool, ShepherdError> {
     loop {
         let status = sup.store.run(&sup.run_id)?.status;
@@ -128,7 +140,8 @@ fn block(sup: &mut Supervisor, watcher: &mut Watcher, deadline: Option<Instant>)
 }
 
 /// Commits the turn's verdict. Children whose results the agent never got
-/// are listed under its final text, so they are not lost.
+/// are listed under its final text, so they are not lost. A reply waiting
+/// for the agent holds the verdict instead (see `Supervisor::commit_turn_end`).
 pub(super) fn commit_with_children(sup: &mut Supervisor, verdict: Verdict) -> Result<(), ShepherdError> {
     let kids = sup.store.child_runs(&sup.run_id)?;
     let uncollected: Vec<&Run> = kids.iter().filter(|c| c.status.is_terminal() && c.collected_at.is_none()).collect();
@@ -143,7 +156,7 @@ pub(super) fn commit_with_children(sup: &mut Supervisor, verdict: Verdict) -> Re
         let ids: Vec<String> = uncollected.iter().map(|c| c.id.clone()).collect();
         sup.store.mark_collected(&ids)?;
     }
-    sup.commit_report(verdict.status, verdict.stop_reason, verdict.error, report)
+    sup.commit_turn_end(verdict, report).map(drop)
 }
 
 /// Aborts the run's active direct children; their shepherds do the same to

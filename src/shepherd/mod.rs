@@ -14,6 +14,7 @@ mod children;
 mod cleanup;
 mod lines;
 mod prepare;
+mod replies;
 mod spawn;
 mod supervise;
 
@@ -97,14 +98,17 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     let preset = store.run_preset(run_id)?;
     let run_dir = home.run_dir(run_id);
     home::ensure_private_dir(&run_dir).map_err(StoreError::from)?;
-    let launch = match spawn::AgentLaunch::new(home, &run, preset, run_dir) {
+    // A run that started before was reopened by a reply: its first turn
+    // here delivers the reply in the agent's session.
+    let reopened = run.started_at.is_some();
+    let mut launch = match spawn::AgentLaunch::new(home, &run, preset, run_dir) {
         Ok(launch) => launch,
         Err(e) => {
             let error = format!("cannot prepare the run's folder {}: {e}", home.run_dir(run_id).display());
             return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
         }
     };
-    match prepare::prepare(&mut store, &run, &launch) {
+    match prepare::prepare(&mut store, &run, &launch, !reopened) {
         Ok(()) => {}
         Err(prepare::NotPrepared::Store(e)) => return Err(e.into()),
         Err(prepare::NotPrepared::Failed(error)) => {
@@ -116,9 +120,28 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         return end_unstarted(&mut store, run_id, RunStatus::Aborted, StopReason::UserAbort, why);
     }
     let adapter = adapter::for_agent(launch.preset.agent);
-    let invocation = match adapter.invocation(&launch.context(&run.task)) {
-        Ok(invocation) => invocation,
-        Err(e) => return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &e.to_string()),
+    let mut earlier = None;
+    let invocation = if reopened {
+        let Some(turn) = replies::deliver(&mut store, run_id)? else {
+            let why = "the run was reopened, but no reply waits for it";
+            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, why);
+        };
+        launch.allowed = turn.allowed.unwrap_or_default();
+        let session = run.session_id.as_deref().unwrap_or_default();
+        let Some(invocation) = adapter.resume_invocation(&launch.context(&turn.prompt), session) else {
+            let why = format!("{} cannot resume this run's session, so it cannot take a reply", launch.preset.agent);
+            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &why);
+        };
+        store.append_events(run_id, store.last_event_seq(run_id)? + 1, &turn.notes)?;
+        earlier = Some(replies::earlier_report(&run));
+        invocation
+    } else {
+        match adapter.invocation(&launch.context(&run.task)) {
+            Ok(invocation) => invocation,
+            Err(e) => {
+                return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &e.to_string())
+            }
+        }
     };
     if let Some(problem) = launch.cwd_problem() {
         return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &problem);
@@ -144,6 +167,7 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         sigchld,
         stop,
         shepherd: ShepherdCommand::current_exe().doing("finding the corral executable")?,
+        earlier,
     })?;
     supervisor.run()
 }

@@ -31,8 +31,9 @@ impl From<StoreError> for NotPrepared {
 }
 
 /// Creates the run's worktree if it has one and it does not exist yet, then
-/// runs the preset's `setup` there.
-pub(super) fn prepare(store: &mut Store, run: &Run, launch: &AgentLaunch) -> Result<(), NotPrepared> {
+/// runs the preset's `setup` there before the run's first turn (a run
+/// reopened by a reply was set up already).
+pub(super) fn prepare(store: &mut Store, run: &Run, launch: &AgentLaunch, first_turn: bool) -> Result<(), NotPrepared> {
     let mut notes = Vec::new();
     if let (Some(worktree), Some(repo)) = (&run.worktree, &run.worktree_repo) {
         if !Path::new(&worktree.path).exists() {
@@ -47,7 +48,7 @@ pub(super) fn prepare(store: &mut Store, run: &Run, launch: &AgentLaunch) -> Res
         }
     }
     let setup = &launch.preset.setup;
-    if setup.is_empty() {
+    if setup.is_empty() || !first_turn {
         return note(store, &run.id, notes);
     }
     notes.push(format!("setup: {}", setup.join(" ")));

@@ -27,6 +27,9 @@ pub(super) struct AgentLaunch {
     /// The launcher's environment, kept with the run (`None` for a run
     /// launched before Corral kept one: it gets the shepherd's).
     pub env: Option<Vec<(OsString, OsString)>>,
+    /// Tools allowed besides the preset's, from the reply that started the
+    /// current turn (`--allow-denied`); kept for its continuation turns.
+    pub allowed: Vec<String>,
 }
 
 impl AgentLaunch {
@@ -50,6 +53,7 @@ impl AgentLaunch {
             system_prompt_file,
             home_env: home.env_value(),
             env,
+            allowed: Vec::new(),
         })
     }
 
@@ -61,6 +65,7 @@ impl AgentLaunch {
             model: self.model.as_deref(),
             run_dir: self.run_dir.clone(),
             system_prompt_file: self.system_prompt_file.clone(),
+            allowed: &self.allowed,
         }
     }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::children::{self, Next};
 use super::cleanup::Cleanup;
 use super::lines::LineSplitter;
+use super::replies::NextTurn;
 use super::spawn::{AgentLaunch, RunLogs};
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{self, Adapter, EventKind, ProcessEnd, Report, StreamLine, TranscriptEvent, Verdict};
@@ -20,7 +21,7 @@ use crate::heal::HEAL_EVERY_AT_WORK;
 use crate::process::{self, ProcessId, Readiness, Sig, SignalPipe};
 use crate::queue::ShepherdCommand;
 use crate::run::{RunStatus, StopReason};
-use crate::store::{Outcome, Store};
+use crate::store::{Committed, Outcome, Store};
 
 /// Most bytes of one stdout line kept in memory; the rest is counted.
 pub const MAX_LINE: usize = 4 << 20;
@@ -46,6 +47,8 @@ pub(super) struct Setup {
     pub sigchld: SignalPipe,
     pub stop: SignalPipe,
     pub shepherd: ShepherdCommand,
+    /// What earlier turns reported: those of a run reopened by a reply.
+    pub earlier: Option<Report>,
 }
 
 /// Why Corral itself is ending a run early.
@@ -181,7 +184,7 @@ impl Supervisor {
             config: setup.config,
             stop: setup.stop,
             adapter: setup.adapter,
-            earlier: None,
+            earlier: setup.earlier,
             continuations: 0,
             logs: setup.logs,
             sigchld: setup.sigchld,
@@ -208,10 +211,17 @@ impl Supervisor {
         }
         loop {
             self.supervise_turn()?;
-            let Some(verdict) = self.held.take() else { break };
-            match children::settle(self, verdict)? {
-                Next::Continue(prompt) => self.start_continuation(&prompt)?,
-                Next::Done => break,
+            // Settling may hold the verdict again: a reply that came in as
+            // the run was about to end.
+            let next = loop {
+                let Some(verdict) = self.held.take() else { break None };
+                if let Next::Turn(turn) = children::settle(self, verdict)? {
+                    break Some(turn);
+                }
+            };
+            match next {
+                Some(turn) => self.start_turn(turn)?,
+                None => break,
             }
         }
         self.finish()
@@ -494,7 +504,12 @@ impl Supervisor {
     pub(super) fn can_continue(&self, verdict: &Verdict) -> bool {
         verdict.status == RunStatus::Completed
             && self.continuations < self.config.max_continuations
-            && self.resume_invocation("").is_some()
+            && self.can_resume()
+    }
+
+    /// True if the agent's session can take another turn (a reply's).
+    pub(super) fn can_resume(&self) -> bool {
+        self.resume_invocation("").is_some()
     }
 
     fn resume_invocation(&self, prompt: &str) -> Option<adapter::Invocation> {
@@ -502,17 +517,38 @@ impl Supervisor {
         self.adapter.resume_invocation(&self.launch.context(prompt), &session)
     }
 
-    /// Starts a continuation turn in the agent's session with `prompt`.
-    fn start_continuation(&mut self, prompt: &str) -> Result<(), ShepherdError> {
-        let invocation = self.resume_invocation(prompt).expect("checked by can_continue");
+    /// The next turn with the children's results: `prompt` in the agent's
+    /// session.
+    pub(super) fn continuation(&mut self, prompt: String) -> NextTurn {
         self.continuations += 1;
-        self.pending.push(TranscriptEvent::text(
-            EventKind::System,
-            format!("continuation turn {}: handing the results of child runs to the agent", self.continuations),
-        ));
-        self.pending.push(TranscriptEvent::text(EventKind::System, format!("prompt: {prompt}")));
+        let notes = vec![
+            TranscriptEvent::text(
+                EventKind::System,
+                format!("continuation turn {}: handing the results of child runs to the agent", self.continuations),
+            ),
+            TranscriptEvent::text(EventKind::System, format!("prompt: {prompt}")),
+        ];
+        NextTurn { prompt, allowed: None, notes, reply: false }
+    }
+
+    /// Starts a new turn in the agent's session.
+    fn start_turn(&mut self, turn: NextTurn) -> Result<(), ShepherdError> {
+        if let Some(allowed) = turn.allowed {
+            self.launch.allowed = allowed;
+        }
+        let prompt = turn.prompt;
+        let Some(invocation) = self.resume_invocation(&prompt) else {
+            let error = "the agent's session cannot be resumed".to_string();
+            return self.commit(RunStatus::Failed, StopReason::SpawnFailed, Some(error));
+        };
+        self.pending.extend(turn.notes);
         self.flush_events()?;
-        self.earlier = Some(self.report());
+        let mut earlier = self.report();
+        if turn.reply {
+            // Refusals answered by the user are not this run's any more.
+            earlier.denied.clear();
+        }
+        self.earlier = Some(earlier);
         let next = adapter::for_agent(self.launch.preset.agent);
         let cumulative = next.usage_is_cumulative();
         self.adapter = next;
@@ -533,7 +569,7 @@ impl Supervisor {
         self.worked += self.turn.worked();
         self.turn = Turn::start(&mut child)?;
         self.cleanup.restart(self.turn.agent);
-        self.cleanup.note(&format!("continuation agent started: pid {}", self.turn.agent.pid));
+        self.cleanup.note(&format!("agent of the next turn started: pid {}", self.turn.agent.pid));
         self.store.mark_resumed(&self.run_id, self.turn.agent.pid, self.turn.agent.start)?;
         Ok(())
     }
@@ -617,19 +653,46 @@ impl Supervisor {
         error: Option<String>,
         report: Report,
     ) -> Result<(), ShepherdError> {
+        self.commit_with(Verdict { status, stop_reason, error }, report, false).map(drop)
+    }
+
+    /// Commits the outcome of the agent's own last turn, unless a reply
+    /// waits for it and its session can take one: then the verdict is held
+    /// and the reply is delivered in a new turn. False if so.
+    pub(super) fn commit_turn_end(&mut self, verdict: Verdict, report: Report) -> Result<bool, ShepherdError> {
+        let replies_first = self.can_resume();
+        self.commit_with(verdict, report, replies_first).map(|c| c != Committed::ReplyWaits)
+    }
+
+    fn commit_with(
+        &mut self,
+        verdict: Verdict,
+        report: Report,
+        replies_first: bool,
+    ) -> Result<Committed, ShepherdError> {
         self.flush_events()?;
-        self.held = None;
         let (exit_code, exit_signal) = split_end(self.turn.agent_end);
+        let Verdict { status, stop_reason, error } = verdict.clone();
         let outcome = Outcome { status, stop_reason, exit_code, exit_signal, error, report };
-        let applied = self.store.commit_outcome(&self.run_id, &outcome)?;
-        self.outcome_committed = true;
-        let note = if applied {
-            format!("outcome committed: {status} ({stop_reason})")
+        let committed = if replies_first {
+            self.store.commit_turn_end(&self.run_id, &outcome)?
+        } else if self.store.commit_outcome(&self.run_id, &outcome)? {
+            Committed::Applied
         } else {
-            "outcome was already decided elsewhere; kept it".to_string()
+            Committed::AlreadyDecided
         };
+        let note = match committed {
+            Committed::ReplyWaits => {
+                self.held = Some(verdict);
+                return Ok(committed);
+            }
+            Committed::Applied => format!("outcome committed: {status} ({stop_reason})"),
+            Committed::AlreadyDecided => "outcome was already decided elsewhere; kept it".to_string(),
+        };
+        self.held = None;
+        self.outcome_committed = true;
         self.cleanup.note(&note);
-        Ok(())
+        Ok(committed)
     }
 
     /// Writes pending transcript events in one transaction.

@@ -9,6 +9,7 @@
 mod desk;
 mod events;
 mod migrate;
+mod replies;
 mod runs;
 mod slots;
 mod waits;
@@ -22,7 +23,8 @@ use crate::home::{Home, HomeError, FILE_MODE};
 
 pub use desk::{Counts, Spend};
 pub use events::StoredEvent;
-pub use runs::{AbortRequest, NewRun, Outcome, RunFilter, SearchHit};
+pub use replies::{Reply, ReplyPlaced};
+pub use runs::{AbortRequest, Committed, NewRun, Outcome, RunFilter, SearchHit};
 pub use slots::Slots;
 pub use waits::{BlockedProcess, WaitId};
 

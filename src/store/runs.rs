@@ -20,10 +20,10 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
     dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at,
     promoted_at, promoter_pid, promoter_start, worktree_path, worktree_branch, worktree_base, worktree_repo,
-    worktree_from_branch, worktree_removed_at, denied";
+    worktree_from_branch, worktree_removed_at, denied, replied_at";
 
 /// SQL list of the terminal statuses.
-static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
+pub(super) static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
 
 /// A run about to be launched.
 #[derive(Debug, Clone)]
@@ -42,6 +42,17 @@ pub struct NewRun<'a> {
     /// Where its worktree comes from, if it gets one (the agent then works
     /// in the same subfolder of it as `cwd` is of the repository).
     pub worktree: Option<&'a crate::worktree::Plan>,
+}
+
+/// What committing the outcome of a turn did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    /// The run ended with this outcome.
+    Applied,
+    /// It had ended already (someone else decided first): nothing changed.
+    AlreadyDecided,
+    /// A reply waits for the agent: nothing changed, the run goes on.
+    ReplyWaits,
 }
 
 /// How a run ended, as committed once by whoever ends it.
@@ -392,7 +403,7 @@ impl Store {
         self.write("marking a run running", |tx| {
             tx.execute(
                 &format!(
-                    "UPDATE runs SET status = '{}', agent_pid = ?2, agent_start = ?3, started_at = ?4
+                    "UPDATE runs SET status = '{}', agent_pid = ?2, agent_start = ?3, started_at = coalesce(started_at, ?4)
                      WHERE id = ?1 AND status = '{}'",
                     RunStatus::Running,
                     RunStatus::Starting
@@ -405,21 +416,39 @@ impl Store {
 
     /// Commits a run's outcome, once: returns false if the run was already
     /// terminal (someone else decided first), and then changes nothing.
+    /// What the report leaves out keeps what earlier turns recorded (a
+    /// replied-to run that ends `lost`): texts stay, counts never go down.
     pub fn commit_outcome(&mut self, id: &str, outcome: &Outcome) -> Result<bool, StoreError> {
+        self.commit_unless(id, outcome, false).map(|c| c == Committed::Applied)
+    }
+
+    /// Commits the outcome of the agent's own last turn, unless a reply to
+    /// the run waits: then nothing changes, and the shepherd delivers it in
+    /// a new turn instead of ending the run. Deciding both in one
+    /// transaction means a reply is never left behind by an ending run.
+    pub fn commit_turn_end(&mut self, id: &str, outcome: &Outcome) -> Result<Committed, StoreError> {
+        self.commit_unless(id, outcome, true)
+    }
+
+    fn commit_unless(&mut self, id: &str, outcome: &Outcome, replies_first: bool) -> Result<Committed, StoreError> {
         debug_assert!(outcome.status.is_terminal());
         let now = time::format(time::now());
         let r = &outcome.report;
         let sql = format!(
             "UPDATE runs SET status = ?2, stop_reason = ?3, exit_code = ?4, exit_signal = ?5,
-               error = ?6, final_text = ?7, resolved_model = coalesce(?8, resolved_model),
-               input_tokens = ?9, output_tokens = ?10, cache_read_tokens = ?11,
-               cache_write_tokens = ?12, cost_usd = ?13, session_id = coalesce(?14, session_id),
+               error = ?6, final_text = coalesce(?7, final_text), resolved_model = coalesce(?8, resolved_model),
+               input_tokens = max(input_tokens, ?9), output_tokens = max(output_tokens, ?10),
+               cache_read_tokens = max(cache_read_tokens, ?11), cache_write_tokens = max(cache_write_tokens, ?12),
+               cost_usd = coalesce(?13, cost_usd), session_id = coalesce(?14, session_id),
                completed_at = ?15, started_at = coalesce(started_at, ?15), denied = ?16
              WHERE id = ?1 AND status NOT IN {}",
             *TERMINAL
         );
         self.write_reserving("committing a run's outcome", |tx| {
-            tx.execute(
+            if replies_first && super::replies::has_pending_in(tx, id)? {
+                return Ok(Committed::ReplyWaits);
+            }
+            let n = tx.execute(
                 &sql,
                 params![
                     id,
@@ -439,9 +468,9 @@ impl Store {
                     now,
                     (!r.denied.is_empty()).then(|| serde_json::to_string(&r.denied).expect("strings serialize"))
                 ],
-            )
+            )?;
+            Ok(if n == 1 { Committed::Applied } else { Committed::AlreadyDecided })
         })
-        .map(|n| n == 1)
     }
 
     /// Records that a run's worktree and branch were removed.
@@ -496,16 +525,21 @@ impl Store {
                    exit_code = coalesce(exit_code, ?3), exit_signal = coalesce(exit_signal, ?4)
                  WHERE id = ?1",
                 params![id, now, exit_code, exit_signal],
-            )
+            )?;
+            // A reply said to it while its last processes were reaped.
+            super::replies::reopen_in(tx, id)
         })
         .map(drop)
     }
 
     /// Asks a run to stop. A run that has not started is aborted at once; a
     /// running one gets the request recorded for its shepherd to act on.
+    /// Replies waiting for it stay, undelivered, until the next reply.
     pub fn request_abort(&mut self, id: &str) -> Result<AbortRequest, StoreError> {
         let now = time::format(time::now());
         let before_start = self.write("recording an abort", |tx| {
+            // Replies not delivered yet no longer reopen it: the user said stop.
+            tx.execute("UPDATE replies SET reopens = 0 WHERE run_id = ?1 AND delivered_at IS NULL", [id])?;
             let n = tx.execute(
                 &format!(
                     "UPDATE runs SET status = '{}', stop_reason = '{}',
@@ -677,5 +711,6 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         worktree_repo: row.get(40)?,
         worktree_from_branch: row.get(41)?,
         denied: row.get::<_, Option<String>>(43)?.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or_default(),
+        replied_at: row.get(44)?,
     }))
 }

@@ -130,6 +130,21 @@ impl Real {
         assert!(processes_of_run(&hung).is_empty(), "{agent}: processes survived the abort");
     }
 
+    /// `corral reply` continues the agent's own session: the stub sees the
+    /// first answer in the conversation of the second turn.
+    fn follow_up(&self, preset: &str) {
+        let id = self.launch(preset, "stub> say first answer");
+        let first = self.end(&id);
+        assert_eq!(first["final_text"], "first answer");
+        self.env.ok(&["reply", &id, "--", "stub> say second answer"]);
+        let run = self.env.wait_run(&id, LIMIT, |r| r["final_text"] == "second answer" && !r["exited_at"].is_null());
+        assert_eq!(run["status"], "completed", "{run:#}\n{}", self.transcript(&id));
+        assert_eq!(run["session_id"], first["session_id"], "the same session");
+        let tokens = |r: &Value| r["usage"]["output_tokens"].as_u64().unwrap();
+        assert!(tokens(&run) > tokens(&first), "usage adds up: {run:#}");
+        assert!(self.transcript(&id).contains("[user] stub> say second answer"));
+    }
+
     /// A parent that launched a child and ended its turn gets the child's
     /// result in a continuation turn.
     fn parent_gets_child_result(&self, preset: &str, task: &str) {
@@ -150,6 +165,7 @@ impl Real {
 fn real_claude_code() {
     let real = Real::new();
     real.basics("claude", "args: [--allowedTools, \"Bash(corral launch:*)\"]\n");
+    real.follow_up("a");
     real.preset("lead", "claude", "args: [--allowedTools, \"Bash(corral launch:*)\"]\n");
     real.parent_gets_child_result("lead", "stub> bash corral launch quick from-the-parent stub> say launched {last}");
     let mcp = serde_json::json!({"mcpServers": {"corral": {"command": "corral", "args": ["mcp"]}}}).to_string();
@@ -171,12 +187,32 @@ fn real_claude_code() {
     assert_eq!(run["denied"], serde_json::json!(["Bash(touch /tmp/corral-denied-probe)"]), "{run:#}");
     let shown = real.env.ok(&["show", &id]);
     assert!(shown.contains("1 action was denied: Bash(touch /tmp/corral-denied-probe)"), "{shown}");
+
+    // Allow and continue: the same session, with exactly that call allowed.
+    let id = real.launch("plain", "stub> bash touch corral-probe stub> say after the denial");
+    let run = real.end(&id);
+    assert_eq!(run["denied"], serde_json::json!(["Bash(touch corral-probe)"]), "{run:#}");
+    let again = "stub> bash touch corral-probe stub> say touched it";
+    let out = real.env.ok(&["reply", &id, "--allow-denied", "--", again]);
+    let run = real.end(&id);
+    let transcript = real.transcript(&id);
+    assert_eq!(run["status"], "completed", "{out}\n{run:#}\n{transcript}");
+    assert_eq!(run["final_text"], "touched it", "{transcript}");
+    assert_eq!(run["denied"], serde_json::json!([]), "{run:#}\n{transcript}");
+    assert!(real.env.project.join("corral-probe").exists(), "the allowed call ran:\n{transcript}");
+
+    // A plain follow-up, in the same session.
+    real.env.ok(&["reply", &id, "--", "stub> say and a follow-up"]);
+    let run = real.end(&id);
+    assert_eq!(run["final_text"], "and a follow-up");
+    assert_eq!(real.env.store().replies(&id).unwrap().len(), 2);
 }
 
 #[test]
 fn real_codex() {
     let real = Real::new();
     real.basics("codex", "");
+    real.follow_up("a");
     real.preset("lead", "codex", "");
     real.parent_gets_child_result(
         "lead",
@@ -188,6 +224,7 @@ fn real_codex() {
 fn real_pi() {
     let real = Real::new();
     real.basics("pi", "");
+    real.follow_up("a");
     real.preset("lead", "pi", "tools: bash\n");
     real.parent_gets_child_result("lead", "stub> bash corral launch quick from-the-parent stub> say launched {last}");
 }

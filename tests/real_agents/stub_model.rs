@@ -320,8 +320,14 @@ fn sse(out: &mut String, event: &str, data: Value) {
     out.push_str(&format!("event: {event}\ndata: {data}\n\n"));
 }
 
+/// Numbers the ids of answers: a CLI that resumes a session merges
+/// messages that share an id, as the real services never reuse one.
+static ANSWERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 fn stream_answer(stream: &mut TcpStream, api: Api, request: &Value, tool: Option<(&str, Value)>, text: &str) {
     let model = request["model"].as_str().unwrap_or("stub-model");
+    let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (msg_id, tool_id, call_id) = (format!("msg_stub_{n}"), format!("toolu_stub_{n}"), format!("call_stub_{n}"));
     let mut body = String::new();
     match api {
         Api::Anthropic => {
@@ -329,7 +335,7 @@ fn stream_answer(stream: &mut TcpStream, api: Api, request: &Value, tool: Option
             sse(
                 &mut body,
                 "message_start",
-                json!({"type": "message_start", "message": {"id": "msg_stub", "type": "message", "role": "assistant",
+                json!({"type": "message_start", "message": {"id": msg_id, "type": "message", "role": "assistant",
                     "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage}}),
             );
             let stop = match &tool {
@@ -338,7 +344,7 @@ fn stream_answer(stream: &mut TcpStream, api: Api, request: &Value, tool: Option
                         &mut body,
                         "content_block_start",
                         json!({"type": "content_block_start", "index": 0,
-                            "content_block": {"type": "tool_use", "id": "toolu_stub", "name": name, "input": {}}}),
+                            "content_block": {"type": "tool_use", "id": tool_id, "name": name, "input": {}}}),
                     );
                     sse(
                         &mut body,
@@ -372,7 +378,7 @@ fn stream_answer(stream: &mut TcpStream, api: Api, request: &Value, tool: Option
             sse(&mut body, "message_stop", json!({"type": "message_stop"}));
         }
         Api::Responses => {
-            let id = "resp_stub";
+            let id = format!("resp_stub_{n}");
             sse(
                 &mut body,
                 "response.created",
@@ -380,7 +386,7 @@ fn stream_answer(stream: &mut TcpStream, api: Api, request: &Value, tool: Option
             );
             let item = match &tool {
                 Some((name, input)) => {
-                    let mut call = json!({"type": "function_call", "id": "fc_stub", "call_id": "call_stub",
+                    let mut call = json!({"type": "function_call", "id": format!("fc_stub_{n}"), "call_id": call_id,
                         "name": name, "arguments": input.to_string(), "status": "completed"});
                     if let Some((space, inner)) = name.split_once('/') {
                         call["namespace"] = json!(space);
@@ -392,10 +398,10 @@ fn stream_answer(stream: &mut TcpStream, api: Api, request: &Value, tool: Option
                     sse(
                         &mut body,
                         "response.output_text.delta",
-                        json!({"type": "response.output_text.delta", "item_id": "msg_stub", "output_index": 0,
+                        json!({"type": "response.output_text.delta", "item_id": msg_id, "output_index": 0,
                             "content_index": 0, "delta": text}),
                     );
-                    json!({"type": "message", "id": "msg_stub", "role": "assistant", "status": "completed",
+                    json!({"type": "message", "id": msg_id, "role": "assistant", "status": "completed",
                         "content": [{"type": "output_text", "text": text, "annotations": []}]})
                 }
             };

@@ -1,0 +1,14 @@
+-- What a user or an agent said to a run after it started (`corral reply`),
+-- kept until the run's agent gets it in a turn of its own session.
+CREATE TABLE replies (
+    id           INTEGER PRIMARY KEY,
+    run_id       TEXT NOT NULL REFERENCES runs(id),
+    text         TEXT NOT NULL,
+    allow        TEXT,                -- JSON array of tools allowed for that turn; NULL when none
+    created_at   TEXT NOT NULL,
+    reopens      INTEGER NOT NULL,    -- 1: said to an ended run, which starts again for it
+    delivered_at TEXT
+);
+CREATE INDEX replies_pending ON replies(run_id) WHERE delivered_at IS NULL;
+-- When the run was last replied to: it speaks for itself from then on.
+ALTER TABLE runs ADD COLUMN replied_at TEXT;

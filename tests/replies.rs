@@ -1,0 +1,184 @@
+//! Follow-ups: `corral reply` continues a run's conversation in the agent's
+//! own session, whether the run ended or is still working, and "Allow and
+//! continue" lets the agent use exactly the tool calls it was refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{eventually, is_terminal, Env};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// An installation whose `claude` is the conversing fake, with preset `talk`.
+fn conversing() -> (Env, PathBuf) {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("claude", "conversing");
+    env.agent_preset("talk", "claude", "");
+    let log = env.project.join("turns.log");
+    (env, log)
+}
+
+fn turns(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+fn transcript(env: &Env, id: &str) -> String {
+    env.ok(&["tail", id])
+}
+
+/// Lets a turn of the fake held on `hold` answer.
+fn release(hold: &Path) {
+    std::fs::write(hold, "").unwrap();
+}
+
+#[test]
+fn a_reply_to_an_ended_run_continues_its_session_and_adds_up() {
+    let (env, log) = conversing();
+    let id = env.launch_env("talk", "write the parser", &[("CONVERSE_LOG", log.to_str().unwrap())]);
+    let first = env.wait_end(&id);
+    assert_eq!(first["final_text"], "Echo: write the parser");
+
+    let out = env.corral(&["reply", &id, "now", "add", "tests", "--wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("completed"));
+
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["final_text"], "Echo: now add tests");
+    assert_eq!(run["cost_usd"], 0.02, "two turns of $0.01 add up");
+    assert_eq!(run["usage"]["output_tokens"], 10);
+    assert!(run["replied_at"].is_string());
+    let turns = turns(&log);
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    assert_eq!(turns[1], "resume=conv-session allowed= prompt=now add tests", "the same session, the reply as prompt");
+    let text = transcript(&env, &id);
+    assert!(text.contains("[user] now add tests"), "the transcript shows what was said:\n{text}");
+    let (said, answer) = (text.find("[user] now add tests").unwrap(), text.rfind("Echo: now add tests").unwrap());
+    assert!(said < answer, "the reply comes before its answer:\n{text}");
+    assert!(env.ok(&["show", &id]).contains("delivered"));
+}
+
+#[test]
+fn a_reply_to_a_working_run_is_delivered_when_its_turn_ends_and_the_run_ends_once() {
+    let (env, log) = conversing();
+    let hold = env.project.join("hold");
+    let vars = [("CONVERSE_LOG", log.to_str().unwrap()), ("CONVERSE_HOLD", hold.to_str().unwrap())];
+    let id = env.launch_env("talk", "first question", &vars);
+    env.wait_run(&id, LIMIT, |r| r["status"] == "running");
+    // Someone already waits for the run: they must get the end of the
+    // conversation, not of its first turn.
+    let waiter = env.command(&["wait", &id]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+
+    let said = env.ok(&["reply", &id, "and a second one"]);
+    assert!(said.contains("when its turn ends"), "{said}");
+    release(&hold);
+    assert!(eventually(LIMIT, || turns(&log).len() == 2), "the reply became the next turn: {:?}", turns(&log));
+    let run = env.show(&id);
+    assert_eq!(run["status"], "running", "the run did not end between the turns");
+    assert!(run["completed_at"].is_null());
+    release(&hold);
+
+    let out = waiter.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("completed") && said.contains("Echo: and a second one"), "{said}");
+    let run = env.wait_end(&id);
+    assert_eq!(run["final_text"], "Echo: and a second one");
+    assert_eq!(turns(&log)[1], "resume=conv-session allowed= prompt=and a second one");
+}
+
+#[test]
+fn allow_and_continue_runs_a_turn_with_exactly_the_refused_tools_allowed() {
+    let (env, log) = conversing();
+    let id = env.launch_env("talk", "run npm test", &[("CONVERSE_LOG", log.to_str().unwrap())]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["denied"], serde_json::json!(["Bash(npm test)"]));
+    let shown = env.ok(&["show", &id]);
+    assert!(shown.contains("1 action was denied: Bash(npm test)") && shown.contains("--allow-denied"), "{shown}");
+
+    let out = env.ok(&["reply", &id, "--allow-denied", "--wait"]);
+    assert!(out.contains("completed"), "{out}");
+    let run = env.wait_end(&id);
+    assert_eq!(run["final_text"], "ran npm test: 3 passed");
+    assert_eq!(run["denied"], serde_json::json!([]), "nothing is refused any more");
+    let turns = turns(&log);
+    assert!(turns[1].starts_with("resume=conv-session allowed=Bash(npm test); "), "{turns:?}");
+    assert!(transcript(&env, &id).contains("allowed for this turn: Bash(npm test)"));
+}
+
+#[test]
+fn a_reopened_run_takes_a_slot_like_any_turn() {
+    let (env, log) = conversing();
+    env.config("max_parallel = 1\n");
+    let id = env.launch_env("talk", "one", &[("CONVERSE_LOG", log.to_str().unwrap())]);
+    env.wait_end(&id);
+    let hold = env.project.join("hold");
+    let vars = [("CONVERSE_LOG", log.to_str().unwrap()), ("CONVERSE_HOLD", hold.to_str().unwrap())];
+    let busy = env.launch_env("talk", "busy", &vars);
+    env.wait_run(&busy, LIMIT, |r| r["status"] == "running");
+
+    env.ok(&["reply", &id, "two"]);
+    assert_eq!(env.show(&id)["status"], "queued", "the only slot is taken");
+    release(&hold);
+    env.wait_end(&busy);
+    let run = env.wait_run(&id, LIMIT, |r| is_terminal(r) && !r["exited_at"].is_null());
+    assert_eq!(run["final_text"], "Echo: two");
+}
+
+#[test]
+fn an_aborted_run_does_not_take_a_waiting_reply_until_replied_to_again() {
+    let (env, log) = conversing();
+    let hold = env.project.join("hold");
+    let vars = [("CONVERSE_LOG", log.to_str().unwrap()), ("CONVERSE_HOLD", hold.to_str().unwrap())];
+    let id = env.launch_env("talk", "long job", &vars);
+    env.wait_run(&id, LIMIT, |r| r["status"] == "running");
+    env.ok(&["reply", &id, "then this"]);
+    env.ok(&["abort", &id]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "aborted");
+    assert_eq!(env.show(&id)["status"], "aborted", "stop means stop: the waiting reply does not restart it");
+    assert!(env.ok(&["show", &id]).contains("waiting for the agent"));
+    assert_eq!(turns(&log).len(), 1);
+
+    release(&hold);
+    env.ok(&["reply", &id, "go on after all"]);
+    let run = env.wait_run(&id, LIMIT, |r| r["status"] == "completed" && !r["exited_at"].is_null());
+    assert_eq!(
+        turns(&log)[1],
+        "resume=conv-session allowed= prompt=then this  go on after all",
+        "both replies, in order"
+    );
+    assert!(run["final_text"].as_str().unwrap().contains("go on after all"));
+}
+
+#[test]
+fn replies_that_cannot_be_delivered_are_refused_before_anything_starts() {
+    let env = Env::new();
+    env.command_preset("cmd", &["true"]);
+    let id = env.launch("cmd", "x");
+    env.wait_end(&id);
+    let said = |args: &[&str]| {
+        let out = env.corral(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?} must fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(said(&["reply", &id, "more"]).contains("cannot continue a session: launch a new run instead"));
+    assert!(said(&["reply", "nosuchrun", "more"]).contains("no run 'nosuchrun'"));
+
+    let (env, log) = conversing();
+    let id = env.launch_env("talk", "hello", &[("CONVERSE_LOG", log.to_str().unwrap())]);
+    env.wait_end(&id);
+    let said = |args: &[&str]| {
+        let out = env.corral(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?} must fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(said(&["reply", &id]).contains("the reply is empty"));
+    assert!(said(&["reply", &id, "--allow-denied"]).contains("had no actions denied"));
+    let run: Value = env.show(&id);
+    assert_eq!(run["status"], "completed", "nothing changed");
+    assert_eq!(turns(&log).len(), 1);
+}
