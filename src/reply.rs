@@ -66,6 +66,9 @@ pub fn reply(
     shepherd: &ShepherdCommand,
 ) -> Result<Replied, ReplyError> {
     let run = store.find_run(id)?;
+    if run.worktree.is_none() && run.worktree_repo.is_some() {
+        return Err(ReplyError::Discarded { run: run.id });
+    }
     let preset = store.run_preset(&run.id)?;
     let adapter = adapter::for_agent(run.agent);
     let ctx = InvocationContext {
@@ -82,9 +85,6 @@ pub fn reply(
     let session = run.session_id.as_deref().unwrap_or_default();
     if run.status.is_terminal() && adapter.resume_invocation(&ctx, session).is_none() {
         return Err(ReplyError::NoSession { run: run.id });
-    }
-    if run.worktree.is_none() && run.worktree_repo.is_some() {
-        return Err(ReplyError::Discarded { run: run.id });
     }
     let allowed = if allow_denied {
         if run.denied.is_empty() {

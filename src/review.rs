@@ -33,11 +33,22 @@ pub fn worktree_of(run: &Run) -> Result<&Worktree, WorktreeError> {
     }
 }
 
-/// What run `id` (or a unique prefix) changed.
-pub fn changes(store: &Store, id: &str) -> Result<(Run, Changes), ReviewError> {
+/// What run `id` (or a unique prefix) changed; the numbers are kept with
+/// the run (the window's `+N −M`).
+pub fn changes(store: &mut Store, id: &str) -> Result<(Run, Changes), ReviewError> {
     let run = store.find_run(id)?;
     let changes = worktree::changes(worktree_of(&run)?)?;
+    store.record_changes(&run.id, changes.count())?;
     Ok((run, changes))
+}
+
+/// Measures what run `id` changed, if it has a worktree, and keeps the
+/// numbers with it: done by its shepherd when the run ends.
+pub fn measure(store: &mut Store, id: &str) -> Result<(), ReviewError> {
+    if store.run(id)?.worktree.is_some() {
+        changes(store, id)?;
+    }
+    Ok(())
 }
 
 /// A merge that happened.

@@ -254,15 +254,32 @@ pub struct Run {
     pub denied: Vec<String>,
     /// Its git worktree, while it has one (see `worktree`).
     pub worktree: Option<crate::worktree::Worktree>,
-    /// The repository it was launched in, when it has a worktree.
+    /// The repository it was launched in, when it has (or had) a worktree.
     #[serde(skip)]
     pub worktree_repo: Option<String>,
+    /// Where its worktree is or was, even once discarded.
+    #[serde(skip)]
+    pub worktree_dir: Option<String>,
     /// The branch checked out there at launch: where `merge` brings changes.
     #[serde(skip)]
     pub worktree_from_branch: Option<String>,
     /// When a person (not another run's agent) last replied to it (`corral
     /// reply`): from then on it is their conversation, announced on its own.
     pub replied_at: Option<String>,
+    /// What its worktree changed, as last measured (at its end, and by
+    /// every diff); `None` without a worktree or before any measure.
+    pub changes: Option<ChangeCount>,
+}
+
+/// How much a run's worktree changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeCount {
+    /// Files changed.
+    pub files: u64,
+    /// Lines added.
+    pub added: u64,
+    /// Lines removed.
+    pub removed: u64,
 }
 
 impl Run {
@@ -285,11 +302,11 @@ impl Run {
         self.folder_launched_for(cwd).unwrap_or_else(|| cwd.to_path_buf())
     }
 
-    /// For a folder inside this run's worktree, the same folder in the
-    /// repository the run was launched from.
+    /// For a folder inside this run's worktree (kept or discarded), the
+    /// same folder in the repository the run was launched from.
     pub fn folder_launched_for(&self, folder: &std::path::Path) -> Option<std::path::PathBuf> {
-        let (worktree, repo) = (self.worktree.as_ref()?, self.worktree_repo.as_ref()?);
-        let inside = folder.strip_prefix(&worktree.path).ok()?;
+        let (worktree, repo) = (self.worktree_dir.as_ref()?, self.worktree_repo.as_ref()?);
+        let inside = folder.strip_prefix(worktree).ok()?;
         Some(std::path::Path::new(repo).join(inside))
     }
 

@@ -160,6 +160,13 @@ pub struct Changes {
     pub removed: u64,
 }
 
+impl Changes {
+    /// How much changed, in numbers.
+    pub fn count(&self) -> crate::run::ChangeCount {
+        crate::run::ChangeCount { files: self.files.len() as u64, added: self.added, removed: self.removed }
+    }
+}
+
 /// A snapshot of everything in the worktree (commits, changes, untracked
 /// files, `.gitignore` respected) as a tree, through a private index so the
 /// agent's own index is untouched. Returns the tree's id.

@@ -72,6 +72,8 @@ fn a_run_works_on_its_own_branch_and_is_reviewed_merged_and_discarded() {
     assert!(!env.project.join("new.txt").exists());
     let transcript = env.ok(&["tail", &id]);
     assert!(transcript.contains(&format!("worktree {path} on branch corral/{id}")), "{transcript}");
+    // Measured as the run ended, for the window's list.
+    assert_eq!(run["changes"], serde_json::json!({"files": 4, "added": 4, "removed": 0}));
 
     // Review: commits, uncommitted and untracked files alike.
     let diff = env.json(&["diff", &id]);
@@ -105,6 +107,11 @@ fn a_run_works_on_its_own_branch_and_is_reviewed_merged_and_discarded() {
     assert!(env.show(&id)["worktree"].is_null());
     let again = env.corral(&["diff", &id]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("discarded"));
+    // Relaunching it (as the window does) starts from where it was launched.
+    let run = env.store().run(&id).unwrap();
+    assert_eq!(run.launch_folder(), env.project.join("sub"), "not the discarded worktree's folder");
+    let again = env.corral(&["reply", &id, "more"]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("worktree was discarded"));
 }
 
 #[test]

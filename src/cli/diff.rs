@@ -7,18 +7,18 @@ use corral::review::worktree_of;
 use corral::worktree;
 use corral::Store;
 
-pub fn run(store: &Store, id: &str, stat: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &mut Store, id: &str, stat: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let run = store.find_run(id)?;
     let worktree = worktree_of(&run)?;
     if json {
-        let changes = worktree::changes(worktree)?;
+        let (_, changes) = corral::review::changes(store, id)?;
         let mut value = serde_json::to_value(&changes)?;
         if !stat {
             value["diff"] = worktree::patch(worktree)?.into();
         }
         super::print_json(out, &value)?;
     } else if stat {
-        let changes = worktree::changes(worktree)?;
+        let (_, changes) = corral::review::changes(store, id)?;
         let width = changes.files.iter().map(|f| f.path.chars().count()).max().unwrap_or(0);
         for file in &changes.files {
             let counts = if file.binary { "binary".to_string() } else { format!("+{} -{}", file.added, file.removed) };

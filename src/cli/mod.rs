@@ -180,7 +180,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Tail { run, follow } => tail::run(&mut store, &run, follow, &shepherd, &mut out)?,
         Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &shepherd, &mut out)?,
         Command::Abort { runs, json } => abort::run(&mut store, &runs, json, &shepherd, &mut out)?,
-        Command::Diff { run, stat, json } => diff::run(&store, &run, stat, json, &mut out)?,
+        Command::Diff { run, stat, json } => diff::run(&mut store, &run, stat, json, &mut out)?,
         Command::Merge { run, no_squash, json } => merge::run(&store, &run, no_squash, json, &mut out)?,
         Command::Discard { run } => discard::run(&mut store, &run, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,

@@ -718,6 +718,10 @@ impl Supervisor {
         // Whatever an escapee left in the pipe is still part of the run.
         self.read_stdout(16 * READ_BUDGET)?;
         self.flush_events()?;
+        // What the run changed is known with its exit (the window's +N −M).
+        if let Err(e) = crate::review::measure(&mut self.store, &self.run_id) {
+            tracing::warn!(run = %self.run_id, "cannot measure the worktree's changes: {e}");
+        }
         let (code, signal) = split_end(self.turn.agent_end);
         self.store.mark_exited(&self.run_id, code, signal)?;
         self.cleanup.note("every process of the run is reaped");

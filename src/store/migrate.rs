@@ -19,7 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_status_version.sql"),
     include_str!("migrations/0007_denied.sql"),
     include_str!("migrations/0008_unreaped_index.sql"),
-    include_str!("migrations/0009_replies.sql"),
+    include_str!("migrations/0009_replies_and_changes.sql"),
 ];
 
 /// The schema version this binary writes.

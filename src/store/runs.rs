@@ -10,7 +10,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use super::{Doing, Store, StoreError};
 use crate::adapter::Report;
 use crate::preset::Preset;
-use crate::run::{Run, RunStatus, StopReason, Usage};
+use crate::run::{ChangeCount, Run, RunStatus, StopReason, Usage};
 use crate::time;
 
 /// Columns of a run, in the order [`run_from_row`] reads them.
@@ -20,7 +20,7 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
     dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at,
     promoted_at, promoter_pid, promoter_start, worktree_path, worktree_branch, worktree_base, worktree_repo,
-    worktree_from_branch, worktree_removed_at, denied, replied_at";
+    worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed";
 
 /// SQL list of the terminal statuses.
 pub(super) static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
@@ -473,6 +473,17 @@ impl Store {
         })
     }
 
+    /// Records what a run's worktree changed, as just measured.
+    pub fn record_changes(&mut self, id: &str, count: ChangeCount) -> Result<(), StoreError> {
+        self.write("recording a run's changes", |tx| {
+            tx.execute(
+                "UPDATE runs SET changes_files = ?2, changes_added = ?3, changes_removed = ?4 WHERE id = ?1",
+                params![id, count.files as i64, count.added as i64, count.removed as i64],
+            )
+        })
+        .map(drop)
+    }
+
     /// Records that a run's worktree and branch were removed.
     pub fn mark_worktree_removed(&mut self, id: &str) -> Result<(), StoreError> {
         let now = time::format(time::now());
@@ -709,8 +720,16 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
             _ => None,
         },
         worktree_repo: row.get(40)?,
+        worktree_dir: row.get(37)?,
         worktree_from_branch: row.get(41)?,
         denied: row.get::<_, Option<String>>(43)?.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or_default(),
         replied_at: row.get(44)?,
+        changes: match (row.get::<_, Option<i64>>(45)?, row.get::<_, Option<i64>>(46)?, row.get::<_, Option<i64>>(47)?)
+        {
+            (Some(files), Some(added), Some(removed)) => {
+                Some(ChangeCount { files: files as u64, added: added as u64, removed: removed as u64 })
+            }
+            _ => None,
+        },
     }))
 }

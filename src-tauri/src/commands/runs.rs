@@ -99,8 +99,8 @@ pub fn relaunch_run(state: State<'_, AppState>, id: String) -> Result<Run, AppEr
         parent: old.parent_id.clone(),
         // The same environment as the first time, if it was kept.
         env: corral::run_env::load(&state.home.run_dir(&old.id))?,
-        // A fresh worktree if the first had one.
-        worktree: Some(old.worktree.is_some()),
+        // A fresh worktree if the first had one, even if it was discarded.
+        worktree: Some(old.worktree_repo.is_some()),
         base: None,
     };
     Ok(launch(&mut store, &request, &state.shepherd()?)?)

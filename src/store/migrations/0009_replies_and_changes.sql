@@ -12,3 +12,8 @@ CREATE TABLE replies (
 CREATE INDEX replies_pending ON replies(run_id) WHERE delivered_at IS NULL;
 -- When the run was last replied to: it speaks for itself from then on.
 ALTER TABLE runs ADD COLUMN replied_at TEXT;
+-- What a run with a worktree changed, as last measured (at its end, and by
+-- every diff): files, lines added, lines removed. NULL while unknown.
+ALTER TABLE runs ADD COLUMN changes_files INTEGER;
+ALTER TABLE runs ADD COLUMN changes_added INTEGER;
+ALTER TABLE runs ADD COLUMN changes_removed INTEGER;
