@@ -15,6 +15,14 @@ const COMMANDS: &[&str] = &[
     "wait_for_change",
     "settings",
     "set_autostart",
+    "run_changes",
+    "merge_run",
+    "discard_run",
+    "open_run_folder",
+    "open_run_terminal",
+    "reply_run",
+    "run_replies",
+    "worktrees_usage",
 ];
 
 fn main() {

@@ -338,3 +338,56 @@ pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &st
     }
     Ok(git(repo, &["rev-parse", "HEAD"], "reading the new commit")?.trim().to_string())
 }
+
+/// The disk space runs' worktrees take.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DiskUsage {
+    /// Worktrees in the folder.
+    pub worktrees: u64,
+    /// Bytes they take on disk (allocated blocks, links not followed).
+    pub bytes: u64,
+}
+
+/// What the worktrees under `dir` (`Home::worktrees_dir`) take on disk.
+/// Files that vanish while it counts (a worktree being removed) are skipped.
+pub fn disk_usage(dir: &Path) -> DiskUsage {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return DiskUsage::default() };
+    let mut usage = DiskUsage::default();
+    let mut stack: Vec<PathBuf> = Vec::new();
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            usage.worktrees += 1;
+            stack.push(entry.path());
+        }
+    }
+    while let Some(folder) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.path().symlink_metadata() else { continue };
+            usage.bytes += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    usage
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_usage_counts_worktrees_and_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(disk_usage(&dir.path().join("none")), DiskUsage::default());
+        for run in ["a", "b"] {
+            std::fs::create_dir_all(dir.path().join(run).join("src")).unwrap();
+            std::fs::write(dir.path().join(run).join("src/big"), vec![7u8; 64 << 10]).unwrap();
+        }
+        let usage = disk_usage(dir.path());
+        assert_eq!(usage.worktrees, 2);
+        assert!(usage.bytes >= 2 * (64 << 10), "{usage:?}");
+    }
+}

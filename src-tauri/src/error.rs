@@ -12,6 +12,10 @@ pub enum AppError {
     Config(#[from] corral::config::ConfigError),
     #[error(transparent)]
     Heal(#[from] corral::heal::HealError),
+    #[error(transparent)]
+    Review(#[from] corral::review::ReviewError),
+    #[error(transparent)]
+    Reply(#[from] corral::reply::ReplyError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]

@@ -12,6 +12,7 @@ mod commands;
 mod error;
 mod folders;
 mod notify;
+mod open;
 mod state;
 mod tray;
 mod watcher;
@@ -51,6 +52,14 @@ fn main() {
             commands::runs::relaunch_run,
             commands::runs::clear_finished,
             commands::runs::timeline,
+            commands::review::run_changes,
+            commands::review::merge_run,
+            commands::review::discard_run,
+            commands::review::open_run_folder,
+            commands::review::open_run_terminal,
+            commands::review::reply_run,
+            commands::review::run_replies,
+            commands::review::worktrees_usage,
             commands::presets::list_presets,
             commands::launch::launch_run,
             commands::launch::pick_folder,

@@ -479,6 +479,67 @@ def test_window(session, env):
         kill_app()
 
 
+def test_review_and_reply(session, env):
+    """A worktree run's changes in the window (1,000 files: the list, one
+    file's coloured diff, +N −M in the runs list, Discard that asks first),
+    and the conversation: the reply box and Allow and continue."""
+    git = lambda *args: subprocess.run(["git", "-C", str(env.project), *args], check=True, capture_output=True)
+    git("init", "-q", "-b", "main")
+    (env.project / "README").write_text("hello\n")
+    git("add", "README")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    script = 'for i in $(seq 1 1000); do echo "line $i" > f$i.txt; done; printf \'fn main() { let s = "hi"; }\\n\' > main.rs'
+    (env.project / ".corral" / "presets" / "edits.md").write_text(
+        f"---\nname: edits\ndescription: changes 1001 files\nagent: command\ncommand: {json.dumps(['sh', '-c', script])}\nworktree: true\n---\n")
+    (env.root / "bin" / "claude").symlink_to(FAKES / "conversing")
+    (env.project / ".corral" / "presets" / "talk.md").write_text("---\nname: talk\ndescription: converses\nagent: claude\n---\n")
+    log = str(env.root / "turns.log")
+
+    edits = env.launch("edits", "make many files")
+    wait_until("the edits run", lambda: env.show(edits)["exited_at"] is not None, timeout=60)
+    assert env.show(edits)["changes"] == {"files": 1001, "added": 1001, "removed": 0}, env.show(edits)
+    talk = env.launch_with("talk", "hello", CONVERSE_LOG=log)
+    denied = env.launch_with("talk", "run npm test", CONVERSE_LOG=log)
+    for run in (talk, denied):
+        wait_until("the conversing runs", lambda: env.show(run)["exited_at"] is not None)
+    driver = WebDriver(env, ["--open", talk])
+    try:
+        wait_until("the window", lambda: driver.find("#reply-text"))
+        driver.js("location.hash = '#/runs'")
+        wait_until("the runs list", lambda: driver.find("#runs"))
+        wait_until("+N −M in the list", lambda: "+1001 −0" in driver.text(f"tr[data-id='{edits}'] .changes-cell"))
+        wait_until("the worktrees' disk space", lambda: "1 worktree" in driver.text("#worktrees-usage"))
+        opened = driver.js("const t0 = performance.now(); location.hash = arguments[0]; return t0;", f"#/run/{edits}")
+        wait_until("the changed files and a diff", lambda: driver.js(
+            "return document.querySelectorAll('#changed-files .file').length === 1001 && document.querySelectorAll('#diff .dl').length > 3"))
+        TIMINGS["Changes view on a 1,000-file change (ms to files and first diff)"] = round(driver.js("return performance.now()") - opened)
+        driver.js("[...document.querySelectorAll('#changed-files .file')].find(f => f.textContent.startsWith('main.rs')).click()")
+        wait_until("main.rs coloured", lambda: driver.js("return document.querySelectorAll('#diff .tk-kw, #diff .tk-str').length") >= 3)
+        driver.screenshot(ARTIFACTS / "window-changes.png")
+        driver.click("#discard")
+        assert env.show(edits)["worktree"] is not None, "one click only asks"
+        driver.click("#discard")
+        wait_until("discarded", lambda: env.show(edits)["worktree"] is None)
+
+        # The reply box: a follow-up in the agent's own session.
+        driver.js("location.hash = arguments[0]", f"#/run/{talk}")
+        wait_until("the reply box", lambda: driver.find("#reply-text"))
+        driver.type("#reply-text", "and more")
+        driver.click("#reply-send")
+        wait_until("the follow-up's answer", lambda: env.show(talk)["final_text"] == "Echo: and more")
+        wait_until("the reply in the transcript", lambda: "and more" in driver.js("return document.querySelector('#transcript').textContent"))
+
+        # Denied actions, allowed and continued.
+        driver.js("location.hash = arguments[0]", f"#/run/{denied}")
+        wait_until("the denied note", lambda: "Bash(npm test)" in driver.text("#denied"))
+        driver.click("#allow-denied")
+        wait_until("the allowed turn", lambda: env.show(denied)["final_text"] == "ran npm test: 3 passed")
+        wait_until("the note gone", lambda: not driver.js("return !!document.querySelector('#denied')"))
+    finally:
+        driver.quit()
+        kill_app()
+
+
 def main():
     if not APP.exists() or not CLI.exists():
         print(f"build the app and CLI first: {APP}, {CLI}", file=sys.stderr)
@@ -486,7 +547,8 @@ def main():
     session = Session()
     passed = failed = 0
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
-                 test_watcher_survives_a_broken_config, test_one_notification_per_piece_of_work, test_window]:
+                 test_watcher_survives_a_broken_config, test_one_notification_per_piece_of_work, test_window,
+                 test_review_and_reply]:
         env = Env()
         started = time.monotonic()
         try:

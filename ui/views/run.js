@@ -2,6 +2,7 @@
 // store and renders only the rows in view, so 100k events scroll smoothly.
 
 import { call, h, say, statusBadge, duration, tokens, cost, isActive } from "../app.js";
+import * as changes from "./changes.js";
 
 const ROW = 28;
 const PAGE = 500;
@@ -22,6 +23,7 @@ export async function show(root, id) {
   loading = new Set();
   selectedSeq = null;
   firstPaint = true;
+  changes.reset();
   await refresh();
 }
 
@@ -34,6 +36,8 @@ export async function refresh() {
   detail = await call("get_run", { id: runId });
   renderHeader();
   renderTranscript();
+  await renderReplies();
+  await changes.render(view.querySelector("#changes"), detail.run);
 }
 
 function renderHeader() {
@@ -41,7 +45,10 @@ function renderHeader() {
   let head = view.querySelector("#run-head");
   if (!head) {
     head = h("section", { id: "run-head" });
-    view.append(head, h("h2", {}, "Transcript"), h("div", { class: "transcript", id: "transcript", tabindex: "0" }, h("div", { class: "spacer" })), h("div", { class: "detail", id: "event-detail" }));
+    view.append(head,
+      h("section", { id: "changes-section" }, h("h2", {}, "Changes"), h("div", { id: "changes" })),
+      h("h2", {}, "Transcript"), h("div", { class: "transcript", id: "transcript", tabindex: "0" }, h("div", { class: "spacer" })), h("div", { class: "detail", id: "event-detail" }),
+      replyBox());
     const box = view.querySelector("#transcript");
     box.addEventListener("scroll", () => paint());
     box.addEventListener("keydown", onKey);
@@ -51,9 +58,12 @@ function renderHeader() {
     statusBadge(run.status),
     run.stop_reason ? h("span", { class: "pill" }, run.stop_reason) : null,
     h("span", { style: "flex:1" }),
+    h("button", { onclick: () => openWith("open_run_folder"), title: run.worktree ? "Its worktree" : "Its folder" }, "Open folder"),
+    h("button", { onclick: () => openWith("open_run_terminal") }, "Open terminal"),
     isActive(run.status) ? h("button", { class: "danger", id: "abort", onclick: abort }, "Abort") : null,
     h("button", { id: "relaunch", onclick: relaunch }, "Relaunch"),
   );
+  view.querySelector("#changes-section").hidden = !run.worktree && !run.changes;
   const link = (id) => h("a", { href: `#/run/${id}` }, id);
   const meta = h("dl", { class: "meta" },
     ...[
@@ -70,6 +80,12 @@ function renderHeader() {
     ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
   );
   const parts = [actions, meta];
+  if (run.denied.length) {
+    const n = run.denied.length;
+    parts.push(h("div", { class: "notice", id: "denied" },
+      h("span", {}, `${n} action${n === 1 ? " was" : "s were"} denied: ${run.denied.join(", ")}`),
+      isActive(run.status) ? null : h("button", { class: "primary", id: "allow-denied", onclick: allowDenied }, "Allow and continue")));
+  }
   if (run.error) parts.push(h("h2", {}, "Error"), h("pre", { class: "error", id: "run-error" }, run.error));
   if (run.final_text) parts.push(h("h2", {}, "Result"), h("pre", { id: "final-text" }, run.final_text));
   if (detail.stderr_tail) parts.push(h("details", {}, h("summary", {}, "stderr (last 4 KiB)"), h("pre", {}, detail.stderr_tail)));
@@ -172,6 +188,52 @@ async function relaunch() {
   try {
     const run = await call("relaunch_run", { id: runId });
     location.hash = `#/run/${run.id}`;
+  } catch (e) {
+    say(String(e), true);
+  }
+}
+
+/** The reply box under the transcript: one more message to the agent, in a
+ *  new turn of its session (Ctrl+Enter sends). */
+function replyBox() {
+  const text = h("textarea", { id: "reply-text", placeholder: "Reply to the agent: a follow-up in its own session (Ctrl+Enter)", rows: 3,
+    onkeydown: (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } } });
+  return h("section", { id: "reply" }, h("h2", {}, "Reply"), h("div", { id: "replies" }), text,
+    h("div", { class: "toolbar" }, h("button", { class: "primary", id: "reply-send", onclick: send }, "Send"),
+      h("span", { class: "muted" }, "An ended run starts again in the same folder or worktree; a working one gets it when its turn ends.")));
+}
+
+async function renderReplies() {
+  const list = await call("run_replies", { id: runId });
+  const waiting = list.filter((r) => !r.delivered_at);
+  view.querySelector("#replies")?.replaceChildren(...waiting.map((r) =>
+    h("div", { class: "reply-waiting" }, h("span", { class: "pill" }, "waiting for the agent"), " ", r.text)));
+}
+
+async function send() {
+  const box = view.querySelector("#reply-text");
+  if (!box.value.trim()) return say("Write what the agent should do next.", true);
+  await reply(box.value, false);
+  box.value = "";
+}
+
+async function allowDenied() {
+  await reply("", true);
+}
+
+async function reply(text, allowDenied) {
+  try {
+    const run = await call("reply_run", { id: runId, text, allowDenied });
+    say(`replied to ${run.id}: ${run.status}`);
+  } catch (e) {
+    say(String(e), true);
+  }
+  await refresh();
+}
+
+async function openWith(command) {
+  try {
+    await call(command, { id: runId });
   } catch (e) {
     say(String(e), true);
   }

@@ -18,8 +18,26 @@ export async function show(view) {
       h("option", { value: s, selected: s === state.status }, s || "any status")));
   const all = h("label", {}, h("input", { type: "checkbox", checked: state.all, onchange: (e) => { state.all = e.target.checked; refresh(); } }), " include cleared");
   const clear = h("button", { onclick: async () => { await call("clear_finished"); refresh(); } }, "Clear finished");
-  view.append(h("div", { class: "toolbar" }, search, filter, all, clear), h("div", { id: "runs-table" }));
+  const disk = h("span", { class: "muted", id: "worktrees-usage" });
+  view.append(h("div", { class: "toolbar" }, search, filter, all, clear, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
+  call("worktrees_usage").then((u) => {
+    if (u.worktrees) disk.textContent = `${u.worktrees} worktree${u.worktrees === 1 ? "" : "s"} · ${size(u.bytes)} on disk`;
+  }).catch(() => {});
   await refresh();
+}
+
+/** "+12 −3" for a run whose worktree changed something. */
+function changeCounts(run) {
+  const c = run.changes;
+  if (!c || !c.files) return "";
+  return [h("span", { class: "add" }, `+${c.added}`), " ", h("span", { class: "del" }, `−${c.removed}`)];
+}
+
+function size(bytes) {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  while (bytes >= 1024 && i < units.length - 1) { bytes /= 1024; i++; }
+  return `${bytes.toFixed(i ? 1 : 0)} ${units[i]}`;
 }
 
 export function leave() {
@@ -58,10 +76,11 @@ export async function refresh() {
       h("td", { class: "num" }, duration(run)),
       h("td", { class: "num" }, tokens(run)),
       h("td", { class: "num" }, cost(run.cost_usd)),
+      h("td", { class: "changes-cell" }, changeCounts(run)),
       h("td", { class: "muted" }, run.id),
     )));
   target.replaceChildren(h("table", { id: "runs" },
-    h("thead", {}, h("tr", {}, ["Status", "Preset", "Task", "Age", "Duration", "Tokens", "Cost", "Id"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["Status", "Preset", "Task", "Age", "Duration", "Tokens", "Cost", "Changes", "Id"].map((t) => h("th", {}, t)))),
     body));
 }
 

@@ -5,5 +5,6 @@
 pub mod changes;
 pub mod launch;
 pub mod presets;
+pub mod review;
 pub mod runs;
 pub mod settings;

@@ -1,0 +1,81 @@
+//! A run's changes and conversation in the window: its worktree's diff,
+//! Merge, Discard, Open folder, Open terminal, the reply box, and the disk
+//! space worktrees take. The rules are the core's (`corral::review`,
+//! `corral::reply`), shared with the CLI and the MCP server.
+
+use std::path::PathBuf;
+
+use corral::worktree::{Changes, DiskUsage};
+use corral::Run;
+use serde::Serialize;
+use tauri::State;
+
+use crate::error::AppError;
+use crate::state::AppState;
+
+/// What a run changed: files with counts, and the unified diff.
+#[derive(Serialize)]
+pub struct RunChanges {
+    changes: Changes,
+    patch: String,
+}
+
+/// Everything run `id` changed against its base, measured now.
+#[tauri::command(async)]
+pub fn run_changes(state: State<'_, AppState>, id: String) -> Result<RunChanges, AppError> {
+    let mut store = state.store()?;
+    let (run, changes) = corral::review::changes(&mut store, &id)?;
+    let worktree = corral::review::worktree_of(&run).map_err(corral::review::ReviewError::from)?;
+    let patch = corral::worktree::patch(worktree).map_err(corral::review::ReviewError::from)?;
+    Ok(RunChanges { changes, patch })
+}
+
+/// Brings run `id`'s changes into the branch it started from; returns the
+/// new commit.
+#[tauri::command(async)]
+pub fn merge_run(state: State<'_, AppState>, id: String, keep_commits: bool) -> Result<String, AppError> {
+    Ok(corral::review::merge(&state.store()?, &id, keep_commits)?.commit)
+}
+
+/// Removes run `id`'s worktree and branch (the window asks first).
+#[tauri::command(async)]
+pub fn discard_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {
+    Ok(corral::review::discard(&mut state.store()?, &id)?)
+}
+
+/// Opens the run's folder (its worktree, if it has one) in the file manager.
+#[tauri::command(async)]
+pub fn open_run_folder(state: State<'_, AppState>, id: String) -> Result<(), AppError> {
+    Ok(crate::open::folder(&work_folder(&state, &id)?)?)
+}
+
+/// Opens a terminal in the run's folder (its worktree, if it has one).
+#[tauri::command(async)]
+pub fn open_run_terminal(state: State<'_, AppState>, id: String) -> Result<(), AppError> {
+    Ok(crate::open::terminal(&work_folder(&state, &id)?)?)
+}
+
+fn work_folder(state: &AppState, id: &str) -> Result<PathBuf, AppError> {
+    let run = state.store()?.find_run(id)?;
+    Ok(PathBuf::from(run.worktree.map_or(run.cwd, |w| w.path)))
+}
+
+/// Says `text` to run `id`'s agent in a new turn of its session; with
+/// `allow_denied`, that turn may use the tool calls it was refused.
+#[tauri::command(async)]
+pub fn reply_run(state: State<'_, AppState>, id: String, text: String, allow_denied: bool) -> Result<Run, AppError> {
+    let mut store = state.store()?;
+    Ok(corral::reply::reply(&mut store, &id, &text, allow_denied, &state.shepherd()?)?.run)
+}
+
+/// Replies said to run `id`, oldest first.
+#[tauri::command(async)]
+pub fn run_replies(state: State<'_, AppState>, id: String) -> Result<Vec<corral::store::Reply>, AppError> {
+    Ok(state.store()?.replies(&id)?)
+}
+
+/// The disk space runs' worktrees take.
+#[tauri::command(async)]
+pub fn worktrees_usage(state: State<'_, AppState>) -> DiskUsage {
+    corral::worktree::disk_usage(&state.home.worktrees_dir())
+}

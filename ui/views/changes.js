@@ -1,0 +1,155 @@
+// A run's worktree changes in the run view: files with added and removed
+// lines, one file's unified diff at a time (so a 1,000-file change paints at
+// once), coloured by diff and by a small language-neutral highlighter, and
+// Merge / Discard. Every text is put in as text, never as HTML.
+
+import { call, h, say } from "../app.js";
+
+let box = null;
+let runId = null;
+let files = [];       // [{ path, added, removed, binary, patch }]
+let selected = 0;
+let measuredFor = null;
+
+/** Shows the changes of `run` in `container`; measures again only when the
+ *  run's end (or its worktree) changed since the last look. */
+export async function render(container, run) {
+  box = container;
+  runId = run.id;
+  const key = `${run.id}|${run.status}|${run.exited_at}|${run.worktree?.path}`;
+  if (!run.worktree) {
+    measuredFor = key;
+    box.replaceChildren(run.changes ? h("p", { class: "muted" }, "Its worktree was discarded.") : "");
+    return;
+  }
+  if (key === measuredFor) return;
+  measuredFor = key;
+  await load();
+}
+
+/** Forgets what was shown (another run is opened). */
+export function reset() {
+  measuredFor = null;
+  files = [];
+  selected = 0;
+}
+
+async function load() {
+  box.replaceChildren(h("p", { class: "muted" }, "Measuring changes…"));
+  let result;
+  try {
+    result = await call("run_changes", { id: runId });
+  } catch (e) {
+    box.replaceChildren(h("p", { class: "error" }, String(e)));
+    return;
+  }
+  const patches = splitPatch(result.patch);
+  files = result.changes.files.map((f) => ({ ...f, patch: patches.get(f.path) ?? "" }));
+  selected = Math.min(selected, Math.max(0, files.length - 1));
+  paint(result.changes);
+}
+
+/** The unified diff cut into one text per file, by path. */
+function splitPatch(patch) {
+  const out = new Map();
+  const parts = patch.split(/^(?=diff --git )/m);
+  for (const part of parts) {
+    const m = /^diff --git a\/(.*?) b\/(.*)$/m.exec(part);
+    if (m) out.set(m[2], part);
+  }
+  return out;
+}
+
+function paint(changes) {
+  const summary = h("div", { class: "toolbar" },
+    h("strong", {}, `${files.length} file${files.length === 1 ? "" : "s"}`),
+    h("span", { class: "add" }, `+${changes.added}`), h("span", { class: "del" }, `−${changes.removed}`),
+    h("span", { class: "muted" }, `against ${changes.base.slice(0, 12)}`),
+    h("span", { style: "flex:1" }),
+    h("button", { id: "merge", onclick: () => merge(false), disabled: !files.length, title: "One commit on the branch the run started from" }, "Merge"),
+    h("button", { onclick: () => merge(true), disabled: !files.length, title: "A merge commit that keeps the agent's commits" }, "Merge keeping commits"),
+    h("button", { class: "danger", id: "discard", onclick: discard }, "Discard…"),
+  );
+  if (!files.length) {
+    box.replaceChildren(summary, h("p", { class: "muted" }, "No changes."));
+    return;
+  }
+  const list = h("div", { class: "files", id: "changed-files" }, files.map((f, i) =>
+    h("div", { class: `file${i === selected ? " selected" : ""}`, onclick: () => { selected = i; paint(changes); } },
+      h("span", { class: "path" }, f.path),
+      f.binary ? h("span", { class: "muted" }, "binary") : [h("span", { class: "add" }, `+${f.added}`), h("span", { class: "del" }, `−${f.removed}`)])));
+  box.replaceChildren(summary, h("div", { class: "changes" }, list, diffView(files[selected])));
+}
+
+/** One file's diff, line by line. */
+function diffView(file) {
+  const lang = file.path.split(".").pop();
+  const lines = file.patch.split("\n");
+  if (lines.at(-1) === "") lines.pop();
+  return h("div", { class: "diff", id: "diff" }, lines.map((line) => {
+    const kind = line.startsWith("@@") ? "hunk"
+      : /^(diff --git|index |--- |\+\+\+ |new file|deleted file|similarity|rename |Binary files)/.test(line) ? "fh"
+      : line[0] === "+" ? "add" : line[0] === "-" ? "del" : "ctx";
+    if (kind === "hunk" || kind === "fh") return h("div", { class: `dl ${kind}` }, line);
+    return h("div", { class: `dl ${kind}` }, h("span", { class: "sign" }, line[0] ?? " "), ...highlight(line.slice(1), lang));
+  }));
+}
+
+const KEYWORDS = new Set(("fn let mut pub use mod impl struct enum trait match if else for while loop return break continue " +
+  "const static async await move self Self where type function var class extends import export from default new this " +
+  "def elif lambda yield with as try except finally raise pass None True False null true false undefined in of " +
+  "package func go defer interface map chan select case switch public private protected void int string bool").split(" "));
+const TOKEN = /("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`(?:[^`\\]|\\.)*`)|(\/\/.*$|#(?![[!]).*$|--\s.*$)|(\b\d[\d_.]*\b)|([A-Za-z_][A-Za-z0-9_]*)/g;
+
+/** Spans for strings, comments, numbers and keywords: enough colour to
+ *  read a diff in any of the usual languages, as text nodes only. */
+function highlight(text, lang) {
+  const comments = !["md", "txt", "json"].includes(lang);
+  const out = [];
+  let at = 0;
+  for (const m of text.matchAll(TOKEN)) {
+    const [whole, str, comment, num, word] = m;
+    let cls = null;
+    if (str) cls = "tk-str";
+    else if (comment && comments) cls = "tk-com";
+    else if (num) cls = "tk-num";
+    else if (word && KEYWORDS.has(word)) cls = "tk-kw";
+    if (!cls) continue;
+    if (m.index > at) out.push(text.slice(at, m.index));
+    out.push(h("span", { class: cls }, whole));
+    at = m.index + whole.length;
+  }
+  if (at < text.length) out.push(text.slice(at));
+  return out;
+}
+
+async function merge(keepCommits) {
+  try {
+    const commit = await call("merge_run", { id: runId, keepCommits });
+    say(`merged as ${commit.slice(0, 12)}; the worktree stays until you discard it`);
+  } catch (e) {
+    say(String(e), true);
+  }
+}
+
+/** Asks first, in place: the first click arms the button, the second discards. */
+async function discard(e) {
+  const button = e.currentTarget;
+  if (!button.classList.contains("armed")) {
+    button.classList.add("armed");
+    button.textContent = "Discard worktree and branch: click again";
+    say("Its changes are lost unless merged. Click again to discard, or anywhere else to keep them.");
+    setTimeout(() => document.addEventListener("click", (ev) => {
+      if (ev.target !== button) { button.classList.remove("armed"); button.textContent = "Discard…"; say(""); }
+    }, { once: true }), 0);
+    return;
+  }
+  try {
+    await call("discard_run", { id: runId });
+    say(`discarded ${runId}'s worktree`);
+    measuredFor = null;
+    box.replaceChildren(h("p", { class: "muted" }, "Its worktree was discarded."));
+  } catch (e) {
+    say(String(e), true);
+  }
+}
