@@ -31,7 +31,7 @@ if [ "$mode" = test ]; then
   # The real agent CLIs the tests run against a local stub model server.
   # Pinned: a new release is tried here before the tests rely on it.
   agents=target/real-agents
-  wanted="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 @mariozechner/pi-coding-agent@0.73.1"
+  wanted="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 @mariozechner/pi-coding-agent@0.73.1 @google/gemini-cli@0.61.0 opencode-ai@1.18.33"
   if [ "$(cat "$agents/installed" 2>/dev/null)" != "$wanted" ]; then
     mkdir -p "$agents"
     [ -f "$agents/package.json" ] || echo '{"name":"corral-real-agents","private":true}' > "$agents/package.json"

@@ -309,17 +309,75 @@ fn continuation_turns_resume_the_same_session() {
     assert_eq!(inv.stdin.as_deref(), Some("results of the children"), "pi reads its prompt on stdin");
     assert!(!inv.args.iter().any(|a| a == "results of the children"));
 
-    for agent in [AgentKind::Gemini, AgentKind::Opencode, AgentKind::Command] {
-        let p = if agent == AgentKind::Command {
-            parse_preset(
-                "---\nname: c\ndescription: d\nagent: command\ncommand: [x]\n---\n",
-                "c.md",
-                PresetSource::Global,
-            )
-            .unwrap()
-        } else {
-            preset(agent.as_str())
-        };
-        assert!(for_agent(agent).resume_invocation(&ctx(&p), "s").is_none(), "{agent} cannot resume");
-    }
+    let gemini = preset("gemini");
+    assert!(for_agent(AgentKind::Gemini).resume_invocation(&ctx(&gemini), "").is_none(), "never --resume latest");
+    let args = for_agent(AgentKind::Gemini).resume_invocation(&ctx(&gemini), "uuid-1").unwrap().args;
+    assert_eq!(&args[args.len() - 3..args.len() - 1], ["--resume", "uuid-1"]);
+    assert!(args.last().unwrap().starts_with("--prompt=") && args.last().unwrap().ends_with("results of the children"));
+
+    let opencode = preset("opencode");
+    assert!(for_agent(AgentKind::Opencode).resume_invocation(&ctx(&opencode), "").is_none(), "never --continue");
+    let inv = for_agent(AgentKind::Opencode).resume_invocation(&ctx(&opencode), "ses_1").unwrap();
+    assert_eq!(&inv.args[..3], ["run", "--session", "ses_1"]);
+    assert!(inv.stdin.as_deref().unwrap().ends_with("results of the children"), "on stdin, never quoted by opencode");
+
+    let command =
+        parse_preset("---\nname: c\ndescription: d\nagent: command\ncommand: [x]\n---\n", "c.md", PresetSource::Global)
+            .unwrap();
+    assert!(for_agent(AgentKind::Command).resume_invocation(&ctx(&command), "s").is_none(), "a command cannot resume");
+}
+
+#[test]
+fn gemini_cli_real_streams() {
+    let mut r = replay(AgentKind::Gemini, "gemini-0.61-success.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!(v.status, RunStatus::Completed);
+    let report = r.adapter.report();
+    assert_eq!(report.final_text.as_deref(), Some("hello from the stub"));
+    assert!(report.session_id.is_some());
+    assert_eq!((report.usage.input_tokens, report.usage.output_tokens), (12, 7));
+
+    // A 500 retried inside the CLI: nothing of it in the stream, the answer after.
+    let mut r = replay(AgentKind::Gemini, "gemini-0.61-retried-500.jsonl");
+    assert_eq!(outcome(&mut r, ProcessEnd::Exited(0)).status, RunStatus::Completed);
+    assert_eq!(r.adapter.report().final_text.as_deref(), Some("recovered"));
+
+    // A 400: `result` with `status: error`, whatever the exit code.
+    let mut r = replay(AgentKind::Gemini, "gemini-0.61-error-400.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!(v.status, RunStatus::Failed);
+    assert!(v.error.as_deref().unwrap_or_default().contains("stub error 400"), "{v:?}");
+
+    // A turn resumed with `--resume ID`: the same session, the new answer.
+    let first = replay(AgentKind::Gemini, "gemini-0.61-success.jsonl").adapter.report().session_id;
+    let mut r = replay(AgentKind::Gemini, "gemini-0.61-resumed.jsonl");
+    assert_eq!(outcome(&mut r, ProcessEnd::Exited(0)).status, RunStatus::Completed);
+    assert_eq!(r.adapter.report().final_text.as_deref(), Some("second answer"));
+    assert_ne!(r.adapter.report().session_id, first, "captured from another run");
+}
+
+#[test]
+fn opencode_real_streams() {
+    let mut r = replay(AgentKind::Opencode, "opencode-1.18-success.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!(v.status, RunStatus::Completed);
+    let report = r.adapter.report();
+    assert_eq!(report.final_text.as_deref(), Some("hello from the stub"));
+    assert!(report.session_id.as_deref().unwrap().starts_with("ses_"));
+    assert_eq!((report.usage.input_tokens, report.usage.output_tokens), (12, 7));
+    assert!(report.cost_usd.is_some(), "opencode prices its own steps");
+
+    let mut r = replay(AgentKind::Opencode, "opencode-1.18-retried-500.jsonl");
+    assert_eq!(outcome(&mut r, ProcessEnd::Exited(0)).status, RunStatus::Completed);
+    assert_eq!(r.adapter.report().final_text.as_deref(), Some("recovered"));
+
+    // A 400: one `error` event, then the process exits.
+    let mut r = replay(AgentKind::Opencode, "opencode-1.18-error-400.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(0));
+    assert_eq!(v.status, RunStatus::Failed, "an API error is a failure even with exit 0");
+    assert!(v.error.as_deref().unwrap_or_default().contains("stub error 400"), "{v:?}");
+
+    let mut r = replay(AgentKind::Opencode, "opencode-1.18-resumed.jsonl");
+    assert_eq!(outcome(&mut r, ProcessEnd::Exited(0)).status, RunStatus::Completed);
+    assert_eq!(r.adapter.report().final_text.as_deref(), Some("second answer"));
 }

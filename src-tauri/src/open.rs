@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 
 /// Terminals tried in order after `$TERMINAL`: Debian's alternative first,
 /// then those of the common desktops.
-const TERMINALS: &[&str] = &["x-terminal-emulator", "gnome-terminal", "konsole", "xfce4-terminal", "kitty", "alacritty", "xterm"];
+const TERMINALS: &[&str] =
+    &["x-terminal-emulator", "gnome-terminal", "konsole", "xfce4-terminal", "kitty", "alacritty", "xterm"];
 
 /// Opens `folder` in the file manager (`xdg-open`).
 pub fn folder(folder: &Path) -> io::Result<()> {

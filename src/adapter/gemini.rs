@@ -94,6 +94,16 @@ impl Adapter for GeminiAdapter {
         None
     }
 
+    fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {
+        if session_id.is_empty() {
+            return None; // resume only by the stored session id, never "latest"
+        }
+        let mut invocation = self.invocation(ctx).ok()?;
+        let prompt = invocation.args.pop()?;
+        invocation.args.extend(["--resume".to_string(), session_id.to_string(), prompt]);
+        Some(invocation)
+    }
+
     fn busy(&self) -> bool {
         !self.open_tools.is_empty()
     }

@@ -31,9 +31,11 @@ impl Adapter for OpencodeAdapter {
             args.extend(["-m".to_string(), model.to_string()]);
         }
         args.extend(preset.args.iter().cloned());
-        // After `--`, a task that begins with `-` is still the message.
-        args.extend(["--".to_string(), json::task_with_instructions(&preset.system_prompt, ctx.task)]);
-        Ok(Invocation { program: "opencode".into(), args, env: Vec::new(), stdin: None })
+        // On stdin, verbatim: opencode wraps a message argument that has a
+        // space in double quotes (and escapes its quotes) before the model
+        // sees it; its standard input it passes on as it is.
+        let task = json::task_with_instructions(&preset.system_prompt, ctx.task);
+        Ok(Invocation { program: "opencode".into(), args, env: Vec::new(), stdin: Some(task) })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
@@ -115,6 +117,15 @@ impl Adapter for OpencodeAdapter {
             _ => out.push(json::unknown_event(&event)),
         }
         None
+    }
+
+    fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {
+        if session_id.is_empty() {
+            return None; // resume only by the stored session id, never `--continue`
+        }
+        let mut invocation = self.invocation(ctx).ok()?;
+        invocation.args.splice(1..1, ["--session".to_string(), session_id.to_string()]);
+        Some(invocation)
     }
 
     fn verdict_on_exit(&mut self, end: ProcessEnd, stderr_tail: &str) -> Verdict {

@@ -1,4 +1,5 @@
-//! The real agent CLIs — Claude Code, Codex and pi from npm, as
+//! The real agent CLIs — Claude Code, Codex, pi, Gemini CLI and opencode
+//! from npm, as
 //! `scripts/setup.sh test` installs them in `target/real-agents` — run by
 //! Corral against a stub model server of our own on loopback
 //! (`stub_model.rs`): success, an API error, retries, abort of a hung agent,
@@ -43,7 +44,7 @@ impl Real {
         let env = Env::new();
         env.config("");
         let stub = StubModel::start();
-        for agent in ["claude", "codex", "pi"] {
+        for agent in ["claude", "codex", "pi", "gemini", "opencode"] {
             let link = env.bin.join(agent);
             std::fs::remove_file(&link).unwrap();
             std::os::unix::fs::symlink(real_bin(agent), link).unwrap();
@@ -67,6 +68,19 @@ impl Real {
                         "contextWindow": 100000, "maxTokens": 4096,
                         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}}});
         std::fs::write(home.join(".pi/agent/models.json"), models.to_string()).unwrap();
+        // Gemini CLI: an API key's auth (the stub is its base URL), no
+        // telemetry or update checks.
+        std::fs::create_dir_all(home.join(".gemini")).unwrap();
+        let gemini = serde_json::json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"disableAutoUpdate": true}, "privacy": {"usageStatisticsEnabled": false},
+            "telemetry": {"enabled": false}});
+        std::fs::write(home.join(".gemini/settings.json"), gemini.to_string()).unwrap();
+        // opencode: its Anthropic provider, pointed at the stub.
+        std::fs::create_dir_all(home.join(".config/opencode")).unwrap();
+        let opencode = serde_json::json!({"provider": {"anthropic": {"options": {
+            "baseURL": format!("{}/v1", stub.base_url()), "apiKey": "sk-stub"}}},
+            "autoupdate": false, "share": "disabled"});
+        std::fs::write(home.join(".config/opencode/opencode.json"), opencode.to_string()).unwrap();
         env.command_preset("quick", &["sh", "-c", "echo child says $CORRAL_TASK"]);
         Real { env, stub }
     }
@@ -75,6 +89,9 @@ impl Real {
     fn preset(&self, name: &str, agent: &str, extra: &str) {
         let model = match agent {
             "pi" => "model: stub-model\nargs: [--provider, stub]\n",
+            // Headless Gemini CLI refuses a folder it was not told to trust.
+            "gemini" => "args: [--skip-trust]\n",
+            "opencode" => "model: anthropic/claude-sonnet-4-5\n",
             _ => "",
         };
         self.env.agent_preset(name, agent, &format!("{model}{extra}"));
@@ -86,6 +103,9 @@ impl Real {
         cmd.env("ANTHROPIC_BASE_URL", self.stub.base_url())
             .env("ANTHROPIC_API_KEY", "sk-stub")
             .env("STUB_API_KEY", "sk-stub")
+            .env("GEMINI_API_KEY", "stub")
+            .env("GOOGLE_GEMINI_BASE_URL", self.stub.base_url())
+            .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env("DISABLE_AUTOUPDATER", "1")
             .env("NO_UPDATE_NOTIFIER", "1");
@@ -96,6 +116,16 @@ impl Real {
 
     fn end(&self, id: &str) -> Value {
         self.env.wait_run(id, LIMIT, |r| !r["exited_at"].is_null() && common::is_terminal(r))
+    }
+
+    /// With `CORRAL_CAPTURE_TO=DIR`, keeps the run's raw stdout as
+    /// `DIR/AGENT-CASE.jsonl`: how `tests/captures/` is refreshed for a new
+    /// CLI version.
+    fn capture(&self, id: &str, agent: &str, case: &str) {
+        if let Some(dir) = std::env::var_os("CORRAL_CAPTURE_TO") {
+            let to = PathBuf::from(dir).join(format!("{agent}-{case}.jsonl"));
+            std::fs::copy(self.env.run_dir(id).join("stdout.log"), to).expect("keep the capture");
+        }
     }
 
     fn transcript(&self, id: &str) -> String {
@@ -109,17 +139,20 @@ impl Real {
         let run = self.end(&ok);
         assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{}", self.transcript(&ok));
         assert_eq!(run["final_text"], "hello from the stub", "{agent}");
+        self.capture(&ok, agent, "success");
         let served = self.stub.paths();
-        assert!(served.iter().any(|p| p.starts_with("POST /v1/")), "{agent} never asked the stub: {served:?}");
+        assert!(served.iter().any(|p| p.starts_with("POST /v1")), "{agent} never asked the stub: {served:?}");
 
         let flaky = self.launch("a", "stub> flaky 1 stub> say recovered");
         let run = self.end(&flaky);
         assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{}", self.transcript(&flaky));
         assert_eq!(run["final_text"], "recovered", "{agent}");
+        self.capture(&flaky, agent, "retried-500");
 
         let broken = self.launch("a", "stub> error 400");
         let run = self.end(&broken);
         assert_eq!(run["status"], "failed", "{agent}: {run:#}\n{}", self.transcript(&broken));
+        self.capture(&broken, agent, "error-400");
 
         let hung = self.launch("a", "stub> hang");
         self.env.wait_run(&hung, LIMIT, |r| r["status"] == "running");
@@ -143,6 +176,7 @@ impl Real {
         let tokens = |r: &Value| r["usage"]["output_tokens"].as_u64().unwrap();
         assert!(tokens(&run) > tokens(&first), "usage adds up: {run:#}");
         assert!(self.transcript(&id).contains("[user] stub> say second answer"));
+        self.capture(&id, self.env.show(&id)["agent"].as_str().unwrap(), "resumed");
     }
 
     /// A parent that launched a child and ended its turn gets the child's
@@ -227,4 +261,18 @@ fn real_pi() {
     real.follow_up("a");
     real.preset("lead", "pi", "tools: bash\n");
     real.parent_gets_child_result("lead", "stub> bash corral launch quick from-the-parent stub> say launched {last}");
+}
+
+#[test]
+fn real_gemini_cli() {
+    let real = Real::new();
+    real.basics("gemini", "");
+    real.follow_up("a");
+}
+
+#[test]
+fn real_opencode() {
+    let real = Real::new();
+    real.basics("opencode", "");
+    real.follow_up("a");
 }

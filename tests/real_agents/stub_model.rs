@@ -1,6 +1,7 @@
 //! A stub model server for the real agent CLIs, on 127.0.0.1 only: the
-//! Anthropic Messages API (Claude Code, pi) and the OpenAI Responses API
-//! (Codex), streamed as server-sent events as the real services stream them.
+//! Anthropic Messages API (Claude Code, pi, opencode), the OpenAI Responses
+//! API (Codex) and the Gemini API (Gemini CLI), streamed as server-sent
+//! events as the real services stream them.
 //!
 //! What it answers is scripted by the task itself: every `stub> VERB ARGS`
 //! in the latest user message that has any is one step, and the step taken
@@ -68,6 +69,7 @@ impl StubModel {
 enum Api {
     Anthropic,
     Responses,
+    Gemini,
 }
 
 /// One request's conversation, reduced to what the script needs.
@@ -97,6 +99,26 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<String>>, attempts: &Mutex<HashM
         Api::Anthropic
     } else if path.starts_with("/v1/responses") {
         Api::Responses
+    } else if path.contains(":streamGenerateContent") {
+        Api::Gemini
+    } else if path.contains(":generateContent") {
+        // Gemini CLI's side requests (model routing, next-speaker checks)
+        // ask for JSON of a schema: the least answer that fits it, at once
+        // (anything else it retries with backoff for a minute and more).
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let config = &request["generationConfig"];
+        let schema = config.get("responseJsonSchema").or_else(|| config.get("responseSchema"));
+        let text = schema.map_or_else(|| "ok".to_string(), |schema| least_fitting(schema).to_string());
+        let body = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+            "finishReason": "STOP", "index": 0}]})
+        .to_string();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = stream.write_all(head.as_bytes());
+        let _ = stream.write_all(body.as_bytes());
+        return;
     } else {
         let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         return;
@@ -104,7 +126,8 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<String>>, attempts: &Mutex<HashM
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if let Some(dump) = std::env::var_os("CORRAL_STUB_DUMP") {
         // For finding out what a new CLI version sends.
-        let _ = std::fs::write(dump, serde_json::to_string_pretty(&request).unwrap_or_default());
+        let mut dumped = std::fs::OpenOptions::new().create(true).append(true).open(dump).unwrap();
+        let _ = writeln!(dumped, "{path}\n{}", serde_json::to_string(&request).unwrap_or_default());
     }
     let answer = decide(api, &request, attempts);
     match answer {
@@ -117,6 +140,27 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<String>>, attempts: &Mutex<HashM
         }
         Answer::Say(text) => stream_answer(&mut stream, api, &request, None, &text),
         Answer::Tool { name, input } => stream_answer(&mut stream, api, &request, Some((&name, input)), ""),
+    }
+}
+
+/// The least value that fits a JSON schema (as Gemini's API writes them:
+/// types may be upper case): first enum values, minimums, empty strings.
+fn least_fitting(schema: &Value) -> Value {
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    match schema["type"].as_str().unwrap_or("object").to_ascii_lowercase().as_str() {
+        "string" => json!("stub"),
+        "number" | "integer" => schema.get("minimum").cloned().unwrap_or(json!(1)),
+        "boolean" => json!(false),
+        "array" => json!([]),
+        _ => {
+            let mut object = serde_json::Map::new();
+            for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+                object.insert(name.clone(), least_fitting(property));
+            }
+            Value::Object(object)
+        }
     }
 }
 
@@ -183,6 +227,24 @@ fn conversation(api: Api, request: &Value) -> Vec<Entry> {
                         }
                     }
                     _ => {}
+                }
+            }
+        }
+        Api::Gemini => {
+            for content in request["contents"].as_array().into_iter().flatten() {
+                if content["role"] != "user" {
+                    continue;
+                }
+                let mut text = String::new();
+                for part in content["parts"].as_array().into_iter().flatten() {
+                    if let Some(response) = part.get("functionResponse") {
+                        entries.push(Entry::ToolResult(response["response"].to_string()));
+                    } else if let Some(t) = part["text"].as_str() {
+                        text.push_str(t);
+                    }
+                }
+                if !text.is_empty() {
+                    entries.push(Entry::User(text));
                 }
             }
         }
@@ -260,6 +322,10 @@ fn tool_names(api: Api, request: &Value) -> Vec<String> {
     let tools = request["tools"].as_array().into_iter().flatten();
     match api {
         Api::Anthropic => tools.filter_map(|t| t["name"].as_str().map(str::to_string)).collect(),
+        Api::Gemini => tools
+            .flat_map(|t| t["functionDeclarations"].as_array().into_iter().flatten())
+            .filter_map(|f| f["name"].as_str().map(str::to_string))
+            .collect(),
         // Codex groups an MCP server's tools in a namespace: `mcp__corral`
         // with `launch_agent` inside is called as `mcp__corral/launch_agent`.
         Api::Responses => tools
@@ -292,6 +358,8 @@ fn shell_call(api: Api, request: &Value, command: &str) -> Answer {
         ("shell_command", json!({ "command": command }))
     } else if has("exec_command") {
         ("exec_command", json!({ "cmd": command }))
+    } else if has("run_shell_command") {
+        ("run_shell_command", json!({ "command": command }))
     } else {
         return Answer::Say(format!("no shell tool among {names:?}"));
     };
@@ -306,6 +374,7 @@ fn http_error(stream: &mut TcpStream, api: Api, code: u16) {
         Api::Responses => {
             json!({"error": {"type": "server_error", "message": format!("stub error {code}"), "code": null}})
         }
+        Api::Gemini => json!({"error": {"code": code, "message": format!("stub error {code}"), "status": "INTERNAL"}}),
     }
     .to_string();
     let head = format!(
@@ -417,6 +486,16 @@ fn stream_answer(stream: &mut TcpStream, api: Api, request: &Value, tool: Option
                     "usage": {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0},
                         "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 19}}}),
             );
+        }
+        Api::Gemini => {
+            let part = match &tool {
+                Some((name, input)) => json!({"functionCall": {"name": name, "args": input}}),
+                None => json!({"text": text}),
+            };
+            let chunk = json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP",
+                "index": 0}], "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 7, "totalTokenCount": 19},
+                "modelVersion": model, "responseId": msg_id});
+            body.push_str(&format!("data: {chunk}\r\n\r\n"));
         }
     }
     let head =
