@@ -76,7 +76,8 @@ pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
             summary.push_str(&format!(" · {} tokens", short_count(tokens)));
         }
         if !costs.is_empty() {
-            summary.push_str(&format!(" · ${:.2}", costs.iter().sum::<f64>()));
+            let estimated = std::iter::once(run).chain(&tree).any(|r| r.cost_estimated);
+            summary.push_str(&format!(" · {}${:.2}", if estimated { "≈" } else { "" }, costs.iter().sum::<f64>()));
         }
     }
     let source = match run.status {

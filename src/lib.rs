@@ -14,6 +14,7 @@ pub mod home;
 pub mod launch;
 pub mod mcp;
 pub mod preset;
+pub mod price;
 pub mod process;
 pub mod queue;
 pub mod reconcile;

@@ -218,6 +218,9 @@ pub struct Run {
     pub error: Option<String>,
     pub usage: Usage,
     pub cost_usd: Option<f64>,
+    /// `cost_usd` is Corral's estimate from the usage and its price table:
+    /// the agent reported none.
+    pub cost_estimated: bool,
     pub session_id: Option<String>,
     pub created_at: String,
     pub started_at: Option<String>,

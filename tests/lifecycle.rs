@@ -299,3 +299,22 @@ fn the_first_terminal_event_decides_and_later_output_is_still_kept() {
     assert!(transcript.contains("not json after the end"), "{transcript}");
     assert_eq!(env.show(&id)["status"], "completed");
 }
+
+#[test]
+fn a_cost_the_agent_does_not_report_is_estimated_and_marked() {
+    let env = Env::new();
+    env.agent_preset("cx", "codex", "model: gpt-5-codex\n");
+    let id = env.launch_env("cx", "answer", &[("FAKE_STREAM", &stream("codex-0.169-plain-answer-success.jsonl"))]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["cost_estimated"], true, "{run:#}");
+    let cost = run["cost_usd"].as_f64().unwrap();
+    assert!(cost > 0.0 && cost < 0.01, "{run:#}");
+    assert!(env.ok(&["show", &id]).contains("≈$"), "marked as an estimate");
+
+    // A model the table does not know gets no made-up cost.
+    env.agent_preset("cy", "codex", "model: stub-model\n");
+    let id = env.launch_env("cy", "answer", &[("FAKE_STREAM", &stream("codex-0.169-plain-answer-success.jsonl"))]);
+    let run = env.wait_end(&id);
+    assert!(run["cost_usd"].is_null() && run["cost_estimated"] == false, "{run:#}");
+}

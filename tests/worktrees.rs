@@ -185,6 +185,24 @@ fn setup_runs_first_and_a_failing_setup_fails_the_run() {
 }
 
 #[test]
+fn an_abort_during_a_long_setup_stops_it_at_once() {
+    let env = repo();
+    let started = env.project.join("setup-started");
+    let script = format!("touch '{}'; exec sleep 600", started.display());
+    env.command_preset_with("slowsetup", &["true"], &format!("worktree: true\nsetup: [sh, -c, \"{script}\"]\n"));
+    let id = env.launch("slowsetup", "x");
+    assert!(common::eventually(Duration::from_secs(20), || started.exists()), "setup never started");
+    let asked = std::time::Instant::now();
+    env.ok(&["abort", &id]);
+    let run = env.wait_end(&id);
+    println!("abort during setup: ended {} ms after the abort", asked.elapsed().as_millis());
+    assert_eq!(run["status"], "aborted", "{run:#}");
+    assert_eq!(run["stop_reason"], "user_abort");
+    assert_eq!(run["error"], "aborted during setup");
+    assert!(common::processes_of_run(&id).is_empty(), "setup's processes outlived the run");
+}
+
+#[test]
 fn a_child_launched_in_a_worktree_works_in_it_and_discard_waits_for_the_end() {
     let env = repo();
     let release = env.project.join("release");

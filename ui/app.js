@@ -77,8 +77,11 @@ export function tokens(run) {
   return total ? total.toLocaleString() : "-";
 }
 
-export function cost(value) {
-  return value === null || value === undefined ? "-" : `$${value.toFixed(4)}`;
+/** A run's cost; an estimate (the agent reported none) is marked "≈". */
+export function cost(value, estimated = false) {
+  if (value === null || value === undefined) return "-";
+  const text = `$${value.toFixed(4)}`;
+  return estimated ? h("span", { title: "estimated from its tokens and Corral's price table" }, `≈${text}`) : text;
 }
 
 export function isActive(status) {

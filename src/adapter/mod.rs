@@ -157,8 +157,10 @@ pub struct Report {
     pub resolved_model: Option<String>,
     /// Token counts.
     pub usage: Usage,
-    /// Cost in USD, when the agent reports one.
+    /// Cost in USD, when the agent reports one (or Corral estimated it).
     pub cost_usd: Option<f64>,
+    /// The cost is Corral's estimate from the usage (see `price`).
+    pub cost_estimated: bool,
     /// The agent's session id, for resuming.
     pub session_id: Option<String>,
     /// Tool calls the agent was refused (`Bash(npm test)`), in order.
@@ -265,6 +267,7 @@ impl Report {
             usage,
             cost_usd,
             session_id: next.session_id.clone().or_else(|| self.session_id.clone()),
+            cost_estimated: self.cost_estimated || next.cost_estimated,
             denied: self.denied.iter().chain(&next.denied).cloned().collect(),
         }
     }

@@ -48,7 +48,14 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
                 u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
             ),
         ),
-        ("cost", run.cost_usd.map_or_else(|| "-".into(), |c| format!("${c:.4}"))),
+        (
+            "cost",
+            match (run.cost_usd, run.cost_estimated) {
+                (Some(c), true) => format!("≈${c:.4} (estimated from its tokens and Corral's price table)"),
+                (Some(c), false) => format!("${c:.4}"),
+                (None, _) => "-".into(),
+            },
+        ),
         ("session", or_dash(run.session_id.as_deref())),
         ("parent", or_dash(run.parent_id.as_deref())),
         ("children", if run.children.is_empty() { "-".into() } else { run.children.join(" ") }),

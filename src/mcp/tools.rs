@@ -134,6 +134,8 @@ struct RunView<'a> {
     parent_id: Option<&'a str>,
     children: &'a [String],
     cost_usd: Option<f64>,
+    /// The cost is an estimate from the tokens (the agent reported none).
+    cost_estimated: bool,
     total_tokens: u64,
     created_at: &'a str,
     completed_at: Option<&'a str>,
@@ -153,6 +155,7 @@ impl<'a> From<&'a Run> for RunView<'a> {
             parent_id: run.parent_id.as_deref(),
             children: &run.children,
             cost_usd: run.cost_usd,
+            cost_estimated: run.cost_estimated,
             total_tokens: run.usage.total(),
             created_at: &run.created_at,
             completed_at: run.completed_at.as_deref(),

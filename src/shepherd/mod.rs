@@ -66,8 +66,8 @@ pub fn shepherd(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
 
 fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     // Signals first, so neither an abort nor a child's exit can be missed.
-    let sigchld = SignalPipe::new(&[libc::SIGCHLD]).doing("routing SIGCHLD")?;
-    let stop = SignalPipe::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]).doing("routing stop signals")?;
+    let mut sigchld = SignalPipe::new(&[libc::SIGCHLD]).doing("routing SIGCHLD")?;
+    let mut stop = SignalPipe::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]).doing("routing stop signals")?;
 
     let mut store = Store::open(home)?;
     store.limit_cache(512)?;
@@ -108,11 +108,19 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
             return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
         }
     };
-    match prepare::prepare(&mut store, &run, &launch, !reopened) {
+    match prepare::prepare(&mut store, &run, &launch, !reopened, (&mut sigchld, &mut stop)) {
         Ok(()) => {}
         Err(prepare::NotPrepared::Store(e)) => return Err(e.into()),
         Err(prepare::NotPrepared::Failed(error)) => {
             return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SetupFailed, &error)
+        }
+        Err(prepare::NotPrepared::Stopped) if store.run(run_id)?.abort_requested_at.is_some() => {
+            let why = "aborted during setup";
+            return end_unstarted(&mut store, run_id, RunStatus::Aborted, StopReason::UserAbort, why);
+        }
+        Err(prepare::NotPrepared::Stopped) => {
+            let why = "the shepherd was told to stop (SIGTERM, SIGINT or SIGHUP) during setup";
+            return end_unstarted(&mut store, run_id, RunStatus::Aborted, StopReason::Signal, why);
         }
     }
     if store.run(run_id)?.abort_requested_at.is_some() {

@@ -3,15 +3,23 @@
 //! The worktree is created by the shepherd (not at launch), so a queued run
 //! branches when it starts and the time goes to the run. `setup` runs in
 //! the agent's folder with the run's environment, its own process group
-//! and PDEATHSIG like the agent; its output goes to the transcript.
+//! and PDEATHSIG like the agent; its output goes to the transcript. A stop
+//! (an abort) while it runs kills it at once: nobody waits for `npm ci` to
+//! finish a run that was told to stop.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
 
 use super::spawn::AgentLaunch;
 use crate::adapter::{EventKind, TranscriptEvent};
+use crate::home;
+use crate::process::{self, Sig, SignalPipe};
 use crate::run::Run;
 use crate::store::{Store, StoreError};
+
+/// How often a running setup is looked at besides SIGCHLD.
+const SETUP_POLL: Duration = Duration::from_millis(100);
 
 /// Most bytes of setup output kept in the transcript and the error.
 const SETUP_OUTPUT: usize = 16 << 10;
@@ -22,6 +30,8 @@ pub(super) enum NotPrepared {
     Store(StoreError),
     /// The worktree or setup failed, with what to tell the user.
     Failed(String),
+    /// A stop signal came while setup ran; its processes are gone.
+    Stopped,
 }
 
 impl From<StoreError> for NotPrepared {
@@ -33,7 +43,13 @@ impl From<StoreError> for NotPrepared {
 /// Creates the run's worktree if it has one and it does not exist yet, then
 /// runs the preset's `setup` there before the run's first turn (a run
 /// reopened by a reply was set up already).
-pub(super) fn prepare(store: &mut Store, run: &Run, launch: &AgentLaunch, first_turn: bool) -> Result<(), NotPrepared> {
+pub(super) fn prepare(
+    store: &mut Store,
+    run: &Run,
+    launch: &AgentLaunch,
+    first_turn: bool,
+    signals: (&mut SignalPipe, &mut SignalPipe),
+) -> Result<(), NotPrepared> {
     let mut notes = Vec::new();
     if let (Some(worktree), Some(repo)) = (&run.worktree, &run.worktree_repo) {
         if !Path::new(&worktree.path).exists() {
@@ -59,15 +75,18 @@ pub(super) fn prepare(store: &mut Store, run: &Run, launch: &AgentLaunch, first_
         command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     }
     command.env(crate::run_env::RUN_ID_ENV, &run.id);
-    crate::process::prepare_agent(&mut command);
-    let out = command.output().map_err(|e| {
+    process::prepare_agent(&mut command);
+    let log = launch.run_dir.join("setup.log");
+    let cannot = |e: std::io::Error| {
         NotPrepared::Failed(format!(
             "cannot run setup '{}': {e}; fix `setup:` in the preset {}",
             setup[0], launch.preset.path
         ))
-    })?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    };
+    let Some(status) = run_setup(&mut command, &log, signals).map_err(cannot)? else {
+        return Err(NotPrepared::Stopped);
+    };
+    let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
     let tail = tail_of(&text, SETUP_OUTPUT);
     if !tail.trim().is_empty() {
         store.append_events(
@@ -76,15 +95,38 @@ pub(super) fn prepare(store: &mut Store, run: &Run, launch: &AgentLaunch, first_
             &[TranscriptEvent::text(EventKind::Output, tail.to_string())],
         )?;
     }
-    if !out.status.success() {
+    if !status.success() {
         return Err(NotPrepared::Failed(format!(
-            "setup '{}' failed ({}):\n{}",
+            "setup '{}' failed ({status}):\n{}",
             setup.join(" "),
-            out.status,
             tail.trim_end()
         )));
     }
     Ok(())
+}
+
+/// Runs `command` with its output in `log` until it exits (its status), or
+/// until a stop signal: then its process group is killed and reaped, and
+/// the answer is `None`.
+fn run_setup(
+    command: &mut Command,
+    log: &Path,
+    (sigchld, stop): (&mut SignalPipe, &mut SignalPipe),
+) -> std::io::Result<Option<ExitStatus>> {
+    let out = home::create_private(log)?;
+    let mut child = command.stdout(out.try_clone()?).stderr(out).spawn()?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let ready = process::wait_readable(&[sigchld.fd(), stop.fd()], Some(SETUP_POLL))?;
+        sigchld.drain();
+        if ready[1] && stop.drain() {
+            process::signal_group(child.id() as i32, Sig::Kill)?;
+            child.wait()?;
+            return Ok(None);
+        }
+    }
 }
 
 fn note(store: &mut Store, run_id: &str, notes: Vec<String>) -> Result<(), NotPrepared> {

@@ -54,7 +54,9 @@ pub(super) fn earlier_report(run: &Run) -> Report {
         final_text: run.final_text.clone(),
         resolved_model: run.resolved_model.clone(),
         usage: run.usage,
-        cost_usd: run.cost_usd,
+        // An estimate is made again over every turn's usage.
+        cost_usd: if run.cost_estimated { None } else { run.cost_usd },
+        cost_estimated: false,
         session_id: run.session_id.clone(),
         denied: Vec::new(),
     }

@@ -671,6 +671,8 @@ impl Supervisor {
         replies_first: bool,
     ) -> Result<Committed, ShepherdError> {
         self.flush_events()?;
+        let mut report = report;
+        report.cost_estimated = crate::price::complete(&mut report, self.launch.model.as_deref());
         let (exit_code, exit_signal) = split_end(self.turn.agent_end);
         let Verdict { status, stop_reason, error } = verdict.clone();
         let outcome = Outcome { status, stop_reason, exit_code, exit_signal, error, report };

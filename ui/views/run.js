@@ -72,7 +72,7 @@ function renderHeader() {
       ["Agent", `${run.agent} — model ${run.model ?? "default"}${run.resolved_model ? ` → ${run.resolved_model}` : ""}`],
       ["Duration", duration(run)],
       ["Tokens", `${tokens(run)}  (in ${run.usage.input_tokens}, out ${run.usage.output_tokens}, cache read ${run.usage.cache_read_tokens}, write ${run.usage.cache_write_tokens})`],
-      ["Cost", cost(run.cost_usd)],
+      ["Cost", cost(run.cost_usd, run.cost_estimated)],
       ["Created", run.created_at], ["Started", run.started_at ?? "-"], ["Completed", run.completed_at ?? "-"], ["Exited", run.exited_at ?? "-"],
       ["Parent", run.parent_id ? link(run.parent_id) : "-"],
       ["Children", run.children.length ? run.children.flatMap((c, i) => (i ? [" ", link(c)] : [link(c)])) : "-"],

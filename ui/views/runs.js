@@ -75,7 +75,7 @@ export async function refresh() {
       h("td", {}, ago(run.created_at)),
       h("td", { class: "num" }, duration(run)),
       h("td", { class: "num" }, tokens(run)),
-      h("td", { class: "num" }, cost(run.cost_usd)),
+      h("td", { class: "num" }, cost(run.cost_usd, run.cost_estimated)),
       h("td", { class: "changes-cell" }, changeCounts(run)),
       h("td", { class: "muted" }, run.id),
     )));

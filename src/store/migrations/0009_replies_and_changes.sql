@@ -17,3 +17,6 @@ ALTER TABLE runs ADD COLUMN replied_at TEXT;
 ALTER TABLE runs ADD COLUMN changes_files INTEGER;
 ALTER TABLE runs ADD COLUMN changes_added INTEGER;
 ALTER TABLE runs ADD COLUMN changes_removed INTEGER;
+-- 1 when cost_usd is Corral's estimate from the usage and its price table
+-- (the agent reported tokens but no cost).
+ALTER TABLE runs ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
