@@ -248,6 +248,9 @@ mod tests {
         let child = run("b", Some("a"), RunStatus::Failed);
         assert!(speaks(&top, None));
         assert!(!speaks(&child, None), "its top-level run speaks for it");
+        let mut replied = run("c", Some("a"), RunStatus::Completed);
+        replied.replied_at = Some("2026-11-22T10:05:00.000Z".into());
+        assert!(speaks(&replied, None), "a child a person replied to is theirs to hear about");
         assert!(speaks(&child, Some(Notify::Always)));
         assert!(speaks(&child, Some(Notify::Failures)));
         assert!(!speaks(&top, Some(Notify::Failures)), "completed, and only failures are announced");

@@ -220,6 +220,7 @@ pub struct Run {
     pub cost_usd: Option<f64>,
     /// `cost_usd` is Corral's estimate from the usage and its price table:
     /// the agent reported none.
+    #[serde(default)]
     pub cost_estimated: bool,
     pub session_id: Option<String>,
     pub created_at: String,

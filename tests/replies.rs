@@ -41,6 +41,9 @@ fn a_reply_to_an_ended_run_continues_its_session_and_adds_up() {
     let id = env.launch_env("talk", "write the parser", &[("CONVERSE_LOG", log.to_str().unwrap())]);
     let first = env.wait_end(&id);
     assert_eq!(first["final_text"], "Echo: write the parser");
+    // The app announced its end (claimed it in the store).
+    let claimed = env.store().claim_notifications(100).unwrap();
+    assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), [id.as_str()]);
 
     let out = env.corral(&["reply", &id, "now", "add", "tests", "--wait"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -60,6 +63,10 @@ fn a_reply_to_an_ended_run_continues_its_session_and_adds_up() {
     let (said, answer) = (text.find("[user] now add tests").unwrap(), text.rfind("Echo: now add tests").unwrap());
     assert!(said < answer, "the reply comes before its answer:\n{text}");
     assert!(env.ok(&["show", &id]).contains("delivered"));
+    // Its new end is announced again, once.
+    let claimed = env.store().claim_notifications(100).unwrap();
+    assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), [id.as_str()]);
+    assert!(env.store().claim_notifications(100).unwrap().is_empty());
 }
 
 #[test]
