@@ -115,32 +115,52 @@ async function render() {
   }
 }
 
-async function refreshCounts() {
+function showCounts(counts) {
+  document.getElementById("counts").textContent = `${counts.running} running / ${counts.total} total`;
+}
+
+function showProblem(problem) {
+  const banner = document.getElementById("banner");
+  banner.hidden = !problem;
+  banner.textContent = problem ? `Corral cannot read its store: ${problem}. Retrying every second.` : "";
+}
+
+// What changed, gathered between two frames: the window redraws at most
+// once per frame, and only the view that shows what changed.
+let pending = null;
+let drawing = false;
+
+function onStoreChanged(change) {
+  if (!pending) pending = { statuses: false, counts: null, transcripts: new Set() };
+  if (change.counts) { pending.statuses = true; pending.counts = change.counts; }
+  for (const id of change.transcripts) pending.transcripts.add(id);
+  if (!drawing) requestAnimationFrame(draw);
+}
+
+async function draw() {
+  if (drawing || !pending) return;
+  const change = pending;
+  pending = null;
+  drawing = true;
   try {
-    const list = await call("list_runs", {});
-    const running = list.filter((r) => isActive(r.status)).length;
-    document.getElementById("counts").textContent = `${running} running / ${list.length} total`;
+    if (change.counts) showCounts(change.counts);
+    await current?.refresh?.(change);
   } catch (e) {
     say(String(e), true);
+  } finally {
+    drawing = false;
+    if (pending) requestAnimationFrame(draw);
   }
 }
 
-/** Follows the store: the watcher's change counter, long-polled. */
+/** Follows the store: the app tells the window what changed. */
 async function follow() {
-  let since = 0;
-  for (;;) {
-    try {
-      const next = await call("wait_for_change", { since, timeoutMs: 25000 });
-      if (next !== since) {
-        since = next;
-        await refreshCounts();
-        await current?.refresh?.();
-      }
-    } catch (e) {
-      say(String(e), true);
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-  }
+  const listen = window.__TAURI__?.event?.listen;
+  if (!listen) return;
+  await listen("store-changed", (e) => onStoreChanged(e.payload));
+  await listen("store-problem", (e) => showProblem(e.payload));
+  call("counts").then(showCounts, (e) => say(String(e), true));
+  call("store_problem").then(showProblem, () => {});
 }
 
 window.addEventListener("hashchange", render);
@@ -149,5 +169,5 @@ document.addEventListener("keydown", (e) => {
   const keys = { "1": "#/runs", "2": "#/timeline", "3": "#/presets", "4": "#/launch" };
   if (keys[e.key] && !e.ctrlKey && !e.metaKey && !e.altKey) location.hash = keys[e.key];
 });
-render().then(refreshCounts);
+render();
 follow();

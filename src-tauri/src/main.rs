@@ -10,6 +10,7 @@
 mod autostart;
 mod commands;
 mod error;
+mod events;
 mod folders;
 mod notify;
 mod open;
@@ -64,7 +65,8 @@ fn main() {
             commands::launch::launch_run,
             commands::launch::pick_folder,
             commands::launch::recent_folders,
-            commands::changes::wait_for_change,
+            commands::store::counts,
+            commands::store::store_problem,
             commands::settings::settings,
             commands::settings::set_autostart,
         ])

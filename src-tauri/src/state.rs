@@ -1,7 +1,8 @@
 //! The app's runtime state. Nothing here is persisted: runs live in the
 //! store, recent folders in their own file (`folders`).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use corral::queue::ShepherdCommand;
 use corral::{Home, Store};
@@ -15,18 +16,13 @@ pub struct AppState {
     quitting: AtomicBool,
     /// "Do not disturb": notifications wait.
     quiet: AtomicBool,
-    /// Bumped by the watcher on every store change the window should see.
-    generation: AtomicU64,
+    /// Why the store cannot be read, while it cannot (set by the watcher).
+    problem: Mutex<Option<String>>,
 }
 
 impl AppState {
     pub fn new(home: Home) -> AppState {
-        AppState {
-            home,
-            quitting: AtomicBool::new(false),
-            quiet: AtomicBool::new(false),
-            generation: AtomicU64::new(1),
-        }
+        AppState { home, quitting: AtomicBool::new(false), quiet: AtomicBool::new(false), problem: Mutex::new(None) }
     }
 
     /// A connection to the store (cheap: one per call keeps commands
@@ -45,14 +41,14 @@ impl AppState {
         self.quitting.store(true, Ordering::SeqCst);
     }
 
-    /// The store changed.
-    pub fn bump_generation(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
+    /// Why the store cannot be read, while it cannot.
+    pub fn problem(&self) -> Option<String> {
+        self.problem.lock().expect("problem").clone()
     }
 
-    /// The current change counter.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::SeqCst)
+    /// Records the store's problem (`None`: readable again).
+    pub fn set_problem(&self, problem: Option<String>) {
+        *self.problem.lock().expect("problem") = problem;
     }
 
     /// True while notifications are paused ("Do not disturb").

@@ -1,8 +1,10 @@
 //! Keeps the tray and notifications true to the store, whoever changed it
 //! (the app, the CLI, an MCP server, a shepherd).
 //!
-//! One thread polls `PRAGMA data_version` every 50 ms; on a change it
-//! refreshes the tray and claims newly ended runs, which it announces as
+//! One thread polls `PRAGMA data_version` every 50 ms; on a change it tells
+//! the window what changed (which transcripts; the counts, if a status
+//! did), and when a status changed it refreshes the tray and claims newly
+//! ended runs, which it announces as
 //! `corral::announce` decides: one notification per piece of work, endings
 //! close together as one summary, a few a minute at most (what ended while
 //! the app was away, as one). It also heals the
@@ -21,6 +23,7 @@ use corral::Store;
 use tauri::{AppHandle, Manager};
 
 use crate::error::AppError;
+use crate::events::{self, StoreChanged};
 use crate::state::AppState;
 use crate::{notify, tray};
 
@@ -40,6 +43,8 @@ pub fn start(app: AppHandle) {
                     Ok(()) => {
                         if watch.problem.take().is_some() {
                             tray::set_problem(&app, None);
+                            app.state::<AppState>().set_problem(None);
+                            events::store_problem(&app, None);
                             // Redraw what the problem hid.
                             watch.last_version = -1;
                             watch.last_status = -1;
@@ -51,6 +56,8 @@ pub fn start(app: AppHandle) {
                         if watch.problem.as_deref() != Some(text.as_str()) {
                             tracing::error!("the store watcher will retry: {text}");
                             tray::set_problem(&app, Some(&text));
+                            app.state::<AppState>().set_problem(Some(text.clone()));
+                            events::store_problem(&app, Some(&text));
                             watch.problem = Some(text);
                         }
                         // A fresh connection next time: the old one may be
@@ -71,6 +78,8 @@ struct Watch {
     last_version: i64,
     /// The store's status version last shown in the tray.
     last_status: i64,
+    /// The newest transcript event the window was told of.
+    event_mark: corral::store::EventMark,
     healed_at: Option<Instant>,
     /// The first round announces what ended while the app was away.
     announced_once: bool,
@@ -89,7 +98,9 @@ impl Watch {
                 self.last_version = -1;
                 self.last_status = -1;
                 self.healed_at = Some(Instant::now());
-                self.store.insert(corral::heal::open_healed(&state.home, &state.shepherd()?)?)
+                let store = corral::heal::open_healed(&state.home, &state.shepherd()?)?;
+                self.event_mark = store.event_mark()?;
+                self.store.insert(store)
             }
         };
         let mut changed = false;
@@ -104,14 +115,20 @@ impl Watch {
             return Ok(());
         }
         self.last_version = version;
-        state.bump_generation();
         // Transcript lines move the data version all the time; the tray and
-        // notifications only care when a status (or the set of runs) does.
+        // notifications only care when a status (or the set of runs) does,
+        // and the window only about what it shows.
+        let (transcripts, mark) = store.transcripts_changed_since(self.event_mark)?;
+        self.event_mark = mark;
         let status = store.status_version()?;
         if status == self.last_status && !changed {
+            if !transcripts.is_empty() {
+                events::store_changed(app, &StoreChanged { counts: None, transcripts });
+            }
             return Ok(());
         }
         self.last_status = status;
+        events::store_changed(app, &StoreChanged { counts: Some(store.counts()?), transcripts });
         tray::refresh(app, store)?;
         let claimed = store.claim_notifications(usize::MAX >> 1)?;
         let claimed_any = !claimed.is_empty();

@@ -23,7 +23,37 @@ pub struct StoredEvent {
     pub json: Option<String>,
 }
 
+/// Where a reader of transcripts is: the newest event it has seen.
+pub type EventMark = i64;
+
 impl Store {
+    /// The newest event's mark: transcripts changed since are found with
+    /// [`Store::transcripts_changed_since`].
+    pub fn event_mark(&self) -> Result<EventMark, StoreError> {
+        self.conn()
+            .query_row("SELECT coalesce(max(id), 0) FROM events", [], |r| r.get(0))
+            .doing("reading the event mark")
+    }
+
+    /// The runs whose transcripts gained events after `mark`, and the new
+    /// mark. Through the events' primary key: it reads only the new events.
+    pub fn transcripts_changed_since(&self, mark: EventMark) -> Result<(Vec<String>, EventMark), StoreError> {
+        let doing = "finding changed transcripts";
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT run_id, max(id) FROM events WHERE id > ?1 GROUP BY run_id")
+            .doing(doing)?;
+        let rows = stmt.query_map([mark], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).doing(doing)?;
+        let mut runs = Vec::new();
+        let mut newest = mark;
+        for row in rows {
+            let (run, last) = row.doing(doing)?;
+            newest = newest.max(last);
+            runs.push(run);
+        }
+        Ok((runs, newest))
+    }
+
     /// The highest event number of a run (0 if none).
     pub fn last_event_seq(&self, run_id: &str) -> Result<i64, StoreError> {
         self.conn()

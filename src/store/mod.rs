@@ -22,7 +22,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::home::{Home, HomeError, FILE_MODE};
 
 pub use desk::{Counts, Spend};
-pub use events::StoredEvent;
+pub use events::{EventMark, StoredEvent};
 pub use replies::{Reply, ReplyPlaced};
 pub use runs::{AbortRequest, Committed, NewRun, Outcome, RunFilter, SearchHit};
 pub use slots::Slots;

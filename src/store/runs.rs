@@ -83,6 +83,8 @@ pub struct RunFilter {
     pub parent_id: Option<String>,
     /// At most this many, newest first.
     pub limit: Option<usize>,
+    /// After skipping this many (a page of the list).
+    pub offset: usize,
 }
 
 /// The result of asking a run to stop.
@@ -251,7 +253,7 @@ impl Store {
         }
         sql.push_str(" ORDER BY num DESC");
         if let Some(limit) = filter.limit {
-            sql.push_str(&format!(" LIMIT {limit}"));
+            sql.push_str(&format!(" LIMIT {limit} OFFSET {}", filter.offset));
         }
         let mut stmt = self.conn().prepare(&sql).doing("listing runs")?;
         let rows = stmt
@@ -260,10 +262,31 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()
             .doing("listing runs")?;
         let mut runs = rows.into_iter().collect::<Result<Vec<Run>, StoreError>>()?;
-        for run in &mut runs {
-            run.children = self.children(&run.id)?;
-        }
+        self.fill_children(&mut runs)?;
         Ok(runs)
+    }
+
+    /// Fills `children` of every run in one query (never one per run).
+    fn fill_children(&self, runs: &mut [Run]) -> Result<(), StoreError> {
+        let doing = "listing child runs";
+        let wanted: std::collections::HashMap<&str, usize> =
+            runs.iter().enumerate().map(|(i, r)| (r.id.as_str(), i)).collect();
+        let mut found: Vec<Vec<String>> = vec![Vec::new(); runs.len()];
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT parent_id, id FROM runs WHERE parent_id IS NOT NULL ORDER BY num")
+            .doing(doing)?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).doing(doing)?;
+        for row in rows {
+            let (parent, child) = row.doing(doing)?;
+            if let Some(&i) = wanted.get(parent.as_str()) {
+                found[i].push(child);
+            }
+        }
+        for (run, children) in runs.iter_mut().zip(found) {
+            run.children = children;
+        }
+        Ok(())
     }
 
     /// Runs whose outcome is committed but whose processes were never

@@ -535,6 +535,17 @@ def test_review_and_reply(session, env):
         driver.click("#allow-denied")
         wait_until("the allowed turn", lambda: env.show(denied)["final_text"] == "ran npm test: 3 passed")
         wait_until("the note gone", lambda: not driver.js("return !!document.querySelector('#denied')"))
+
+        # The window is told what changed: its header counts follow the
+        # store, and a broken store shows as a banner until it is fixed.
+        wait_until("the counts", lambda: driver.text("#counts") == "0 running / 3 total")
+        config = env.home / "config.toml"
+        good = config.read_text()
+        config.write_text(good + "max_paralel = 3\n")
+        wait_until("the banner", lambda: "config.toml" in driver.js("return document.querySelector('#banner').textContent"))
+        assert driver.js("return !document.querySelector('#banner').hidden")
+        config.write_text(good)
+        wait_until("the banner gone", lambda: driver.js("return document.querySelector('#banner').hidden"))
     finally:
         driver.quit()
         kill_app()

@@ -23,8 +23,10 @@ export function leave() {
   root = null;
 }
 
-export async function refresh() {
-  if (!root) return;
+export async function refresh(change) {
+  // Presets live in files, not in the store: only a status change (a run
+  // launched from another folder, say) is worth a look.
+  if (!root || (change && !change.statuses)) return;
   const set = await call("list_presets", { cwd: cwd || null });
   const cards = set.presets.map((p) => h("div", { class: "card", "data-preset": p.name },
     h("div", { class: "toolbar" }, h("strong", {}, p.name), h("span", { class: "pill" }, p.agent), p.model ? h("span", { class: "pill" }, p.model) : null, h("span", { class: "pill" }, p.source),

@@ -31,11 +31,16 @@ export function leave() {
   view = null;
 }
 
-export async function refresh() {
+/** Redraws what `change` touched (everything without one): a run that is
+ *  not this one streaming costs nothing here. */
+export async function refresh(change) {
   if (!view) return;
+  const statuses = !change || change.statuses;
+  if (!statuses && !change.transcripts.has(runId)) return;
   detail = await call("get_run", { id: runId });
   renderHeader();
   renderTranscript();
+  if (!statuses) return;
   await renderReplies();
   await changes.render(view.querySelector("#changes"), detail.run);
 }

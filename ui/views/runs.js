@@ -3,7 +3,10 @@
 
 import { call, h, statusBadge, ago, duration, tokens, cost } from "../app.js";
 
-let state = { status: "", query: "", all: false, selected: 0, rows: [] };
+/** Runs fetched per page: a store of thousands is never fetched whole. */
+const PAGE = 200;
+
+let state = { status: "", query: "", all: false, selected: 0, rows: [], limit: PAGE };
 let root = null;
 let searchTimer = null;
 
@@ -56,9 +59,10 @@ function asTree(runs) {
   return out;
 }
 
-export async function refresh() {
-  if (!root) return;
-  const list = await call("list_runs", { status: state.status || null, query: state.query || null, all: state.all });
+/** Refetches the page when a status changed (never on transcript lines). */
+export async function refresh(change) {
+  if (!root || (change && !change.statuses)) return;
+  const list = await call("list_runs", { status: state.status || null, query: state.query || null, all: state.all, limit: state.limit });
   const target = root.querySelector("#runs-table");
   if (!target) return;
   state.rows = asTree(list);
@@ -79,9 +83,12 @@ export async function refresh() {
       h("td", { class: "changes-cell" }, changeCounts(run)),
       h("td", { class: "muted" }, run.id),
     )));
+  const more = list.length === state.limit
+    ? h("div", { class: "toolbar" }, h("button", { id: "more-runs", onclick: () => { state.limit += PAGE; refresh(); } }, `Show ${PAGE} more`))
+    : null;
   target.replaceChildren(h("table", { id: "runs" },
     h("thead", {}, h("tr", {}, ["Status", "Preset", "Task", "Age", "Duration", "Tokens", "Cost", "Changes", "Id"].map((t) => h("th", {}, t)))),
-    body));
+    body), more ?? "");
 }
 
 document.addEventListener("keydown", (e) => {

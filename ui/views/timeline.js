@@ -24,7 +24,8 @@ export function leave() {
   root = null;
 }
 
-export async function refresh() {
+export async function refresh(change) {
+  if (change && !change.statuses) return;
   if (!root) return;
   const data = await call("timeline", { hours });
   const now = Date.parse(data.now);

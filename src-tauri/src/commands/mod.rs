@@ -2,9 +2,9 @@
 //! store connection and runs off the main thread (`async`), so a slow call
 //! never freezes the tray.
 
-pub mod changes;
 pub mod launch;
 pub mod presets;
 pub mod review;
 pub mod runs;
 pub mod settings;
+pub mod store;

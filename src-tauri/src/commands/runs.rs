@@ -13,25 +13,31 @@ use tauri::State;
 use crate::error::AppError;
 use crate::state::AppState;
 
-/// Runs, newest first: optionally only one status, only matches of a
-/// full-text search, or including cleared ones.
+/// Runs, newest first, at most `limit` (a page; all without it):
+/// optionally only one status, only matches of a full-text search, or
+/// including cleared ones.
 #[tauri::command(async)]
 pub fn list_runs(
     state: State<'_, AppState>,
     status: Option<String>,
     query: Option<String>,
     all: Option<bool>,
+    limit: Option<usize>,
 ) -> Result<Vec<Run>, AppError> {
     let store = state.store()?;
     let status = match status.as_deref().filter(|s| !s.is_empty()) {
         Some(word) => Some(word.parse::<RunStatus>().map_err(|e| AppError::Invalid(e.to_string()))?),
         None => None,
     };
-    let mut runs =
-        store.runs(&RunFilter { include_dismissed: all.unwrap_or(false), status, ..RunFilter::default() })?;
-    if let Some(query) = query.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
+    let query = query.as_deref().map(str::trim).filter(|q| !q.is_empty());
+    // A search looks through every run, then pages its matches.
+    let page = if query.is_some() { None } else { limit };
+    let filter = RunFilter { include_dismissed: all.unwrap_or(false), status, limit: page, ..RunFilter::default() };
+    let mut runs = store.runs(&filter)?;
+    if let Some(query) = query {
         let hits: HashSet<String> = store.search(query, 500)?.into_iter().map(|h| h.run_id).collect();
         runs.retain(|r| hits.contains(&r.id) || r.preset.contains(query) || r.id.starts_with(query));
+        runs.truncate(limit.unwrap_or(usize::MAX));
     }
     Ok(runs)
 }
