@@ -4,6 +4,7 @@ const COMMANDS: &[&str] = &[
     "list_runs",
     "get_run",
     "transcript",
+    "transcript_size",
     "abort_run",
     "relaunch_run",
     "clear_finished",

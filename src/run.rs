@@ -259,7 +259,6 @@ pub struct Run {
     /// Its git worktree, while it has one (see `worktree`).
     pub worktree: Option<crate::worktree::Worktree>,
     /// The repository it was launched in, when it has (or had) a worktree.
-    #[serde(skip)]
     pub worktree_repo: Option<String>,
     /// Where its worktree is or was, even once discarded.
     #[serde(skip)]

@@ -125,16 +125,35 @@ function showProblem(problem) {
   banner.textContent = problem ? `Corral cannot read its store: ${problem}. Retrying every second.` : "";
 }
 
-// What changed, gathered between two frames: the window redraws at most
-// once per frame, and only the view that shows what changed.
+// What changed, gathered until the next draw. A view that does not show
+// what changed is not even asked to draw (no frame is requested: a
+// software-rendered frame is not free). A status change is drawn in the
+// next frame; a growing transcript at most every TRANSCRIPT_EVERY ms.
+const TRANSCRIPT_EVERY = 200;
 let pending = null;
 let drawing = false;
+let scheduled = null;
+let drawnAt = 0;
 
 function onStoreChanged(change) {
-  if (!pending) pending = { statuses: false, counts: null, transcripts: new Set() };
-  if (change.counts) { pending.statuses = true; pending.counts = change.counts; }
-  for (const id of change.transcripts) pending.transcripts.add(id);
-  if (!drawing) requestAnimationFrame(draw);
+  const transcripts = new Set(change.transcripts);
+  const statuses = !!change.counts;
+  if (statuses) showCounts(change.counts);
+  if (!current?.cares?.({ statuses, transcripts })) return;
+  if (!pending) pending = { statuses: false, transcripts: new Set() };
+  pending.statuses ||= statuses;
+  for (const id of transcripts) pending.transcripts.add(id);
+  schedule();
+}
+
+function schedule() {
+  if (drawing || !pending) return;
+  const wait = pending.statuses ? 0 : Math.max(0, drawnAt + TRANSCRIPT_EVERY - performance.now());
+  if (scheduled !== null) {
+    if (wait > 0) return;
+    clearTimeout(scheduled);
+  }
+  scheduled = setTimeout(() => { scheduled = null; requestAnimationFrame(draw); }, wait);
 }
 
 async function draw() {
@@ -142,14 +161,14 @@ async function draw() {
   const change = pending;
   pending = null;
   drawing = true;
+  drawnAt = performance.now();
   try {
-    if (change.counts) showCounts(change.counts);
     await current?.refresh?.(change);
   } catch (e) {
     say(String(e), true);
   } finally {
     drawing = false;
-    if (pending) requestAnimationFrame(draw);
+    schedule();
   }
 }
 

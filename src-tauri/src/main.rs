@@ -49,6 +49,7 @@ fn main() {
             commands::runs::list_runs,
             commands::runs::get_run,
             commands::runs::transcript,
+            commands::runs::transcript_size,
             commands::runs::abort_run,
             commands::runs::relaunch_run,
             commands::runs::clear_finished,

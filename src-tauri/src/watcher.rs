@@ -31,6 +31,9 @@ use crate::{notify, tray};
 const POLL: Duration = Duration::from_millis(50);
 /// How long to wait before trying again after an error.
 const RETRY: Duration = Duration::from_secs(1);
+/// How long to wait before announcing again what the notification server
+/// refused (none runs yet, at login).
+const NOTIFY_RETRY: Duration = Duration::from_secs(5);
 
 /// Starts the watcher thread.
 pub fn start(app: AppHandle) {
@@ -103,7 +106,9 @@ impl Watch {
                 self.store.insert(store)
             }
         };
-        let mut changed = false;
+        // Endings the notification server refused were given back: claim
+        // them again.
+        let mut changed = self.announcer.refused_until.take_if(|until| Instant::now() >= *until).is_some();
         if self.healed_at.is_none_or(|at| at.elapsed() >= HEAL_EVERY) {
             changed = heal(store, &state.shepherd()?)?.changed();
             self.healed_at = Some(Instant::now());
@@ -135,10 +140,14 @@ impl Watch {
         let speakers = announce::speakers(store, claimed)?;
         if !self.announced_once {
             // What ended while the app was away: one announcement.
-            match speakers.as_slice() {
-                [] => {}
-                [one] => notify::show(app, announce::single(store, one)?),
-                many => notify::show(app, announce::summary(many, true)),
+            let note = match speakers.as_slice() {
+                [] => None,
+                [one] => Some(announce::single(store, one)?),
+                many => Some(announce::summary(many, true)),
+            };
+            if let Some(note) = note {
+                let ids: Vec<String> = speakers.iter().map(|r| r.id.clone()).collect();
+                self.announcer.show(app, store, note, &ids)?;
             }
             self.announced_once = true;
         } else {
@@ -158,12 +167,15 @@ struct Announcer {
     pacer: Pacer,
     /// "Do not disturb" was on at the last round.
     was_quiet: bool,
+    /// The notification server refused an announcement; its endings were
+    /// given back to the store, to be claimed again from then on.
+    refused_until: Option<Instant>,
 }
 
 impl Announcer {
     /// Shows what the pacer lets out now: nothing while "Do not disturb" is
     /// on, everything that waited (as one summary) when it goes off.
-    fn release(&mut self, app: &AppHandle, store: &Store, quiet: bool) -> Result<(), AppError> {
+    fn release(&mut self, app: &AppHandle, store: &mut Store, quiet: bool) -> Result<(), AppError> {
         let resumed = self.was_quiet && !quiet;
         self.was_quiet = quiet;
         let released = match (quiet, resumed) {
@@ -171,16 +183,31 @@ impl Announcer {
             (false, true) => self.pacer.release_all(Instant::now()),
             (false, false) => self.pacer.release(Instant::now()),
         };
-        show(app, store, released)
+        let (note, ids) = match released {
+            Some(Release::One(run)) => (announce::single(store, &run)?, vec![run.id]),
+            Some(Release::Many(runs)) => {
+                (announce::summary(&runs, false), runs.into_iter().map(|r| r.id).collect::<Vec<_>>())
+            }
+            None => return Ok(()),
+        };
+        self.show(app, store, note, &ids)
     }
-}
 
-/// Shows a release of the pacer.
-fn show(app: &AppHandle, store: &Store, released: Option<Release>) -> Result<(), AppError> {
-    match released {
-        Some(Release::One(run)) => notify::show(app, announce::single(store, &run)?),
-        Some(Release::Many(runs)) => notify::show(app, announce::summary(&runs, false)),
-        None => {}
+    /// Shows `note`, which speaks for the runs `ids`. If the notification
+    /// server does not take it, their claims go back to the store (so a
+    /// later round announces them: never lost, never twice).
+    fn show(
+        &mut self,
+        app: &AppHandle,
+        store: &mut Store,
+        note: announce::Announcement,
+        ids: &[String],
+    ) -> Result<(), AppError> {
+        if let Err(refused) = notify::show(app, note) {
+            tracing::warn!("{refused}; announcing again in {NOTIFY_RETRY:?}");
+            store.unclaim_notifications(ids)?;
+            self.refused_until = Some(Instant::now() + NOTIFY_RETRY);
+        }
+        Ok(())
     }
-    Ok(())
 }

@@ -61,6 +61,18 @@ impl Store {
             .doing("counting runs")
     }
 
+    /// Gives claims back: the notification server refused their
+    /// announcement (none is running yet, at login), so a later round
+    /// claims and shows them again. Never lost, never twice.
+    pub fn unclaim_notifications(&mut self, ids: &[String]) -> Result<(), StoreError> {
+        self.write("giving notifications back", |tx| {
+            for id in ids {
+                tx.execute("UPDATE runs SET notified_at = NULL WHERE id = ?1", [id])?;
+            }
+            Ok(())
+        })
+    }
+
     /// Claims the ended runs nobody has announced yet, at most `limit`,
     /// oldest first. The claim is one transaction: of several app instances
     /// (or restarts) exactly one gets each run.
@@ -86,6 +98,14 @@ impl Store {
     /// Marks runs as seen by the user (their transcript was opened), which
     /// ends the tray's "unseen failure" look for them.
     pub fn mark_seen(&mut self, id: &str) -> Result<(), StoreError> {
+        // Looked at again and again by the window: no write once it is.
+        let seen: bool = self
+            .conn()
+            .query_row("SELECT seen_at IS NOT NULL FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .doing("reading whether a run was seen")?;
+        if seen {
+            return Ok(());
+        }
         let now = time::format(time::now());
         self.write("marking a run seen", |tx| {
             tx.execute("UPDATE runs SET seen_at = coalesce(seen_at, ?2) WHERE id = ?1", params![id, now])

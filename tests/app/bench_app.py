@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Measures the app (prints figures, asserts nothing): start to tray
 visible, store change to tray label, idle CPU with 10 runs in the store,
-and memory with the window closed and open. Run by scripts/bench-app.sh."""
+CPU while 10 runs stream (tray only, the window on a finished run, the
+window on a streaming run), memory with the window closed and open, and
+with a store of 2,000 finished runs: the notifications at start and the
+window's memory. Run by scripts/bench-app.sh."""
 
 import os
 import sqlite3
@@ -12,7 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from desktop import Session, close_x_window, tray_label, wait_until, x_windows  # noqa: E402
-from test_app import APP, Env  # noqa: E402
+import json  # noqa: E402
+
+from test_app import APP, CLI, Env  # noqa: E402
 
 
 def rss_kb(pid):
@@ -48,6 +53,22 @@ def children(pid):
 
 def name(pid):
     return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def cpu_of_app(app, seconds):
+    """Share of a core the app and its WebKit processes used over `seconds`."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    pids = [app.pid, *children(app.pid)]
+    before = sum(cpu_ticks(p) for p in pids)
+    time.sleep(seconds)
+    after = sum(cpu_ticks(p) for p in pids if Path(f"/proc/{p}").exists())
+    return (after - before) / ticks / seconds * 100
+
+
+def open_window(env, *args):
+    """A second start: the running instance shows its window (on a run)."""
+    subprocess.run([str(APP), *args], env=env.env, timeout=20)
+    wait_until("the window", lambda: x_windows("Corral"), every=0.01)
 
 
 def memory(app):
@@ -99,7 +120,19 @@ def main():
     time.sleep(10)
     used = (cpu_ticks(app.pid) - before) / ticks
     print(f"tray only, 10 runs streaming ~100 lines/s each: app CPU over 10 s {used / 10 * 100:.1f}% of a core")
+    # The window on a run that does not change, while the others stream:
+    # told only what changed, it has nothing to redraw.
+    open_window(env, "--open", run)
+    time.sleep(3)
+    print(f"window on a finished run, 10 runs streaming: app + WebKit CPU over 10 s {cpu_of_app(app, 10):.1f}% of a core")
+    open_window(env, "--open", streams[0])
+    time.sleep(3)
+    print(f"window following one of the 10 streaming runs: app + WebKit CPU over 10 s {cpu_of_app(app, 10):.1f}% of a core")
     env.cli("abort", *streams)
+    for window in x_windows("Corral"):
+        close_x_window(window)
+    wait_until("the window closed", lambda: not x_windows("Corral"), every=0.3)
+    time.sleep(2)
 
     main_kb, webkit_kb, procs = memory(app)
     print(f"memory, window closed: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs) or 'no child process'})")
@@ -110,6 +143,10 @@ def main():
     time.sleep(3)
     main_kb, webkit_kb, procs = memory(app)
     print(f"memory, window open: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs)})")
+    open_window(env)
+    time.sleep(3)
+    main_kb, webkit_kb, _ = memory(app)
+    print(f"memory, window open on the runs list (20 runs): {(main_kb + webkit_kb) / 1024:.1f} MB in all")
 
     def close():
         for window in x_windows("Corral"):
@@ -121,6 +158,31 @@ def main():
     main_kb, webkit_kb, procs = memory(app)
     print(f"memory, window closed again: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs) or 'no child process'})")
     app.kill()
+    app.wait()
+    month(session)
+
+
+def month(session):
+    """A month of use: 2,000 runs that ended while the app was away."""
+    env = Env()
+    script = f'for i in $(seq 2000); do "{CLI}" launch quick "run $i" >/dev/null || exit 1; done'
+    subprocess.run(["sh", "-c", script], cwd=env.project, env=env.env, check=True, timeout=900)
+    ended = lambda: all(r["exited_at"] for r in json.loads(env.cli("ls", "--json")))
+    wait_until("2,000 runs ended", ended, timeout=300, every=1)
+    before = len(session.notifications.shown)
+    known = len(session.watcher.items)
+    app = env.start_app()
+    item = wait_until("the new tray", lambda: len(session.watcher.items) > known and session.tray(), every=0.05)
+    wait_until("its label", lambda: tray_label(item) == "0 running / 2000 total", every=0.05)
+    time.sleep(10)
+    shown = session.notifications.shown[before:]
+    print(f"start with 2,000 unannounced endings -> notifications within 10 s: {len(shown)} ({shown[0]['summary'] if shown else '-'})")
+    open_window(env)
+    time.sleep(3)
+    main_kb, webkit_kb, _ = memory(app)
+    print(f"memory, window open on the runs list (2,000 runs, first page of 200): {(main_kb + webkit_kb) / 1024:.1f} MB in all")
+    app.kill()
+    app.wait()
 
 
 if __name__ == "__main__":

@@ -57,11 +57,17 @@ class Watcher(dbus.service.Object):
 class Notifications(dbus.service.Object):
     def __init__(self, bus):
         self.shown = []
+        self.refused = 0
+        # While true, Notify fails as a server that is not up yet would.
+        self.refusing = False
         self.next_id = 1
         super().__init__(dbus.service.BusName(NOTIFICATIONS, bus), "/org/freedesktop/Notifications")
 
     @dbus.service.method(NOTIFICATIONS, in_signature="susssasa{sv}i", out_signature="u")
     def Notify(self, app, replaces, icon, summary, body, actions, hints, timeout):
+        if self.refusing:
+            self.refused += 1
+            raise dbus.exceptions.DBusException("not ready", name="org.freedesktop.DBus.Error.ServiceUnknown")
         nid = self.next_id
         self.next_id += 1
         self.shown.append({"id": nid, "app": str(app), "summary": str(summary), "body": str(body),

@@ -378,6 +378,29 @@ def test_one_notification_per_piece_of_work(session, env):
     session.watcher.items.clear()
 
 
+def test_a_refused_notification_is_shown_later_once(session, env):
+    """At login the notification server may not be up yet: an announcement
+    it refuses is given back to the store and shown once it takes them,
+    never lost and never twice."""
+    app = env.start_app()
+    item = wait_until("the tray", session.tray)
+    wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
+    before = len(session.notifications.shown)
+    session.notifications.refusing = True
+    try:
+        run = env.launch("quick", "while the server is down")
+        wait_until("a refusal", lambda: session.notifications.refused > 0)
+        assert env.show(run)["notified_at"] is None, "given back, not lost"
+    finally:
+        session.notifications.refusing = False
+    note = wait_until("shown later", lambda: next((n for n in session.notifications.shown[before:] if "quick" in n["summary"]), None), timeout=20)
+    assert note
+    time.sleep(6)  # a retry period: nothing more may come
+    assert len([n for n in session.notifications.shown[before:] if "quick" in n["summary"]]) == 1, "shown once"
+    app.kill()
+    app.wait()
+
+
 def test_window(session, env):
     """The window: XSS stays text, notification click opens the run, a Launch
     menu item opens the form, abort works, a second launch focuses the
@@ -508,6 +531,9 @@ def test_review_and_reply(session, env):
         driver.js("location.hash = '#/runs'")
         wait_until("the runs list", lambda: driver.find("#runs"))
         wait_until("+N −M in the list", lambda: "+1001 −0" in driver.text(f"tr[data-id='{edits}'] .changes-cell"))
+        # Each run's folder, and for a worktree run its repository, by name.
+        assert driver.js(f"return document.querySelector(\"tr[data-id='{edits}'] td:nth-child(3)\").textContent") == "project"
+        assert driver.js(f"return document.querySelector(\"tr[data-id='{talk}'] td:nth-child(3)\").textContent") == "project"
         wait_until("the worktrees' disk space", lambda: "1 worktree" in driver.text("#worktrees-usage"))
         opened = driver.js("const t0 = performance.now(); location.hash = arguments[0]; return t0;", f"#/run/{edits}")
         wait_until("the changed files and a diff", lambda: driver.js(
@@ -558,7 +584,8 @@ def main():
     session = Session()
     passed = failed = 0
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
-                 test_watcher_survives_a_broken_config, test_one_notification_per_piece_of_work, test_window,
+                 test_watcher_survives_a_broken_config, test_one_notification_per_piece_of_work,
+                 test_a_refused_notification_is_shown_later_once, test_window,
                  test_review_and_reply]:
         env = Env()
         started = time.monotonic()

@@ -23,6 +23,10 @@ export function leave() {
   root = null;
 }
 
+export function cares(change) {
+  return change.statuses;
+}
+
 export async function refresh(change) {
   // Presets live in files, not in the store: only a status change (a run
   // launched from another folder, say) is worth a look.

@@ -31,16 +31,25 @@ export function leave() {
   view = null;
 }
 
-/** Redraws what `change` touched (everything without one): a run that is
- *  not this one streaming costs nothing here. */
+/** True if `change` touches what this view shows: a status (this run's
+ *  may be among them), or this run's transcript. Another run streaming
+ *  costs nothing here. */
+export function cares(change) {
+  return change.statuses || change.transcripts.has(runId);
+}
+
+/** Redraws what `change` touched (everything without one). */
 export async function refresh(change) {
   if (!view) return;
-  const statuses = !change || change.statuses;
-  if (!statuses && !change.transcripts.has(runId)) return;
+  if (change && !change.statuses) {
+    // Only the transcript grew: its size, then the rows in view.
+    detail.event_count = await call("transcript_size", { id: runId });
+    renderTranscript();
+    return;
+  }
   detail = await call("get_run", { id: runId });
   renderHeader();
   renderTranscript();
-  if (!statuses) return;
   await renderReplies();
   await changes.render(view.querySelector("#changes"), detail.run);
 }
@@ -133,8 +142,11 @@ function paint() {
 async function fetchPage(start) {
   if (loading.has(start)) return;
   loading.add(start);
+  // A streaming page is fetched from its first missing row, not whole.
+  let after = start;
+  while (after < start + PAGE && cache.has(after + 1)) after++;
   try {
-    const events = await call("transcript", { id: runId, afterSeq: start, limit: PAGE });
+    const events = await call("transcript", { id: runId, afterSeq: after, limit: start + PAGE - after });
     for (const ev of events) cache.set(ev.seq, ev);
   } catch (e) {
     say(String(e), true);

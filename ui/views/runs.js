@@ -29,6 +29,12 @@ export async function show(view) {
   await refresh();
 }
 
+/** The name of the folder (or, for a worktree run, the repository) it ran in. */
+function folderName(run) {
+  const path = (run.worktree_repo ?? run.cwd).replace(/\/+$/, "");
+  return path.slice(path.lastIndexOf("/") + 1) || path;
+}
+
 /** "+12 −3" for a run whose worktree changed something. */
 function changeCounts(run) {
   const c = run.changes;
@@ -59,6 +65,11 @@ function asTree(runs) {
   return out;
 }
 
+/** A status changed: the page is stale (transcript lines never make it). */
+export function cares(change) {
+  return change.statuses;
+}
+
 /** Refetches the page when a status changed (never on transcript lines). */
 export async function refresh(change) {
   if (!root || (change && !change.statuses)) return;
@@ -75,6 +86,7 @@ export async function refresh(change) {
     h("tr", { "data-id": run.id, class: i === state.selected ? "selected" : "", onclick: () => { location.hash = `#/run/${run.id}`; } },
       h("td", {}, depth ? h("span", { class: "indent" }, "\u00a0\u00a0".repeat(depth - 1) + "└─ ") : null, statusBadge(run.status)),
       h("td", {}, run.preset),
+      h("td", { class: "muted", title: run.worktree_repo ?? run.cwd }, folderName(run)),
       h("td", { class: "task", title: run.task }, run.task),
       h("td", {}, ago(run.created_at)),
       h("td", { class: "num" }, duration(run)),
@@ -87,7 +99,7 @@ export async function refresh(change) {
     ? h("div", { class: "toolbar" }, h("button", { id: "more-runs", onclick: () => { state.limit += PAGE; refresh(); } }, `Show ${PAGE} more`))
     : null;
   target.replaceChildren(h("table", { id: "runs" },
-    h("thead", {}, h("tr", {}, ["Status", "Preset", "Task", "Age", "Duration", "Tokens", "Cost", "Changes", "Id"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["Status", "Preset", "Folder", "Task", "Age", "Duration", "Tokens", "Cost", "Changes", "Id"].map((t) => h("th", {}, t)))),
     body), more ?? "");
 }
 

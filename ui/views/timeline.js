@@ -24,6 +24,10 @@ export function leave() {
   root = null;
 }
 
+export function cares(change) {
+  return change.statuses;
+}
+
 export async function refresh(change) {
   if (change && !change.statuses) return;
   if (!root) return;

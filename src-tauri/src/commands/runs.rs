@@ -71,6 +71,13 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
     })
 }
 
+/// How many events run `id`'s transcript has: all a streaming transcript
+/// on screen needs to know to draw its new rows.
+#[tauri::command(async)]
+pub fn transcript_size(state: State<'_, AppState>, id: String) -> Result<i64, AppError> {
+    Ok(state.store()?.event_count(&id)?)
+}
+
 /// A page of a run's transcript: events after `after_seq`, at most `limit`
 /// (capped at 2000).
 #[tauri::command(async)]

@@ -14,7 +14,13 @@ use linux as platform;
 use corral::announce::Announcement;
 use tauri::AppHandle;
 
-/// Shows one announcement.
-pub fn show(app: &AppHandle, note: Announcement) {
-    platform::show(app.clone(), note);
+/// The desktop did not take a notification.
+#[derive(Debug, thiserror::Error)]
+#[error("the notification server did not take the notification: {0}")]
+pub struct Refused(pub String);
+
+/// Shows one announcement; returns once the notification server accepted
+/// it (a click is waited for on a thread of its own).
+pub fn show(app: &AppHandle, note: Announcement) -> Result<(), Refused> {
+    platform::show(app.clone(), note)
 }
