@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need on a fresh Debian machine, then runs
 # every test: formatting and clippy, the core and CLI (cargo nextest / cargo
-# test; real Claude Code, Codex and pi against a stub model server among
+# test; real Claude Code, Codex, pi, Gemini CLI and opencode against a stub model server among
 # them, and the model-based random test), then the real desktop app
-# headless (Xvfb, a D-Bus session, WebDriver).
+# headless (Xvfb, a D-Bus session, WebDriver), then the Debian package
+# (built, its contents checked, installed into a scratch root).
 # Usage: ./scripts/test.sh   (as root, or a user with sudo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +22,5 @@ else
 fi
 
 ./scripts/test-app.sh
+
+./scripts/check-deb.sh

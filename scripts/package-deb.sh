@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the Debian package: target/corral_<version>_<arch>.deb with both
+# binaries (`corral`, `corral-app`), the desktop entry, the icons at the
+# usual sizes and the autostart entry (the tray starts at login; each user
+# turns it off under Settings in the window).
+#   ./scripts/package-deb.sh            # release build
+#   ./scripts/package-deb.sh --debug    # the debug build (what the tests check)
+# Install it with: sudo apt install ./target/corral_*.deb
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+profile=release
+[ "${1:-}" = --debug ] && profile=debug
+if [ "$profile" = release ]; then
+  cargo build --release -p corral -p corral-app
+else
+  cargo build -p corral -p corral-app
+fi
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+arch=$(dpkg --print-architecture)
+stage=target/deb/corral_${version}_${arch}
+rm -rf "$stage"
+install -Dm755 "target/$profile/corral" "$stage/usr/bin/corral"
+install -Dm755 "target/$profile/corral-app" "$stage/usr/bin/corral-app"
+install -Dm644 packaging/corral.desktop "$stage/usr/share/applications/corral.desktop"
+install -Dm644 packaging/corral-autostart.desktop "$stage/etc/xdg/autostart/corral.desktop"
+for size in 16 32 48 64 128 256; do
+  install -Dm644 "icons/${size}x${size}.png" "$stage/usr/share/icons/hicolor/${size}x${size}/apps/corral.png"
+done
+install -Dm644 icons/icon.png "$stage/usr/share/icons/hicolor/512x512/apps/corral.png"
+install -Dm644 README.md "$stage/usr/share/doc/corral/README.md"
+size_kb=$(du -sk "$stage" | cut -f1)
+mkdir -p "$stage/DEBIAN"
+cat > "$stage/DEBIAN/control" <<CONTROL
+Package: corral
+Version: $version
+Architecture: $arch
+Maintainer: Corral developers <corral@localhost>
+Installed-Size: $size_kb
+Depends: libgtk-3-0, libwebkit2gtk-4.1-0, libayatana-appindicator3-1, git
+Recommends: xdg-utils
+Section: devel
+Priority: optional
+Description: run coding agents in the background, supervised to a truthful end
+ Corral launches coding agents (pi, Claude Code, Codex, Gemini CLI,
+ opencode, or any command) in the background from markdown presets,
+ supervises each run to a truthful end and keeps runs and transcripts in
+ SQLite. A tray app, a command line (corral) and an MCP server.
+CONTROL
+dpkg-deb --root-owner-group --build "$stage" "target/corral_${version}_${arch}.deb" >/dev/null
+echo "target/corral_${version}_${arch}.deb"
