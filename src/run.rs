@@ -269,6 +269,10 @@ pub struct Run {
     /// When a person (not another run's agent) last replied to it (`corral
     /// reply`): from then on it is their conversation, announced on its own.
     pub replied_at: Option<String>,
+    /// While it runs: its agent is retrying a failing model call, as it
+    /// says ("authentication_failed 401 (7/10), next try in 1119 ms").
+    #[serde(default)]
+    pub retrying: Option<String>,
     /// What its worktree changed, as last measured (at its end, and by
     /// every diff); `None` without a worktree or before any measure.
     pub changes: Option<ChangeCount>,

@@ -286,8 +286,13 @@ fn a_read_only_store_gives_a_clear_error() {
     env.command_preset("ok", &[&fake_agent("exit-with"), "0"]);
     let id = env.launch("ok", "before");
     env.wait_end(&id);
-    let ro = Command::new("mount").args(["-o", "remount,ro"]).arg(&env.home).status().unwrap();
-    assert!(ro.success());
+    // The run's shepherd may still hold the database open for writing for
+    // a moment after its exit is recorded (it hands its slot on): a
+    // read-write file open makes the remount fail with "busy".
+    let remounted = eventually(Duration::from_secs(10), || {
+        Command::new("mount").args(["-o", "remount,ro"]).arg(&env.home).status().unwrap().success()
+    });
+    assert!(remounted, "could not remount the store read-only");
     let out = env.corral(&["launch", "ok", "after"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);

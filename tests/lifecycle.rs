@@ -318,3 +318,23 @@ fn a_cost_the_agent_does_not_report_is_estimated_and_marked() {
     let run = env.wait_end(&id);
     assert!(run["cost_usd"].is_null() && run["cost_estimated"] == false, "{run:#}");
 }
+
+#[test]
+fn a_run_retrying_a_failing_call_says_so_until_it_works_or_ends() {
+    let env = Env::new();
+    env.config("");
+    env.agent_preset("c", "claude", "");
+    let vars = [("FAKE_STREAM", stream("claude-2.1-http401-retrying-killed.jsonl")), ("FAKE_THEN", "linger".into())];
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let id = env.launch_env("c", "x", &vars);
+    let run = env.wait_run(&id, Duration::from_secs(20), |r| r["retrying"].is_string());
+    let retrying = run["retrying"].as_str().unwrap();
+    assert!(retrying.starts_with("authentication_failed 401 ("), "{retrying}");
+    assert_eq!(run["status"], "running", "retrying is not an ending");
+    assert!(env.ok(&["ls"]).contains("running (retrying: authentication_failed 401"), "ls says so");
+    assert!(env.store().counts().unwrap().attention >= 1, "the tray's look changes");
+    env.ok(&["abort", &id]);
+    let run = env.wait_end(&id);
+    assert!(run["retrying"].is_null(), "an ended run is not retrying: {run:#}");
+    assert_eq!(env.store().counts().unwrap().attention, 0);
+}

@@ -45,8 +45,10 @@ export function say(message, isError = false) {
   footer.className = isError ? "error" : "";
 }
 
-export function statusBadge(status) {
-  return h("span", { class: `status s-${status}` }, h("span", { class: "dot" }), status);
+/** A run's status; one whose agent is retrying a failing call says so. */
+export function statusBadge(status, retrying = null) {
+  return h("span", { class: `status s-${status}`, title: retrying ? `retrying: ${retrying}` : null },
+    h("span", { class: "dot" }), status, retrying ? h("span", { class: "retrying" }, ` · retrying: ${retrying}`) : null);
 }
 
 export function ago(iso) {

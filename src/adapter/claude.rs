@@ -139,7 +139,7 @@ impl ClaudeAdapter {
                 let status = event.get("error_status").map(Value::to_string).unwrap_or_default();
                 let why = json::str_at(event, &["error"]).unwrap_or("error");
                 let delay = event.get("retry_delay_ms").and_then(Value::as_f64).unwrap_or(0.0);
-                let text = format!("API retry {attempt}/{max} in {delay:.0} ms after {status} {why}");
+                let text = format!("{why} {status} ({attempt}/{max}), next try in {delay:.0} ms");
                 self.last_error = Some(format!("API error {status} {why}"));
                 out.push(TranscriptEvent { kind: EventKind::Retry, text, json: Some(event.clone()) });
             }

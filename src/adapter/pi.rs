@@ -127,7 +127,8 @@ impl Adapter for PiAdapter {
             "auto_retry_end" => {
                 let success = event.get("success").and_then(Value::as_bool).unwrap_or(false);
                 if success {
-                    out.push(TranscriptEvent::text(EventKind::Retry, "retry succeeded"));
+                    // Not a retry any more: the run is working again.
+                    out.push(TranscriptEvent::text(EventKind::Output, "retry succeeded"));
                     return None;
                 }
                 let error =

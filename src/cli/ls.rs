@@ -37,7 +37,11 @@ pub fn run(
             0 => "-".to_string(),
             n => n.to_string(),
         };
-        table.row(vec![id, run.status.to_string(), run.preset.clone(), age, duration, tokens, cell(&run.task, 60)]);
+        let status = match &run.retrying {
+            Some(retry) => format!("{} (retrying: {})", run.status, retry),
+            None => run.status.to_string(),
+        };
+        table.row(vec![id, status, run.preset.clone(), age, duration, tokens, cell(&run.task, 60)]);
     }
     table.write(out)?;
     Ok(0)

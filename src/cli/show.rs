@@ -18,9 +18,10 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
         Some(t) => format!("{} ({})", time::format(t), time::ago(t, now)),
         None => "-".to_string(),
     };
-    let status = match run.stop_reason {
-        Some(reason) => format!("{} ({reason})", run.status),
-        None => run.status.to_string(),
+    let status = match (run.stop_reason, &run.retrying) {
+        (Some(reason), _) => format!("{} ({reason})", run.status),
+        (None, Some(retry)) => format!("{} (retrying: {retry})", run.status),
+        (None, None) => run.status.to_string(),
     };
     let exit = match (run.exit_code, run.exit_signal) {
         (Some(code), _) => format!("code {code}"),

@@ -95,6 +95,9 @@ pub(super) struct Supervisor {
 
     pending: Vec<TranscriptEvent>,
     pending_since: Option<Instant>,
+    /// What the agent's last retry said, while it has not worked since
+    /// (kept in the store for the tray and the window).
+    retrying: Option<String>,
     next_seq: i64,
     buf: Vec<u8>,
 }
@@ -197,6 +200,7 @@ impl Supervisor {
             healed_at: Instant::now(),
             pending: Vec::new(),
             pending_since: None,
+            retrying: None,
             next_seq,
             buf: vec![0; 64 * 1024],
         })
@@ -703,6 +707,20 @@ impl Supervisor {
         self.pending_since = None;
         if self.pending.is_empty() {
             return Ok(());
+        }
+        // Retrying until the agent shows work again (its usage and Corral's
+        // own notes are neither).
+        let mut retrying = self.retrying.clone();
+        for event in &self.pending {
+            match event.kind {
+                EventKind::Retry => retrying = Some(event.text.clone()),
+                EventKind::Usage | EventKind::System => {}
+                _ => retrying = None,
+            }
+        }
+        if retrying != self.retrying && !self.outcome_committed {
+            self.store.set_retrying(&self.run_id, retrying.as_deref())?;
+            self.retrying = retrying;
         }
         self.store.append_events(&self.run_id, self.next_seq, &self.pending)?;
         self.next_seq += self.pending.len() as i64;

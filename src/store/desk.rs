@@ -18,6 +18,9 @@ pub struct Counts {
     /// Runs that failed or were lost whose transcript the user has not
     /// opened yet, and not cleared: the tray looks different while any are.
     pub unseen_failures: u64,
+    /// Runs that need the user, not cleared: unseen failures, unseen runs
+    /// with denied actions, and active runs whose agent keeps retrying.
+    pub attention: u64,
 }
 
 /// Tokens and cost of the runs created since a moment.
@@ -45,10 +48,14 @@ impl Store {
             "SELECT
                count(*) FILTER (WHERE status IN {}),
                count(*),
-               count(*) FILTER (WHERE status IN {} AND seen_at IS NULL)
+               count(*) FILTER (WHERE status IN {failed} AND seen_at IS NULL),
+               count(*) FILTER (WHERE (status IN {failed} AND seen_at IS NULL)
+                                   OR (denied IS NOT NULL AND seen_at IS NULL)
+                                   OR (retrying IS NOT NULL AND status IN {active}))
              FROM runs WHERE dismissed_at IS NULL",
             RunStatus::sql_list(RunStatus::ACTIVE),
-            RunStatus::sql_list(&[RunStatus::Failed, RunStatus::Lost])
+            failed = RunStatus::sql_list(&[RunStatus::Failed, RunStatus::Lost]),
+            active = RunStatus::sql_list(RunStatus::ACTIVE),
         );
         self.conn()
             .query_row(&sql, [], |r| {
@@ -56,6 +63,7 @@ impl Store {
                     running: r.get::<_, i64>(0)? as u64,
                     total: r.get::<_, i64>(1)? as u64,
                     unseen_failures: r.get::<_, i64>(2)? as u64,
+                    attention: r.get::<_, i64>(3)? as u64,
                 })
             })
             .doing("counting runs")

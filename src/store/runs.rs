@@ -20,7 +20,7 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
     dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at,
     promoted_at, promoter_pid, promoter_start, worktree_path, worktree_branch, worktree_base, worktree_repo,
-    worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated";
+    worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated, retrying";
 
 /// SQL list of the terminal statuses.
 pub(super) static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
@@ -464,7 +464,7 @@ impl Store {
                cache_read_tokens = max(cache_read_tokens, ?11), cache_write_tokens = max(cache_write_tokens, ?12),
                cost_usd = coalesce(?13, cost_usd), session_id = coalesce(?14, session_id),
                cost_estimated = CASE WHEN ?13 IS NULL THEN cost_estimated ELSE ?17 END,
-               completed_at = ?15, started_at = coalesce(started_at, ?15), denied = ?16
+               completed_at = ?15, started_at = coalesce(started_at, ?15), denied = ?16, retrying = NULL
              WHERE id = ?1 AND status NOT IN {}",
             *TERMINAL
         );
@@ -496,6 +496,15 @@ impl Store {
             )?;
             Ok(if n == 1 { Committed::Applied } else { Committed::AlreadyDecided })
         })
+    }
+
+    /// Records that run `id`'s agent is retrying a failing call (`Some`:
+    /// what it says), or is working again (`None`).
+    pub fn set_retrying(&mut self, id: &str, retrying: Option<&str>) -> Result<(), StoreError> {
+        self.write("recording a retry", |tx| {
+            tx.execute("UPDATE runs SET retrying = ?2 WHERE id = ?1", params![id, retrying])
+        })
+        .map(drop)
     }
 
     /// Records what a run's worktree changed, as just measured.
@@ -750,6 +759,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         denied: row.get::<_, Option<String>>(43)?.and_then(|json| serde_json::from_str(&json).ok()).unwrap_or_default(),
         replied_at: row.get(44)?,
         cost_estimated: row.get(48)?,
+        retrying: row.get(49)?,
         changes: match (row.get::<_, Option<i64>>(45)?, row.get::<_, Option<i64>>(46)?, row.get::<_, Option<i64>>(47)?)
         {
             (Some(files), Some(added), Some(removed)) => {

@@ -69,7 +69,7 @@ function renderHeader() {
   }
   const actions = h("div", { class: "toolbar" },
     h("h1", { style: "margin:0" }, `${run.preset} `, h("span", { class: "muted" }, run.id)),
-    statusBadge(run.status),
+    statusBadge(run.status, run.retrying),
     run.stop_reason ? h("span", { class: "pill" }, run.stop_reason) : null,
     h("span", { style: "flex:1" }),
     h("button", { onclick: () => openWith("open_run_folder"), title: run.worktree ? "Its worktree" : "Its folder" }, "Open folder"),

@@ -69,7 +69,9 @@ pub fn refresh(app: &AppHandle, store: &Store) -> Result<(), AppError> {
         let _ = tray.set_tooltip(Some(&title));
         shown.title = title;
     }
-    let look = (counts.running, counts.unseen_failures > 0);
+    // Red while something needs the user: an unseen failure or denial, or
+    // a run whose agent keeps retrying.
+    let look = (counts.running, counts.attention > 0);
     if shown.icon != Some(look) {
         let _ = tray.set_icon(Some(icon::draw(look.0, look.1)));
         shown.icon = Some(look);
@@ -77,7 +79,7 @@ pub fn refresh(app: &AppHandle, store: &Store) -> Result<(), AppError> {
     let quiet = state.quiet();
     let signature = format!(
         "{counts:?}|{:?}|{launchable:?}|{:?}|{quiet}",
-        runs.iter().map(|r| (&r.id, r.status)).collect::<Vec<_>>(),
+        runs.iter().map(|r| (&r.id, r.status, &r.retrying)).collect::<Vec<_>>(),
         shown.problem
     );
     if shown.menu != signature {

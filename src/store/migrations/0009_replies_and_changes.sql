@@ -20,3 +20,12 @@ ALTER TABLE runs ADD COLUMN changes_removed INTEGER;
 -- 1 when cost_usd is Corral's estimate from the usage and its price table
 -- (the agent reported tokens but no cost).
 ALTER TABLE runs ADD COLUMN cost_estimated INTEGER NOT NULL DEFAULT 0;
+-- What keeps a running run from its work, while it lasts: the agent
+-- retrying a failing model call ("authentication_failed 401 (7/10)"). The
+-- tray and the window show it, so it moves the status version too.
+ALTER TABLE runs ADD COLUMN retrying TEXT;
+CREATE TRIGGER runs_retrying_changed AFTER UPDATE OF retrying ON runs
+WHEN old.retrying IS NOT new.retrying
+BEGIN
+    UPDATE status_version SET version = version + 1;
+END;

@@ -26,7 +26,10 @@ pub fn items(app: &AppHandle, runs: &[Run]) -> tauri::Result<Vec<MenuItem<tauri:
     runs.iter()
         .map(|run| {
             let task: String = run.task.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(48).collect();
-            let label = format!("{} {} — {}", mark(run.status), run.preset, task);
+            let label = match &run.retrying {
+                Some(retry) => format!("⟳ {} — retrying: {retry}", run.preset),
+                None => format!("{} {} — {}", mark(run.status), run.preset, task),
+            };
             MenuItem::with_id(app, format!("{PREFIX}{}", run.id), label, true, None::<&str>)
         })
         .collect()
