@@ -130,8 +130,9 @@ function showProblem(problem) {
 // What changed, gathered until the next draw. A view that does not show
 // what changed is not even asked to draw (no frame is requested: a
 // software-rendered frame is not free). A status change is drawn in the
-// next frame; a growing transcript at most every TRANSCRIPT_EVERY ms.
-const TRANSCRIPT_EVERY = 200;
+// next frame; a growing transcript at most every TRANSCRIPT_EVERY ms (4
+// times a second: lively, and a quarter of the cost of every frame).
+const TRANSCRIPT_EVERY = 250;
 let pending = null;
 let drawing = false;
 let scheduled = null;

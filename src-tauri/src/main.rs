@@ -23,11 +23,24 @@ use tauri::{Manager, RunEvent};
 
 use state::AppState;
 
+/// The window is a small page of text and tables: WebKitGTK's accelerated
+/// compositing costs more than it brings, above all where GL is software
+/// (llvmpipe: ~100 ms of CPU per redraw of a streaming transcript, against
+/// a few ms painted without it). A user's own setting wins.
+fn paint_without_gl_compositing() {
+    const VAR: &str = "WEBKIT_DISABLE_COMPOSITING_MODE";
+    if std::env::var_os(VAR).is_none() {
+        // Before any thread exists: nothing reads the environment meanwhile.
+        std::env::set_var(VAR, "1");
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("shepherd") {
         std::process::exit(run_shepherd(args.get(2)));
     }
+    paint_without_gl_compositing();
     init_logging();
     let open = open_argument(&args);
     let home = match corral::Home::from_env() {

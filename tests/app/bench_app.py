@@ -131,9 +131,13 @@ def main():
     time.sleep(5)
     print(f"window following one of the 10 streaming runs: app + WebKit CPU over 10 s {cpu_of_app(app, 10):.1f}% of a core")
     env.cli("abort", *streams)
-    for window in x_windows("Corral"):
-        close_x_window(window)
-    wait_until("the window closed", lambda: not x_windows("Corral"), every=0.3)
+
+    def close():
+        for window in x_windows("Corral"):
+            close_x_window(window)
+        return not x_windows("Corral")
+
+    wait_until("the window closed", close, every=0.3)
     time.sleep(2)
 
     main_kb, webkit_kb, procs = memory(app)
@@ -149,11 +153,6 @@ def main():
     time.sleep(3)
     main_kb, webkit_kb, _ = memory(app)
     print(f"memory, window open on the runs list (20 runs): {(main_kb + webkit_kb) / 1024:.1f} MB in all")
-
-    def close():
-        for window in x_windows("Corral"):
-            close_x_window(window)
-        return not x_windows("Corral")
 
     wait_until("closed", close, every=0.3)
     time.sleep(3)

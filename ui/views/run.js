@@ -15,6 +15,7 @@ let cache = new Map();       // seq -> event
 let loading = new Set();     // page starts being fetched
 let selectedSeq = null;
 let firstPaint = true;
+let followed = false;        // the last scroll was Corral following the end
 
 export async function show(root, id) {
   view = root;
@@ -42,8 +43,18 @@ export function cares(change) {
 export async function refresh(change) {
   if (!view) return;
   if (change && !change.statuses) {
-    // Only the transcript grew: its size, then the rows in view.
-    detail.event_count = await call("transcript_size", { id: runId });
+    // Only the transcript grew: its size and, if the reader follows the
+    // end, the new rows first, so the view changes once (a frame drawn in
+    // software is not free).
+    const count = await call("transcript_size", { id: runId });
+    const box = view.querySelector("#transcript");
+    if (box.scrollTop + box.clientHeight >= box.scrollHeight - ROW) {
+      let after = detail.event_count;
+      while (after > 0 && !cache.has(after)) after--;
+      const events = await call("transcript", { id: runId, afterSeq: after, limit: Math.min(PAGE, count - after) });
+      for (const ev of events) cache.set(ev.seq, ev);
+    }
+    detail.event_count = count;
     renderTranscript();
     return;
   }
@@ -64,7 +75,9 @@ function renderHeader() {
       h("h2", {}, "Transcript"), h("div", { class: "transcript", id: "transcript", tabindex: "0" }, h("div", { class: "spacer" })), h("div", { class: "detail", id: "event-detail" }),
       replyBox());
     const box = view.querySelector("#transcript");
-    box.addEventListener("scroll", () => paint());
+    // The reader's scrolling paints; Corral's own (following the end) has
+    // painted already.
+    box.addEventListener("scroll", () => { if (!followed) paint(); followed = false; });
     box.addEventListener("keydown", onKey);
   }
   const actions = h("div", { class: "toolbar" },
@@ -112,7 +125,10 @@ function renderTranscript() {
   // Follow a live transcript only while the reader is at its end.
   const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - ROW;
   spacer.style.height = `${detail.event_count * ROW}px`;
-  if (firstPaint || atEnd) box.scrollTop = box.scrollHeight;
+  if ((firstPaint || atEnd) && box.scrollTop !== box.scrollHeight - box.clientHeight) {
+    followed = true;
+    box.scrollTop = box.scrollHeight;
+  }
   firstPaint = false;
   paint();
 }
