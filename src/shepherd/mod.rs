@@ -141,7 +141,7 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
             return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &why);
         };
         store.append_events(run_id, store.last_event_seq(run_id)? + 1, &turn.notes)?;
-        earlier = Some(replies::earlier_report(&run));
+        earlier = Some(replies::earlier_report(&run, adapter.usage_is_cumulative()));
         invocation
     } else {
         match adapter.invocation(&launch.context(&run.task)) {

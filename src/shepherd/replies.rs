@@ -48,14 +48,15 @@ pub(super) fn deliver(store: &mut Store, run_id: &str) -> Result<Option<NextTurn
 }
 
 /// What the turns before a reopened run's new shepherd reported, as the
-/// store kept it: the new turns add to it.
-pub(super) fn earlier_report(run: &Run) -> Report {
+/// store kept it: the new turns add to it. With `cumulative` usage (Codex:
+/// each turn reports the whole session's) only the texts carry over.
+pub(super) fn earlier_report(run: &Run, cumulative: bool) -> Report {
     Report {
         final_text: run.final_text.clone(),
         resolved_model: run.resolved_model.clone(),
-        usage: run.usage,
+        usage: if cumulative { Default::default() } else { run.usage },
         // An estimate is made again over every turn's usage.
-        cost_usd: if run.cost_estimated { None } else { run.cost_usd },
+        cost_usd: if run.cost_estimated || cumulative { None } else { run.cost_usd },
         cost_estimated: false,
         session_id: run.session_id.clone(),
         denied: Vec::new(),
