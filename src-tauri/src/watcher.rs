@@ -31,6 +31,9 @@ use crate::{notify, tray};
 const POLL: Duration = Duration::from_millis(50);
 /// How long to wait before trying again after an error.
 const RETRY: Duration = Duration::from_secs(1);
+/// How often, at most, the window is told that transcripts grew (it draws
+/// them at most 4 times a second; status changes are told at once).
+const TELL_TRANSCRIPTS_EVERY: Duration = Duration::from_millis(250);
 /// How long to wait before announcing again what the notification server
 /// refused (none runs yet, at login).
 const NOTIFY_RETRY: Duration = Duration::from_secs(5);
@@ -81,8 +84,8 @@ struct Watch {
     last_version: i64,
     /// The store's status version last shown in the tray.
     last_status: i64,
-    /// The newest transcript event the window was told of.
-    event_mark: corral::store::EventMark,
+    /// What the window was told of transcripts.
+    transcripts: Transcripts,
     healed_at: Option<Instant>,
     /// The first round announces what ended while the app was away.
     announced_once: bool,
@@ -102,7 +105,7 @@ impl Watch {
                 self.last_status = -1;
                 self.healed_at = Some(Instant::now());
                 let store = corral::heal::open_healed(&state.home, &state.shepherd()?)?;
-                self.event_mark = store.event_mark()?;
+                self.transcripts.mark = store.event_mark()?;
                 self.store.insert(store)
             }
         };
@@ -117,22 +120,19 @@ impl Watch {
         self.announcer.release(app, store, quiet)?;
         let version = store.data_version()?;
         if version == self.last_version && !changed {
-            return Ok(());
+            return self.transcripts.tell(app, store);
         }
         self.last_version = version;
+        self.transcripts.grew = true;
         // Transcript lines move the data version all the time; the tray and
         // notifications only care when a status (or the set of runs) does,
         // and the window only about what it shows.
-        let (transcripts, mark) = store.transcripts_changed_since(self.event_mark)?;
-        self.event_mark = mark;
         let status = store.status_version()?;
         if status == self.last_status && !changed {
-            if !transcripts.is_empty() {
-                events::store_changed(app, &StoreChanged { counts: None, transcripts });
-            }
-            return Ok(());
+            return self.transcripts.tell(app, store);
         }
         self.last_status = status;
+        let transcripts = self.transcripts.grown(store)?;
         events::store_changed(app, &StoreChanged { counts: Some(store.counts()?), transcripts });
         tray::refresh(app, store)?;
         let claimed = store.claim_notifications(usize::MAX >> 1)?;
@@ -156,6 +156,41 @@ impl Watch {
         }
         if claimed_any {
             self.last_version = store.data_version()?;
+        }
+        Ok(())
+    }
+}
+
+/// What the window was told of growing transcripts. Runtime state only.
+#[derive(Default)]
+struct Transcripts {
+    /// The newest event it was told of.
+    mark: corral::store::EventMark,
+    /// The store changed since it was last told.
+    grew: bool,
+    /// When it was last told.
+    told_at: Option<Instant>,
+}
+
+impl Transcripts {
+    /// The runs whose transcripts grew since the window was last told.
+    fn grown(&mut self, store: &Store) -> Result<Vec<String>, AppError> {
+        let (runs, mark) = store.transcripts_changed_since(self.mark)?;
+        self.mark = mark;
+        self.grew = false;
+        self.told_at = Some(Instant::now());
+        Ok(runs)
+    }
+
+    /// Tells the window which transcripts grew, at most every
+    /// [`TELL_TRANSCRIPTS_EVERY`] (it draws them no more often).
+    fn tell(&mut self, app: &AppHandle, store: &Store) -> Result<(), AppError> {
+        if !self.grew || self.told_at.is_some_and(|at| at.elapsed() < TELL_TRANSCRIPTS_EVERY) {
+            return Ok(());
+        }
+        let transcripts = self.grown(store)?;
+        if !transcripts.is_empty() {
+            events::store_changed(app, &StoreChanged { counts: None, transcripts });
         }
         Ok(())
     }

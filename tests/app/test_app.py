@@ -125,7 +125,7 @@ class WebDriver:
             req = urllib.request.Request(f"http://127.0.0.1:4444{path}", data=data, method=method,
                                          headers={"Content-Type": "application/json"})
             try:
-                with urllib.request.urlopen(req, timeout=60) as resp:
+                with urllib.request.urlopen(req, timeout=20 if path.endswith("/screenshot") else 60) as resp:
                     return json.loads(resp.read() or b"{}").get("value")
             except (ConnectionResetError, http.client.RemoteDisconnected):
                 if attempt == 4:
@@ -160,7 +160,10 @@ class WebDriver:
         self.request("POST", self.s(f"/element/{self.find(css)}/value"), {"text": text})
 
     def screenshot(self, path):
-        path.write_bytes(base64.b64decode(self.request("GET", self.s("/screenshot"))))
+        try:
+            path.write_bytes(base64.b64decode(self.request("GET", self.s("/screenshot"))))
+        except Exception as e:  # an artifact for the docs, not an assertion
+            print(f"screenshot {path.name} not taken: {e!r}", flush=True)
 
     def close_window(self):
         self.request("DELETE", self.s("/window"))
