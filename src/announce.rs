@@ -26,6 +26,9 @@ pub struct Announcement {
     pub body: String,
     /// The run to open on click; `None`: the runs list.
     pub run: Option<String>,
+    /// For a summary: the list opens filtered to runs that ended since
+    /// then (the first of those it speaks for).
+    pub ended_since: Option<String>,
     /// A failure: shown as critical, and stays until dismissed.
     pub urgent: bool,
 }
@@ -93,7 +96,13 @@ pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
         body = format!("{note}\n{body}");
     }
     let failed = run.status != RunStatus::Completed || tree.iter().any(|r| r.status != RunStatus::Completed);
-    Ok(Announcement { summary, body, run: Some(run.id.clone()), urgent: failed || denied_note.is_some() })
+    Ok(Announcement {
+        summary,
+        body,
+        run: Some(run.id.clone()),
+        ended_since: None,
+        urgent: failed || denied_note.is_some(),
+    })
 }
 
 /// One announcement for many endings. `while_closed`: they ended while the
@@ -110,7 +119,8 @@ pub fn summary(runs: &[Run], while_closed: bool) -> Announcement {
         0 => "All completed.".to_string(),
         f => format!("{} completed, {f} did not.", n - f),
     };
-    Announcement { summary, body, run: None, urgent: failed > 0 }
+    let ended_since = runs.iter().filter_map(|r| r.completed_at.clone()).min();
+    Announcement { summary, body, run: None, ended_since, urgent: failed > 0 }
 }
 
 /// `2 completed, 1 failed` in a fixed order.
@@ -303,5 +313,14 @@ mod tests {
         assert_eq!(note.summary, "3 runs finished: 2 completed, 1 failed");
         assert!(note.urgent);
         assert_eq!(summary(&runs[..1], true).summary, "1 run finished while Corral was closed");
+    }
+
+    #[test]
+    fn a_summary_opens_the_list_of_what_it_speaks_for() {
+        let mut runs = [run("a", None, RunStatus::Completed), run("b", None, RunStatus::Failed)];
+        runs[0].completed_at = Some("2026-11-22T10:00:02.000Z".into());
+        runs[1].completed_at = Some("2026-11-22T10:00:01.000Z".into());
+        let note = summary(&runs, false);
+        assert_eq!((note.run, note.ended_since.as_deref()), (None, Some("2026-11-22T10:00:01.000Z")));
     }
 }

@@ -57,6 +57,14 @@ fn counts_follow_runs_and_clear_finished() {
     let mut store = Store::open(&Home::at(&env.home)).unwrap();
     let counts = store.counts().unwrap();
     assert_eq!((counts.running, counts.total, counts.unseen_failures), (1, 3, 1));
+    // A summary's click lists the runs that ended since its first.
+    let since = store.run(&ok).unwrap().completed_at.unwrap().min(store.run(&bad).unwrap().completed_at.unwrap());
+    let ended = store.runs(&corral::store::RunFilter { ended_since: Some(since), ..Default::default() }).unwrap();
+    let mut ids: Vec<&str> = ended.iter().map(|r| r.id.as_str()).collect();
+    ids.sort();
+    let mut want = [ok.as_str(), bad.as_str()];
+    want.sort();
+    assert_eq!(ids, want, "the ended runs, not the running one");
     store.mark_seen(&bad).unwrap();
     assert_eq!(store.counts().unwrap().unseen_failures, 0);
     assert_eq!(store.dismiss_finished().unwrap(), 2);

@@ -16,6 +16,13 @@ pub fn open(app: &AppHandle, run: Option<&str>) {
     navigate(app, &route);
 }
 
+/// Shows the runs list filtered to runs that ended since `since` (a
+/// summary notification's click).
+pub fn open_ended_since(app: &AppHandle, since: &str) {
+    let since: String = since.chars().filter(|c| c.is_ascii_alphanumeric() || "-:.TZ".contains(*c)).collect();
+    navigate(app, &format!("#/runs?ended_since={since}"));
+}
+
 /// Shows the window on a route of the UI (`#/runs`, `#/launch?preset=x`).
 /// Safe to call from any thread: the work is done on the main thread.
 pub fn navigate(app: &AppHandle, route: &str) {

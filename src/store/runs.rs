@@ -85,6 +85,8 @@ pub struct RunFilter {
     pub limit: Option<usize>,
     /// After skipping this many (a page of the list).
     pub offset: usize,
+    /// Only runs that ended at or after this moment (RFC 3339).
+    pub ended_since: Option<String>,
 }
 
 /// The result of asking a run to stop.
@@ -250,6 +252,10 @@ impl Store {
         if let Some(parent) = &filter.parent_id {
             args.push(parent.clone());
             sql.push_str(&format!(" AND parent_id = ?{}", args.len()));
+        }
+        if let Some(since) = &filter.ended_since {
+            args.push(since.clone());
+            sql.push_str(&format!(" AND completed_at >= ?{}", args.len()));
         }
         sql.push_str(" ORDER BY num DESC");
         if let Some(limit) = filter.limit {

@@ -6,12 +6,14 @@ import { call, h, statusBadge, ago, duration, tokens, cost } from "../app.js";
 /** Runs fetched per page: a store of thousands is never fetched whole. */
 const PAGE = 200;
 
-let state = { status: "", query: "", all: false, selected: 0, rows: [], limit: PAGE };
+let state = { status: "", query: "", all: false, selected: 0, rows: [], limit: PAGE, endedSince: null };
 let root = null;
 let searchTimer = null;
 
-export async function show(view) {
+export async function show(view, _arg, params) {
   root = view;
+  // A summary notification opens the list filtered to what it spoke of.
+  state.endedSince = params?.get("ended_since") || null;
   const search = h("input", {
     type: "search", id: "search", placeholder: "Search tasks, results, transcripts  ( / )", value: state.query, size: 40,
     oninput: (e) => { state.query = e.target.value; clearTimeout(searchTimer); searchTimer = setTimeout(refresh, 200); },
@@ -22,7 +24,11 @@ export async function show(view) {
   const all = h("label", {}, h("input", { type: "checkbox", checked: state.all, onchange: (e) => { state.all = e.target.checked; refresh(); } }), " include cleared");
   const clear = h("button", { onclick: async () => { await call("clear_finished"); refresh(); } }, "Clear finished");
   const disk = h("span", { class: "muted", id: "worktrees-usage" });
-  view.append(h("div", { class: "toolbar" }, search, filter, all, clear, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
+  const since = state.endedSince
+    ? h("span", { class: "pill", id: "ended-since" }, `ended since ${new Date(state.endedSince).toLocaleTimeString()} `,
+      h("a", { href: "#/runs" }, "show all"))
+    : null;
+  view.append(h("div", { class: "toolbar" }, search, filter, all, clear, since, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
   call("worktrees_usage").then((u) => {
     if (u.worktrees) disk.textContent = `${u.worktrees} worktree${u.worktrees === 1 ? "" : "s"} · ${size(u.bytes)} on disk`;
   }).catch(() => {});
@@ -73,7 +79,7 @@ export function cares(change) {
 /** Refetches the page when a status changed (never on transcript lines). */
 export async function refresh(change) {
   if (!root || (change && !change.statuses)) return;
-  const list = await call("list_runs", { status: state.status || null, query: state.query || null, all: state.all, limit: state.limit });
+  const list = await call("list_runs", { status: state.status || null, query: state.query || null, all: state.all, limit: state.limit, endedSince: state.endedSince });
   const target = root.querySelector("#runs-table");
   if (!target) return;
   state.rows = asTree(list);

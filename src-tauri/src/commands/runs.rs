@@ -23,6 +23,7 @@ pub fn list_runs(
     query: Option<String>,
     all: Option<bool>,
     limit: Option<usize>,
+    ended_since: Option<String>,
 ) -> Result<Vec<Run>, AppError> {
     let store = state.store()?;
     let status = match status.as_deref().filter(|s| !s.is_empty()) {
@@ -32,7 +33,13 @@ pub fn list_runs(
     let query = query.as_deref().map(str::trim).filter(|q| !q.is_empty());
     // A search looks through every run, then pages its matches.
     let page = if query.is_some() { None } else { limit };
-    let filter = RunFilter { include_dismissed: all.unwrap_or(false), status, limit: page, ..RunFilter::default() };
+    let filter = RunFilter {
+        include_dismissed: all.unwrap_or(false),
+        status,
+        limit: page,
+        ended_since: ended_since.filter(|s| !s.is_empty()),
+        ..RunFilter::default()
+    };
     let mut runs = store.runs(&filter)?;
     if let Some(query) = query {
         let hits: HashSet<String> = store.search(query, 500)?.into_iter().map(|h| h.run_id).collect();

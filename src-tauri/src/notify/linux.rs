@@ -32,7 +32,10 @@ pub fn show(app: AppHandle, note: Announcement) -> Result<(), Refused> {
     std::thread::spawn(move || {
         handle.wait_for_action(|action| {
             if action == "default" || action == "open" {
-                crate::window::open(&app, note.run.as_deref());
+                match (&note.run, &note.ended_since) {
+                    (None, Some(since)) => crate::window::open_ended_since(&app, since),
+                    (run, _) => crate::window::open(&app, run.as_deref()),
+                }
             }
         })
     });
