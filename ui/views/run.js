@@ -43,6 +43,7 @@ export function cares(change) {
 export async function refresh(change) {
   if (!view) return;
   if (change && !change.statuses) {
+    if (!detail) return; // the first draw is still on its way
     // Only the transcript grew: its size and, if the reader follows the
     // end, the new rows first, so the view changes once (a frame drawn in
     // software is not free).
