@@ -76,7 +76,7 @@ impl Store {
                 tx.execute("UPDATE runs SET replied_at = ?2 WHERE id = ?1", params![id, now])?;
             }
             if ended && exited {
-                reopen_in(tx, id)?;
+                reopen_in(tx, id, true)?;
             }
             Ok(if ended { ReplyPlaced::Reopened } else { ReplyPlaced::Kept })
         })
@@ -147,8 +147,12 @@ pub(super) fn has_pending_in(tx: &Transaction<'_>, id: &str) -> rusqlite::Result
 /// Reopens run `id` if it ended, every process of it is reaped, and a reply
 /// said to it since it ended waits: it goes back to the queue as it was
 /// before its first start, with its session, transcript, usage and worktree
-/// kept, and its end to be announced again.
-pub(super) fn reopen_in(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<bool> {
+/// kept, and its end to be announced again. A run that ended `lost` (its
+/// shepherd died, perhaps before delivering the reply) reopens only when
+/// someone replies to it again (`even_lost`): a shepherd that keeps dying
+/// must not make a loop.
+pub(super) fn reopen_in(tx: &Transaction<'_>, id: &str, even_lost: bool) -> rusqlite::Result<bool> {
+    let lost_ok = if even_lost { String::new() } else { format!("AND status <> '{}'", RunStatus::Lost) };
     let n = tx.execute(
         &format!(
             "UPDATE runs SET status = '{queued}', stop_reason = NULL, exit_code = NULL, exit_signal = NULL,
@@ -157,7 +161,7 @@ pub(super) fn reopen_in(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<bool
                shepherd_pid = NULL, shepherd_start = NULL, agent_pid = NULL, agent_start = NULL,
                promoted_at = NULL, promoter_pid = NULL, promoter_start = NULL, waiting_at = NULL,
                slot_wanted_at = NULL
-             WHERE id = ?1 AND status IN {terminal} AND exited_at IS NOT NULL
+             WHERE id = ?1 AND status IN {terminal} AND exited_at IS NOT NULL {lost_ok}
                AND EXISTS (SELECT 1 FROM replies WHERE run_id = ?1 AND delivered_at IS NULL AND reopens = 1)",
             queued = RunStatus::Queued,
             terminal = *TERMINAL,

@@ -578,7 +578,7 @@ impl Store {
                 params![id, now, exit_code, exit_signal],
             )?;
             // A reply said to it while its last processes were reaped.
-            super::replies::reopen_in(tx, id)
+            super::replies::reopen_in(tx, id, false)
         })
         .map(drop)
     }
