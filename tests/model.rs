@@ -3,8 +3,9 @@
 //!
 //! A seeded generator picks operations — launch, launch as a child, wait in
 //! the agent's own turn on its children, end, `kill -9` of a shepherd,
-//! abort, restart of a watching process — against real shepherds running
-//! a scripted fake agent (`tests/fake-agents/worker`), with `max_parallel`
+//! abort, a reply (a new turn of a run that ended, or one kept for a run's
+//! next turn), restart of a watching process — against real shepherds
+//! running a scripted fake agent (`tests/fake-agents/worker`, as pi), with `max_parallel`
 //! from 1 to 3. After every step, reading only the store and `/proc`, it
 //! checks within a bounded time that:
 //! - no run is active without a live shepherd;
@@ -22,7 +23,7 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{fake_agent, output_within, Env};
+use common::{output_within, Env};
 use corral::process::{pids_with_env, signal_pid, ProcessId, Sig};
 use corral::{Run, RunStatus, Store};
 
@@ -87,7 +88,9 @@ impl Sequence {
         let env = Env::new();
         let max_parallel = rng.usize(1..=3);
         env.config(&format!("max_parallel = {max_parallel}\nchildren_timeout = \"none\"\n"));
-        env.command_preset("worker", &[&fake_agent("worker")]);
+        // As pi: an agent that resumes its session, so runs can be replied to.
+        env.agent_preset("worker", "pi", "");
+        env.use_fake("pi", "worker");
         let ctl = env.project.join("ctl");
         std::fs::create_dir_all(&ctl).unwrap();
         let log = vec![format!("seed {seed}: max_parallel = {max_parallel}")];
@@ -157,11 +160,13 @@ impl Sequence {
         self.runs.push(ModelRun { id, commands: 0, told_to_end: false });
     }
 
-    /// Indexes of runs whose agent is running and may be told something.
+    /// Indexes of runs whose agent is running and may be told something:
+    /// idle in its turn (a command queued behind `end` would run in a later
+    /// turn, out of the model's sight).
     fn running_agents(&self) -> Vec<usize> {
         let store = self.store();
         (0..self.runs.len())
-            .filter(|&i| !self.runs[i].told_to_end)
+            .filter(|&i| !self.runs[i].told_to_end && self.idle(i))
             .filter(|&i| store.run(&self.runs[i].id).is_ok_and(|r| r.status == RunStatus::Running))
             .collect()
     }
@@ -220,7 +225,7 @@ impl Sequence {
                     }
                 }
             }
-            84..=91 if !active.is_empty() => {
+            84..=88 if !active.is_empty() => {
                 let i = active[self.rng.usize(..active.len())];
                 let id = self.runs[i].id.clone();
                 self.log.push(format!("abort {id}"));
@@ -229,8 +234,28 @@ impl Sequence {
                     self.fail(&format!("abort {id} did not return"));
                 }
             }
+            89..=94 => self.reply(),
             _ => self.restart_watcher(),
         }
+    }
+
+    /// Replies to a run: an ended one starts a new turn, an active one gets
+    /// it when its turn ends. Either way its agent takes commands again.
+    fn reply(&mut self) {
+        if self.runs.is_empty() {
+            return self.restart_watcher();
+        }
+        let i = self.rng.usize(..self.runs.len());
+        let id = self.runs[i].id.clone();
+        let status = self.store().run(&id).unwrap().status;
+        let Some(out) = output_within(self.env.command(&["reply", &id, "go on"]), SETTLE) else {
+            self.fail(&format!("reply to {id} did not return"));
+        };
+        if !out.status.success() {
+            self.fail(&format!("reply to {id} ({status}) failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        self.runs[i].told_to_end = false;
+        self.log.push(format!("reply to {id} ({status})"));
     }
 
     /// A process that watches the store (as the app's watcher or a user's
@@ -335,7 +360,15 @@ impl Sequence {
         }
     }
 
-    /// Tells every agent to end, and checks every run ends.
+    /// True if run `i`'s agent has done every command written so far (it
+    /// waits for the next one).
+    fn idle(&self, i: usize) -> bool {
+        let run = &self.runs[i];
+        run.commands == 0 || self.ctl.join(&run.id).join(format!("{}.done", run.commands - 1)).exists()
+    }
+
+    /// Tells every agent to end, and checks every run ends. A run with a
+    /// reply kept for its next turn runs again: it is told to end again.
     fn finish(&mut self) {
         self.log.push("finish: every agent is told to end".into());
         for i in 0..self.runs.len() {
@@ -348,6 +381,12 @@ impl Sequence {
         loop {
             self.check();
             let runs = self.all_runs();
+            for (i, run) in runs.iter().enumerate() {
+                if run.status == RunStatus::Running && self.idle(i) {
+                    self.log.push(format!("finish: {} runs a new turn: told to end", run.id));
+                    self.command(i, "end 0");
+                }
+            }
             if runs.iter().all(|r| r.status.is_terminal() && r.exited_at.is_some()) {
                 break;
             }
