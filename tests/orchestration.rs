@@ -20,6 +20,19 @@ fn exit_code(out: &std::process::Output) -> Option<i32> {
     out.status.code()
 }
 
+/// One slot, held by a `slow` run `a` until the file `release` exists, and
+/// a `quick` run `b` launched behind it.
+fn one_slot_taken() -> (Env, std::path::PathBuf, String, String) {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let a = env.launch("slow", "first");
+    let b = env.launch("quick", "second");
+    (env, release, a, b)
+}
+
 fn status_in_store(env: &Env, id: &str) -> RunStatus {
     env.store().run(id).unwrap().status
 }
@@ -90,13 +103,7 @@ fn more_waiting_parents_than_slots_all_finish() {
 
 #[test]
 fn a_run_queued_for_minutes_is_not_lost_when_it_starts() {
-    let env = Env::new();
-    env.config("max_parallel = 1\n");
-    let release = env.project.join("release");
-    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
-    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
-    let a = env.launch("slow", "first");
-    let b = env.launch("quick", "second");
+    let (env, release, a, b) = one_slot_taken();
     assert_eq!(env.show(&b)["status"], "queued");
     // As if B had waited in the queue for five minutes.
     let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
@@ -149,13 +156,7 @@ fn a_waiting_parent_learns_at_once_that_its_childs_shepherd_died() {
 
 #[test]
 fn the_queue_moves_when_a_shepherd_dies_while_only_a_wait_is_alive() {
-    let env = Env::new();
-    env.config("max_parallel = 1\n");
-    let release = env.project.join("release");
-    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
-    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
-    let a = env.launch("slow", "first");
-    let b = env.launch("quick", "second");
+    let (env, _release, a, b) = one_slot_taken();
     let a_run = env.wait_run(&a, Duration::from_secs(10), |r| r["status"] == "running");
     let mut waiter = env.command(&["wait", &b]).spawn().unwrap();
     // Past its start (which heals too), into its loop: the database open,
@@ -362,13 +363,7 @@ fn a_continuation_takes_a_slot_and_gets_it_before_the_queue() {
 
 #[test]
 fn a_run_whose_promoter_died_before_starting_it_goes_back_to_the_queue() {
-    let env = Env::new();
-    env.config("max_parallel = 1\n");
-    let release = env.project.join("release");
-    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
-    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
-    let a = env.launch("slow", "first");
-    let b = env.launch("quick", "second");
+    let (env, release, a, b) = one_slot_taken();
     // As if a process gave B its slot and was killed before it could start
     // B's shepherd: B is `starting`, with no shepherd, its promoter dead.
     let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();

@@ -133,8 +133,10 @@ impl Watch {
         }
         self.last_status = status;
         let transcripts = self.transcripts.grown(store)?;
-        events::store_changed(app, &StoreChanged { counts: Some(store.counts()?), transcripts });
-        tray::refresh(app, store)?;
+        // One count for the window and the tray.
+        let counts = store.counts()?;
+        events::store_changed(app, &StoreChanged { counts: Some(counts), transcripts });
+        tray::refresh(app, store, counts)?;
         let claimed = store.claim_notifications(usize::MAX >> 1)?;
         let claimed_any = !claimed.is_empty();
         let speakers = announce::speakers(store, claimed)?;

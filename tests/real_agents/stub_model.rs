@@ -110,15 +110,8 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<String>>, attempts: &Mutex<HashM
         let schema = config.get("responseJsonSchema").or_else(|| config.get("responseSchema"));
         let text = schema.map_or_else(|| "ok".to_string(), |schema| least_fitting(schema).to_string());
         let body = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
-            "finishReason": "STOP", "index": 0}]})
-        .to_string();
-        let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-            body.len()
-        );
-        let _ = stream.write_all(head.as_bytes());
-        let _ = stream.write_all(body.as_bytes());
-        return;
+            "finishReason": "STOP", "index": 0}]});
+        return respond_json(&mut stream, "200 OK", &body);
     } else {
         let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         return;
@@ -375,10 +368,15 @@ fn http_error(stream: &mut TcpStream, api: Api, code: u16) {
             json!({"error": {"type": "server_error", "message": format!("stub error {code}"), "code": null}})
         }
         Api::Gemini => json!({"error": {"code": code, "message": format!("stub error {code}"), "status": "INTERNAL"}}),
-    }
-    .to_string();
+    };
+    respond_json(stream, &format!("{code} Stub"), &body);
+}
+
+/// A whole JSON response, then the connection closes.
+fn respond_json(stream: &mut TcpStream, status: &str, body: &Value) {
+    let body = body.to_string();
     let head = format!(
-        "HTTP/1.1 {code} Stub\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     );
     let _ = stream.write_all(head.as_bytes());

@@ -53,10 +53,10 @@ pub fn title(counts: &Counts) -> String {
     format!("{} running / {} total", counts.running, counts.total)
 }
 
-/// Brings the tray up to date with the store.
-pub fn refresh(app: &AppHandle, store: &Store) -> Result<(), AppError> {
+/// Brings the tray up to date with the store and `counts` (read by the
+/// caller, who may need them too).
+pub fn refresh(app: &AppHandle, store: &Store, counts: Counts) -> Result<(), AppError> {
     let Some(tray) = app.tray_by_id(TRAY) else { return Ok(()) };
-    let counts = store.counts()?;
     let runs = store.runs(&RunFilter { limit: Some(RECENT), ..RunFilter::default() })?;
     let state = app.state::<AppState>();
     let launchable = items::launch::entries(&state.home);

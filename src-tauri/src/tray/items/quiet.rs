@@ -19,7 +19,9 @@ pub fn clicked(app: &AppHandle) {
     // menu shows the new state now.
     match state.store() {
         Ok(store) => {
-            if let Err(e) = crate::tray::refresh(app, &store) {
+            let refreshed =
+                store.counts().map_err(Into::into).and_then(|counts| crate::tray::refresh(app, &store, counts));
+            if let Err(e) = refreshed {
                 tracing::warn!("cannot redraw the tray: {e}");
             }
         }
