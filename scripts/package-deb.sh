@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Debian package: target/corral_<version>_<arch>.deb with both
-# binaries (`corral`, `corral-app`), the desktop entry, the icons at the
+# binaries (`corral`, `corral-tray`, `corral-app`), the desktop entry, the icons at the
 # usual sizes and the autostart entry (the tray starts at login; each user
 # turns it off under Settings in the window).
 #   ./scripts/package-deb.sh            # release build
@@ -12,15 +12,16 @@ export PATH="$HOME/.cargo/bin:$PATH"
 profile=release
 [ "${1:-}" = --debug ] && profile=debug
 if [ "$profile" = release ]; then
-  cargo build --release -p corral -p corral-app
+  cargo build --release -p corral -p corral-tray -p corral-app
 else
-  cargo build -p corral -p corral-app
+  cargo build -p corral -p corral-tray -p corral-app
 fi
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(dpkg --print-architecture)
 stage=target/deb/corral_${version}_${arch}
 rm -rf "$stage"
 install -Dm755 "target/$profile/corral" "$stage/usr/bin/corral"
+install -Dm755 "target/$profile/corral-tray" "$stage/usr/bin/corral-tray"
 install -Dm755 "target/$profile/corral-app" "$stage/usr/bin/corral-app"
 install -Dm644 packaging/corral.desktop "$stage/usr/share/applications/corral.desktop"
 install -Dm644 packaging/corral-autostart.desktop "$stage/etc/xdg/autostart/corral.desktop"

@@ -17,6 +17,7 @@ pub mod preset;
 pub mod price;
 pub mod process;
 pub mod queue;
+pub mod recent_folders;
 pub mod reconcile;
 pub mod reply;
 pub mod review;

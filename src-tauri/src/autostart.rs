@@ -1,4 +1,4 @@
-//! Starting the app at login: an XDG `.desktop` entry. The user's own entry
+//! Starting the tray at login: an XDG `.desktop` entry. The user's own entry
 //! in `~/.config/autostart/` decides; without one, the system's (the Debian
 //! package installs `/etc/xdg/autostart/corral.desktop`) does. Turning it
 //! off while the system's exists writes a user entry with `Hidden=true`,
@@ -66,10 +66,11 @@ pub fn enabled() -> bool {
     Places::of_this_session().is_some_and(|p| p.enabled())
 }
 
-/// Turns starting at login on or off.
+/// Turns starting at login on or off. What starts is the tray
+/// (`corral-tray`, installed beside this program); the window opens from it.
 pub fn set(on: bool) -> std::io::Result<()> {
     let places = Places::of_this_session().ok_or_else(|| std::io::Error::other("no home folder"))?;
-    places.set(on, &std::env::current_exe()?)
+    places.set(on, &std::env::current_exe()?.with_file_name("corral-tray"))
 }
 
 #[cfg(test)]
@@ -80,7 +81,7 @@ mod tests {
     fn the_users_choice_wins_over_the_packages_entry() {
         let root = tempfile::tempdir().unwrap();
         let places = Places { user: root.path().join("home"), system: vec![root.path().join("etc")] };
-        let exe = Path::new("/usr/bin/corral-app");
+        let exe = Path::new("/usr/bin/corral-tray");
         assert!(!places.enabled());
         places.set(true, exe).unwrap();
         assert!(places.enabled());
@@ -89,7 +90,7 @@ mod tests {
 
         // The package installs a system entry: on for everyone by default...
         std::fs::create_dir_all(root.path().join("etc/autostart")).unwrap();
-        std::fs::write(root.path().join("etc/autostart").join(FILE), "[Desktop Entry]\nExec=corral-app\n").unwrap();
+        std::fs::write(root.path().join("etc/autostart").join(FILE), "[Desktop Entry]\nExec=corral-tray\n").unwrap();
         assert!(places.enabled());
         // ...and a user turns it off with Hidden=true, and on again.
         places.set(false, exe).unwrap();

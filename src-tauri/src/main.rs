@@ -1,9 +1,12 @@
-//! `corral-app`: Corral's tray app. A thin shell over the `corral` core: the
-//! running count in the tray, one notification per finished run (a click
-//! opens its transcript), and a runs window that is destroyed when closed.
+//! `corral-app`: Corral's runs window, a thin shell over the `corral` core.
+//! It lists and inspects runs, launches, reviews and replies. The tray
+//! (`corral-tray`, no webview) starts it on demand; it ends when its window
+//! closes, and WebKit's processes with it. One window at a time: a second
+//! start hands its request to the open window and leaves. It works without
+//! the tray (it follows and heals the store itself).
 //!
 //! The same binary is also a shepherd (`corral-app shepherd <id>`), so the
-//! app works without the `corral` CLI installed.
+//! window works without the `corral` CLI installed.
 
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
@@ -11,17 +14,57 @@ mod autostart;
 mod commands;
 mod error;
 mod events;
-mod folders;
-mod notify;
 mod open;
 mod state;
-mod tray;
 mod watcher;
 mod window;
 
-use tauri::{Manager, RunEvent};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
 
 use state::AppState;
+use window::Route;
+
+/// Corral's runs window.
+#[derive(Parser, Debug)]
+#[command(name = "corral-app", version)]
+struct Args {
+    /// Open on this run's transcript.
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["launch", "ended_since"])]
+    open: Option<String>,
+    /// Open the launch form for this preset.
+    #[arg(long, value_name = "PRESET", conflicts_with = "ended_since")]
+    launch: Option<String>,
+    /// The folder of the preset to launch (a project preset's folder).
+    #[arg(long, value_name = "DIR", requires = "launch")]
+    cwd: Option<PathBuf>,
+    /// Open on the runs that ended since this moment (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    ended_since: Option<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Supervises one run (started when the window launches or heals).
+    #[command(hide = true)]
+    Shepherd { run: String },
+}
+
+impl Args {
+    /// Where the window opens.
+    fn route(&self) -> Route {
+        match (&self.open, &self.launch, &self.ended_since) {
+            (Some(run), _, _) => Route::Run(run.clone()),
+            (_, Some(preset), _) => Route::Launch { preset: preset.clone(), folder: self.cwd.clone() },
+            (_, _, Some(since)) => Route::EndedSince(since.clone()),
+            _ => Route::Runs,
+        }
+    }
+}
 
 /// The window is a small page of text and tables: WebKitGTK's accelerated
 /// compositing costs more than it brings, above all where GL is software
@@ -35,26 +78,29 @@ fn paint_without_gl_compositing() {
     }
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("shepherd") {
-        std::process::exit(run_shepherd(args.get(2)));
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging();
+    if let Some(Command::Shepherd { run }) = &args.command {
+        return run_shepherd(run);
     }
     paint_without_gl_compositing();
-    init_logging();
-    let open = open_argument(&args);
     let home = match corral::Home::from_env() {
         Ok(home) => home,
         Err(e) => {
             eprintln!("corral-app: {e}");
-            std::process::exit(2);
+            return ExitCode::from(2);
         }
     };
+    let route = args.route();
 
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, argv, _cwd| {
-            // A second launch focuses this instance, on a run if asked.
-            window::open(app, open_argument(&argv).as_deref());
+            // A second start shows this window, where it asked.
+            match Args::try_parse_from(&argv) {
+                Ok(args) => window::show(app, &args.route()),
+                Err(e) => tracing::warn!("a second start asked for something unknown: {e}"),
+            }
         }))
         .plugin(tauri_plugin_dialog::init())
         .manage(AppState::new(home))
@@ -86,55 +132,33 @@ fn main() {
         ])
         .setup(move |app| {
             let handle = app.handle().clone();
-            tray::create(&handle)?;
-            watcher::start(handle.clone());
-            if let Some(run) = &open {
-                window::open(&handle, Some(run));
-            }
+            watcher::start(handle.clone())?;
+            window::show(&handle, &route);
             Ok(())
         })
-        .build(tauri::generate_context!())
-        .expect("the app starts");
-
-    app.run(|app, event| {
-        if let RunEvent::ExitRequested { code, api, .. } = event {
-            // Closing the window destroys it; the app lives on in the tray
-            // until Quit.
-            if code.is_none() && !app.state::<AppState>().quitting() {
-                api.prevent_exit();
-            }
+        .build(tauri::generate_context!());
+    match app {
+        // Closing the window ends the program.
+        Ok(app) => {
+            app.run(|_, _| {});
+            ExitCode::SUCCESS
         }
-    });
-}
-
-/// `--open RUN` or `--open=RUN`.
-fn open_argument(args: &[String]) -> Option<String> {
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        if arg == "--open" {
-            return iter.next().cloned();
-        }
-        if let Some(id) = arg.strip_prefix("--open=") {
-            return Some(id.to_string());
+        Err(e) => {
+            eprintln!("corral-app: cannot start the window: {e}");
+            ExitCode::FAILURE
         }
     }
-    None
 }
 
-fn run_shepherd(run: Option<&String>) -> i32 {
-    init_logging();
-    let Some(run) = run else {
-        eprintln!("corral-app shepherd: missing run id");
-        return 2;
-    };
+fn run_shepherd(run: &str) -> ExitCode {
     let result = corral::Home::from_env()
         .map_err(anyhow::Error::from)
         .and_then(|home| corral::shepherd::shepherd(&home, run).map_err(anyhow::Error::from));
     match result {
-        Ok(()) => 0,
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("corral-app shepherd {run}: {e:#}");
-            1
+            ExitCode::FAILURE
         }
     }
 }
@@ -143,4 +167,29 @@ fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_arguments_say_where_the_window_opens() {
+        let route = |argv: &[&str]| Args::try_parse_from(argv).unwrap().route();
+        assert_eq!(route(&["corral-app"]), Route::Runs);
+        assert_eq!(route(&["corral-app", "--open", "r1"]), Route::Run("r1".into()));
+        assert_eq!(
+            route(&["corral-app", "--launch", "fix", "--cwd", "/src/app"]),
+            Route::Launch { preset: "fix".into(), folder: Some("/src/app".into()) }
+        );
+        assert_eq!(
+            route(&["corral-app", "--ended-since", "2026-11-23T00:00:00Z"]),
+            Route::EndedSince("2026-11-23T00:00:00Z".into())
+        );
+        assert!(Args::try_parse_from(["corral-app", "--cwd", "/src"]).is_err(), "a folder needs a preset");
+        assert!(
+            Args::try_parse_from(["corral-app", "--open", "r1", "--launch", "fix"]).is_err(),
+            "one place at a time"
+        );
+    }
 }

@@ -1,7 +1,6 @@
-//! The app's runtime state. Nothing here is persisted: runs live in the
-//! store, recent folders in their own file (`folders`).
+//! The window's runtime state. Nothing here is persisted: runs live in the
+//! store, recent folders in their own file (`corral::recent_folders`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use corral::queue::ShepherdCommand;
@@ -9,20 +8,17 @@ use corral::{Home, Store};
 
 use crate::error::AppError;
 
-/// Shared by commands, the tray and the watcher.
+/// Shared by commands and the watcher.
 pub struct AppState {
     /// Corral's folders.
     pub home: Home,
-    quitting: AtomicBool,
-    /// "Do not disturb": notifications wait.
-    quiet: AtomicBool,
     /// Why the store cannot be read, while it cannot (set by the watcher).
     problem: Mutex<Option<String>>,
 }
 
 impl AppState {
     pub fn new(home: Home) -> AppState {
-        AppState { home, quitting: AtomicBool::new(false), quiet: AtomicBool::new(false), problem: Mutex::new(None) }
+        AppState { home, problem: Mutex::new(None) }
     }
 
     /// A connection to the store (cheap: one per call keeps commands
@@ -36,11 +32,6 @@ impl AppState {
         Ok(ShepherdCommand::current_exe()?)
     }
 
-    /// Quit was chosen: let the event loop end.
-    pub fn set_quitting(&self) {
-        self.quitting.store(true, Ordering::SeqCst);
-    }
-
     /// Why the store cannot be read, while it cannot.
     pub fn problem(&self) -> Option<String> {
         self.problem.lock().expect("problem").clone()
@@ -49,19 +40,5 @@ impl AppState {
     /// Records the store's problem (`None`: readable again).
     pub fn set_problem(&self, problem: Option<String>) {
         *self.problem.lock().expect("problem") = problem;
-    }
-
-    /// True while notifications are paused ("Do not disturb").
-    pub fn quiet(&self) -> bool {
-        self.quiet.load(Ordering::SeqCst)
-    }
-
-    /// Pauses or resumes notifications.
-    pub fn set_quiet(&self, quiet: bool) {
-        self.quiet.store(quiet, Ordering::SeqCst);
-    }
-
-    pub fn quitting(&self) -> bool {
-        self.quitting.load(Ordering::SeqCst)
     }
 }

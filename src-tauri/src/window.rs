@@ -1,46 +1,78 @@
-//! The runs window. It exists only while shown: closing it destroys the
-//! webview (WebKit's processes cost hundreds of MB), and opening it again
-//! builds a new one from the store, which holds all state.
+//! The runs window: one per program, which ends when it closes (WebKit's
+//! processes cost hundreds of MB; the store holds all state, so opening it
+//! again loses nothing).
+
+use std::path::PathBuf;
 
 use tauri::{AppHandle, Manager, WebviewUrl, WebviewWindowBuilder};
 
 /// The window's label.
 pub const MAIN: &str = "main";
 
-/// Shows the window (creating it if needed), on run `run` if given.
-pub fn open(app: &AppHandle, run: Option<&str>) {
-    let route = match run {
-        Some(id) => format!("#/run/{}", sanitize(id)),
-        None => "#/runs".to_string(),
-    };
-    navigate(app, &route);
+/// Where the window opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// The runs list.
+    Runs,
+    /// One run's transcript.
+    Run(String),
+    /// The runs that ended since a moment (a summary notification's click).
+    EndedSince(String),
+    /// The launch form for a preset, in a folder for a project preset.
+    Launch { preset: String, folder: Option<PathBuf> },
 }
 
-/// Shows the runs list filtered to runs that ended since `since` (a
-/// summary notification's click).
-pub fn open_ended_since(app: &AppHandle, since: &str) {
-    let since: String = since.chars().filter(|c| c.is_ascii_alphanumeric() || "-:.TZ".contains(*c)).collect();
-    navigate(app, &format!("#/runs?ended_since={since}"));
+impl Route {
+    /// The UI's route (`#/runs`, `#/run/ID`, `#/launch?preset=x&cwd=y`),
+    /// with anything that is not plainly an id or a time dropped or encoded.
+    pub fn hash(&self) -> String {
+        match self {
+            Route::Runs => "#/runs".into(),
+            Route::Run(id) => format!("#/run/{}", keep(id, |c| c.is_ascii_alphanumeric())),
+            Route::EndedSince(since) => {
+                format!("#/runs?ended_since={}", keep(since, |c| c.is_ascii_alphanumeric() || "-:.TZ".contains(c)))
+            }
+            Route::Launch { preset, folder } => {
+                let folder = folder.as_ref().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+                format!("#/launch?preset={}&cwd={}", encode(preset), encode(&folder))
+            }
+        }
+    }
 }
 
-/// Shows the window on a route of the UI (`#/runs`, `#/launch?preset=x`).
-/// Safe to call from any thread: the work is done on the main thread.
-pub fn navigate(app: &AppHandle, route: &str) {
+fn keep(text: &str, keep: impl Fn(char) -> bool) -> String {
+    text.chars().filter(|c| keep(*c)).collect()
+}
+
+/// Percent-encodes a query value.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Shows the window on `route`, creating it if needed. Safe to call from
+/// any thread: the work is done on the main thread.
+pub fn show(app: &AppHandle, route: &Route) {
     let handle = app.clone();
-    let route = route.to_string();
-    let _ = app.run_on_main_thread(move || show_route(&handle, &route));
+    let hash = route.hash();
+    let _ = app.run_on_main_thread(move || show_hash(&handle, &hash));
 }
 
-fn show_route(app: &AppHandle, route: &str) {
+fn show_hash(app: &AppHandle, hash: &str) {
     if let Some(window) = app.get_webview_window(MAIN) {
-        let script = format!("window.location.hash = {};", serde_json::to_string(route).unwrap_or_default());
+        let script = format!("window.location.hash = {};", serde_json::to_string(hash).unwrap_or_default());
         let _ = window.eval(&script);
         let _ = window.unminimize();
         let _ = window.show();
         let _ = window.set_focus();
         return;
     }
-    let url = WebviewUrl::App(format!("index.html{route}").into());
+    let url = WebviewUrl::App(format!("index.html{hash}").into());
     let built = WebviewWindowBuilder::new(app, MAIN, url)
         .title("Corral")
         .inner_size(1120.0, 740.0)
@@ -48,11 +80,25 @@ fn show_route(app: &AppHandle, route: &str) {
         .build();
     if let Err(e) = built {
         tracing::error!("cannot open the window: {e}");
+        app.exit(1);
     }
 }
 
-/// Run ids are letters and digits; anything else is dropped before it
-/// reaches a URL.
-fn sanitize(id: &str) -> String {
-    id.chars().filter(|c| c.is_ascii_alphanumeric()).collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_keep_only_what_a_url_may_carry() {
+        assert_eq!(Route::Runs.hash(), "#/runs");
+        assert_eq!(Route::Run("ab12<script>".into()).hash(), "#/run/ab12script");
+        assert_eq!(
+            Route::EndedSince("2026-11-23T00:00:00Z\"".into()).hash(),
+            "#/runs?ended_since=2026-11-23T00:00:00Z"
+        );
+        assert_eq!(
+            Route::Launch { preset: "fix it".into(), folder: Some("/src/my app".into()) }.hash(),
+            "#/launch?preset=fix%20it&cwd=/src/my%20app"
+        );
+    }
 }

@@ -6,7 +6,9 @@ app and CLI built. The app runs with an isolated CORRAL_HOME; runs are
 launched with the real CLI; the tray is read and clicked over D-Bus
 (StatusNotifierItem + dbusmenu); notifications are received and clicked by
 the test's notification server; the window is driven through WebDriver
-(tauri-driver). Screenshots go to target/app-test/.
+(tauri-driver). The tray (`corral-tray`) and the window (`corral-app`) are
+two programs: the tray starts the window on demand. Screenshots go to
+target/app-test/.
 """
 
 import base64
@@ -32,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 PROFILE = os.environ.get("CORRAL_PROFILE", "debug")
 APP = TARGET / PROFILE / "corral-app"
+TRAY = TARGET / PROFILE / "corral-tray"
 CLI = TARGET / PROFILE / "corral"
 FAKES = ROOT / "tests" / "fake-agents"
 ARTIFACTS = TARGET / "app-test"
@@ -94,8 +97,8 @@ class Env:
     def show(self, run_id):
         return json.loads(self.cli("show", run_id, "--json"))
 
-    def start_app(self, *args):
-        return subprocess.Popen([str(APP), *args], env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.root / "app.log", "a"))
+    def start_tray(self, *args):
+        return subprocess.Popen([str(TRAY), *args], env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.root / "app.log", "a"))
 
 
 class WebDriver:
@@ -189,16 +192,28 @@ def notes_for(session, run_id_text):
 
 
 def kill_app():
-    subprocess.run(["pkill", "-KILL", "-x", "corral-app"], check=False)
-    wait_until("the app to be gone", lambda: subprocess.run(["pgrep", "-x", "corral-app"], capture_output=True).returncode != 0)
+    """Ends the tray and the window, as a crash would."""
+    for program in ("corral-tray", "corral-app"):
+        subprocess.run(["pkill", "-KILL", "-x", program], check=False)
+    wait_until("the app to be gone", lambda: not running("corral-tray") and not running("corral-app"))
+
+
+def running(program):
+    return subprocess.run(["pgrep", "-x", program], capture_output=True).returncode == 0
+
+
+def maps_webkit(pid):
+    """True if the process has WebKit's library mapped."""
+    return "libwebkit2gtk" in Path(f"/proc/{pid}/maps").read_text()
 
 
 def test_tray_and_notifications(session, env):
     """Tray label follows the store; one notification per finished run,
-    including one that finished while the app was down; a notification's
-    click opens the window, whose closing destroys the webview; Clear
+    including one that finished while the app was down; the tray holds no
+    WebKit; a notification's click starts the window, whose closing ends it
+    and WebKit with it while the tray lives on; one tray per home; Clear
     finished."""
-    app = env.start_app()
+    app = env.start_tray()
     item = wait_until("the tray to register", session.tray)
     wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
 
@@ -229,7 +244,7 @@ def test_tray_and_notifications(session, env):
     second = env.launch("quick", "while the app was down")
     wait_until("the run to end", lambda: env.show(second)["exited_at"] is not None)
     session.watcher.items.clear()
-    app = env.start_app()
+    app = env.start_tray()
     item = wait_until("the tray to register again", session.tray)
     wait_until("the restarted tray", lambda: tray_label(item) == "0 running / 2 total")
     wait_until("the missed notification", lambda: len(session.notifications.shown) == 2)
@@ -238,9 +253,12 @@ def test_tray_and_notifications(session, env):
     assert session.notifications.shown[1]["summary"].startswith("✓ quick completed"), session.notifications.shown
     assert env.show(first)["notified_at"] and env.show(second)["notified_at"]
 
-    # Clicking the notification opens the window on that run; closing the
-    # window destroys its webview, and the app lives on in the tray.
-    assert not webkit_processes("WebKitWebProcess"), "no window, no WebKit"
+    # The tray is light: no WebKit mapped, none running. Clicking the
+    # notification starts the window on that run; closing the window ends
+    # its program and WebKit's processes, and the tray lives on.
+    assert not maps_webkit(app.pid), "the tray links no WebKit"
+    assert not webkit_processes(), "no window, no WebKit"
+    assert not running("corral-app")
     missed = session.notifications.shown[1]["id"]
 
     def clicked():
@@ -256,9 +274,21 @@ def test_tray_and_notifications(session, env):
         return not x_windows("Corral")
 
     wait_until("the window to close", close, every=0.3)
-    wait_until("the web process to exit", lambda: not webkit_processes("WebKitWebProcess"))
-    assert app.poll() is None, "the app lives on"
+    wait_until("the window's program to end", lambda: not running("corral-app"))
+    wait_until("WebKit's processes to end", lambda: not webkit_processes())
+    assert app.poll() is None, "the tray lives on"
     assert tray_label(item) == "0 running / 2 total"
+
+    # One tray per home: the desktop entry's `corral-tray --window` opens
+    # the window and leaves; a plain second start just leaves.
+    registered = len(session.watcher.items)
+    again = subprocess.run([str(TRAY)], env=env.env, capture_output=True, text=True, timeout=20)
+    assert again.returncode == 0 and "already running" in again.stderr, again
+    subprocess.run([str(TRAY), "--window"], env=env.env, timeout=20, check=True)
+    wait_until("the window from the desktop entry", lambda: x_windows("Corral"))
+    wait_until("the window to close", close, every=0.3)
+    wait_until("the window's program to end", lambda: not running("corral-app"))
+    assert len(session.watcher.items) == registered, "no second tray"
 
     menu_path, entries = tray_menu(item)
     clear = next(i for i, label in entries if label == "Clear finished")
@@ -272,7 +302,7 @@ def test_tray_and_notifications(session, env):
 def test_app_killed_with_20_active_runs(session, env):
     """kill -9 of the app while 20 runs are active: all 20 finish and are
     recorded; the restarted app shows the truth and announces each once."""
-    app = env.start_app()
+    app = env.start_tray()
     item = wait_until("the tray", session.tray)
     gate = env.root / "release"
     runs = [env.launch("slow", str(gate)) for _ in range(20)]
@@ -284,7 +314,7 @@ def test_app_killed_with_20_active_runs(session, env):
     wait_until("all 20 to finish", lambda: all(env.show(r)["exited_at"] for r in runs), timeout=60)
     assert all(env.show(r)["status"] == "completed" for r in runs)
     session.watcher.items.clear()
-    app = env.start_app()
+    app = env.start_tray()
     item = wait_until("the tray again", session.tray)
     wait_until("the truth", lambda: tray_label(item) == "0 running / 20 total")
     wait_until("the announcement", lambda: len(session.notifications.shown) > before)
@@ -302,7 +332,7 @@ def test_watcher_survives_a_broken_config(session, env):
     """A typo in config.toml (or any store error) never freezes the tray: the
     problem is shown at the top of the menu while it lasts, and the tray
     follows the store again once it is fixed."""
-    app = env.start_app()
+    app = env.start_tray()
     item = wait_until("the tray", session.tray)
     wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
     config = env.home / "config.toml"
@@ -332,7 +362,7 @@ def test_one_notification_per_piece_of_work(session, env):
     thirty endings at once are a summary, not thirty notifications."""
     env.preset("tree", ["sh", "-c", "for i in 1 2 3; do corral launch quick child-$i >/dev/null; done"],
                "Launches three children")
-    app = env.start_app()
+    app = env.start_tray()
     item = wait_until("the tray", session.tray)
     wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
     before = len(session.notifications.shown)
@@ -385,7 +415,7 @@ def test_a_refused_notification_is_shown_later_once(session, env):
     """At login the notification server may not be up yet: an announcement
     it refuses is given back to the store and shown once it takes them,
     never lost and never twice."""
-    app = env.start_app()
+    app = env.start_tray()
     item = wait_until("the tray", session.tray)
     wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
     before = len(session.notifications.shown)
@@ -405,11 +435,14 @@ def test_a_refused_notification_is_shown_later_once(session, env):
 
 
 def test_window(session, env):
-    """The window: XSS stays text, notification click opens the run, a Launch
-    menu item opens the form, abort works, a second launch focuses the
-    instance."""
+    """The window: XSS stays text, the tray's notification click and Launch
+    item reach the open window (one window: the tray's start of
+    `corral-app` hands over to it), abort works, a second start focuses the
+    instance; autostart starts the tray."""
     xss = env.launch("xss", "render me")
     wait_until("the xss run", lambda: env.show(xss)["exited_at"] is not None)
+    session.watcher.items.clear()
+    tray = env.start_tray()
     driver = WebDriver(env, ["--open", xss])
     try:
         wait_until("the transcript", lambda: XSS in driver.text("#final-text"))
@@ -497,18 +530,22 @@ def test_window(session, env):
         wait_until("the settings", lambda: driver.find("#autostart"))
         driver.click("#autostart")
         wait_until("the autostart entry", entry.exists)
-        assert f"Exec=\"{APP}\"" in entry.read_text(), entry.read_text()
+        assert f"Exec=\"{TRAY}\"" in entry.read_text(), entry.read_text()
         driver.click("#autostart")
         wait_until("the entry removed", lambda: not entry.exists())
+        assert tray.poll() is None, "the tray lives on"
     finally:
         driver.quit()
+        tray.kill()
+        tray.wait()
         kill_app()
 
 
 def test_review_and_reply(session, env):
     """A worktree run's changes in the window (1,000 files: the list, one
     file's coloured diff, +N −M in the runs list, Discard that asks first),
-    and the conversation: the reply box and Allow and continue."""
+    and the conversation: the reply box and Allow and continue. No tray
+    runs: the window follows the store on its own."""
     git = lambda *args: subprocess.run(["git", "-C", str(env.project), *args], check=True, capture_output=True)
     git("init", "-q", "-b", "main")
     (env.project / "README").write_text("hello\n")
@@ -581,8 +618,8 @@ def test_review_and_reply(session, env):
 
 
 def main():
-    if not APP.exists() or not CLI.exists():
-        print(f"build the app and CLI first: {APP}, {CLI}", file=sys.stderr)
+    if not APP.exists() or not TRAY.exists() or not CLI.exists():
+        print(f"build the app, the tray and the CLI first: {APP}, {TRAY}, {CLI}", file=sys.stderr)
         return 2
     session = Session()
     passed = failed = 0
@@ -605,7 +642,8 @@ def main():
                 if path.exists():
                     print(f"--- {log}\n{path.read_text()[-4000:]}")
         finally:
-            subprocess.run(["pkill", "-KILL", "-x", "corral-app"], check=False)
+            for program in ("corral-tray", "corral-app"):
+                subprocess.run(["pkill", "-KILL", "-x", program], check=False)
             env.abort_active()
     for what, value in TIMINGS.items():
         print(f"measured: {what}: {value}")

@@ -36,7 +36,7 @@ pub fn launch_run(
         base: None,
     };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
-    crate::folders::remember(&state.home, &cwd)?;
+    corral::recent_folders::remember(&state.home, &cwd)?;
     Ok(run)
 }
 
@@ -49,5 +49,5 @@ pub fn pick_folder(app: AppHandle) -> Option<String> {
 /// Recently used folders, most recent first.
 #[tauri::command(async)]
 pub fn recent_folders(state: State<'_, AppState>) -> Vec<String> {
-    crate::folders::recent(&state.home).into_iter().map(|p| p.display().to_string()).collect()
+    corral::recent_folders::recent(&state.home).into_iter().map(|p| p.display().to_string()).collect()
 }

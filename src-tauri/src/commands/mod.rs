@@ -1,6 +1,6 @@
 //! The webview's commands, typed, one file per subject. Each opens its own
 //! store connection and runs off the main thread (`async`), so a slow call
-//! never freezes the tray.
+//! never freezes the window.
 
 pub mod launch;
 pub mod presets;

@@ -1,8 +1,9 @@
 //! The latest runs, with status marks; a click opens that run's transcript.
 
 use corral::{Run, RunStatus};
-use tauri::menu::MenuItem;
-use tauri::AppHandle;
+
+use crate::panel::menu::Line;
+use crate::window::{self, Route};
 
 pub const PREFIX: &str = "run:";
 
@@ -19,9 +20,9 @@ pub fn mark(status: RunStatus) -> &'static str {
     }
 }
 
-pub fn items(app: &AppHandle, runs: &[Run]) -> tauri::Result<Vec<MenuItem<tauri::Wry>>> {
+pub fn lines(runs: &[Run]) -> Vec<Line> {
     if runs.is_empty() {
-        return Ok(vec![MenuItem::with_id(app, "no-runs", "No runs yet", false, None::<&str>)?]);
+        return vec![Line::Item { id: "no-runs".into(), label: "No runs yet".into(), enabled: false }];
     }
     runs.iter()
         .map(|run| {
@@ -30,11 +31,11 @@ pub fn items(app: &AppHandle, runs: &[Run]) -> tauri::Result<Vec<MenuItem<tauri:
                 Some(retry) => format!("⟳ {} — retrying: {retry}", run.preset),
                 None => format!("{} {} — {}", mark(run.status), run.preset, task),
             };
-            MenuItem::with_id(app, format!("{PREFIX}{}", run.id), label, true, None::<&str>)
+            Line::Item { id: format!("{PREFIX}{}", run.id), label, enabled: true }
         })
         .collect()
 }
 
-pub fn clicked(app: &AppHandle, run: &str) {
-    crate::window::open(app, Some(run));
+pub fn clicked(run: &str) {
+    window::open(&Route::Run(run.to_string()));
 }

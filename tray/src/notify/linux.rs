@@ -4,14 +4,14 @@
 
 use corral::announce::Announcement;
 use notify_rust::{Hint, Notification, Timeout, Urgency};
-use tauri::AppHandle;
 
 use super::Refused;
+use crate::window::{self, Route};
 
 /// Shows `note`, then waits for a click to open the run on a thread of its
 /// own (notify-rust blocks). A failure is critical and stays until
 /// dismissed. Returns once the server has taken it, or why not.
-pub fn show(app: AppHandle, note: Announcement) -> Result<(), Refused> {
+pub fn show(note: Announcement) -> Result<(), Refused> {
     let (urgency, timeout, icon) = if note.urgent {
         (Urgency::Critical, Timeout::Never, "dialog-error")
     } else {
@@ -29,15 +29,32 @@ pub fn show(app: AppHandle, note: Announcement) -> Result<(), Refused> {
         .timeout(timeout)
         .show()
         .map_err(|e| Refused(e.to_string()))?;
-    std::thread::spawn(move || {
+    let route = match (note.run, note.ended_since) {
+        (Some(run), _) => Route::Run(run),
+        (None, Some(since)) => Route::EndedSince(since),
+        (None, None) => Route::Runs,
+    };
+    let waiter = std::thread::Builder::new().name("corral-notification".into()).spawn(move || {
         handle.wait_for_action(|action| {
             if action == "default" || action == "open" {
-                match (&note.run, &note.ended_since) {
-                    (None, Some(since)) => crate::window::open_ended_since(&app, since),
-                    (run, _) => crate::window::open(&app, run.as_deref()),
-                }
+                window::open(&route);
             }
         })
     });
+    if let Err(e) = waiter {
+        tracing::warn!("cannot wait for the notification's click: {e}");
+    }
     Ok(())
+}
+
+/// A plain notification about a problem.
+pub fn problem(text: &str) -> Result<(), Refused> {
+    Notification::new()
+        .appname("Corral")
+        .summary("Corral")
+        .body(text)
+        .icon("dialog-warning")
+        .show()
+        .map(drop)
+        .map_err(|e| Refused(e.to_string()))
 }

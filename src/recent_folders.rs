@@ -1,9 +1,10 @@
 //! Recently used working folders, so the tray's Launch menu can offer
-//! their project presets. Kept in `recent-folders.json` in the config folder.
+//! their project presets: the window remembers them, the tray reads them.
+//! Kept in `recent-folders.json` in the config folder.
 
 use std::path::{Path, PathBuf};
 
-use corral::Home;
+use crate::Home;
 
 /// Most folders remembered.
 const KEEP: usize = 8;
@@ -25,6 +26,6 @@ pub fn remember(home: &Home, folder: &Path) -> std::io::Result<()> {
     list.retain(|p| p != folder);
     list.insert(0, folder.to_path_buf());
     list.truncate(KEEP);
-    let mut out = corral::home::create_private(&file(home))?;
+    let mut out = crate::home::create_private(&file(home))?;
     std::io::Write::write_all(&mut out, serde_json::to_string_pretty(&list).unwrap_or_default().as_bytes())
 }

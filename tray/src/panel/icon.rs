@@ -1,8 +1,6 @@
 //! The tray icon with the running count drawn on it at run time: a disc
-//! with the number in large digits, readable at 22 px; red while a failure
-//! is unseen.
-
-use tauri::image::Image;
+//! with the number in large digits, readable at 22 px; red while something
+//! needs the user (an unseen failure or denial, a run retrying).
 
 /// The base icon (32×32 RGBA).
 const BASE: &[u8] = include_bytes!("../../../icons/32x32.png");
@@ -21,15 +19,27 @@ const DIGITS: [[u8; 5]; 10] = [
     [0b111, 0b101, 0b111, 0b001, 0b111],
 ];
 
-/// The icon for `running` runs, red-badged if a failure is unseen.
-pub fn draw(running: u64, failure: bool) -> Image<'static> {
-    let base = Image::from_bytes(BASE).expect("the base icon is a valid PNG");
-    let (w, h) = (base.width() as usize, base.height() as usize);
-    let mut rgba = base.rgba().to_vec();
-    if running == 0 && !failure {
-        return Image::new_owned(rgba, w as u32, h as u32);
+/// The base icon's pixels: RGBA, width, height.
+fn base() -> (Vec<u8>, u32, u32) {
+    let mut decoder = png::Decoder::new(std::io::Cursor::new(BASE));
+    // Whatever the file's colour type, RGBA with 8 bits a channel.
+    decoder.set_transformations(png::Transformations::normalize_to_color8() | png::Transformations::ALPHA);
+    let mut reader = decoder.read_info().expect("the base icon is a valid PNG");
+    let mut rgba = vec![0; reader.output_buffer_size().expect("a small icon")];
+    let info = reader.next_frame(&mut rgba).expect("the base icon is a valid PNG");
+    rgba.truncate(info.buffer_size());
+    (rgba, info.width, info.height)
+}
+
+/// The icon for `running` runs as RGBA, width, height: red if something
+/// needs the user (`attention`).
+pub fn draw(running: u64, attention: bool) -> (Vec<u8>, u32, u32) {
+    let (mut rgba, w, h) = base();
+    let (w, h) = (w as usize, h as usize);
+    if running == 0 && !attention {
+        return (rgba, w as u32, h as u32);
     }
-    let disc = if failure { [0xd0, 0x2b, 0x2b, 0xff] } else { [0x1b, 0x4f, 0xd8, 0xff] };
+    let disc = if attention { [0xd0, 0x2b, 0x2b, 0xff] } else { [0x1b, 0x4f, 0xd8, 0xff] };
     let (cx, cy, r) = (w as f32 / 2.0, h as f32 / 2.0, w as f32 / 2.0 - 0.5);
     for y in 0..h {
         for x in 0..w {
@@ -61,23 +71,24 @@ pub fn draw(running: u64, failure: bool) -> Image<'static> {
             }
         }
     }
-    Image::new_owned(rgba, w as u32, h as u32)
+    (rgba, w as u32, h as u32)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn pixel(image: &Image<'_>, x: usize, y: usize) -> [u8; 4] {
-        let w = image.width() as usize;
-        image.rgba()[(y * w + x) * 4..][..4].try_into().unwrap()
+    fn pixel(image: &(Vec<u8>, u32, u32), x: usize, y: usize) -> [u8; 4] {
+        let w = image.1 as usize;
+        image.0[(y * w + x) * 4..][..4].try_into().unwrap()
     }
 
     #[test]
-    fn the_count_is_drawn_white_on_a_disc_red_for_unseen_failures() {
+    fn the_count_is_drawn_white_on_a_disc_red_while_something_needs_the_user() {
         let idle = draw(0, false);
-        let base = Image::from_bytes(BASE).unwrap();
-        assert_eq!(idle.rgba(), base.rgba(), "nothing running: the plain icon");
+        assert_eq!(idle, base(), "nothing running: the plain icon");
+        assert_eq!((idle.1, idle.2), (32, 32));
+        assert_eq!(idle.0.len(), 32 * 32 * 4);
 
         let one = draw(1, false);
         // The disc's edge is blue; the digit's stroke at the center is white.
@@ -85,7 +96,7 @@ mod tests {
         assert_eq!(pixel(&one, 16, 16), [0xff, 0xff, 0xff, 0xff]);
         let failed = draw(3, true);
         assert_eq!(pixel(&failed, 16, 4), [0xd0, 0x2b, 0x2b, 0xff]);
-        assert_ne!(draw(12, false).rgba(), draw(13, false).rgba(), "two digits differ");
-        assert_eq!(draw(250, false).rgba(), draw(99, false).rgba(), "over 99 shows 99");
+        assert_ne!(draw(12, false), draw(13, false), "two digits differ");
+        assert_eq!(draw(250, false), draw(99, false), "over 99 shows 99");
     }
 }

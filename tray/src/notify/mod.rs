@@ -1,10 +1,10 @@
 //! Notifications: what `corral::announce` decides (one per piece of work,
 //! paced), shown on the desktop, whose click opens the run's transcript (or
-//! the runs list for a summary). Nothing here steals focus: the window
-//! opens only when the user clicks.
+//! the runs list for a summary) in the window. Nothing here steals focus:
+//! the window opens only when the user clicks.
 //!
 //! Platform code is in one file per platform; Linux uses notify-rust over
-//! D-Bus with actions (Tauri's notification plugin has no click events).
+//! D-Bus, with actions.
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -12,7 +12,6 @@ mod linux;
 use linux as platform;
 
 use corral::announce::Announcement;
-use tauri::AppHandle;
 
 /// The desktop did not take a notification.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +20,14 @@ pub struct Refused(pub String);
 
 /// Shows one announcement; returns once the notification server accepted
 /// it (a click is waited for on a thread of its own).
-pub fn show(app: &AppHandle, note: Announcement) -> Result<(), Refused> {
-    platform::show(app.clone(), note)
+pub fn show(note: Announcement) -> Result<(), Refused> {
+    platform::show(note)
+}
+
+/// Tells the user something the tray could not do for them (a window that
+/// cannot start). Best effort: it is in the log too.
+pub fn problem(text: &str) {
+    if let Err(e) = platform::problem(text) {
+        tracing::warn!("{e}");
+    }
 }

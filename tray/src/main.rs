@@ -1,0 +1,103 @@
+//! `corral-tray`: Corral's tray. It sits in the panel all day, so it holds
+//! no webview: the running count drawn on the icon and `N running / M
+//! total` beside it, a menu of recent runs and presets, and one
+//! notification per piece of work (a click opens the run). The runs window
+//! is another program, `corral-app`, started on demand and gone when
+//! closed.
+//!
+//! One tray per Corral home: a second start (`corral-tray --window`, as the
+//! desktop entry does) opens the window and leaves. The same binary is also
+//! a shepherd (`corral-tray shepherd <id>`), as the tray starts queued runs
+//! when it heals the store.
+
+mod error;
+mod instance;
+mod notify;
+mod panel;
+mod state;
+mod view;
+mod watcher;
+mod window;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use state::TrayState;
+use window::Route;
+
+/// Corral's tray: the running count, recent runs, notifications.
+#[derive(Parser)]
+#[command(name = "corral-tray", version)]
+struct Args {
+    /// Also open the runs window (the desktop entry's start: the tray
+    /// starts if it is not running, and the window opens either way).
+    #[arg(long)]
+    window: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Supervises one run (started by the tray when it starts queued runs).
+    #[command(hide = true)]
+    Shepherd { run: String },
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging();
+    if let Some(Command::Shepherd { run }) = args.command {
+        return shepherd(&run);
+    }
+    match run_tray(args.window) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("corral-tray: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_tray(open_window: bool) -> anyhow::Result<()> {
+    let home = corral::Home::from_env()?;
+    let Some(_instance) = instance::claim(&home)? else {
+        if open_window {
+            window::open(&Route::Runs);
+        } else {
+            eprintln!("corral-tray: already running for {}", home.data_dir().display());
+        }
+        return Ok(());
+    };
+    panel::lighten_gtk();
+    gtk::init()?;
+    let state = Arc::new(TrayState::new(home));
+    panel::create(state.clone())?;
+    watcher::start(state)?;
+    if open_window {
+        window::open(&Route::Runs);
+    }
+    gtk::main();
+    Ok(())
+}
+
+fn shepherd(run: &str) -> ExitCode {
+    let result = corral::Home::from_env()
+        .map_err(anyhow::Error::from)
+        .and_then(|home| corral::shepherd::shepherd(&home, run).map_err(anyhow::Error::from));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("corral-tray shepherd {run}: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

@@ -1,0 +1,81 @@
+//! The tray menu's items, one file each: its id, its line, its handler.
+
+pub mod clear;
+pub mod counts;
+pub mod launch;
+pub mod open;
+pub mod problem;
+pub mod quiet;
+pub mod quit;
+pub mod recent;
+
+use super::menu::Line;
+use crate::state::TrayState;
+use crate::view::TrayView;
+
+/// The whole menu for `view`.
+pub fn lines(view: &TrayView) -> Vec<Line> {
+    let mut lines = vec![counts::line(&view.counts), Line::Separator, launch::line(&view.launchable), Line::Separator];
+    lines.extend(recent::lines(&view.recent));
+    lines.extend([Line::Separator, open::line(), clear::line(), quiet::line(view.quiet), quit::line()]);
+    lines
+}
+
+/// Routes a menu click (on the GTK thread) to its item.
+pub fn clicked(state: &TrayState, id: &str) {
+    if let Some(run) = id.strip_prefix(recent::PREFIX) {
+        recent::clicked(run);
+    } else if let Some(entry) = id.strip_prefix(launch::PREFIX) {
+        launch::clicked(entry);
+    } else {
+        match id {
+            open::ID => open::clicked(),
+            clear::ID => clear::clicked(state),
+            quiet::ID => quiet::clicked(state),
+            quit::ID => quit::clicked(),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral::store::Counts;
+
+    fn labels(lines: &[Line]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| match l {
+                Line::Item { label, .. } | Line::Check { label, .. } | Line::Submenu { label, .. } => label.clone(),
+                Line::Separator => "-".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_menu_reads_counts_launch_runs_then_actions() {
+        let view = TrayView {
+            counts: Counts { running: 0, total: 0, unseen_failures: 0, attention: 0 },
+            recent: Vec::new(),
+            launchable: Vec::new(),
+            quiet: true,
+        };
+        assert_eq!(
+            labels(&lines(&view)),
+            [
+                "0 running / 0 total",
+                "-",
+                "Launch",
+                "-",
+                "No runs yet",
+                "-",
+                "Open Corral",
+                "Clear finished",
+                "Do not disturb",
+                "Quit (runs keep going)"
+            ]
+        );
+        assert!(lines(&view).contains(&quiet::line(true)), "Do not disturb shows checked");
+    }
+}

@@ -1,0 +1,127 @@
+//! What the tray shows, as plain data: read from the store on the
+//! watcher's thread (preset discovery reads files too), then drawn by the
+//! panel on the GTK thread. Two equal views draw the same, so the panel
+//! redraws only what differs.
+
+use std::path::PathBuf;
+
+use corral::preset::{self, PresetSource, Roots};
+use corral::store::{Counts, RunFilter};
+use corral::{Home, Run, Store};
+
+use crate::error::TrayError;
+
+/// Runs listed in the menu.
+pub const RECENT: usize = 8;
+
+/// Everything the tray shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrayView {
+    pub counts: Counts,
+    /// The latest runs, newest first.
+    pub recent: Vec<Run>,
+    /// What the Launch submenu offers.
+    pub launchable: Vec<Launchable>,
+    /// "Do not disturb" is on.
+    pub quiet: bool,
+}
+
+/// One preset the Launch submenu offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launchable {
+    pub name: String,
+    pub agent: String,
+    /// The project folder of a project preset.
+    pub folder: Option<PathBuf>,
+}
+
+impl TrayView {
+    /// Reads the view from `store`, with `counts` read by the caller.
+    pub fn read(store: &Store, home: &Home, counts: Counts, quiet: bool) -> Result<TrayView, TrayError> {
+        let recent = store.runs(&RunFilter { limit: Some(RECENT), ..RunFilter::default() })?;
+        Ok(TrayView { counts, recent, launchable: launchable(home), quiet })
+    }
+
+    /// The title beside the icon: `N running / M total`.
+    pub fn title(&self) -> String {
+        title(&self.counts)
+    }
+
+    /// The icon's look: the running count, and red while something needs
+    /// the user (an unseen failure or denial, a run retrying).
+    pub fn look(&self) -> (u64, bool) {
+        (self.counts.running, self.counts.attention > 0)
+    }
+}
+
+/// `N running / M total`.
+pub fn title(counts: &Counts) -> String {
+    format!("{} running / {} total", counts.running, counts.total)
+}
+
+/// Global presets, then each recent folder's project presets.
+fn launchable(home: &Home) -> Vec<Launchable> {
+    let global = preset::discover(&Roots::new(home, None));
+    let mut entries: Vec<Launchable> = global
+        .presets
+        .iter()
+        .map(|e| Launchable { name: e.preset.name.clone(), agent: e.preset.agent.to_string(), folder: None })
+        .collect();
+    for folder in corral::recent_folders::recent(home) {
+        let set = preset::discover(&Roots::new(home, Some(&folder)));
+        for e in set.presets {
+            let project = matches!(
+                e.preset.source,
+                PresetSource::ClaudeProject | PresetSource::PiProject | PresetSource::CorralProject
+            );
+            if project {
+                entries.push(Launchable {
+                    name: e.preset.name,
+                    agent: e.preset.agent.to_string(),
+                    folder: Some(folder.clone()),
+                });
+            }
+        }
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_title_and_the_icon_follow_the_counts() {
+        let counts = Counts { running: 2, total: 5, unseen_failures: 0, attention: 0 };
+        let view = TrayView { counts, recent: Vec::new(), launchable: Vec::new(), quiet: false };
+        assert_eq!(view.title(), "2 running / 5 total");
+        assert_eq!(view.look(), (2, false));
+        let attention = TrayView { counts: Counts { attention: 1, ..counts }, ..view.clone() };
+        assert_eq!(attention.look(), (2, true), "red while something needs the user");
+    }
+
+    #[test]
+    fn global_presets_then_the_project_presets_of_recent_folders() {
+        let root = tempfile::tempdir().unwrap();
+        let home = Home::at(root.path().join("home"));
+        home.ensure().unwrap();
+        std::fs::create_dir_all(home.presets_dir()).unwrap();
+        std::fs::write(
+            home.presets_dir().join("echo.md"),
+            "---\nname: echo\ndescription: echoes\nagent: command\ncommand: [echo]\n---\n",
+        )
+        .unwrap();
+        let project = root.path().join("project");
+        std::fs::create_dir_all(project.join(".corral/presets")).unwrap();
+        std::fs::write(project.join(".corral/presets/fix.md"), "---\nname: fix\ndescription: fixes\nagent: pi\n---\n")
+            .unwrap();
+        corral::recent_folders::remember(&home, &project).unwrap();
+
+        let found = launchable(&home);
+        let echo = found.iter().position(|e| e.name == "echo" && e.folder.is_none()).expect("the global preset");
+        let fix =
+            found.iter().position(|e| e.name == "fix" && e.folder.as_ref() == Some(&project)).expect("the project's");
+        assert!(echo < fix, "global first: {found:?}");
+        assert_eq!(found[fix].agent, "pi");
+    }
+}

@@ -1,0 +1,152 @@
+//! Keeps the tray and notifications true to the store, whoever changed it
+//! (the window, the CLI, an MCP server, a shepherd).
+//!
+//! One thread follows the store (`corral::watch::Follower`: every 50 ms,
+//! healing at least every 250 ms); when a status changed it sends the panel
+//! a fresh view and claims newly ended runs, which it announces as
+//! `corral::announce` decides: one notification per piece of work, endings
+//! close together as one summary, a few a minute at most (what ended while
+//! the tray was away, as one).
+//!
+//! The watcher never dies. Any error (a typo in `config.toml`, a busy or
+//! unreadable database) is shown in the tray's menu, and the next round
+//! tries again with a fresh connection.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use corral::announce::{self, Pacer, Release};
+use corral::queue::ShepherdCommand;
+use corral::watch::{Follower, FOLLOW_EVERY};
+use corral::Store;
+
+use crate::error::TrayError;
+use crate::state::TrayState;
+use crate::view::TrayView;
+use crate::{notify, panel};
+
+/// How long to wait before trying again after an error.
+const RETRY: Duration = Duration::from_secs(1);
+/// How long to wait before announcing again what the notification server
+/// refused (none runs yet, at login).
+const NOTIFY_RETRY: Duration = Duration::from_secs(5);
+
+/// Starts the watcher thread.
+pub fn start(state: Arc<TrayState>) -> Result<(), TrayError> {
+    let shepherd = ShepherdCommand::current_exe().map_err(TrayError::Shepherd)?;
+    let follower = Follower::new(state.home.clone(), shepherd, None);
+    let spawned = std::thread::Builder::new().name("corral-watcher".into()).spawn(move || {
+        let mut watch = Watch { follower, announcer: Announcer::default(), announced_once: false, problem: None };
+        loop {
+            match watch.round(&state) {
+                Ok(()) => {
+                    if watch.problem.take().is_some() {
+                        panel::show_problem(None);
+                    }
+                    std::thread::sleep(FOLLOW_EVERY);
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    if watch.problem.as_deref() != Some(text.as_str()) {
+                        tracing::error!("the store watcher will retry: {text}");
+                        panel::show_problem(Some(text.clone()));
+                        watch.problem = Some(text);
+                    }
+                    std::thread::sleep(RETRY);
+                }
+            }
+        }
+    });
+    spawned.map(drop).map_err(TrayError::Watcher)
+}
+
+/// What the watcher keeps between rounds. Runtime state only.
+struct Watch {
+    follower: Follower,
+    /// Endings waiting to be announced.
+    announcer: Announcer,
+    /// The first round announces what ended while the tray was away.
+    announced_once: bool,
+    /// The error shown in the tray, while there is one.
+    problem: Option<String>,
+}
+
+impl Watch {
+    fn round(&mut self, state: &TrayState) -> Result<(), TrayError> {
+        // A redraw asked for by the menu, or endings the notification
+        // server refused (given back to the store): look again.
+        if state.take_redraw() || self.announcer.refused_until.take_if(|until| Instant::now() >= *until).is_some() {
+            self.follower.again();
+        }
+        let change = self.follower.round()?;
+        let store = self.follower.store().expect("a round succeeded, so a store is open");
+        let quiet = state.quiet();
+        self.announcer.release(store, quiet)?;
+        let Some(counts) = change.counts else { return Ok(()) };
+        panel::show(TrayView::read(store, &state.home, counts, quiet)?);
+        let claimed = store.claim_notifications(usize::MAX >> 1)?;
+        let speakers = announce::speakers(store, claimed)?;
+        if !self.announced_once {
+            // What ended while the tray was away: one announcement.
+            let note = match speakers.as_slice() {
+                [] => None,
+                [one] => Some(announce::single(store, one)?),
+                many => Some(announce::summary(many, true)),
+            };
+            if let Some(note) = note {
+                let ids: Vec<String> = speakers.iter().map(|r| r.id.clone()).collect();
+                self.announcer.show(store, note, &ids)?;
+            }
+            self.announced_once = true;
+        } else {
+            self.announcer.pacer.push(speakers, Instant::now());
+            self.announcer.release(store, quiet)?;
+        }
+        Ok(())
+    }
+}
+
+/// Endings on their way to the desktop. Runtime state only.
+#[derive(Default)]
+struct Announcer {
+    pacer: Pacer,
+    /// "Do not disturb" was on at the last round.
+    was_quiet: bool,
+    /// The notification server refused an announcement; its endings were
+    /// given back to the store, to be claimed again from then on.
+    refused_until: Option<Instant>,
+}
+
+impl Announcer {
+    /// Shows what the pacer lets out now: nothing while "Do not disturb" is
+    /// on, everything that waited (as one summary) when it goes off.
+    fn release(&mut self, store: &mut Store, quiet: bool) -> Result<(), TrayError> {
+        let resumed = self.was_quiet && !quiet;
+        self.was_quiet = quiet;
+        let released = match (quiet, resumed) {
+            (true, _) => None,
+            (false, true) => self.pacer.release_all(Instant::now()),
+            (false, false) => self.pacer.release(Instant::now()),
+        };
+        let (note, ids) = match released {
+            Some(Release::One(run)) => (announce::single(store, &run)?, vec![run.id]),
+            Some(Release::Many(runs)) => {
+                (announce::summary(&runs, false), runs.into_iter().map(|r| r.id).collect::<Vec<_>>())
+            }
+            None => return Ok(()),
+        };
+        self.show(store, note, &ids)
+    }
+
+    /// Shows `note`, which speaks for the runs `ids`. If the notification
+    /// server does not take it, their claims go back to the store (so a
+    /// later round announces them: never lost, never twice).
+    fn show(&mut self, store: &mut Store, note: announce::Announcement, ids: &[String]) -> Result<(), TrayError> {
+        if let Err(refused) = notify::show(note) {
+            tracing::warn!("{refused}; announcing again in {NOTIFY_RETRY:?}");
+            store.unclaim_notifications(ids)?;
+            self.refused_until = Some(Instant::now() + NOTIFY_RETRY);
+        }
+        Ok(())
+    }
+}
