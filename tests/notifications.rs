@@ -1,6 +1,7 @@
 //! What the app relies on in the store: each ended run is claimed for a
 //! notification exactly once, even with several app instances claiming at
-//! the same time; counts and "Clear finished".
+//! the same time; counts and "Clear finished"; the follower that tells the
+//! tray and the window what changed.
 
 mod common;
 
@@ -8,7 +9,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use common::{eventually, fake_agent, Env};
+use common::{corral_bin, eventually, fake_agent, Env};
+use corral::queue::ShepherdCommand;
+use corral::watch::Follower;
 use corral::{Home, Store};
 
 #[test]
@@ -94,4 +97,75 @@ fn the_status_version_moves_with_statuses_not_with_transcript_lines() {
     std::fs::write(&release, "").unwrap();
     env.wait_end(&id);
     assert!(store.status_version().unwrap() > status, "the end is one");
+}
+
+#[test]
+fn a_follower_tells_status_changes_at_once_and_grown_transcripts_when_asked() {
+    let env = Env::new();
+    let release = env.project.join("release");
+    env.command_preset("talk", &[&fake_agent("ticker"), "20", "0.01"]);
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    let shepherd = ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] };
+    let home = Home::at(&env.home);
+    let mut window = Follower::new(home.clone(), shepherd.clone(), Some(Duration::from_millis(1)));
+    let mut tray = Follower::new(home, shepherd, None);
+
+    // The first round gives the counts to draw from.
+    let first = window.round().unwrap();
+    assert_eq!(first.counts.map(|c| c.total), Some(0));
+    assert_eq!(tray.round().unwrap().counts.map(|c| c.total), Some(0));
+    assert!(tray.round().unwrap().is_empty(), "nothing changed, nothing told");
+
+    // A launch is a status change: both are told, with the counts.
+    let slow = env.launch("slow", "wait");
+    let told = |f: &mut Follower| {
+        let mut seen = None;
+        eventually(Duration::from_secs(10), || {
+            seen = f.round().unwrap().counts;
+            seen.is_some_and(|c| c.running == 1)
+        });
+        seen
+    };
+    assert_eq!(told(&mut tray).map(|c| (c.running, c.total)), Some((1, 1)));
+    assert_eq!(told(&mut window).map(|c| (c.running, c.total)), Some((1, 1)));
+
+    // A transcript that grows is told to the window (which follows them),
+    // never to the tray, and is no status change.
+    let talk = env.launch("talk", "lines");
+    let mut grown = Vec::new();
+    assert!(eventually(Duration::from_secs(10), || {
+        grown.extend(window.round().unwrap().transcripts);
+        grown.contains(&talk)
+    }));
+    env.wait_end(&talk);
+    assert!(eventually(Duration::from_secs(5), || tray.round().unwrap().counts.is_some_and(|c| c.total == 2)));
+    for _ in 0..5 {
+        assert!(tray.round().unwrap().transcripts.is_empty(), "the tray does not follow transcripts");
+    }
+    std::fs::write(&release, "").unwrap();
+    env.wait_end(&slow);
+    assert!(eventually(Duration::from_secs(5), || tray.round().unwrap().counts.is_some_and(|c| c.running == 0)));
+}
+
+#[test]
+fn a_follower_reports_a_broken_config_and_recovers_once_fixed() {
+    let env = Env::new();
+    let shepherd = ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] };
+    let mut follower = Follower::new(Home::at(&env.home), shepherd, None);
+    assert!(follower.round().unwrap().counts.is_some());
+    let config = env.home.join("config.toml");
+    let good = std::fs::read_to_string(&config).unwrap_or_default();
+    std::fs::write(&config, format!("{good}max_paralel = 3\n")).unwrap();
+    let mut error = None;
+    assert!(eventually(Duration::from_secs(5), || {
+        error = follower.round().err();
+        error.is_some()
+    }));
+    assert!(error.unwrap().to_string().contains("config.toml"), "says where the problem is");
+    std::fs::write(&config, good).unwrap();
+    let mut again = None;
+    assert!(eventually(Duration::from_secs(5), || {
+        again = follower.round().ok().and_then(|c| c.counts);
+        again.is_some()
+    }), "the counts again, to redraw what the problem hid");
 }
