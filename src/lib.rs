@@ -12,6 +12,7 @@ pub mod config;
 pub mod heal;
 pub mod home;
 pub mod launch;
+pub mod logging;
 pub mod mcp;
 pub mod preset;
 pub mod price;
@@ -28,6 +29,7 @@ pub mod store;
 pub mod time;
 pub mod wait;
 pub mod watch;
+pub mod window_route;
 pub mod worktree;
 
 pub use home::Home;

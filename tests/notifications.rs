@@ -164,8 +164,11 @@ fn a_follower_reports_a_broken_config_and_recovers_once_fixed() {
     assert!(error.unwrap().to_string().contains("config.toml"), "says where the problem is");
     std::fs::write(&config, good).unwrap();
     let mut again = None;
-    assert!(eventually(Duration::from_secs(5), || {
-        again = follower.round().ok().and_then(|c| c.counts);
-        again.is_some()
-    }), "the counts again, to redraw what the problem hid");
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            again = follower.round().ok().and_then(|c| c.counts);
+            again.is_some()
+        }),
+        "the counts again, to redraw what the problem hid"
+    );
 }

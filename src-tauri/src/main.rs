@@ -80,10 +80,10 @@ fn paint_without_gl_compositing() {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_logging();
     if let Some(Command::Shepherd { run }) = &args.command {
-        return run_shepherd(run);
+        return corral::shepherd::main("corral-app", run);
     }
+    corral::logging::init("warn");
     paint_without_gl_compositing();
     let home = match corral::Home::from_env() {
         Ok(home) => home,
@@ -150,25 +150,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_shepherd(run: &str) -> ExitCode {
-    let result = corral::Home::from_env()
-        .map_err(anyhow::Error::from)
-        .and_then(|home| corral::shepherd::shepherd(&home, run).map_err(anyhow::Error::from));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("corral-app shepherd {run}: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +172,19 @@ mod tests {
             Args::try_parse_from(["corral-app", "--open", "r1", "--launch", "fix"]).is_err(),
             "one place at a time"
         );
+    }
+
+    #[test]
+    fn what_the_tray_asks_for_is_where_the_window_opens() {
+        for route in [
+            Route::Runs,
+            Route::Run("r1".into()),
+            Route::EndedSince("2026-11-23T00:00:00.000Z".into()),
+            Route::Launch { preset: "fix".into(), folder: Some("/src/my app".into()) },
+            Route::Launch { preset: "review".into(), folder: None },
+        ] {
+            let argv = std::iter::once("corral-app".into()).chain(route.args());
+            assert_eq!(Args::try_parse_from(argv).unwrap().route(), route);
+        }
     }
 }

@@ -221,8 +221,5 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn init_logging(shepherd: bool) {
-    let default = if shepherd { "info" } else { "warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    corral::logging::init(if shepherd { corral::shepherd::LOG_LEVEL } else { "warn" });
 }

@@ -54,6 +54,27 @@ impl<T> OsDoing<T> for io::Result<T> {
     }
 }
 
+/// What a shepherd logs unless `CORRAL_LOG` says otherwise.
+pub const LOG_LEVEL: &str = "info";
+
+/// The hidden `shepherd RUN` mode of the tray and the window (which start
+/// shepherds of their own): logs at [`LOG_LEVEL`], supervises `run_id` in
+/// this process's Corral home, and returns the exit code, having said on
+/// stderr (the run's log) what went wrong. The CLI's is in its dispatch.
+pub fn main(program: &str, run_id: &str) -> std::process::ExitCode {
+    crate::logging::init(LOG_LEVEL);
+    let supervised = crate::caller::home()
+        .map_err(|e| e.to_string())
+        .and_then(|home| shepherd(&home, run_id).map_err(|e| e.to_string()));
+    match supervised {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{program} shepherd {run_id}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Supervises run `run_id` to its end, then hands its slot on to the next
 /// queued run. Returns once every process of the run is reaped and the
 /// outcome and exit are recorded.

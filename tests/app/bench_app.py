@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Measures the app (prints figures, asserts nothing): start to tray
-visible, store change to tray label, idle CPU with 10 runs in the store,
-CPU while 10 runs stream (tray only, the window on a finished run, the
-window on a streaming run), memory with the window closed and open, and
-with a store of 2,000 finished runs: the notifications at start and the
-window's memory. Run by scripts/bench-app.sh."""
+"""Measures the app (prints figures, asserts nothing): the tray's start to
+its label, store change to tray label, memory (RSS and PSS over all the
+app's processes, and how many are WebKit's) with the tray alone and with
+the window open, idle CPU with 10 runs in the store, CPU while 10 runs
+stream (tray only, the window on a finished run, the window on a streaming
+run), the window's start on demand, and with a store of 2,000 finished
+runs: the notifications at start and the window's memory. Run by
+scripts/bench-app.sh."""
 
 import os
 import sqlite3
@@ -20,24 +22,27 @@ import json  # noqa: E402
 from test_app import APP, CLI, Env  # noqa: E402
 
 
-def rss_kb(pid):
+def status_kb(pid, field):
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1])
     return 0
 
 
-def private_kb(pid):
-    """Memory only this process uses (private pages), not shared libraries."""
-    total = 0
+def pss_kb(pid):
+    """The process's proportional share of memory: shared libraries divided
+    among the processes that map them."""
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith(("Private_Clean:", "Private_Dirty:")):
-            total += int(line.split()[1])
-    return total
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return 0
 
 
 def cpu_ticks(pid):
-    stat = Path(f"/proc/{pid}/stat").read_text()
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return 0
     fields = stat[stat.rindex(")") + 2:].split()
     return int(fields[11]) + int(fields[12])
 
@@ -55,28 +60,56 @@ def name(pid):
     return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
-def cpu_of_app(app, seconds):
-    """Share of a core the app and its WebKit processes used over `seconds`."""
+def app_pids():
+    """The desktop app's processes: the tray, the window and WebKit's
+    processes under it (not shepherds, which the tray may start)."""
+    pids = []
+    for program in ("corral-tray", "corral-app"):
+        for pid in map(int, subprocess.run(["pgrep", "-x", program], capture_output=True, text=True).stdout.split()):
+            if b"shepherd" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+            pids.append(pid)
+            pids.extend(p for p in children(pid) if name(p).startswith("WebKit"))
+    return pids
+
+
+def cpu_of_app(seconds):
+    """Share of a core the app's processes used over `seconds`."""
     ticks = os.sysconf("SC_CLK_TCK")
-    pids = [app.pid, *children(app.pid)]
+    pids = app_pids()
     before = sum(cpu_ticks(p) for p in pids)
     time.sleep(seconds)
-    after = sum(cpu_ticks(p) for p in pids if Path(f"/proc/{p}").exists())
+    after = sum(cpu_ticks(p) for p in pids)
     return (after - before) / ticks / seconds * 100
 
 
+def memory(what):
+    """Prints RSS and PSS of all the app's processes, and which run."""
+    pids = app_pids()
+    names = sorted(name(p) for p in pids)
+    rss = sum(status_kb(p, "VmRSS") for p in pids) / 1024
+    pss = sum(pss_kb(p) for p in pids) / 1024
+    webkit = sum(1 for n in names if n.startswith("WebKit"))
+    print(f"memory, {what}: RSS {rss:.1f} MB, PSS {pss:.1f} MB, all processes ({', '.join(names)}); WebKit processes: {webkit}")
+    return rss, pss
+
+
 def open_window(env, *args):
-    """A second start: the running instance shows its window (on a run)."""
-    subprocess.run([str(APP), *args], env=env.env, timeout=20)
-    wait_until("the window", lambda: x_windows("Corral"), every=0.01)
+    """Starts `corral-app` (the window's program) as the tray does: the
+    first start is the window; a later one hands over and leaves."""
+    started = subprocess.Popen([str(APP), *args], env=env.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until("the window", lambda: x_windows("Corral"), every=0.005)
+    return started
 
 
-def memory(app):
-    main = rss_kb(app.pid)
-    print(f"  (app private memory, shared libraries excluded: {private_kb(app.pid) / 1024:.1f} MB)")
-    kids = {pid: (name(pid), rss_kb(pid)) for pid in children(app.pid)}
-    webkit = sum(kb for n, kb in kids.values() if n.startswith("WebKit"))
-    return main, webkit, sorted(n for n, _ in kids.values())
+def close_window():
+    def closed():
+        for window in x_windows("Corral"):
+            close_x_window(window)
+        return not x_windows("Corral")
+
+    wait_until("the window closed", closed, every=0.3)
+    wait_until("the window's program to end", lambda: not any(name(p) == "corral-app" for p in app_pids()))
 
 
 def main():
@@ -87,10 +120,10 @@ def main():
     wait_until("10 runs", lambda: env.show(run)["exited_at"] is not None)
 
     started = time.monotonic()
-    app = env.start_app()
+    tray = env.start_tray()
     item = wait_until("the tray", session.tray, every=0.005)
     wait_until("its label", lambda: tray_label(item) == "0 running / 10 total", every=0.005)
-    print(f"app start -> tray visible with its label: {(time.monotonic() - started) * 1000:.0f} ms")
+    print(f"tray start -> tray visible with its label: {(time.monotonic() - started) * 1000:.0f} ms")
 
     db = sqlite3.connect(env.home / "corral.db")
     delays = []
@@ -105,61 +138,57 @@ def main():
     delays.sort()
     print(f"store change -> tray label: p50 {delays[10]:.0f} ms, max {delays[-1]:.0f} ms (n=20; includes a gdbus call per poll)")
 
-    ticks = os.sysconf("SC_CLK_TCK")
-    before = cpu_ticks(app.pid)
-    time.sleep(60)
-    used = (cpu_ticks(app.pid) - before) / ticks
-    print(f"idle CPU over 60 s with 10 runs in the store: {used / 60 * 100:.2f}% ({used * 1000:.0f} ms of CPU)")
+    time.sleep(2)
+    memory("tray only (window never opened)")
+    print(f"idle CPU over 60 s with 10 runs in the store, tray only: {cpu_of_app(60):.2f}% of a core")
 
     # Ten runs streaming about 100 lines a second each: the tray must not
     # care (it looks only when a status changes).
     env.preset("stream", ["sh", "-c", "while :; do echo line; sleep 0.01; done"], "Streams lines forever")
     streams = [env.launch("stream", f"stream {i}") for i in range(10)]
     wait_until("10 running", lambda: tray_label(item) == "10 running / 20 total", every=0.05)
-    before = cpu_ticks(app.pid)
-    time.sleep(10)
-    used = (cpu_ticks(app.pid) - before) / ticks
-    print(f"tray only, 10 runs streaming ~100 lines/s each: app CPU over 10 s {used / 10 * 100:.1f}% of a core")
+    print(f"tray only, 10 runs streaming ~100 lines/s each: CPU over 10 s {cpu_of_app(10):.1f}% of a core")
     # The window on a run that does not change, while the others stream:
-    # told only what changed, it has nothing to redraw.
-    # A window just opened works for a few seconds (WebKit starting, the
-    # first fetches): the figures are of the window settled.
-    open_window(env, "--open", run)
+    # told only what changed, it has nothing to redraw. A window just
+    # opened works for a few seconds (WebKit starting, the first fetches):
+    # the figures are of the window settled.
+    window = open_window(env, "--open", run)
     time.sleep(10)
-    print(f"window on a finished run, 10 runs streaming: app + WebKit CPU over 10 s {cpu_of_app(app, 10):.1f}% of a core")
-    open_window(env, "--open", streams[0])
+    print(f"window on a finished run, 10 runs streaming: tray + window + WebKit CPU over 10 s {cpu_of_app(10):.1f}% of a core")
+    open_window(env, "--open", streams[0]).wait(20)
     time.sleep(5)
-    print(f"window following one of the 10 streaming runs: app + WebKit CPU over 10 s {cpu_of_app(app, 10):.1f}% of a core")
+    print(f"window following one of the 10 streaming runs: tray + window + WebKit CPU over 10 s {cpu_of_app(10):.1f}% of a core")
     env.cli("abort", *streams)
-
-    def close():
-        for window in x_windows("Corral"):
-            close_x_window(window)
-        return not x_windows("Corral")
-
-    wait_until("the window closed", close, every=0.3)
+    close_window()
+    window.wait(20)
     time.sleep(2)
+    memory("window closed")
 
-    main_kb, webkit_kb, procs = memory(app)
-    print(f"memory, window closed: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs) or 'no child process'})")
+    # The window's program starts afresh each time it opens.
+    cold = []
+    for _ in range(5):
+        t0 = time.monotonic()
+        window = open_window(env, "--open", run)
+        cold.append((time.monotonic() - t0) * 1000)
+        close_window()
+        window.wait(20)
+    cold.sort()
+    print(f"window closed -> corral-app --open RUN -> window mapped: p50 {cold[2]:.0f} ms, max {cold[-1]:.0f} ms (n=5; a new process each time)")
+    window = open_window(env, "--open", run)
     t0 = time.monotonic()
-    subprocess.run([str(APP), "--open", run], env=env.env, timeout=20)
-    wait_until("the window", lambda: x_windows("Corral"), every=0.01)
-    print(f"second launch with --open -> window mapped: {(time.monotonic() - t0) * 1000:.0f} ms")
+    open_window(env, "--open", streams[1]).wait(20)
+    print(f"window open, another corral-app --open RUN hands over -> it ends: {(time.monotonic() - t0) * 1000:.0f} ms")
     time.sleep(3)
-    main_kb, webkit_kb, procs = memory(app)
-    print(f"memory, window open: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs)})")
-    open_window(env)
+    memory("window open on a run")
+    open_window(env).wait(20)
     time.sleep(3)
-    main_kb, webkit_kb, _ = memory(app)
-    print(f"memory, window open on the runs list (20 runs): {(main_kb + webkit_kb) / 1024:.1f} MB in all")
-
-    wait_until("closed", close, every=0.3)
+    memory("window open on the runs list (20 runs)")
+    close_window()
+    window.wait(20)
     time.sleep(3)
-    main_kb, webkit_kb, procs = memory(app)
-    print(f"memory, window closed again: app {main_kb / 1024:.1f} MB, WebKit {webkit_kb / 1024:.1f} MB ({', '.join(procs) or 'no child process'})")
-    app.kill()
-    app.wait()
+    memory("window closed again")
+    tray.kill()
+    tray.wait()
     month(session)
 
 
@@ -172,18 +201,19 @@ def month(session):
     wait_until("2,000 runs ended", ended, timeout=300, every=1)
     before = len(session.notifications.shown)
     known = len(session.watcher.items)
-    app = env.start_app()
+    tray = env.start_tray()
     item = wait_until("the new tray", lambda: len(session.watcher.items) > known and session.tray(), every=0.05)
     wait_until("its label", lambda: tray_label(item) == "0 running / 2000 total", every=0.05)
     time.sleep(10)
     shown = session.notifications.shown[before:]
     print(f"start with 2,000 unannounced endings -> notifications within 10 s: {len(shown)} ({shown[0]['summary'] if shown else '-'})")
-    open_window(env)
+    window = open_window(env)
     time.sleep(3)
-    main_kb, webkit_kb, _ = memory(app)
-    print(f"memory, window open on the runs list (2,000 runs, first page of 200): {(main_kb + webkit_kb) / 1024:.1f} MB in all")
-    app.kill()
-    app.wait()
+    memory("window open on the runs list (2,000 runs, first page of 200)")
+    close_window()
+    window.wait(20)
+    tray.kill()
+    tray.wait()
 
 
 if __name__ == "__main__":

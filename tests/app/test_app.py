@@ -267,6 +267,11 @@ def test_tray_and_notifications(session, env):
 
     wait_until("the click to open the window", lambda: _try(clicked), every=0)
     wait_until("WebKit to start", lambda: webkit_processes("WebKitWebProcess"))
+    # The tray's own GTK settings (no GL, no accessibility bridge) are not
+    # handed to the window, which has widgets to read aloud.
+    window_pid = subprocess.run(["pgrep", "-x", "corral-app"], capture_output=True, text=True).stdout.split()[0]
+    environ = Path(f"/proc/{window_pid}/environ").read_bytes().split(b"\0")
+    assert not any(v.startswith((b"NO_AT_BRIDGE=", b"GDK_GL=")) for v in environ), "the window got the tray's settings"
 
     def close():
         for window in x_windows("Corral"):

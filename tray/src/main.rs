@@ -48,10 +48,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_logging();
     if let Some(Command::Shepherd { run }) = args.command {
-        return shepherd(&run);
+        return corral::shepherd::main("corral-tray", &run);
     }
+    corral::logging::init("warn");
     match run_tray(args.window) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -71,8 +71,9 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
         }
         return Ok(());
     };
-    panel::lighten_gtk();
+    let light = panel::lighten_gtk();
     gtk::init()?;
+    light.take_back();
     let state = Arc::new(TrayState::new(home));
     panel::create(state.clone())?;
     watcher::start(state)?;
@@ -81,23 +82,4 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     }
     gtk::main();
     Ok(())
-}
-
-fn shepherd(run: &str) -> ExitCode {
-    let result = corral::Home::from_env()
-        .map_err(anyhow::Error::from)
-        .and_then(|home| corral::shepherd::shepherd(&home, run).map_err(anyhow::Error::from));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("corral-tray shepherd {run}: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CORRAL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

@@ -6,36 +6,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-/// Where the window opens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
-    /// The runs list.
-    Runs,
-    /// One run's transcript.
-    Run(String),
-    /// The runs that ended since a moment (a summary notification's click).
-    EndedSince(String),
-    /// The launch form for a preset, in a folder for a project preset.
-    Launch { preset: String, folder: Option<PathBuf> },
-}
-
-impl Route {
-    /// `corral-app`'s arguments for this route.
-    pub fn args(&self) -> Vec<std::ffi::OsString> {
-        match self {
-            Route::Runs => Vec::new(),
-            Route::Run(id) => vec!["--open".into(), id.into()],
-            Route::EndedSince(since) => vec!["--ended-since".into(), since.into()],
-            Route::Launch { preset, folder } => {
-                let mut args = vec!["--launch".into(), preset.into()];
-                if let Some(folder) = folder {
-                    args.extend(["--cwd".into(), folder.into()]);
-                }
-                args
-            }
-        }
-    }
-}
+pub use corral::window_route::Route;
 
 /// The window's program.
 fn program() -> PathBuf {
@@ -62,23 +33,5 @@ pub fn open(route: &Route) {
             tracing::error!("{text}");
             crate::notify::problem(&text);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_route_is_the_windows_arguments() {
-        let args = |r: Route| r.args().into_iter().map(|a| a.into_string().unwrap()).collect::<Vec<_>>();
-        assert!(args(Route::Runs).is_empty());
-        assert_eq!(args(Route::Run("r1".into())), ["--open", "r1"]);
-        assert_eq!(args(Route::EndedSince("2026-11-23T00:00:00Z".into())), ["--ended-since", "2026-11-23T00:00:00Z"]);
-        assert_eq!(
-            args(Route::Launch { preset: "fix".into(), folder: Some("/src/app".into()) }),
-            ["--launch", "fix", "--cwd", "/src/app"]
-        );
-        assert_eq!(args(Route::Launch { preset: "fix".into(), folder: None }), ["--launch", "fix"]);
     }
 }

@@ -59,7 +59,7 @@ async function settingsSection() {
   } });
   return h("section", {},
     h("h2", {}, "Settings"),
-    h("label", {}, box, " Start Corral at login"),
+    h("label", {}, box, " Start Corral's tray at login"),
     h("div", { class: "path" }, `Data: ${settings.data_dir}`),
     h("div", { class: "path" }, `Settings file: ${settings.config_file} (max_parallel, graces, default limits)`),
   );

@@ -37,15 +37,36 @@ struct Panel {
     problem: Option<String>,
 }
 
+/// Settings GTK reads once, at `gtk::init`, set for the tray alone.
+#[must_use = "take the settings back once GTK has started"]
+pub struct LightGtk {
+    set: Vec<&'static str>,
+}
+
 /// The tray draws no widgets of its own (the panel draws its menu from
 /// D-Bus), so GTK is told before it starts: never use GL (no GL driver is
 /// loaded; Mesa's alone is tens of MB), and no accessibility bridge (which
 /// would start the AT-SPI bus where none runs). A user's own settings win.
-pub fn lighten_gtk() {
+pub fn lighten_gtk() -> LightGtk {
+    let mut set = Vec::new();
     for (var, value) in [("GDK_GL", "disable"), ("NO_AT_BRIDGE", "1")] {
         if std::env::var_os(var).is_none() {
             // Before any thread exists: nothing reads the environment meanwhile.
             std::env::set_var(var, value);
+            set.push(var);
+        }
+    }
+    LightGtk { set }
+}
+
+impl LightGtk {
+    /// Takes the settings back once GTK has read them (before the tray
+    /// starts any thread of its own), so what the tray starts — the window,
+    /// which has widgets and readers of them, and shepherds with their
+    /// agents — does not inherit them.
+    pub fn take_back(self) {
+        for var in self.set {
+            std::env::remove_var(var);
         }
     }
 }
