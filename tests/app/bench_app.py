@@ -60,13 +60,23 @@ def name(pid):
     return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
+def ended(pid):
+    """True for a process that ended (gone, or a zombie waiting to be
+    reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
 def app_pids():
     """The desktop app's processes: the tray, the window and WebKit's
     processes under it (not shepherds, which the tray may start)."""
     pids = []
     for program in ("corral-tray", "corral-app"):
         for pid in map(int, subprocess.run(["pgrep", "-x", program], capture_output=True, text=True).stdout.split()):
-            if b"shepherd" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if ended(pid) or b"shepherd" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 continue
             pids.append(pid)
             pids.extend(p for p in children(pid) if name(p).startswith("WebKit"))
