@@ -15,6 +15,7 @@ import base64
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -439,6 +440,31 @@ def test_a_refused_notification_is_shown_later_once(session, env):
     app.wait()
 
 
+def test_a_window_that_cannot_start_is_said(session, env):
+    """A tray installed without its window program says so when asked to
+    open the window, instead of doing nothing."""
+    lonely = env.root / "lonely"
+    lonely.mkdir()
+    shutil.copy2(TRAY, lonely / "corral-tray")
+    env.env["PATH"] = ":".join(p for p in env.env["PATH"].split(":") if not Path(p, "corral-app").exists())
+    tray = subprocess.Popen([str(lonely / "corral-tray")], env=env.env, stdout=subprocess.DEVNULL,
+                            stderr=open(env.root / "app.log", "a"))
+    try:
+        item = wait_until("the tray", session.tray)
+        wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
+        before = len(session.notifications.shown)
+        menu_path, entries = tray_menu(item)
+        click_menu(item, menu_path, next(i for i, label in entries if label == "Open Corral"))
+        note = wait_until("the problem said", lambda: next(
+            (n for n in session.notifications.shown[before:] if "Cannot open the window" in n["body"]), None))
+        assert "corral-app" in note["body"], note
+        assert tray.poll() is None, "the tray lives on"
+    finally:
+        tray.kill()
+        tray.wait()
+        session.watcher.items.clear()
+
+
 def test_window(session, env):
     """The window: XSS stays text, the tray's notification click and Launch
     item reach the open window (one window: the tray's start of
@@ -630,7 +656,7 @@ def main():
     passed = failed = 0
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
                  test_watcher_survives_a_broken_config, test_one_notification_per_piece_of_work,
-                 test_a_refused_notification_is_shown_later_once, test_window,
+                 test_a_refused_notification_is_shown_later_once, test_a_window_that_cannot_start_is_said, test_window,
                  test_review_and_reply]:
         env = Env()
         started = time.monotonic()
