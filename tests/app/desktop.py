@@ -60,19 +60,38 @@ class Notifications(dbus.service.Object):
         self.refused = 0
         # While true, Notify fails as a server that is not up yet would.
         self.refusing = False
+        # While true, Notify does not answer, as a server that hangs; the
+        # calls wait in `held` until `answer_held`.
+        self.hanging = False
+        self.held = []
         self.next_id = 1
         super().__init__(dbus.service.BusName(NOTIFICATIONS, bus), "/org/freedesktop/Notifications")
 
-    @dbus.service.method(NOTIFICATIONS, in_signature="susssasa{sv}i", out_signature="u")
-    def Notify(self, app, replaces, icon, summary, body, actions, hints, timeout):
+    @dbus.service.method(NOTIFICATIONS, in_signature="susssasa{sv}i", out_signature="u",
+                         async_callbacks=("reply", "error"))
+    def Notify(self, app, replaces, icon, summary, body, actions, hints, timeout, reply, error):
         if self.refusing:
             self.refused += 1
-            raise dbus.exceptions.DBusException("not ready", name="org.freedesktop.DBus.Error.ServiceUnknown")
+            error(dbus.exceptions.DBusException("not ready", name="org.freedesktop.DBus.Error.ServiceUnknown"))
+            return
+        note = {"app": str(app), "summary": str(summary), "body": str(body), "actions": [str(a) for a in actions]}
+        if self.hanging:
+            self.held.append((note, reply))
+            return
+        reply(self._show(note))
+
+    def _show(self, note):
         nid = self.next_id
         self.next_id += 1
-        self.shown.append({"id": nid, "app": str(app), "summary": str(summary), "body": str(body),
-                           "actions": [str(a) for a in actions]})
-        return nid
+        self.shown.append({"id": nid, **note})
+        return dbus.UInt32(nid)
+
+    def answer_held(self):
+        """Answers the calls held while hanging (on the GLib loop)."""
+        self.hanging = False
+        held, self.held = self.held, []
+        for note, reply in held:
+            reply(self._show(note))
 
     @dbus.service.method(NOTIFICATIONS, in_signature="u", out_signature="")
     def CloseNotification(self, nid):
@@ -118,6 +137,9 @@ class Session:
         GLib.idle_add(run)
         done.wait(5)
         return result.get("value")
+
+    def answer_held_notifications(self):
+        self.on_loop(self.notifications.answer_held)
 
     def click_notification(self, nid, action="default"):
         self.on_loop(self.notifications.ActionInvoked, dbus.UInt32(nid), action)

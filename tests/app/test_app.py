@@ -429,7 +429,7 @@ def test_a_refused_notification_is_shown_later_once(session, env):
     try:
         run = env.launch("quick", "while the server is down")
         wait_until("a refusal", lambda: session.notifications.refused > 0)
-        assert env.show(run)["notified_at"] is None, "given back, not lost"
+        wait_until("the claim given back, not lost", lambda: env.show(run)["notified_at"] is None)
     finally:
         session.notifications.refusing = False
     note = wait_until("shown later", lambda: next((n for n in session.notifications.shown[before:] if "quick" in n["summary"]), None), timeout=20)
@@ -438,6 +438,37 @@ def test_a_refused_notification_is_shown_later_once(session, env):
     assert len([n for n in session.notifications.shown[before:] if "quick" in n["summary"]]) == 1, "shown once"
     app.kill()
     app.wait()
+    session.watcher.items.clear()
+
+
+def test_a_hanging_notification_server_stalls_nothing(session, env):
+    """A notification server that takes a notification and never answers
+    (D-Bus waits 25 s) holds up only the notifications: the tray's count
+    follows the store meanwhile, and what waited is shown once it answers."""
+    session.watcher.items.clear()
+    app = env.start_tray()
+    try:
+        item = wait_until("the tray", session.tray)
+        wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
+        before = len(session.notifications.shown)
+        session.notifications.hanging = True
+        first = env.launch("quick", "while the server hangs")
+        wait_until("the held notification", lambda: session.notifications.held)
+        gate = env.root / "release"
+        env.launch("slow", str(gate))
+        wait_until("the count meanwhile", lambda: tray_label(item) == "1 running / 2 total", timeout=5)
+        gate.write_text("")
+        wait_until("the count meanwhile", lambda: tray_label(item) == "0 running / 2 total", timeout=5)
+        session.answer_held_notifications()
+        wait_until("both announced", lambda: len(session.notifications.shown) - before >= 2)
+        assert any("quick" in n["summary"] for n in session.notifications.shown[before:])
+        assert env.show(first)["notified_at"], "announced, and marked so"
+    finally:
+        session.notifications.hanging = False
+        session.answer_held_notifications()
+        app.kill()
+        app.wait()
+        session.watcher.items.clear()
 
 
 def test_a_window_that_cannot_start_is_said(session, env):
@@ -447,6 +478,7 @@ def test_a_window_that_cannot_start_is_said(session, env):
     lonely.mkdir()
     shutil.copy2(TRAY, lonely / "corral-tray")
     env.env["PATH"] = ":".join(p for p in env.env["PATH"].split(":") if not Path(p, "corral-app").exists())
+    session.watcher.items.clear()
     tray = subprocess.Popen([str(lonely / "corral-tray")], env=env.env, stdout=subprocess.DEVNULL,
                             stderr=open(env.root / "app.log", "a"))
     try:
@@ -656,7 +688,8 @@ def main():
     passed = failed = 0
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
                  test_watcher_survives_a_broken_config, test_one_notification_per_piece_of_work,
-                 test_a_refused_notification_is_shown_later_once, test_a_window_that_cannot_start_is_said, test_window,
+                 test_a_refused_notification_is_shown_later_once, test_a_hanging_notification_server_stalls_nothing,
+                 test_a_window_that_cannot_start_is_said, test_window,
                  test_review_and_reply]:
         env = Env()
         started = time.monotonic()

@@ -21,9 +21,10 @@ use corral::watch::{Follower, FOLLOW_EVERY};
 use corral::Store;
 
 use crate::error::TrayError;
+use crate::notify::Herald;
+use crate::panel;
 use crate::state::TrayState;
 use crate::view::TrayView;
-use crate::{notify, panel};
 
 /// How long to wait before trying again after an error.
 const RETRY: Duration = Duration::from_secs(1);
@@ -35,8 +36,10 @@ const NOTIFY_RETRY: Duration = Duration::from_secs(5);
 pub fn start(state: Arc<TrayState>) -> Result<(), TrayError> {
     let shepherd = ShepherdCommand::current_exe().map_err(TrayError::Shepherd)?;
     let follower = Follower::new(state.home.clone(), shepherd, None);
+    let herald = Herald::start().map_err(TrayError::Watcher)?;
     let spawned = std::thread::Builder::new().name("corral-watcher".into()).spawn(move || {
-        let mut watch = Watch { follower, announcer: Announcer::default(), announced_once: false, problem: None };
+        let announcer = Announcer { herald, pacer: Pacer::default(), was_quiet: false, refused_until: None };
+        let mut watch = Watch { follower, announcer, announced_once: false, problem: None };
         loop {
             match watch.round(&state) {
                 Ok(()) => {
@@ -80,6 +83,7 @@ impl Watch {
         }
         let change = self.follower.round()?;
         let store = self.follower.store().expect("a round succeeded, so a store is open");
+        self.announcer.take_back_refused(store)?;
         let quiet = state.quiet();
         self.announcer.release(store, quiet)?;
         let Some(counts) = change.counts else { return Ok(()) };
@@ -95,7 +99,7 @@ impl Watch {
             };
             if let Some(note) = note {
                 let ids: Vec<String> = speakers.iter().map(|r| r.id.clone()).collect();
-                self.announcer.show(store, note, &ids)?;
+                self.announcer.herald.announce(note, ids);
             }
             self.announced_once = true;
         } else {
@@ -107,8 +111,8 @@ impl Watch {
 }
 
 /// Endings on their way to the desktop. Runtime state only.
-#[derive(Default)]
 struct Announcer {
+    herald: Herald,
     pacer: Pacer,
     /// "Do not disturb" was on at the last round.
     was_quiet: bool,
@@ -135,16 +139,18 @@ impl Announcer {
             }
             None => return Ok(()),
         };
-        self.show(store, note, &ids)
+        self.herald.announce(note, ids);
+        Ok(())
     }
 
-    /// Shows `note`, which speaks for the runs `ids`. If the notification
-    /// server does not take it, their claims go back to the store (so a
-    /// later round announces them: never lost, never twice).
-    fn show(&mut self, store: &mut Store, note: announce::Announcement, ids: &[String]) -> Result<(), TrayError> {
-        if let Err(refused) = notify::show(note) {
-            tracing::warn!("{refused}; announcing again in {NOTIFY_RETRY:?}");
-            store.unclaim_notifications(ids)?;
+    /// Gives back to the store the claims of announcements the
+    /// notification server refused, so a later round announces them again:
+    /// never lost, never twice.
+    fn take_back_refused(&mut self, store: &mut Store) -> Result<(), TrayError> {
+        let refused = self.herald.refused();
+        if !refused.is_empty() {
+            tracing::warn!("{} endings given back; announcing again in {NOTIFY_RETRY:?}", refused.len());
+            store.unclaim_notifications(&refused)?;
             self.refused_until = Some(Instant::now() + NOTIFY_RETRY);
         }
         Ok(())

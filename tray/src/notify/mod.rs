@@ -3,6 +3,9 @@
 //! the runs list for a summary) in the window. Nothing here steals focus:
 //! the window opens only when the user clicks.
 //!
+//! They are shown on a thread of their own (the [`Herald`]): a notification
+//! server that hangs stalls only the notifications, never the tray's count.
+//!
 //! Platform code is in one file per platform; Linux uses notify-rust over
 //! D-Bus, with actions.
 
@@ -11,6 +14,8 @@ mod linux;
 #[cfg(target_os = "linux")]
 use linux as platform;
 
+use std::sync::mpsc::{channel, Receiver, Sender};
+
 use corral::announce::Announcement;
 
 /// The desktop did not take a notification.
@@ -18,10 +23,43 @@ use corral::announce::Announcement;
 #[error("the notification server did not take the notification: {0}")]
 pub struct Refused(pub String);
 
-/// Shows one announcement; returns once the notification server accepted
-/// it (a click is waited for on a thread of its own).
-pub fn show(note: Announcement) -> Result<(), Refused> {
-    platform::show(note)
+/// Shows announcements one after another on its own thread, and hands
+/// back the runs of those the notification server refused.
+pub struct Herald {
+    to_show: Sender<(Announcement, Vec<String>)>,
+    refused: Receiver<Vec<String>>,
+}
+
+impl Herald {
+    /// Starts the herald's thread.
+    pub fn start() -> std::io::Result<Herald> {
+        let (to_show, queue) = channel::<(Announcement, Vec<String>)>();
+        let (refuse, refused) = channel();
+        std::thread::Builder::new().name("corral-herald".into()).spawn(move || {
+            for (note, runs) in queue {
+                if let Err(e) = platform::show(note) {
+                    tracing::warn!("{e}");
+                    if refuse.send(runs).is_err() {
+                        return;
+                    }
+                }
+            }
+        })?;
+        Ok(Herald { to_show, refused })
+    }
+
+    /// Shows `note`, which speaks for `runs`, as soon as the server takes
+    /// it (a click is waited for on a thread of its own).
+    pub fn announce(&self, note: Announcement, runs: Vec<String>) {
+        if self.to_show.send((note, runs)).is_err() {
+            tracing::error!("the notifications' thread is gone");
+        }
+    }
+
+    /// The runs of every announcement refused since the last call.
+    pub fn refused(&self) -> Vec<String> {
+        self.refused.try_iter().flatten().collect()
+    }
 }
 
 /// Tells the user something the tray could not do for them (a window that
