@@ -129,7 +129,7 @@ class WebDriver:
             req = urllib.request.Request(f"http://127.0.0.1:4444{path}", data=data, method=method,
                                          headers={"Content-Type": "application/json"})
             try:
-                with urllib.request.urlopen(req, timeout=20 if path.endswith("/screenshot") else 60) as resp:
+                with urllib.request.urlopen(req, timeout=5 if path.endswith("/screenshot") else 60) as resp:
                     return json.loads(resp.read() or b"{}").get("value")
             except (ConnectionResetError, http.client.RemoteDisconnected):
                 if attempt == 4:
