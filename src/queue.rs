@@ -30,6 +30,20 @@ impl ShepherdCommand {
     pub fn current_exe() -> std::io::Result<ShepherdCommand> {
         Ok(ShepherdCommand { program: live_exe(std::env::current_exe()?), args: vec!["shepherd".into()] })
     }
+
+    /// For the desktop programs: the `corral` CLI installed beside this
+    /// program, else this program. A shepherd lives as long as its run, and
+    /// the CLI maps a few MB where the tray links GTK (~13 MB) and the
+    /// window WebKit (~50 MB), for nothing a shepherd does.
+    pub fn lightest() -> std::io::Result<ShepherdCommand> {
+        let own = ShepherdCommand::current_exe()?;
+        Ok(ShepherdCommand { program: cli_beside(&own.program).unwrap_or(own.program), args: own.args })
+    }
+}
+
+/// The `corral` CLI in the folder of `exe`, if it is there.
+fn cli_beside(exe: &Path) -> Option<PathBuf> {
+    Some(exe.with_file_name("corral")).filter(|cli| cli.is_file() && cli != exe)
 }
 
 /// After `cargo install` (or a package upgrade) replaced the binary, the
@@ -84,6 +98,17 @@ fn start_shepherd(home: &Home, run_id: &str, shepherd: &ShepherdCommand) -> std:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn desktop_programs_shepherd_with_the_cli_beside_them_if_it_is_there() {
+        let folder = tempfile::tempdir().unwrap();
+        let tray = folder.path().join("corral-tray");
+        std::fs::write(&tray, "").unwrap();
+        assert_eq!(cli_beside(&tray), None, "no CLI installed: the program itself");
+        std::fs::write(folder.path().join("corral"), "").unwrap();
+        assert_eq!(cli_beside(&tray), Some(folder.path().join("corral")));
+        assert_eq!(cli_beside(&folder.path().join("corral")), None, "the CLI is itself");
+    }
 
     #[test]
     fn a_replaced_binary_is_started_from_its_path() {

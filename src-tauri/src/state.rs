@@ -27,9 +27,10 @@ impl AppState {
         Ok(Store::open(&self.home)?)
     }
 
-    /// The app binary runs shepherds itself (`corral-app shepherd <id>`).
+    /// How shepherds start: the `corral` CLI beside the window if it is
+    /// installed, else the window's own program (`corral-app shepherd <id>`).
     pub fn shepherd(&self) -> Result<ShepherdCommand, AppError> {
-        Ok(ShepherdCommand::current_exe()?)
+        Ok(ShepherdCommand::lightest()?)
     }
 
     /// Why the store cannot be read, while it cannot.

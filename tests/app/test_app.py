@@ -544,6 +544,19 @@ def test_window(session, env):
         assert env.show(launched)["final_text"] == "hello from the form"
         assert env.show(launched)["worktree"] is None
 
+        # A run launched from the window is shepherded by the `corral` CLI
+        # beside it (a few MB), not by the window's program (WebKit linked).
+        gate = env.root / "form-gate"
+        driver.js("location.hash = arguments[0]", f"#/launch?preset=slow&cwd={env.project}")
+        wait_until("the slow preset", lambda: driver.js("return document.querySelector('#launch-preset').value") == "slow")
+        driver.js("document.querySelector('#launch-task').value = arguments[0]", str(gate))
+        driver.click("#launch-submit")
+        slow = wait_until("the slow run", lambda: (h := driver.js("return location.hash")).startswith("#/run/") and h[6:] != launched and h[6:])
+        shepherd = wait_until("its shepherd", lambda: env.show(slow)["shepherd_pid"])
+        assert Path(f"/proc/{shepherd}/comm").read_text().strip() == "corral", "a light shepherd"
+        gate.write_text("")
+        wait_until("it to complete", lambda: env.show(slow)["status"] == "completed")
+
         # Abort from the window.
         stuck = env.launch("slow", str(env.root / "never"))
         wait_until("running", lambda: env.show(stuck)["status"] == "running")

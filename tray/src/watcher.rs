@@ -34,7 +34,7 @@ const NOTIFY_RETRY: Duration = Duration::from_secs(5);
 
 /// Starts the watcher thread.
 pub fn start(state: Arc<TrayState>) -> Result<(), TrayError> {
-    let shepherd = ShepherdCommand::current_exe().map_err(TrayError::Shepherd)?;
+    let shepherd = ShepherdCommand::lightest().map_err(TrayError::Shepherd)?;
     let follower = Follower::new(state.home.clone(), shepherd, None);
     let herald = Herald::start().map_err(TrayError::Watcher)?;
     let spawned = std::thread::Builder::new().name("corral-watcher".into()).spawn(move || {
