@@ -7,6 +7,7 @@
 pub mod abort;
 pub mod adapter;
 pub mod announce;
+pub mod autostart;
 pub mod caller;
 pub mod config;
 pub mod heal;

@@ -16,6 +16,8 @@ pub enum AppError {
     Review(#[from] corral::review::ReviewError),
     #[error(transparent)]
     Reply(#[from] corral::reply::ReplyError),
+    #[error(transparent)]
+    Autostart(#[from] corral::autostart::AutostartError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]

@@ -10,7 +10,6 @@
 
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
-mod autostart;
 mod commands;
 mod error;
 mod events;

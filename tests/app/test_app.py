@@ -55,6 +55,7 @@ class Env:
         (self.home / "presets").mkdir(parents=True)
         self.env = dict(os.environ, CORRAL_HOME=str(self.home), HOME=str(self.root / "home"))
         self.env.pop("CORRAL_RUN_ID", None)
+        self.env.pop("XDG_CONFIG_HOME", None)  # autostart entries go under HOME
         (self.home / "config.toml").write_text('max_parallel = 32\nexit_grace = "200ms"\nstop_grace = "500ms"\n')
         self.preset("slow", [str(FAKES / "slow"), "{task}"], "Waits for the file named by its task")
         self.preset("quick", [str(FAKES / "child"), "quick-answer"], "Answers at once")
@@ -213,10 +214,15 @@ def test_tray_and_notifications(session, env):
     including one that finished while the app was down; the tray holds no
     WebKit; a notification's click starts the window, whose closing ends it
     and WebKit with it while the tray lives on; one tray per home; Clear
-    finished."""
+    finished. An autostart entry an older Corral wrote for `corral-app`
+    (the tray then) now starts the tray."""
+    entry = env.root / "home" / ".config" / "autostart" / "corral.desktop"
+    entry.parent.mkdir(parents=True)
+    entry.write_text('[Desktop Entry]\nType=Application\nName=Corral\nExec="/usr/local/bin/corral-app"\n')
     app = env.start_tray()
     item = wait_until("the tray to register", session.tray)
     wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
+    assert f'Exec="{TRAY}"' in entry.read_text(), entry.read_text()
 
     gate = env.root / "release-1"
     first = env.launch("slow", str(gate))

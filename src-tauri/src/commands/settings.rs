@@ -16,14 +16,16 @@ pub struct Settings {
 #[tauri::command(async)]
 pub fn settings(state: State<'_, AppState>) -> Settings {
     Settings {
-        autostart: crate::autostart::enabled(),
+        autostart: corral::autostart::enabled(),
         data_dir: state.home.data_dir().display().to_string(),
         config_file: state.home.config_file().display().to_string(),
     }
 }
 
+/// Turns starting the tray (`corral-tray`, installed beside the window's
+/// program) at login on or off; the window opens from it.
 #[tauri::command(async)]
 pub fn set_autostart(on: bool) -> Result<bool, AppError> {
-    crate::autostart::set(on)?;
-    Ok(crate::autostart::enabled())
+    corral::autostart::set(on, &std::env::current_exe()?.with_file_name("corral-tray"))?;
+    Ok(corral::autostart::enabled())
 }
