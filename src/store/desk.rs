@@ -38,7 +38,8 @@ impl Store {
     /// notifications watch.
     pub fn status_version(&self) -> Result<i64, StoreError> {
         self.conn()
-            .query_row("SELECT version FROM status_version WHERE id = 1", [], |r| r.get(0))
+            .prepare_cached("SELECT version FROM status_version WHERE id = 1")
+            .and_then(|mut stmt| stmt.query_row([], |r| r.get(0)))
             .doing("reading the status version")
     }
 

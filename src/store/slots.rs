@@ -78,7 +78,8 @@ static SLOTS_SQL: LazyLock<String> = LazyLock::new(|| {
 
 /// The slots as seen inside a transaction.
 pub(super) fn slots_in(conn: &Connection) -> rusqlite::Result<Slots> {
-    conn.query_row(&SLOTS_SQL, [], |r| {
+    // Cached: every waiting process asks this at each heal.
+    conn.prepare_cached(&SLOTS_SQL)?.query_row([], |r| {
         Ok(Slots {
             working: r.get::<_, i64>(0)? as usize,
             queued: r.get::<_, i64>(1)? as usize,
