@@ -65,15 +65,19 @@ impl Args {
     }
 }
 
-/// The window is a small page of text and tables: WebKitGTK's accelerated
-/// compositing costs more than it brings, above all where GL is software
-/// (llvmpipe: ~100 ms of CPU per redraw of a streaming transcript, against
-/// a few ms painted without it). A user's own setting wins.
-fn paint_without_gl_compositing() {
-    const VAR: &str = "WEBKIT_DISABLE_COMPOSITING_MODE";
-    if std::env::var_os(VAR).is_none() {
-        // Before any thread exists: nothing reads the environment meanwhile.
-        std::env::set_var(VAR, "1");
+/// The window is a small page of text and tables, painted without GL:
+/// WebKitGTK's accelerated compositing costs more than it brings, above all
+/// where GL is software (llvmpipe: ~100 ms of CPU per redraw of a streaming
+/// transcript, against a few ms painted without it); and its DMA-BUF
+/// renderer, which hands GPU buffers between WebKit's processes, only delays
+/// the first paint then (390–930 ms after start with it, 330–450 ms without,
+/// under Xvfb). A user's own settings win.
+fn paint_without_gl() {
+    for var in ["WEBKIT_DISABLE_COMPOSITING_MODE", "WEBKIT_DISABLE_DMABUF_RENDERER"] {
+        if std::env::var_os(var).is_none() {
+            // Before any thread exists: nothing reads the environment meanwhile.
+            std::env::set_var(var, "1");
+        }
     }
 }
 
@@ -83,7 +87,7 @@ fn main() -> ExitCode {
         return corral::shepherd::main("corral-app", run);
     }
     corral::logging::init("warn");
-    paint_without_gl_compositing();
+    paint_without_gl();
     let home = match corral::Home::from_env() {
         Ok(home) => home,
         Err(e) => {
