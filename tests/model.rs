@@ -10,7 +10,8 @@
 //! checks within a bounded time that:
 //! - no run is active without a live shepherd;
 //! - no run is queued while a slot is free;
-//! - no parent is `waiting` on children that all ended;
+//! - no parent is `waiting` on children that all ended while a slot is free
+//!   for it to go on;
 //! - no process of an ended run is alive, and its exit is recorded;
 //!
 //! and at every look, that at most `max_parallel` runs work. At the end,
@@ -312,8 +313,10 @@ impl Sequence {
                     }
                     if run.status == RunStatus::Waiting {
                         let kids: Vec<Run> = run.children.iter().map(|c| store.run(c).unwrap()).collect();
-                        if kids.iter().all(|k| k.status.is_terminal()) {
-                            return Some(format!("{} waits on children that all ended", run.id));
+                        // It goes on once a slot is free: every slot may be
+                        // held by agents the model keeps idle.
+                        if kids.iter().all(|k| k.status.is_terminal()) && slots.working < self.max_parallel {
+                            return Some(format!("{} waits on children that all ended, with a slot free", run.id));
                         }
                     }
                 }
