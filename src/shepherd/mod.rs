@@ -63,15 +63,16 @@ pub const LOG_LEVEL: &str = "info";
 /// stderr (the run's log) what went wrong. The CLI's is in its dispatch.
 pub fn main(program: &str, run_id: &str) -> std::process::ExitCode {
     crate::logging::init(LOG_LEVEL);
-    let supervised = crate::caller::home()
-        .map_err(|e| e.to_string())
-        .and_then(|home| shepherd(&home, run_id).map_err(|e| e.to_string()));
-    match supervised {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{program} shepherd {run_id}: {e}");
-            std::process::ExitCode::FAILURE
-        }
+    let failed = |e: &dyn std::fmt::Display| {
+        eprintln!("{program} shepherd {run_id}: {e}");
+        std::process::ExitCode::FAILURE
+    };
+    match crate::caller::home() {
+        Ok(home) => match shepherd(&home, run_id) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => failed(&e),
+        },
+        Err(e) => failed(&e),
     }
 }
 
