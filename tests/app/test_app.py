@@ -647,9 +647,15 @@ def test_review_and_reply(session, env):
     denied = env.launch_with("talk", "run npm test", CONVERSE_LOG=log)
     for run in (talk, denied):
         wait_until("the conversing runs", lambda: env.show(run)["exited_at"] is not None)
+    # An older Corral's autostart entry started `corral-app` (the tray
+    # then): the window, started by it at login, points it at the tray.
+    entry = env.root / "home" / ".config" / "autostart" / "corral.desktop"
+    entry.parent.mkdir(parents=True)
+    entry.write_text('[Desktop Entry]\nType=Application\nName=Corral\nExec="/usr/local/bin/corral-app"\n')
     driver = WebDriver(env, ["--open", talk])
     try:
         wait_until("the window", lambda: driver.find("#reply-text"))
+        assert f'Exec="{TRAY}"' in entry.read_text(), entry.read_text()
         driver.js("location.hash = '#/runs'")
         wait_until("the runs list", lambda: driver.find("#runs"))
         wait_until("+N −M in the list", lambda: "+1001 −0" in driver.text(f"tr[data-id='{edits}'] .changes-cell"))
