@@ -272,17 +272,22 @@ impl Store {
         Ok(runs)
     }
 
-    /// Fills `children` of every run in one query (never one per run).
+    /// Fills `children` of every run in one query (never one per run),
+    /// through the parent index: only the children of these runs are read,
+    /// however many runs the store holds.
     fn fill_children(&self, runs: &mut [Run]) -> Result<(), StoreError> {
         let doing = "listing child runs";
         let wanted: std::collections::HashMap<&str, usize> =
             runs.iter().enumerate().map(|(i, r)| (r.id.as_str(), i)).collect();
         let mut found: Vec<Vec<String>> = vec![Vec::new(); runs.len()];
+        let parents = serde_json::to_string(&runs.iter().map(|r| &r.id).collect::<Vec<_>>()).unwrap_or_default();
         let mut stmt = self
             .conn()
-            .prepare_cached("SELECT parent_id, id FROM runs WHERE parent_id IS NOT NULL ORDER BY num")
+            .prepare_cached(
+                "SELECT parent_id, id FROM runs WHERE parent_id IN (SELECT value FROM json_each(?1)) ORDER BY num",
+            )
             .doing(doing)?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).doing(doing)?;
+        let rows = stmt.query_map([parents], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).doing(doing)?;
         for row in rows {
             let (parent, child) = row.doing(doing)?;
             if let Some(&i) = wanted.get(parent.as_str()) {
