@@ -16,6 +16,9 @@ pub enum AutostartError {
     /// No home folder to find `~/.config` in.
     #[error("cannot find the autostart folder: neither XDG_CONFIG_HOME nor HOME is set")]
     NoHome,
+    /// The tray is not installed beside this program.
+    #[error("corral-tray is not installed beside {0}: install it there to start it at login")]
+    NoTray(String),
     /// Writing or removing the entry failed.
     #[error("cannot change {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
@@ -105,18 +108,33 @@ pub fn enabled() -> bool {
     Places::of_this_session().is_some_and(|p| p.enabled())
 }
 
-/// Turns starting `tray` at login on or off.
-pub fn set(on: bool, tray: &Path) -> Result<(), AutostartError> {
-    Places::of_this_session().ok_or(AutostartError::NoHome)?.set(on, tray)
+/// `corral-tray` in this program's folder (this program, for the tray),
+/// if it is installed there: what the entry starts.
+fn tray_beside_this_program() -> Result<PathBuf, AutostartError> {
+    let exe = std::env::current_exe().map_err(|e| AutostartError::NoTray(e.to_string()))?;
+    let tray = exe.with_file_name("corral-tray");
+    if tray.is_file() {
+        Ok(tray)
+    } else {
+        Err(AutostartError::NoTray(exe.display().to_string()))
+    }
+}
+
+/// Turns starting the tray at login on or off.
+pub fn set(on: bool) -> Result<(), AutostartError> {
+    Places::of_this_session().ok_or(AutostartError::NoHome)?.set(on, &tray_beside_this_program()?)
 }
 
 /// Brings the user's entry up to date if an older Corral wrote it to start
-/// `corral-app` (the window now): it starts `tray` from then on. True if it
-/// changed it.
-pub fn migrate(tray: &Path) -> Result<bool, AutostartError> {
-    match Places::of_this_session() {
-        Some(places) => places.migrate(tray),
-        None => Ok(false),
+/// `corral-app` (the tray then; the window now, which would open at every
+/// login): it starts the tray from then on. Said in the log; never fails
+/// the caller (the tray or the window, as they start).
+pub fn bring_up_to_date() {
+    let (Some(places), Ok(tray)) = (Places::of_this_session(), tray_beside_this_program()) else { return };
+    match places.migrate(&tray) {
+        Ok(true) => tracing::info!("the autostart entry now starts {}", tray.display()),
+        Ok(false) => {}
+        Err(e) => tracing::warn!("{e}"),
     }
 }
 

@@ -81,21 +81,6 @@ fn paint_without_gl() {
     }
 }
 
-/// An older Corral's autostart entry started this program (the tray then):
-/// at the first login after an upgrade the window opens instead of the
-/// tray. Point it at the tray beside this program, so it happens once.
-fn bring_autostart_up_to_date() {
-    let Ok(tray) = std::env::current_exe().map(|exe| exe.with_file_name("corral-tray")) else { return };
-    if !tray.is_file() {
-        return;
-    }
-    match corral::autostart::migrate(&tray) {
-        Ok(true) => tracing::info!("the autostart entry now starts {}", tray.display()),
-        Ok(false) => {}
-        Err(e) => tracing::warn!("{e}"),
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(Command::Shepherd { run }) = &args.command {
@@ -111,7 +96,9 @@ fn main() -> ExitCode {
         }
     };
     let route = args.route();
-    bring_autostart_up_to_date();
+    // An older Corral's autostart entry started this program (the tray
+    // then): the window opens at the first login after an upgrade, once.
+    corral::autostart::bring_up_to_date();
 
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, argv, _cwd| {

@@ -73,12 +73,7 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     };
     // An entry an older Corral wrote to start `corral-app` (the tray then)
     // would open the window at every login.
-    match std::env::current_exe().map(|tray| corral::autostart::migrate(&tray)) {
-        Ok(Ok(true)) => tracing::info!("the autostart entry now starts corral-tray"),
-        Ok(Ok(false)) => {}
-        Ok(Err(e)) => tracing::warn!("{e}"),
-        Err(e) => tracing::warn!("cannot find corral-tray's own path: {e}"),
-    }
+    corral::autostart::bring_up_to_date();
     let light = panel::lighten_gtk();
     gtk::init()?;
     light.take_back();

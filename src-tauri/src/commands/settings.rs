@@ -26,6 +26,6 @@ pub fn settings(state: State<'_, AppState>) -> Settings {
 /// program) at login on or off; the window opens from it.
 #[tauri::command(async)]
 pub fn set_autostart(on: bool) -> Result<bool, AppError> {
-    corral::autostart::set(on, &std::env::current_exe()?.with_file_name("corral-tray"))?;
+    corral::autostart::set(on)?;
     Ok(corral::autostart::enabled())
 }
