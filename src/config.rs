@@ -12,6 +12,7 @@ use serde::Deserialize;
 use crate::adapter::AgentKind;
 use crate::home::Home;
 use crate::preset::Preset;
+use crate::resources::{ResourceLimits, WrittenLimits};
 
 /// Corral's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +30,12 @@ pub struct Config {
     pub children_timeout: Option<Duration>,
     /// Most continuation turns one run may get.
     pub max_continuations: usize,
+    /// Limits on each run's process tree, for presets that set none
+    /// (`[limits]`: none by default).
+    pub resource_limits: ResourceLimits,
+    /// Give each run a cgroup where one can be made (`cgroups = false`
+    /// follows the process tree instead, as where none can be).
+    pub cgroups: bool,
 }
 
 /// The time limits of one run.
@@ -59,6 +66,8 @@ impl Default for Config {
             },
             children_timeout: Some(Duration::from_secs(3600)),
             max_continuations: 3,
+            resource_limits: ResourceLimits::default(),
+            cgroups: true,
         }
     }
 }
@@ -83,6 +92,8 @@ struct ConfigFile {
     exit_grace: Option<String>,
     stop_grace: Option<String>,
     agent_defaults: LimitsFile,
+    limits: WrittenLimits,
+    cgroups: Option<bool>,
 }
 
 /// `"none"` (or `"off"`) turns a default limit off.
@@ -110,8 +121,14 @@ impl Config {
         let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
         let file: ConfigFile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         let duration = |key: &str, value: &str| {
-            humantime::parse_duration(value)
-                .map_err(|e| invalid(format!("`{key} = \"{value}\"` is not a duration ({e}); write e.g. \"3s\"")))
+            let d = humantime::parse_duration(value)
+                .map_err(|e| invalid(format!("`{key} = \"{value}\"` is not a duration ({e}); write e.g. \"3s\"")))?;
+            match crate::time::too_long(d) {
+                Some(why) => {
+                    Err(invalid(format!("`{key} = \"{value}\"`: {why} seconds; write e.g. \"4h\", or \"none\"")))
+                }
+                None => Ok(d),
+            }
         };
         let limit = |key: &str, value: &Option<String>, default: Option<Duration>| match value.as_deref() {
             None => Ok(default),
@@ -143,7 +160,15 @@ impl Config {
             startup_timeout: limit("agent_defaults.startup_timeout", &f.startup_timeout, d.startup_timeout)?,
             children_timeout: None,
         };
+        config.cgroups = file.cgroups.unwrap_or(true);
+        config.resource_limits = ResourceLimits::parse(&file.limits).map_err(|e| invalid(e.to_string()))?;
         Ok(config)
+    }
+
+    /// The resource limits a run of `preset` gets: the preset's own, else
+    /// `[limits]`.
+    pub fn resource_limits_for(&self, preset: &Preset) -> ResourceLimits {
+        preset.limits.or(self.resource_limits)
     }
 
     /// The limits a run of `preset` gets: the preset's own, else (for agent

@@ -95,16 +95,16 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         worktree: plan.as_ref(),
     };
     let config = Config::load(store.home())?;
-    let run = store.insert_run(&new, config.max_parallel)?;
-    let run_dir = store.home().run_dir(&run.id);
-    home::ensure_private_dir(&run_dir).map_err(StoreError::from)?;
-    let env = request.env.clone().unwrap_or_else(|| std::env::vars_os().collect());
-    if let Err(source) = crate::run_env::save(&run_dir, env) {
-        // Without its environment the run would start with a stranger's.
-        let error = format!("cannot keep the launcher's environment in {}: {source}", run_dir.display());
-        store.fail_unstarted(&run.id, error)?;
-        return Ok(store.run(&run.id)?);
-    }
+    let env: Vec<(OsString, OsString)> = request.env.clone().unwrap_or_else(|| std::env::vars_os().collect());
+    let home = store.home().clone();
+    // The environment is kept before the row is visible: a queued run may
+    // be promoted by another process at once, and without its environment
+    // it would start with that process's (a stranger's PATH and keys).
+    let run = store.insert_run(&new, config.max_parallel, |id| {
+        let run_dir = home.run_dir(id);
+        home::ensure_private_dir(&run_dir).map_err(std::io::Error::other)?;
+        crate::run_env::save(&run_dir, env.iter().cloned())
+    })?;
     if run.status == RunStatus::Starting {
         start_or_fail(store, &run.id, shepherd)?;
     }

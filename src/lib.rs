@@ -22,6 +22,7 @@ pub mod queue;
 pub mod recent_folders;
 pub mod reconcile;
 pub mod reply;
+pub mod resources;
 pub mod review;
 pub mod run;
 pub mod run_env;

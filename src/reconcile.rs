@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
 use crate::run::{Run, RunStatus, StopReason};
 use crate::run_env::RUN_ID_ENV;
@@ -156,13 +157,32 @@ fn shepherd_is_gone(run: &Run) -> bool {
     }
 }
 
-/// Kills the recorded agent (if it is still that process) and every process
-/// that carries the run's id.
+/// How long the reconciler waits for a killed cgroup to empty before
+/// leaving its removal to the next heal.
+const CGROUP_EMPTY_WAIT: Duration = Duration::from_secs(2);
+
+/// Kills what is left of a run whose shepherd died: its whole cgroup, if it
+/// has one; then, for a run without one (or processes that left it), the
+/// agent's process group while any process of the run is still in it, and
+/// every process that carries the run's id.
 fn kill_survivors(run: &Run) {
+    if let Some(group) = run.containment.as_ref().and_then(RunCgroup::open) {
+        let _ = group.kill();
+        let deadline = std::time::Instant::now() + CGROUP_EMPTY_WAIT;
+        while group.is_populated() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = group.remove();
+    }
     if let (Some(pid), Some(start)) = (run.agent_pid, run.agent_start) {
-        if (ProcessId { pid, start }).is_alive() {
+        let agent = ProcessId { pid, start };
+        // The agent may be gone while its group lives on (a child started
+        // with `env -i`). No new process can take the group's id while a
+        // member is left, so members started after the agent are the run's,
+        // unless a stranger now leads a group of that id.
+        let stranger_leads = ProcessId::of(pid).is_some_and(|now| now != agent);
+        if !stranger_leads && (agent.is_alive() || !process::group_members(pid, start).is_empty()) {
             let _ = process::signal_group(pid, Sig::Kill);
-            let _ = process::signal_pid(pid, Sig::Kill);
         }
     }
     for pid in process::pids_with_env(RUN_ID_ENV, &run.id) {

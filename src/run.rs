@@ -161,6 +161,9 @@ word_enum! {
         /// The run's worktree could not be made, or the preset's `setup`
         /// failed.
         SetupFailed = "setup_failed",
+        /// The kernel's OOM killer ended the agent: the run used more than
+        /// its memory limit.
+        OutOfMemory = "out_of_memory",
     }
 }
 
@@ -276,6 +279,17 @@ pub struct Run {
     /// What its worktree changed, as last measured (at its end, and by
     /// every diff); `None` without a worktree or before any measure.
     pub changes: Option<ChangeCount>,
+    /// How its processes are held: its cgroup, the limits applied and
+    /// those that could not be, or why it has no cgroup.
+    #[serde(default)]
+    pub containment: Option<crate::resources::Containment>,
+    /// What its whole process tree used (CPU seconds, peak memory), as
+    /// last measured; `None` before the first measure.
+    #[serde(default)]
+    pub resources: Option<crate::resources::Resources>,
+    /// While it is `paused`: since when.
+    #[serde(default)]
+    pub paused_at: Option<String>,
 }
 
 /// How much a run's worktree changed.

@@ -9,6 +9,16 @@ use chrono::{DateTime, SecondsFormat, Utc};
 /// A point in time, UTC.
 pub type Timestamp = DateTime<Utc>;
 
+/// The longest duration Corral accepts anywhere (a timeout, a grace, a
+/// wait): a hundred years. Longer ones are refused where they are read, with
+/// a message, so no clock arithmetic can overflow.
+pub const LONGEST: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Why a duration is refused, if it is longer than [`LONGEST`].
+pub fn too_long(d: std::time::Duration) -> Option<String> {
+    (d > LONGEST).then(|| format!("{} is longer than the longest Corral accepts (100 years)", d.as_secs()))
+}
+
 /// Now, to the millisecond.
 pub fn now() -> Timestamp {
     Utc::now()

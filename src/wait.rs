@@ -5,6 +5,7 @@
 //! agent is blocked, not working), and returns once everything it waited on
 //! has ended and the run has a slot again, before any queued run gets one.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::config::Config;
@@ -15,6 +16,31 @@ use crate::run::{Run, RunStatus};
 use crate::store::{Store, StoreError, WaitId};
 use crate::watch::Watcher;
 
+/// Why a wait cannot start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    /// The store failed, or could not be healed.
+    #[error(transparent)]
+    Heal(#[from] HealError),
+    /// A run would wait on itself, or on a run it belongs to: that run ends
+    /// only after this wait returns, so the wait could never end.
+    #[error("run {caller} cannot wait on {target}: {why}, so the wait could never end; wait only on runs it launched")]
+    Deadlock {
+        /// The run this process works for.
+        caller: String,
+        /// The run it asked to wait on.
+        target: String,
+        /// How the two are related.
+        why: &'static str,
+    },
+}
+
+impl From<StoreError> for WaitError {
+    fn from(e: StoreError) -> Self {
+        WaitError::Heal(e.into())
+    }
+}
+
 /// How a wait ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WaitResult {
@@ -22,6 +48,8 @@ pub struct WaitResult {
     pub runs: Vec<Run>,
     /// True if the deadline passed with some run still active.
     pub timed_out: bool,
+    /// True if whoever asked stopped waiting first (a cancelled MCP call).
+    pub cancelled: bool,
 }
 
 impl WaitResult {
@@ -32,35 +60,64 @@ impl WaitResult {
 }
 
 /// Blocks until every run in `ids` (ids or unique prefixes) is terminal, or
-/// `deadline` passes. `caller` is the run this process works for (see
-/// `caller`): it holds no slot while blocked here.
+/// `deadline` passes, or `cancelled` is set (checked at least every
+/// [`HEAL_EVERY`]). `caller` is the run this process works for (see
+/// `caller`): it holds no slot while blocked here. A run cannot wait on
+/// itself or on a run it belongs to (its ancestors): such a wait is refused.
 pub fn wait_for(
     store: &mut Store,
     ids: &[String],
     deadline: Option<Instant>,
     caller: Option<&str>,
     shepherd: &ShepherdCommand,
-) -> Result<WaitResult, HealError> {
+    cancelled: Option<&AtomicBool>,
+) -> Result<WaitResult, WaitError> {
     let ids: Vec<String> = ids.iter().map(|id| store.find_run(id).map(|r| r.id)).collect::<Result<_, _>>()?;
+    if let Some(caller) = caller {
+        refuse_deadlock(store, caller, &ids)?;
+    }
     let blocked = block(store, caller, &ids)?;
-    let result = wait_loop(store, &ids, deadline, shepherd);
+    let result = wait_loop(store, &ids, deadline, shepherd, cancelled);
     if let Some(wait) = blocked {
         match &result {
-            Ok(done) if !done.timed_out => take_slot_back(store, wait, shepherd)?,
-            // A wait cut short (a timeout, an error) takes its slot back at
-            // once: it cannot wait for one without breaking its deadline.
+            Ok(done) if !done.timed_out && !done.cancelled => take_slot_back(store, wait, shepherd)?,
+            // A wait cut short (a timeout, a cancel, an error) takes its
+            // slot back at once: it cannot wait for one without breaking
+            // its deadline, and a cancelled one is working again.
             _ => store.remove_wait(wait)?,
         }
     }
-    result
+    Ok(result?)
+}
+
+/// Refuses a wait of `caller` on itself or on one of its ancestors.
+fn refuse_deadlock(store: &Store, caller: &str, ids: &[String]) -> Result<(), WaitError> {
+    let mut ancestors = Vec::new();
+    let mut next = store.run(caller)?.parent_id;
+    // Parent links never loop, but a bound costs nothing.
+    while let Some(id) = next.filter(|_| ancestors.len() < 1024) {
+        next = store.run(&id)?.parent_id;
+        ancestors.push(id);
+    }
+    for id in ids {
+        let why = if id == caller {
+            "it is the run itself"
+        } else if ancestors.contains(id) {
+            "it launched this run (directly or through its children)"
+        } else {
+            continue;
+        };
+        return Err(WaitError::Deadlock { caller: caller.to_string(), target: id.clone(), why });
+    }
+    Ok(())
 }
 
 /// Returns from a wait that is over only once its run has a slot to work
 /// in again; it goes before every queued run.
-fn take_slot_back(store: &mut Store, wait: WaitId, shepherd: &ShepherdCommand) -> Result<(), HealError> {
+fn take_slot_back(store: &mut Store, wait: WaitId, shepherd: &ShepherdCommand) -> Result<(), WaitError> {
     let mut watcher = Watcher::new(store)?;
     loop {
-        let max_parallel = Config::load(store.home())?.max_parallel;
+        let max_parallel = Config::load(store.home()).map_err(HealError::from)?.max_parallel;
         if store.end_wait(wait, max_parallel)? {
             return Ok(());
         }
@@ -86,6 +143,7 @@ fn wait_loop(
     ids: &[String],
     deadline: Option<Instant>,
     shepherd: &ShepherdCommand,
+    cancelled: Option<&AtomicBool>,
 ) -> Result<WaitResult, HealError> {
     let mut watcher = Watcher::new(store)?;
     let mut healed_at: Option<Instant> = None;
@@ -99,10 +157,13 @@ fn wait_loop(
         }
         let runs: Vec<Run> = ids.iter().map(|id| store.run(id)).collect::<Result<_, _>>()?;
         if all_over(store, &runs)? {
-            return Ok(WaitResult { runs, timed_out: false });
+            return Ok(WaitResult { runs, timed_out: false, cancelled: false });
+        }
+        if cancelled.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Ok(WaitResult { runs, timed_out: false, cancelled: true });
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok(WaitResult { runs, timed_out: true });
+            return Ok(WaitResult { runs, timed_out: true, cancelled: false });
         }
         if changed {
             continue;

@@ -118,6 +118,7 @@ fn store_writer_child() {
                     worktree: None,
                 },
                 1_000_000,
+                |_| Ok(()),
             )
             .unwrap();
         writeln!(out, "run {}", run.id).unwrap();

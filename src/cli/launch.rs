@@ -63,7 +63,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     let run = launch(store, &request, shepherd)?;
     if args.wait {
         let caller = corral::caller::caller_run(store)?;
-        let result = corral::wait::wait_for(store, &[run.id], None, caller.as_deref(), shepherd)?;
+        let result = corral::wait::wait_for(store, &[run.id], None, caller.as_deref(), shepherd, None)?;
         corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
         let run = &result.runs[0];
         if args.json {

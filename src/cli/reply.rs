@@ -32,7 +32,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     let id = replied.run.id.clone();
     if args.wait {
         let caller = corral::caller::caller_run(store)?;
-        let result = corral::wait::wait_for(store, &[id], None, caller.as_deref(), shepherd)?;
+        let result = corral::wait::wait_for(store, &[id], None, caller.as_deref(), shepherd, None)?;
         corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
         if args.json {
             super::print_json(out, &result.runs[0])?;

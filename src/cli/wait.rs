@@ -20,12 +20,18 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<i32> {
     let deadline = match timeout {
-        Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Instant::now() + Duration::from_secs_f64(secs)),
-        Some(secs) => anyhow::bail!("--timeout {secs} is not a number of seconds ≥ 0"),
+        Some(secs) => {
+            let wait = Duration::try_from_secs_f64(secs)
+                .map_err(|_| anyhow::anyhow!("--timeout {secs} is not a number of seconds ≥ 0"))?;
+            if let Some(why) = corral::time::too_long(wait) {
+                anyhow::bail!("--timeout {secs}: {why} seconds; leave --timeout out to wait as long as it takes");
+            }
+            Instant::now().checked_add(wait)
+        }
         None => None,
     };
     let caller = corral::caller::caller_run(store)?;
-    let result = wait_for(store, ids, deadline, caller.as_deref(), shepherd)?;
+    let result = wait_for(store, ids, deadline, caller.as_deref(), shepherd, None)?;
     corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
     if json {
         super::print_json(out, &result.runs)?;

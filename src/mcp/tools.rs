@@ -2,6 +2,8 @@
 //! model that calls them, and their results (JSON text).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
@@ -36,8 +38,27 @@ enum ToolFailure {
     Review(#[from] ReviewError),
     #[error(transparent)]
     Reply(#[from] crate::reply::ReplyError),
+    #[error(transparent)]
+    Wait(#[from] crate::wait::WaitError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Sets its flag when dropped: how a blocking task learns that the call it
+/// serves was cancelled.
+#[derive(Default)]
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl CancelOnDrop {
+    fn flag(&self) -> Arc<AtomicBool> {
+        self.0.clone()
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Default and longest blocking time of `wait_agents`, in seconds.
@@ -281,9 +302,14 @@ impl CorralTools {
             return tool_error(format!("timeout_s {secs} is not a number of seconds ≥ 0"));
         }
         let deadline = Instant::now() + Duration::from_secs_f64(secs.min(MAX_WAIT_S));
+        // A cancelled call drops this future, not the blocking wait: the
+        // guard tells the wait to stop, so its run does not stay registered
+        // as blocked (holding no slot) while its agent works again.
+        let cancel = CancelOnDrop::default();
+        let cancelled = cancel.flag();
         self.with_store(move |store, shepherd| {
             let caller = caller_run(store)?;
-            let result = wait_for(store, &args.run_ids, Some(deadline), caller.as_deref(), shepherd)?;
+            let result = wait_for(store, &args.run_ids, Some(deadline), caller.as_deref(), shepherd, Some(&cancelled))?;
             collected_by(store, caller.as_deref(), &result.runs)?;
             let views: Vec<RunView<'_>> = result.runs.iter().map(RunView::from).collect();
             Ok(json_result(&serde_json::json!({

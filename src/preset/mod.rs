@@ -101,6 +101,10 @@ pub struct Preset {
     /// (`[npm, ci]`); if it fails, the run fails with its output.
     #[serde(default)]
     pub setup: Vec<String>,
+    /// Limits on the run's whole process tree (`limits: {memory: 4G, cpu:
+    /// 200%, tasks: 512}`); `config.toml`'s `[limits]` fill the rest.
+    #[serde(default, skip_serializing_if = "crate::resources::ResourceLimits::is_empty")]
+    pub limits: crate::resources::ResourceLimits,
     /// The markdown body: appended to the agent's system prompt.
     pub system_prompt: String,
     /// Where it was found.

@@ -72,6 +72,7 @@ struct Frontmatter {
     worktree: Option<bool>,
     setup: Option<StringOrList>,
     notify: Option<String>,
+    limits: Option<crate::resources::WrittenLimits>,
 }
 
 /// Why a file is not a usable preset; each message says how to fix it.
@@ -83,6 +84,8 @@ pub enum PresetError {
     Unclosed,
     #[error("invalid YAML frontmatter: {0}")]
     Yaml(String),
+    #[error(transparent)]
+    BadLimit(#[from] crate::resources::BadLimit),
     #[error("missing `{0}:` in the frontmatter")]
     Missing(&'static str),
     #[error("`name: {0}` must be one word without spaces or slashes")]
@@ -160,6 +163,7 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         notify: front.notify.as_deref().map(|w| w.trim().parse()).transpose().map_err(PresetError::BadNotify)?,
         worktree: front.worktree.unwrap_or(false),
         setup,
+        limits: front.limits.as_ref().map(crate::resources::ResourceLimits::parse).transpose()?.unwrap_or_default(),
         system_prompt: body.trim().to_string(),
         source,
         path: path.to_string(),
@@ -191,12 +195,19 @@ fn required(value: Option<String>, key: &'static str) -> Result<String, PresetEr
 }
 
 fn duration(value: Option<DurationValue>, key: &'static str) -> Result<Option<Duration>, PresetError> {
-    match value {
-        None => Ok(None),
-        Some(DurationValue::Seconds(s)) => Ok(Some(Duration::from_secs(s))),
-        Some(DurationValue::Text(text)) => humantime::parse_duration(text.trim())
-            .map(Some)
-            .map_err(|e| PresetError::BadDuration { key, text: text.clone(), reason: e.to_string() }),
+    let (text, parsed) = match value {
+        None => return Ok(None),
+        Some(DurationValue::Seconds(s)) => (s.to_string(), Ok(Duration::from_secs(s))),
+        Some(DurationValue::Text(text)) => {
+            let parsed = humantime::parse_duration(text.trim()).map_err(|e| e.to_string());
+            (text, parsed)
+        }
+    };
+    let bad = |reason: String| PresetError::BadDuration { key, text: text.clone(), reason };
+    let d = parsed.map_err(bad)?;
+    match crate::time::too_long(d) {
+        Some(why) => Err(bad(format!("{why} seconds"))),
+        None => Ok(Some(d)),
     }
 }
 

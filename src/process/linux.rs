@@ -69,9 +69,23 @@ pub fn ancestry(pid: i32) -> Vec<ProcessId> {
     chain
 }
 
+/// The executable `pid` runs, if it can be read (this user's processes).
+pub fn exe_of(pid: i32) -> Option<std::path::PathBuf> {
+    fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
 /// The process group of `pid`.
 pub fn group_of(pid: i32) -> Option<i32> {
     stat_fields(pid)?.get(2)?.parse().ok()
+}
+
+/// Live processes in the process group `pgid` started no earlier than
+/// `since` (clock ticks since boot).
+pub fn group_members(pgid: i32, since: u64) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(|&pid| group_of(pid) == Some(pgid) && start_time(pid).is_some_and(|s| s >= since) && !is_zombie(pid))
+        .collect()
 }
 
 /// The state letter of `pid` (`R`, `S`, `D`, `Z`, ...), for diagnostics.
@@ -144,6 +158,18 @@ pub fn pids_with_env(key: &str, value: &str) -> Vec<i32> {
 /// and reap.
 pub fn set_child_subreaper(on: bool) -> std::io::Result<()> {
     nix::sys::prctl::set_child_subreaper(on).map_err(std::io::Error::from)
+}
+
+/// CPU seconds (user and system) of every child this process reaped, and
+/// of their reaped descendants.
+pub fn children_cpu_seconds() -> f64 {
+    match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN) {
+        Ok(usage) => {
+            let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            secs(usage.user_time()) + secs(usage.system_time())
+        }
+        Err(_) => 0.0,
+    }
 }
 
 /// Bytes available to unprivileged writers on the filesystem holding `path`.

@@ -4,12 +4,13 @@
 //! Nothing outside this module calls `libc` or `nix`. `unix.rs` holds what
 //! any Unix has; `linux.rs` what needs Linux (subreaper, PDEATHSIG, `/proc`).
 
+pub mod cgroup;
 mod linux;
 mod unix;
 
 pub use linux::{
-    ancestry, descendants, disk_free, env_var_of, group_of, has_env_var, is_alive, pids_with_env, set_child_subreaper,
-    start_time, state_of, ProcessId,
+    ancestry, children_cpu_seconds, descendants, disk_free, env_var_of, exe_of, group_members, group_of, has_env_var,
+    is_alive, pids_with_env, set_child_subreaper, start_time, state_of, ProcessId,
 };
 pub use unix::{
     make_nonblocking, prepare_agent, read_available, reap_any, signal_group, signal_pid, spawn_detached, wait_readable,

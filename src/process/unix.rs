@@ -92,16 +92,19 @@ pub fn spawn_detached(mut command: Command, log: File) -> io::Result<()> {
     Ok(())
 }
 
-/// Sets up the agent's command: its own process group (so signals reach its
-/// whole tree at once), PDEATHSIG (so it dies with its shepherd), and a
-/// clean signal mask.
-pub fn prepare_agent(command: &mut Command) {
+/// Sets up the agent's command: its run's cgroup (each of `join`, see
+/// `cgroup::RunCgroup::join_fds`, before it can start anything), its own
+/// process group (so signals reach its whole tree at once), PDEATHSIG (so
+/// it dies with its shepherd), and a clean signal mask. The descriptors
+/// must stay open until the command is spawned.
+pub fn prepare_agent(command: &mut Command, join: Vec<std::os::fd::RawFd>) {
     let shepherd = std::process::id() as libc::pid_t;
     command.process_group(0);
-    // SAFETY: only async-signal-safe calls (prctl, getppid, sigprocmask,
-    // _exit) run between fork and exec.
+    // SAFETY: only async-signal-safe calls (write, prctl, getppid,
+    // sigprocmask, _exit) run between fork and exec.
     unsafe {
         command.pre_exec(move || {
+            super::cgroup::join_from_child(&join)?;
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
                 return Err(io::Error::last_os_error());
             }

@@ -45,7 +45,7 @@ enum Woken {
 /// `lost`, and a slot this run freed goes to the queue.
 pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, ShepherdError> {
     let limit = sup.limits.children_timeout;
-    let deadline = limit.map(|t| Instant::now() + t);
+    let deadline = limit.and_then(|t| Instant::now().checked_add(t));
     let mut watcher = Watcher::new(&sup.store)?;
     loop {
         let kids = sup.store.child_runs(&sup.run_id)?;

@@ -18,7 +18,9 @@ use std::fs::File;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
+use crate::resources::Resources;
 use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::time;
 
@@ -52,8 +54,11 @@ pub(super) struct Cleanup {
     stage: Stage,
     run_id: String,
     shepherd: i32,
-    /// The agent: its pid is the group's id.
-    leader: ProcessId,
+    /// The agent: its pid is the group's id (`None` before it started).
+    leader: Option<ProcessId>,
+    /// The run's cgroup: the exact list of its processes, where one could
+    /// be made; else the process tree and the environment are followed.
+    cgroup: Option<RunCgroup>,
     exit_grace: Duration,
     stop_grace: Duration,
     /// The first signal of a stop: SIGTERM, or SIGINT for agents that stop
@@ -66,18 +71,99 @@ impl Cleanup {
     pub(super) fn new(
         run_id: &str,
         shepherd: i32,
-        leader: ProcessId,
+        cgroup: Option<RunCgroup>,
         (exit_grace, stop_grace): (Duration, Duration),
         first: Sig,
         log: File,
     ) -> Cleanup {
-        Cleanup { stage: Stage::Idle, run_id: run_id.to_string(), shepherd, leader, exit_grace, stop_grace, first, log }
+        Cleanup {
+            stage: Stage::Idle,
+            run_id: run_id.to_string(),
+            shepherd,
+            leader: None,
+            cgroup,
+            exit_grace,
+            stop_grace,
+            first,
+            log,
+        }
     }
 
-    /// A new agent process (a continuation turn) leads the run's group now.
+    /// A new agent process (the first, or a continuation turn's) leads the
+    /// run's process group now.
     pub(super) fn restart(&mut self, leader: ProcessId) {
         self.stage = Stage::Idle;
-        self.leader = leader;
+        self.leader = Some(leader);
+    }
+
+    /// The run's cgroup, if it has one.
+    pub(super) fn cgroup(&self) -> Option<&RunCgroup> {
+        self.cgroup.as_ref()
+    }
+
+    /// True once no process of the run is left. With a cgroup, the kernel
+    /// says so. Without one, a scan of `/proc` can miss a process that was
+    /// forked while it read (its parent exited and it was adopted by the
+    /// shepherd after the scan): so the tree is empty only when a scan
+    /// finds nothing, nothing was left to reap, and a second scan agrees.
+    pub(super) fn is_empty(&mut self) -> bool {
+        if let Some(group) = &self.cgroup {
+            return !group.is_populated();
+        }
+        if !self.own_processes().is_empty() {
+            return false;
+        }
+        match process::reap_any() {
+            Ok(Some(_)) => false,
+            _ => self.own_processes().is_empty(),
+        }
+    }
+
+    /// Kills every process of a run whose agent never started (setup's,
+    /// say) and reaps them: returns once none is left, or after
+    /// [`KILL_GIVE_UP`] (naming the survivors in `signals.log`).
+    pub(super) fn sweep(&mut self, why: &str) {
+        let deadline = Instant::now() + KILL_GIVE_UP;
+        let mut noted = false;
+        loop {
+            while let Ok(Some(_)) = process::reap_any() {}
+            if self.is_empty() {
+                return;
+            }
+            if !noted {
+                self.note(&format!("stopping what is left of the run: {why}"));
+                noted = true;
+            }
+            if Instant::now() >= deadline {
+                return self.give_up();
+            }
+            self.kill_all();
+            std::thread::sleep(KILL_SWEEP / 4);
+        }
+    }
+
+    /// What the run's processes used: from its cgroup, else the CPU time
+    /// of the processes this shepherd reaped (peak memory is not known).
+    pub(super) fn resources(&self) -> Resources {
+        match &self.cgroup {
+            Some(group) => group.usage(),
+            None => Resources { cpu_seconds: process::children_cpu_seconds(), memory_peak_bytes: None },
+        }
+    }
+
+    /// How many of the run's processes the OOM killer ended.
+    pub(super) fn oom_kills(&self) -> u64 {
+        self.cgroup.as_ref().map_or(0, RunCgroup::oom_kills)
+    }
+
+    /// Removes the run's cgroup once it is empty (an error is noted; the
+    /// next heal tries again).
+    pub(super) fn remove_cgroup(&mut self) {
+        let Some(group) = &self.cgroup else { return };
+        if let Err(e) = group.remove() {
+            let dir = group.dir().display().to_string();
+            self.note(&format!("cannot remove the run's cgroup {dir}: {e}"));
+        }
     }
 
     /// True once SIGKILL sweeps gave up on processes that would not die.
@@ -139,6 +225,9 @@ impl Cleanup {
     /// carrying the run's id. Shepherds of other runs the shepherd adopted
     /// (runs launched from this one) are not this run's, nor their trees.
     pub(super) fn own_processes(&self) -> Vec<i32> {
+        if let Some(group) = &self.cgroup {
+            return group.procs();
+        }
         let me = self.shepherd;
         let mut pids = process::descendants(me, |pid| pid != me && process::has_env_var(pid, SHEPHERD_ENV));
         for pid in process::pids_with_env(RUN_ID_ENV, &self.run_id) {
@@ -149,8 +238,17 @@ impl Cleanup {
         pids
     }
 
-    /// SIGKILL to the agent's group and every other process of the run.
+    /// SIGKILL to every process of the run: its cgroup at once, else the
+    /// agent's group and every other process found.
     pub(super) fn kill_all(&mut self) {
+        if let Some(group) = &self.cgroup {
+            let result = match group.kill() {
+                Ok(()) => String::new(),
+                Err(e) => format!(" (failed: {e})"),
+            };
+            let dir = group.dir().display().to_string();
+            return self.note(&format!("SIGKILL -> cgroup {dir}{result}"));
+        }
         self.signal_group(Sig::Kill);
         let others = self.own_processes();
         if !others.is_empty() {
@@ -187,9 +285,10 @@ impl Cleanup {
     /// leader is this very agent (unreaped), or a process of the run is in
     /// it. Otherwise the id may belong to a stranger now.
     fn signal_group(&mut self, sig: Sig) {
-        let pgid = self.leader.pid;
-        let ours = self.leader.is_alive_or_zombie()
-            || self.own_processes().iter().any(|&pid| process::group_of(pid) == Some(pgid));
+        let Some(leader) = self.leader else { return };
+        let pgid = leader.pid;
+        let ours =
+            leader.is_alive_or_zombie() || self.own_processes().iter().any(|&pid| process::group_of(pid) == Some(pgid));
         if !ours {
             self.note(&format!("{} -> group {pgid}: skipped, no process of the run is left in it", sig.name()));
             return;
@@ -221,14 +320,16 @@ mod tests {
         let shepherd_pid = shepherd.id() as i32;
         let log = tempfile::tempfile().unwrap();
         let grace = (Duration::ZERO, Duration::ZERO);
-        let mut cleanup = Cleanup::new("no-such-run", shepherd_pid, old_agent, grace, Sig::Term, log);
+        let mut cleanup = Cleanup::new("no-such-run", shepherd_pid, None, grace, Sig::Term, log);
+        cleanup.restart(old_agent);
         cleanup.stop(Instant::now(), "test");
         cleanup.kill_all();
         assert!(real.is_alive(), "the stranger's group was signalled");
 
         // The very agent (same start time) is signalled as ever.
         let mut cleanup =
-            Cleanup::new("no-such-run", shepherd_pid, real, grace, Sig::Term, tempfile::tempfile().unwrap());
+            Cleanup::new("no-such-run", shepherd_pid, None, grace, Sig::Term, tempfile::tempfile().unwrap());
+        cleanup.restart(real);
         cleanup.stop(Instant::now(), "test");
         let status = stranger.wait().unwrap();
         assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGTERM));

@@ -23,10 +23,13 @@ use std::io;
 use crate::adapter;
 use crate::config::{Config, ConfigError};
 use crate::home::{self, Home};
-use crate::process::{self, ProcessId, SignalPipe};
+use crate::process::cgroup::RunCgroup;
+use crate::process::{self, ProcessId, Sig, SignalPipe};
 use crate::queue::ShepherdCommand;
+use crate::resources::{Containment, ResourceLimits};
 use crate::run::{RunStatus, StopReason};
 use crate::store::{Store, StoreError};
+use cleanup::Cleanup;
 
 pub use lines::LineSplitter;
 
@@ -106,6 +109,11 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         return Ok(());
     }
     process::set_child_subreaper(true).doing("becoming child subreaper")?;
+    // Started by another run's agent (a child run), this shepherd is in
+    // that run's cgroup: it must not stop, or keep it alive, with it.
+    if let Err(e) = process::cgroup::leave_run_group() {
+        tracing::warn!(run = run_id, "cannot leave the launching run's cgroup: {e}");
+    }
     let config = Config::load(home)?;
 
     if store.run(run_id)?.abort_requested_at.is_some() {
@@ -120,6 +128,25 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     let preset = store.run_preset(run_id)?;
     let run_dir = home.run_dir(run_id);
     home::ensure_private_dir(&run_dir).map_err(StoreError::from)?;
+    let logs = spawn::RunLogs::open(&run_dir).doing("opening the run's logs")?;
+    // Every process of the run, setup's too, starts inside its cgroup.
+    let limits = config.resource_limits_for(&preset);
+    let (cgroup, containment) = if config.cgroups {
+        contain(run_id, &limits)
+    } else {
+        (None, Containment::process_tree("turned off by `cgroups = false` in config.toml"))
+    };
+    store.record_containment(run_id, &containment)?;
+    let first_signal = if adapter::for_agent(preset.agent).interrupts_first() { Sig::Int } else { Sig::Term };
+    let mut cleanup = Cleanup::new(
+        run_id,
+        me.pid,
+        cgroup,
+        (config.exit_grace, config.stop_grace),
+        first_signal,
+        logs.signals.try_clone().doing("opening signals.log")?,
+    );
+    let mut early = Early { store: &mut store, cleanup: &mut cleanup, run_id };
     // A run that started before was reopened by a reply: its first turn
     // here delivers the reply in the agent's session.
     let reopened = run.started_at.is_some();
@@ -127,68 +154,64 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         Ok(launch) => launch,
         Err(e) => {
             let error = format!("cannot prepare the run's folder {}: {e}", home.run_dir(run_id).display());
-            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
+            return early.end(RunStatus::Failed, StopReason::SpawnFailed, &error);
         }
     };
-    match prepare::prepare(&mut store, &run, &launch, !reopened, (&mut sigchld, &mut stop)) {
+    launch.limits = limits;
+    launch.join = early.cleanup.cgroup().map(|g| g.join_fds()).unwrap_or_default();
+    match prepare::prepare(early.store, &run, &launch, !reopened, (&mut sigchld, &mut stop)) {
         Ok(()) => {}
         Err(prepare::NotPrepared::Store(e)) => return Err(e.into()),
         Err(prepare::NotPrepared::Failed(error)) => {
-            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SetupFailed, &error)
+            return early.end(RunStatus::Failed, StopReason::SetupFailed, &error)
         }
-        Err(prepare::NotPrepared::Stopped) if store.run(run_id)?.abort_requested_at.is_some() => {
-            let why = "aborted during setup";
-            return end_unstarted(&mut store, run_id, RunStatus::Aborted, StopReason::UserAbort, why);
+        Err(prepare::NotPrepared::Stopped) if early.store.run(run_id)?.abort_requested_at.is_some() => {
+            return early.end(RunStatus::Aborted, StopReason::UserAbort, "aborted during setup");
         }
         Err(prepare::NotPrepared::Stopped) => {
             let why = "the shepherd was told to stop (SIGTERM, SIGINT or SIGHUP) during setup";
-            return end_unstarted(&mut store, run_id, RunStatus::Aborted, StopReason::Signal, why);
+            return early.end(RunStatus::Aborted, StopReason::Signal, why);
         }
     }
-    if store.run(run_id)?.abort_requested_at.is_some() {
-        let why = "aborted before the agent started";
-        return end_unstarted(&mut store, run_id, RunStatus::Aborted, StopReason::UserAbort, why);
+    if early.store.run(run_id)?.abort_requested_at.is_some() {
+        return early.end(RunStatus::Aborted, StopReason::UserAbort, "aborted before the agent started");
     }
     let adapter = adapter::for_agent(launch.preset.agent);
     let mut earlier = None;
     let invocation = if reopened {
-        let Some(turn) = replies::deliver(&mut store, run_id)? else {
+        let Some(turn) = replies::deliver(early.store, run_id)? else {
             let why = "the run was reopened, but no reply waits for it";
-            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, why);
+            return early.end(RunStatus::Failed, StopReason::SpawnFailed, why);
         };
         launch.allowed = turn.allowed.unwrap_or_default();
         let session = run.session_id.as_deref().unwrap_or_default();
         let Some(invocation) = adapter.resume_invocation(&launch.context(&turn.prompt), session) else {
             let why = format!("{} cannot resume this run's session, so it cannot take a reply", launch.preset.agent);
-            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &why);
+            return early.end(RunStatus::Failed, StopReason::SpawnFailed, &why);
         };
-        store.append_events(run_id, store.last_event_seq(run_id)? + 1, &turn.notes)?;
+        early.store.append_events(run_id, early.store.last_event_seq(run_id)? + 1, &turn.notes)?;
         earlier = Some(replies::earlier_report(&run, adapter.usage_is_cumulative()));
         invocation
     } else {
         match adapter.invocation(&launch.context(&run.task)) {
             Ok(invocation) => invocation,
-            Err(e) => {
-                return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &e.to_string())
-            }
+            Err(e) => return early.end(RunStatus::Failed, StopReason::SpawnFailed, &e.to_string()),
         }
     };
     if let Some(problem) = launch.cwd_problem() {
-        return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &problem);
+        return early.end(RunStatus::Failed, StopReason::SpawnFailed, &problem);
     }
-    let logs = spawn::RunLogs::open(&launch.run_dir).doing("opening the run's logs")?;
     let child = match launch.spawn(&invocation) {
         Ok(child) => child,
         Err(e) => {
             let error = spawn::spawn_error(&invocation.program, &launch.preset.path, &e);
-            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
+            return early.end(RunStatus::Failed, StopReason::SpawnFailed, &error);
         }
     };
 
     let mut supervisor = supervise::Supervisor::new(supervise::Setup {
         store,
         run_id: run_id.to_string(),
-        me,
         child,
         adapter,
         launch,
@@ -198,8 +221,49 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         stop,
         shepherd: ShepherdCommand::current_exe().doing("finding the corral executable")?,
         earlier,
+        cleanup,
+        used_before: run.resources.unwrap_or_default(),
     })?;
     supervisor.run()
+}
+
+/// The run's cgroup with its limits, and how the run is held (recorded with
+/// it); the process tree where no cgroup can be made.
+fn contain(run_id: &str, limits: &ResourceLimits) -> (Option<RunCgroup>, Containment) {
+    match RunCgroup::create(run_id, limits) {
+        Ok((group, notes)) => {
+            let containment = group.containment(notes);
+            (Some(group), containment)
+        }
+        Err(why) => {
+            tracing::info!(run = run_id, "no cgroup for the run: {why}");
+            let mut containment = Containment::process_tree(&why);
+            if !limits.is_empty() {
+                containment.notes.push("limits not applied: they need the run's cgroup".to_string());
+            }
+            (None, containment)
+        }
+    }
+}
+
+/// A run that ends before its agent started: whatever its `setup` left
+/// running is stopped with it.
+struct Early<'a> {
+    store: &'a mut Store,
+    cleanup: &'a mut Cleanup,
+    run_id: &'a str,
+}
+
+impl Early<'_> {
+    /// Stops every process of the run, then ends it.
+    fn end(&mut self, status: RunStatus, stop_reason: StopReason, error: &str) -> Result<(), ShepherdError> {
+        self.cleanup.sweep(error);
+        let used = self.cleanup.resources();
+        self.cleanup.remove_cgroup();
+        self.store.record_resources(self.run_id, &used)?;
+        self.store.end_unstarted(self.run_id, status, stop_reason, error.to_string())?;
+        Ok(())
+    }
 }
 
 /// Ends a run whose agent never started.

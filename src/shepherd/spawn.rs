@@ -30,6 +30,11 @@ pub(super) struct AgentLaunch {
     /// Tools allowed besides the preset's, from the reply that started the
     /// current turn (`--allow-denied`); kept for its continuation turns.
     pub allowed: Vec<String>,
+    /// Descriptors that put a new process into the run's cgroup (empty
+    /// without one); the cgroup that owns them outlives every spawn.
+    pub join: Vec<std::os::fd::RawFd>,
+    /// The run's resource limits (what its cgroup was given).
+    pub limits: crate::resources::ResourceLimits,
 }
 
 impl AgentLaunch {
@@ -54,6 +59,8 @@ impl AgentLaunch {
             home_env: home.env_value(),
             env,
             allowed: Vec::new(),
+            join: Vec::new(),
+            limits: Default::default(),
         })
     }
 
@@ -100,7 +107,7 @@ impl AgentLaunch {
         if let Some(root) = &self.home_env {
             command.env(home::HOME_ENV, root);
         }
-        process::prepare_agent(&mut command);
+        process::prepare_agent(&mut command, self.join.clone());
         command.spawn()
     }
 }

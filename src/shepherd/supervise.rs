@@ -18,8 +18,9 @@ use super::{OsDoing, ShepherdError};
 use crate::adapter::{self, Adapter, EventKind, ProcessEnd, Report, StreamLine, TranscriptEvent, Verdict};
 use crate::config::{Config, Limits};
 use crate::heal::HEAL_EVERY_AT_WORK;
-use crate::process::{self, ProcessId, Readiness, Sig, SignalPipe};
+use crate::process::{self, ProcessId, Readiness, SignalPipe};
 use crate::queue::ShepherdCommand;
+use crate::resources::{human_bytes, Resources};
 use crate::run::{RunStatus, StopReason};
 use crate::store::{Committed, Outcome, Store};
 
@@ -31,6 +32,12 @@ const FLUSH_INTERVAL: Duration = Duration::from_millis(25);
 const FLUSH_BATCH: usize = 512;
 /// Bytes of stderr kept for error messages.
 const STDERR_TAIL: usize = 4096;
+/// How often a turn that ended looks again for Corral processes of the run
+/// still recording child runs.
+const LAUNCHER_POLL: Duration = Duration::from_millis(2);
+/// How long a turn that ended with processes left waits for one of them to
+/// turn out to be a Corral launcher (a fork not yet exec'd).
+const LAUNCH_SETTLE: Duration = Duration::from_millis(50);
 /// Bytes read per wake before looking at signals and clocks again.
 const READ_BUDGET: usize = 1 << 20;
 
@@ -38,7 +45,6 @@ const READ_BUDGET: usize = 1 << 20;
 pub(super) struct Setup {
     pub store: Store,
     pub run_id: String,
-    pub me: ProcessId,
     pub child: Child,
     pub adapter: Box<dyn Adapter>,
     pub launch: AgentLaunch,
@@ -49,6 +55,11 @@ pub(super) struct Setup {
     pub shepherd: ShepherdCommand,
     /// What earlier turns reported: those of a run reopened by a reply.
     pub earlier: Option<Report>,
+    /// The stop sequence, holding the run's cgroup if it has one.
+    pub cleanup: Cleanup,
+    /// What the run used in earlier shepherds' lives (a run reopened by a
+    /// reply): its use now adds to it.
+    pub used_before: Resources,
 }
 
 /// Why Corral itself is ending a run early.
@@ -73,6 +84,8 @@ pub(super) struct Supervisor {
     adapter: Box<dyn Adapter>,
     /// What earlier turns reported, before a continuation turn.
     earlier: Option<Report>,
+    /// What the run used before this shepherd (see `Setup::used_before`).
+    used_before: Resources,
     /// Continuation turns run so far.
     pub(super) continuations: usize,
     logs: RunLogs,
@@ -90,6 +103,9 @@ pub(super) struct Supervisor {
     outcome_committed: bool,
     /// How to start shepherds of queued runs, when this one heals the store.
     pub(super) shepherd: ShepherdCommand,
+    /// Corral's own executable: a process of the run running it may be
+    /// recording a child run.
+    corral_exe: std::path::PathBuf,
     /// When this shepherd last healed the store.
     healed_at: Instant,
 
@@ -171,14 +187,8 @@ impl Supervisor {
         let mut store = setup.store;
         store.mark_running(&setup.run_id, turn.agent.pid, turn.agent.start)?;
         let next_seq = store.last_event_seq(&setup.run_id)? + 1;
-        let cleanup = Cleanup::new(
-            &setup.run_id,
-            setup.me.pid,
-            turn.agent,
-            (setup.config.exit_grace, setup.config.stop_grace),
-            if setup.adapter.interrupts_first() { Sig::Int } else { Sig::Term },
-            setup.logs.signals.try_clone().doing("opening signals.log")?,
-        );
+        let mut cleanup = setup.cleanup;
+        cleanup.restart(turn.agent);
         Ok(Supervisor {
             limits: setup.config.limits_for(&setup.launch.preset),
             store,
@@ -188,6 +198,7 @@ impl Supervisor {
             stop: setup.stop,
             adapter: setup.adapter,
             earlier: setup.earlier,
+            used_before: setup.used_before,
             continuations: 0,
             logs: setup.logs,
             sigchld: setup.sigchld,
@@ -196,6 +207,7 @@ impl Supervisor {
             worked: Duration::ZERO,
             held: None,
             outcome_committed: false,
+            corral_exe: std::fs::canonicalize(&setup.shepherd.program).unwrap_or(setup.shepherd.program.clone()),
             shepherd: setup.shepherd,
             healed_at: Instant::now(),
             pending: Vec::new(),
@@ -302,7 +314,7 @@ impl Supervisor {
     /// run is left (adopted shepherds of child runs are not the run's), or
     /// when the kill sweeps gave up on those that are.
     fn note_children_gone(&mut self) {
-        if self.turn.agent_end.is_some() && (self.cleanup.gave_up() || self.cleanup.own_processes().is_empty()) {
+        if self.turn.agent_end.is_some() && (self.cleanup.gave_up() || self.cleanup.is_empty()) {
             self.turn.children_gone = true;
         }
     }
@@ -319,11 +331,30 @@ impl Supervisor {
         self.read_stderr()?;
         if !self.turn.is_over() {
             let stderr_tail = String::from_utf8_lossy(&self.turn.stderr_tail).into_owned();
-            let verdict = self.turn.verdict.take().unwrap_or_else(|| self.adapter.verdict_on_exit(end, &stderr_tail));
+            let verdict = match self.turn.verdict.take() {
+                Some(verdict) => verdict,
+                None if end == ProcessEnd::Signaled(libc::SIGKILL) && self.cleanup.oom_kills() > 0 => {
+                    self.out_of_memory()
+                }
+                None => self.adapter.verdict_on_exit(end, &stderr_tail),
+            };
             self.conclude(verdict)?;
         }
         self.cleanup.after_outcome(Instant::now());
         Ok(())
+    }
+
+    /// The verdict on an agent the kernel's OOM killer ended.
+    fn out_of_memory(&self) -> Verdict {
+        let limit = self.launch.limits.memory_bytes.map(|b| format!(" of {}", human_bytes(b))).unwrap_or_default();
+        Verdict {
+            status: RunStatus::Failed,
+            stop_reason: StopReason::OutOfMemory,
+            error: Some(format!(
+                "the agent ran out of memory: the run used more than its memory limit{limit} and the kernel's OOM \
+                 killer ended it; raise `limits: {{memory: …}}` in the preset or `[limits]` in config.toml"
+            )),
+        }
     }
 
     fn read_stdout(&mut self, budget: usize) -> Result<(), ShepherdError> {
@@ -440,9 +471,13 @@ impl Supervisor {
         let l = self.limits;
         let cause = if self.work_deadline().is_some_and(|at| now >= at) {
             l.timeout.map(StopCause::Timeout)
-        } else if self.turn.first_output.is_none() && l.startup_timeout.is_some_and(|t| now >= self.turn.started + t) {
+        } else if self.turn.first_output.is_none()
+            && l.startup_timeout.is_some_and(|t| now.saturating_duration_since(self.turn.started) >= t)
+        {
             l.startup_timeout.map(StopCause::Startup)
-        } else if self.turn.first_output.is_some() && l.idle_timeout.is_some_and(|t| now >= self.turn.last_output + t) {
+        } else if self.turn.first_output.is_some()
+            && l.idle_timeout.is_some_and(|t| now.saturating_duration_since(self.turn.last_output) >= t)
+        {
             l.idle_timeout.map(StopCause::Idle)
         } else {
             None
@@ -456,7 +491,8 @@ impl Supervisor {
     /// When the wall-clock `timeout` passes: it counts the agent's work in
     /// every turn, not the time spent waiting for child runs.
     fn work_deadline(&self) -> Option<Instant> {
-        self.limits.timeout.map(|t| self.turn.started + t.saturating_sub(self.worked))
+        // No deadline a clock cannot hold: the limit is then never reached.
+        self.limits.timeout.and_then(|t| self.turn.started.checked_add(t.saturating_sub(self.worked)))
     }
 
     /// The earliest moment the loop must wake without input.
@@ -471,9 +507,9 @@ impl Supervisor {
             deadlines.push(self.turn.settle_at);
             deadlines.push(self.work_deadline());
             if self.turn.first_output.is_none() {
-                deadlines.push(l.startup_timeout.map(|t| self.turn.started + t));
+                deadlines.push(l.startup_timeout.and_then(|t| self.turn.started.checked_add(t)));
             } else {
-                deadlines.push(l.idle_timeout.map(|t| self.turn.last_output + t));
+                deadlines.push(l.idle_timeout.and_then(|t| self.turn.last_output.checked_add(t)));
             }
         }
         deadlines.into_iter().flatten().min()
@@ -485,6 +521,7 @@ impl Supervisor {
     fn conclude(&mut self, verdict: Verdict) -> Result<(), ShepherdError> {
         self.turn.over_at.get_or_insert_with(Instant::now);
         self.turn.settle_at = None;
+        self.await_launchers();
         self.cleanup.after_outcome(Instant::now());
         let kids = self.store.child_runs(&self.run_id)?;
         let active = kids.iter().filter(|c| c.status.is_active()).count();
@@ -502,6 +539,43 @@ impl Supervisor {
             children::commit_with_children(self, verdict)?;
         }
         Ok(())
+    }
+
+    /// Waits (at most the exit grace) for Corral's own programs still running
+    /// in the run (`corral launch … &`, an MCP server): a child run they are
+    /// recording must be counted before the run is judged, or the parent
+    /// would end while its child runs.
+    fn await_launchers(&mut self) {
+        let start = Instant::now();
+        let deadline = start + self.config.exit_grace;
+        let mut noted = false;
+        loop {
+            let left = self.cleanup.own_processes();
+            let launchers: Vec<i32> = left
+                .iter()
+                .copied()
+                .filter(|&pid| process::exe_of(pid).is_some_and(|exe| exe == self.corral_exe))
+                .collect();
+            // A shell's `corral launch … &` may not have exec'd yet when the
+            // shell exits: any process left may still become a launcher.
+            let settling = !left.is_empty() && start.elapsed() < LAUNCH_SETTLE;
+            if (launchers.is_empty() && !settling) || Instant::now() >= deadline {
+                return;
+            }
+            if launchers.is_empty() {
+                std::thread::sleep(LAUNCHER_POLL);
+                continue;
+            }
+            if !noted {
+                let pids: Vec<String> = launchers.iter().map(i32::to_string).collect();
+                self.cleanup
+                    .note(&format!("waiting for Corral processes of the run to finish: pids {}", pids.join(" ")));
+                noted = true;
+            }
+            // Reap the ones that ended (orphans are this shepherd's).
+            while let Ok(Some(_)) = process::reap_any() {}
+            std::thread::sleep(LAUNCHER_POLL);
+        }
     }
 
     /// True if a continuation turn can hand results to the agent.
@@ -742,9 +816,25 @@ impl Supervisor {
         if let Err(e) = crate::review::measure(&mut self.store, &self.run_id) {
             tracing::warn!(run = %self.run_id, "cannot measure the worktree's changes: {e}");
         }
+        self.record_resources()?;
+        self.cleanup.remove_cgroup();
         let (code, signal) = split_end(self.turn.agent_end);
         self.store.mark_exited(&self.run_id, code, signal)?;
         self.cleanup.note("every process of the run is reaped");
+        Ok(())
+    }
+
+    /// Records what the run's processes used, over every shepherd's life.
+    fn record_resources(&mut self) -> Result<(), ShepherdError> {
+        let now = self.cleanup.resources();
+        let used = Resources {
+            cpu_seconds: self.used_before.cpu_seconds + now.cpu_seconds,
+            memory_peak_bytes: match (self.used_before.memory_peak_bytes, now.memory_peak_bytes) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+        };
+        self.store.record_resources(&self.run_id, &used)?;
         Ok(())
     }
 }
@@ -761,11 +851,12 @@ impl Drop for Supervisor {
                 match process::reap_any() {
                     Err(_) => break,
                     Ok(Some(_)) => continue,
-                    Ok(None) if self.cleanup.own_processes().is_empty() => break,
+                    Ok(None) if self.cleanup.is_empty() => break,
                     Ok(None) => std::thread::sleep(Duration::from_millis(5)),
                 }
             }
         }
+        self.cleanup.remove_cgroup();
     }
 }
 

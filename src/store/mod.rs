@@ -58,6 +58,9 @@ pub enum StoreError {
     /// A query failed.
     #[error("database error while {doing}: {source}")]
     Sql { doing: &'static str, source: rusqlite::Error },
+    /// A new run's folder could not be readied; the run was not recorded.
+    #[error("cannot prepare the run's folder {path}: {source}; check that the disk has room and the folder is yours")]
+    RunFolder { path: PathBuf, source: std::io::Error },
     /// No run has this id.
     #[error("no run '{0}': see 'corral ls --all'")]
     UnknownRun(String),

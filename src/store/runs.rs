@@ -10,6 +10,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use super::{Doing, Store, StoreError};
 use crate::adapter::Report;
 use crate::preset::Preset;
+use crate::resources::{Containment, Resources};
 use crate::run::{ChangeCount, Run, RunStatus, StopReason, Usage};
 use crate::time;
 
@@ -20,7 +21,8 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     created_at, started_at, completed_at, exited_at, abort_requested_at, notified_at,
     dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at,
     promoted_at, promoter_pid, promoter_start, worktree_path, worktree_branch, worktree_base, worktree_repo,
-    worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated, retrying";
+    worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated, retrying,
+    containment, cpu_seconds, memory_peak_bytes, paused_at";
 
 /// SQL list of the terminal statuses.
 pub(super) static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
@@ -123,7 +125,17 @@ impl Store {
     /// `max_parallel` runs hold a slot and none is queued before it, else
     /// `queued`. Decided inside the insert's transaction, so concurrent
     /// launchers never overfill the slots.
-    pub fn insert_run(&mut self, new: &NewRun<'_>, max_parallel: usize) -> Result<Run, StoreError> {
+    ///
+    /// `prepare` readies the run's folder (its kept environment) inside the
+    /// same transaction, before anyone can see the row: a queued run can be
+    /// promoted by another process the moment the row is committed, and its
+    /// shepherd must find everything there. If it fails, nothing is recorded.
+    pub fn insert_run(
+        &mut self,
+        new: &NewRun<'_>,
+        max_parallel: usize,
+        mut prepare: impl FnMut(&str) -> std::io::Result<()>,
+    ) -> Result<Run, StoreError> {
         let preset_json = serde_json::to_string(new.preset).expect("a preset always serializes");
         let now = time::format(time::now());
         let me = self.me();
@@ -147,7 +159,7 @@ impl Store {
                 let cwd = worktree.as_ref().map_or(new.cwd.to_string(), |w| w.3.clone());
                 let promoted = starting.then_some(&now);
                 let (promoter_pid, promoter_start) = if starting { me } else { (None, None) };
-                tx.execute(
+                let inserted = tx.execute(
                     "INSERT OR IGNORE INTO runs (id, parent_id, preset, preset_path, preset_json,
                        agent, task, cwd, model, status, created_at, promoted_at, promoter_pid, promoter_start,
                        worktree_path, worktree_branch, worktree_base, worktree_repo, worktree_from_branch)
@@ -173,8 +185,23 @@ impl Store {
                         worktree.as_ref().map(|w| w.2.repo.to_string_lossy().into_owned()),
                         worktree.as_ref().and_then(|w| w.2.from_branch.clone()),
                     ],
-                )
-            })?;
+                )?;
+                if inserted == 1 {
+                    // Rolls the insert back if the folder cannot be readied.
+                    prepare(&id).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+                }
+                Ok(inserted)
+            });
+            let inserted = match inserted {
+                Err(StoreError::Sql { source: rusqlite::Error::ToSqlConversionFailure(e), .. }) => {
+                    let source = match e.downcast::<std::io::Error>() {
+                        Ok(io) => *io,
+                        Err(other) => std::io::Error::other(other.to_string()),
+                    };
+                    return Err(StoreError::RunFolder { path: home.run_dir(&id), source });
+                }
+                other => other?,
+            };
             if inserted == 1 {
                 break id;
             }
@@ -509,6 +536,26 @@ impl Store {
         })
     }
 
+    /// Records how run `id`'s processes are held (its cgroup, or why none).
+    pub fn record_containment(&mut self, id: &str, containment: &Containment) -> Result<(), StoreError> {
+        let json = serde_json::to_string(containment).expect("a containment always serializes");
+        self.write("recording a run's cgroup", |tx| {
+            tx.execute("UPDATE runs SET containment = ?2 WHERE id = ?1", params![id, json])
+        })
+        .map(drop)
+    }
+
+    /// Records what run `id`'s processes used so far.
+    pub fn record_resources(&mut self, id: &str, used: &Resources) -> Result<(), StoreError> {
+        self.write_reserving("recording a run's resource use", |tx| {
+            tx.execute(
+                "UPDATE runs SET cpu_seconds = ?2, memory_peak_bytes = ?3 WHERE id = ?1",
+                params![id, used.cpu_seconds, used.memory_peak_bytes.map(|b| b.min(i64::MAX as u64) as i64)],
+            )
+        })
+        .map(drop)
+    }
+
     /// Records that run `id`'s agent is retrying a failing call (`Some`:
     /// what it says), or is working again (`None`).
     pub fn set_retrying(&mut self, id: &str, retrying: Option<&str>) -> Result<(), StoreError> {
@@ -771,6 +818,12 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         replied_at: row.get(44)?,
         cost_estimated: row.get(48)?,
         retrying: row.get(49)?,
+        containment: row.get::<_, Option<String>>(50)?.and_then(|json| serde_json::from_str(&json).ok()),
+        resources: row.get::<_, Option<f64>>(51)?.map(|cpu_seconds| crate::resources::Resources {
+            cpu_seconds,
+            memory_peak_bytes: row.get::<_, Option<i64>>(52).ok().flatten().map(|b| b.max(0) as u64),
+        }),
+        paused_at: row.get(53)?,
         changes: match (row.get::<_, Option<i64>>(45)?, row.get::<_, Option<i64>>(46)?, row.get::<_, Option<i64>>(47)?)
         {
             (Some(files), Some(added), Some(removed)) => {

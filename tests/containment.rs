@@ -1,0 +1,377 @@
+//! Nothing escapes its run: one regression test per escape a hostile
+//! reading reproduced, each named after it, run both with the run's cgroup
+//! and with the process-tree fallback (`cgroups = false`) where the
+//! fallback can hold it; then what the cgroup adds: limits, resource use.
+//!
+//! A test that needs a cgroup this machine cannot give says so in its
+//! output and returns: it never passes silently.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{alive, eventually, fake_agent, Env};
+use corral::process::{signal_pid, Sig};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Both ways a run's processes are held, as `config.toml` lines.
+const MODES: [(&str, &str); 2] = [("cgroup", ""), ("process tree", "cgroups = false\n")];
+
+/// Why this machine cannot give runs a cgroup, printed; `None` if it can.
+fn no_cgroup_here() -> Option<String> {
+    let why = corral::process::cgroup::unavailable()?;
+    println!("SKIPPED (cannot run here): no cgroup for a run on this machine: {why}");
+    Some(why)
+}
+
+fn pid_in(file: &Path) -> i32 {
+    assert!(eventually(LIMIT, || std::fs::read_to_string(file).is_ok_and(|t| t.trim().parse::<i32>().is_ok())));
+    std::fs::read_to_string(file).unwrap().trim().parse().unwrap()
+}
+
+fn gone(pid: i32) -> bool {
+    let dead = eventually(Duration::from_secs(5), || !alive(pid));
+    if !dead {
+        let _ = signal_pid(pid, Sig::Kill);
+    }
+    dead
+}
+
+fn kill_shepherd(run: &Value) {
+    let pid = run["shepherd_pid"].as_i64().expect("a shepherd") as i32;
+    signal_pid(pid, Sig::Kill).unwrap();
+}
+
+fn mode_env(config: &str) -> Env {
+    let env = Env::new();
+    env.config(config);
+    env
+}
+
+#[test]
+fn what_setup_starts_in_the_background_dies_when_setup_fails() {
+    for (mode, config) in MODES {
+        let env = mode_env(config);
+        let pidfile = env.project.join("bg.pid");
+        let setup = format!("sleep 300 & echo $! > '{}'; exit 3", pidfile.display());
+        env.command_preset_with(
+            "p",
+            &["true"],
+            &format!("setup: [sh, -c, {}]\n", serde_json::to_string(&setup).unwrap()),
+        );
+        let id = env.launch("p", "x");
+        let run = env.wait_end(&id);
+        assert_eq!(run["stop_reason"], "setup_failed", "{mode}: {run:#}");
+        assert!(gone(pid_in(&pidfile)), "{mode}: setup's background sleep outlived the run");
+    }
+}
+
+#[test]
+fn what_setup_starts_in_the_background_dies_when_the_agent_binary_is_missing() {
+    for (mode, config) in MODES {
+        let env = mode_env(config);
+        let pidfile = env.project.join("bg.pid");
+        let setup = format!("sleep 300 & echo $! > '{}'", pidfile.display());
+        let extra = format!("setup: [sh, -c, {}]\n", serde_json::to_string(&setup).unwrap());
+        env.command_preset_with("p", &["no-such-agent-binary"], &extra);
+        let id = env.launch("p", "x");
+        let run = env.wait_end(&id);
+        assert_eq!(run["stop_reason"], "spawn_failed", "{mode}: {run:#}");
+        assert!(gone(pid_in(&pidfile)), "{mode}: setup's background sleep outlived the run");
+    }
+}
+
+#[test]
+fn what_setup_starts_in_the_background_dies_when_the_run_is_aborted_during_setup() {
+    for (mode, config) in MODES {
+        let env = mode_env(config);
+        let pidfile = env.project.join("bg.pid");
+        let setup = format!("sleep 300 & echo $! > '{}'; sleep 300", pidfile.display());
+        env.command_preset_with(
+            "p",
+            &["true"],
+            &format!("setup: [sh, -c, {}]\n", serde_json::to_string(&setup).unwrap()),
+        );
+        let id = env.launch("p", "x");
+        let bg = pid_in(&pidfile);
+        env.ok(&["abort", &id]);
+        let run = env.wait_end(&id);
+        assert_eq!(run["status"], "aborted", "{mode}: {run:#}");
+        assert!(gone(bg), "{mode}: setup's background sleep outlived the aborted run");
+    }
+}
+
+#[test]
+fn a_child_in_the_agents_group_with_a_clean_environment_dies_with_a_killed_shepherd() {
+    for (mode, config) in MODES {
+        let env = mode_env(config);
+        let pidfile = env.project.join("bg.pid");
+        let script = format!("env -i sleep 333 & echo $! > '{}'; sleep 300", pidfile.display());
+        env.command_preset("p", &["sh", "-c", &script]);
+        let id = env.launch("p", "x");
+        let bg = pid_in(&pidfile);
+        let run = env.wait_run(&id, LIMIT, |r| r["status"] == "running");
+        kill_shepherd(&run);
+        let run = env.wait_run(&id, LIMIT, |r| r["status"] == "lost");
+        assert_eq!(run["stop_reason"], "shepherd_died");
+        assert!(gone(bg), "{mode}: a sleep in the agent's group without CORRAL_RUN_ID outlived its lost run");
+    }
+}
+
+#[test]
+fn a_setsid_process_without_the_runs_environment_dies_with_a_killed_shepherd() {
+    // Neither the agent's group nor the run's id: only the kernel's list of
+    // the run's processes finds it, so this needs the cgroup.
+    if no_cgroup_here().is_some() {
+        return;
+    }
+    let env = mode_env("");
+    let pidfile = env.project.join("bg.pid");
+    let inner = format!("sleep 333 & echo $! > '{}'", pidfile.display());
+    let script = format!("env -i setsid sh -c {}; sleep 300", shell_quote(&inner));
+    env.command_preset("p", &["sh", "-c", &script]);
+    let id = env.launch("p", "x");
+    let bg = pid_in(&pidfile);
+    let run = env.wait_run(&id, LIMIT, |r| r["status"] == "running");
+    assert!(run["containment"]["cgroup"].is_string(), "{run:#}");
+    kill_shepherd(&run);
+    env.wait_run(&id, LIMIT, |r| r["status"] == "lost");
+    assert!(gone(bg), "the setsid sleep outlived its lost run");
+    let dir = run["containment"]["cgroup"].as_str().unwrap();
+    assert!(eventually(Duration::from_secs(5), || !Path::new(dir).exists()), "the lost run's cgroup {dir} is left");
+}
+
+#[test]
+fn a_process_that_keeps_forking_into_new_sessions_is_stopped_and_the_run_ends_only_then() {
+    for (mode, config) in MODES {
+        let env = mode_env(config);
+        let log = env.project.join("generations");
+        // With a cgroup, generations come as fast as the machine forks; the
+        // process-tree fallback gets each one 10 ms to be found in.
+        let pause = if config.is_empty() { "" } else { "0.01" };
+        env.command_preset("p", &[&fake_agent("reforker")]);
+        let id = env.launch_env("p", "x", &[("REFORK_LOG", log.to_str().unwrap()), ("REFORK_PAUSE", pause)]);
+        let run = env.wait_run(&id, LIMIT, |r| !r["exited_at"].is_null());
+        assert_eq!(run["status"], "completed", "{mode}: {run:#}");
+        let count = || std::fs::read_to_string(&log).unwrap_or_default();
+        let at_exit = count();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(count(), at_exit, "{mode}: generations went on after the run said every process was reaped");
+        let signals = std::fs::read_to_string(env.run_dir(&id).join("signals.log")).unwrap();
+        assert!(signals.contains("every process of the run is reaped"), "{mode}: {signals}");
+    }
+}
+
+#[test]
+fn a_stranger_carrying_a_runs_id_is_not_the_runs_with_a_cgroup() {
+    if no_cgroup_here().is_some() {
+        return;
+    }
+    let env = mode_env("");
+    env.command_preset("p", &["true"]);
+    let id = env.launch("p", "x");
+    let stranger = std::process::Command::new("sleep").arg("30").env("CORRAL_RUN_ID", &id).spawn();
+    let mut stranger = stranger.unwrap();
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed");
+    assert!(stranger.try_wait().unwrap().is_none(), "a process outside the run's cgroup was killed for its variable");
+    let _ = stranger.kill();
+    let _ = stranger.wait();
+}
+
+#[test]
+fn a_queued_run_never_starts_with_the_promoters_environment() {
+    let env = mode_env("max_parallel = 1\n");
+    env.command_preset("p", &["sh", "-c", "echo \"$MARK\""]);
+    // Launched at once from 24 processes, each with its own MARK: every
+    // run is promoted by someone else's process.
+    let launchers: Vec<_> = (0..24)
+        .map(|i| {
+            let mut cmd = env.command(&["launch", "p", "x"]);
+            cmd.env("MARK", format!("mark-{i}"));
+            (i, cmd.output())
+        })
+        .collect();
+    let ids: Vec<(usize, String)> = launchers
+        .into_iter()
+        .map(|(i, out)| (i, String::from_utf8(out.unwrap().stdout).unwrap().trim().to_string()))
+        .collect();
+    for (i, id) in ids {
+        let run = env.wait_run(&id, Duration::from_secs(60), |r| !r["exited_at"].is_null());
+        assert_eq!(run["final_text"], format!("mark-{i}"), "run {id} started with another launcher's environment");
+    }
+}
+
+#[test]
+fn a_parent_that_launches_a_child_in_the_background_and_exits_waits_for_it() {
+    let env = mode_env("");
+    let release = env.project.join("release");
+    env.command_preset("child", &[&fake_agent("child"), "child-result"]);
+    env.command_preset("lead", &["sh", "-c", "corral launch child work >/dev/null & exit 0"]);
+    let parent = env.launch_env("lead", "x", &[("CHILD_RELEASE", release.to_str().unwrap())]);
+    let run = env.wait_run(&parent, LIMIT, |r| r["status"] != "running" && r["status"] != "starting");
+    assert_eq!(run["status"], "waiting", "the parent ended while its child was being launched: {run:#}");
+    let child = run["children"][0].as_str().expect("the child is the parent's").to_string();
+    std::fs::write(&release, "").unwrap();
+    let out = env.corral(&["wait", &parent]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (parent, child) = (env.show(&parent), env.show(&child));
+    assert_eq!(child["status"], "completed");
+    assert!(parent["completed_at"].as_str() >= child["completed_at"].as_str(), "{parent:#}\n{child:#}");
+}
+
+#[test]
+fn a_run_cannot_wait_on_itself_or_on_the_run_that_launched_it() {
+    let env = mode_env("");
+    let out = env.project.join("out");
+    // The child waits on its parent (PARENT comes with the launcher's
+    // environment); the parent waits on itself.
+    env.command_preset("waiter", &["sh", "-c", "corral wait \"$PARENT\" 2>&1; echo \"rc=$?\""]);
+    let script = format!(
+        "corral wait \"$CORRAL_RUN_ID\" > '{o}' 2>&1; echo \"rc=$?\" >> '{o}'; \
+         PARENT=$CORRAL_RUN_ID corral launch waiter x --wait --json >> '{o}'",
+        o = out.display()
+    );
+    env.command_preset("lead", &["sh", "-c", &script]);
+    let id = env.launch("lead", "x");
+    let run = env.wait_run(&id, LIMIT, |r| !r["exited_at"].is_null());
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains(&format!("run {id} cannot wait on {id}: it is the run itself")), "{text}");
+    assert!(text.contains("rc=1") || text.contains("rc=2"), "{text}");
+    assert!(text.contains("it launched this run"), "the child's wait on its parent was not refused: {text}");
+}
+
+#[test]
+fn a_timeout_too_long_for_the_clock_is_refused_with_a_clear_error() {
+    let env = mode_env("");
+    env.command_preset_with("p", &["true"], "timeout: 18446744073709551615\n");
+    let out = env.corral(&["launch", "p", "x"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("longer than the longest Corral accepts"), "{err}");
+    std::fs::write(env.home.join("config.toml"), "stop_grace = \"600000000years\"\n").unwrap();
+    let err = String::from_utf8_lossy(&env.corral(&["ls"]).stderr).into_owned();
+    assert!(err.contains("stop_grace") && err.contains("longest"), "{err}");
+}
+
+#[test]
+fn a_cancelled_wait_leaves_its_run_holding_its_slot() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = mode_env("");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("lead", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    let lead = env.launch("lead", "x");
+    let child = env.launch("slow", "y");
+    env.wait_run(&lead, LIMIT, |r| r["status"] == "running");
+    let home = corral::Home::at(&env.home);
+    let cancel = AtomicBool::new(false);
+    let shepherd = corral::queue::ShepherdCommand { program: common::corral_bin(), args: vec!["shepherd".into()] };
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let mut store = corral::Store::open(&home).unwrap();
+            corral::wait::wait_for(
+                &mut store,
+                std::slice::from_ref(&child),
+                None,
+                Some(&lead),
+                &shepherd,
+                Some(&cancel),
+            )
+            .unwrap()
+        });
+        let store = corral::Store::open(&home).unwrap();
+        assert!(eventually(LIMIT, || store.blocked_processes().unwrap().len() == 1), "the wait was not registered");
+        cancel.store(true, Ordering::Relaxed);
+        let result = waiting.join().unwrap();
+        assert!(result.cancelled);
+        assert!(
+            store.blocked_processes().unwrap().is_empty(),
+            "a cancelled wait stays registered: its run holds no slot"
+        );
+    });
+    std::fs::write(&release, "").unwrap();
+}
+
+#[test]
+fn a_fork_bomb_stops_at_the_runs_tasks_limit() {
+    if no_cgroup_here().is_some() {
+        return;
+    }
+    let env = mode_env("");
+    let report = env.project.join("report");
+    // 200 sleepers wanted; the limit lets 20 processes exist at once.
+    let bomb = format!(
+        "import os, time\nok = refused = 0\nfor _ in range(200):\n    try:\n        if os.fork() == 0:\n            \
+         time.sleep(30); os._exit(0)\n        ok += 1\n    except OSError:\n        refused += 1\n\
+         open({:?}, 'w').write(f'{{ok}} {{refused}}')\ntime.sleep(30)\n",
+        report.to_str().unwrap()
+    );
+    env.command_preset_with("bomb", &["python3", "-c", &bomb], "limits: {tasks: 20}\n");
+    let id = env.launch("bomb", "x");
+    let run = env.wait_run(&id, LIMIT, |r| r["status"] == "running");
+    let notes = run["containment"]["notes"].to_string();
+    if notes.contains("tasks limit 20 not applied") {
+        println!("SKIPPED (cannot run here): {notes}");
+        env.ok(&["abort", &id]);
+        return;
+    }
+    assert!(notes.contains("tasks limit 20 ("), "{run:#}");
+    let dir = run["containment"]["cgroup"].as_str().unwrap().to_string();
+    assert!(eventually(LIMIT, || report.exists()), "the bomb never finished forking");
+    let text = std::fs::read_to_string(&report).unwrap();
+    let (ok, refused) = text.split_once(' ').unwrap();
+    let (ok, refused): (u32, u32) = (ok.parse().unwrap(), refused.parse().unwrap());
+    assert!(ok < 20 && refused > 180, "forked {ok}, refused {refused} in a run limited to 20 tasks");
+    let procs = std::fs::read_to_string(Path::new(&dir).join("cgroup.procs")).unwrap().lines().count();
+    assert!(procs <= 20, "{procs} processes in a run limited to 20 tasks");
+    env.ok(&["abort", &id]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "aborted");
+    assert!(!Path::new(&dir).exists(), "the run's cgroup is left after its end");
+}
+
+#[test]
+fn a_run_over_its_memory_limit_fails_out_of_memory_and_says_so() {
+    if no_cgroup_here().is_some() {
+        return;
+    }
+    let env = mode_env("");
+    let hog = "import time; b = bytearray(400 * 1024 * 1024); time.sleep(5)";
+    env.command_preset_with("hog", &["python3", "-c", hog], "limits: {memory: 64M}\n");
+    let id = env.launch("hog", "x");
+    let run = env.wait_end(&id);
+    let notes = run["containment"]["notes"].to_string();
+    if notes.contains("not applied") {
+        println!("SKIPPED (cannot run here): {notes}");
+        return;
+    }
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert_eq!(run["stop_reason"], "out_of_memory", "{run:#}");
+    assert!(run["error"].as_str().unwrap().contains("memory limit of 64.0 MiB"), "{run:#}");
+}
+
+#[test]
+fn cpu_seconds_match_what_the_agent_used() {
+    if no_cgroup_here().is_some() {
+        return;
+    }
+    let env = mode_env("");
+    let busy =
+        "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\nprint(time.process_time())";
+    env.command_preset("busy", &["python3", "-c", busy]);
+    let id = env.launch("busy", "x");
+    let run = env.wait_end(&id);
+    let own: f64 = run["final_text"].as_str().unwrap().trim().parse().unwrap();
+    let cpu = run["resources"]["cpu_seconds"].as_f64().expect("resources recorded");
+    assert!(cpu >= own && cpu <= own + 0.5, "the run used {cpu} s by its cgroup, the agent says {own} s");
+    assert!(run["resources"]["memory_peak_bytes"].as_u64().is_some_and(|b| b > 1 << 20), "{run:#}");
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
