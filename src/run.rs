@@ -89,6 +89,9 @@ word_enum! {
         Running = "running",
         /// The agent ended its turn; the run waits on its child runs.
         Waiting = "waiting",
+        /// Frozen by `corral pause`: every process of the run stopped, its
+        /// clocks stopped, holding no slot, until `corral resume`.
+        Paused = "paused",
         /// The agent finished its task.
         Completed = "completed",
         /// The agent or its process failed.
@@ -112,7 +115,8 @@ impl RunStatus {
     }
 
     /// The statuses counted as running (everything before terminal).
-    pub const ACTIVE: &'static [RunStatus] = &[Self::Queued, Self::Starting, Self::Running, Self::Waiting];
+    pub const ACTIVE: &'static [RunStatus] =
+        &[Self::Queued, Self::Starting, Self::Running, Self::Waiting, Self::Paused];
 
     /// The statuses of a run whose outcome is committed.
     pub const TERMINAL: &'static [RunStatus] = &[Self::Completed, Self::Failed, Self::Aborted, Self::Lost];

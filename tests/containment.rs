@@ -372,6 +372,49 @@ fn cpu_seconds_match_what_the_agent_used() {
     assert!(run["resources"]["memory_peak_bytes"].as_u64().is_some_and(|b| b > 1 << 20), "{run:#}");
 }
 
+#[test]
+fn pause_and_resume_keep_the_transcript_whole_and_the_clocks_stopped() {
+    for (mode, config) in MODES {
+        let env = mode_env(&format!("max_parallel = 1\n{config}"));
+        // 20 ticks 50 ms apart: about a second of work, inside a 3 s
+        // timeout that a 3.5 s pause would break if it counted.
+        env.command_preset_with("ticks", &[&fake_agent("ticker"), "20", "0.05"], "timeout: 3s\n");
+        env.command_preset("quick", &["true"]);
+        let id = env.launch("ticks", "x");
+        env.wait_run(&id, LIMIT, |r| r["status"] == "running");
+        let paused = env.json(&["pause", &id]);
+        assert_eq!(paused[0]["status"], "paused", "{mode}: {paused:#}");
+        let ticks = || env.ok(&["tail", &id]).lines().filter(|l| l.contains("tick ")).count();
+        let at_pause = ticks();
+        // A paused run holds no slot: a run queued behind it goes.
+        let other = env.launch("quick", "y");
+        assert_eq!(env.wait_end(&other)["status"], "completed", "{mode}: the paused run held its slot");
+        std::thread::sleep(Duration::from_millis(3500));
+        assert_eq!(ticks(), at_pause, "{mode}: the paused run went on working");
+        assert_eq!(env.show(&id)["status"], "paused");
+        let resumed = env.json(&["resume", &id]);
+        assert_eq!(resumed[0]["status"], "running", "{mode}: {resumed:#}");
+        let run = env.wait_end(&id);
+        assert_eq!(run["status"], "completed", "{mode}: the pause counted against its timeout: {run:#}");
+        let text = env.ok(&["tail", &id]);
+        let seen: Vec<&str> = text.lines().filter(|l| l.contains("tick ")).collect();
+        let want: Vec<String> = (1..=20).map(|i| format!("tick {i}")).collect();
+        assert!(seen.iter().zip(&want).all(|(l, w)| l.ends_with(w.as_str())) && seen.len() == 20, "{mode}: {text}");
+    }
+}
+
+#[test]
+fn only_a_running_run_can_be_paused() {
+    let env = mode_env("");
+    env.command_preset("quick", &["true"]);
+    let id = env.launch("quick", "x");
+    env.wait_end(&id);
+    let out = env.corral(&["pause", &id]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is completed: only a running run can be paused"), "{err}");
+}
+
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }

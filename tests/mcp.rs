@@ -62,7 +62,9 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
             "launch_agent",
             "list_presets",
             "merge_run",
+            "pause_agent",
             "reply_agent",
+            "resume_agent",
             "run_changes",
             "wait_agents"
         ]

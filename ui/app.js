@@ -87,7 +87,7 @@ export function cost(value, estimated = false) {
 }
 
 export function isActive(status) {
-  return ["queued", "starting", "running", "waiting"].includes(status);
+  return ["queued", "starting", "running", "waiting", "paused"].includes(status);
 }
 
 const routes = { runs, run, presets, launch, timeline };

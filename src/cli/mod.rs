@@ -7,6 +7,7 @@ mod discard;
 mod launch;
 mod ls;
 mod merge;
+mod pause;
 mod presets;
 mod reply;
 mod search;
@@ -84,6 +85,24 @@ enum Command {
         /// Give up after this many seconds.
         #[arg(long)]
         timeout: Option<f64>,
+        /// Print JSON (an array of run objects).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Freeze runs: every process stopped, clocks stopped, no slot held.
+    Pause {
+        /// Run ids (or unique prefixes).
+        #[arg(required = true)]
+        runs: Vec<String>,
+        /// Print JSON (an array of run objects).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Thaw paused runs (each takes a slot back before any queued run).
+    Resume {
+        /// Run ids (or unique prefixes).
+        #[arg(required = true)]
+        runs: Vec<String>,
         /// Print JSON (an array of run objects).
         #[arg(long)]
         json: bool,
@@ -180,6 +199,8 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Tail { run, follow } => tail::run(&mut store, &run, follow, &shepherd, &mut out)?,
         Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &shepherd, &mut out)?,
         Command::Abort { runs, json } => abort::run(&mut store, &runs, json, &shepherd, &mut out)?,
+        Command::Pause { runs, json } => pause::run(&mut store, &runs, true, json, &shepherd, &mut out)?,
+        Command::Resume { runs, json } => pause::run(&mut store, &runs, false, json, &shepherd, &mut out)?,
         Command::Diff { run, stat, json } => diff::run(&mut store, &run, stat, json, &mut out)?,
         Command::Merge { run, no_squash, json } => merge::run(&store, &run, no_squash, json, &mut out)?,
         Command::Discard { run } => discard::run(&mut store, &run, &mut out)?,

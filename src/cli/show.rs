@@ -57,6 +57,8 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
                 (None, _) => "-".into(),
             },
         ),
+        ("resources", resources(&run)),
+        ("contained", contained(&run)),
         ("session", or_dash(run.session_id.as_deref())),
         ("parent", or_dash(run.parent_id.as_deref())),
         ("children", if run.children.is_empty() { "-".into() } else { run.children.join(" ") }),
@@ -84,6 +86,24 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
         writeln!(out, "\nfinal text:\n{}", indent(text))?;
     }
     Ok(0)
+}
+
+/// `CPU 12.3 s, peak memory 1.2 GiB`, as last measured.
+fn resources(run: &corral::Run) -> String {
+    let Some(used) = run.resources else { return "-".into() };
+    let peak = used.memory_peak_bytes.map_or_else(|| "not measured".into(), corral::resources::human_bytes);
+    format!("CPU {:.2} s, peak memory {peak}", used.cpu_seconds)
+}
+
+/// How the run's processes are held, and each limit applied or not.
+fn contained(run: &corral::Run) -> String {
+    let Some(c) = &run.containment else { return "-".into() };
+    let mut lines = vec![match &c.cgroup {
+        Some(dir) => format!("cgroup {dir}"),
+        None => c.mechanism().to_string(),
+    }];
+    lines.extend(c.notes.iter().cloned());
+    lines.join("\n           ")
 }
 
 fn indent(text: &str) -> String {

@@ -40,6 +40,8 @@ enum ToolFailure {
     Reply(#[from] crate::reply::ReplyError),
     #[error(transparent)]
     Wait(#[from] crate::wait::WaitError),
+    #[error(transparent)]
+    Pause(#[from] crate::pause::PauseError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -203,6 +205,14 @@ impl CorralTools {
 
     /// Runs `f` with a freshly healed store on a blocking thread; any error
     /// becomes a tool error.
+    async fn pause_or_resume(&self, run_id: String, paused: bool) -> CallToolResult {
+        self.with_store(move |store, shepherd| {
+            let run = crate::pause::pause(store, &run_id, paused, crate::pause::PATIENCE, shepherd)?;
+            Ok(json_result(&RunView::from(&run)))
+        })
+        .await
+    }
+
     async fn with_store<F>(&self, f: F) -> CallToolResult
     where
         F: FnOnce(&mut Store, &ShepherdCommand) -> Result<CallToolResult, ToolFailure> + Send + 'static,
@@ -338,6 +348,20 @@ impl CorralTools {
             Ok(json_result(&RunView::from(&run)))
         })
         .await
+    }
+
+    #[tool(
+        description = "Pause a running run: every process it started is frozen, its time limits stop, and it holds no slot, until resume_agent. Use it to hold work you may want later without losing it."
+    )]
+    async fn pause_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
+        self.pause_or_resume(args.run_id, true).await
+    }
+
+    #[tool(
+        description = "Resume a paused run: it takes a slot back before any queued run and goes on where it stopped."
+    )]
+    async fn resume_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
+        self.pause_or_resume(args.run_id, false).await
     }
 
     #[tool(

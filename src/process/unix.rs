@@ -28,6 +28,10 @@ pub enum Sig {
     Cont,
     /// Kill, no questions.
     Kill,
+    /// Freeze (where no cgroup can).
+    Stop,
+    /// Look at the store: a shepherd's nudge (pause, resume).
+    Usr1,
 }
 
 impl Sig {
@@ -37,6 +41,8 @@ impl Sig {
             Sig::Term => Signal::SIGTERM,
             Sig::Cont => Signal::SIGCONT,
             Sig::Kill => Signal::SIGKILL,
+            Sig::Stop => Signal::SIGSTOP,
+            Sig::Usr1 => Signal::SIGUSR1,
         }
     }
 

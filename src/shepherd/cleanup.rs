@@ -151,6 +151,28 @@ impl Cleanup {
         }
     }
 
+    /// Freezes (or thaws) every process of the run: its cgroup, waiting (at
+    /// most a second) until the kernel says all are frozen; else SIGSTOP (or
+    /// SIGCONT) to the agent's group and each process found.
+    pub(super) fn freeze(&mut self, frozen: bool) {
+        if let Some(group) = &self.cgroup {
+            let result = group.freeze(frozen);
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while frozen && result.is_ok() && !group.is_frozen() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let dir = group.dir().display().to_string();
+            let what = if frozen { "frozen" } else { "thawed" };
+            let failed = result.err().map(|e| format!(" (failed: {e})")).unwrap_or_default();
+            return self.note(&format!("cgroup {dir} {what}{failed}"));
+        }
+        let sig = if frozen { Sig::Stop } else { Sig::Cont };
+        self.signal_group(sig);
+        for pid in self.own_processes() {
+            let _ = process::signal_pid(pid, sig);
+        }
+    }
+
     /// How many of the run's processes the OOM killer ended.
     pub(super) fn oom_kills(&self) -> u64 {
         self.cgroup.as_ref().map_or(0, RunCgroup::oom_kills)

@@ -93,6 +93,7 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     // Signals first, so neither an abort nor a child's exit can be missed.
     let mut sigchld = SignalPipe::new(&[libc::SIGCHLD]).doing("routing SIGCHLD")?;
     let mut stop = SignalPipe::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]).doing("routing stop signals")?;
+    let nudge = SignalPipe::new(&[libc::SIGUSR1]).doing("routing SIGUSR1")?;
 
     let mut store = Store::open(home)?;
     store.limit_cache(512)?;
@@ -219,6 +220,7 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         logs,
         sigchld,
         stop,
+        nudge,
         shepherd: ShepherdCommand::current_exe().doing("finding the corral executable")?,
         earlier,
         cleanup,

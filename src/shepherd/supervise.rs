@@ -52,6 +52,8 @@ pub(super) struct Setup {
     pub logs: RunLogs,
     pub sigchld: SignalPipe,
     pub stop: SignalPipe,
+    /// SIGUSR1: look at the store (a pause or resume request).
+    pub nudge: SignalPipe,
     pub shepherd: ShepherdCommand,
     /// What earlier turns reported: those of a run reopened by a reply.
     pub earlier: Option<Report>,
@@ -90,7 +92,10 @@ pub(super) struct Supervisor {
     pub(super) continuations: usize,
     logs: RunLogs,
     sigchld: SignalPipe,
+    nudge: SignalPipe,
     cleanup: Cleanup,
+    /// Frozen by `corral pause` since then: its clocks are stopped.
+    paused_since: Option<Instant>,
 
     /// The current turn: one agent process, from spawn to reaping.
     turn: Turn,
@@ -202,7 +207,9 @@ impl Supervisor {
             continuations: 0,
             logs: setup.logs,
             sigchld: setup.sigchld,
+            nudge: setup.nudge,
             cleanup,
+            paused_since: None,
             turn,
             worked: Duration::ZERO,
             held: None,
@@ -269,7 +276,7 @@ impl Supervisor {
 
             let wait = self.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
             let ready = {
-                let mut fds = vec![self.sigchld.fd(), self.stop.fd()];
+                let mut fds = vec![self.sigchld.fd(), self.stop.fd(), self.nudge.fd()];
                 fds.extend(self.turn.stdout.as_ref().map(AsFd::as_fd));
                 fds.extend(self.turn.stderr.as_ref().map(AsFd::as_fd));
                 process::wait_readable(&fds, wait).doing("waiting for the agent")?
@@ -277,10 +284,49 @@ impl Supervisor {
             if ready[1] && self.stop.drain() {
                 self.on_stop_signal()?;
             }
+            // A resume waiting for a slot looks again at every wake.
+            if (ready[2] && self.nudge.drain()) || self.paused_since.is_some() {
+                self.follow_pause()?;
+            }
             self.sigchld.drain();
             self.read_stdout(READ_BUDGET)?;
             self.read_stderr()?;
         }
+    }
+
+    /// Pauses or resumes the run as the store asks: freezes every process
+    /// of the run and frees its slot, or takes a slot back (ahead of the
+    /// queue; until one is free the run stays paused) and thaws them. The
+    /// turn's clocks do not count the pause.
+    fn follow_pause(&mut self) -> Result<(), ShepherdError> {
+        let wanted = self.store.pause_requested(&self.run_id)?;
+        match self.paused_since {
+            None if wanted && !self.turn.is_over() && !self.outcome_committed => {
+                self.flush_events()?;
+                self.cleanup.freeze(true);
+                if self.store.mark_paused(&self.run_id)? {
+                    self.paused_since = Some(Instant::now());
+                    self.note_event(EventKind::System, "paused: every process of the run is frozen".into())?;
+                    // Its slot is free now: hand it on at once.
+                    self.heal_if_due(Duration::ZERO);
+                } else {
+                    self.cleanup.freeze(false);
+                }
+            }
+            Some(since) if !wanted && self.store.resume_paused(&self.run_id, self.config.max_parallel)? => {
+                self.cleanup.freeze(false);
+                self.paused_since = None;
+                let paused = since.elapsed();
+                let shift = |at: Instant| at.checked_add(paused).unwrap_or(at);
+                self.turn.started = shift(self.turn.started);
+                self.turn.last_output = shift(self.turn.last_output);
+                self.turn.settle_at = self.turn.settle_at.map(shift);
+                let note = format!("resumed after {} paused", humantime::format_duration(round_ms(paused)));
+                self.note_event(EventKind::System, note)?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// A stop signal: an abort if one is recorded, else someone else's.
@@ -447,9 +493,9 @@ impl Supervisor {
         self.turn.last_output = now;
     }
 
-    /// The settle window and the time limits.
+    /// The settle window and the time limits (stopped while paused).
     fn check_clock(&mut self, now: Instant) -> Result<(), ShepherdError> {
-        if self.turn.is_over() {
+        if self.turn.is_over() || self.paused_since.is_some() {
             return Ok(());
         }
         if self.turn.settle_at.is_some_and(|at| now >= at) {
@@ -503,7 +549,7 @@ impl Supervisor {
             self.pending_since.map(|s| s + FLUSH_INTERVAL),
             Some(self.healed_at + HEAL_EVERY_AT_WORK),
         ];
-        if !self.turn.is_over() {
+        if !self.turn.is_over() && self.paused_since.is_none() {
             deadlines.push(self.turn.settle_at);
             deadlines.push(self.work_deadline());
             if self.turn.first_output.is_none() {
@@ -678,6 +724,10 @@ impl Supervisor {
         self.turn.over_at.get_or_insert_with(Instant::now);
         if !self.outcome_committed {
             self.commit(status, reason, Some(error.clone()))?;
+        }
+        if self.paused_since.take().is_some() {
+            // A frozen process cannot act on SIGTERM.
+            self.cleanup.freeze(false);
         }
         self.cleanup.stop(Instant::now(), &error);
         children::abort_active(self)?;
@@ -858,6 +908,11 @@ impl Drop for Supervisor {
         }
         self.cleanup.remove_cgroup();
     }
+}
+
+/// `d` to the millisecond, for notes people read.
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis().min(u64::MAX as u128) as u64)
 }
 
 fn take_pipes(child: &mut Child) -> Result<(ChildStdout, ChildStderr), ShepherdError> {

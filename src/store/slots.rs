@@ -65,13 +65,15 @@ static SLOTS_SQL: LazyLock<String> = LazyLock::new(|| {
            count(*) FILTER (WHERE status IN {slotted} AND NOT {HAS_WAIT}),
            count(*) FILTER (WHERE status = '{queued}'),
            count(*) FILTER (WHERE (status = '{waiting}' AND (slot_wanted_at IS NOT NULL OR NOT {children_active}))
-                               OR (status IN {slotted} AND {HAS_WAIT} AND NOT {waits_on_active}))
+                               OR (status IN {slotted} AND {HAS_WAIT} AND NOT {waits_on_active})
+                               OR (status = '{paused}' AND pause_requested = 0))
          FROM runs r WHERE status IN {active}",
         children_active = *CHILDREN_ACTIVE,
         slotted = RunStatus::sql_list(RunStatus::SLOTTED),
         waits_on_active = *WAITS_ON_ACTIVE,
         queued = RunStatus::Queued,
         waiting = RunStatus::Waiting,
+        paused = RunStatus::Paused,
         active = RunStatus::sql_list(RunStatus::ACTIVE),
     )
 });
@@ -157,5 +159,67 @@ impl Store {
             )?;
             Ok(n == 1)
         })
+    }
+
+    /// Asks run `id` to pause (`true`) or resume. Only a running run can be
+    /// paused and only a paused one resumed: false (nothing changed) else.
+    /// Its shepherd acts on the request (see `shepherd`).
+    pub fn request_pause(&mut self, id: &str, pause: bool) -> Result<bool, StoreError> {
+        let (want, from) = if pause {
+            (1, RunStatus::sql_list(&[RunStatus::Running]))
+        } else {
+            (0, RunStatus::sql_list(&[RunStatus::Paused, RunStatus::Running]))
+        };
+        self.write("asking a run to pause or resume", |tx| {
+            let n = tx.execute(
+                &format!("UPDATE runs SET pause_requested = ?2 WHERE id = ?1 AND status IN {from}"),
+                params![id, want],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// The shepherd froze run `id`: it is `paused` and holds no slot.
+    pub fn mark_paused(&mut self, id: &str) -> Result<bool, StoreError> {
+        let now = time::format(time::now());
+        self.write("recording a pause", |tx| {
+            let n = tx.execute(
+                &format!(
+                    "UPDATE runs SET status = '{}', paused_at = ?2 WHERE id = ?1 AND status = '{}' AND pause_requested = 1",
+                    RunStatus::Paused,
+                    RunStatus::Running
+                ),
+                params![id, now],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// A paused run asked to resume takes a slot back (before any queued
+    /// run): true if it has one and is `running` again.
+    pub fn resume_paused(&mut self, id: &str, max_parallel: usize) -> Result<bool, StoreError> {
+        self.write("resuming a run", |tx| {
+            if slots_in(tx)?.working >= max_parallel {
+                return Ok(false);
+            }
+            let n = tx.execute(
+                &format!(
+                    "UPDATE runs SET status = '{}', paused_at = NULL WHERE id = ?1 AND status = '{}' AND pause_requested = 0",
+                    RunStatus::Running,
+                    RunStatus::Paused
+                ),
+                [id],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// True while someone asked run `id` to pause (and not since to resume).
+    pub fn pause_requested(&self, id: &str) -> Result<bool, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT pause_requested FROM runs WHERE id = ?1")
+            .and_then(|mut stmt| stmt.query_row([id], |r| r.get::<_, i64>(0)))
+            .map(|v| v != 0)
+            .doing("reading a pause request")
     }
 }

@@ -19,7 +19,7 @@ export async function show(view, _arg, params) {
     oninput: (e) => { state.query = e.target.value; clearTimeout(searchTimer); searchTimer = setTimeout(refresh, 200); },
   });
   const filter = h("select", { id: "status-filter", onchange: (e) => { state.status = e.target.value; refresh(); } },
-    ["", "queued", "starting", "running", "waiting", "completed", "failed", "aborted", "lost"].map((s) =>
+    ["", "queued", "starting", "running", "waiting", "paused", "completed", "failed", "aborted", "lost"].map((s) =>
       h("option", { value: s, selected: s === state.status }, s || "any status")));
   const all = h("label", {}, h("input", { type: "checkbox", checked: state.all, onchange: (e) => { state.all = e.target.checked; refresh(); } }), " include cleared");
   const clear = h("button", { onclick: async () => { await call("clear_finished"); refresh(); } }, "Clear finished");

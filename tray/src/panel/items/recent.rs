@@ -13,6 +13,7 @@ pub fn mark(status: RunStatus) -> &'static str {
         RunStatus::Queued => "…",
         RunStatus::Starting | RunStatus::Running => "▶",
         RunStatus::Waiting => "⧗",
+        RunStatus::Paused => "⏸",
         RunStatus::Completed => "✓",
         RunStatus::Failed => "✗",
         RunStatus::Aborted => "■",
