@@ -618,8 +618,8 @@ impl Supervisor {
                     .note(&format!("waiting for Corral processes of the run to finish: pids {}", pids.join(" ")));
                 noted = true;
             }
-            // Reap the ones that ended (orphans are this shepherd's).
-            while let Ok(Some(_)) = process::reap_any() {}
+            // Nothing is reaped here: the agent's exit status is read by
+            // `reap` alone (zombies are in no list of the run's processes).
             std::thread::sleep(LAUNCHER_POLL);
         }
     }
