@@ -17,6 +17,8 @@ pub enum AppError {
     #[error(transparent)]
     Reply(#[from] corral::reply::ReplyError),
     #[error(transparent)]
+    Pause(#[from] corral::pause::PauseError),
+    #[error(transparent)]
     Autostart(#[from] corral::autostart::AutostartError),
     #[error("{0}")]
     Io(#[from] std::io::Error),

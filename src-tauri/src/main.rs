@@ -116,6 +116,7 @@ fn main() -> ExitCode {
             commands::runs::transcript,
             commands::runs::transcript_size,
             commands::runs::abort_run,
+            commands::runs::pause_run,
             commands::runs::relaunch_run,
             commands::runs::clear_finished,
             commands::runs::timeline,

@@ -35,6 +35,8 @@ const STDERR_TAIL: usize = 4096;
 /// How often a turn that ended looks again for Corral processes of the run
 /// still recording child runs.
 const LAUNCHER_POLL: Duration = Duration::from_millis(2);
+/// How often the resource use of a working run is recorded.
+const MEASURE_EVERY: Duration = Duration::from_secs(5);
 /// How long a turn that ended with processes left waits for one of them to
 /// turn out to be a Corral launcher (a fork not yet exec'd).
 const LAUNCH_SETTLE: Duration = Duration::from_millis(50);
@@ -113,6 +115,8 @@ pub(super) struct Supervisor {
     corral_exe: std::path::PathBuf,
     /// When this shepherd last healed the store.
     healed_at: Instant,
+    /// When it last recorded the run's resource use.
+    measured_at: Instant,
 
     pending: Vec<TranscriptEvent>,
     pending_since: Option<Instant>,
@@ -217,6 +221,7 @@ impl Supervisor {
             corral_exe: std::fs::canonicalize(&setup.shepherd.program).unwrap_or(setup.shepherd.program.clone()),
             shepherd: setup.shepherd,
             healed_at: Instant::now(),
+            measured_at: Instant::now(),
             pending: Vec::new(),
             pending_since: None,
             retrying: None,
@@ -273,6 +278,14 @@ impl Supervisor {
                 self.flush_events()?;
             }
             self.heal_if_due(HEAL_EVERY_AT_WORK);
+            if self.measured_at.elapsed() >= MEASURE_EVERY {
+                // Live figures for `show` and the window; a failure is not
+                // the run's.
+                self.measured_at = Instant::now();
+                if let Err(e) = self.record_resources() {
+                    tracing::warn!(run = %self.run_id, "cannot record the run's resource use: {e}");
+                }
+            }
 
             let wait = self.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
             let ready = {
@@ -548,6 +561,7 @@ impl Supervisor {
             self.cleanup.deadline(),
             self.pending_since.map(|s| s + FLUSH_INTERVAL),
             Some(self.healed_at + HEAL_EVERY_AT_WORK),
+            Some(self.measured_at + MEASURE_EVERY),
         ];
         if !self.turn.is_over() && self.paused_since.is_none() {
             deadlines.push(self.turn.settle_at);

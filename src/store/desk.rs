@@ -30,6 +30,8 @@ pub struct Spend {
     pub tokens: u64,
     /// Cost in USD, of runs that report one.
     pub cost_usd: f64,
+    /// CPU seconds of the runs' whole process trees, as last measured.
+    pub cpu_seconds: f64,
 }
 
 impl Store {
@@ -142,10 +144,10 @@ impl Store {
         self.conn()
             .query_row(
                 "SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0),
-                        coalesce(sum(cost_usd), 0.0)
+                        coalesce(sum(cost_usd), 0.0), coalesce(sum(cpu_seconds), 0.0)
                  FROM runs WHERE created_at >= ?1",
                 [time::format(since)],
-                |r| Ok(Spend { tokens: r.get::<_, i64>(0)? as u64, cost_usd: r.get(1)? }),
+                |r| Ok(Spend { tokens: r.get::<_, i64>(0)? as u64, cost_usd: r.get(1)?, cpu_seconds: r.get(2)? }),
             )
             .doing("summing usage")
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use corral::preset::{self, PresetSource, Roots};
 use corral::store::{Counts, RunFilter};
-use corral::{Home, Run, Store};
+use corral::{Home, Run, RunStatus, Store};
 
 use crate::error::TrayError;
 
@@ -24,6 +24,10 @@ pub struct TrayView {
     pub launchable: Vec<Launchable>,
     /// "Do not disturb" is on.
     pub quiet: bool,
+    /// Runs whose agents work (what "Pause all running" would freeze).
+    pub working: usize,
+    /// Runs paused.
+    pub paused: usize,
 }
 
 /// One preset the Launch submenu offers.
@@ -39,7 +43,9 @@ impl TrayView {
     /// Reads the view from `store`, with `counts` read by the caller.
     pub fn read(store: &Store, home: &Home, counts: Counts, quiet: bool) -> Result<TrayView, TrayError> {
         let recent = store.runs(&RunFilter { limit: Some(RECENT), ..RunFilter::default() })?;
-        Ok(TrayView { counts, recent, launchable: launchable(home), quiet })
+        let count = |status| store.runs(&RunFilter { status: Some(status), ..RunFilter::default() }).map(|r| r.len());
+        let (working, paused) = (count(RunStatus::Running)?, count(RunStatus::Paused)?);
+        Ok(TrayView { counts, recent, launchable: launchable(home), quiet, working, paused })
     }
 
     /// The title beside the icon: `N running / M total`.
@@ -93,7 +99,7 @@ mod tests {
     #[test]
     fn the_title_and_the_icon_follow_the_counts() {
         let counts = Counts { running: 2, total: 5, unseen_failures: 0, attention: 0 };
-        let view = TrayView { counts, recent: Vec::new(), launchable: Vec::new(), quiet: false };
+        let view = TrayView { counts, recent: Vec::new(), launchable: Vec::new(), quiet: false, working: 0, paused: 0 };
         assert_eq!(view.title(), "2 running / 5 total");
         assert_eq!(view.look(), (2, false));
         let attention = TrayView { counts: Counts { attention: 1, ..counts }, ..view.clone() };

@@ -88,6 +88,8 @@ function renderHeader() {
     h("span", { style: "flex:1" }),
     h("button", { onclick: () => openWith("open_run_folder"), title: run.worktree ? "Its worktree" : "Its folder" }, "Open folder"),
     h("button", { onclick: () => openWith("open_run_terminal") }, "Open terminal"),
+    run.status === "running" ? h("button", { id: "pause", onclick: () => pause(true), title: "Freeze every process of the run; it holds no slot and its clocks stop" }, "Pause") : null,
+    run.status === "paused" ? h("button", { id: "resume", onclick: () => pause(false) }, "Resume") : null,
     isActive(run.status) ? h("button", { class: "danger", id: "abort", onclick: abort }, "Abort") : null,
     h("button", { id: "relaunch", onclick: relaunch }, "Relaunch"),
   );
@@ -101,6 +103,8 @@ function renderHeader() {
       ["Duration", duration(run)],
       ["Tokens", `${tokens(run)}  (in ${run.usage.input_tokens}, out ${run.usage.output_tokens}, cache read ${run.usage.cache_read_tokens}, write ${run.usage.cache_write_tokens})`],
       ["Cost", cost(run.cost_usd, run.cost_estimated)],
+      ["Resources", resources(run)],
+      ["Contained", contained(run)],
       ["Created", run.created_at], ["Started", run.started_at ?? "-"], ["Completed", run.completed_at ?? "-"], ["Exited", run.exited_at ?? "-"],
       ["Parent", run.parent_id ? link(run.parent_id) : "-"],
       ["Children", run.children.length ? run.children.flatMap((c, i) => (i ? [" ", link(c)] : [link(c)])) : "-"],
@@ -216,6 +220,40 @@ async function abort() {
     say(String(e), true);
   }
   await refresh();
+}
+
+async function pause(paused) {
+  const button = view.querySelector(paused ? "#pause" : "#resume");
+  button.disabled = true;
+  say(paused ? "pausing…" : "resuming…");
+  try {
+    const run = await call("pause_run", { id: runId, paused });
+    say(run.status === "paused" && !paused ? `${run.id} waits for a free slot to resume` : `${run.id} ${run.status}`);
+  } catch (e) {
+    say(String(e), true);
+  }
+  await refresh();
+}
+
+/** CPU seconds and peak memory of the run's whole process tree. */
+function resources(run) {
+  if (!run.resources) return "-";
+  const peak = run.resources.memory_peak_bytes;
+  return `CPU ${run.resources.cpu_seconds.toFixed(2)} s · peak memory ${peak == null ? "not measured" : bytes(peak)}`;
+}
+
+/** How the run's processes are held, and each limit said. */
+function contained(run) {
+  const c = run.containment;
+  if (!c) return "-";
+  return [c.cgroup ? `cgroup ${c.cgroup}` : "process tree", ...(c.notes ?? [])].join(" · ");
+}
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return i ? `${n.toFixed(1)} ${units[i]}` : `${n} B`;
 }
 
 async function relaunch() {

@@ -33,7 +33,7 @@ export async function refresh(change) {
   if (!root) return;
   const data = await call("timeline", { hours });
   const now = Date.parse(data.now);
-  root.querySelector("#today").textContent = `today: ${data.today.tokens.toLocaleString()} tokens, $${data.today.cost_usd.toFixed(4)}`;
+  root.querySelector("#today").textContent = `today: ${data.today.tokens.toLocaleString()} tokens, $${data.today.cost_usd.toFixed(4)}, ${data.today.cpu_seconds.toFixed(1)} CPU s`;
   const body = root.querySelector("#timeline-body");
   if (!data.runs.length) {
     body.replaceChildren(h("div", { class: "empty" }, "No runs in this period."));
@@ -55,7 +55,7 @@ export async function refresh(change) {
     const begin = Date.parse(run.started_at ?? run.created_at);
     const end = run.completed_at ? Date.parse(run.completed_at) : (isActive(run.status) ? now : begin);
     const track = h("div", { class: "tl-track" },
-      h("div", { class: `tl-bar ${run.status}`, style: `left:${x(begin)};width:${width(begin, end)}`, title: `${run.status} ${run.id}` }));
+      h("div", { class: `tl-bar ${run.status}`, style: `left:${x(begin)};width:${width(begin, end)}`, title: barTitle(run) }));
     if (run.waiting_at) {
       const w = Date.parse(run.waiting_at);
       const wEnd = run.status === "waiting" ? now : end;
@@ -70,4 +70,12 @@ export async function refresh(change) {
   const fmt = (t) => new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: precise ? "2-digit" : undefined });
   body.replaceChildren(h("div", { class: "timeline" }, rows),
     h("div", { class: "tl-axis" }, h("span", {}, fmt(start)), h("span", {}, fmt(start + span / 2)), h("span", {}, "now")));
+}
+
+/** A bar's tooltip: status, id, and what the run's processes used. */
+function barTitle(run) {
+  const r = run.resources;
+  if (!r) return `${run.status} ${run.id}`;
+  const peak = r.memory_peak_bytes == null ? "" : `, peak ${(r.memory_peak_bytes / 1048576).toFixed(0)} MiB`;
+  return `${run.status} ${run.id} · CPU ${r.cpu_seconds.toFixed(1)} s${peak}`;
 }

@@ -106,6 +106,13 @@ pub fn abort_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError
     Ok(result.run().clone())
 }
 
+/// Pauses (freezes) a running run, or resumes a paused one.
+#[tauri::command(async)]
+pub fn pause_run(state: State<'_, AppState>, id: String, paused: bool) -> Result<Run, AppError> {
+    let mut store = state.store()?;
+    Ok(corral::pause::pause(&mut store, &id, paused, corral::pause::PATIENCE, &state.shepherd()?)?)
+}
+
 /// Launches a run again with the same preset, task, folder and model.
 #[tauri::command(async)]
 pub fn relaunch_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {

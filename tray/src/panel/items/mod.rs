@@ -4,6 +4,7 @@ pub mod clear;
 pub mod counts;
 pub mod launch;
 pub mod open;
+pub mod pause;
 pub mod problem;
 pub mod quiet;
 pub mod quit;
@@ -17,7 +18,9 @@ use crate::view::TrayView;
 pub fn lines(view: &TrayView) -> Vec<Line> {
     let mut lines = vec![counts::line(&view.counts), Line::Separator, launch::line(&view.launchable), Line::Separator];
     lines.extend(recent::lines(&view.recent));
-    lines.extend([Line::Separator, open::line(), clear::line(), quiet::line(view.quiet), quit::line()]);
+    lines.push(Line::Separator);
+    lines.extend(pause::lines(view.working, view.paused));
+    lines.extend([open::line(), clear::line(), quiet::line(view.quiet), quit::line()]);
     lines
 }
 
@@ -31,6 +34,8 @@ pub fn clicked(state: &TrayState, id: &str) {
         match id {
             open::ID => open::clicked(),
             clear::ID => clear::clicked(state),
+            pause::PAUSE_ID => pause::clicked(state, true),
+            pause::RESUME_ID => pause::clicked(state, false),
             quiet::ID => quiet::clicked(state),
             quit::ID => quit::clicked(),
             _ => {}
@@ -60,6 +65,8 @@ mod tests {
             recent: Vec::new(),
             launchable: Vec::new(),
             quiet: true,
+            working: 0,
+            paused: 0,
         };
         assert_eq!(
             labels(&lines(&view)),
@@ -70,6 +77,7 @@ mod tests {
                 "-",
                 "No runs yet",
                 "-",
+                "Pause all running",
                 "Open Corral",
                 "Clear finished",
                 "Do not disturb",
