@@ -1,10 +1,12 @@
 //! A model-based random test of the store's truth where agents orchestrate
 //! agents.
 //!
-//! A seeded generator picks operations — launch, launch as a child, wait in
-//! the agent's own turn on its children, end, `kill -9` of a shepherd,
-//! abort, a reply (a new turn of a run that ended, or one kept for a run's
-//! next turn), restart of a watching process — against real shepherds
+//! A seeded generator picks operations — launch (with a `setup` that leaves
+//! a process behind, or without), launch as a child, launch a child in the
+//! background and end at once, wait in the agent's own turn on its
+//! children, a wait cut short (timed out, or killed), end, `kill -9` of a
+//! shepherd, abort, a reply (a new turn of a run that ended, or one kept for
+//! a run's next turn), restart of a watching process — against real shepherds
 //! running a scripted fake agent (`tests/fake-agents/worker`, as pi), with `max_parallel`
 //! from 1 to 3. After every step, reading only the store and `/proc`, it
 //! checks within a bounded time that:
@@ -12,7 +14,9 @@
 //! - no run is queued while a slot is free;
 //! - no parent is `waiting` on children that all ended while a slot is free
 //!   for it to go on;
-//! - no process of an ended run is alive, and its exit is recorded;
+//! - no process of an ended run is alive (by its id, and in its cgroup), and
+//!   its exit is recorded;
+//! - no run completed while a child of its was still active;
 //!
 //! and at every look, that at most `max_parallel` runs work. At the end,
 //! every run must reach a terminal status. A failure prints the seed and
@@ -88,9 +92,17 @@ impl Sequence {
         let mut rng = fastrand::Rng::with_seed(seed);
         let env = Env::new();
         let max_parallel = rng.usize(1..=3);
-        env.config(&format!("max_parallel = {max_parallel}\nchildren_timeout = \"none\"\n"));
+        // The default exit grace: a background launch has that long to be
+        // recorded before its parent's turn is judged.
+        std::fs::create_dir_all(&env.home).unwrap();
+        let config = format!(
+            "max_parallel = {max_parallel}\nchildren_timeout = \"none\"\nexit_grace = \"1s\"\nstop_grace = \"300ms\"\n"
+        );
+        std::fs::write(env.home.join("config.toml"), config).unwrap();
         // As pi: an agent that resumes its session, so runs can be replied to.
         env.agent_preset("worker", "pi", "");
+        // Its setup leaves a process behind, which must end with the run.
+        env.agent_preset("setup-worker", "pi", "setup: [sh, -c, \"sleep 300 >/dev/null 2>&1 &\"]\n");
         env.use_fake("pi", "worker");
         let ctl = env.project.join("ctl");
         std::fs::create_dir_all(&ctl).unwrap();
@@ -150,14 +162,15 @@ impl Sequence {
     }
 
     fn launch(&mut self) {
-        let mut cmd = self.env.command(&["launch", "worker", "top"]);
+        let preset = if self.rng.u8(0..4) == 0 { "setup-worker" } else { "worker" };
+        let mut cmd = self.env.command(&["launch", preset, "top"]);
         cmd.env("MODEL_CTL", &self.ctl);
         let out = cmd.output().unwrap();
         if !out.status.success() {
             self.fail(&format!("launch failed: {}", String::from_utf8_lossy(&out.stderr)));
         }
         let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        self.log.push(format!("launch -> {id}"));
+        self.log.push(format!("launch {preset} -> {id}"));
         self.runs.push(ModelRun { id, commands: 0, told_to_end: false });
     }
 
@@ -200,7 +213,38 @@ impl Sequence {
                     self.runs.push(ModelRun { id: child, commands: 0, told_to_end: false });
                 }
             }
-            45..=54 if !running.is_empty() => {
+            45..=48 if !running.is_empty() && self.runs.len() < 14 => {
+                let i = running[self.rng.usize(..running.len())];
+                let n = self.command(i, "bglaunch worker");
+                self.command(i, "end 0");
+                self.runs[i].told_to_end = true;
+                let id = self.runs[i].id.clone();
+                let out = self.ctl.join(&id).join(format!("{n}.out"));
+                // The launch is recorded in the agent's turn, before its end
+                // is judged; the model learns the child's id once it is.
+                let started = Instant::now();
+                let child = loop {
+                    let text = std::fs::read_to_string(&out).unwrap_or_default();
+                    if !text.trim().is_empty() || started.elapsed() >= SETTLE {
+                        break text.trim().to_string();
+                    }
+                    if self.store().run(&id).unwrap().status.is_terminal() && started.elapsed() > Duration::from_secs(2)
+                    {
+                        break String::new();
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                };
+                self.log.push(format!("{id} launches a child in the background and ends -> {child:?}"));
+                if !child.is_empty() {
+                    self.runs.push(ModelRun { id: child, commands: 0, told_to_end: false });
+                }
+            }
+            49..=51 if !running.is_empty() => {
+                let i = running[self.rng.usize(..running.len())];
+                self.command(i, "waitshort");
+                self.log.push(format!("{} waits on its children, cut short twice, and works on", self.runs[i].id));
+            }
+            52..=54 if !running.is_empty() => {
                 let i = running[self.rng.usize(..running.len())];
                 self.command(i, "wait");
                 // After the wait it ends, so the sequence keeps moving.
@@ -333,6 +377,16 @@ impl Sequence {
                     let left = pids_with_env("CORRAL_RUN_ID", &run.id);
                     if !left.is_empty() {
                         return Some(format!("{} ended ({status}) but processes {left:?} are alive", run.id));
+                    }
+                    let group = run.containment.as_ref().and_then(|c| c.cgroup.as_deref());
+                    if let Some(dir) = group.filter(|dir| std::path::Path::new(dir).exists()) {
+                        return Some(format!("{} ended ({status}) but its cgroup {dir} is left", run.id));
+                    }
+                    if status == RunStatus::Completed {
+                        let kids: Vec<Run> = run.children.iter().map(|c| store.run(c).unwrap()).collect();
+                        if let Some(kid) = kids.iter().find(|k| k.status.is_active()) {
+                            return Some(format!("{} completed while its child {} is {}", run.id, kid.id, kid.status));
+                        }
                     }
                 }
                 _ => {}

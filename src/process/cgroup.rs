@@ -275,10 +275,12 @@ impl RunCgroup {
     /// Removes the run's groups, deepest first. Only an empty group can go;
     /// one that cannot is left for the next heal.
     pub fn remove(&self) -> io::Result<()> {
+        // Each goes if it can, whatever the others do.
+        let mut result = remove_tree(&self.dir);
         for group in &self.v1 {
-            remove_tree(&group.dir)?;
+            result = result.and(remove_tree(&group.dir));
         }
-        remove_tree(&self.dir)
+        result
     }
 }
 
@@ -286,13 +288,28 @@ impl RunCgroup {
 /// started by a run's agent (a child run) must not be stopped with its
 /// parent, nor keep its parent's group populated.
 pub fn leave_run_group() -> io::Result<()> {
-    let (Some(mount), Some(own)) = (v2_mount(), own_path(None)) else { return Ok(()) };
+    // The v2 group, and the v1 groups of a hybrid system's limits.
+    let mut result = Ok(());
+    if let (Some(mount), Some(own)) = (v2_mount(), own_path(None)) {
+        result = leave(&mount, &own);
+    }
+    for controller in ["memory", "pids", "cpu"] {
+        if let (Some(mount), Some(own)) = (v1_mount(controller), own_path(Some(controller))) {
+            result = result.and(leave(&mount, &own));
+        }
+    }
+    result
+}
+
+/// Moves this process from the run's group `own` of the hierarchy at
+/// `mount` to the shepherds' group beside it; nothing if `own` is no run's.
+fn leave(mount: &Path, own: &str) -> io::Result<()> {
     let parts: Vec<&str> = own.split('/').filter(|p| !p.is_empty()).collect();
     let Some(at) = parts.iter().position(|p| *p == CORRAL_DIR) else { return Ok(()) };
     if parts.get(at + 1).is_none_or(|p| *p == SHEPHERDS_DIR) {
         return Ok(());
     }
-    let shepherds = mount.join(corral_base(&own)).join(SHEPHERDS_DIR);
+    let shepherds = mount.join(corral_base(own)).join(SHEPHERDS_DIR);
     make_dir(&shepherds)?;
     fs::write(shepherds.join("cgroup.procs"), std::process::id().to_string())
 }
