@@ -47,7 +47,7 @@ pub enum WorktreeError {
     #[error("--base {reference} is not a commit in {repo}: {detail}")]
     BadBase { reference: String, repo: PathBuf, detail: String },
     /// git could not be run.
-    #[error("cannot run git ({doing}): {source}; install git")]
+    #[error("cannot run git ({doing}): {source}{}", if source.kind() == std::io::ErrorKind::NotFound { "; install git" } else { "" })]
     NoGit { doing: &'static str, source: std::io::Error },
     /// A git command failed.
     #[error("git failed {doing}: {detail}")]
@@ -221,10 +221,19 @@ pub fn patch(worktree: &Worktree) -> Result<String, WorktreeError> {
 
 /// Brings the run's changes into `branch` of the user's repository `repo`
 /// as one commit with `message`, or changes nothing and says why: a
-/// conflict, uncommitted changes in the files it would touch, or another
-/// branch checked out.
+/// conflict, uncommitted changes in the files it would touch, another
+/// branch checked out, or an operation of the user's in progress.
+///
+/// The commit is built from a tree of Corral's own (HEAD plus the run's
+/// change, in a private index), so nothing the user had staged goes into
+/// it; then the run's change is applied to the user's index and working
+/// tree (its files only: the rest of what the user staged stays staged),
+/// and the branch is moved from the very commit it was on. If that last
+/// step fails, the change is taken back out: the repository is as before.
+/// Paths of any number go through files, never the command line.
 pub fn merge_squashed(repo: &Path, branch: &str, worktree: &Worktree, message: &str) -> Result<String, WorktreeError> {
     require_branch(repo, branch)?;
+    require_quiet(repo)?;
     let path = Path::new(&worktree.path);
     let tree = snapshot(path)?;
     let patch = git(path, &["diff", "--binary", "--no-renames", &worktree.base, &tree], "diffing")?;
@@ -233,38 +242,152 @@ pub fn merge_squashed(repo: &Path, branch: &str, worktree: &Worktree, message: &
     }
     // Uncommitted changes of the user's in any file the run touches stop it.
     let touched = git(path, &["diff", "--name-only", "-z", "--no-renames", &worktree.base, &tree], "listing changes")?;
-    let touched: Vec<&str> = touched.split('\0').filter(|p| !p.is_empty()).collect();
-    let mut args = vec!["status", "--porcelain", "-z", "--untracked-files=all", "--"];
-    args.extend(touched.iter().copied());
-    let dirty = git(repo, &args, "looking for your uncommitted changes")?;
-    let dirty: Vec<&str> = dirty.split('\0').filter(|e| e.len() > 3).map(|e| &e[3..]).collect();
+    let touched: std::collections::BTreeSet<&str> = touched.split('\0').filter(|p| !p.is_empty()).collect();
+    let yours = uncommitted_paths(repo)?;
+    let dirty: Vec<&str> = yours.iter().map(String::as_str).filter(|p| touched.contains(p)).collect();
     if !dirty.is_empty() {
-        return Err(WorktreeError::WouldConflict(format!(
-            "you have uncommitted changes in files the run changed ({}); nothing was changed. Commit or stash \
-             them, then merge again (the worktree stays)",
+        let shown = if dirty.len() > 10 {
+            format!("{}, and {} more", dirty[..10].join(", "), dirty.len() - 10)
+        } else {
             dirty.join(", ")
+        };
+        return Err(WorktreeError::WouldConflict(format!(
+            "you have uncommitted changes in files the run changed ({shown}); nothing was changed. Commit or stash \
+             them, then merge again (the worktree stays)"
         )));
     }
-    let file = tempfile::NamedTempFile::new()
-        .and_then(|mut f| std::io::Write::write_all(&mut f, patch.as_bytes()).map(|_| f))
-        .map_err(|e| WorktreeError::Git { doing: "writing the patch", detail: e.to_string() })?;
-    let patch_path = file.path().to_string_lossy().into_owned();
-    // --index: the patch must apply to the index and the working tree alike,
-    // so uncommitted changes in the files it touches stop it; --check first,
-    // so a failure changes nothing.
-    let check = git_output(repo, &["apply", "--index", "--check", &patch_path], &[], "checking the merge")?;
-    if !check.status.success() {
-        return Err(WorktreeError::WouldConflict(format!(
-            "merging would touch your work: {}; nothing was changed. Commit or stash your changes in those files, \
-             or merge by hand: `git -C {} merge {}` (the worktree stays)",
-            stderr_of(&check),
+    let patch_file = temp_file_with(patch.as_bytes(), "writing the patch")?;
+    let patch_path = patch_file.path().to_string_lossy().into_owned();
+    let refuse = |detail: String| {
+        WorktreeError::WouldConflict(format!(
+            "merging would touch your work: {detail}; nothing was changed. Commit or stash your changes in those \
+             files, or merge by hand: `git -C {} merge {}` (the worktree stays)",
             repo.display(),
             worktree.branch
+        ))
+    };
+    let old = git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string();
+
+    // 1. The commit, from HEAD and the run's change alone.
+    let index = temp_file_with(b"", "making a private index")?;
+    let private = [("GIT_INDEX_FILE", index.path())];
+    let steps: [(&[&str], &'static str); 2] = [
+        (&["read-tree", &old], "reading your branch"),
+        (&["apply", "--cached", &patch_path], "applying the run's changes"),
+    ];
+    for (args, doing) in steps {
+        let out = git_output(repo, args, &private, doing)?;
+        if !out.status.success() {
+            return Err(refuse(stderr_of(&out)));
+        }
+    }
+    let out = git_output(repo, &["write-tree"], &private, "writing the merged tree")?;
+    if !out.status.success() {
+        return Err(WorktreeError::Git { doing: "writing the merged tree", detail: stderr_of(&out) });
+    }
+    let merged_tree = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let message_file = temp_file_with(message.as_bytes(), "writing the commit message")?;
+    let message_path = message_file.path().to_string_lossy().into_owned();
+    let mut args = committer(repo)?.to_vec();
+    args.extend(["commit-tree", &merged_tree, "-p", &old, "-F", &message_path]);
+    let commit = git(repo, &args, "committing the run's changes")?.trim().to_string();
+
+    // 2. The user's working tree and index: the run's files only. `apply`
+    // changes everything or nothing.
+    let check = git_output(repo, &["apply", "--index", "--check", &patch_path], &[], "checking the merge")?;
+    if !check.status.success() {
+        return Err(refuse(stderr_of(&check)));
+    }
+    let applied = git_output(repo, &["apply", "--index", &patch_path], &[], "applying the run's changes")?;
+    if !applied.status.success() {
+        return Err(refuse(stderr_of(&applied)));
+    }
+
+    // 3. The branch, moved only from the commit it was on.
+    let reflog = format!("corral: merge {}", worktree.branch);
+    let moved = git_output(repo, &["update-ref", "-m", &reflog, "HEAD", &commit, &old], &[], "moving your branch")?;
+    if !moved.status.success() {
+        let undone = git_output(repo, &["apply", "--index", "-R", &patch_path], &[], "taking the change back out")?;
+        let state = if undone.status.success() {
+            "nothing was changed".to_string()
+        } else {
+            format!(
+                "and taking the change back out failed too ({}): check `git -C {} status`",
+                stderr_of(&undone),
+                repo.display()
+            )
+        };
+        return Err(WorktreeError::WouldConflict(format!(
+            "cannot move {branch} to the merge ({}); {state}. Merge again",
+            stderr_of(&moved)
         )));
     }
-    git(repo, &["apply", "--index", &patch_path], "applying the run's changes")?;
-    commit(repo, message, "committing the run's changes")?;
-    Ok(git(repo, &["rev-parse", "HEAD"], "reading the new commit")?.trim().to_string())
+    Ok(commit)
+}
+
+/// Every path with uncommitted changes of the user's (staged, unstaged,
+/// untracked, both sides of a rename), read in one call whatever their
+/// number.
+fn uncommitted_paths(repo: &Path) -> Result<Vec<String>, WorktreeError> {
+    let status = git(
+        repo,
+        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        "looking for your uncommitted changes",
+    )?;
+    let mut paths = Vec::new();
+    let mut records = status.split('\0').filter(|r| !r.is_empty());
+    while let Some(record) = records.next() {
+        if record.len() < 4 {
+            continue;
+        }
+        let (code, path) = record.split_at(3);
+        paths.push(path.to_string());
+        // A rename or copy names its source in the next record.
+        if code.starts_with('R') || code.starts_with('C') {
+            paths.extend(records.next().map(str::to_string));
+        }
+    }
+    Ok(paths)
+}
+
+/// A private temporary file holding `bytes`.
+fn temp_file_with(bytes: &[u8], doing: &'static str) -> Result<tempfile::NamedTempFile, WorktreeError> {
+    tempfile::NamedTempFile::new()
+        .and_then(|mut f| std::io::Write::write_all(&mut f, bytes).map(|()| f))
+        .map_err(|e| WorktreeError::Git { doing, detail: e.to_string() })
+}
+
+/// Changes nothing while the user's repository is in the middle of an
+/// operation of theirs (a merge, rebase, cherry-pick, revert, `git am` or
+/// bisect) or has unmerged files: Corral never mixes its change into it,
+/// nor undoes it.
+fn require_quiet(repo: &Path) -> Result<(), WorktreeError> {
+    const IN_PROGRESS: [(&str, &str, &str); 6] = [
+        ("MERGE_HEAD", "a merge", "finish it (`git commit`) or undo it (`git merge --abort`)"),
+        ("CHERRY_PICK_HEAD", "a cherry-pick", "`git cherry-pick --continue`, or `--abort`"),
+        ("REVERT_HEAD", "a revert", "`git revert --continue`, or `--abort`"),
+        ("rebase-merge", "a rebase", "`git rebase --continue`, or `--abort`"),
+        ("rebase-apply", "a rebase or `git am`", "`git rebase --continue` (`git am --continue`), or `--abort`"),
+        ("BISECT_LOG", "a bisect", "`git bisect reset`"),
+    ];
+    for (file, what, how) in IN_PROGRESS {
+        let at = git(repo, &["rev-parse", "--git-path", file], "looking for an operation in progress")?;
+        let at = repo.join(at.trim());
+        if at.exists() {
+            return Err(WorktreeError::WouldConflict(format!(
+                "{} is in the middle of {what} of yours; nothing was changed. {how}, then merge again",
+                repo.display()
+            )));
+        }
+    }
+    let unmerged = git(repo, &["ls-files", "--unmerged", "-z"], "looking for unmerged files")?;
+    if !unmerged.is_empty() {
+        return Err(WorktreeError::WouldConflict(format!(
+            "{} has unmerged files (a conflict of yours); nothing was changed. Resolve them and commit, then merge again",
+            repo.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Changes nothing unless `repo` has `branch` checked out.
@@ -314,6 +437,7 @@ pub fn remove(repo: &Path, worktree: &Worktree) -> Result<(), WorktreeError> {
 /// branch first), or changes nothing and says why.
 pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &str) -> Result<String, WorktreeError> {
     require_branch(repo, branch)?;
+    require_quiet(repo)?;
     let path = Path::new(&worktree.path);
     git(path, &["add", "--all", "--", "."], "collecting the worktree's changes")?;
     let staged = git_output(path, &["diff", "--cached", "--quiet"], &[], "looking for uncommitted changes")?;
@@ -326,8 +450,12 @@ pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &st
     let out = git_output(repo, &args, &[], "merging")?;
     if !out.status.success() {
         let why = stderr_of(&out);
-        // A conflicted merge is undone; a refused one changed nothing.
-        let _ = git_output(repo, &["merge", "--abort"], &[], "undoing the merge");
+        // A conflicted merge is undone; a refused one changed nothing. The
+        // merge in progress now is Corral's own: there was none before.
+        let merge_head = git(repo, &["rev-parse", "--git-path", "MERGE_HEAD"], "looking for the merge")?;
+        if repo.join(merge_head.trim()).exists() {
+            let _ = git_output(repo, &["merge", "--abort"], &[], "undoing the merge");
+        }
         return Err(WorktreeError::WouldConflict(format!(
             "merging {} would touch your work or conflicts ({why}); nothing was changed. Commit or stash your \
              changes, or merge by hand: `git -C {} merge {}` (the worktree stays)",

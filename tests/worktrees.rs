@@ -222,3 +222,139 @@ fn a_child_launched_in_a_worktree_works_in_it_and_discard_waits_for_the_end() {
     assert_eq!(child["final_text"].as_str().unwrap().trim(), path, "the child works in its parent's worktree");
     assert!(child["worktree"].is_null());
 }
+
+/// A finished `edit` run (launched from `sub`, as it expects).
+fn finished_edit(env: &Env) -> String {
+    let out = launch_in(env, &env.project.join("sub"), &["launch", "edit", "change things"]);
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+    id
+}
+
+/// Everything git says of the user's repository: HEAD, status, index.
+fn repo_state(env: &Env) -> (String, String, String) {
+    (
+        git(&env.project, &["rev-parse", "HEAD"]),
+        git(&env.project, &["status", "--porcelain=v1", "--untracked-files=all"]),
+        git(&env.project, &["ls-files", "--stage"]),
+    )
+}
+
+fn refused(env: &Env, args: &[&str], says: &str) {
+    let out = env.corral(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?} was not refused: {err}");
+    assert!(err.contains(says) && err.contains("nothing was changed"), "{args:?}: {err}");
+}
+
+#[test]
+fn merge_never_undoes_or_joins_the_users_merge_in_progress() {
+    let env = repo();
+    let id = finished_edit(&env);
+    // The user merges a branch of theirs, conflicts, and resolves half-way.
+    git(&env.project, &["switch", "-q", "-c", "theirs"]);
+    std::fs::write(env.project.join("sub/keep.txt"), "theirs\n").unwrap();
+    git(&env.project, &["commit", "-qam", "theirs"]);
+    git(&env.project, &["switch", "-q", "main"]);
+    std::fs::write(env.project.join("sub/keep.txt"), "ours\n").unwrap();
+    git(&env.project, &["commit", "-qam", "ours"]);
+    let out = Command::new("git").arg("-C").arg(&env.project).args(["merge", "theirs"]).output().unwrap();
+    assert!(!out.status.success(), "the user's merge should conflict");
+    std::fs::write(env.project.join("sub/keep.txt"), "resolved by hand\n").unwrap();
+    let before = repo_state(&env);
+    for args in [&["merge", &id, "--no-squash"][..], &["merge", &id][..]] {
+        refused(&env, args, "in the middle of a merge");
+        assert_eq!(repo_state(&env), before, "{args:?} changed the user's repository");
+        assert!(env.project.join(".git/MERGE_HEAD").exists(), "{args:?} undid the user's merge");
+        assert_eq!(std::fs::read_to_string(env.project.join("sub/keep.txt")).unwrap(), "resolved by hand\n");
+    }
+}
+
+#[test]
+fn merge_refuses_during_a_rebase_cherry_pick_revert_bisect_or_unmerged_files() {
+    let env = repo();
+    let id = finished_edit(&env);
+    let before = repo_state(&env);
+    let git_dir = env.project.join(".git");
+    for (marker, says) in [
+        ("CHERRY_PICK_HEAD", "a cherry-pick"),
+        ("REVERT_HEAD", "a revert"),
+        ("rebase-merge", "a rebase"),
+        ("rebase-apply", "a rebase"),
+        ("BISECT_LOG", "a bisect"),
+    ] {
+        let path = git_dir.join(marker);
+        if marker.starts_with("rebase") {
+            std::fs::create_dir(&path).unwrap();
+        } else {
+            std::fs::write(&path, "").unwrap();
+        }
+        for args in [&["merge", &id][..], &["merge", &id, "--no-squash"][..]] {
+            refused(&env, args, says);
+            assert_eq!(repo_state(&env), before, "{marker}: {args:?} changed the repository");
+        }
+        if path.is_dir() {
+            std::fs::remove_dir(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    // Unmerged files with no operation in progress: a `stash pop` that
+    // conflicted.
+    std::fs::write(env.project.join("sub/keep.txt"), "stashed\n").unwrap();
+    git(&env.project, &["stash", "-q"]);
+    std::fs::write(env.project.join("sub/keep.txt"), "committed\n").unwrap();
+    git(&env.project, &["commit", "-qam", "mine"]);
+    let popped = Command::new("git").arg("-C").arg(&env.project).args(["stash", "pop", "-q"]).output().unwrap();
+    assert!(!popped.status.success(), "the stash should conflict");
+    let before = repo_state(&env);
+    refused(&env, &["merge", &id], "unmerged files");
+    assert_eq!(repo_state(&env), before);
+    git(&env.project, &["reset", "-q", "--hard"]);
+    env.ok(&["merge", &id]);
+}
+
+#[test]
+fn a_squash_merge_never_commits_what_the_user_staged() {
+    let env = repo();
+    let id = finished_edit(&env);
+    // Staged work of the user's in a file the run never touched.
+    std::fs::write(env.project.join("sub/keep.txt"), "my staged work\n").unwrap();
+    git(&env.project, &["add", "sub/keep.txt"]);
+    env.ok(&["merge", &id]);
+    let committed = git(&env.project, &["show", "--name-only", "--format=", "HEAD"]);
+    assert!(!committed.contains("sub/keep.txt"), "the user's staged file went into Corral's commit: {committed}");
+    assert!(committed.contains("tracked.txt") && committed.contains("new.txt"), "{committed}");
+    let staged = git(&env.project, &["diff", "--cached", "--name-only"]);
+    assert_eq!(staged.trim(), "sub/keep.txt", "the user's staged work is no longer staged");
+    assert_eq!(std::fs::read_to_string(env.project.join("sub/keep.txt")).unwrap(), "my staged work\n");
+    assert_eq!(std::fs::read_to_string(env.project.join("tracked.txt")).unwrap(), "one\ntwo\n");
+}
+
+#[test]
+fn a_merge_whose_branch_cannot_move_leaves_the_repository_as_before() {
+    let env = repo();
+    let id = finished_edit(&env);
+    // A hook that refuses every ref update: the last step of the merge fails.
+    let hook = env.project.join(".git/hooks/reference-transaction");
+    std::fs::write(&hook, "#!/bin/sh\n[ \"$1\" = prepared ] && exit 1\nexit 0\n").unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let before = repo_state(&env);
+    refused(&env, &["merge", &id], "cannot move main");
+    assert_eq!(repo_state(&env), before, "a failed merge left the repository changed");
+    assert!(!env.project.join("new.txt").exists());
+    std::fs::remove_file(&hook).unwrap();
+    env.ok(&["merge", &id]);
+}
+
+#[test]
+fn a_run_that_changed_20000_files_can_be_merged() {
+    let env = repo();
+    let script = "mkdir many && cd many && seq 20000 | sed 's/^/file-with-a-longish-name-/' | xargs touch";
+    env.command_preset_with("many", &["sh", "-c", script], "worktree: true\n");
+    let id = env.launch("many", "make files");
+    assert_eq!(env.wait_run(&id, Duration::from_secs(120), |r| !r["exited_at"].is_null())["status"], "completed");
+    env.ok(&["merge", &id]);
+    let count = std::fs::read_dir(env.project.join("many")).unwrap().count();
+    assert_eq!(count, 20000);
+}
