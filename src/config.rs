@@ -78,6 +78,9 @@ pub enum ConfigError {
     /// It exists but could not be read.
     #[error("cannot read the settings file {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
+    /// Another local user could have written it.
+    #[error(transparent)]
+    NotYours(#[from] crate::ownership::NotYours),
     /// It is not valid TOML of the expected shape.
     #[error("invalid settings file {path}: {message}")]
     Invalid { path: PathBuf, message: String },
@@ -118,6 +121,7 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(source) => return Err(ConfigError::Read { path: path.to_path_buf(), source }),
         };
+        crate::ownership::check(path)?;
         let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
         let file: ConfigFile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         let duration = |key: &str, value: &str| {

@@ -6,9 +6,9 @@
 //! Every folder Corral creates is 0700 and every file 0600: transcripts hold
 //! source code and prompts that other local users have no business reading.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The environment variable that relocates all of Corral's files.
@@ -28,6 +28,9 @@ pub enum HomeError {
     /// A folder could not be created or secured.
     #[error("cannot prepare folder {path}: {source}")]
     Folder { path: PathBuf, source: io::Error },
+    /// Corral's folder is another user's, or others can write it.
+    #[error(transparent)]
+    NotYours(#[from] crate::ownership::NotYours),
 }
 
 /// The folders Corral uses: data (database, runs) and config (settings,
@@ -110,25 +113,27 @@ impl Home {
         (self.data == self.config).then(|| self.data.clone())
     }
 
-    /// Creates the data, runs and config folders (0700) if missing.
+    /// Creates the data, runs and config folders (0700) if missing, and
+    /// refuses folders (there already, or above them) that are another
+    /// user's or that others can write: the database and the settings
+    /// decide what runs as the user. An existing folder's mode is never
+    /// changed: Corral did not make it.
     pub fn ensure(&self) -> Result<(), HomeError> {
         for dir in [self.data.clone(), self.runs_dir(), self.config.clone()] {
             ensure_private_dir(&dir)?;
+        }
+        for dir in [&self.data, &self.config] {
+            crate::ownership::check(dir)?;
         }
         Ok(())
     }
 }
 
-/// Creates `path` and its missing parents as 0700, and tightens an existing
-/// folder Corral owns to 0700.
+/// Creates `path` and its missing parents as 0700. A folder that exists is
+/// left as it is.
 pub fn ensure_private_dir(path: &Path) -> Result<(), HomeError> {
     let err = |source| HomeError::Folder { path: path.to_path_buf(), source };
-    DirBuilder::new().recursive(true).mode(DIR_MODE).create(path).map_err(err)?;
-    let mode = fs::metadata(path).map_err(err)?.permissions().mode() & 0o777;
-    if mode != DIR_MODE {
-        fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE)).map_err(err)?;
-    }
-    Ok(())
+    DirBuilder::new().recursive(true).mode(DIR_MODE).create(path).map_err(err)
 }
 
 /// Opens (creating 0600 if needed) a file for appending.

@@ -15,6 +15,7 @@ pub mod home;
 pub mod launch;
 pub mod logging;
 pub mod mcp;
+pub mod ownership;
 pub mod pause;
 pub mod preset;
 pub mod price;

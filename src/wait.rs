@@ -80,10 +80,12 @@ pub fn wait_for(
     let result = wait_loop(store, &ids, deadline, shepherd, cancelled);
     if let Some(wait) = blocked {
         match &result {
-            Ok(done) if !done.timed_out && !done.cancelled => take_slot_back(store, wait, shepherd)?,
-            // A wait cut short (a timeout, a cancel, an error) takes its
-            // slot back at once: it cannot wait for one without breaking
-            // its deadline, and a cancelled one is working again.
+            // Over, or timed out: the agent is blocked in this call until its
+            // run has a slot again, so it never works beside `max_parallel`
+            // runs (a timeout bounds the wait on the runs, not this).
+            Ok(done) if !done.cancelled => take_slot_back(store, wait, shepherd)?,
+            // Cancelled (the caller went on without it) or failed: the wait
+            // goes at once; the agent already works again.
             _ => store.remove_wait(wait)?,
         }
     }

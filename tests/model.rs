@@ -4,7 +4,7 @@
 //! A seeded generator picks operations — launch (with a `setup` that leaves
 //! a process behind, or without), launch as a child, launch a child in the
 //! background and end at once, wait in the agent's own turn on its
-//! children, a wait cut short (timed out, or killed), end, `kill -9` of a
+//! children, a wait cut short by its timeout, end, `kill -9` of a
 //! shepherd, abort, a reply (a new turn of a run that ended, or one kept for
 //! a run's next turn), restart of a watching process — against real shepherds
 //! running a scripted fake agent (`tests/fake-agents/worker`, as pi), with `max_parallel`
@@ -242,7 +242,7 @@ impl Sequence {
             49..=51 if !running.is_empty() => {
                 let i = running[self.rng.usize(..running.len())];
                 self.command(i, "waitshort");
-                self.log.push(format!("{} waits on its children, cut short twice, and works on", self.runs[i].id));
+                self.log.push(format!("{} waits on its children, cut short, and works on", self.runs[i].id));
             }
             52..=54 if !running.is_empty() => {
                 let i = running[self.rng.usize(..running.len())];

@@ -104,7 +104,16 @@ pub fn discover(roots: &Roots) -> PresetSet {
                 continue;
             }
         };
-        set.searched.push(dir);
+        set.searched.push(dir.clone());
+        if files.is_empty() {
+            continue;
+        }
+        // Another user's folder (or one they can write) is not read at all.
+        if let Err(not_yours) = crate::ownership::check(&dir) {
+            let reason = format!("not loaded: {not_yours}");
+            set.problems.push(PresetProblem { path: dir.display().to_string(), source, reason });
+            continue;
+        }
         for file in files {
             accept(&mut set, read_preset(&file, source));
         }
@@ -116,6 +125,9 @@ pub fn discover(roots: &Roots) -> PresetSet {
 /// Reads and parses one file.
 fn read_preset(file: &Path, source: PresetSource) -> Result<Preset, PresetProblem> {
     let path = file.display().to_string();
+    if let Err(not_yours) = crate::ownership::check(file) {
+        return Err(PresetProblem { path, source, reason: format!("not loaded: {not_yours}") });
+    }
     let parsed = fs::read(file)
         .map_err(|e| PresetError::Unreadable(e.to_string()))
         .and_then(|bytes| String::from_utf8(bytes).map_err(|_| PresetError::Unreadable("not UTF-8 text".into())))
