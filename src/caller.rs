@@ -3,10 +3,12 @@
 //!
 //! The environment cannot be trusted for this: Codex starts MCP servers
 //! with a scrubbed environment, and a stale `CORRAL_RUN_ID` can leak into a
-//! terminal. The process tree can: the nearest ancestor (or the process
-//! itself) that is an active run's agent or shepherd, checked by pid and
-//! start time, is the caller. `CORRAL_RUN_ID` is used only when no ancestor
-//! belongs to a run, for a run's process that escaped its tree.
+//! terminal. The kernel can: a process in a run's cgroup is that run's,
+//! whatever its environment or parentage. Without a cgroup, the process
+//! tree: the nearest ancestor (or the process itself) that is an active
+//! run's agent or shepherd, checked by pid and start time, is the caller.
+//! `CORRAL_RUN_ID` is used only when neither says, for a run's process that
+//! escaped its tree.
 
 use crate::home::{Home, HomeError, HOME_ENV};
 use crate::process::{self, ProcessId};
@@ -38,6 +40,13 @@ pub fn caller_run(store: &Store) -> Result<Option<String>, StoreError> {
 
 /// The run the process `pid` works for, if any.
 pub fn caller_of(store: &Store, pid: i32) -> Result<Option<String>, StoreError> {
+    if let Some(id) = process::cgroup::run_of(pid) {
+        match store.run(&id) {
+            Ok(run) => return Ok(Some(run.id)),
+            Err(StoreError::UnknownRun(_)) => {} // another installation's run
+            Err(e) => return Err(e),
+        }
+    }
     let runs = store.active_runs()?;
     let identity = |pid: Option<i32>, start: Option<u64>| pid.zip(start).map(|(pid, start)| ProcessId { pid, start });
     for ancestor in process::ancestry(pid) {

@@ -181,3 +181,53 @@ async fn an_agent_reviews_merges_and_discards_a_worktree_run_through_mcp() {
     assert!(error && text.as_str().unwrap().contains("discarded"), "{text}");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_agent_acts_only_on_its_own_runs() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    let never = env.project.join("never");
+    env.command_preset("stuck", &[&fake_agent("slow"), never.to_str().unwrap()]);
+    env.command_preset_with("boss", &[&fake_agent("slow"), never.to_str().unwrap()], "mcp: all\n");
+    // Someone else's run, and the calling agent's own run with a child.
+    let stranger = env.launch("stuck", "someone else's work");
+    let caller = env.launch("stuck", "the calling agent");
+    let client = connect(&env, Some(&caller)).await;
+    let (error, launched) = call(&client, "launch_agent", json!({"preset": "stuck", "task": "mine"})).await;
+    assert!(!error, "{launched}");
+    let child = launched["run_id"].as_str().unwrap().to_string();
+
+    for tool in ["abort_agent", "pause_agent", "discard_run", "merge_run"] {
+        let (error, said) = call(&client, tool, json!({"run_id": stranger})).await;
+        assert!(error, "{tool} on another agent's run was allowed: {said}");
+        assert!(said.to_string().contains("is not one of yours"), "{tool}: {said}");
+    }
+    let (error, said) = call(&client, "reply_agent", json!({"run_id": stranger, "text": "stop"})).await;
+    assert!(error && said.to_string().contains("is not one of yours"), "{said}");
+    let (error, said) = call(&client, "agent_result", json!({"run_id": stranger})).await;
+    assert!(error && said.to_string().contains("sees only the runs it launched"), "{said}");
+    // Itself: read, never act.
+    let (error, said) = call(&client, "agent_status", json!({"run_id": caller})).await;
+    assert!(!error, "{said}");
+    let (error, said) = call(&client, "abort_agent", json!({"run_id": caller})).await;
+    assert!(error && said.to_string().contains("is not one of yours"), "{said}");
+    // Its own child: anything.
+    let (error, said) = call(&client, "abort_agent", json!({"run_id": child})).await;
+    assert!(!error, "{said}");
+    assert_eq!(env.show(&stranger)["status"], "running", "the stranger's run was touched");
+    client.cancel().await.unwrap();
+
+    // A preset may grant every run; a person's client (no calling run) has it.
+    let boss = env.launch("boss", "oversee");
+    let client = connect(&env, Some(&boss)).await;
+    let (error, said) = call(&client, "agent_result", json!({"run_id": stranger})).await;
+    assert!(!error, "mcp: all was refused: {said}");
+    client.cancel().await.unwrap();
+    let client = connect(&env, None).await;
+    let (error, said) = call(&client, "abort_agent", json!({"run_id": stranger})).await;
+    assert!(!error, "a person's client was refused: {said}");
+    client.cancel().await.unwrap();
+    for id in [&caller, &boss] {
+        env.ok(&["abort", id]);
+    }
+}

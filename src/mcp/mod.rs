@@ -5,8 +5,10 @@
 //! reconciles, does one verb and returns. Failures of a call come back as
 //! tool errors with text a model can act on; the server itself stays up.
 //! Runs launched through it get the calling agent's run (`CORRAL_RUN_ID`
-//! in the server's environment) as their parent.
+//! in the server's environment) as their parent, and an agent sees and acts
+//! on its own runs only (see `scope`).
 
+mod scope;
 mod tools;
 
 use rmcp::ServiceExt;

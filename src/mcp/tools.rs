@@ -12,6 +12,7 @@ use rmcp::{tool, tool_handler, tool_router, ServerHandler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::scope::{run_for, Access};
 use crate::abort::{abort, Aborted};
 use crate::caller::caller_run;
 use crate::config::Config;
@@ -42,6 +43,8 @@ enum ToolFailure {
     Wait(#[from] crate::wait::WaitError),
     #[error(transparent)]
     Pause(#[from] crate::pause::PauseError),
+    #[error(transparent)]
+    Refused(#[from] super::scope::Refused),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -207,7 +210,8 @@ impl CorralTools {
     /// becomes a tool error.
     async fn pause_or_resume(&self, run_id: String, paused: bool) -> CallToolResult {
         self.with_store(move |store, shepherd| {
-            let run = crate::pause::pause(store, &run_id, paused, crate::pause::PATIENCE, shepherd)?;
+            let run = run_for(store, &run_id, Access::Act)?;
+            let run = crate::pause::pause(store, &run.id, paused, crate::pause::PATIENCE, shepherd)?;
             Ok(json_result(&RunView::from(&run)))
         })
         .await
@@ -288,7 +292,7 @@ impl CorralTools {
     async fn agent_status(&self, Parameters(args): Parameters<StatusArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
             let runs = match args.run_id {
-                Some(id) => vec![store.find_run(&id)?],
+                Some(id) => vec![run_for(store, &id, Access::Read)?],
                 None => {
                     let filter = RunFilter { parent_id: caller_run(store)?, limit: Some(50), ..RunFilter::default() };
                     store.runs(&filter)?
@@ -336,7 +340,7 @@ impl CorralTools {
     )]
     async fn agent_result(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
-            let run = store.find_run(&args.run_id)?;
+            let run = run_for(store, &args.run_id, Access::Read)?;
             let caller = caller_run(store)?;
             collected_by(store, caller.as_deref(), std::slice::from_ref(&run))?;
             if run.status.is_active() {
@@ -369,8 +373,9 @@ impl CorralTools {
     )]
     async fn abort_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
+            let run = run_for(store, &args.run_id, Access::Act)?;
             let config = Config::load(store.home())?;
-            let result = abort(store, &args.run_id, config.stop_grace + Duration::from_secs(2), shepherd)?;
+            let result = abort(store, &run.id, config.stop_grace + Duration::from_secs(2), shepherd)?;
             let note = match &result {
                 Aborted::Stopped(_) => "aborted",
                 Aborted::AlreadyOver(_) => "already ended; nothing changed",
@@ -386,7 +391,8 @@ impl CorralTools {
     )]
     async fn run_changes(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
-            let (run, changes) = crate::review::changes(store, &args.run_id)?;
+            let run = run_for(store, &args.run_id, Access::Read)?;
+            let (run, changes) = crate::review::changes(store, &run.id)?;
             let patch = crate::worktree::patch(crate::review::worktree_of(&run).map_err(ReviewError::from)?)
                 .map_err(ReviewError::from)?;
             let mut value = serde_json::to_value(&changes).unwrap_or_default();
@@ -401,7 +407,8 @@ impl CorralTools {
     )]
     async fn merge_run(&self, Parameters(args): Parameters<MergeArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
-            let merged = crate::review::merge(store, &args.run_id, args.keep_commits.unwrap_or(false))?;
+            let run = run_for(store, &args.run_id, Access::Act)?;
+            let merged = crate::review::merge(store, &run.id, args.keep_commits.unwrap_or(false))?;
             Ok(json_result(&merged))
         })
         .await
@@ -413,7 +420,8 @@ impl CorralTools {
     async fn reply_agent(&self, Parameters(args): Parameters<ReplyArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
             let allow = args.allow_denied.unwrap_or(false);
-            let replied = crate::reply::reply(store, &args.run_id, &args.text, allow, shepherd)?;
+            let run = run_for(store, &args.run_id, Access::Act)?;
+            let replied = crate::reply::reply(store, &run.id, &args.text, allow, shepherd)?;
             let note = match replied.placed {
                 crate::store::ReplyPlaced::Kept => "kept: its agent gets it when its current turn ends",
                 crate::store::ReplyPlaced::Reopened => "a new turn of its session starts",
@@ -426,7 +434,8 @@ impl CorralTools {
     #[tool(description = "Remove an ended run's worktree and its branch, dropping its changes.")]
     async fn discard_run(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
-            let run = crate::review::discard(store, &args.run_id)?;
+            let run = run_for(store, &args.run_id, Access::Act)?;
+            let run = crate::review::discard(store, &run.id)?;
             Ok(json_result(&serde_json::json!({ "result": "discarded", "run": RunView::from(&run) })))
         })
         .await

@@ -53,6 +53,17 @@ word_enum! {
     }
 }
 
+word_enum! {
+    /// Which runs an agent of a preset may see and act on over MCP
+    /// (preset key `mcp`).
+    pub enum McpScope {
+        /// The runs it launched, and their runs (the default).
+        Own = "own",
+        /// Every run of the installation.
+        All = "all",
+    }
+}
+
 impl PresetSource {
     /// The agent a file from here runs when it names none.
     pub fn default_agent(self) -> Option<AgentKind> {
@@ -105,6 +116,10 @@ pub struct Preset {
     /// 200%, tasks: 512}`); `config.toml`'s `[limits]` fill the rest.
     #[serde(default, skip_serializing_if = "crate::resources::ResourceLimits::is_empty")]
     pub limits: crate::resources::ResourceLimits,
+    /// Which runs its agent may act on over MCP (`mcp: all`; default: its
+    /// own runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpScope>,
     /// The markdown body: appended to the agent's system prompt.
     pub system_prompt: String,
     /// Where it was found.

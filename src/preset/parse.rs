@@ -73,6 +73,7 @@ struct Frontmatter {
     setup: Option<StringOrList>,
     notify: Option<String>,
     limits: Option<crate::resources::WrittenLimits>,
+    mcp: Option<String>,
 }
 
 /// Why a file is not a usable preset; each message says how to fix it.
@@ -94,6 +95,8 @@ pub enum PresetError {
     UnknownAgent(#[from] crate::run::UnknownWord),
     #[error("`notify`: {0}")]
     BadNotify(crate::run::UnknownWord),
+    #[error("`mcp`: {0}")]
+    BadMcp(crate::run::UnknownWord),
     #[error("missing `agent:` (one of pi, claude, codex, gemini, opencode, command)")]
     NoAgent,
     #[error("`command: {0}` must be a list of arguments, e.g. `command: [cargo, test]` (no shell is used)")]
@@ -161,6 +164,7 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         command,
         args: front.args.map(words).unwrap_or_default(),
         notify: front.notify.as_deref().map(|w| w.trim().parse()).transpose().map_err(PresetError::BadNotify)?,
+        mcp: front.mcp.as_deref().map(|w| w.trim().parse()).transpose().map_err(PresetError::BadMcp)?,
         worktree: front.worktree.unwrap_or(false),
         setup,
         limits: front.limits.as_ref().map(crate::resources::ResourceLimits::parse).transpose()?.unwrap_or_default(),

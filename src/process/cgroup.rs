@@ -314,6 +314,16 @@ fn leave(mount: &Path, own: &str) -> io::Result<()> {
     fs::write(shepherds.join("cgroup.procs"), std::process::id().to_string())
 }
 
+/// The run whose cgroup holds process `pid`, if one does: the kernel's
+/// word for which run a process belongs to, whatever its environment says.
+pub fn run_of(pid: i32) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let own = text.lines().find_map(|line| line.strip_prefix("0::"))?;
+    let parts: Vec<&str> = own.split('/').filter(|p| !p.is_empty()).collect();
+    let at = parts.iter().rposition(|p| *p == CORRAL_DIR)?;
+    parts.get(at + 1).filter(|id| **id != SHEPHERDS_DIR).map(|id| id.to_string())
+}
+
 /// Writes `0` to each descriptor: joins the calling process to the groups.
 /// Only async-signal-safe calls: it runs between fork and exec.
 pub(super) fn join_from_child(fds: &[RawFd]) -> io::Result<()> {

@@ -1,0 +1,63 @@
+//! Which runs an agent may see and act on over MCP.
+//!
+//! An MCP server started by a run's agent speaks for that run: it sees and
+//! acts on the run's descendants, and sees (never acts on) the run itself,
+//! unless the run's preset grants every run (`mcp: all`). A server with no
+//! calling run (a person's MCP client) acts on everything. So one agent can
+//! never abort, merge, discard or reply to another's work.
+
+use crate::caller::caller_run;
+use crate::preset::McpScope;
+use crate::run::Run;
+use crate::store::{Store, StoreError};
+
+/// What a tool does with a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Access {
+    /// Reads it: status, result, changes, waits on it.
+    Read,
+    /// Changes it: abort, pause, resume, merge, discard, reply.
+    Act,
+}
+
+/// A run the calling agent may not see or act on.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Refused {
+    /// The store failed, or no such run.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run is not the caller's.
+    #[error(
+        "run {target} is not one of yours: an agent {what} only the runs it launched (and their runs){itself}; \
+         run {caller} launched none by that id. A preset can grant every run with `mcp: all`"
+    )]
+    NotYours { target: String, caller: String, what: &'static str, itself: &'static str },
+}
+
+/// Run `id` (or a unique prefix), if the calling agent may have `access`
+/// to it.
+pub(super) fn run_for(store: &Store, id: &str, access: Access) -> Result<Run, Refused> {
+    let run = store.find_run(id)?;
+    let Some(caller) = caller_run(store)? else { return Ok(run) };
+    if store.run_preset(&caller)?.mcp == Some(McpScope::All) {
+        return Ok(run);
+    }
+    if run.id == caller && access == Access::Read {
+        return Ok(run);
+    }
+    // A descendant has the caller among its ancestors.
+    let mut next = run.parent_id.clone();
+    let mut hops = 0;
+    while let Some(parent) = next.filter(|_| hops < 1024) {
+        if parent == caller {
+            return Ok(run);
+        }
+        next = store.run(&parent)?.parent_id;
+        hops += 1;
+    }
+    let (what, itself) = match access {
+        Access::Read => ("sees", " and itself"),
+        Access::Act => ("acts on", ""),
+    };
+    Err(Refused::NotYours { target: run.id, caller, what, itself })
+}
