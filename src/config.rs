@@ -128,9 +128,7 @@ impl Config {
             let d = humantime::parse_duration(value)
                 .map_err(|e| invalid(format!("`{key} = \"{value}\"` is not a duration ({e}); write e.g. \"3s\"")))?;
             match crate::time::too_long(d) {
-                Some(why) => {
-                    Err(invalid(format!("`{key} = \"{value}\"`: {why} seconds; write e.g. \"4h\", or \"none\"")))
-                }
+                Some(why) => Err(invalid(format!("`{key} = \"{value}\"`: {why}; write e.g. \"4h\", or \"none\""))),
                 None => Ok(d),
             }
         };

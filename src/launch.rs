@@ -55,20 +55,57 @@ pub enum LaunchError {
     /// `--base` without a worktree.
     #[error("--base {0} only applies to a run with a worktree: add --worktree")]
     BaseWithoutWorktree(String),
+    /// The task is longer than Corral takes.
+    #[error("the task is {bytes} bytes, more than the {max} Corral takes: put the details in a file in the working folder and say in the task where it is")]
+    TaskTooLong { bytes: usize, max: usize },
+    /// The task holds a NUL byte, which no program can be given.
+    #[error("the task holds a NUL byte (at byte {at}): no program can take one; remove it")]
+    TaskHasNul { at: usize },
+    /// The working folder's name is not UTF-8.
+    #[error("the working folder {0:?} has a name that is not UTF-8, which Corral cannot store as it is: rename it, or launch from another folder")]
+    CwdNotUtf8(PathBuf),
+    /// The folder this process runs in was deleted.
+    #[error("the folder this command runs in no longer exists (it was deleted or moved): cd to an existing folder, or pass --cwd")]
+    CwdGone,
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
 }
 
+/// The longest task Corral takes, in bytes: it is stored, shown and handed
+/// to the agent whole (on stdin or in a file, never the command line).
+pub const MAX_TASK_BYTES: usize = 1 << 20;
+
+/// Refuses, before anything is recorded, a task no agent can be given.
+pub fn check_task(task: &str) -> Result<(), LaunchError> {
+    if task.trim().is_empty() {
+        return Err(LaunchError::EmptyTask);
+    }
+    if task.len() > MAX_TASK_BYTES {
+        return Err(LaunchError::TaskTooLong { bytes: task.len(), max: MAX_TASK_BYTES });
+    }
+    if let Some(at) = task.bytes().position(|b| b == 0) {
+        return Err(LaunchError::TaskHasNul { at });
+    }
+    Ok(())
+}
+
+/// The folder this process runs in, for a launch without `--cwd`; a deleted
+/// one is said as such.
+pub fn working_folder() -> Result<PathBuf, LaunchError> {
+    std::env::current_dir().map_err(|_| LaunchError::CwdGone)
+}
+
 /// Launches a run and returns it as recorded: `starting`, `queued` behind
 /// `max_parallel`, or already `failed` if its shepherd could not be started.
 pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCommand) -> Result<Run, LaunchError> {
-    if request.task.trim().is_empty() {
-        return Err(LaunchError::EmptyTask);
-    }
+    check_task(&request.task)?;
     let cwd = std::path::absolute(&request.cwd).unwrap_or_else(|_| request.cwd.clone());
     if !cwd.is_dir() {
         return Err(LaunchError::NoCwd(cwd));
+    }
+    if cwd.to_str().is_none() {
+        return Err(LaunchError::CwdNotUtf8(cwd));
     }
     let parent = match &request.parent {
         Some(id) => Some(store.find_run(id)?),

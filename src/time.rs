@@ -16,7 +16,7 @@ pub const LONGEST: std::time::Duration = std::time::Duration::from_secs(100 * 36
 
 /// Why a duration is refused, if it is longer than [`LONGEST`].
 pub fn too_long(d: std::time::Duration) -> Option<String> {
-    (d > LONGEST).then(|| format!("{} is longer than the longest Corral accepts (100 years)", d.as_secs()))
+    (d > LONGEST).then(|| format!("{} s is longer than the longest Corral accepts (100 years)", d.as_secs()))
 }
 
 /// Now, to the millisecond.

@@ -279,29 +279,19 @@ fn continuation_turns_resume_the_same_session() {
     let claude = preset("claude");
     let args = for_agent(AgentKind::Claude).resume_invocation(&ctx(&claude), "sess-9").unwrap().args;
     assert_eq!(&args[..3], ["-p", "--resume", "sess-9"], "ahead of options that take several values");
-    assert_eq!(&args[args.len() - 2..], ["--", "results of the children"]);
-    assert!(args.contains(&"--append-system-prompt".to_string()) && args.contains(&"--extra".to_string()));
+    let inv = for_agent(AgentKind::Claude).resume_invocation(&ctx(&claude), "sess-9").unwrap();
+    assert_eq!(inv.stdin.as_deref(), Some("results of the children"), "the task on stdin, never argv");
+    assert!(!args.iter().any(|a| a.contains("results of the children") || a.contains("Be brief")), "{args:?}");
+    assert!(args.windows(2).any(|w| w == ["--append-system-prompt-file", "/runs/r1/system-prompt.md"]), "{args:?}");
+    assert!(args.contains(&"--extra".to_string()));
     assert!(for_agent(AgentKind::Claude).resume_invocation(&ctx(&claude), "").is_none(), "no session id, no resume");
 
     let codex = preset("codex");
     assert!(for_agent(AgentKind::Codex).resume_invocation(&ctx(&codex), "").is_none());
     let inv = for_agent(AgentKind::Codex).resume_invocation(&ctx(&codex), "thread-7").unwrap();
     assert_eq!(inv.program, "codex");
-    assert_eq!(
-        inv.args,
-        [
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "-m",
-            "m1",
-            "--extra",
-            "resume",
-            "thread-7",
-            "--",
-            "results of the children"
-        ]
-    );
+    assert_eq!(inv.args, ["exec", "--json", "--skip-git-repo-check", "-m", "m1", "--extra", "resume", "thread-7", "-"]);
+    assert_eq!(inv.stdin.as_deref(), Some("results of the children"), "the prompt on stdin");
 
     let pi = preset("pi");
     let inv = for_agent(AgentKind::Pi).resume_invocation(&ctx(&pi), "").unwrap();
@@ -311,9 +301,9 @@ fn continuation_turns_resume_the_same_session() {
 
     let gemini = preset("gemini");
     assert!(for_agent(AgentKind::Gemini).resume_invocation(&ctx(&gemini), "").is_none(), "never --resume latest");
-    let args = for_agent(AgentKind::Gemini).resume_invocation(&ctx(&gemini), "uuid-1").unwrap().args;
-    assert_eq!(&args[args.len() - 3..args.len() - 1], ["--resume", "uuid-1"]);
-    assert!(args.last().unwrap().starts_with("--prompt=") && args.last().unwrap().ends_with("results of the children"));
+    let inv = for_agent(AgentKind::Gemini).resume_invocation(&ctx(&gemini), "uuid-1").unwrap();
+    assert_eq!(&inv.args[inv.args.len() - 2..], ["--resume", "uuid-1"]);
+    assert!(inv.stdin.as_deref().unwrap().ends_with("results of the children"), "on stdin, never argv");
 
     let opencode = preset("opencode");
     assert!(for_agent(AgentKind::Opencode).resume_invocation(&ctx(&opencode), "").is_none(), "never --continue");

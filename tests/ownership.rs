@@ -186,3 +186,52 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join(name)).find(|p| p.is_file()))
         .ok_or(())
 }
+
+#[test]
+fn no_other_user_reads_a_task_or_system_prompt_from_proc() {
+    let Ok(setpriv) = which("setpriv") else {
+        println!("SKIPPED (cannot run here): setpriv (util-linux) is not installed");
+        return;
+    };
+    if !can_chown() {
+        return;
+    }
+    let env = Env::new();
+    env.config("");
+    let hold = env.project.join("hold");
+    let mut ids = Vec::new();
+    for agent in ["claude", "codex", "gemini", "pi", "opencode"] {
+        env.use_fake(agent, "holder");
+        env.agent_preset(agent, agent, "");
+        std::fs::write(
+            env.project.join(format!(".corral/presets/{agent}.md")),
+            format!("---\nname: {agent}\ndescription: d\nagent: {agent}\n---\nsecret-system-prompt-{agent}\n"),
+        )
+        .unwrap();
+        ids.push((agent, env.launch_env(agent, &format!("secret-task-{agent}"), &[("HOLD", hold.to_str().unwrap())])));
+    }
+    env.command_preset("cmd", &[&common::fake_agent("holder")]);
+    ids.push(("command", env.launch_env("cmd", "secret-task-command", &[("HOLD", hold.to_str().unwrap())])));
+    for (agent, id) in &ids {
+        let run = env.wait_run(id, std::time::Duration::from_secs(20), |r| r["status"] == "running");
+        let pid = run["agent_pid"].as_i64().unwrap();
+        // What any local user can read of the agent's process.
+        let read = |file: &str| {
+            Command::new(&setpriv)
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "cat"])
+                .arg(format!("/proc/{pid}/{file}"))
+                .output()
+                .unwrap()
+        };
+        let cmdline = read("cmdline");
+        assert!(cmdline.status.success(), "{agent}: cmdline should be readable to all, as on any Linux");
+        let text = String::from_utf8_lossy(&cmdline.stdout).replace('\0', " ");
+        assert!(!text.contains("secret-task"), "{agent}: the task is in argv for every user to read: {text}");
+        assert!(!text.contains("secret-system-prompt"), "{agent}: the system prompt is in argv: {text}");
+        assert!(!read("environ").status.success(), "{agent}: another user read the agent's environment");
+    }
+    std::fs::write(&hold, "").unwrap();
+    for (_, id) in &ids {
+        env.wait_end(id);
+    }
+}

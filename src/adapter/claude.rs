@@ -36,19 +36,19 @@ impl Adapter for ClaudeAdapter {
         if !preset.tools.is_empty() {
             args.extend(["--tools".to_string(), preset.tools.join(",")]);
         }
-        if !preset.system_prompt.is_empty() {
-            args.extend(["--append-system-prompt".to_string(), preset.system_prompt.clone()]);
+        // From a private file, never argv (which every local user can read).
+        if let Some(file) = &ctx.system_prompt_file {
+            args.extend(["--append-system-prompt-file".to_string(), file.to_string_lossy().into_owned()]);
         }
         args.extend(preset.args.iter().cloned());
         if !ctx.allowed.is_empty() {
             args.push("--allowedTools".to_string());
             args.extend(ctx.allowed.iter().cloned());
         }
-        // Options like --allowedTools take several values: without `--` the
-        // task would be swallowed as one more, and a task that begins with
-        // `-` would be read as an option.
-        args.extend(["--".to_string(), ctx.task.to_string()]);
-        Ok(Invocation { program: "claude".into(), args, env: Vec::new(), stdin: None })
+        // The task on stdin (`-p` with no prompt argument reads it): never in
+        // argv, where every local user can read it, and never taken for an
+        // option or one more value of a variadic one like --allowedTools.
+        Ok(Invocation { program: "claude".into(), args, env: Vec::new(), stdin: Some(ctx.task.to_string()) })
     }
 
     fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {

@@ -34,19 +34,22 @@ impl Adapter for CodexAdapter {
             args.extend(["-m".to_string(), model.to_string()]);
         }
         args.extend(preset.args.iter().cloned());
-        // After `--`, a task that begins with `-` is still the prompt.
-        args.extend(["--".to_string(), json::task_with_instructions(&preset.system_prompt, ctx.task)]);
-        Ok(Invocation { program: "codex".into(), args, env: Vec::new(), stdin: None })
+        // `-`: the prompt is read from stdin, never argv (which every local
+        // user can read).
+        args.push("-".to_string());
+        let prompt = json::task_with_instructions(&preset.system_prompt, ctx.task);
+        Ok(Invocation { program: "codex".into(), args, env: Vec::new(), stdin: Some(prompt) })
     }
 
-    /// `codex exec [options] resume <thread id> <prompt>`.
+    /// `codex exec [options] resume <thread id> -`, the prompt on stdin.
     fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {
         if session_id.is_empty() {
             return None; // resume only by the stored session id, never a guess
         }
         let mut invocation = self.invocation(ctx).ok()?;
-        invocation.args.truncate(invocation.args.len() - 2);
-        invocation.args.extend(["resume".to_string(), session_id.to_string(), "--".to_string(), ctx.task.to_string()]);
+        invocation.args.pop();
+        invocation.args.extend(["resume".to_string(), session_id.to_string(), "-".to_string()]);
+        invocation.stdin = Some(ctx.task.to_string());
         Some(invocation)
     }
 

@@ -16,6 +16,13 @@ const FINAL_LINES: usize = 20;
 const FINAL_LINE_MAX: usize = 2000;
 /// The argument replaced by the task text.
 pub const TASK_PLACEHOLDER: &str = "{task}";
+/// The variable naming the file that holds the task (`task.txt`, 0600, in
+/// the run's folder), whatever its size.
+pub const TASK_FILE_ENV: &str = "CORRAL_TASK_FILE";
+/// That file's name in the run's folder.
+pub const TASK_FILE: &str = "task.txt";
+/// The longest task also put in `CORRAL_TASK`.
+pub const TASK_ENV_MAX: usize = 64 << 10;
 /// The variable that carries the task to a `command` run.
 pub const TASK_ENV: &str = "CORRAL_TASK";
 
@@ -39,7 +46,12 @@ impl Adapter for CommandAdapter {
             .chain(&preset.args)
             .map(|arg| if arg == TASK_PLACEHOLDER { ctx.task.to_string() } else { arg.clone() })
             .collect();
-        let mut env = vec![(TASK_ENV.to_string(), ctx.task.to_string())];
+        // The whole task is in a private file; the variable too while it is
+        // short enough for one (the kernel takes 128 KiB per variable).
+        let mut env = vec![(TASK_FILE_ENV.to_string(), ctx.run_dir.join(TASK_FILE).to_string_lossy().into_owned())];
+        if ctx.task.len() <= TASK_ENV_MAX {
+            env.push((TASK_ENV.to_string(), ctx.task.to_string()));
+        }
         if let Some(model) = ctx.model {
             env.push(("CORRAL_MODEL".to_string(), model.to_string()));
         }

@@ -35,10 +35,11 @@ impl Adapter for GeminiAdapter {
             args.extend(["-m".to_string(), model.to_string()]);
         }
         args.extend(preset.args.iter().cloned());
-        // `--prompt=TASK` in one argument: the value is taken whole, even if
-        // it begins with `-`.
-        args.push(format!("--prompt={}", json::task_with_instructions(&preset.system_prompt, ctx.task)));
-        Ok(Invocation { program: "gemini".into(), args, env: Vec::new(), stdin: None })
+        // The prompt on stdin, never argv (which every local user can read):
+        // with stdin not a terminal Gemini CLI runs headless and takes it
+        // whole as its input.
+        let prompt = json::task_with_instructions(&preset.system_prompt, ctx.task);
+        Ok(Invocation { program: "gemini".into(), args, env: Vec::new(), stdin: Some(prompt) })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
@@ -99,8 +100,7 @@ impl Adapter for GeminiAdapter {
             return None; // resume only by the stored session id, never "latest"
         }
         let mut invocation = self.invocation(ctx).ok()?;
-        let prompt = invocation.args.pop()?;
-        invocation.args.extend(["--resume".to_string(), session_id.to_string(), prompt]);
+        invocation.args.extend(["--resume".to_string(), session_id.to_string()]);
         Some(invocation)
     }
 

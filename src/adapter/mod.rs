@@ -26,7 +26,7 @@ use crate::run::{RunStatus, StopReason, Usage};
 
 pub use claude::ClaudeAdapter;
 pub use codex::CodexAdapter;
-pub use command::CommandAdapter;
+pub use command::{CommandAdapter, TASK_FILE};
 pub use gemini::GeminiAdapter;
 pub use opencode::OpencodeAdapter;
 pub use pi::PiAdapter;

@@ -48,7 +48,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
         task: args.task.join(" "),
         cwd: match args.cwd {
             Some(dir) => dir,
-            None => std::env::current_dir()?,
+            None => corral::launch::working_folder()?,
         },
         model: args.model,
         parent: args.parent,

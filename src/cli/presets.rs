@@ -40,7 +40,7 @@ fn limit(d: Option<std::time::Duration>) -> Option<String> {
 pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let cwd = match cwd {
         Some(dir) => dir,
-        None => std::env::current_dir()?,
+        None => corral::launch::working_folder()?,
     };
     let set = preset::discover(&Roots::new(store.home(), Some(&cwd)));
     if json {

@@ -20,14 +20,14 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<i32> {
     let deadline = match timeout {
-        Some(secs) => {
-            let wait = Duration::try_from_secs_f64(secs)
-                .map_err(|_| anyhow::anyhow!("--timeout {secs} is not a number of seconds ≥ 0"))?;
-            if let Some(why) = corral::time::too_long(wait) {
-                anyhow::bail!("--timeout {secs}: {why} seconds; leave --timeout out to wait as long as it takes");
-            }
-            Instant::now().checked_add(wait)
+        Some(secs) if !(secs.is_finite() && secs >= 0.0) => {
+            anyhow::bail!("--timeout {secs} is not a number of seconds ≥ 0")
         }
+        Some(secs) if secs > corral::time::LONGEST.as_secs_f64() => {
+            let why = corral::time::too_long(Duration::MAX).unwrap_or_default();
+            anyhow::bail!("--timeout {secs}: {why}; leave --timeout out to wait as long as it takes")
+        }
+        Some(secs) => Instant::now().checked_add(Duration::from_secs_f64(secs)),
         None => None,
     };
     let caller = corral::caller::caller_run(store)?;

@@ -241,7 +241,7 @@ impl CorralTools {
         self.with_store(move |store, _| {
             let cwd = match args.cwd {
                 Some(dir) => PathBuf::from(dir),
-                None => std::env::current_dir()?,
+                None => crate::launch::working_folder()?,
             };
             let set = preset::discover(&Roots::new(store.home(), Some(&cwd)));
             let presets: Vec<serde_json::Value> = set
@@ -268,7 +268,7 @@ impl CorralTools {
         self.with_store(move |store, shepherd| {
             let cwd = match args.cwd {
                 Some(dir) => PathBuf::from(dir),
-                None => std::env::current_dir()?,
+                None => crate::launch::working_folder()?,
             };
             let request = LaunchRequest {
                 preset: args.preset,

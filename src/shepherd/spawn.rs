@@ -42,6 +42,9 @@ impl AgentLaunch {
     /// `system-prompt.md` for agents that read it from a file.
     pub fn new(home: &Home, run: &Run, preset: Preset, run_dir: PathBuf) -> io::Result<AgentLaunch> {
         let env = run_env::load(&run_dir)?;
+        // The task whole, private to the user, for programs that read it
+        // from a file (`CORRAL_TASK_FILE`).
+        home::create_private(&run_dir.join(crate::adapter::TASK_FILE))?.write_all(run.task.as_bytes())?;
         let system_prompt_file = if preset.system_prompt.is_empty() {
             None
         } else {
