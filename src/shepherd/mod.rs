@@ -262,8 +262,8 @@ impl Early<'_> {
         self.cleanup.sweep(error);
         let used = self.cleanup.resources();
         self.cleanup.remove_cgroup();
-        self.store.record_resources(self.run_id, &used)?;
         self.store.end_unstarted(self.run_id, status, stop_reason, error.to_string())?;
+        self.store.mark_exited_using(self.run_id, None, None, Some(&used))?;
         Ok(())
     }
 }

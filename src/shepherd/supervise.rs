@@ -880,26 +880,31 @@ impl Supervisor {
         if let Err(e) = crate::review::measure(&mut self.store, &self.run_id) {
             tracing::warn!(run = %self.run_id, "cannot measure the worktree's changes: {e}");
         }
-        self.record_resources()?;
+        let used = self.resources_used();
         self.cleanup.remove_cgroup();
         let (code, signal) = split_end(self.turn.agent_end);
-        self.store.mark_exited(&self.run_id, code, signal)?;
+        self.store.mark_exited_using(&self.run_id, code, signal, Some(&used))?;
         self.cleanup.note("every process of the run is reaped");
         Ok(())
     }
 
-    /// Records what the run's processes used, over every shepherd's life.
+    /// Records what the run's processes used so far (live figures).
     fn record_resources(&mut self) -> Result<(), ShepherdError> {
+        let used = self.resources_used();
+        self.store.record_resources(&self.run_id, &used)?;
+        Ok(())
+    }
+
+    /// What the run's processes used, over every shepherd's life.
+    fn resources_used(&self) -> Resources {
         let now = self.cleanup.resources();
-        let used = Resources {
+        Resources {
             cpu_seconds: self.used_before.cpu_seconds + now.cpu_seconds,
             memory_peak_bytes: match (self.used_before.memory_peak_bytes, now.memory_peak_bytes) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             },
-        };
-        self.store.record_resources(&self.run_id, &used)?;
-        Ok(())
+        }
     }
 }
 

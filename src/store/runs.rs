@@ -621,13 +621,28 @@ impl Store {
         exit_code: Option<i32>,
         exit_signal: Option<i32>,
     ) -> Result<(), StoreError> {
+        self.mark_exited_using(id, exit_code, exit_signal, None)
+    }
+
+    /// [`Store::mark_exited`], with what the run's processes used, in the
+    /// same transaction (one commit less per run).
+    pub fn mark_exited_using(
+        &mut self,
+        id: &str,
+        exit_code: Option<i32>,
+        exit_signal: Option<i32>,
+        used: Option<&Resources>,
+    ) -> Result<(), StoreError> {
         let now = time::format(time::now());
+        let cpu = used.map(|u| u.cpu_seconds);
+        let peak = used.and_then(|u| u.memory_peak_bytes).map(|b| b.min(i64::MAX as u64) as i64);
         self.write_reserving("recording a run's exit", |tx| {
             tx.execute(
                 "UPDATE runs SET exited_at = coalesce(exited_at, ?2),
-                   exit_code = coalesce(exit_code, ?3), exit_signal = coalesce(exit_signal, ?4)
+                   exit_code = coalesce(exit_code, ?3), exit_signal = coalesce(exit_signal, ?4),
+                   cpu_seconds = coalesce(?5, cpu_seconds), memory_peak_bytes = coalesce(?6, memory_peak_bytes)
                  WHERE id = ?1",
-                params![id, now, exit_code, exit_signal],
+                params![id, now, exit_code, exit_signal, cpu, peak],
             )?;
             // A reply said to it while its last processes were reaped.
             super::replies::reopen_in(tx, id, false)
