@@ -247,11 +247,13 @@ impl Drop for SmallDisk {
     }
 }
 
-/// Mounts a small tmpfs (root only); `None` where mounting is not allowed.
+/// Mounts a small tmpfs (root only), private as Corral's folders must be (a
+/// tmpfs is 1777 by default, which Corral refuses); `None` where mounting
+/// is not allowed.
 fn small_disk(dir: &std::path::Path, size: &str) -> Option<SmallDisk> {
     std::fs::create_dir_all(dir).unwrap();
     let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
         .arg(dir)
         .status()
         .ok()?

@@ -2,10 +2,12 @@
 //!
 //! After an outcome: a grace for the agent to exit by itself, then SIGTERM
 //! (with SIGCONT, so a stopped process can act on it) to its group, then,
-//! after the stop grace, SIGKILL to the group and to every other descendant
-//! — including `setsid` escapees, which the shepherd inherits as subreaper,
-//! and anything carrying the run's id in its environment — repeated until
-//! none is left, or until [`KILL_GIVE_UP`] says some cannot be killed
+//! after the stop grace, every process of the run is killed: its cgroup at
+//! once (`cgroup.kill`; the kernel says when it is empty), or without one
+//! SIGKILL to the group and to every other descendant — including `setsid`
+//! escapees, which the shepherd inherits as subreaper, and anything
+//! carrying the run's id in its environment — repeated until none is left,
+//! or until [`KILL_GIVE_UP`] says some cannot be killed
 //! (another user's process, one stuck in the kernel): those are named in
 //! `signals.log` and the run moves on, so its slot is never held forever.
 //!
@@ -178,8 +180,8 @@ impl Cleanup {
         self.cgroup.as_ref().map_or(0, RunCgroup::oom_kills)
     }
 
-    /// Removes the run's cgroup once it is empty (an error is noted; the
-    /// next heal tries again).
+    /// Removes the run's cgroup once it is empty (an error is noted in
+    /// `signals.log`; an empty group left behind holds nothing).
     pub(super) fn remove_cgroup(&mut self) {
         let Some(group) = &self.cgroup else { return };
         if let Err(e) = group.remove() {
