@@ -343,8 +343,14 @@ fn a_run_over_its_memory_limit_fails_out_of_memory_and_says_so() {
     let env = mode_env("");
     let hog = "import time; b = bytearray(400 * 1024 * 1024); time.sleep(5)";
     env.command_preset_with("hog", &["python3", "-c", hog], "limits: {memory: 64M}\n");
+    // A neighbour working beside it is not touched by its leak.
+    let neighbour_code = "import time; b = bytearray(32 * 1024 * 1024); time.sleep(1.5); print('fine')";
+    env.command_preset("neighbour", &["python3", "-c", neighbour_code]);
+    let neighbour = env.launch("neighbour", "y");
     let id = env.launch("hog", "x");
     let run = env.wait_end(&id);
+    let beside = env.wait_end(&neighbour);
+    assert_eq!(beside["final_text"], "fine", "the neighbour was taken down with the leak: {beside:#}");
     let notes = run["containment"]["notes"].to_string();
     if notes.contains("not applied") {
         println!("SKIPPED (cannot run here): {notes}");
