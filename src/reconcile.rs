@@ -5,8 +5,10 @@
 //! is active in the store but whose shepherd is gone (checked by pid *and*
 //! start time, never pid alone) becomes `lost` / `shepherd_died` — never
 //! `completed`, never silently `failed` — and every process still alive from
-//! it is killed: the recorded agent, and any process carrying the run's id
-//! in its environment (a `setsid` grandchild whose parents are gone). A
+//! it is killed: its whole cgroup, if it has one (then removed); else the
+//! recorded agent's process group while a process of the run is in it, and
+//! any process carrying the run's id in its environment (a `setsid`
+//! grandchild whose parents are gone). A
 //! wait whose process died is removed, so its run holds its slot again. A
 //! process that finds its own run lost stops too (see [`EXIT_RUN_LOST`]).
 
@@ -14,6 +16,7 @@ use std::time::Duration;
 
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
+use crate::resources::Resources;
 use crate::run::{Run, RunStatus, StopReason};
 use crate::run_env::RUN_ID_ENV;
 use crate::store::{Outcome, Store, StoreError};
@@ -83,8 +86,8 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
             report: Default::default(),
         };
         if store.commit_outcome(&run.id, &outcome)? {
-            kill_survivors(&run);
-            store.mark_exited(&run.id, None, None)?;
+            let used = kill_survivors(&run);
+            store.mark_exited_using(&run.id, None, None, used.as_ref())?;
             lost.push(store.run(&run.id)?);
         }
     }
@@ -93,8 +96,8 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
     let mut reaped = 0;
     for run in store.unreaped_runs()? {
         if shepherd_is_gone(&run) {
-            kill_survivors(&run);
-            store.mark_exited(&run.id, None, None)?;
+            let used = kill_survivors(&run);
+            store.mark_exited_using(&run.id, None, None, used.as_ref())?;
             reaped += 1;
         }
     }
@@ -164,14 +167,17 @@ const CGROUP_EMPTY_WAIT: Duration = Duration::from_secs(2);
 /// Kills what is left of a run whose shepherd died: its whole cgroup, if it
 /// has one; then, for a run without one (or processes that left it), the
 /// agent's process group while any process of the run is still in it, and
-/// every process that carries the run's id.
-fn kill_survivors(run: &Run) {
+/// every process that carries the run's id. Returns what the run used, as
+/// its cgroup last counted (none without one).
+fn kill_survivors(run: &Run) -> Option<Resources> {
+    let mut used = None;
     if let Some(group) = run.containment.as_ref().and_then(RunCgroup::open) {
         let _ = group.kill();
         let deadline = std::time::Instant::now() + CGROUP_EMPTY_WAIT;
         while group.is_populated() && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
+        used = Some(group.usage());
         let _ = group.remove();
     }
     if let (Some(pid), Some(start)) = (run.agent_pid, run.agent_start) {
@@ -188,4 +194,5 @@ fn kill_survivors(run: &Run) {
     for pid in process::pids_with_env(RUN_ID_ENV, &run.id) {
         let _ = process::signal_pid(pid, Sig::Kill);
     }
+    used
 }

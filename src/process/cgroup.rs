@@ -147,10 +147,16 @@ impl RunCgroup {
             set(
                 "memory",
                 what,
-                &[("memory.max", bytes.to_string()), ("memory.swap.max", "0".into())],
+                &[("memory.max", bytes.to_string())],
                 &[("memory.limit_in_bytes", bytes.to_string())],
                 self,
             );
+            // Best effort: swap must not stretch the limit, where swap is
+            // accounted at all.
+            let _ = fs::write(self.dir.join("memory.swap.max"), "0");
+            if let Some(group) = self.v1.iter().find(|g| g.controller == "memory") {
+                let _ = fs::write(group.dir.join("memory.memsw.limit_in_bytes"), bytes.to_string());
+            }
         }
         if let Some(tasks) = limits.tasks {
             let what = format!("tasks limit {tasks}");
