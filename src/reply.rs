@@ -41,6 +41,9 @@ pub enum ReplyError {
     /// Nothing to say.
     #[error("the reply is empty: say what the agent should do next, e.g. corral reply RUN \"now add tests\"")]
     Empty,
+    /// The reply is too long, or holds a NUL byte.
+    #[error("{0}")]
+    Unusable(String),
 }
 
 /// A reply that was recorded.
@@ -65,6 +68,12 @@ pub fn reply(
     allow_denied: bool,
     shepherd: &ShepherdCommand,
 ) -> Result<Replied, ReplyError> {
+    // The same bounds as a task (it reaches the agent the same way), before
+    // anything else is looked at.
+    if !text.trim().is_empty() {
+        crate::launch::check_task(text)
+            .map_err(|e| ReplyError::Unusable(e.to_string().replacen("the task", "the reply", 1)))?;
+    }
     let run = store.find_run(id)?;
     if run.worktree.is_none() && run.worktree_repo.is_some() {
         return Err(ReplyError::Discarded { run: run.id });
@@ -104,6 +113,7 @@ pub fn reply(
         }
         (true, true) => return Err(ReplyError::Empty),
     };
+
     // A reply from a person makes the run theirs to hear about; one from
     // another run's agent leaves it to that run's announcement.
     let by_user = crate::caller::caller_run(store)?.is_none();
