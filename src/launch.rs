@@ -55,6 +55,9 @@ pub enum LaunchError {
     /// `--base` without a worktree.
     #[error("--base {0} only applies to a run with a worktree: add --worktree")]
     BaseWithoutWorktree(String),
+    /// The preset's agent cannot start: not installed, or not executable.
+    #[error("preset {preset} cannot start: {why}")]
+    Unavailable { preset: String, why: String },
     /// The task is longer than Corral takes.
     #[error("the task is {bytes} bytes, more than the {max} Corral takes: put the details in a file in the working folder and say in the task where it is")]
     TaskTooLong { bytes: usize, max: usize },
@@ -116,6 +119,14 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     let presets_from = parent.as_ref().and_then(|p| p.folder_launched_for(&cwd)).unwrap_or_else(|| cwd.clone());
     let presets = preset::discover(&Roots::new(store.home(), Some(&presets_from)));
     let preset = presets.get(&request.preset)?;
+    // With the PATH the run will have: the launcher's.
+    let path = match &request.env {
+        Some(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
+        None => std::env::var_os("PATH"),
+    };
+    if let Some(why) = preset::available::unavailable(preset, path.as_deref(), &cwd) {
+        return Err(LaunchError::Unavailable { preset: preset.name.clone(), why });
+    }
     let parent = parent.map(|p| p.id);
     let cwd_text = cwd.to_string_lossy().into_owned();
     let plan = match (request.worktree.unwrap_or(preset.worktree), &request.base) {

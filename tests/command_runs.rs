@@ -58,17 +58,25 @@ fn a_command_killed_by_a_signal_is_failed_naming_the_signal() {
 }
 
 #[test]
-fn a_missing_agent_binary_fails_the_run_at_once_naming_the_binary() {
+fn a_preset_whose_agent_is_not_installed_is_refused_at_launch_and_marked_unavailable() {
     let env = Env::new();
     env.command_preset("ghost", &["corral-test-no-such-agent", "--flag"]);
+    env.agent_preset("gone", "codex", "");
+    std::fs::remove_file(env.bin.join("codex")).unwrap();
     let out = env.corral(&["launch", "ghost", "go", "--wait", "--json"]);
-    assert_eq!(out.status.code(), Some(1), "wait semantics: ended, not completed");
-    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(run["status"], "failed");
-    assert_eq!(run["stop_reason"], "spawn_failed");
-    let error = run["error"].as_str().unwrap();
-    assert!(error.contains("'corral-test-no-such-agent' not found on PATH"), "{error}");
-    assert!(error.contains("ghost.md"), "names the preset file to fix: {error}");
+    assert_eq!(out.status.code(), Some(2), "refused, not launched then failed");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'corral-test-no-such-agent' is not on PATH"), "{err}");
+    assert!(err.contains("ghost.md"), "names the preset file to fix: {err}");
+    let err = String::from_utf8_lossy(&env.corral(&["launch", "gone", "go"]).stderr).into_owned();
+    assert!(err.contains("npm install -g @openai/codex"), "says what to install: {err}");
+    assert!(env.json(&["ls", "--all"]).as_array().unwrap().is_empty(), "a refused launch was recorded");
+    // Offered as unavailable, with why, wherever presets are listed.
+    let presets = env.json(&["presets"]);
+    let ghost = presets.as_array().unwrap().iter().find(|p| p["name"] == "ghost").unwrap();
+    assert!(ghost["unavailable"].as_str().unwrap().contains("is not on PATH"), "{ghost:#}");
+    let text = env.ok(&["presets"]);
+    assert!(text.contains("Cannot start here (2)"), "{text}");
 }
 
 #[test]

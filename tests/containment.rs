@@ -74,9 +74,12 @@ fn what_setup_starts_in_the_background_dies_when_the_agent_binary_is_missing() {
     for (mode, config) in MODES {
         let env = mode_env(config);
         let pidfile = env.project.join("bg.pid");
-        let setup = format!("sleep 300 & echo $! > '{}'", pidfile.display());
+        // The agent is there at launch; setup removes it.
+        let agent = env.project.join("agent");
+        std::fs::copy("/bin/true", &agent).unwrap();
+        let setup = format!("sleep 300 & echo $! > '{}'; rm '{}'", pidfile.display(), agent.display());
         let extra = format!("setup: [sh, -c, {}]\n", serde_json::to_string(&setup).unwrap());
-        env.command_preset_with("p", &["no-such-agent-binary"], &extra);
+        env.command_preset_with("p", &[agent.to_str().unwrap()], &extra);
         let id = env.launch("p", "x");
         let run = env.wait_end(&id);
         assert_eq!(run["stop_reason"], "spawn_failed", "{mode}: {run:#}");

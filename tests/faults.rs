@@ -312,6 +312,16 @@ fn bad_input_gets_a_clear_error_and_loses_nothing() {
     std::fs::write(&not_exec, "#!/bin/sh\necho hi\n").unwrap();
     env.command_preset("noexec", &[not_exec.to_str().unwrap()]);
     let out = env.corral(&["launch", "noexec", "x", "--wait", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "refused at launch");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not executable: chmod +x"));
+    // One that becomes unexecutable after the launch fails the run, saying so.
+    let later = env.project.join("later");
+    std::fs::write(&later, "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(&later, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let chmod = format!("chmod -x '{}'", later.display());
+    let setup = format!("setup: [sh, -c, {}]\n", serde_json::to_string(&chmod).unwrap());
+    env.command_preset_with("later", &[later.to_str().unwrap()], &setup);
+    let out = env.corral(&["launch", "later", "x", "--wait", "--json"]);
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((run["status"].as_str(), run["stop_reason"].as_str()), (Some("failed"), Some("spawn_failed")));
     assert!(run["error"].as_str().unwrap().contains("is not executable: chmod +x"), "{run:#}");

@@ -30,6 +30,9 @@ struct Entry<'a> {
     path: &'a str,
     overrides: Vec<&'a str>,
     problems: Vec<&'a str>,
+    /// Why its agent cannot start here (not installed, not executable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unavailable: Option<String>,
 }
 
 /// A limit as a preset writes it.
@@ -43,6 +46,8 @@ pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write
         None => corral::launch::working_folder()?,
     };
     let set = preset::discover(&Roots::new(store.home(), Some(&cwd)));
+    let path = std::env::var_os("PATH");
+    let unavailable = |p: &corral::Preset| preset::available::unavailable(p, path.as_deref(), &cwd);
     if json {
         let mut entries: Vec<Entry<'_>> = set
             .presets
@@ -66,6 +71,7 @@ pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write
                     path: &p.path,
                     overrides: e.overrides.iter().map(String::as_str).collect(),
                     problems: Vec::new(),
+                    unavailable: unavailable(p),
                 }
             })
             .collect();
@@ -97,6 +103,15 @@ pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write
         writeln!(out, "  {:<16} {}", e.preset.name, e.preset.path)?;
         for lower in &e.overrides {
             writeln!(out, "  {:<16}   overrides {lower}", "")?;
+        }
+    }
+    let cannot: Vec<(&str, String)> =
+        set.presets.iter().filter_map(|e| Some((e.preset.name.as_str(), unavailable(&e.preset)?))).collect();
+    if !cannot.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Cannot start here ({}):", cannot.len())?;
+        for (name, why) in &cannot {
+            writeln!(out, "  {name:<16} {why}")?;
         }
     }
     if !set.problems.is_empty() {

@@ -235,7 +235,7 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "List the presets you can launch as background agents: name, agent, model and what each is for. Call this before launch_agent to pick a preset."
+        description = "List the presets you can launch as background agents: name, agent, model and what each is for, and whether its agent is installed here (available: false says why; launching it fails). Call this before launch_agent to pick a preset."
     )]
     async fn list_presets(&self, Parameters(args): Parameters<ListPresetsArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
@@ -244,16 +244,24 @@ impl CorralTools {
                 None => crate::launch::working_folder()?,
             };
             let set = preset::discover(&Roots::new(store.home(), Some(&cwd)));
+            let path = std::env::var_os("PATH");
             let presets: Vec<serde_json::Value> = set
                 .presets
                 .iter()
                 .map(|e| {
-                    serde_json::json!({
+                    let mut entry = serde_json::json!({
                         "name": e.preset.name,
                         "description": e.preset.description,
                         "agent": e.preset.agent,
                         "model": e.preset.model,
-                    })
+                        "available": true,
+                    });
+                    // A preset that can never start is said so, never offered as if it could.
+                    if let Some(why) = preset::available::unavailable(&e.preset, path.as_deref(), &cwd) {
+                        entry["available"] = false.into();
+                        entry["unavailable"] = why.into();
+                    }
+                    entry
                 })
                 .collect();
             Ok(json_result(&presets))

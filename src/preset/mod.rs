@@ -5,6 +5,7 @@
 //! overrides an earlier one by name. A file that cannot be used is reported
 //! with its path and the reason and never stops the others from loading.
 
+pub mod available;
 mod discover;
 mod parse;
 mod shipped;
