@@ -81,7 +81,7 @@ pub fn discover(roots: &Roots) -> PresetSet {
                 }
                 None => Vec::new(),
             };
-            by_name.insert(name, Effective { preset, overrides });
+            by_name.insert(name, Effective { preset, overrides, unavailable: None });
         }
         Err(problem) => set.problems.push(problem),
     };

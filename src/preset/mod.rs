@@ -148,6 +148,10 @@ pub struct Effective {
     pub preset: Preset,
     /// Paths of lower-precedence presets of the same name, nearest last.
     pub overrides: Vec<String>,
+    /// Why its agent cannot start here, once asked (see
+    /// [`PresetSet::mark_unavailable`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 /// Every preset in effect for one working folder, and every problem found.
@@ -172,6 +176,14 @@ pub struct UnknownPreset {
 }
 
 impl PresetSet {
+    /// Marks each preset whose agent cannot start from `cwd` with `path` as
+    /// its PATH, with why (see `available`).
+    pub fn mark_unavailable(&mut self, path: Option<&std::ffi::OsStr>, cwd: &std::path::Path) {
+        for e in &mut self.presets {
+            e.unavailable = available::unavailable(&e.preset, path, cwd);
+        }
+    }
+
     /// The preset in effect under `name`.
     pub fn get(&self, name: &str) -> Result<&Preset, UnknownPreset> {
         if let Some(found) = self.presets.iter().find(|e| e.preset.name == name) {

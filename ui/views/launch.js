@@ -32,8 +32,10 @@ export async function show(view, _arg, params) {
     const set = await call("list_presets", { cwd: cwdInput.value || null });
     const keep = presetSelect.value || wanted;
     presets = set.presets;
+    // A preset whose agent is not installed is shown, with why, and cannot be picked.
     presetSelect.replaceChildren(...set.presets.map((p) =>
-      h("option", { value: p.name, selected: p.name === keep }, `${p.name} (${p.agent}) — ${p.description}`)));
+      h("option", { value: p.name, selected: p.name === keep && !p.unavailable, disabled: Boolean(p.unavailable), title: p.unavailable ?? "" },
+        p.unavailable ? `${p.name} (${p.agent}) — cannot start: ${p.unavailable}` : `${p.name} (${p.agent}) — ${p.description}`)));
     presetWorktree();
   }
 
