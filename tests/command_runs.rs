@@ -246,3 +246,22 @@ fn ls_and_show_and_search_find_runs() {
     let hits = env.json(&["search", "step"]);
     assert!(hits.as_array().unwrap().iter().any(|h| h["field"] == "transcript"), "{hits:#}");
 }
+
+#[test]
+fn a_flood_of_output_is_stored_in_bounded_events_and_search_shows_snippets_of_the_hits() {
+    let env = Env::new();
+    env.command_preset("flood", &["sh", "-c", "yes 'lorem ipsum dolor sit amet' | head -n 200000"]);
+    let id = env.launch("flood", "x");
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+    let store = env.store();
+    let events = store.events_after(&id, 0, 1_000_000).unwrap();
+    let output: Vec<_> = events.iter().filter(|e| e.kind == corral::adapter::EventKind::Output).collect();
+    let lines: usize = output.iter().map(|e| e.text.lines().count()).sum();
+    assert_eq!(lines, 200_000, "every line is kept");
+    let longest = events.iter().map(|e| e.text.len()).max().unwrap();
+    assert!(longest < 32 << 10, "an event of {longest} bytes: floods must come in bounded pieces");
+    let hits = env.json(&["search", "ipsum"]);
+    let hits = hits.as_array().unwrap();
+    assert_eq!(hits.len(), 50, "at most 50 hits, the newest first");
+    assert!(hits.iter().all(|h| h["snippet"].as_str().unwrap().contains("[ipsum]")), "{hits:#?}");
+}

@@ -16,6 +16,8 @@ const FINAL_LINES: usize = 20;
 const FINAL_LINE_MAX: usize = 2000;
 /// The argument replaced by the task text.
 pub const TASK_PLACEHOLDER: &str = "{task}";
+/// An output event is cut after the line that takes it past this size.
+const EVENT_BYTES: usize = 16 << 10;
 /// The variable naming the file that holds the task (`task.txt`, 0600, in
 /// the run's folder), whatever its size.
 pub const TASK_FILE_ENV: &str = "CORRAL_TASK_FILE";
@@ -58,13 +60,18 @@ impl Adapter for CommandAdapter {
         Ok(Invocation { program: program.clone(), args, env, stdin: None })
     }
 
-    fn read_line(&mut self, line: StreamLine<'_>, _out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
+    fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {
         let mut text = String::from_utf8_lossy(line.bytes).into_owned();
         if line.dropped > 0 {
             text.push_str(&format!(" …[{} bytes cut]", line.dropped));
         }
         self.pending.push_str(&text);
         self.pending.push('\n');
+        // Output that floods comes as events of a bounded size: search,
+        // tail and the window then never handle megabytes at once.
+        if self.pending.len() >= EVENT_BYTES {
+            self.flush(out);
+        }
         if self.last_lines.len() == FINAL_LINES {
             self.last_lines.pop_front();
         }

@@ -698,54 +698,79 @@ impl Store {
         if query.is_empty() {
             return Ok(Vec::new());
         }
+        // The newest matches first, found by rowid alone (FTS5 walks its
+        // index backwards and stops at the limit); snippets are made only
+        // for the rows returned, never for every match.
         let mut hits = Vec::new();
-        let mut stmt = self
-            .conn()
-            .prepare(
-                "SELECT r.id,
-                   snippet(runs_fts, 0, '[', ']', '…', 12),
-                   snippet(runs_fts, 1, '[', ']', '…', 12),
-                   snippet(runs_fts, 2, '[', ']', '…', 12)
-                 FROM runs_fts JOIN runs r ON r.num = runs_fts.rowid
-                 WHERE runs_fts MATCH ?1 ORDER BY r.num DESC LIMIT ?2",
-            )
-            .doing("searching runs")?;
-        let rows = stmt
-            .query_map(params![query, limit as i64], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                    r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                    r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-                ))
-            })
-            .doing("searching runs")?;
-        for row in rows {
-            let (run_id, task, final_text, error) = row.doing("searching runs")?;
+        let newest = |sql: &str| -> Result<Vec<i64>, StoreError> {
+            let mut stmt = self.conn().prepare_cached(sql).doing("searching")?;
+            let rows = stmt.query_map(params![query, limit as i64], |r| r.get(0)).doing("searching")?;
+            rows.collect::<Result<_, _>>().doing("searching")
+        };
+        let runs = newest("SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2")?;
+        for num in runs {
+            let (run_id, task, final_text, error) = self
+                .conn()
+                .prepare_cached(
+                    "SELECT r.id, snippet(runs_fts, 0, '[', ']', '…', 12), snippet(runs_fts, 1, '[', ']', '…', 12),
+                       snippet(runs_fts, 2, '[', ']', '…', 12)
+                     FROM runs_fts JOIN runs r ON r.num = runs_fts.rowid
+                     WHERE runs_fts MATCH ?1 AND runs_fts.rowid = ?2",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![query, num], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                            r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                            r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                        ))
+                    })
+                })
+                .doing("searching runs")?;
             let (field, snippet) = [("task", task), ("final_text", final_text), ("error", error)]
                 .into_iter()
                 .find(|(_, s)| s.contains('['))
                 .unwrap_or(("task", String::new()));
             hits.push(SearchHit { run_id, field: field.to_string(), snippet });
         }
-        let mut stmt = self
-            .conn()
-            .prepare(
-                "SELECT e.run_id, snippet(events_fts, 0, '[', ']', '…', 12)
-                 FROM events_fts JOIN events e ON e.id = events_fts.rowid
-                 WHERE events_fts MATCH ?1 ORDER BY e.id DESC LIMIT ?2",
-            )
-            .doing("searching transcripts")?;
-        let rows = stmt
-            .query_map(params![query, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .doing("searching transcripts")?;
-        for row in rows {
-            let (run_id, snippet) = row.doing("searching transcripts")?;
-            hits.push(SearchHit { run_id, field: "transcript".to_string(), snippet });
+        let events = newest("SELECT rowid FROM events_fts WHERE events_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2")?;
+        for id in events.into_iter().take(limit.saturating_sub(hits.len())) {
+            let (run_id, snippet) = self
+                .conn()
+                .prepare_cached(
+                    "SELECT e.run_id, highlight(events_fts, 0, char(1), char(2))
+                     FROM events_fts JOIN events e ON e.id = events_fts.rowid
+                     WHERE events_fts MATCH ?1 AND events_fts.rowid = ?2",
+                )
+                .and_then(|mut stmt| stmt.query_row(params![query, id], |r| Ok((r.get(0)?, r.get::<_, String>(1)?))))
+                .doing("searching transcripts")?;
+            // FTS5's snippet() weighs every match of a long event (13 ms for
+            // one of 16 KiB); the text around the first match is enough.
+            hits.push(SearchHit { run_id, field: "transcript".to_string(), snippet: around_first_match(&snippet) });
         }
         hits.truncate(limit);
         Ok(hits)
     }
+}
+
+/// The text around the first match of `marked` (matches between `\x01` and
+/// `\x02`, as `highlight()` marks them), as `[match]` with `…` where cut.
+fn around_first_match(marked: &str) -> String {
+    const BEFORE: usize = 40;
+    const AFTER: usize = 80;
+    let first = marked.find('\u{1}').unwrap_or(0);
+    let start = marked[..first].char_indices().rev().nth(BEFORE - 1).map_or(0, |(i, _)| i);
+    let end = marked[first..].char_indices().nth(AFTER).map_or(marked.len(), |(i, _)| first + i);
+    let mut text = String::new();
+    if start > 0 {
+        text.push('…');
+    }
+    text.push_str(&marked[start..end].replace('\u{1}', "[").replace('\u{2}', "]"));
+    if end < marked.len() {
+        text.push('…');
+    }
+    text
 }
 
 /// Quotes each word so user text is never parsed as FTS5 syntax.
@@ -847,4 +872,19 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
             _ => None,
         },
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transcript_hit_shows_the_text_around_its_first_match() {
+        let long = format!("{}\u{1}needle\u{2} and the rest {}", "é".repeat(100), "x".repeat(200));
+        let shown = around_first_match(&long);
+        assert!(shown.starts_with('…') && shown.ends_with('…'), "{shown}");
+        assert!(shown.contains("[needle] and the rest"), "{shown}");
+        assert!(shown.chars().count() < 130, "{shown}");
+        assert_eq!(around_first_match("\u{1}short\u{2}"), "[short]");
+    }
 }
