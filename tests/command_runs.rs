@@ -264,4 +264,7 @@ fn a_flood_of_output_is_stored_in_bounded_events_and_search_shows_snippets_of_th
     let hits = hits.as_array().unwrap();
     assert_eq!(hits.len(), 50, "at most 50 hits, the newest first");
     assert!(hits.iter().all(|h| h["snippet"].as_str().unwrap().contains("[ipsum]")), "{hits:#?}");
+    // The window's filter: the runs alone, no excerpts.
+    assert_eq!(store.search_run_ids("ipsum", 500).unwrap(), vec![id.clone()]);
+    assert!(store.search_run_ids("nowhere-to-be-found", 500).unwrap().is_empty());
 }

@@ -692,6 +692,34 @@ impl Store {
         })
     }
 
+    /// The runs whose task, final text, error or transcript holds `text`,
+    /// newest matches first, at most `limit` matches looked at: for lists
+    /// filtered by a search (the window's), which need no excerpts.
+    pub fn search_run_ids(&self, text: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        let query = fts_query(text);
+        if query.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut ids: Vec<String> = Vec::new();
+        for sql in [
+            "SELECT r.id FROM runs r WHERE r.num IN
+               (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2)",
+            "SELECT DISTINCT e.run_id FROM events e WHERE e.id IN
+               (SELECT rowid FROM events_fts WHERE events_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2)",
+        ] {
+            let mut stmt = self.conn().prepare_cached(sql).doing("searching runs")?;
+            let rows =
+                stmt.query_map(params![query, limit as i64], |r| r.get::<_, String>(0)).doing("searching runs")?;
+            for id in rows {
+                let id = id.doing("searching runs")?;
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     /// Full-text search over tasks, final texts, errors and transcripts.
     pub fn search(&self, text: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
         let query = fts_query(text);

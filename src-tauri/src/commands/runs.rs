@@ -42,7 +42,7 @@ pub fn list_runs(
     };
     let mut runs = store.runs(&filter)?;
     if let Some(query) = query {
-        let hits: HashSet<String> = store.search(query, 500)?.into_iter().map(|h| h.run_id).collect();
+        let hits: HashSet<String> = store.search_run_ids(query, 500)?.into_iter().collect();
         runs.retain(|r| hits.contains(&r.id) || r.preset.contains(query) || r.id.starts_with(query));
         runs.truncate(limit.unwrap_or(usize::MAX));
     }
