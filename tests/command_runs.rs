@@ -29,7 +29,8 @@ fn a_successful_command_is_completed_with_its_last_lines_as_result() {
     }
     let stderr = std::fs::read_to_string(env.run_dir(&id).join("stderr.log")).unwrap();
     assert_eq!(stderr, "something went wrong on step 2\n");
-    assert_eq!(env.ok(&["tail", &id]), "working on: build the thing\nstep 1 done\n");
+    let transcript = env.ok(&["tail", "-n", "all", &id]);
+    assert_eq!(transcript, "working on: build the thing\nstep 1 done\n[stderr] something went wrong on step 2\n");
 }
 
 #[test]
@@ -267,4 +268,40 @@ fn a_flood_of_output_is_stored_in_bounded_events_and_search_shows_snippets_of_th
     // The window's filter: the runs alone, no excerpts.
     assert_eq!(store.search_run_ids("ipsum", 500).unwrap(), vec![id.clone()]);
     assert!(store.search_run_ids("nowhere-to-be-found", 500).unwrap().is_empty());
+}
+
+#[test]
+fn tail_is_tail_last_lines_stderr_in_order_several_runs_and_an_exit_like_wait() {
+    let env = Env::new();
+    env.command_preset("count", &["sh", "-c", "seq 1000"]);
+    let mixed = "echo out-1; sleep 0.1; echo err-1 >&2; sleep 0.1; echo out-2; sleep 0.1; echo err-2 >&2; exit 3";
+    env.command_preset("mixed", &["sh", "-c", mixed]);
+    let count = env.launch("count", "x");
+    let mixed = env.launch("mixed", "y");
+    env.wait_end(&count);
+    env.wait_end(&mixed);
+
+    let last: Vec<String> = env.ok(&["tail", &count]).lines().map(str::to_string).collect();
+    assert_eq!(last, (991..=1000).map(|n| n.to_string()).collect::<Vec<_>>(), "the last 10 lines by default");
+    assert_eq!(env.ok(&["tail", "-n", "3", &count]), "998\n999\n1000\n");
+    assert_eq!(env.ok(&["tail", "-n", "all", &count]).lines().count(), 1000);
+    // stderr is in the transcript, marked, in the order it came.
+    let text = env.ok(&["tail", "-n", "all", &mixed]);
+    let order: Vec<&str> = text.lines().filter(|l| l.contains("out-") || l.contains("err-")).collect();
+    assert_eq!(order, ["out-1", "[stderr] err-1", "out-2", "[stderr] err-2"], "{text}");
+    // Several runs: interleaved by time, each line with its run's id.
+    let both = env.ok(&["tail", "-n", "2", &count, &mixed]);
+    assert!(both.lines().all(|l| l.starts_with(&count[..8]) || l.starts_with(&mixed[..8])), "{both}");
+    assert_eq!(both.lines().count(), 4, "{both}");
+    // Timestamps, and --since.
+    let stamped = env.ok(&["tail", "-t", "-n", "1", &count]);
+    assert!(stamped.starts_with("20") && stamped.trim_end().ends_with(" 1000"), "{stamped}");
+    assert_eq!(env.ok(&["tail", "--since", "2099-01-01T00:00:00Z", &count]), "");
+    assert_eq!(env.ok(&["tail", "--since", "1h", &count]).lines().count(), 1000, "all since then");
+    // -f exits as wait does: 1 for a run that failed.
+    let out = env.corral(&["tail", "-f", &mixed]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("── {mixed} failed")));
+    let out = env.corral(&["tail", "-n", "x", &count]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-n x is not a number of lines"));
 }

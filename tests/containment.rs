@@ -393,7 +393,7 @@ fn pause_and_resume_keep_the_transcript_whole_and_the_clocks_stopped() {
         env.wait_run(&id, LIMIT, |r| r["status"] == "running");
         let paused = env.json(&["pause", &id]);
         assert_eq!(paused[0]["status"], "paused", "{mode}: {paused:#}");
-        let ticks = || env.ok(&["tail", &id]).lines().filter(|l| l.contains("tick ")).count();
+        let ticks = || env.ok(&["tail", "-n", "all", &id]).lines().filter(|l| l.contains("tick ")).count();
         let at_pause = ticks();
         // A paused run holds no slot: a run queued behind it goes.
         let other = env.launch("quick", "y");
@@ -405,7 +405,7 @@ fn pause_and_resume_keep_the_transcript_whole_and_the_clocks_stopped() {
         assert_eq!(resumed[0]["status"], "running", "{mode}: {resumed:#}");
         let run = env.wait_end(&id);
         assert_eq!(run["status"], "completed", "{mode}: the pause counted against its timeout: {run:#}");
-        let text = env.ok(&["tail", &id]);
+        let text = env.ok(&["tail", "-n", "all", &id]);
         let seen: Vec<&str> = text.lines().filter(|l| l.contains("tick ")).collect();
         let want: Vec<String> = (1..=20).map(|i| format!("tick {i}")).collect();
         assert!(seen.iter().zip(&want).all(|(l, w)| l.ends_with(w.as_str())) && seen.len() == 20, "{mode}: {text}");

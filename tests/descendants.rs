@@ -72,7 +72,7 @@ fn a_parent_waits_for_its_children_and_is_handed_their_results() {
     assert_eq!(log(&env), "first\ncontinuation\n");
     let prompt = std::fs::read_to_string(env.project.join("parent.log.prompt")).unwrap();
     assert!(prompt.contains(&format!("## Run {} (preset alpha): completed", children[0])), "{prompt}");
-    let transcript = env.ok(&["tail", &parent]);
+    let transcript = env.ok(&["tail", "-n", "all", &parent]);
     assert!(transcript.contains("[system] continuation turn 1"), "{transcript}");
 }
 

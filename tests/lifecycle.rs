@@ -58,7 +58,7 @@ fn pi_auto_retry_then_success_completes_with_the_retried_answer() {
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
     assert_eq!(run["final_text"], "Recovered answer.");
-    let transcript = env.ok(&["tail", &id]);
+    let transcript = env.ok(&["tail", "-n", "all", &id]);
     assert!(transcript.contains("[retry] retry 1/3"), "{transcript}");
 
     let args = std::fs::read_to_string(args_file).unwrap();
@@ -243,7 +243,7 @@ fn a_50_mb_line_is_bounded_and_an_oversized_terminal_event_still_ends_the_run() 
     assert_eq!(run["final_text"], "read the big file");
     let log = std::fs::metadata(env.run_dir(&id).join("stdout.log")).unwrap().len();
     assert!(log > 100 << 20, "the raw log keeps everything: {log}");
-    let transcript = env.ok(&["tail", &id]);
+    let transcript = env.ok(&["tail", "-n", "all", &id]);
     assert!(transcript.contains("`message_update` event of 52428882 bytes was too long"), "{transcript}");
     assert!(transcript.contains("`agent_end` event of"), "{transcript}");
 }
@@ -267,7 +267,7 @@ fn a_flood_of_200k_lines_is_all_accounted_for() {
     let id = env.launch("flood", "flood");
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed");
-    let transcript = env.ok(&["tail", &id]);
+    let transcript = env.ok(&["tail", "-n", "all", &id]);
     let lines: Vec<&str> = transcript.lines().collect();
     assert_eq!(lines.len(), 200_000);
     assert_eq!(lines[0], "line 1");
@@ -294,7 +294,7 @@ fn the_first_terminal_event_decides_and_later_output_is_still_kept() {
     assert_eq!(run["cost_usd"], 0.002);
     // Output after the end (a line, garbage, more results) is transcript,
     // never a second outcome.
-    let transcript = env.ok(&["tail", &id]);
+    let transcript = env.ok(&["tail", "-n", "all", &id]);
     assert!(transcript.contains("talking after the end"), "{transcript}");
     assert!(transcript.contains("not json after the end"), "{transcript}");
     assert_eq!(env.show(&id)["status"], "completed");

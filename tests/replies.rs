@@ -27,7 +27,7 @@ fn turns(log: &Path) -> Vec<String> {
 }
 
 fn transcript(env: &Env, id: &str) -> String {
-    env.ok(&["tail", id])
+    env.ok(&["tail", "-n", "all", id])
 }
 
 /// Lets a turn of the fake held on `hold` answer.

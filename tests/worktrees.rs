@@ -70,7 +70,7 @@ fn a_run_works_on_its_own_branch_and_is_reviewed_merged_and_discarded() {
     // The user's tree is untouched.
     assert_eq!(std::fs::read_to_string(env.project.join("tracked.txt")).unwrap(), "one\n");
     assert!(!env.project.join("new.txt").exists());
-    let transcript = env.ok(&["tail", &id]);
+    let transcript = env.ok(&["tail", "-n", "all", &id]);
     assert!(transcript.contains(&format!("worktree {path} on branch corral/{id}")), "{transcript}");
     // Measured as the run ended, for the window's list.
     assert_eq!(run["changes"], serde_json::json!({"files": 4, "added": 4, "removed": 0}));
@@ -173,7 +173,7 @@ fn setup_runs_first_and_a_failing_setup_fails_the_run() {
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
     assert_eq!(run["final_text"], "ok");
-    let transcript = env.ok(&["tail", &id]);
+    let transcript = env.ok(&["tail", "-n", "all", &id]);
     assert!(transcript.contains("setup: sh -c") && transcript.contains("installing"), "{transcript}");
 
     env.command_preset_with("broken", &["true"], "worktree: true\nsetup: [sh, -c, 'echo npm ERR missing; exit 3']\n");

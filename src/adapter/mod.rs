@@ -97,6 +97,9 @@ word_enum! {
         System = "system",
         /// What the user said to the agent after the task (`corral reply`).
         User = "user",
+        /// What the agent's process wrote to its standard error, in order
+        /// with the rest.
+        Stderr = "stderr",
     }
 }
 

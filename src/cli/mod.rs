@@ -71,9 +71,22 @@ enum Command {
     },
     /// Print a run's transcript.
     Tail {
-        /// Run id (or a unique prefix).
-        run: String,
-        /// Keep printing until the run ends.
+        /// Run ids (or unique prefixes); several are interleaved by time,
+        /// each line with its run's id.
+        #[arg(required = true)]
+        runs: Vec<String>,
+        /// The last N lines of each run, or `all` (default 10; with
+        /// --since, all since then).
+        #[arg(short = 'n', long = "lines", value_name = "N|all")]
+        lines: Option<String>,
+        /// Show when each line came.
+        #[arg(short, long)]
+        timestamps: bool,
+        /// Only what came since: a time (RFC 3339) or an age (`10m`, `2h`).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Keep printing until every run ends; exit 0 if all completed, 1
+        /// otherwise (as `wait`).
         #[arg(short, long)]
         follow: bool,
     },
@@ -196,7 +209,10 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Launch(args) => launch::run(&mut store, args, &shepherd, &mut out)?,
         Command::Ls { all, status, json } => ls::run(&store, all, status, json, &mut out)?,
         Command::Show { run, json } => show::run(&mut store, &run, json, &mut out)?,
-        Command::Tail { run, follow } => tail::run(&mut store, &run, follow, &shepherd, &mut out)?,
+        Command::Tail { runs, lines, timestamps, since, follow } => {
+            let options = tail_options(lines.as_deref(), timestamps, since.as_deref(), follow)?;
+            tail::run(&mut store, &runs, &options, &shepherd, &mut out)?
+        }
         Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &shepherd, &mut out)?,
         Command::Abort { runs, json } => abort::run(&mut store, &runs, json, &shepherd, &mut out)?,
         Command::Pause { runs, json } => pause::run(&mut store, &runs, true, json, &shepherd, &mut out)?,
@@ -233,6 +249,40 @@ fn message(e: &anyhow::Error) -> String {
         }
     }
     text
+}
+
+/// `tail`'s options from the command line, each checked.
+fn tail_options(
+    lines: Option<&str>,
+    timestamps: bool,
+    since: Option<&str>,
+    follow: bool,
+) -> anyhow::Result<tail::Options> {
+    let lines = match lines {
+        Some("all") => None,
+        Some(n) => Some(
+            n.parse::<usize>()
+                .map_err(|_| anyhow::anyhow!("-n {n} is not a number of lines: write e.g. -n 50, or -n all"))?,
+        ),
+        None if since.is_some() => None,
+        None => Some(tail::DEFAULT_LINES),
+    };
+    let since = match since {
+        None => None,
+        Some(text) => Some(match corral::time::parse(text) {
+            Some(at) => corral::time::format(at),
+            None => {
+                let age = humantime::parse_duration(text).map_err(|_| {
+                    anyhow::anyhow!("--since {text} is neither a time (2026-11-23T10:00:00Z) nor an age (10m, 2h)")
+                })?;
+                let age =
+                    chrono::Duration::from_std(age).map_err(|_| anyhow::anyhow!("--since {text} is too long ago"))?;
+                let at = corral::time::now().checked_sub_signed(age);
+                corral::time::format(at.ok_or_else(|| anyhow::anyhow!("--since {text} is too long ago"))?)
+            }
+        }),
+    };
+    Ok(tail::Options { lines, timestamps, since, follow })
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

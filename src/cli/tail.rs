@@ -1,68 +1,165 @@
-//! `corral tail RUN [--follow]`: a run's transcript as text; with --follow,
-//! new events as they are committed, until the run ends.
+//! `corral tail RUN... [-n N|all] [-t] [--since TIME] [-f]`: the end of
+//! runs' transcripts as text, stdout and stderr in the order they came
+//! (stderr marked), several runs interleaved by time with their ids; with
+//! `-f`, new lines as they are committed until every run ends, exiting as
+//! `wait` does.
 
 use std::io::Write;
 
 use corral::adapter::EventKind;
 use corral::store::StoredEvent;
 use corral::watch::Watcher;
-use corral::Store;
+use corral::{RunStatus, Store};
 
 /// Events read from the store per query.
 const PAGE: usize = 1000;
+/// Lines shown when neither `-n` nor `--since` says otherwise.
+pub const DEFAULT_LINES: usize = 10;
+
+/// What to show, as the command line said it.
+pub struct Options {
+    /// The last this many lines of each run (`None`: all).
+    pub lines: Option<usize>,
+    /// Each line with the time it was read.
+    pub timestamps: bool,
+    /// Only what came at or after this moment (RFC 3339).
+    pub since: Option<String>,
+    /// Keep printing until every run ends.
+    pub follow: bool,
+}
+
+/// One line to print.
+struct Line {
+    at: String,
+    run: usize,
+    kind: EventKind,
+    text: String,
+}
 
 pub fn run(
     store: &mut Store,
-    id: &str,
-    follow: bool,
+    ids: &[String],
+    options: &Options,
     shepherd: &corral::queue::ShepherdCommand,
     out: &mut impl Write,
 ) -> anyhow::Result<i32> {
-    let id = store.find_run(id)?.id;
+    let ids: Vec<String> = ids.iter().map(|id| store.find_run(id).map(|r| r.id)).collect::<Result<_, _>>()?;
     let mut watcher = Watcher::new(store)?;
-    let mut after = 0;
+    let several = ids.len() > 1;
+    // Where each run's transcript was printed up to.
+    let mut after: Vec<i64> = Vec::with_capacity(ids.len());
+    let mut lines = Vec::new();
+    for (index, id) in ids.iter().enumerate() {
+        let (events, last) = tail_of(store, id, options)?;
+        after.push(last);
+        let mut run_lines: Vec<Line> = events.iter().flat_map(|e| lines_of(e, index)).collect();
+        if let Some(n) = options.lines {
+            run_lines.drain(..run_lines.len().saturating_sub(n));
+        }
+        lines.extend(run_lines);
+    }
+    print(&mut lines, &ids, several, options.timestamps, out)?;
+    if !options.follow {
+        return Ok(0);
+    }
     loop {
-        // Read the status before the events: a run seen terminal here has
-        // committed its last event before, so the drain below gets it all.
-        let ended = store.run(&id)?.status.is_terminal() && !store.reopens_soon(&id)?;
-        loop {
-            let events = store.events_after(&id, after, PAGE)?;
-            for event in &events {
-                print_event(event, out)?;
-            }
-            out.flush()?;
-            match events.last() {
-                Some(last) => after = last.seq,
-                None => break,
+        // Status before events: a run seen ended here committed its last
+        // event before, so the drain below gets it all.
+        let mut all_ended = true;
+        for id in &ids {
+            all_ended &= store.run(id)?.status.is_terminal() && !store.reopens_soon(id)?;
+        }
+        let mut lines = Vec::new();
+        for (index, id) in ids.iter().enumerate() {
+            loop {
+                let events = store.events_after(id, after[index], PAGE)?;
+                lines.extend(events.iter().flat_map(|e| lines_of(e, index)));
+                match events.last() {
+                    Some(last) => after[index] = last.seq,
+                    None => break,
+                }
             }
         }
-        if !follow || ended {
+        print(&mut lines, &ids, several, options.timestamps, out)?;
+        if all_ended {
             break;
         }
         let recheck = std::time::Instant::now() + corral::heal::HEAL_EVERY;
         watcher.changed_before(store, Some(recheck))?;
         corral::heal::heal(store, shepherd)?;
     }
-    if follow {
-        let run = store.run(&id)?;
+    let mut all_completed = true;
+    for id in &ids {
+        let run = store.run(id)?;
+        all_completed &= run.status == RunStatus::Completed;
         let reason = run.stop_reason.map(|r| format!(" ({r})")).unwrap_or_default();
         writeln!(out, "── {} {}{reason}", run.id, run.status)?;
         if let Some(error) = &run.error {
             writeln!(out, "── {error}")?;
         }
     }
-    Ok(0)
+    // As `wait`: 0 if every run completed, 1 otherwise.
+    Ok(if all_completed { 0 } else { 1 })
 }
 
-fn print_event(event: &StoredEvent, out: &mut impl Write) -> std::io::Result<()> {
-    match event.kind {
-        EventKind::Output | EventKind::Text => {
-            out.write_all(event.text.as_bytes())?;
-            if !event.text.ends_with('\n') {
-                writeln!(out)?;
-            }
-            Ok(())
+/// The events of run `id` that `tail` starts with, and the last seq read.
+/// With a line count, only as many events as hold that many lines are read,
+/// from the end: a transcript of millions of lines costs a page or two.
+fn tail_of(store: &Store, id: &str, options: &Options) -> anyhow::Result<(Vec<StoredEvent>, i64)> {
+    let last = store.last_event_seq(id)?;
+    let mut events: Vec<StoredEvent> = Vec::new();
+    let mut before = i64::MAX;
+    loop {
+        let page = store.events_before(id, before, PAGE)?;
+        let Some(first) = page.first() else { break };
+        before = first.seq;
+        let since_reached = options.since.as_deref().is_some_and(|since| first.at.as_str() < since);
+        events.splice(0..0, page);
+        let enough = options.lines.is_some_and(|n| events.iter().map(line_count).sum::<usize>() >= n);
+        if enough || since_reached {
+            break;
         }
-        kind => writeln!(out, "[{kind}] {}", event.text.trim_end()),
     }
+    if let Some(since) = options.since.as_deref() {
+        events.retain(|e| e.at.as_str() >= since);
+    }
+    Ok((events, last))
+}
+
+fn line_count(event: &StoredEvent) -> usize {
+    event.text.lines().count().max(1)
+}
+
+/// The lines of one event: output, assistant text and stderr line by line;
+/// anything else as one entry marked with its kind.
+fn lines_of(event: &StoredEvent, run: usize) -> Vec<Line> {
+    let line = |text: &str| Line { at: event.at.clone(), run, kind: event.kind, text: text.to_string() };
+    match event.kind {
+        EventKind::Output | EventKind::Text | EventKind::Stderr => event.text.lines().map(line).collect(),
+        _ => vec![line(event.text.trim_end())],
+    }
+}
+
+/// Prints `lines` in the order they came (by time, then as read).
+fn print(
+    lines: &mut [Line],
+    ids: &[String],
+    several: bool,
+    timestamps: bool,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    lines.sort_by(|a, b| a.at.cmp(&b.at));
+    for line in lines.iter() {
+        if timestamps {
+            write!(out, "{} ", line.at)?;
+        }
+        if several {
+            write!(out, "{} │ ", &ids[line.run][..ids[line.run].len().min(8)])?;
+        }
+        match line.kind {
+            EventKind::Output | EventKind::Text => writeln!(out, "{}", line.text)?,
+            kind => writeln!(out, "[{kind}] {}", line.text)?,
+        }
+    }
+    out.flush()
 }

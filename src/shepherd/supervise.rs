@@ -30,6 +30,8 @@ pub const MAX_LINE: usize = 4 << 20;
 const FLUSH_INTERVAL: Duration = Duration::from_millis(25);
 /// ...or as soon as this many are pending.
 const FLUSH_BATCH: usize = 512;
+/// Most bytes of stderr in one transcript event.
+const STDERR_EVENT: usize = 16 << 10;
 /// Bytes of stderr kept for error messages.
 const STDERR_TAIL: usize = 4096;
 /// How often a turn that ended looks again for Corral processes of the run
@@ -135,6 +137,8 @@ struct Turn {
     stderr: Option<ChildStderr>,
     splitter: LineSplitter,
     stderr_tail: Vec<u8>,
+    /// Stderr read but not yet a whole line.
+    stderr_partial: Vec<u8>,
     agent_end: Option<ProcessEnd>,
     /// No process of the turn is left.
     children_gone: bool,
@@ -167,6 +171,7 @@ impl Turn {
             stderr: Some(stderr),
             splitter: LineSplitter::new(MAX_LINE),
             stderr_tail: Vec::new(),
+            stderr_partial: Vec::new(),
             agent_end: None,
             children_gone: false,
             started: now,
@@ -490,12 +495,39 @@ impl Supervisor {
                     self.turn.stderr_tail.extend_from_slice(&self.buf[..n]);
                     let excess = self.turn.stderr_tail.len().saturating_sub(STDERR_TAIL);
                     self.turn.stderr_tail.drain(..excess);
+                    self.turn.stderr_partial.extend_from_slice(&self.buf[..n]);
+                    self.stderr_lines(false);
                 }
                 Readiness::Empty => return Ok(()),
                 Readiness::Closed => {
                     self.turn.stderr = None;
+                    self.stderr_lines(true);
                     return Ok(());
                 }
+            }
+        }
+    }
+
+    /// Whole stderr lines become a transcript event (marked stderr), in
+    /// order with the stream's; a line longer than [`STDERR_EVENT`] is cut
+    /// there, and at the stream's end the rest counts as a line.
+    fn stderr_lines(&mut self, at_end: bool) {
+        let partial = &mut self.turn.stderr_partial;
+        let whole = match partial.iter().rposition(|&b| b == b'\n') {
+            Some(at) => at + 1,
+            None if at_end || partial.len() >= STDERR_EVENT => partial.len(),
+            None => return,
+        };
+        let bytes: Vec<u8> = partial.drain(..whole).collect();
+        // What the agent wrote to stdout before comes first.
+        self.adapter.flush(&mut self.pending);
+        let text = String::from_utf8_lossy(&bytes);
+        for piece in text.as_bytes().chunks(STDERR_EVENT) {
+            let piece = String::from_utf8_lossy(piece);
+            let piece = piece.trim_end_matches('\n');
+            if !piece.is_empty() {
+                self.pending.push(TranscriptEvent::text(EventKind::Stderr, piece.to_string()));
+                self.pending_since.get_or_insert_with(Instant::now);
             }
         }
     }
@@ -852,7 +884,8 @@ impl Supervisor {
         for event in &self.pending {
             match event.kind {
                 EventKind::Retry => retrying = Some(event.text.clone()),
-                EventKind::Usage | EventKind::System => {}
+                // Neither is the agent working again.
+                EventKind::Usage | EventKind::System | EventKind::Stderr => {}
                 _ => retrying = None,
             }
         }
@@ -873,8 +906,9 @@ impl Supervisor {
     }
 
     fn finish(&mut self) -> Result<(), ShepherdError> {
-        // Whatever an escapee left in the pipe is still part of the run.
+        // Whatever an escapee left in the pipes is still part of the run.
         self.read_stdout(16 * READ_BUDGET)?;
+        self.stderr_lines(true);
         self.flush_events()?;
         // What the run changed is known with its exit (the window's +N −M).
         if let Err(e) = crate::review::measure(&mut self.store, &self.run_id) {

@@ -129,7 +129,7 @@ impl Real {
     }
 
     fn transcript(&self, id: &str) -> String {
-        self.env.ok(&["tail", id])
+        self.env.ok(&["tail", "-n", "all", id])
     }
 
     /// Every case that any agent must pass.
