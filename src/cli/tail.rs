@@ -109,8 +109,12 @@ fn tail_of(store: &Store, id: &str, options: &Options) -> anyhow::Result<(Vec<St
     let last = store.last_event_seq(id)?;
     let mut events: Vec<StoredEvent> = Vec::new();
     let mut before = i64::MAX;
+    // Pages grow from a few events: an event of output holds hundreds of
+    // lines, and `-n 10` of a 2-million-line run should read a few.
+    let mut page_size = 8;
     loop {
-        let page = store.events_before(id, before, PAGE)?;
+        let page = store.events_before(id, before, page_size)?;
+        page_size = (page_size * 4).min(PAGE);
         let Some(first) = page.first() else { break };
         before = first.seq;
         let since_reached = options.since.as_deref().is_some_and(|since| first.at.as_str() < since);
