@@ -23,6 +23,7 @@ pub mod process;
 pub mod queue;
 pub mod recent_folders;
 pub mod reconcile;
+pub mod remove;
 pub mod reply;
 pub mod resources;
 pub mod review;

@@ -325,6 +325,23 @@ pub fn merge_squashed(repo: &Path, branch: &str, worktree: &Worktree, message: &
     Ok(commit)
 }
 
+/// The files the run changed that `branch` of `repo` does not hold as the
+/// run left them: what would be lost with its worktree.
+pub fn unmerged(repo: &Path, branch: &str, worktree: &Worktree) -> Result<Vec<String>, WorktreeError> {
+    let path = Path::new(&worktree.path);
+    let tree = snapshot(path)?;
+    let touched = git(path, &["diff", "--name-only", "-z", "--no-renames", &worktree.base, &tree], "listing changes")?;
+    if touched.is_empty() {
+        return Ok(Vec::new());
+    }
+    let differ = git(path, &["diff", "--name-only", "-z", "--no-renames", branch, &tree], "comparing with your branch")
+        .or_else(|_| {
+            git(repo, &["diff", "--name-only", "-z", "--no-renames", branch, &tree], "comparing with your branch")
+        })?;
+    let differ: std::collections::BTreeSet<&str> = differ.split('\0').filter(|p| !p.is_empty()).collect();
+    Ok(touched.split('\0').filter(|p| !p.is_empty() && differ.contains(p)).map(str::to_string).collect())
+}
+
 /// Every path with uncommitted changes of the user's (staged, unstaged,
 /// untracked, both sides of a rename), read in one call whatever their
 /// number.

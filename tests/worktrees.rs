@@ -358,3 +358,62 @@ fn a_run_that_changed_20000_files_can_be_merged() {
     let count = std::fs::read_dir(env.project.join("many")).unwrap().count();
     assert_eq!(count, 20000);
 }
+
+#[test]
+fn rm_removes_a_run_for_good_but_keeps_a_worktree_with_unmerged_changes() {
+    let env = repo();
+    let id = finished_edit(&env);
+    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    let out = env.corral(&["rm", &id]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("removed") && said.contains("kept") && said.contains("tracked.txt"), "{said}");
+    assert!(Path::new(&worktree).exists(), "a worktree holding unmerged work was removed");
+    assert!(!env.run_dir(&id).exists(), "the run's folder is left");
+    let out = env.corral(&["show", &id]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("no run '{id}'")));
+    assert!(
+        env.json(&["search", "change things"]).as_array().unwrap().is_empty(),
+        "its transcript is still searchable"
+    );
+
+    // Merged first, its worktree goes with it.
+    let id = finished_edit(&env);
+    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    git(&env.project, &["reset", "-q", "--hard"]);
+    env.ok(&["merge", &id]);
+    env.ok(&["rm", &id]);
+    assert!(!Path::new(&worktree).exists(), "a merged worktree was kept");
+}
+
+#[test]
+fn rm_and_prune_never_touch_an_active_run_and_take_a_runs_children_with_it() {
+    let env = Env::new();
+    env.config("");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&common::fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("quick", &["true"]);
+    let busy = env.launch("slow", "x");
+    env.wait_run(&busy, Duration::from_secs(20), |r| r["status"] == "running");
+    let out = env.corral(&["rm", &busy]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("abort it first"));
+    assert_eq!(env.show(&busy)["status"], "running");
+    // A parent with a child: removed together.
+    env.command_preset("lead", &["sh", "-c", "corral launch quick child --wait >/dev/null"]);
+    let lead = env.launch("lead", "y");
+    let lead_run = env.wait_end(&lead);
+    let child = lead_run["children"][0].as_str().unwrap().to_string();
+    let dry = env.ok(&["prune", "--older-than", "0s", "--dry-run"]);
+    assert!(dry.contains(&lead) && dry.contains("would remove"), "{dry}");
+    assert!(!dry.contains(&busy), "an active run was offered for pruning: {dry}");
+    assert_eq!(env.show(&lead)["status"], "completed", "a dry run removed something");
+    let pruned = env.ok(&["prune", "--older-than", "0s", "--preset", "lead"]);
+    assert!(pruned.contains(&format!("{lead}  removed, with 1 run(s) it launched: {child}")), "{pruned}");
+    for id in [&lead, &child] {
+        assert!(!env.corral(&["show", id]).status.success(), "{id} is still there");
+    }
+    assert_eq!(env.show(&busy)["status"], "running", "prune touched an active run");
+    std::fs::write(&release, "").unwrap();
+    env.wait_end(&busy);
+}

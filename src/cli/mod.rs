@@ -9,7 +9,9 @@ mod ls;
 mod merge;
 mod pause;
 mod presets;
+mod prune;
 mod reply;
+mod rm;
 mod search;
 mod show;
 mod table;
@@ -158,6 +160,38 @@ enum Command {
     },
     /// Say one more thing to a run's agent, in a new turn of its own session.
     Reply(reply::Args),
+    /// Remove ended runs for good, with the runs they launched: rows,
+    /// transcripts, folders, and worktrees holding nothing unmerged.
+    Rm {
+        /// Run ids (or unique prefixes).
+        #[arg(required = true)]
+        runs: Vec<String>,
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove ended runs older than an age (as `rm`, top-level runs with
+    /// the runs they launched).
+    Prune {
+        /// How long ago they ended: 30d, 12h.
+        #[arg(long, value_name = "AGE")]
+        older_than: String,
+        /// Only runs with this status (repeatable).
+        #[arg(long)]
+        status: Vec<corral::RunStatus>,
+        /// Only runs of this preset.
+        #[arg(long)]
+        preset: Option<String>,
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Search tasks, results and transcripts.
     Search {
         /// Words to find.
@@ -221,6 +255,10 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Merge { run, no_squash, json } => merge::run(&store, &run, no_squash, json, &mut out)?,
         Command::Discard { run } => discard::run(&mut store, &run, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
+        Command::Rm { runs, dry_run, json } => rm::run(&mut store, &runs, dry_run, json, &mut out)?,
+        Command::Prune { older_than, status, preset, dry_run, json } => {
+            prune::run(&mut store, &older_than, &status, preset.as_deref(), dry_run, json, &mut out)?
+        }
         Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
         Command::Mcp | Command::Shepherd { .. } => unreachable!("handled above"),
     };

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0008_unreaped_index.sql"),
     include_str!("migrations/0009_replies_and_changes.sql"),
     include_str!("migrations/0010_containment.sql"),
+    include_str!("migrations/0011_run_removal.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -9,6 +9,7 @@
 mod desk;
 mod events;
 mod migrate;
+mod removal;
 mod replies;
 mod runs;
 mod slots;

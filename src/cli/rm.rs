@@ -1,0 +1,50 @@
+//! `corral rm RUN... [--dry-run]`: removes ended runs for good, with the
+//! runs they launched: rows, transcripts, folders, and worktrees that hold
+//! nothing unmerged (the others are kept, and said).
+
+use std::io::Write;
+
+use corral::remove::{remove, Removed};
+use corral::Store;
+
+pub fn run(store: &mut Store, ids: &[String], dry_run: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    let mut all = Vec::new();
+    for id in ids {
+        all.push(remove(store, id, dry_run)?);
+    }
+    if json {
+        super::print_json(out, &all)?;
+    } else {
+        for removed in &all {
+            say(removed, dry_run, out)?;
+        }
+    }
+    Ok(0)
+}
+
+/// One line per run removed (or that would be), and each worktree kept.
+pub fn say(removed: &Removed, dry_run: bool, out: &mut impl Write) -> std::io::Result<()> {
+    let verb = if dry_run { "would remove" } else { "removed" };
+    let (first, launched) = removed.ids.split_first().expect("a removal names its run");
+    match launched.len() {
+        0 => writeln!(out, "{first}  {verb}")?,
+        n => writeln!(out, "{first}  {verb}, with {n} run(s) it launched: {}", launched.join(" "))?,
+    }
+    for kept in &removed.kept_worktrees {
+        writeln!(
+            out,
+            "  worktree {} kept: {} file(s) not in your branch ({}); take them with `git -C {} merge {}`, \
+             or drop them with `git -C {} worktree remove --force {}` and `git -C {} branch -D {}`",
+            kept.path,
+            kept.unmerged.len(),
+            kept.unmerged.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            kept.repo,
+            kept.branch,
+            kept.repo,
+            kept.path,
+            kept.repo,
+            kept.branch
+        )?;
+    }
+    Ok(())
+}
