@@ -265,6 +265,11 @@ fn a_flood_of_output_is_stored_in_bounded_events_and_search_shows_snippets_of_th
     let hits = hits.as_array().unwrap();
     assert_eq!(hits.len(), 50, "at most 50 hits, the newest first");
     assert!(hits.iter().all(|h| h["snippet"].as_str().unwrap().contains("[ipsum]")), "{hits:#?}");
+    // Where the space goes: this run first.
+    let du = env.json(&["du"]);
+    assert_eq!(du["largest_runs"][0]["id"], id.as_str(), "{du:#}");
+    assert!(du["largest_runs"][0]["transcript_bytes"].as_u64().unwrap() > 5_000_000, "{du:#}");
+    assert!(du["database_bytes"].as_u64().unwrap() > 0);
     // The window's filter: the runs alone, no excerpts.
     assert_eq!(store.search_run_ids("ipsum", 500).unwrap(), vec![id.clone()]);
     assert!(store.search_run_ids("nowhere-to-be-found", 500).unwrap().is_empty());

@@ -4,6 +4,7 @@
 mod abort;
 mod diff;
 mod discard;
+mod du;
 mod launch;
 mod ls;
 mod merge;
@@ -173,6 +174,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Where Corral's disk space goes: database, run folders, worktrees,
+    /// and the largest runs.
+    Du {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove ended runs older than an age (as `rm`, top-level runs with
     /// the runs they launched).
     Prune {
@@ -255,6 +263,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Merge { run, no_squash, json } => merge::run(&store, &run, no_squash, json, &mut out)?,
         Command::Discard { run } => discard::run(&mut store, &run, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
+        Command::Du { json } => du::run(&store, json, &mut out)?,
         Command::Rm { runs, dry_run, json } => rm::run(&mut store, &runs, dry_run, json, &mut out)?,
         Command::Prune { older_than, status, preset, dry_run, json } => {
             prune::run(&mut store, &older_than, &status, preset.as_deref(), dry_run, json, &mut out)?

@@ -62,4 +62,20 @@ impl Store {
         let ids = stmt.query_map([before], |r| r.get::<_, String>(0)).doing("finding old runs")?;
         ids.collect::<Result<_, _>>().doing("finding old runs")
     }
+
+    /// The runs whose transcripts take the most room in the database, with
+    /// their bytes, largest first.
+    pub fn largest_transcripts(&self, limit: usize) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT run_id, sum(length(CAST(text AS BLOB)) + coalesce(length(CAST(json AS BLOB)), 0)) AS bytes
+                 FROM events GROUP BY run_id ORDER BY bytes DESC LIMIT ?1",
+            )
+            .doing("measuring transcripts")?;
+        let rows = stmt
+            .query_map([limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
+            .doing("measuring transcripts")?;
+        rows.collect::<Result<_, _>>().doing("measuring transcripts")
+    }
 }
