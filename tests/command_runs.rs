@@ -310,3 +310,37 @@ fn tail_is_tail_last_lines_stderr_in_order_several_runs_and_an_exit_like_wait() 
     let out = env.corral(&["tail", "-n", "x", &count]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("-n x is not a number of lines"));
 }
+
+#[test]
+fn ls_shows_the_latest_20_and_filters_by_status_preset_folder_and_age() {
+    let env = Env::new();
+    env.command_preset("ok", &["true"]);
+    env.command_preset("bad", &["false"]);
+    let other = env.project.join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..22 {
+        ids.push(env.launch("ok", &format!("job {i}")));
+    }
+    let bad = env.ok(&["launch", "bad", "fails", "--cwd", other.to_str().unwrap()]).trim().to_string();
+    for id in ids.iter().chain([&bad]) {
+        env.wait_end(id);
+    }
+    let table = env.ok(&["ls"]);
+    assert_eq!(table.lines().count(), 1 + 20 + 1, "header, the latest 20, and a note: {table}");
+    assert!(table.lines().next().unwrap().contains("FOLDER") && table.contains("elsewhere"), "{table}");
+    assert!(table.contains("(the latest 20: -n N or --all for more)"), "{table}");
+    assert_eq!(env.json(&["ls", "-n", "5"]).as_array().unwrap().len(), 5);
+    assert_eq!(env.json(&["ls", "--all"]).as_array().unwrap().len(), 23);
+    let failed = env.json(&["ls", "--status", "failed", "--status", "aborted"]);
+    assert_eq!(failed.as_array().unwrap().len(), 1);
+    assert_eq!(failed[0]["id"], bad.as_str());
+    assert_eq!(env.json(&["ls", "--preset", "bad"])[0]["id"], bad.as_str());
+    assert_eq!(env.json(&["ls", "--cwd", other.to_str().unwrap()]).as_array().unwrap().len(), 1);
+    let mut here = env.command(&["ls", "--here", "--json", "--all"]);
+    here.current_dir(&other);
+    let here: serde_json::Value = serde_json::from_slice(&here.output().unwrap().stdout).unwrap();
+    assert_eq!(here.as_array().unwrap().len(), 1, "{here:#}");
+    assert_eq!(env.ok(&["ls", "--since", "2099-01-01T00:00:00Z"]), "no runs match\n");
+    assert_eq!(env.ok(&["ls", "--status", "paused"]), "no runs match\n");
+}

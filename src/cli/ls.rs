@@ -1,4 +1,6 @@
-//! `corral ls`: runs, newest first, as a table or JSON.
+//! `corral ls`: runs, newest first, as a table that fits the terminal, or
+//! JSON; the latest 20 unless told otherwise, filtered by status, preset,
+//! folder and age.
 
 use std::io::Write;
 
@@ -6,26 +8,33 @@ use super::table::{cell, Table};
 use corral::store::RunFilter;
 use std::collections::{HashMap, HashSet};
 
-use corral::{time, Run, RunStatus, Store};
+use corral::{time, Run, Store};
 
-pub fn run(
-    store: &Store,
-    all: bool,
-    status: Option<RunStatus>,
-    json: bool,
-    out: &mut impl Write,
-) -> anyhow::Result<i32> {
-    let runs = store.runs(&RunFilter { include_dismissed: all, status, ..RunFilter::default() })?;
+/// Runs listed without `-n` or `--all`.
+pub const DEFAULT_COUNT: usize = 20;
+/// The task column is never narrower than this.
+const MIN_TASK: usize = 20;
+
+pub fn run(store: &Store, filter: &RunFilter, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    let runs = store.runs(filter)?;
     if json {
         super::print_json(out, &runs)?;
         return Ok(0);
     }
     if runs.is_empty() {
-        writeln!(out, "no runs yet: start one with 'corral launch PRESET TASK' (see 'corral presets')")?;
+        let filtered = !filter.statuses.is_empty()
+            || filter.preset.is_some()
+            || filter.folder.is_some()
+            || filter.created_since.is_some();
+        if filtered {
+            writeln!(out, "no runs match")?;
+        } else {
+            writeln!(out, "no runs yet: start one with 'corral launch PRESET TASK' (see 'corral presets')")?;
+        }
         return Ok(0);
     }
     let now = time::now();
-    let mut table = Table::new(&["ID", "STATUS", "PRESET", "AGE", "DURATION", "TOKENS", "TASK"]);
+    let mut rows = Vec::new();
     for (depth, run) in as_tree(&runs) {
         let id = match depth {
             0 => run.id.clone(),
@@ -38,12 +47,25 @@ pub fn run(
             n => n.to_string(),
         };
         let status = match &run.retrying {
-            Some(retry) => format!("{} (retrying: {})", run.status, retry),
+            Some(retry) => format!("{} (retrying: {})", run.status, cell(retry, 40)),
             None => run.status.to_string(),
         };
-        table.row(vec![id, status, run.preset.clone(), age, duration, tokens, cell(&run.task, 60)]);
+        let folder = run.launch_folder();
+        let folder = folder.file_name().map_or_else(|| "/".to_string(), |n| n.to_string_lossy().into_owned());
+        rows.push(vec![id, status, run.preset.clone(), cell(&folder, 20), age, duration, tokens, run.task.clone()]);
+    }
+    // The task takes what the terminal has left (everything, into a pipe).
+    let fixed: usize = (0..7).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0) + 2).sum();
+    let task_width = super::terminal_width().map_or(usize::MAX, |w| w.saturating_sub(fixed + 10).max(MIN_TASK));
+    let mut table = Table::new(&["ID", "STATUS", "PRESET", "FOLDER", "AGE", "DURATION", "TOKENS", "TASK"]);
+    for mut row in rows {
+        row[7] = cell(&row[7], task_width.min(200));
+        table.row(row);
     }
     table.write(out)?;
+    if filter.limit.is_some_and(|n| runs.len() >= n) {
+        writeln!(out, "(the latest {}: -n N or --all for more)", runs.len())?;
+    }
     Ok(0)
 }
 

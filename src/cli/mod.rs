@@ -53,13 +53,28 @@ enum Command {
     Launch(launch::Args),
     /// List runs, newest first.
     Ls {
-        /// Include cleared runs.
+        /// Every run, cleared ones too (default: the latest 20 not cleared).
         #[arg(long)]
         all: bool,
-        /// Only runs with this status (queued, starting, running, waiting,
-        /// completed, failed, aborted, lost).
+        /// The latest N runs.
+        #[arg(short = 'n', long = "lines", value_name = "N")]
+        count: Option<usize>,
+        /// Only runs with this status (repeatable: queued, starting,
+        /// running, waiting, paused, completed, failed, aborted, lost).
         #[arg(long)]
-        status: Option<corral::RunStatus>,
+        status: Vec<corral::RunStatus>,
+        /// Only runs of this preset.
+        #[arg(long)]
+        preset: Option<String>,
+        /// Only runs launched in this folder or below it.
+        #[arg(long, value_name = "DIR", conflicts_with = "here")]
+        cwd: Option<PathBuf>,
+        /// Only runs launched in the current folder or below it.
+        #[arg(long)]
+        here: bool,
+        /// Only runs created since: a time (RFC 3339) or an age (`2h`, `3d`).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -249,7 +264,23 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     let code = match command {
         Command::Presets { cwd, json } => presets::run(&store, cwd, json, &mut out)?,
         Command::Launch(args) => launch::run(&mut store, args, &shepherd, &mut out)?,
-        Command::Ls { all, status, json } => ls::run(&store, all, status, json, &mut out)?,
+        Command::Ls { all, count, status, preset, cwd, here, since, json } => {
+            let folder = match (cwd, here) {
+                (Some(dir), _) => Some(std::path::absolute(&dir).unwrap_or(dir)),
+                (None, true) => Some(corral::launch::working_folder()?),
+                (None, false) => None,
+            };
+            let filter = corral::store::RunFilter {
+                include_dismissed: all,
+                limit: if all && count.is_none() { None } else { Some(count.unwrap_or(ls::DEFAULT_COUNT)) },
+                statuses: status,
+                preset,
+                folder: folder.map(|f| f.to_string_lossy().into_owned()),
+                created_since: since.as_deref().map(since_arg).transpose()?,
+                ..Default::default()
+            };
+            ls::run(&store, &filter, json, &mut out)?
+        }
         Command::Show { run, json } => show::run(&mut store, &run, json, &mut out)?,
         Command::Tail { runs, lines, timestamps, since, follow } => {
             let options = tail_options(lines.as_deref(), timestamps, since.as_deref(), follow)?;
@@ -298,6 +329,11 @@ fn message(e: &anyhow::Error) -> String {
     text
 }
 
+/// The terminal's width, if output goes to one.
+fn terminal_width() -> Option<usize> {
+    corral::process::terminal_width()
+}
+
 /// `tail`'s options from the command line, each checked.
 fn tail_options(
     lines: Option<&str>,
@@ -314,22 +350,21 @@ fn tail_options(
         None if since.is_some() => None,
         None => Some(tail::DEFAULT_LINES),
     };
-    let since = match since {
-        None => None,
-        Some(text) => Some(match corral::time::parse(text) {
-            Some(at) => corral::time::format(at),
-            None => {
-                let age = humantime::parse_duration(text).map_err(|_| {
-                    anyhow::anyhow!("--since {text} is neither a time (2026-11-23T10:00:00Z) nor an age (10m, 2h)")
-                })?;
-                let age =
-                    chrono::Duration::from_std(age).map_err(|_| anyhow::anyhow!("--since {text} is too long ago"))?;
-                let at = corral::time::now().checked_sub_signed(age);
-                corral::time::format(at.ok_or_else(|| anyhow::anyhow!("--since {text} is too long ago"))?)
-            }
-        }),
-    };
+    let since = since.map(since_arg).transpose()?;
     Ok(tail::Options { lines, timestamps, since, follow })
+}
+
+/// `--since`: a time (RFC 3339) or an age before now (`10m`, `2h`), as the
+/// store's time text.
+fn since_arg(text: &str) -> anyhow::Result<String> {
+    if let Some(at) = corral::time::parse(text) {
+        return Ok(corral::time::format(at));
+    }
+    let too_long = || anyhow::anyhow!("--since {text} is too long ago");
+    let age = humantime::parse_duration(text)
+        .map_err(|_| anyhow::anyhow!("--since {text} is neither a time (2026-11-23T10:00:00Z) nor an age (10m, 2h)"))?;
+    let age = chrono::Duration::from_std(age).map_err(|_| too_long())?;
+    Ok(corral::time::format(corral::time::now().checked_sub_signed(age).ok_or_else(too_long)?))
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

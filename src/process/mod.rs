@@ -13,6 +13,6 @@ pub use linux::{
     is_alive, pids_with_env, set_child_subreaper, start_time, state_of, ProcessId,
 };
 pub use unix::{
-    make_nonblocking, prepare_agent, read_available, reap_any, signal_group, signal_pid, spawn_detached, wait_readable,
-    Readiness, Reaped, Sig, SignalPipe,
+    make_nonblocking, prepare_agent, read_available, reap_any, signal_group, signal_pid, spawn_detached,
+    terminal_width, wait_readable, Readiness, Reaped, Sig, SignalPipe,
 };

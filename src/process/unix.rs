@@ -154,6 +154,15 @@ pub fn reap_any() -> io::Result<Option<Reaped>> {
     }
 }
 
+/// The width of the terminal standard output is, if it is one.
+pub fn terminal_width() -> Option<usize> {
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ fills a winsize; fd 1 may be anything, and a
+    // failure is just "not a terminal".
+    let ok = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(size.ws_col as usize)
+}
+
 /// Puts a pipe end into non-blocking mode.
 pub fn make_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     use nix::fcntl::{fcntl, FcntlArg, OFlag};

@@ -89,6 +89,15 @@ pub struct RunFilter {
     pub offset: usize,
     /// Only runs that ended at or after this moment (RFC 3339).
     pub ended_since: Option<String>,
+    /// Only runs with one of these statuses (with `status`, both hold).
+    pub statuses: Vec<RunStatus>,
+    /// Only runs of this preset.
+    pub preset: Option<String>,
+    /// Only runs launched in this folder or below it (their folder, or the
+    /// repository folder a worktree run mirrors).
+    pub folder: Option<String>,
+    /// Only runs created at or after this moment (RFC 3339).
+    pub created_since: Option<String>,
 }
 
 /// The result of asking a run to stop.
@@ -283,6 +292,29 @@ impl Store {
         if let Some(since) = &filter.ended_since {
             args.push(since.clone());
             sql.push_str(&format!(" AND completed_at >= ?{}", args.len()));
+        }
+        if !filter.statuses.is_empty() {
+            sql.push_str(&format!(" AND status IN {}", RunStatus::sql_list(&filter.statuses)));
+        }
+        if let Some(preset) = &filter.preset {
+            args.push(preset.clone());
+            sql.push_str(&format!(" AND preset = ?{}", args.len()));
+        }
+        if let Some(folder) = &filter.folder {
+            let folder = folder.trim_end_matches('/').to_string();
+            // The folder itself, or anything below it (`/` ends the name).
+            let under = format!("{}/%", folder.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+            args.push(folder);
+            args.push(under);
+            let (same, below) = (args.len() - 1, args.len());
+            sql.push_str(&format!(
+                " AND (cwd = ?{same} OR cwd LIKE ?{below} ESCAPE '\\'
+                   OR (worktree_repo IS NOT NULL AND (worktree_repo = ?{same} OR worktree_repo LIKE ?{below} ESCAPE '\\')))"
+            ));
+        }
+        if let Some(since) = &filter.created_since {
+            args.push(since.clone());
+            sql.push_str(&format!(" AND created_at >= ?{}", args.len()));
         }
         sql.push_str(" ORDER BY num DESC");
         if let Some(limit) = filter.limit {
