@@ -158,3 +158,25 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     }
     Ok(store.run(&run.id)?)
 }
+
+/// Launches run `id` (or a unique prefix) again: the same preset, task,
+/// folder, model, parent, worktree choice (a fresh worktree if it had one)
+/// and environment (as kept with it).
+pub fn relaunch(store: &mut Store, id: &str, shepherd: &ShepherdCommand) -> Result<Run, LaunchError> {
+    let old = store.find_run(id)?;
+    let env = crate::run_env::load(&store.home().run_dir(&old.id)).map_err(|source| StoreError::RunFolder {
+        path: crate::run_env::env_file(&store.home().run_dir(&old.id)),
+        source,
+    })?;
+    let request = LaunchRequest {
+        preset: old.preset.clone(),
+        task: old.task.clone(),
+        cwd: old.launch_folder(),
+        model: old.model.clone(),
+        parent: old.parent_id.clone(),
+        env,
+        worktree: Some(old.worktree_repo.is_some()),
+        base: None,
+    };
+    launch(store, &request, shepherd)
+}

@@ -344,3 +344,27 @@ fn ls_shows_the_latest_20_and_filters_by_status_preset_folder_and_age() {
     assert_eq!(env.ok(&["ls", "--since", "2099-01-01T00:00:00Z"]), "no runs match\n");
     assert_eq!(env.ok(&["ls", "--status", "paused"]), "no runs match\n");
 }
+
+#[test]
+fn a_task_comes_from_stdin_or_a_file_and_a_run_is_relaunched_as_it_was() {
+    let env = Env::new();
+    env.command_preset("echo", &["sh", "-c", "printf '%s' \"$CORRAL_TASK\"; printf ' %s' \"$MARK\""]);
+    let mut cmd = env.command(&["launch", "echo", "-"]);
+    cmd.env("MARK", "from-stdin-launcher").stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"a brief\nof two lines").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(env.wait_end(&id)["task"], "a brief\nof two lines");
+    let brief = env.project.join("brief.md");
+    std::fs::write(&brief, "from a file").unwrap();
+    let from_file = env.ok(&["launch", "echo", "--task-file", brief.to_str().unwrap()]).trim().to_string();
+    assert_eq!(env.wait_end(&from_file)["task"], "from a file");
+    // The same preset, task and environment, as a new run.
+    let again = env.ok(&["relaunch", &id]).trim().to_string();
+    assert_ne!(again, id);
+    let run = env.wait_end(&again);
+    assert_eq!(run["task"], "a brief\nof two lines");
+    assert_eq!(run["final_text"], "a brief\nof two lines from-stdin-launcher", "the first launcher's environment");
+}

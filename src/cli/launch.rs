@@ -12,9 +12,13 @@ use corral::Store;
 pub struct Args {
     /// The preset to run (see `corral presets`).
     preset: String,
-    /// What the agent should do. Several words are joined with spaces.
-    #[arg(required = true, num_args = 1..)]
+    /// What the agent should do. Several words are joined with spaces; `-`
+    /// reads it from standard input.
+    #[arg(required_unless_present = "task_file", num_args = 1..)]
     task: Vec<String>,
+    /// Read the task from this file (a long brief).
+    #[arg(long, value_name = "FILE", conflicts_with = "task")]
+    task_file: Option<PathBuf>,
     /// Model to use instead of the preset's.
     #[arg(long)]
     model: Option<String>,
@@ -45,7 +49,7 @@ pub struct Args {
 pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
     let request = LaunchRequest {
         preset: args.preset,
-        task: args.task.join(" "),
+        task: task_of(&args.task, args.task_file.as_deref())?,
         cwd: match args.cwd {
             Some(dir) => dir,
             None => corral::launch::working_folder()?,
@@ -79,4 +83,19 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
         writeln!(out, "{}", run.id)?;
     }
     Ok(0)
+}
+
+/// The task as given: words, `-` for standard input, or `--task-file`.
+fn task_of(words: &[String], file: Option<&std::path::Path>) -> anyhow::Result<String> {
+    if let Some(file) = file {
+        return std::fs::read_to_string(file)
+            .map_err(|e| anyhow::anyhow!("cannot read the task from {}: {e}", file.display()));
+    }
+    if words == ["-"] {
+        let mut task = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut task)
+            .map_err(|e| anyhow::anyhow!("cannot read the task from standard input: {e}"))?;
+        return Ok(task);
+    }
+    Ok(words.join(" "))
 }

@@ -11,6 +11,7 @@ mod merge;
 mod pause;
 mod presets;
 mod prune;
+mod relaunch;
 mod reply;
 mod rm;
 mod search;
@@ -174,6 +175,15 @@ enum Command {
         /// Run id (or a unique prefix).
         run: String,
     },
+    /// Launch a run again: the same preset, task, folder, model, worktree
+    /// choice and environment.
+    Relaunch {
+        /// Run id (or a unique prefix).
+        run: String,
+        /// Print the new run as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Say one more thing to a run's agent, in a new turn of its own session.
     Reply(reply::Args),
     /// Remove ended runs for good, with the runs they launched: rows,
@@ -294,6 +304,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Merge { run, no_squash, json } => merge::run(&store, &run, no_squash, json, &mut out)?,
         Command::Discard { run } => discard::run(&mut store, &run, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
+        Command::Relaunch { run, json } => relaunch::run(&mut store, &run, json, &shepherd, &mut out)?,
         Command::Du { json } => du::run(&store, json, &mut out)?,
         Command::Rm { runs, dry_run, json } => rm::run(&mut store, &runs, dry_run, json, &mut out)?,
         Command::Prune { older_than, status, preset, dry_run, json } => {

@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use corral::launch::{launch, LaunchRequest};
 use corral::store::{RunFilter, Spend, StoredEvent};
 use corral::{time, Run, RunStatus};
 use serde::Serialize;
@@ -113,24 +112,12 @@ pub fn pause_run(state: State<'_, AppState>, id: String, paused: bool) -> Result
     Ok(corral::pause::pause(&mut store, &id, paused, corral::pause::PATIENCE, &state.shepherd()?)?)
 }
 
-/// Launches a run again with the same preset, task, folder and model.
+/// Launches a run again with the same preset, task, folder, model,
+/// worktree choice and environment.
 #[tauri::command(async)]
 pub fn relaunch_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {
     let mut store = state.store()?;
-    let old = store.find_run(&id)?;
-    let request = LaunchRequest {
-        preset: old.preset.clone(),
-        task: old.task.clone(),
-        cwd: old.launch_folder(),
-        model: old.model.clone(),
-        parent: old.parent_id.clone(),
-        // The same environment as the first time, if it was kept.
-        env: corral::run_env::load(&state.home.run_dir(&old.id))?,
-        // A fresh worktree if the first had one, even if it was discarded.
-        worktree: Some(old.worktree_repo.is_some()),
-        base: None,
-    };
-    Ok(launch(&mut store, &request, &state.shepherd()?)?)
+    Ok(corral::launch::relaunch(&mut store, &id, &state.shepherd()?)?)
 }
 
 /// "Clear finished"; returns how many runs were cleared.
