@@ -11,7 +11,9 @@ for path in ./usr/bin/corral ./usr/bin/corral-tray ./usr/bin/corral-app ./usr/sh
   ./etc/xdg/autostart/corral.desktop ./usr/share/icons/hicolor/16x16/apps/corral.png \
   ./usr/share/icons/hicolor/32x32/apps/corral.png ./usr/share/icons/hicolor/48x48/apps/corral.png \
   ./usr/share/icons/hicolor/128x128/apps/corral.png ./usr/share/icons/hicolor/256x256/apps/corral.png \
-  ./usr/share/icons/hicolor/512x512/apps/corral.png; do
+  ./usr/share/icons/hicolor/512x512/apps/corral.png ./usr/share/man/man1/corral.1.gz \
+  ./usr/share/bash-completion/completions/corral ./usr/share/zsh/vendor-completions/_corral \
+  ./usr/share/fish/vendor_completions.d/corral.fish; do
   if ! grep -qx "$path" <<<"$contents"; then
     echo "check-deb: $deb lacks $path" >&2
     missing=1
@@ -25,5 +27,6 @@ mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
 touch "$root/var/lib/dpkg/status"
 dpkg --root="$root" --force-depends --force-not-root --log=/dev/null -i "$deb" >/dev/null
 "$root/usr/bin/corral" --version
+zcat "$root/usr/share/man/man1/corral.1.gz" | grep -q '^\.TH corral' || { echo "check-deb: the man page is not a man page" >&2; exit 1; }
 "$root/usr/bin/corral-tray" --version
 echo "check-deb: $deb builds, lists what it must, and installs"

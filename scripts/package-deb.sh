@@ -30,6 +30,15 @@ for size in 16 32 48 64 128 256; do
 done
 install -Dm644 icons/icon.png "$stage/usr/share/icons/hicolor/512x512/apps/corral.png"
 install -Dm644 README.md "$stage/usr/share/doc/corral/README.md"
+# The manual page and shell completions, generated from the command line's
+# own definition by the binary just built.
+corral="target/$profile/corral"
+mkdir -p "$stage/usr/share/man/man1" "$stage/usr/share/bash-completion/completions" \
+  "$stage/usr/share/zsh/vendor-completions" "$stage/usr/share/fish/vendor_completions.d"
+"$corral" man | gzip -9n > "$stage/usr/share/man/man1/corral.1.gz"
+"$corral" completions bash > "$stage/usr/share/bash-completion/completions/corral"
+"$corral" completions zsh > "$stage/usr/share/zsh/vendor-completions/_corral"
+"$corral" completions fish > "$stage/usr/share/fish/vendor_completions.d/corral.fish"
 size_kb=$(du -sk "$stage" | cut -f1)
 mkdir -p "$stage/DEBIAN"
 cat > "$stage/DEBIAN/control" <<CONTROL

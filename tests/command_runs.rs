@@ -368,3 +368,17 @@ fn a_task_comes_from_stdin_or_a_file_and_a_run_is_relaunched_as_it_was() {
     assert_eq!(run["task"], "a brief\nof two lines");
     assert_eq!(run["final_text"], "a brief\nof two lines from-stdin-launcher", "the first launcher's environment");
 }
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_line_itself() {
+    let env = Env::new();
+    let bash = env.ok(&["completions", "bash"]);
+    assert!(bash.contains("_corral()") && bash.contains("relaunch") && bash.contains("--older-than"), "{bash}");
+    for shell in ["zsh", "fish"] {
+        assert!(env.ok(&["completions", shell]).contains("prune"), "{shell}");
+    }
+    let man = env.ok(&["man"]);
+    assert!(man.contains(".TH corral 1") && man.contains("pause"), "{man}");
+    let out = env.corral(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "an unknown shell is refused");
+}

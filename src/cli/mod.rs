@@ -236,6 +236,14 @@ enum Command {
     },
     /// Serve Corral's tools to an agent over MCP on stdio.
     Mcp,
+    /// Print a shell completion script: `corral completions bash >
+    /// ~/.local/share/bash-completion/completions/corral`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `corral man | man -l -`.
+    Man,
     /// Supervise one run (started by `launch`; not for direct use).
     #[command(hide = true)]
     Shepherd {
@@ -259,6 +267,23 @@ pub fn main() -> i32 {
 }
 
 fn dispatch(command: Command) -> anyhow::Result<i32> {
+    // Generated from the command line's own definition; no store needed.
+    match &command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "corral",
+                &mut std::io::stdout(),
+            );
+            return Ok(0);
+        }
+        Command::Man => {
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut std::io::stdout().lock())?;
+            return Ok(0);
+        }
+        _ => {}
+    }
     let home = corral::caller::home()?;
     if let Command::Shepherd { run } = &command {
         corral::shepherd::shepherd(&home, run).with_context(|| format!("shepherd of run {run}"))?;
@@ -311,7 +336,9 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
             prune::run(&mut store, &older_than, &status, preset.as_deref(), dry_run, json, &mut out)?
         }
         Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
-        Command::Mcp | Command::Shepherd { .. } => unreachable!("handled above"),
+        Command::Mcp | Command::Shepherd { .. } | Command::Completions { .. } | Command::Man => {
+            unreachable!("handled above")
+        }
     };
     out.flush()?;
     Ok(code)
