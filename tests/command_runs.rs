@@ -382,3 +382,24 @@ fn completions_and_the_man_page_come_from_the_command_line_itself() {
     let out = env.corral(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2), "an unknown shell is refused");
 }
+
+#[test]
+fn colour_on_a_terminal_only_and_never_with_no_color() {
+    let env = Env::new();
+    env.command_preset("ok", &["true"]);
+    let id = env.launch("ok", "x");
+    env.wait_end(&id);
+    // `script` gives the command a terminal of its own.
+    let on_terminal = |no_color: bool| {
+        let line = format!("'{}' ls", common::corral_bin().display());
+        let mut cmd = std::process::Command::new("script");
+        cmd.args(["-qc", &line, "/dev/null"]).env("CORRAL_HOME", &env.home).env_remove("NO_COLOR");
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        }
+        String::from_utf8(cmd.output().unwrap().stdout).unwrap()
+    };
+    assert!(on_terminal(false).contains("\u{1b}[32mcompleted"), "no colour on a terminal");
+    assert!(!on_terminal(true).contains('\u{1b}'), "colour despite NO_COLOR");
+    assert!(!env.ok(&["ls"]).contains('\u{1b}'), "colour into a pipe");
+}

@@ -26,7 +26,9 @@ pub fn run(store: &mut Store, id: &str, stat: bool, json: bool, out: &mut impl W
         }
         writeln!(out, " {} files changed, +{} -{}", changes.files.len(), changes.added, changes.removed)?;
     } else {
-        out.write_all(worktree::patch(worktree)?.as_bytes())?;
+        let patch = worktree::patch(worktree)?;
+        let patch = if super::colour::wanted() { super::colour::diff(&patch) } else { patch };
+        out.write_all(patch.as_bytes())?;
     }
     Ok(0)
 }

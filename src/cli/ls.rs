@@ -58,6 +58,13 @@ pub fn run(store: &Store, filter: &RunFilter, json: bool, out: &mut impl Write) 
     let fixed: usize = (0..7).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0) + 2).sum();
     let task_width = super::terminal_width().map_or(usize::MAX, |w| w.saturating_sub(fixed + 10).max(MIN_TASK));
     let mut table = Table::new(&["ID", "STATUS", "PRESET", "FOLDER", "AGE", "DURATION", "TOKENS", "TASK"]);
+    if super::colour::wanted() {
+        let statuses: Vec<corral::RunStatus> = as_tree(&runs).iter().map(|(_, r)| r.status).collect();
+        table.paint(move |row, column, text| match column {
+            1 => super::colour::status(text, statuses[row]),
+            _ => text.to_string(),
+        });
+    }
     for mut row in rows {
         row[7] = cell(&row[7], task_width.min(200));
         table.row(row);

@@ -2,6 +2,7 @@
 //! messages and exit codes in one place.
 
 mod abort;
+mod colour;
 mod diff;
 mod discard;
 mod du;

@@ -7,12 +7,21 @@ use std::io::{self, Write};
 pub struct Table {
     headers: Vec<&'static str>,
     rows: Vec<Vec<String>>,
+    /// Paints a cell (column, padded text) after it is sized: colour codes
+    /// take no room on a terminal.
+    paint: Option<Box<dyn Fn(usize, usize, &str) -> String>>,
 }
 
 impl Table {
     /// A table with these column headers.
     pub fn new(headers: &[&'static str]) -> Table {
-        Table { headers: headers.to_vec(), rows: Vec::new() }
+        Table { headers: headers.to_vec(), rows: Vec::new(), paint: None }
+    }
+
+    /// Paints cells with `paint(row, column, padded text)` as they are
+    /// written (rows from 0, the header not included).
+    pub fn paint(&mut self, paint: impl Fn(usize, usize, &str) -> String + 'static) {
+        self.paint = Some(Box::new(paint));
     }
 
     /// Adds a row (one cell per header).
@@ -28,21 +37,24 @@ impl Table {
                 *w = (*w).max(cell.chars().count());
             }
         }
-        let line = |cells: Vec<&str>, out: &mut dyn Write| -> io::Result<()> {
+        let line = |row: Option<usize>, cells: Vec<&str>, out: &mut dyn Write| -> io::Result<()> {
             let last = cells.len() - 1;
             let mut text = String::new();
             for (i, cell) in cells.iter().enumerate() {
-                if i == last {
-                    text.push_str(cell);
-                } else {
-                    text.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+                let padded = if i == last { cell.to_string() } else { format!("{cell:<width$}", width = widths[i]) };
+                match (row, &self.paint) {
+                    (Some(r), Some(paint)) => text.push_str(&paint(r, i, &padded)),
+                    _ => text.push_str(&padded),
+                }
+                if i != last {
+                    text.push_str("  ");
                 }
             }
             writeln!(out, "{}", text.trim_end())
         };
-        line(self.headers.clone(), out)?;
-        for row in &self.rows {
-            line(row.iter().map(String::as_str).collect(), out)?;
+        line(None, self.headers.clone(), out)?;
+        for (r, row) in self.rows.iter().enumerate() {
+            line(Some(r), row.iter().map(String::as_str).collect(), out)?;
         }
         Ok(())
     }
