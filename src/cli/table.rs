@@ -3,13 +3,16 @@
 
 use std::io::{self, Write};
 
+/// Paints a cell: (row, column, padded text) to what is written.
+type Painter = Box<dyn Fn(usize, usize, &str) -> String>;
+
 /// A table being built.
 pub struct Table {
     headers: Vec<&'static str>,
     rows: Vec<Vec<String>>,
     /// Paints a cell (column, padded text) after it is sized: colour codes
     /// take no room on a terminal.
-    paint: Option<Box<dyn Fn(usize, usize, &str) -> String>>,
+    paint: Option<Painter>,
 }
 
 impl Table {
