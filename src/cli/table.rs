@@ -1,5 +1,6 @@
 //! Plain-text tables for human output: columns sized to their content,
-//! long cells cut with an ellipsis, no colour codes.
+//! long cells cut with an ellipsis; colour, where wanted, is painted on
+//! after the sizing (see `colour`).
 
 use std::io::{self, Write};
 
