@@ -231,3 +231,25 @@ async fn an_agent_acts_only_on_its_own_runs() {
         env.ok(&["abort", id]);
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn tools_say_what_they_change_and_answer_in_compact_json() {
+    let env = Env::new();
+    let client = connect(&env, None).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let hint = |name: &str| {
+        let tool = tools.iter().find(|t| t.name == name).unwrap();
+        let a = tool.annotations.as_ref().unwrap_or_else(|| panic!("{name} has no annotations"));
+        (a.read_only_hint, a.destructive_hint)
+    };
+    assert_eq!(hint("wait_agents").0, Some(true));
+    assert_eq!(hint("agent_status").0, Some(true));
+    assert_eq!(hint("abort_agent"), (Some(false), Some(true)));
+    assert_eq!(hint("discard_run"), (Some(false), Some(true)));
+    assert_eq!(hint("launch_agent"), (Some(false), Some(false)));
+    let params = CallToolRequestParams::new("list_presets").with_arguments(json!({}).as_object().unwrap().clone());
+    let result = client.call_tool(params).await.unwrap();
+    let text = &result.content[0].as_text().unwrap().text;
+    assert!(!text.contains("\n  "), "pretty-printed JSON costs the model tokens: {text}");
+    client.cancel().await.unwrap();
+}

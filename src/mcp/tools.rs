@@ -66,8 +66,11 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Default and longest blocking time of `wait_agents`, in seconds.
-const DEFAULT_WAIT_S: f64 = 600.0;
+/// Default and longest blocking time of `wait_agents`, in seconds: by
+/// default it returns before the 60 s most MCP clients give a tool call,
+/// saying what still runs, so the model calls it again rather than being
+/// cut off.
+const DEFAULT_WAIT_S: f64 = 50.0;
 const MAX_WAIT_S: f64 = 3600.0;
 
 /// Corral's tools, served over MCP.
@@ -115,7 +118,7 @@ pub struct StatusArgs {
 pub struct WaitArgs {
     /// The runs to wait for (ids returned by launch_agent).
     pub run_ids: Vec<String>,
-    /// Longest time to block, in seconds (default 600, at most 3600). On timeout the runs still active are reported as such.
+    /// Longest time to block, in seconds (default 50, at most 3600). On timeout the runs still active are reported as such: call again.
     #[serde(default)]
     pub timeout_s: Option<f64>,
 }
@@ -191,7 +194,8 @@ impl<'a> From<&'a Run> for RunView<'a> {
 }
 
 fn json_result(value: &impl Serialize) -> CallToolResult {
-    let text = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("cannot serialize the result: {e}"));
+    // Compact: every byte is read by a model.
+    let text = serde_json::to_string(value).unwrap_or_else(|e| format!("cannot serialize the result: {e}"));
     CallToolResult::success(vec![ContentBlock::text(text)])
 }
 
@@ -235,7 +239,8 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "List the presets you can launch as background agents: name, agent, model and what each is for, and whether its agent is installed here (available: false says why; launching it fails). Call this before launch_agent to pick a preset."
+        description = "List the presets you can launch as background agents: name, agent, model and what each is for, and whether its agent is installed here (available: false says why; launching it fails). Call this before launch_agent to pick a preset.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn list_presets(&self, Parameters(args): Parameters<ListPresetsArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
@@ -270,7 +275,13 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "Start a background agent from a preset with a task, and return at once with its run_id. The run is recorded as a child of your own run: launch several to work in parallel, then call wait_agents to get their results. If your turn ends before they finish, Corral waits for them and hands you their results in a follow-up turn."
+        description = "Start a background agent from a preset with a task, and return at once with its run_id. The run is recorded as a child of your own run: launch several to work in parallel, then call wait_agents to get their results. If your turn ends before they finish, Corral waits for them and hands you their results in a follow-up turn.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn launch_agent(&self, Parameters(args): Parameters<LaunchArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
@@ -295,7 +306,8 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "Check runs without waiting: status (queued, starting, running, waiting, completed, failed, aborted, lost), final text and error. With run_id: that run. Without: your own background runs (or the latest runs outside a run). To block until runs end, use wait_agents instead of calling this repeatedly."
+        description = "Check runs without waiting: status (queued, starting, running, waiting, completed, failed, aborted, lost), final text and error. With run_id: that run. Without: your own background runs (or the latest runs outside a run). To block until runs end, use wait_agents instead of calling this repeatedly.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn agent_status(&self, Parameters(args): Parameters<StatusArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
@@ -313,7 +325,8 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "Block until every given run has ended (a run that launched runs of its own ends only after them), or until timeout_s passes, and return each run's outcome, final text and error. This is how to collect background results: call it once with all the run_ids instead of polling."
+        description = "Block until every given run has ended (a run that launched runs of its own ends only after them), or until timeout_s passes (default 50 s, under the 60 s most clients allow a tool call), and return each run's outcome, final text and error. If timed_out is true, the runs marked active still work: call wait_agents again with them. This is how to collect background results: call it with all the run_ids instead of polling agent_status.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn wait_agents(&self, Parameters(args): Parameters<WaitArgs>) -> CallToolResult {
         if args.run_ids.is_empty() {
@@ -344,7 +357,8 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "The outcome and final text of one run, without waiting. If it has not ended yet it says so: use wait_agents to block until it does."
+        description = "The outcome and final text of one run, without waiting. If it has not ended yet it says so: use wait_agents to block until it does.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn agent_result(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
@@ -363,21 +377,24 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "Pause a running run: every process it started is frozen, its time limits stop, and it holds no slot, until resume_agent. Use it to hold work you may want later without losing it."
+        description = "Pause a running run: every process it started is frozen, its time limits stop, and it holds no slot, until resume_agent. Use it to hold work you may want later without losing it.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn pause_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.pause_or_resume(args.run_id, true).await
     }
 
     #[tool(
-        description = "Resume a paused run: it takes a slot back before any queued run and goes on where it stopped."
+        description = "Resume a paused run: it takes a slot back before any queued run and goes on where it stopped.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn resume_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.pause_or_resume(args.run_id, false).await
     }
 
     #[tool(
-        description = "Stop a run and every process it started, including its own background runs. Use it when a result is no longer needed. Aborting a run that already ended changes nothing."
+        description = "Stop a run and every process it started, including its own background runs. Use it when a result is no longer needed. Aborting a run that already ended changes nothing.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn abort_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
@@ -395,7 +412,8 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "What a run launched with a worktree changed against the commit it started from (its commits, uncommitted and untracked files alike): files with added and removed lines, and the unified diff."
+        description = "What a run launched with a worktree changed against the commit it started from (its commits, uncommitted and untracked files alike): files with added and removed lines, and the unified diff.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn run_changes(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
@@ -411,7 +429,13 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "Bring an ended run's worktree changes into the branch it started from, as one commit (keep_commits: a merge of its commits). With a conflict, or uncommitted changes in the files it touches, nothing is changed and the error says why."
+        description = "Bring an ended run's worktree changes into the branch it started from, as one commit (keep_commits: a merge of its commits). With a conflict, or uncommitted changes in the files it touches, nothing is changed and the error says why.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn merge_run(&self, Parameters(args): Parameters<MergeArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
@@ -423,7 +447,13 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "Tell a run's agent one more thing, in a new turn of its own session (same folder or worktree): a follow-up to a run that ended (it runs again), or to an active one (its agent gets it when its current turn ends). Then call wait_agents with its run_id for the new result."
+        description = "Tell a run's agent one more thing, in a new turn of its own session (same folder or worktree): a follow-up to a run that ended (it runs again), or to an active one (its agent gets it when its current turn ends). Then call wait_agents with its run_id for the new result.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn reply_agent(&self, Parameters(args): Parameters<ReplyArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
@@ -439,7 +469,10 @@ impl CorralTools {
         .await
     }
 
-    #[tool(description = "Remove an ended run's worktree and its branch, dropping its changes.")]
+    #[tool(
+        description = "Remove an ended run's worktree and its branch, dropping its changes.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
     async fn discard_run(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
             let run = run_for(store, &args.run_id, Access::Act)?;
