@@ -496,27 +496,34 @@ pub struct DiskUsage {
 /// What the worktrees under `dir` (`Home::worktrees_dir`) take on disk.
 /// Files that vanish while it counts (a worktree being removed) are skipped.
 pub fn disk_usage(dir: &Path) -> DiskUsage {
-    use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(dir) else { return DiskUsage::default() };
     let mut usage = DiskUsage::default();
-    let mut stack: Vec<PathBuf> = Vec::new();
     for entry in entries.flatten() {
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             usage.worktrees += 1;
-            stack.push(entry.path());
+            usage.bytes += bytes_under(&entry.path());
         }
     }
+    usage
+}
+
+/// Bytes allocated on disk below `dir` (links not followed; files that
+/// vanish while it counts are skipped).
+pub fn bytes_under(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
     while let Some(folder) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&folder) else { continue };
         for entry in entries.flatten() {
             let Ok(meta) = entry.path().symlink_metadata() else { continue };
-            usage.bytes += meta.blocks() * 512;
+            total += meta.blocks() * 512;
             if meta.is_dir() {
                 stack.push(entry.path());
             }
         }
     }
-    usage
+    total
 }
 
 #[cfg(test)]

@@ -24,6 +24,16 @@ fn request(env: &Env, task: String) -> LaunchRequest {
     }
 }
 
+/// Runs `script` with `sh -c` in the project, with this installation.
+fn in_shell(env: &Env, script: &str) -> std::process::Output {
+    Command::new("sh").arg("-c").arg(script).current_dir(&env.project).env("CORRAL_HOME", &env.home).output().unwrap()
+}
+
+/// The shepherd the tests' launches start: the corral binary under test.
+fn shepherd() -> corral::queue::ShepherdCommand {
+    corral::queue::ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] }
+}
+
 #[test]
 fn a_200_kb_task_reaches_a_command_whole_and_a_task_too_long_or_with_nul_is_refused_before_anything_is_recorded() {
     let env = Env::new();
@@ -33,7 +43,7 @@ fn a_200_kb_task_reaches_a_command_whole_and_a_task_too_long_or_with_nul_is_refu
         &["sh", "-c", "wc -c < \"$CORRAL_TASK_FILE\"; echo \"${CORRAL_TASK:-no variable}\" | head -c 11"],
     );
     let mut store = env.store();
-    let shepherd = corral::queue::ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] };
+    let shepherd = shepherd();
     let task = "x".repeat(200 << 10);
     let run = launch(&mut store, &request(&env, task), &shepherd).unwrap();
     let run = env.wait_end(&run.id);
@@ -75,13 +85,7 @@ fn launching_from_a_deleted_folder_says_so() {
     let env = Env::new();
     env.config("");
     let script = format!("mkdir gone && cd gone && rmdir ../gone && exec '{}' launch count x", corral_bin().display());
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .current_dir(&env.project)
-        .env("CORRAL_HOME", &env.home)
-        .output()
-        .unwrap();
+    let out = in_shell(&env, &script);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no longer exists") && err.contains("--cwd"), "{err}");
@@ -95,18 +99,12 @@ fn json_into_a_closed_pipe_is_quiet() {
     // More JSON than a pipe holds, so the write fails once `head` is gone.
     let long = "z".repeat(4000);
     let mut store = env.store();
-    let shepherd = corral::queue::ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] };
+    let shepherd = shepherd();
     for _ in 0..40 {
         launch(&mut store, &request(&env, long.clone()), &shepherd).unwrap();
     }
     let script = format!("'{}' ls --all --json 2>err | head -c 10 >/dev/null; cat err", corral_bin().display());
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .current_dir(&env.project)
-        .env("CORRAL_HOME", &env.home)
-        .output()
-        .unwrap();
+    let out = in_shell(&env, &script);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "", "corral complained about the closed pipe");
 }
 

@@ -3,7 +3,6 @@
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 
 use corral::resources::human_bytes;
 use corral::Store;
@@ -18,13 +17,13 @@ pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<i3
         .iter()
         .map(|suffix| std::fs::metadata(format!("{}{suffix}", db.display())).map_or(0, |m| m.blocks() * 512))
         .sum();
-    let runs = tree_bytes(&home.runs_dir());
+    let runs = corral::worktree::bytes_under(&home.runs_dir());
     let worktrees = corral::worktree::disk_usage(&home.worktrees_dir());
     let largest: Vec<serde_json::Value> = store
         .largest_transcripts(LARGEST)?
         .into_iter()
         .map(|(id, transcript)| {
-            let folder = tree_bytes(&home.run_dir(&id));
+            let folder = corral::worktree::bytes_under(&home.run_dir(&id));
             serde_json::json!({ "id": id, "transcript_bytes": transcript, "folder_bytes": folder })
         })
         .collect();
@@ -53,21 +52,4 @@ pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<i3
         writeln!(out, "\n(corral rm RUN or corral prune --older-than 30d frees them)")?;
     }
     Ok(0)
-}
-
-/// Bytes allocated under `dir` (links not followed; gone files skipped).
-fn tree_bytes(dir: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(folder) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.path().symlink_metadata() else { continue };
-            total += meta.blocks() * 512;
-            if meta.is_dir() {
-                stack.push(entry.path());
-            }
-        }
-    }
-    total
 }

@@ -87,38 +87,25 @@ impl Store {
     /// The last `limit` events of a run before `before_seq` (`i64::MAX`:
     /// the end), in order: how `tail` reads backwards, a page at a time.
     pub fn events_before(&self, run_id: &str, before_seq: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
-        let mut stmt = self
-            .conn()
-            .prepare_cached(
-                "SELECT seq, at, kind, text, json FROM events
-                 WHERE run_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
-            )
-            .doing("reading a transcript")?;
-        let rows = stmt
-            .query_map(params![run_id, before_seq, limit as i64], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?))
-            })
-            .doing("reading a transcript")?;
-        let mut events = Vec::new();
-        for row in rows {
-            let (seq, at, kind, text, json) = row.doing("reading a transcript")?;
-            events.push(stored(run_id, seq, at, kind, text, json)?);
-        }
+        let sql = "SELECT seq, at, kind, text, json FROM events
+                   WHERE run_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3";
+        let mut events = self.read_events(sql, run_id, before_seq, limit)?;
         events.reverse();
         Ok(events)
     }
 
     /// Events of a run after `after_seq`, in order, at most `limit`.
     pub fn events_after(&self, run_id: &str, after_seq: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
-        let mut stmt = self
-            .conn()
-            .prepare_cached(
-                "SELECT seq, at, kind, text, json FROM events
-                 WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-            )
-            .doing("reading a transcript")?;
+        let sql = "SELECT seq, at, kind, text, json FROM events
+                   WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+        self.read_events(sql, run_id, after_seq, limit)
+    }
+
+    /// Runs one of the page queries above (run id, a seq, a limit).
+    fn read_events(&self, sql: &str, run_id: &str, seq: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        let mut stmt = self.conn().prepare_cached(sql).doing("reading a transcript")?;
         let rows = stmt
-            .query_map(params![run_id, after_seq, limit as i64], |r| {
+            .query_map(params![run_id, seq, limit as i64], |r| {
                 Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?))
             })
             .doing("reading a transcript")?;
