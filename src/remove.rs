@@ -1,8 +1,9 @@
 //! Removing ended runs for good (`corral rm`, `corral prune`): their rows,
 //! transcripts and folders, and their worktrees unless those hold changes
 //! that are not in the branch the run started from (kept, and said). An
-//! active run is never removed, nor a run whose tree is still active; a
-//! run goes with the runs it launched.
+//! active run is never removed, nor a run whose tree is still active, nor
+//! one launched by a run still active; a run goes with the runs it
+//! launched.
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,16 @@ pub struct KeptWorktree {
 /// `dry_run`, only says what it would remove.
 pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, RemoveError> {
     let root = store.find_run(id)?;
+    // A run an active run launched is still part of that run's work (its
+    // result may not be collected yet).
+    let mut parent = root.parent_id.clone();
+    while let Some(up) = parent {
+        let run = store.run(&up)?;
+        if run.status.is_active() {
+            return Err(RemoveError::Active { id: run.id, status: run.status });
+        }
+        parent = run.parent_id;
+    }
     let ids = store.tree_of(&root.id)?;
     let runs: Vec<Run> = ids.iter().map(|id| store.run(id)).collect::<Result<_, _>>()?;
     if let Some(active) = runs.iter().find(|r| r.status.is_active()) {

@@ -404,6 +404,27 @@ fn rm_and_prune_never_touch_an_active_run_and_take_a_runs_children_with_it() {
     let lead = env.launch("lead", "y");
     let lead_run = env.wait_end(&lead);
     let child = lead_run["children"][0].as_str().unwrap().to_string();
+    // A child of a run still working stays with it.
+    env.command_preset(
+        "holder",
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "corral launch quick inner --wait >/dev/null; while [ ! -e '{}' ]; do sleep 0.02; done",
+                release.display()
+            ),
+        ],
+    );
+    let holder = env.launch("holder", "z");
+    let inner = env.wait_run(&holder, Duration::from_secs(20), |r| r["children"][0].is_string())["children"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_end(&inner);
+    let out = env.corral(&["rm", &inner]);
+    assert_eq!(out.status.code(), Some(2), "a child of a working run was removed");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&holder), "{}", String::from_utf8_lossy(&out.stderr));
     let dry = env.ok(&["prune", "--older-than", "0s", "--dry-run"]);
     assert!(dry.contains(&lead) && dry.contains("would remove"), "{dry}");
     assert!(!dry.contains(&busy), "an active run was offered for pruning: {dry}");
@@ -416,4 +437,5 @@ fn rm_and_prune_never_touch_an_active_run_and_take_a_runs_children_with_it() {
     assert_eq!(env.show(&busy)["status"], "running", "prune touched an active run");
     std::fs::write(&release, "").unwrap();
     env.wait_end(&busy);
+    env.wait_end(&holder);
 }
