@@ -325,7 +325,9 @@ fn a_fork_bomb_stops_at_the_runs_tasks_limit() {
     }
     assert!(notes.contains("tasks limit 20 ("), "{run:#}");
     let dir = run["containment"]["cgroup"].as_str().unwrap().to_string();
-    assert!(eventually(LIMIT, || report.exists()), "the bomb never finished forking");
+    // The file is created before it is written: wait for its words.
+    let written = || std::fs::read_to_string(&report).is_ok_and(|t| t.contains(' '));
+    assert!(eventually(LIMIT, written), "the bomb never finished forking");
     let text = std::fs::read_to_string(&report).unwrap();
     let (ok, refused) = text.split_once(' ').unwrap();
     let (ok, refused): (u32, u32) = (ok.parse().unwrap(), refused.parse().unwrap());
