@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::adapter::AgentKind;
 use crate::home::Home;
 use crate::preset::Preset;
-use crate::resources::{ResourceLimits, WrittenLimits};
+use crate::resources::{LimitValue, ResourceLimits, WrittenLimits};
 
 /// Corral's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +36,39 @@ pub struct Config {
     /// Give each run a cgroup where one can be made (`cgroups = false`
     /// follows the process tree instead, as where none can be).
     pub cgroups: bool,
+    /// How much of each run's transcript is kept (`[transcripts]`).
+    pub transcripts: TranscriptLimits,
+    /// Which ended runs the tray removes once a day (`[retention]`; none
+    /// unless set: nothing is deleted unasked).
+    pub retention: Option<Retention>,
+}
+
+/// How much of a transcript is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TranscriptLimits {
+    /// Most bytes of events kept per run (None: no cap). Past it, events are
+    /// counted, not kept, and the run says so; its outcome is still read.
+    pub max_bytes: Option<u64>,
+    /// Bytes of each raw stream kept in the run's folder (`stdout.log`,
+    /// `stderr.log`) to diagnose an agent's format; the transcript itself is
+    /// the store's events.
+    pub raw_log_bytes: u64,
+}
+
+impl Default for TranscriptLimits {
+    fn default() -> Self {
+        TranscriptLimits { max_bytes: Some(100 << 20), raw_log_bytes: 1 << 20 }
+    }
+}
+
+/// The runs `[retention]` removes: ended, older than `older_than`, and of
+/// one of `status` when given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    /// Age past which an ended run goes (counted from its end).
+    pub older_than: Duration,
+    /// Only runs that ended so (empty: any end).
+    pub status: Vec<crate::RunStatus>,
 }
 
 /// The time limits of one run.
@@ -68,6 +101,8 @@ impl Default for Config {
             max_continuations: 3,
             resource_limits: ResourceLimits::default(),
             cgroups: true,
+            transcripts: TranscriptLimits::default(),
+            retention: None,
         }
     }
 }
@@ -97,6 +132,23 @@ struct ConfigFile {
     agent_defaults: LimitsFile,
     limits: WrittenLimits,
     cgroups: Option<bool>,
+    transcripts: TranscriptsFile,
+    retention: Option<RetentionFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct TranscriptsFile {
+    max: Option<LimitValue>,
+    raw_logs: Option<LimitValue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetentionFile {
+    older_than: String,
+    #[serde(default)]
+    status: Vec<String>,
 }
 
 /// `"none"` (or `"off"`) turns a default limit off.
@@ -164,6 +216,28 @@ impl Config {
         };
         config.cgroups = file.cgroups.unwrap_or(true);
         config.resource_limits = ResourceLimits::parse(&file.limits).map_err(|e| invalid(e.to_string()))?;
+        let size = |key: &'static str, value: &LimitValue| {
+            crate::resources::parse_size(key, value).map_err(|e| invalid(format!("`[transcripts] {e}`")))
+        };
+        if let Some(v) = &file.transcripts.max {
+            config.transcripts.max_bytes = size("max", v)?;
+        }
+        if let Some(v) = &file.transcripts.raw_logs {
+            config.transcripts.raw_log_bytes = size("raw_logs", v)?.unwrap_or(0);
+        }
+        if let Some(r) = &file.retention {
+            let status = r
+                .status
+                .iter()
+                .map(|s| match s.parse::<crate::RunStatus>() {
+                    Ok(status) if status.is_terminal() => Ok(status),
+                    _ => Err(invalid(format!(
+                        "`[retention] status` has \"{s}\": write ended statuses (completed, failed, aborted, lost)"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?;
+            config.retention = Some(Retention { older_than: duration("retention.older_than", &r.older_than)?, status });
+        }
         Ok(config)
     }
 

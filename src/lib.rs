@@ -26,6 +26,7 @@ pub mod reconcile;
 pub mod remove;
 pub mod reply;
 pub mod resources;
+pub mod retention;
 pub mod review;
 pub mod run;
 pub mod run_env;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::run::Run;
-use crate::store::{Store, StoreError};
+use crate::store::{Reclaimed, Store, StoreError};
 use crate::worktree;
 
 /// Why runs cannot be removed.
@@ -106,27 +106,60 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
     Ok(Removed { ids, kept_worktrees })
 }
 
-/// Removes every ended run launched by no other run that ended before
-/// `before` (RFC 3339), with the runs it launched, that `keep` does not
-/// hold back; runs whose tree is still active are skipped. With `dry_run`,
-/// only says what it would remove.
-pub fn prune(
-    store: &mut Store,
-    before: &str,
-    keep: impl Fn(&Run) -> bool,
-    dry_run: bool,
-) -> Result<Vec<Removed>, RemoveError> {
+/// Which ended runs `prune` removes.
+#[derive(Debug, Clone, Default)]
+pub struct PruneRule {
+    /// Runs that ended longer ago than this.
+    pub older_than: std::time::Duration,
+    /// Only runs that ended so (empty: any end).
+    pub status: Vec<crate::RunStatus>,
+    /// Only runs of this preset.
+    pub preset: Option<String>,
+}
+
+/// What a prune did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Pruned {
+    /// Each run removed (with the runs it launched).
+    pub removed: Vec<Removed>,
+    /// Runs removed in all.
+    pub runs: usize,
+    /// The database's size before and after giving space back (none on a
+    /// dry run, or when nothing was removed).
+    pub database: Option<Reclaimed>,
+}
+
+/// Removes every ended run launched by no other run that `rule` matches,
+/// with the runs it launched, then gives the space back; runs whose tree is
+/// still active are skipped (another day). With `dry_run`, only says what
+/// it would remove.
+pub fn prune(store: &mut Store, rule: &PruneRule, dry_run: bool) -> Result<Pruned, RemoveError> {
+    let before = chrono::Duration::from_std(rule.older_than)
+        .ok()
+        .and_then(|age| crate::time::now().checked_sub_signed(age))
+        .map_or_else(|| "0000".to_string(), crate::time::format);
     let mut removed = Vec::new();
-    for id in store.prunable(before)? {
+    for id in store.prunable(&before)? {
         let run = store.run(&id)?;
-        if keep(&run) {
+        let matches = (rule.status.is_empty() || rule.status.contains(&run.status))
+            && rule.preset.as_ref().is_none_or(|p| &run.preset == p);
+        if !matches {
             continue;
         }
         match remove(store, &id, dry_run) {
             Ok(done) => removed.push(done),
-            Err(RemoveError::Active { .. }) => {} // its tree still works: another day
+            Err(RemoveError::Active { .. }) => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(removed)
+    let runs = removed.iter().map(|r| r.ids.len()).sum();
+    let database = if dry_run || runs == 0 { None } else { reclaim(store) };
+    Ok(Pruned { removed, runs, database })
+}
+
+/// Gives the removed runs' space back to the disk; a failure (another
+/// process busy with the database) is logged, not an error: the rows are
+/// gone either way and the next removal tries again.
+pub fn reclaim(store: &mut Store) -> Option<Reclaimed> {
+    store.reclaim().map_err(|e| tracing::warn!("cannot give the database's free space back yet: {e}")).ok()
 }

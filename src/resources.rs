@@ -94,7 +94,7 @@ fn is_off(value: &LimitValue) -> bool {
     matches!(value, LimitValue::Text(t) if matches!(t.trim(), "none" | "off" | "max"))
 }
 
-fn parse_size(key: &'static str, value: &LimitValue) -> Result<Option<u64>, BadLimit> {
+pub(crate) fn parse_size(key: &'static str, value: &LimitValue) -> Result<Option<u64>, BadLimit> {
     let bad = || BadLimit { key, text: value.to_string(), how: "is not a size: write e.g. 4G, 512M or none" };
     if is_off(value) {
         return Ok(None);

@@ -6,9 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Declares a fieldless enum stored and printed as a fixed snake_case word.
+/// Declares a fieldless enum stored and printed as a fixed snake_case word;
+/// `as "noun"` is how messages name it (`unknown status 'done'`).
 macro_rules! word_enum {
-    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $word:literal,)+ }) => {
+    ($(#[$meta:meta])* pub enum $name:ident as $noun:literal { $($(#[$vmeta:meta])* $variant:ident = $word:literal,)+ }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum $name {
@@ -37,7 +38,7 @@ macro_rules! word_enum {
                 match s {
                     $($word => Ok($name::$variant),)+
                     _ => Err(crate::run::UnknownWord {
-                        kind: stringify!($name),
+                        kind: $noun,
                         word: s.to_string(),
                         expected: [$($word),+].join(", "),
                     }),
@@ -52,7 +53,7 @@ pub(crate) use word_enum;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {kind} '{word}' (expected one of: {expected})")]
 pub struct UnknownWord {
-    /// Which enum.
+    /// What the word was meant to be (`status`, `agent`).
     pub kind: &'static str,
     /// What was given.
     pub word: String,
@@ -62,7 +63,7 @@ pub struct UnknownWord {
 
 word_enum! {
     /// The agent CLIs Corral knows.
-    pub enum AgentKind {
+    pub enum AgentKind as "agent" {
         /// pi (`pi --mode json`).
         Pi = "pi",
         /// Claude Code (`claude -p --output-format stream-json`).
@@ -80,7 +81,7 @@ word_enum! {
 
 word_enum! {
     /// Where a run is in its life. The last four are terminal.
-    pub enum RunStatus {
+    pub enum RunStatus as "status" {
         /// Waiting for a slot under `max_parallel`.
         Queued = "queued",
         /// Its shepherd is starting the agent.
@@ -135,7 +136,7 @@ impl RunStatus {
 
 word_enum! {
     /// Why a run ended.
-    pub enum StopReason {
+    pub enum StopReason as "stop reason" {
         /// The agent ended its turn normally.
         EndTurn = "end_turn",
         /// The agent hit its turn limit.
@@ -294,6 +295,21 @@ pub struct Run {
     /// While it is `paused`: since when.
     #[serde(default)]
     pub paused_at: Option<String>,
+    /// How much of the database its transcript takes, and what a
+    /// transcript cap left out.
+    #[serde(default)]
+    pub transcript: TranscriptSize,
+}
+
+/// A transcript's size in the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptSize {
+    /// Bytes of events kept (text and structured detail).
+    pub bytes: u64,
+    /// Events past the transcript cap, counted and not kept.
+    pub dropped_events: u64,
+    /// Their bytes.
+    pub dropped_bytes: u64,
 }
 
 /// How much a run's worktree changed.

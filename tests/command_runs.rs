@@ -403,3 +403,54 @@ fn colour_on_a_terminal_only_and_never_with_no_color() {
     assert!(!on_terminal(true).contains('\u{1b}'), "colour despite NO_COLOR");
     assert!(!env.ok(&["ls"]).contains('\u{1b}'), "colour into a pipe");
 }
+
+#[test]
+fn retention_removes_old_runs_once_a_day_and_gives_the_space_back() {
+    let env = Env::new();
+    env.command_preset("flood", &[&fake_agent("flood"), "30000"]);
+    let ids: Vec<String> = (0..3).map(|i| env.launch("flood", &format!("flood {i}"))).collect();
+    for id in &ids {
+        assert_eq!(env.wait_end(id)["status"], "completed");
+    }
+    // Without a rule, prune says how to give one.
+    let out = env.corral(&["prune"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[retention] older_than"), "{out:?}");
+
+    env.config("[retention]\nolder_than = \"1ms\"\nstatus = [\"completed\"]\n");
+    let mut store = env.store();
+    let config = corral::config::Config::load(store.home()).unwrap();
+    let before = store.database_bytes().unwrap();
+    let pruned = corral::retention::apply_if_due(&mut store, &config).unwrap().expect("due the first time");
+    assert_eq!(pruned.runs, 3);
+    let db = pruned.database.expect("space given back");
+    assert!(db.after < before / 2, "{before} → {db:?}");
+    assert!(!env.run_dir(&ids[0]).exists());
+    assert_eq!(env.json(&["ls", "--all"]), serde_json::json!([]));
+
+    // Applied today already: a later run stays until tomorrow.
+    let later = env.launch("flood", "later");
+    env.wait_end(&later);
+    assert!(corral::retention::apply_if_due(&mut store, &config).unwrap().is_none());
+    assert_eq!(env.json(&["ls", "--all"]).as_array().unwrap().len(), 1);
+    // `corral prune` applies the rule now.
+    let out = env.ok(&["prune"]);
+    assert!(out.contains("removed 1 run(s)") && out.contains("given back"), "{out}");
+}
+
+#[test]
+fn a_database_made_before_incremental_vacuum_is_converted_by_its_first_removal() {
+    let env = Env::new();
+    env.command_preset("flood", &[&fake_agent("flood"), "30000"]);
+    let id = env.launch("flood", "flood");
+    env.wait_end(&id);
+    // As an older Corral left it: no auto-vacuum.
+    let conn = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
+    conn.execute_batch("PRAGMA auto_vacuum = NONE; VACUUM;").unwrap();
+    assert_eq!(conn.query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0)).unwrap(), 0);
+    drop(conn);
+    let out = env.ok(&["rm", &id]);
+    assert!(out.contains("given back"), "{out}");
+    let conn = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
+    assert_eq!(conn.query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0)).unwrap(), 2, "incremental from now on");
+}

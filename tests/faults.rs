@@ -353,7 +353,7 @@ fn bad_input_gets_a_clear_error_and_loses_nothing() {
         (vec!["abort", "zzzz"], "no run 'zzzz'"),
         (vec!["tail", "zzzz"], "no run 'zzzz'"),
         (vec!["launch", "ok", " "], "the task is empty"),
-        (vec!["ls", "--status", "done"], "unknown RunStatus 'done'"),
+        (vec!["ls", "--status", "done"], "unknown status 'done'"),
     ] {
         let out = env.corral(&args);
         assert_ne!(out.status.code(), Some(0), "{args:?}");

@@ -241,8 +241,11 @@ fn a_50_mb_line_is_bounded_and_an_oversized_terminal_event_still_ends_the_run() 
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
     assert_eq!(run["final_text"], "read the big file");
-    let log = std::fs::metadata(env.run_dir(&id).join("stdout.log")).unwrap().len();
-    assert!(log > 100 << 20, "the raw log keeps everything: {log}");
+    // The raw log keeps its first MiB and says how much more there was.
+    let log = std::fs::read(env.run_dir(&id).join("stdout.log")).unwrap();
+    assert!(log.len() < (1 << 20) + 200, "the raw log is bounded: {}", log.len());
+    let end = String::from_utf8_lossy(&log[log.len() - 150..]).to_string();
+    assert!(end.contains("MiB more of this stream not kept here"), "{end}");
     let transcript = env.ok(&["tail", "-n", "all", &id]);
     assert!(transcript.contains("`message_update` event of 52428882 bytes was too long"), "{transcript}");
     assert!(transcript.contains("`agent_end` event of"), "{transcript}");
@@ -258,6 +261,36 @@ fn binary_garbage_before_the_result_is_kept_as_text_and_the_run_completes() {
     assert_eq!(run["status"], "completed", "{run:#}");
     assert_eq!(run["final_text"], "survived the noise");
     assert_eq!(run["cost_usd"], 0.01);
+}
+
+#[test]
+fn a_transcript_past_its_cap_is_counted_and_said_and_the_run_still_completes() {
+    let env = Env::new();
+    env.config("[transcripts]\nmax = \"100K\"\nraw_logs = \"4K\"\n");
+    env.command_preset("flood", &[&fake_agent("flood"), "50000"]);
+    let id = env.launch("flood", "flood");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let size = &run["transcript"];
+    let kept = size["bytes"].as_u64().unwrap();
+    assert!(kept <= 100 << 10 && kept > 90 << 10, "{size}");
+    // "line 1" .. "line 50000" joined by newlines in events of a bounded
+    // size: 538,893 bytes; what is not kept is counted, to the byte (the
+    // cap's note of ~170 bytes aside).
+    let dropped = size["dropped_events"].as_u64().unwrap();
+    assert!(dropped > 0, "{size}");
+    let note = (kept + size["dropped_bytes"].as_u64().unwrap()).checked_sub(538_893);
+    assert!(note.is_some_and(|n| (100..300).contains(&n)), "{size}");
+    let tail = env.ok(&["tail", "-n", "2", &id]);
+    assert!(tail.contains("the transcript reached its cap of 100.0 KiB"), "{tail}");
+    let shown = env.ok(&["show", &id]);
+    assert!(shown.contains(&format!("{dropped} later events")), "{shown}");
+    let log = std::fs::read_to_string(env.run_dir(&id).join("stdout.log")).unwrap();
+    assert!(
+        log.starts_with("line 1\nline 2\n")
+            && log.ends_with("of this stream not kept here; the transcript is in the store: corral tail]\n"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -279,8 +312,12 @@ fn a_flood_of_200k_lines_is_all_accounted_for() {
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
     assert_eq!(run["final_text"], "flood done");
-    let log = std::fs::read_to_string(env.run_dir(&id).join("stdout.log")).unwrap();
-    assert_eq!(log.lines().filter(|l| l.contains("message_update")).count(), 200_000);
+    // Read whole, kept once: the transcript, not a second raw copy.
+    let shown = env.show(&id);
+    assert!(shown["transcript"]["bytes"].as_u64().unwrap() > 0, "{shown:#}");
+    assert_eq!(shown["transcript"]["dropped_events"], 0);
+    let log = std::fs::metadata(env.run_dir(&id).join("stdout.log")).unwrap().len();
+    assert!(log < (1 << 20) + 200, "the raw log is bounded: {log}");
 }
 
 #[test]

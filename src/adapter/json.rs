@@ -56,7 +56,10 @@ pub fn text_event(text: String) -> TranscriptEvent {
 /// The transcript note for an oversized line.
 pub fn oversized_event(event_type: Option<&str>, total: u64) -> TranscriptEvent {
     let what = event_type.map_or("a line".to_string(), |t| format!("a `{t}` event"));
-    TranscriptEvent::text(EventKind::System, format!("{what} of {total} bytes was too long to keep; see stdout.log"))
+    TranscriptEvent::text(
+        EventKind::System,
+        format!("{what} of {total} bytes was too long to keep; only its type was read"),
+    )
 }
 
 /// An unknown event type: kept as it is, otherwise ignored.

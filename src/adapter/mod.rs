@@ -75,7 +75,7 @@ pub enum InvocationError {
 
 word_enum! {
     /// What one transcript event is.
-    pub enum EventKind {
+    pub enum EventKind as "event kind" {
         /// Text the assistant wrote.
         Text = "text",
         /// The assistant's visible reasoning.

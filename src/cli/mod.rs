@@ -210,9 +210,10 @@ enum Command {
     /// Remove ended runs older than an age (as `rm`, top-level runs with
     /// the runs they launched).
     Prune {
-        /// How long ago they ended: 30d, 12h.
+        /// How long ago they ended: 30d, 12h (default: `[retention]` of
+        /// config.toml, applied now).
         #[arg(long, value_name = "AGE")]
-        older_than: String,
+        older_than: Option<String>,
         /// Only runs with this status (repeatable).
         #[arg(long)]
         status: Vec<corral::RunStatus>,
@@ -334,7 +335,8 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Du { json } => du::run(&store, json, &mut out)?,
         Command::Rm { runs, dry_run, json } => rm::run(&mut store, &runs, dry_run, json, &mut out)?,
         Command::Prune { older_than, status, preset, dry_run, json } => {
-            prune::run(&mut store, &older_than, &status, preset.as_deref(), dry_run, json, &mut out)?
+            let rule = prune::Rule { older_than, status, preset };
+            prune::run(&mut store, rule, dry_run, json, &mut out)?
         }
         Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
         Command::Mcp | Command::Shepherd { .. } | Command::Completions { .. } | Command::Man => {

@@ -1,48 +1,67 @@
-//! `corral prune --older-than AGE [--status S]... [--preset P] [--dry-run]`:
+//! `corral prune [--older-than AGE] [--status S]... [--preset P] [--dry-run]`:
 //! removes ended runs (with the runs they launched) that ended more than
-//! AGE ago, as `rm` does.
+//! AGE ago, as `rm` does, and gives the database's space back. Without
+//! `--older-than`, applies `[retention]` of config.toml.
 
 use std::io::Write;
 
-use corral::remove::prune;
+use anyhow::Context as _;
+use corral::config::Config;
+use corral::remove::{prune, PruneRule};
 use corral::{RunStatus, Store};
 
-pub fn run(
-    store: &mut Store,
-    older_than: &str,
-    statuses: &[RunStatus],
-    preset: Option<&str>,
-    dry_run: bool,
-    json: bool,
-    out: &mut impl Write,
-) -> anyhow::Result<i32> {
-    let age = humantime::parse_duration(older_than)
-        .map_err(|_| anyhow::anyhow!("--older-than {older_than} is not an age: write e.g. 30d, 12h"))?;
-    let age = chrono::Duration::from_std(age).map_err(|_| anyhow::anyhow!("--older-than {older_than} is too long"))?;
-    let before = corral::time::now()
-        .checked_sub_signed(age)
-        .ok_or_else(|| anyhow::anyhow!("--older-than {older_than} is too long"))?;
-    let keep = |run: &corral::Run| {
-        (!statuses.is_empty() && !statuses.contains(&run.status)) || preset.is_some_and(|p| run.preset != p)
+/// The rule as given on the command line.
+pub struct Rule {
+    pub older_than: Option<String>,
+    pub status: Vec<RunStatus>,
+    pub preset: Option<String>,
+}
+
+pub fn run(store: &mut Store, given: Rule, dry_run: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    let rule = match &given.older_than {
+        Some(age) => PruneRule {
+            older_than: humantime::parse_duration(age)
+                .map_err(|_| anyhow::anyhow!("--older-than {age} is not an age: write e.g. 30d, 12h"))?,
+            status: given.status.clone(),
+            preset: given.preset.clone(),
+        },
+        None => {
+            let config = Config::load(store.home()).context("reading config.toml")?;
+            let Some(retention) = &config.retention else {
+                anyhow::bail!(
+                    "say which runs: --older-than 30d, or set `[retention] older_than = \"90d\"` in {}",
+                    store.home().config_file().display()
+                );
+            };
+            let mut rule = corral::retention::rule(retention);
+            if !given.status.is_empty() {
+                rule.status = given.status.clone();
+            }
+            rule.preset = given.preset.clone();
+            rule
+        }
     };
-    let removed = prune(store, &corral::time::format(before), keep, dry_run)?;
+    let age = humantime::format_duration(rule.older_than).to_string();
+    let pruned = prune(store, &rule, dry_run)?;
     if json {
-        super::print_json(out, &removed)?;
+        super::print_json(out, &pruned)?;
         return Ok(0);
     }
-    if removed.is_empty() {
+    if pruned.removed.is_empty() {
         writeln!(
             out,
-            "no ended run is older than {older_than}{}",
-            if statuses.is_empty() && preset.is_none() { "" } else { " and matches" }
+            "no ended run is older than {age}{}",
+            if rule.status.is_empty() && rule.preset.is_none() { "" } else { " and matches" }
         )?;
     }
-    for done in &removed {
+    for done in &pruned.removed {
         super::rm::say(done, dry_run, out)?;
     }
-    let runs: usize = removed.iter().map(|r| r.ids.len()).sum();
-    if runs > 0 {
-        writeln!(out, "{} {runs} run(s)", if dry_run { "would remove" } else { "removed" })?;
+    if pruned.runs > 0 {
+        writeln!(out, "{} {} run(s)", if dry_run { "would remove" } else { "removed" }, pruned.runs)?;
+    }
+    if let Some(db) = pruned.database {
+        super::rm::say_reclaimed(&db, out)?;
     }
     Ok(0)
 }

@@ -12,14 +12,25 @@ pub fn run(store: &mut Store, ids: &[String], dry_run: bool, json: bool, out: &m
     for id in ids {
         all.push(remove(store, id, dry_run)?);
     }
+    let database = if dry_run { None } else { corral::remove::reclaim(store) };
     if json {
         super::print_json(out, &all)?;
     } else {
         for removed in &all {
             say(removed, dry_run, out)?;
         }
+        if let Some(db) = database {
+            say_reclaimed(&db, out)?;
+        }
     }
     Ok(0)
+}
+
+/// How much room the database gave back.
+pub fn say_reclaimed(db: &corral::store::Reclaimed, out: &mut impl Write) -> std::io::Result<()> {
+    use corral::resources::human_bytes;
+    let freed = db.before.saturating_sub(db.after);
+    writeln!(out, "database {} → {} ({} given back)", human_bytes(db.before), human_bytes(db.after), human_bytes(freed))
 }
 
 /// One line per run removed (or that would be), and each worktree kept.

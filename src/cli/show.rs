@@ -59,6 +59,7 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
         ),
         ("resources", resources(&run)),
         ("contained", contained(&run)),
+        ("transcript", transcript(&run.transcript)),
         ("session", or_dash(run.session_id.as_deref())),
         ("parent", or_dash(run.parent_id.as_deref())),
         ("children", if run.children.is_empty() { "-".into() } else { run.children.join(" ") }),
@@ -96,6 +97,17 @@ fn resources(run: &corral::Run) -> String {
 }
 
 /// How the run's processes are held, and each limit applied or not.
+fn transcript(size: &corral::run::TranscriptSize) -> String {
+    let kept = corral::resources::human_bytes(size.bytes);
+    match size.dropped_events {
+        0 => kept,
+        n => format!(
+            "{kept}; {n} later events ({}) not kept: the cap of `[transcripts] max` in config.toml",
+            corral::resources::human_bytes(size.dropped_bytes)
+        ),
+    }
+}
+
 fn contained(run: &corral::Run) -> String {
     let Some(c) = &run.containment else { return "-".into() };
     let mut lines = vec![match &c.cgroup {

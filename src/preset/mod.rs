@@ -24,7 +24,7 @@ pub use shipped::SHIPPED;
 
 word_enum! {
     /// Where a preset was found, lowest precedence first.
-    pub enum PresetSource {
+    pub enum PresetSource as "preset source" {
         /// Shipped with Corral (embedded in the binary).
         Shipped = "shipped",
         /// `~/.claude/agents/`.
@@ -44,7 +44,7 @@ word_enum! {
 
 word_enum! {
     /// When a run of a preset is announced on its own (preset key `notify`).
-    pub enum Notify {
+    pub enum Notify as "notify setting" {
         /// Whenever it ends.
         Always = "always",
         /// Only when it does not complete.
@@ -57,7 +57,7 @@ word_enum! {
 word_enum! {
     /// Which runs an agent of a preset may see and act on over MCP
     /// (preset key `mcp`).
-    pub enum McpScope {
+    pub enum McpScope as "mcp scope" {
         /// The runs it launched, and their runs (the default).
         Own = "own",
         /// Every run of the installation.

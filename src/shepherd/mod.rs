@@ -17,6 +17,7 @@ mod prepare;
 mod replies;
 mod spawn;
 mod supervise;
+mod transcript;
 
 use std::io;
 
@@ -129,7 +130,7 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     let preset = store.run_preset(run_id)?;
     let run_dir = home.run_dir(run_id);
     home::ensure_private_dir(&run_dir).map_err(StoreError::from)?;
-    let logs = spawn::RunLogs::open(&run_dir).doing("opening the run's logs")?;
+    let logs = spawn::RunLogs::open(&run_dir, config.transcripts.raw_log_bytes).doing("opening the run's logs")?;
     // Every process of the run, setup's too, starts inside its cgroup.
     let limits = config.resource_limits_for(&preset);
     let (cgroup, containment) = if config.cgroups {

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use super::transcript::RawLog;
 use crate::adapter::{Invocation, InvocationContext};
 use crate::home::{self, Home};
 use crate::preset::Preset;
@@ -126,17 +127,28 @@ impl AgentLaunch {
     }
 }
 
-/// The run folder's logs, appended to across turns.
+/// The run folder's logs, appended to across turns: the raw streams (their
+/// first `raw_max` bytes) and what the shepherd did to the processes.
 pub(super) struct RunLogs {
-    pub stdout: File,
-    pub stderr: File,
+    pub stdout: RawLog,
+    pub stderr: RawLog,
     pub signals: File,
 }
 
 impl RunLogs {
-    pub fn open(run_dir: &Path) -> io::Result<RunLogs> {
+    pub fn open(run_dir: &Path, raw_max: u64) -> io::Result<RunLogs> {
         let open = |name: &str| home::open_private_append(&run_dir.join(name));
-        Ok(RunLogs { stdout: open("stdout.log")?, stderr: open("stderr.log")?, signals: open("signals.log")? })
+        Ok(RunLogs {
+            stdout: RawLog::new(open("stdout.log")?, raw_max),
+            stderr: RawLog::new(open("stderr.log")?, raw_max),
+            signals: open("signals.log")?,
+        })
+    }
+
+    /// Says in each raw log what it left out.
+    pub fn close(&mut self) {
+        self.stdout.close();
+        self.stderr.close();
     }
 }
 

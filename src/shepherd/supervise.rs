@@ -14,6 +14,7 @@ use super::cleanup::Cleanup;
 use super::lines::LineSplitter;
 use super::replies::NextTurn;
 use super::spawn::{AgentLaunch, RunLogs};
+use super::transcript::TranscriptBudget;
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{self, Adapter, EventKind, ProcessEnd, Report, StreamLine, TranscriptEvent, Verdict};
 use crate::config::{Config, Limits};
@@ -126,6 +127,8 @@ pub(super) struct Supervisor {
     /// (kept in the store for the tray and the window).
     retrying: Option<String>,
     next_seq: i64,
+    /// How much more of the transcript may be kept.
+    budget: TranscriptBudget,
     buf: Vec<u8>,
 }
 
@@ -201,6 +204,8 @@ impl Supervisor {
         let mut store = setup.store;
         store.mark_running(&setup.run_id, turn.agent.pid, turn.agent.start)?;
         let next_seq = store.last_event_seq(&setup.run_id)? + 1;
+        let size = store.run(&setup.run_id)?.transcript;
+        let budget = TranscriptBudget::new(setup.config.transcripts.max_bytes, size.bytes, size.dropped_events > 0);
         let mut cleanup = setup.cleanup;
         cleanup.restart(turn.agent);
         Ok(Supervisor {
@@ -231,6 +236,7 @@ impl Supervisor {
             pending_since: None,
             retrying: None,
             next_seq,
+            budget,
             buf: vec![0; 64 * 1024],
         })
     }
@@ -429,9 +435,7 @@ impl Supervisor {
                 Readiness::Data(n) => {
                     read += n;
                     self.saw_output();
-                    // Losing the raw log must not stop supervision; the
-                    // transcript in the store is the record.
-                    let _ = std::io::Write::write_all(&mut self.logs.stdout, &self.buf[..n]);
+                    self.logs.stdout.write(&self.buf[..n]);
                     let chunk = std::mem::take(&mut self.buf);
                     self.feed(&chunk[..n]);
                     self.buf = chunk;
@@ -491,7 +495,7 @@ impl Supervisor {
             match process::read_available(err, &mut self.buf).doing("reading the agent's stderr")? {
                 Readiness::Data(n) => {
                     self.saw_output();
-                    let _ = std::io::Write::write_all(&mut self.logs.stderr, &self.buf[..n]);
+                    self.logs.stderr.write(&self.buf[..n]);
                     self.turn.stderr_tail.extend_from_slice(&self.buf[..n]);
                     let excess = self.turn.stderr_tail.len().saturating_sub(STDERR_TAIL);
                     self.turn.stderr_tail.drain(..excess);
@@ -893,7 +897,9 @@ impl Supervisor {
             self.store.set_retrying(&self.run_id, retrying.as_deref())?;
             self.retrying = retrying;
         }
-        self.store.append_events(&self.run_id, self.next_seq, &self.pending)?;
+        self.budget.admit(&mut self.pending);
+        let dropped = self.budget.take_dropped();
+        self.store.append_transcript(&self.run_id, self.next_seq, &self.pending, dropped)?;
         self.next_seq += self.pending.len() as i64;
         self.pending.clear();
         Ok(())
@@ -910,6 +916,7 @@ impl Supervisor {
         self.read_stdout(16 * READ_BUDGET)?;
         self.stderr_lines(true);
         self.flush_events()?;
+        self.logs.close();
         // What the run changed is known with its exit (the window's +N −M).
         if let Err(e) = crate::review::measure(&mut self.store, &self.run_id) {
             tracing::warn!(run = %self.run_id, "cannot measure the worktree's changes: {e}");

@@ -26,6 +26,15 @@ pub struct StoredEvent {
 /// Where a reader of transcripts is: the newest event it has seen.
 pub type EventMark = i64;
 
+/// What a transcript cap left out of one append: counted, not kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Events not kept.
+    pub events: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
 impl Store {
     /// The newest event's mark: transcripts changed since are found with
     /// [`Store::transcripts_changed_since`].
@@ -68,7 +77,20 @@ impl Store {
         first_seq: i64,
         events: &[TranscriptEvent],
     ) -> Result<(), StoreError> {
-        if events.is_empty() {
+        self.append_transcript(run_id, first_seq, events, Dropped::default())
+    }
+
+    /// Appends events numbered from `first_seq` and counts `dropped` (what
+    /// the transcript cap left out since the last append), in one
+    /// transaction; the run's transcript size grows with both.
+    pub fn append_transcript(
+        &mut self,
+        run_id: &str,
+        first_seq: i64,
+        events: &[TranscriptEvent],
+        dropped: Dropped,
+    ) -> Result<(), StoreError> {
+        if events.is_empty() && dropped == Dropped::default() {
             return Ok(());
         }
         let at = time::format(time::now());
@@ -76,10 +98,19 @@ impl Store {
             let mut stmt = tx.prepare_cached(
                 "INSERT INTO events (run_id, seq, at, kind, text, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?;
+            let mut bytes = 0;
             for (offset, event) in events.iter().enumerate() {
                 let json = event.json.as_ref().map(|v| v.to_string());
+                bytes += event.text.len() + json.as_ref().map_or(0, String::len);
                 stmt.execute(params![run_id, first_seq + offset as i64, at, event.kind.as_str(), event.text, json])?;
             }
+            tx.prepare_cached(
+                "UPDATE runs SET transcript_bytes = transcript_bytes + ?2,
+                    transcript_dropped_events = transcript_dropped_events + ?3,
+                    transcript_dropped_bytes = transcript_dropped_bytes + ?4
+                 WHERE id = ?1",
+            )?
+            .execute(params![run_id, bytes as i64, dropped.events as i64, dropped.bytes as i64])?;
             Ok(())
         })
     }

@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0009_replies_and_changes.sql"),
     include_str!("migrations/0010_containment.sql"),
     include_str!("migrations/0011_run_removal.sql"),
+    include_str!("migrations/0012_transcript_size.sql"),
 ];
 
 /// The schema version this binary writes.

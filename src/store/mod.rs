@@ -23,7 +23,8 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::home::{Home, HomeError, FILE_MODE};
 
 pub use desk::{Counts, Spend};
-pub use events::{EventMark, StoredEvent};
+pub use events::{Dropped, EventMark, StoredEvent};
+pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};
 pub use runs::{AbortRequest, Committed, NewRun, Outcome, RunFilter, SearchHit};
 pub use slots::Slots;
@@ -203,6 +204,9 @@ fn is_disk_full(e: &rusqlite::Error) -> bool {
 /// Per-connection settings, in one place.
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Only takes on a new database (before its first table): removed runs'
+    // pages can then be given back to the disk (see `Store::reclaim`).
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     // Under constant writes from many shepherds the WAL is never idle, so

@@ -7,7 +7,64 @@ use rusqlite::params;
 use super::{Doing, Store, StoreError};
 use crate::run::RunStatus;
 
+/// Pages of the search index merged per transaction when giving space back.
+const MERGE_STEP_PAGES: u32 = 256;
+
+/// What giving space back did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Reclaimed {
+    /// The database's bytes before.
+    pub before: u64,
+    /// And after.
+    pub after: u64,
+}
+
 impl Store {
+    /// Gives the pages of deleted rows back to the disk: an incremental
+    /// vacuum, or, for a database made before Corral turned that on, one
+    /// full `VACUUM` that turns it on (it needs a moment without other
+    /// writers; busy, it is left for the next removal).
+    pub fn reclaim(&mut self) -> Result<Reclaimed, StoreError> {
+        let before = self.database_bytes()?;
+        // Removed runs' words leave the full-text indexes as tombstones;
+        // merging the index's segments drops them and frees their pages. A
+        // step at a time, each its own transaction, so shepherds' commits
+        // go on between steps.
+        for index in ["events_fts", "runs_fts"] {
+            let step = format!("INSERT INTO {index}({index}, rank) VALUES ('merge', -{MERGE_STEP_PAGES})");
+            loop {
+                let before = self.conn().total_changes();
+                self.write("compacting the search index", |tx| tx.execute_batch(&step))?;
+                if self.conn().total_changes() - before <= 1 {
+                    break;
+                }
+            }
+        }
+        let mode: i64 = self.conn().query_row("PRAGMA auto_vacuum", [], |r| r.get(0)).doing("reading auto_vacuum")?;
+        const INCREMENTAL: i64 = 2;
+        if mode == INCREMENTAL {
+            // One page a step: stepped to the end.
+            let mut stmt = self.conn().prepare("PRAGMA incremental_vacuum").doing("giving space back")?;
+            let mut rows = stmt.query([]).doing("giving space back")?;
+            while rows.next().doing("giving space back")?.is_some() {}
+        } else {
+            let conn = self.conn();
+            conn.pragma_update(None, "auto_vacuum", "INCREMENTAL").doing("turning on incremental vacuum")?;
+            conn.execute_batch("VACUUM").doing("vacuuming the database")?;
+        }
+        // The file shrinks once the WAL is checkpointed into it.
+        self.conn().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).doing("checkpointing")?;
+        Ok(Reclaimed { before, after: self.database_bytes()? })
+    }
+
+    /// The database's size: its pages in use and free.
+    pub fn database_bytes(&self) -> Result<u64, StoreError> {
+        let pages: i64 =
+            self.conn().query_row("PRAGMA page_count", [], |r| r.get(0)).doing("measuring the database")?;
+        let size: i64 = self.conn().query_row("PRAGMA page_size", [], |r| r.get(0)).doing("measuring the database")?;
+        Ok((pages * size).max(0) as u64)
+    }
+
     /// Run `id` and every run it launched, at any depth (itself first).
     pub fn tree_of(&self, id: &str) -> Result<Vec<String>, StoreError> {
         let mut tree = vec![id.to_string()];
@@ -68,10 +125,7 @@ impl Store {
     pub fn largest_transcripts(&self, limit: usize) -> Result<Vec<(String, u64)>, StoreError> {
         let mut stmt = self
             .conn()
-            .prepare(
-                "SELECT run_id, sum(length(CAST(text AS BLOB)) + coalesce(length(CAST(json AS BLOB)), 0)) AS bytes
-                 FROM events GROUP BY run_id ORDER BY bytes DESC LIMIT ?1",
-            )
+            .prepare("SELECT id, transcript_bytes FROM runs ORDER BY transcript_bytes DESC LIMIT ?1")
             .doing("measuring transcripts")?;
         let rows = stmt
             .query_map([limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64)))

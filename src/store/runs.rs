@@ -22,7 +22,8 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     dismissed_at, shepherd_pid, shepherd_start, agent_pid, agent_start, collected_at, waiting_at,
     promoted_at, promoter_pid, promoter_start, worktree_path, worktree_branch, worktree_base, worktree_repo,
     worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated, retrying,
-    containment, cpu_seconds, memory_peak_bytes, paused_at";
+    containment, cpu_seconds, memory_peak_bytes, paused_at, transcript_bytes, transcript_dropped_events,
+    transcript_dropped_bytes";
 
 /// SQL list of the terminal statuses.
 pub(super) static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
@@ -924,6 +925,11 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
             memory_peak_bytes: row.get::<_, Option<i64>>(52).ok().flatten().map(|b| b.max(0) as u64),
         }),
         paused_at: row.get(53)?,
+        transcript: crate::run::TranscriptSize {
+            bytes: count(54)?,
+            dropped_events: count(55)?,
+            dropped_bytes: count(56)?,
+        },
         changes: match (row.get::<_, Option<i64>>(45)?, row.get::<_, Option<i64>>(46)?, row.get::<_, Option<i64>>(47)?)
         {
             (Some(files), Some(added), Some(removed)) => {

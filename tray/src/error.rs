@@ -17,4 +17,6 @@ pub enum TrayError {
     Shepherd(std::io::Error),
     #[error("cannot start the store watcher: {0}")]
     Watcher(std::io::Error),
+    #[error("cannot start applying [retention]: {0}")]
+    Retention(std::io::Error),
 }

@@ -14,6 +14,7 @@ mod error;
 mod instance;
 mod notify;
 mod panel;
+mod retention;
 mod state;
 mod view;
 mod watcher;
@@ -79,6 +80,7 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     light.take_back();
     let state = Arc::new(TrayState::new(home));
     panel::create(state.clone())?;
+    retention::start(state.home.clone()).map_err(error::TrayError::Retention)?;
     watcher::start(state)?;
     if open_window {
         window::open(&Route::Runs);
