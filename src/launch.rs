@@ -119,6 +119,9 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     let presets_from = parent.as_ref().and_then(|p| p.folder_launched_for(&cwd)).unwrap_or_else(|| cwd.clone());
     let presets = preset::discover(&Roots::new(store.home(), Some(&presets_from)));
     let preset = presets.get(&request.preset)?;
+    for warning in &preset.warnings {
+        tracing::warn!("preset {} ({}): {warning}", preset.name, preset.path);
+    }
     // With the PATH the run will have: the launcher's.
     let path = match &request.env {
         Some(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),

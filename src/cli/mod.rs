@@ -418,5 +418,9 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn init_logging(shepherd: bool) {
-    corral::logging::init(if shepherd { corral::shepherd::LOG_LEVEL } else { "warn" });
+    if shepherd {
+        corral::logging::init(corral::shepherd::LOG_LEVEL);
+    } else {
+        corral::logging::init_for_command();
+    }
 }

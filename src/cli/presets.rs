@@ -33,6 +33,9 @@ struct Entry<'a> {
     /// Why its agent cannot start here (not installed, not executable).
     #[serde(skip_serializing_if = "Option::is_none")]
     unavailable: Option<String>,
+    /// What looks wrong but does not stop it (a misspelt key).
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
 }
 
 /// A limit as a preset writes it.
@@ -72,6 +75,7 @@ pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write
                     overrides: e.overrides.iter().map(String::as_str).collect(),
                     problems: Vec::new(),
                     unavailable: unavailable(p),
+                    warnings: &p.warnings,
                 }
             })
             .collect();
@@ -112,6 +116,18 @@ pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write
         writeln!(out, "Cannot start here ({}):", cannot.len())?;
         for (name, why) in &cannot {
             writeln!(out, "  {name:<16} {why}")?;
+        }
+    }
+    let warned: Vec<&corral::Preset> =
+        set.presets.iter().map(|e| &e.preset).filter(|p| !p.warnings.is_empty()).collect();
+    if !warned.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Warnings ({}):", warned.len())?;
+        for p in warned {
+            writeln!(out, "  {} ({})", p.name, p.path)?;
+            for w in &p.warnings {
+                writeln!(out, "    {w}")?;
+            }
         }
     }
     if !set.problems.is_empty() {

@@ -127,6 +127,10 @@ pub struct Preset {
     pub source: PresetSource,
     /// Its file (`builtin:presets/NAME.md` for shipped ones).
     pub path: String,
+    /// What looks wrong but does not stop it: a key Corral does not read
+    /// that is close to one it does (`timout:`, did you mean `timeout:`?).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A file that could not be used as a preset, and why.

@@ -171,7 +171,61 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         system_prompt: body.trim().to_string(),
         source,
         path: path.to_string(),
+        warnings: if yaml.trim().is_empty() { Vec::new() } else { misspelled_keys(yaml) },
     })
+}
+
+/// The keys Corral reads in a frontmatter.
+const KEYS: &[&str] = &[
+    "name",
+    "description",
+    "agent",
+    "model",
+    "tools",
+    "timeout",
+    "idle_timeout",
+    "startup_timeout",
+    "children_timeout",
+    "command",
+    "args",
+    "worktree",
+    "setup",
+    "notify",
+    "limits",
+    "mcp",
+];
+
+/// A warning for each key that Corral does not read but that is one or two
+/// edits from a key it does. Other keys are left alone: Claude Code's and
+/// pi's own (`color`, `thinking`) are read by them, not by Corral.
+fn misspelled_keys(yaml: &str) -> Vec<String> {
+    let Ok(keys) = serde_saphyr::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(yaml) else {
+        return Vec::new();
+    };
+    keys.keys()
+        .filter(|key| !KEYS.contains(&key.as_str()))
+        .filter_map(|key| {
+            let (distance, near) = KEYS.iter().map(|k| (edit_distance(key, k), *k)).min()?;
+            (distance <= 2 && distance < key.len() / 2 + 1)
+                .then(|| format!("`{key}:` is not a key Corral reads, so it does nothing: did you mean `{near}:`?"))
+        })
+        .collect()
+}
+
+/// Levenshtein distance between two short words.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb)).min(row[j] + 1).min(above + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// Splits `---\nYAML\n---\nbody`. Accepts a BOM, CRLF and `...` as the end.
@@ -219,6 +273,20 @@ fn duration(value: Option<DurationValue>, key: &'static str) -> Result<Option<Du
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_near_miss_of_a_key_gets_a_did_you_mean_and_foreign_keys_do_not() {
+        let text =
+            "---\nname: x\ndescription: d\nagent: pi\ntimout: 5m\nidle-timeout: 1m\ncolor: blue\nthinking: high\n---\n";
+        let preset = parse(text, PresetSource::Global).unwrap();
+        assert_eq!(
+            preset.warnings,
+            [
+                "`idle-timeout:` is not a key Corral reads, so it does nothing: did you mean `idle_timeout:`?",
+                "`timout:` is not a key Corral reads, so it does nothing: did you mean `timeout:`?",
+            ]
+        );
+    }
+
     fn parse(text: &str, source: PresetSource) -> Result<Preset, PresetError> {
         parse_preset(text, "/x/p.md", source)
     }
@@ -252,7 +320,7 @@ mod tests {
             ("---\nname: [x\n---\n", "invalid YAML"),
             ("---\nname: x\n---\n", "missing `description:`"),
             ("---\nname: x\ndescription: d\n---\n", "missing `agent:`"),
-            ("---\nname: x\ndescription: d\nagent: gpt\n---\n", "unknown AgentKind 'gpt'"),
+            ("---\nname: x\ndescription: d\nagent: gpt\n---\n", "unknown agent 'gpt'"),
             ("---\nname: x\ndescription: d\nagent: command\n---\n", "needs `command:`"),
             ("---\nname: x\ndescription: d\nagent: pi\ntimeout: soon\n---\n", "not a duration"),
         ];
