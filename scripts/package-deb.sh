@@ -30,6 +30,8 @@ for size in 16 32 48 64 128 256; do
 done
 install -Dm644 icons/icon.png "$stage/usr/share/icons/hicolor/512x512/apps/corral.png"
 install -Dm644 README.md "$stage/usr/share/doc/corral/README.md"
+# Not enabled: `corral doctor` says when it helps and how to turn it on.
+install -Dm644 packaging/apparmor/bwrap "$stage/usr/share/corral/apparmor/bwrap"
 # The manual page and shell completions, generated from the command line's
 # own definition by the binary just built.
 corral="target/$profile/corral"

@@ -10,6 +10,7 @@ pub mod announce;
 pub mod autostart;
 pub mod caller;
 pub mod config;
+pub mod doctor;
 pub mod heal;
 pub mod home;
 pub mod launch;

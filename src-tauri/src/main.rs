@@ -136,6 +136,7 @@ fn main() -> ExitCode {
             commands::store::store_problem,
             commands::settings::settings,
             commands::settings::set_autostart,
+            commands::settings::doctor,
         ])
         .setup(move |app| {
             let handle = app.handle().clone();

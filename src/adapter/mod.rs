@@ -311,3 +311,18 @@ pub fn signal_name(signal: i32) -> String {
         Err(_) => format!("signal {signal}"),
     }
 }
+
+/// The version of each agent CLI whose stream Corral was built and tested
+/// against (the real CLIs the tests run, pinned in `scripts/setup.sh`).
+/// Another minor version usually streams the same; `corral doctor` says
+/// when one differs.
+pub fn tested_version(agent: AgentKind) -> Option<&'static str> {
+    match agent {
+        AgentKind::Claude => Some("2.1.197"),
+        AgentKind::Codex => Some("0.169.0"),
+        AgentKind::Pi => Some("0.73.1"),
+        AgentKind::Gemini => Some("0.61.0"),
+        AgentKind::Opencode => Some("1.18.33"),
+        AgentKind::Command => None,
+    }
+}

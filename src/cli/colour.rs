@@ -22,6 +22,18 @@ pub fn status(text: &str, status: RunStatus) -> String {
     paint(text, code)
 }
 
+/// A doctor's word in its level's colour (green ok, yellow warn, red fail).
+pub fn level(text: &str, level: corral::doctor::Level) -> String {
+    use corral::doctor::Level;
+    let code = match level {
+        Level::Ok => "32",
+        Level::Note => "2",
+        Level::Warn => "33",
+        Level::Fail => "1;31",
+    };
+    paint(text, code)
+}
+
 /// A unified diff with added lines green, removed red, hunks cyan.
 pub fn diff(patch: &str) -> String {
     patch

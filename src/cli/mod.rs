@@ -5,6 +5,7 @@ mod abort;
 mod colour;
 mod diff;
 mod discard;
+mod doctor;
 mod du;
 mod launch;
 mod ls;
@@ -236,6 +237,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Say what works on this machine (containment, desktop, agent CLIs and
+    /// their sign-in, sandboxes, git, the store, settings) and how to fix
+    /// what does not. Exit 1 if something fails.
+    Doctor {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve Corral's tools to an agent over MCP on stdio.
     Mcp,
     /// Print a shell completion script: `corral completions bash >
@@ -295,6 +304,10 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         corral::mcp::serve_stdio(home)?;
         return Ok(0);
     }
+    // Before the store is opened: a store that cannot be is a finding.
+    if let Command::Doctor { json } = &command {
+        return doctor::run(&home, *json, &mut std::io::stdout().lock());
+    }
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
     let mut store = corral::heal::open_healed(&home, &shepherd)?;
     let mut out = std::io::stdout().lock();
@@ -339,7 +352,11 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
             prune::run(&mut store, rule, dry_run, json, &mut out)?
         }
         Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
-        Command::Mcp | Command::Shepherd { .. } | Command::Completions { .. } | Command::Man => {
+        Command::Mcp
+        | Command::Shepherd { .. }
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Doctor { .. } => {
             unreachable!("handled above")
         }
     };

@@ -443,17 +443,27 @@ fn key_value(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-/// Says why a shepherd cannot use a cgroup here, for `corral doctor`-like
-/// checks and tests: `None` if it can.
+/// Says why a shepherd cannot use a cgroup here, for tests: `None` if it
+/// can.
 pub fn unavailable() -> Option<String> {
+    probe(&ResourceLimits::default()).err()
+}
+
+/// Makes and removes a group as a run launched from this process would get
+/// it, with `limits`: what was said of each limit and where the group was,
+/// or why no group can be made (`corral doctor`).
+pub fn probe(limits: &ResourceLimits) -> Result<(PathBuf, Vec<String>), String> {
     let probe = format!("probe-{}", std::process::id());
-    match RunCgroup::create(&probe, &ResourceLimits::default()) {
-        Ok((group, _)) => {
-            let _ = group.remove();
-            None
+    let (group, mut notes) = RunCgroup::create(&probe, limits)?;
+    let dir = group.dir().to_path_buf();
+    for (file, what) in [("cgroup.kill", "abort kills the whole group at once"), ("cgroup.freeze", "pause freezes it")]
+    {
+        if !dir.join(file).exists() {
+            notes.push(format!("no {file} (a kernel older than 5.14?): {what} one process at a time instead"));
         }
-        Err(why) => Some(why),
     }
+    let _ = group.remove();
+    Ok((dir, notes))
 }
 
 #[cfg(test)]

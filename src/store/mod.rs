@@ -8,6 +8,7 @@
 
 mod desk;
 mod events;
+mod health;
 mod migrate;
 mod removal;
 mod replies;
@@ -24,6 +25,8 @@ use crate::home::{Home, HomeError, FILE_MODE};
 
 pub use desk::{Counts, Spend};
 pub use events::{Dropped, EventMark, StoredEvent};
+pub use health::Health;
+pub use migrate::SCHEMA_VERSION;
 pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};
 pub use runs::{AbortRequest, Committed, NewRun, Outcome, RunFilter, SearchHit};

@@ -369,6 +369,28 @@ def test_watcher_survives_a_broken_config(session, env):
     session.watcher.items.clear()
 
 
+def test_doctor_reads_the_desktop(session, env):
+    """`corral doctor` asks the session bus what the tray needs: a
+    notification server with actions (a click opens the run) and a
+    StatusNotifierItem host; it says how long it took and exits 0."""
+    out = subprocess.run([str(CLI), "doctor", "--json"], cwd=env.project, env=env.env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    desktop = {f["check"]: f for f in report["findings"] if f["area"] == "desktop"}
+    assert desktop["notifications"]["level"] == "ok", desktop
+    assert "corral-test 1 (corral); a click on one opens the run" in desktop["notifications"]["detail"], desktop
+    assert desktop["tray"]["level"] == "ok", desktop
+    TIMINGS["doctor, whole report (ms)"] = report["took_ms"]
+    # Without a notification server: said, with what to start.
+    quiet = {**env.env, "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}
+    out = subprocess.run([str(CLI), "doctor", "--json"], cwd=env.project, env=quiet, capture_output=True,
+                         text=True, timeout=60)
+    report = json.loads(out.stdout)
+    bus = [f for f in report["findings"] if f["area"] == "desktop"]
+    assert bus and bus[0]["level"] == "warn" and "session bus" in bus[0]["detail"], bus
+
+
 def test_one_notification_per_piece_of_work(session, env):
     """A parent with three children is announced once, for the whole tree;
     thirty endings at once are a summary, not thirty notifications."""
@@ -615,6 +637,11 @@ def test_window(session, env):
         assert f"Exec=\"{TRAY}\"" in entry.read_text(), entry.read_text()
         driver.click("#autostart")
         wait_until("the entry removed", lambda: not entry.exists())
+        # This machine, as `corral doctor` sees it: the desktop's checks ok.
+        driver.click("#doctor button")
+        wait_until("the report", lambda: driver.js(
+            "return document.querySelectorAll('#doctor .finding').length") > 5)
+        assert driver.js("return document.querySelector('#doctor [data-check=\"desktop/notifications\"]').className") == "finding ok"
         assert tray.poll() is None, "the tray lives on"
     finally:
         driver.quit()
@@ -712,7 +739,8 @@ def main():
     session = Session()
     passed = failed = 0
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
-                 test_watcher_survives_a_broken_config, test_one_notification_per_piece_of_work,
+                 test_watcher_survives_a_broken_config, test_doctor_reads_the_desktop,
+                 test_one_notification_per_piece_of_work,
                  test_a_refused_notification_is_shown_later_once, test_a_hanging_notification_server_stalls_nothing,
                  test_a_window_that_cannot_start_is_said, test_window,
                  test_review_and_reply]:

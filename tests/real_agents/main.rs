@@ -255,6 +255,23 @@ fn real_codex() {
 }
 
 #[test]
+fn doctor_knows_the_stream_of_each_real_cli() {
+    let real = Real::new();
+    let out = real.env.command(&["doctor", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).expect("doctor prints JSON");
+    for agent in ["claude", "codex", "pi", "gemini", "opencode"] {
+        let finding = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["area"] == "agents" && f["check"] == agent)
+            .unwrap_or_else(|| panic!("no finding for {agent}: {report:#}"));
+        assert_eq!(finding["level"], "ok", "{finding:#}");
+        assert!(finding["detail"].as_str().unwrap().contains("its stream is known"), "{finding:#}");
+    }
+}
+
+#[test]
 fn real_pi() {
     let real = Real::new();
     real.basics("pi", "");

@@ -62,5 +62,23 @@ async function settingsSection() {
     h("label", {}, box, " Start Corral's tray at login"),
     h("div", { class: "path" }, `Data: ${settings.data_dir}`),
     h("div", { class: "path" }, `Settings file: ${settings.config_file} (max_parallel, graces, default limits)`),
+    h("h2", {}, "This machine"),
+    h("div", { id: "doctor" }, h("button", { onclick: checkMachine }, "Check (corral doctor)")),
   );
+}
+
+/** The same report as `corral doctor`: each finding, and the fix it names. */
+async function checkMachine() {
+  const box = root?.querySelector("#doctor");
+  if (!box) return;
+  box.replaceChildren(h("div", { class: "path" }, "Checking…"));
+  const report = await call("doctor");
+  const rows = report.findings.map((f) => h("div", { class: `finding ${f.level}`, "data-check": `${f.area}/${f.check}` },
+    h("span", { class: "pill" }, f.level), " ", h("strong", {}, `${f.area} · ${f.check}`), " ", f.detail,
+    f.fix ? h("div", { class: "path" }, "→ ", f.fix) : null));
+  const count = (level) => report.findings.filter((f) => f.level === level).length;
+  box.replaceChildren(
+    h("div", {}, `${count("fail")} failing, ${count("warn")} to look at, ${count("ok")} ok (${report.took_ms} ms) `,
+      h("button", { onclick: checkMachine }, "Check again")),
+    ...rows);
 }

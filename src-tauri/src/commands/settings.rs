@@ -29,3 +29,10 @@ pub fn set_autostart(on: bool) -> Result<bool, AppError> {
     corral::autostart::set(on)?;
     Ok(corral::autostart::enabled())
 }
+
+/// What works on this machine and how to fix what does not: the same
+/// report as `corral doctor`.
+#[tauri::command(async)]
+pub fn doctor(state: State<'_, AppState>) -> corral::doctor::Report {
+    corral::doctor::examine(&state.home)
+}

@@ -1,0 +1,68 @@
+//! The store: where it is, its schema, whether SQLite finds it sound, how
+//! big it is, and the room left on its disk.
+
+use super::{Finding, Level};
+use crate::home::Home;
+use crate::resources::human_bytes;
+use crate::store::{Store, SCHEMA_VERSION};
+
+const AREA: &str = "store";
+
+/// Below this much free space on the store's disk, a warning: transcripts
+/// of a few busy runs fill it.
+const LOW_DISK: u64 = 1 << 30;
+
+/// The database and the disk it is on.
+pub fn check(home: &Home) -> Vec<Finding> {
+    let path = home.database();
+    let store = match Store::open(home) {
+        Ok(store) => store,
+        Err(e) => {
+            return vec![Finding::new(AREA, "database", Level::Fail, format!("{}: {e}", path.display()))
+                .fix("see the message; `CORRAL_HOME=/another/folder` starts an empty store elsewhere")]
+        }
+    };
+    let mut findings = Vec::new();
+    match store.health() {
+        Ok(health) => {
+            let detail = format!(
+                "{}: schema {} (this Corral writes {SCHEMA_VERSION}), {} runs, {}",
+                path.display(),
+                health.schema,
+                health.runs,
+                human_bytes(health.bytes)
+            );
+            findings.push(if health.integrity == "ok" {
+                Finding::ok(AREA, "database", format!("{detail}, integrity ok"))
+            } else {
+                Finding::new(AREA, "database", Level::Fail, format!("{detail}; integrity_check found: {}", health.integrity))
+                    .fix(format!(
+                        "quit Corral, keep a copy of {}, then `sqlite3 {} '.recover' | sqlite3 recovered.db` and put recovered.db in its place",
+                        path.display(),
+                        path.display()
+                    ))
+            });
+            if !health.gives_space_back {
+                findings.push(
+                    Finding::new(AREA, "space", Level::Note, "made before Corral gave removed runs' space back")
+                        .fix("the next `corral rm` or `corral prune` turns it on (one full VACUUM)"),
+                );
+            }
+        }
+        Err(e) => findings.push(Finding::new(AREA, "database", Level::Fail, format!("{}: {e}", path.display()))),
+    }
+    match nix::sys::statvfs::statvfs(home.data_dir()) {
+        Ok(fs) => {
+            let free = fs.blocks_available() * fs.fragment_size();
+            let detail = format!("{} free on the disk of {}", human_bytes(free), home.data_dir().display());
+            findings.push(if free < LOW_DISK {
+                Finding::new(AREA, "disk", Level::Warn, detail)
+                    .fix("free space, or remove old runs: `corral du`, then `corral prune --older-than 30d`")
+            } else {
+                Finding::ok(AREA, "disk", detail)
+            });
+        }
+        Err(e) => findings.push(Finding::new(AREA, "disk", Level::Note, format!("cannot measure free space: {e}"))),
+    }
+    findings
+}
