@@ -166,6 +166,16 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
 /// folder, model, parent, worktree choice (a fresh worktree if it had one)
 /// and environment (as kept with it).
 pub fn relaunch(store: &mut Store, id: &str, shepherd: &ShepherdCommand) -> Result<Run, LaunchError> {
+    relaunch_with(store, id, None, shepherd)
+}
+
+/// As [`relaunch`], with another task when `task` is given.
+pub fn relaunch_with(
+    store: &mut Store,
+    id: &str,
+    task: Option<String>,
+    shepherd: &ShepherdCommand,
+) -> Result<Run, LaunchError> {
     let old = store.find_run(id)?;
     let env = crate::run_env::load(&store.home().run_dir(&old.id)).map_err(|source| StoreError::RunFolder {
         path: crate::run_env::env_file(&store.home().run_dir(&old.id)),
@@ -173,7 +183,7 @@ pub fn relaunch(store: &mut Store, id: &str, shepherd: &ShepherdCommand) -> Resu
     })?;
     let request = LaunchRequest {
         preset: old.preset.clone(),
-        task: old.task.clone(),
+        task: task.unwrap_or_else(|| old.task.clone()),
         cwd: old.launch_folder(),
         model: old.model.clone(),
         parent: old.parent_id.clone(),

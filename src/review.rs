@@ -54,8 +54,8 @@ pub fn measure(store: &mut Store, id: &str) -> Result<(), ReviewError> {
 /// A merge that happened.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Merged {
-    /// The run.
-    pub run_id: String,
+    /// The run's id.
+    pub id: String,
     /// The branch its changes went into.
     pub branch: String,
     /// The new commit there.
@@ -84,7 +84,7 @@ pub fn merge(store: &Store, id: &str, keep_commits: bool) -> Result<Merged, Revi
         let message = format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id);
         worktree::merge_squashed(Path::new(&repo), &branch, worktree, &message)?
     };
-    Ok(Merged { run_id: run.id, branch, commit })
+    Ok(Merged { id: run.id, branch, commit })
 }
 
 /// Removes run `id`'s worktree and branch; refused while it is active.

@@ -243,7 +243,7 @@ fn ls_and_show_and_search_find_runs() {
     let prefix = &id[..5];
     assert_eq!(env.show(prefix)["id"], id.as_str(), "a unique prefix is enough");
     let hits = env.json(&["search", "capacitor"]);
-    assert_eq!(hits[0]["run_id"], id.as_str());
+    assert_eq!(hits[0]["id"], id.as_str());
     let hits = env.json(&["search", "step"]);
     assert!(hits.as_array().unwrap().iter().any(|h| h["field"] == "transcript"), "{hits:#}");
 }
@@ -367,6 +367,23 @@ fn a_task_comes_from_stdin_or_a_file_and_a_run_is_relaunched_as_it_was() {
     let run = env.wait_end(&again);
     assert_eq!(run["task"], "a brief\nof two lines");
     assert_eq!(run["final_text"], "a brief\nof two lines from-stdin-launcher", "the first launcher's environment");
+
+    // --edit: the task as the editor leaves it (an editor with arguments,
+    // as EDITOR is often written).
+    let edited = env
+        .command(&["relaunch", "--edit", &id])
+        .env_remove("VISUAL")
+        .env("EDITOR", "sed -i -e s/brief/shorter\\ brief/")
+        .output()
+        .unwrap();
+    assert!(edited.status.success(), "{}", String::from_utf8_lossy(&edited.stderr));
+    let run = env.wait_end(String::from_utf8(edited.stdout).unwrap().trim());
+    assert_eq!(run["task"], "a shorter brief\nof two lines");
+    // An editor that fails launches nothing.
+    let failed =
+        env.command(&["relaunch", "--edit", &id]).env_remove("VISUAL").env("EDITOR", "false").output().unwrap();
+    assert_eq!(failed.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("nothing launched"), "{failed:?}");
 }
 
 #[test]
@@ -453,4 +470,22 @@ fn a_database_made_before_incremental_vacuum_is_converted_by_its_first_removal()
     assert!(out.contains("given back"), "{out}");
     let conn = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
     assert_eq!(conn.query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0)).unwrap(), 2, "incremental from now on");
+}
+
+#[test]
+fn tail_json_is_one_object_per_line_and_follow_ends_with_each_run_exiting_as_in_text() {
+    let env = Env::new();
+    env.command_preset("fail", &[&fake_agent("exit-with"), "3"]);
+    let id = env.launch("fail", "t");
+    env.wait_end(&id);
+    let out = env.corral(&["tail", "--json", "-n", "all", "-f", &id]);
+    assert_eq!(out.status.code(), Some(1), "as `wait`: the run failed");
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.len() >= 2, "{lines:?}");
+    assert_eq!(lines[0]["id"], id.as_str());
+    assert_eq!(lines[0]["kind"], "output");
+    assert_eq!(lines[0]["text"], "working on: t");
+    let end = lines.last().unwrap();
+    assert_eq!((end["id"].as_str(), end["status"].as_str()), (Some(id.as_str()), Some("failed")), "{end}");
 }

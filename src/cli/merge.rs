@@ -13,7 +13,7 @@ pub fn run(store: &Store, id: &str, no_squash: bool, json: bool, out: &mut impl 
         super::print_json(out, &merged)?;
     } else {
         let short = &merged.commit[..merged.commit.len().min(12)];
-        writeln!(out, "{}  merged into {} as {short}", merged.run_id, merged.branch)?;
+        writeln!(out, "{}  merged into {} as {short}", merged.id, merged.branch)?;
     }
     Ok(0)
 }

@@ -110,6 +110,10 @@ enum Command {
         /// otherwise (as `wait`).
         #[arg(short, long)]
         follow: bool,
+        /// One JSON object per line: {"id", "at", "kind", "text"}; with
+        /// --follow, one per run at the end ({"id", "status", ...}).
+        #[arg(long)]
+        json: bool,
     },
     /// Block until runs end. Exit 0: all completed; 1: any other end; 124: timed out.
     Wait {
@@ -176,12 +180,18 @@ enum Command {
     Discard {
         /// Run id (or a unique prefix).
         run: String,
+        /// Print the run as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Launch a run again: the same preset, task, folder, model, worktree
     /// choice and environment.
     Relaunch {
         /// Run id (or a unique prefix).
         run: String,
+        /// Edit the task first, in $VISUAL or $EDITOR.
+        #[arg(long)]
+        edit: bool,
         /// Print the new run as JSON.
         #[arg(long)]
         json: bool,
@@ -332,8 +342,9 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
             ls::run(&store, &filter, json, &mut out)?
         }
         Command::Show { run, json } => show::run(&mut store, &run, json, &mut out)?,
-        Command::Tail { runs, lines, timestamps, since, follow } => {
-            let options = tail_options(lines.as_deref(), timestamps, since.as_deref(), follow)?;
+        Command::Tail { runs, lines, timestamps, since, follow, json } => {
+            let mut options = tail_options(lines.as_deref(), timestamps, since.as_deref(), follow)?;
+            options.json = json;
             tail::run(&mut store, &runs, &options, &shepherd, &mut out)?
         }
         Command::Wait { runs, timeout, json } => wait::run(&mut store, &runs, timeout, json, &shepherd, &mut out)?,
@@ -342,9 +353,9 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Resume { runs, json } => pause::run(&mut store, &runs, false, json, &shepherd, &mut out)?,
         Command::Diff { run, stat, json } => diff::run(&mut store, &run, stat, json, &mut out)?,
         Command::Merge { run, no_squash, json } => merge::run(&store, &run, no_squash, json, &mut out)?,
-        Command::Discard { run } => discard::run(&mut store, &run, &mut out)?,
+        Command::Discard { run, json } => discard::run(&mut store, &run, json, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
-        Command::Relaunch { run, json } => relaunch::run(&mut store, &run, json, &shepherd, &mut out)?,
+        Command::Relaunch { run, edit, json } => relaunch::run(&mut store, &run, edit, json, &shepherd, &mut out)?,
         Command::Du { json } => du::run(&store, json, &mut out)?,
         Command::Rm { runs, dry_run, json } => rm::run(&mut store, &runs, dry_run, json, &mut out)?,
         Command::Prune { older_than, status, preset, dry_run, json } => {
@@ -409,7 +420,7 @@ fn tail_options(
         None => Some(tail::DEFAULT_LINES),
     };
     let since = since.map(since_arg).transpose()?;
-    Ok(tail::Options { lines, timestamps, since, follow })
+    Ok(tail::Options { lines, timestamps, since, follow, json: false })
 }
 
 /// `--since`: a time (RFC 3339) or an age before now (`10m`, `2h`), as the

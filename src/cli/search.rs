@@ -20,7 +20,7 @@ pub fn run(store: &Store, text: &str, json: bool, out: &mut impl Write) -> anyho
     }
     let mut table = Table::new(&["RUN", "WHERE", "MATCH"]);
     for hit in &hits {
-        table.row(vec![hit.run_id.clone(), hit.field.clone(), cell(&hit.snippet, 90)]);
+        table.row(vec![hit.id.clone(), hit.field.clone(), cell(&hit.snippet, 90)]);
     }
     table.write(out)?;
     Ok(0)

@@ -26,6 +26,9 @@ pub struct Options {
     pub since: Option<String>,
     /// Keep printing until every run ends.
     pub follow: bool,
+    /// One JSON object per line (`{"id", "at", "kind", "text"}`), and with
+    /// `follow`, one per run at the end (`{"id", "status", ...}`).
+    pub json: bool,
 }
 
 /// One line to print.
@@ -58,7 +61,7 @@ pub fn run(
         }
         lines.extend(run_lines);
     }
-    print(&mut lines, &ids, several, options.timestamps, out)?;
+    print(&mut lines, &ids, several, options, out)?;
     if !options.follow {
         return Ok(0);
     }
@@ -80,7 +83,7 @@ pub fn run(
                 }
             }
         }
-        print(&mut lines, &ids, several, options.timestamps, out)?;
+        print(&mut lines, &ids, several, options, out)?;
         if all_ended {
             break;
         }
@@ -92,6 +95,13 @@ pub fn run(
     for id in &ids {
         let run = store.run(id)?;
         all_completed &= run.status == RunStatus::Completed;
+        if options.json {
+            let end = serde_json::json!({"id": run.id, "status": run.status, "stop_reason": run.stop_reason,
+                "error": run.error, "final_text": run.final_text});
+            serde_json::to_writer(&mut *out, &end)?;
+            writeln!(out)?;
+            continue;
+        }
         let reason = run.stop_reason.map(|r| format!(" ({r})")).unwrap_or_default();
         writeln!(out, "── {} {}{reason}", run.id, run.status)?;
         if let Some(error) = &run.error {
@@ -149,12 +159,18 @@ fn print(
     lines: &mut [Line],
     ids: &[String],
     several: bool,
-    timestamps: bool,
+    options: &Options,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
     lines.sort_by(|a, b| a.at.cmp(&b.at));
     for line in lines.iter() {
-        if timestamps {
+        if options.json {
+            let entry = serde_json::json!({"id": ids[line.run], "at": line.at, "kind": line.kind, "text": line.text});
+            serde_json::to_writer(&mut *out, &entry)?;
+            writeln!(out)?;
+            continue;
+        }
+        if options.timestamps {
             write!(out, "{} ", line.at)?;
         }
         if several {

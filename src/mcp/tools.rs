@@ -200,7 +200,28 @@ fn json_result(value: &impl Serialize) -> CallToolResult {
 }
 
 fn tool_error(message: impl std::fmt::Display) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message.to_string())])
+    CallToolResult::error(vec![ContentBlock::text(for_tools(&message.to_string()))])
+}
+
+/// The shell commands core messages suggest, and the tools that do the same
+/// for a model that has no shell for Corral.
+const COMMANDS_AS_TOOLS: &[(&str, &str)] = &[
+    ("see 'corral ls --all'", "call agent_status without run_id to list runs"),
+    ("see 'corral presets'", "call list_presets"),
+    ("e.g. corral reply RUN \"now add tests\"", "e.g. reply_agent with text \"now add tests\""),
+    ("e.g. corral launch scout \"find the config loader\"", "e.g. launch_agent with task \"find the config loader\""),
+];
+
+/// `message` with its shell commands turned into the tools that do the same.
+fn for_tools(message: &str) -> String {
+    let mut text =
+        COMMANDS_AS_TOOLS.iter().fold(message.to_string(), |text, (command, tool)| text.replace(command, tool));
+    // "abort it first (corral abort ID)": the tool is abort_agent.
+    while let Some(start) = text.find("(corral abort ") {
+        let Some(len) = text[start..].find(')') else { break };
+        text.replace_range(start..start + len + 1, "(abort_agent)");
+    }
+    text
 }
 
 #[tool_router]
@@ -494,5 +515,20 @@ impl ServerHandler for CorralTools {
                  their final texts. Never poll agent_status in a loop. reply_agent continues a run's conversation; \
                  abort_agent stops a run you no longer need.",
             )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_tools_not_shell_commands() {
+        let unknown = crate::store::StoreError::UnknownRun("x1".into()).to_string();
+        assert_eq!(for_tools(&unknown), "no run 'x1': call agent_status without run_id to list runs");
+        let active = "run ab12 is running: abort it first (corral abort ab12), or wait for it";
+        assert_eq!(for_tools(active), "run ab12 is running: abort it first (abort_agent), or wait for it");
+        let empty = crate::launch::LaunchError::EmptyTask.to_string();
+        assert!(!for_tools(&empty).contains("corral "), "{empty}");
     }
 }

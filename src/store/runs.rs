@@ -115,8 +115,8 @@ pub enum AbortRequest {
 /// One search match.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SearchHit {
-    /// The run.
-    pub run_id: String,
+    /// The run's id.
+    pub id: String,
     /// Where it matched: `task`, `final_text`, `error` or `transcript`.
     pub field: String,
     /// The matching text, shortened around the match.
@@ -793,7 +793,7 @@ impl Store {
                 .into_iter()
                 .find(|(_, s)| s.contains('['))
                 .unwrap_or(("task", String::new()));
-            hits.push(SearchHit { run_id, field: field.to_string(), snippet });
+            hits.push(SearchHit { id: run_id, field: field.to_string(), snippet });
         }
         let events = newest("SELECT rowid FROM events_fts WHERE events_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2")?;
         for id in events.into_iter().take(limit.saturating_sub(hits.len())) {
@@ -808,7 +808,7 @@ impl Store {
                 .doing("searching transcripts")?;
             // FTS5's snippet() weighs every match of a long event (13 ms for
             // one of 16 KiB); the text around the first match is enough.
-            hits.push(SearchHit { run_id, field: "transcript".to_string(), snippet: around_first_match(&snippet) });
+            hits.push(SearchHit { id: run_id, field: "transcript".to_string(), snippet: around_first_match(&snippet) });
         }
         hits.truncate(limit);
         Ok(hits)
