@@ -50,14 +50,14 @@ pub struct TranscriptLimits {
     /// counted, not kept, and the run says so; its outcome is still read.
     pub max_bytes: Option<u64>,
     /// Bytes of each raw stream kept in the run's folder (`stdout.log`,
-    /// `stderr.log`) to diagnose an agent's format; the transcript itself is
-    /// the store's events.
+    /// `stderr.log`) to diagnose an agent's format (0, the default: none;
+    /// the transcript is the store's events, which hold all of it).
     pub raw_log_bytes: u64,
 }
 
 impl Default for TranscriptLimits {
     fn default() -> Self {
-        TranscriptLimits { max_bytes: Some(100 << 20), raw_log_bytes: 1 << 20 }
+        TranscriptLimits { max_bytes: Some(100 << 20), raw_log_bytes: 0 }
     }
 }
 

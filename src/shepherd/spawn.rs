@@ -128,7 +128,8 @@ impl AgentLaunch {
 }
 
 /// The run folder's logs, appended to across turns: the raw streams (their
-/// first `raw_max` bytes) and what the shepherd did to the processes.
+/// first `raw_max` bytes, none if 0) and what the shepherd did to the
+/// processes.
 pub(super) struct RunLogs {
     pub stdout: RawLog,
     pub stderr: RawLog,
@@ -138,11 +139,10 @@ pub(super) struct RunLogs {
 impl RunLogs {
     pub fn open(run_dir: &Path, raw_max: u64) -> io::Result<RunLogs> {
         let open = |name: &str| home::open_private_append(&run_dir.join(name));
-        Ok(RunLogs {
-            stdout: RawLog::new(open("stdout.log")?, raw_max),
-            stderr: RawLog::new(open("stderr.log")?, raw_max),
-            signals: open("signals.log")?,
-        })
+        let raw = |name: &str| -> io::Result<RawLog> {
+            Ok(if raw_max == 0 { RawLog::none() } else { RawLog::new(open(name)?, raw_max) })
+        };
+        Ok(RunLogs { stdout: raw("stdout.log")?, stderr: raw("stderr.log")?, signals: open("signals.log")? })
     }
 
     /// Says in each raw log what it left out.

@@ -1,7 +1,7 @@
 //! How much of a run's output is kept: the transcript (the store's events,
-//! the one copy) up to `[transcripts] max`, and the raw streams in the run's
-//! folder up to `[transcripts] raw_logs`, there only to diagnose an agent's
-//! format. What either leaves out is counted and said, never silently cut;
+//! the one copy) up to `[transcripts] max`, and, only when `[transcripts]
+//! raw_logs` asks for them (to diagnose an agent's format), the raw streams
+//! in the run's folder up to that size. What either leaves out is counted and said, never silently cut;
 //! the run's outcome is read from everything the agent wrote.
 
 use std::fs::File;
@@ -81,9 +81,10 @@ fn event_bytes(event: &TranscriptEvent) -> u64 {
     (event.text.len() + json) as u64
 }
 
-/// One raw stream's file in the run's folder, kept to its first bytes.
+/// One raw stream's file in the run's folder, kept to its first bytes;
+/// none at all unless `[transcripts] raw_logs` asks for it.
 pub(super) struct RawLog {
-    file: File,
+    file: Option<File>,
     /// Bytes it may still take.
     room: u64,
     /// Bytes not written for want of room.
@@ -91,17 +92,23 @@ pub(super) struct RawLog {
 }
 
 impl RawLog {
-    /// A log in `file` (appended to) that takes at most `max` more bytes.
+    /// A log in `file` (appended to) that takes at most `max` bytes.
     pub fn new(file: File, max: u64) -> RawLog {
         let written = file.metadata().map(|m| m.len()).unwrap_or(0);
-        RawLog { file, room: max.saturating_sub(written), over: 0 }
+        RawLog { file: Some(file), room: max.saturating_sub(written), over: 0 }
+    }
+
+    /// No log: the stream is only in the transcript.
+    pub fn none() -> RawLog {
+        RawLog { file: None, room: 0, over: 0 }
     }
 
     /// Writes what fits of `bytes`. A failed write is ignored: the
     /// transcript in the store is the record, and supervision goes on.
     pub fn write(&mut self, bytes: &[u8]) {
+        let Some(file) = &mut self.file else { return };
         let fits = bytes.len().min(self.room as usize);
-        if fits > 0 && self.file.write_all(&bytes[..fits]).is_ok() {
+        if fits > 0 && file.write_all(&bytes[..fits]).is_ok() {
             self.room -= fits as u64;
         }
         self.over += (bytes.len() - fits) as u64;
@@ -110,9 +117,10 @@ impl RawLog {
     /// Ends the log with a line saying how much of the stream it left out,
     /// if any.
     pub fn close(&mut self) {
+        let Some(file) = &mut self.file else { return };
         if self.over > 0 {
             let _ = writeln!(
-                self.file,
+                file,
                 "\n[corral: {} more of this stream not kept here; the transcript is in the store: corral tail]",
                 human_bytes(self.over)
             );

@@ -115,6 +115,28 @@ impl Store {
         })
     }
 
+    /// The last `bytes` of what run `id`'s agent wrote to stderr (its
+    /// stderr events, newest last).
+    pub fn stderr_tail(&self, run_id: &str, bytes: usize) -> Result<String, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT text FROM events WHERE run_id = ?1 AND kind = ?2 ORDER BY seq DESC LIMIT 200")
+            .doing("reading stderr")?;
+        let lines: Vec<String> = stmt
+            .query_map(params![run_id, EventKind::Stderr.as_str()], |r| r.get(0))
+            .doing("reading stderr")?
+            .collect::<Result<_, _>>()
+            .doing("reading stderr")?;
+        let mut tail = String::new();
+        for line in lines.iter().rev() {
+            tail.push_str(line.trim_end_matches('\n'));
+            tail.push('\n');
+        }
+        let cut = tail.len().saturating_sub(bytes);
+        let cut = (cut..tail.len()).find(|&i| tail.is_char_boundary(i)).unwrap_or(tail.len());
+        Ok(tail[cut..].to_string())
+    }
+
     /// The last `limit` events of a run before `before_seq` (`i64::MAX`:
     /// the end), in order: how `tail` reads backwards, a page at a time.
     pub fn events_before(&self, run_id: &str, before_seq: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {

@@ -42,7 +42,8 @@ struct Real {
 impl Real {
     fn new() -> Real {
         let env = Env::new();
-        env.config("");
+        // The raw streams are kept: a failing test leaves them as captures.
+        env.config("[transcripts]\nraw_logs = \"20M\"\n");
         let stub = StubModel::start();
         for agent in ["claude", "codex", "pi", "gemini", "opencode"] {
             let link = env.bin.join(agent);

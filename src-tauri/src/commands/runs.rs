@@ -52,7 +52,7 @@ pub fn list_runs(
 #[derive(Serialize)]
 pub struct RunDetail {
     run: Run,
-    /// The last 4 KiB of stderr.log.
+    /// The last 4 KiB of what the agent wrote to stderr.
     stderr_tail: String,
     /// Transcript events (numbered 1..=count).
     event_count: i64,
@@ -67,11 +67,9 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
     let run = store.find_run(&id)?;
     store.mark_seen(&run.id)?;
     let folder = state.home.run_dir(&run.id);
-    let stderr = std::fs::read(folder.join("stderr.log")).unwrap_or_default();
-    let tail = &stderr[stderr.len().saturating_sub(4096)..];
     Ok(RunDetail {
         event_count: store.event_count(&run.id)?,
-        stderr_tail: String::from_utf8_lossy(tail).into_owned(),
+        stderr_tail: store.stderr_tail(&run.id, 4096)?,
         folder: folder.display().to_string(),
         run,
     })
