@@ -125,7 +125,7 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
     // Bad input: tool errors with useful text; the server stays up.
     let (error, text) = call(&client, "agent_result", json!({"run_id": "nope"})).await;
     assert!(error);
-    assert_eq!(text, "no run 'nope': see 'corral ls --all'");
+    assert_eq!(text, "no run 'nope': call agent_status without run_id to list runs");
     let (error, text) = call(&client, "launch_agent", json!({"preset": "ghost", "task": "x"})).await;
     assert!(error && text.as_str().unwrap().contains("no preset 'ghost'"), "{text}");
     let (error, text) = call(&client, "wait_agents", json!({"run_ids": "not-a-list"})).await;

@@ -96,7 +96,7 @@ fn check_one(agent: AgentKind) -> Vec<Finding> {
                 AREA,
                 program,
                 Level::Fail,
-                format!("{} --version did not answer", found.display()),
+                format!("{} --version did not answer within 30 s", found.display()),
             )]
         }
     };
