@@ -45,7 +45,7 @@ pub fn run(mut command: Command) -> Answer {
         Ok((Ok(status), text)) if status.success() => Answer::Said(text.trim().to_string()),
         Ok((_, text)) => Answer::Failed(text.trim().to_string()),
         Err(_) => {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            let _ = crate::process::signal_pid(pid, crate::process::Sig::Kill);
             Answer::Hung
         }
     }

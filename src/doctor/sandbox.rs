@@ -22,7 +22,7 @@ pub const APPARMOR_PROFILE: &str = "/usr/share/corral/apparmor/bwrap";
 pub fn check() -> Vec<Finding> {
     let mut findings = Vec::new();
     let restricted = sysctl("kernel/apparmor_restrict_unprivileged_userns") == Some(1);
-    let userns = try_user_namespace();
+    let userns = crate::process::try_user_namespace();
     findings.push(match &userns {
         Ok(()) => Finding::ok(AREA, "user namespaces", "a process of yours can make one"),
         Err(e) => {
@@ -103,30 +103,4 @@ fn apparmor_fix() -> String {
 /// A number under /proc/sys, if it is there.
 fn sysctl(name: &str) -> Option<i64> {
     std::fs::read_to_string(Path::new("/proc/sys").join(name)).ok()?.trim().parse().ok()
-}
-
-/// Makes a user namespace in a child process (so this one is unchanged).
-fn try_user_namespace() -> Result<(), String> {
-    // SAFETY: the child only calls unshare(2) and _exit(2), both
-    // async-signal-safe, so forking while other threads run is sound.
-    let pid = unsafe { libc::fork() };
-    match pid {
-        -1 => Err(std::io::Error::last_os_error().to_string()),
-        0 => unsafe {
-            let code = if libc::unshare(libc::CLONE_NEWUSER) == 0 { 0 } else { *libc::__errno_location() };
-            libc::_exit(code.clamp(0, 255))
-        },
-        child => {
-            let mut status = 0;
-            // SAFETY: waits for the child just forked.
-            let waited = unsafe { libc::waitpid(child, &mut status, 0) };
-            if waited != child || !libc::WIFEXITED(status) {
-                return Err("the test process did not exit".into());
-            }
-            match libc::WEXITSTATUS(status) {
-                0 => Ok(()),
-                errno => Err(std::io::Error::from_raw_os_error(errno).to_string()),
-            }
-        }
-    }
 }

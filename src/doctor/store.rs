@@ -51,9 +51,8 @@ pub fn check(home: &Home) -> Vec<Finding> {
         }
         Err(e) => findings.push(Finding::new(AREA, "database", Level::Fail, format!("{}: {e}", path.display()))),
     }
-    match nix::sys::statvfs::statvfs(home.data_dir()) {
-        Ok(fs) => {
-            let free = fs.blocks_available() * fs.fragment_size();
+    match crate::process::disk_free(home.data_dir()) {
+        Some(free) => {
             let detail = format!("{} free on the disk of {}", human_bytes(free), home.data_dir().display());
             findings.push(if free < LOW_DISK {
                 Finding::new(AREA, "disk", Level::Warn, detail)
@@ -62,7 +61,7 @@ pub fn check(home: &Home) -> Vec<Finding> {
                 Finding::ok(AREA, "disk", detail)
             });
         }
-        Err(e) => findings.push(Finding::new(AREA, "disk", Level::Note, format!("cannot measure free space: {e}"))),
+        None => findings.push(Finding::new(AREA, "disk", Level::Note, "cannot measure the free space")),
     }
     findings
 }

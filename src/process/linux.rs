@@ -178,6 +178,34 @@ pub fn disk_free(path: &std::path::Path) -> Option<u64> {
     Some(stat.blocks_available() as u64 * stat.fragment_size() as u64)
 }
 
+/// Whether a process of this user can make a user namespace (what the
+/// agents' sandboxes need): tried in a forked child, so this process is
+/// unchanged. The error says why not.
+pub fn try_user_namespace() -> Result<(), std::io::Error> {
+    // SAFETY: the child only calls unshare(2) and _exit(2), both
+    // async-signal-safe, so forking while other threads run is sound.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => unsafe {
+            let code = if libc::unshare(libc::CLONE_NEWUSER) == 0 { 0 } else { *libc::__errno_location() };
+            libc::_exit(code.clamp(0, 255))
+        },
+        child => {
+            let mut status = 0;
+            // SAFETY: waits for the child just forked.
+            let waited = unsafe { libc::waitpid(child, &mut status, 0) };
+            if waited != child || !libc::WIFEXITED(status) {
+                return Err(std::io::Error::other("the test process did not exit"));
+            }
+            match libc::WEXITSTATUS(status) {
+                0 => Ok(()),
+                errno => Err(std::io::Error::from_raw_os_error(errno)),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

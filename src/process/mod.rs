@@ -10,7 +10,7 @@ mod unix;
 
 pub use linux::{
     ancestry, children_cpu_seconds, descendants, disk_free, env_var_of, exe_of, group_members, group_of, has_env_var,
-    is_alive, pids_with_env, set_child_subreaper, start_time, state_of, ProcessId,
+    is_alive, pids_with_env, set_child_subreaper, start_time, state_of, try_user_namespace, ProcessId,
 };
 pub use unix::{
     make_nonblocking, prepare_agent, read_available, reap_any, signal_group, signal_pid, spawn_detached,
