@@ -225,6 +225,21 @@ impl Pacer {
         Some(self.take(now))
     }
 
+    /// When [`Pacer::release`] will have something to show, while endings
+    /// wait: a waiting process sleeps until then, not on a clock.
+    pub fn next_release(&self) -> Option<Instant> {
+        let gathered = self.first_pending? + Self::GATHER;
+        // Once this one is a minute old, fewer than PER_MINUTE were sent in
+        // the last minute.
+        let pace = self
+            .sent
+            .len()
+            .checked_sub(Self::PER_MINUTE)
+            .and_then(|i| self.sent.get(i))
+            .map(|t| *t + Duration::from_secs(60));
+        Some(pace.map_or(gathered, |p| p.max(gathered)))
+    }
+
     /// Everything waiting, as one release sent `now`.
     fn take(&mut self, now: Instant) -> Release {
         self.sent.push_back(now);
@@ -250,6 +265,27 @@ mod tests {
             "created_at": "2026-11-22T10:00:00.000Z",
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_next_release_is_when_release_gives_something() {
+        let mut pacer = Pacer::default();
+        let t0 = Instant::now();
+        assert_eq!(pacer.next_release(), None);
+        pacer.push(vec![run("a", None, RunStatus::Completed)], t0);
+        assert_eq!(pacer.next_release(), Some(t0 + Pacer::GATHER));
+        assert!(pacer.release(t0 + Pacer::GATHER - Duration::from_millis(1)).is_none());
+        assert!(pacer.release(t0 + Pacer::GATHER).is_some());
+        for i in 0..3 {
+            let at = t0 + Duration::from_secs(2 + i);
+            pacer.push(vec![run("b", None, RunStatus::Completed)], at);
+            pacer.release_all(at);
+        }
+        let at = t0 + Duration::from_secs(10);
+        pacer.push(vec![run("c", None, RunStatus::Completed)], at);
+        let next = pacer.next_release().unwrap();
+        assert!(pacer.release(next - Duration::from_millis(1)).is_none());
+        assert!(pacer.release(next).is_some(), "paced: a minute after the oldest of the last three");
     }
 
     #[test]

@@ -2,14 +2,16 @@
 //! it.
 //!
 //! There is no daemon. `corral wait`, `wait_agents`, a waiting parent's
-//! shepherd, `abort` and the app's watcher all call [`heal`] whenever they
-//! look at the store, and at least every [`HEAL_EVERY`] while they block; a
-//! shepherd whose agent works heals every [`HEAL_EVERY_AT_WORK`]. Healing
-//! marks runs whose shepherd died `lost` (killing what is left of them),
-//! drops waits whose process died, and starts queued runs into free slots.
-//! So after any process dies, every run reaches its true state within a
-//! second while any Corral process is alive, and at the next Corral command
-//! or app start otherwise. A process does not see its own commits through
+//! shepherd, `abort` and the app's watcher all call [`heal`] when they
+//! first look at the store, at once when the kernel tells them a shepherd,
+//! promoter or waiter exited (see `watch`), and every [`HEAL_EVERY`] as a
+//! safety net while they block; a shepherd whose agent works heals every
+//! [`HEAL_EVERY_AT_WORK`]. Healing marks runs whose shepherd died `lost`
+//! (killing what is left of them), drops waits whose process died, and
+//! starts queued runs into free slots. So after any process dies, every run
+//! reaches its true state at once while any Corral process waits on the
+//! store, within a second while a shepherd works, and at the next Corral
+//! command or app start otherwise. A process does not see its own commits through
 //! `data_version`, so [`Healed::changed`] tells the caller to look again.
 
 use std::time::Duration;
@@ -20,9 +22,15 @@ use crate::queue::{start_queued, ShepherdCommand};
 use crate::reconcile::{reconcile, Reconciled};
 use crate::store::{Store, StoreError};
 
-/// How often a blocked process heals even when nothing is committed: a
-/// shepherd killed with SIGKILL commits nothing, yet its run must end.
-pub const HEAL_EVERY: Duration = Duration::from_millis(250);
+/// How often a blocked process heals when nothing told it to: a safety net
+/// (the exits that matter are told by pidfds; a promotion that never got
+/// its shepherd is found by time).
+pub const HEAL_EVERY: Duration = Duration::from_secs(5);
+
+/// How often a blocked process heals where the kernel cannot tell it of
+/// exits (no pidfds: Linux before 5.3): a shepherd killed with SIGKILL
+/// commits nothing, yet its run must end.
+pub const HEAL_EVERY_UNTOLD: Duration = Duration::from_millis(250);
 
 /// How often a shepherd whose agent is working heals: less often, as there
 /// are many of them, but still within a second.

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::config::Config;
 use crate::heal::{heal, HealError, HEAL_EVERY};
-use crate::process::ProcessId;
+use crate::process::{ProcessId, Waker};
 use crate::queue::ShepherdCommand;
 use crate::run::{Run, RunStatus};
 use crate::store::{Store, StoreError, WaitId};
@@ -59,9 +59,33 @@ impl WaitResult {
     }
 }
 
+/// A way to end a wait from another thread: a flag, and a waker so the
+/// wait sees it at once.
+pub struct Cancel {
+    flag: AtomicBool,
+    waker: Waker,
+}
+
+impl Cancel {
+    /// Not cancelled yet.
+    pub fn new() -> std::io::Result<Cancel> {
+        Ok(Cancel { flag: AtomicBool::new(false), waker: Waker::new()? })
+    }
+
+    /// Ends the wait (now, if one blocks).
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+        self.waker.wake();
+    }
+
+    /// True once cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+}
+
 /// Blocks until every run in `ids` (ids or unique prefixes) is terminal, or
-/// `deadline` passes, or `cancelled` is set (checked at least every
-/// [`HEAL_EVERY`]). `caller` is the run this process works for (see
+/// `deadline` passes, or `cancelled` is cancelled (which wakes it at once). `caller` is the run this process works for (see
 /// `caller`): it holds no slot while blocked here. A run cannot wait on
 /// itself or on a run it belongs to (its ancestors): such a wait is refused.
 pub fn wait_for(
@@ -70,7 +94,7 @@ pub fn wait_for(
     deadline: Option<Instant>,
     caller: Option<&str>,
     shepherd: &ShepherdCommand,
-    cancelled: Option<&AtomicBool>,
+    cancelled: Option<&Cancel>,
 ) -> Result<WaitResult, WaitError> {
     let ids: Vec<String> = ids.iter().map(|id| store.find_run(id).map(|r| r.id)).collect::<Result<_, _>>()?;
     if let Some(caller) = caller {
@@ -145,23 +169,22 @@ fn wait_loop(
     ids: &[String],
     deadline: Option<Instant>,
     shepherd: &ShepherdCommand,
-    cancelled: Option<&AtomicBool>,
+    cancelled: Option<&Cancel>,
 ) -> Result<WaitResult, HealError> {
     let mut watcher = Watcher::new(store)?;
-    let mut healed_at: Option<Instant> = None;
+    if let Some(cancel) = cancelled {
+        watcher = watcher.with_waker(cancel.waker.clone());
+    }
     loop {
         // A shepherd that died must not leave the wait (or the queue)
-        // hanging; what this process commits, its watcher does not see.
-        let mut changed = false;
-        if healed_at.is_none_or(|at| at.elapsed() >= HEAL_EVERY) {
-            changed = heal(store, shepherd)?.changed();
-            healed_at = Some(Instant::now());
-        }
+        // hanging: the watcher is told of its exit and heals; what this
+        // process commits, its watcher does not see.
+        let changed = watcher.heal_if_due(store, shepherd)?;
         let runs: Vec<Run> = ids.iter().map(|id| store.run(id)).collect::<Result<_, _>>()?;
         if all_over(store, &runs)? {
             return Ok(WaitResult { runs, timed_out: false, cancelled: false });
         }
-        if cancelled.is_some_and(|c| c.load(Ordering::Relaxed)) {
+        if cancelled.is_some_and(Cancel::is_cancelled) {
             return Ok(WaitResult { runs, timed_out: false, cancelled: true });
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -170,8 +193,7 @@ fn wait_loop(
         if changed {
             continue;
         }
-        let recheck = healed_at.map_or_else(Instant::now, |at| at + HEAL_EVERY);
-        watcher.changed_before(store, Some(deadline.map_or(recheck, |d| d.min(recheck))))?;
+        watcher.changed_before(store, deadline)?;
     }
 }
 

@@ -1,60 +1,223 @@
-//! Waiting for the store to change.
+//! Waiting for the store to change, told by the kernel.
 //!
-//! Readers (`wait`, `tail --follow`, the app, the MCP server) learn of every
-//! change from the database alone, by polling `PRAGMA data_version` on their
-//! own connection: it changes when any other connection commits and costs no
-//! disk read when nothing did. A 5 ms poll sees a commit within a few ms.
+//! Readers (`wait`, `tail --follow`, a waiting parent's shepherd, the app,
+//! the MCP server) sleep in `poll(2)` until something happens: the
+//! database's files are written (inotify on its folder: every commit
+//! appends to `corral.db-wal`), a process whose death leaves the store
+//! untrue exits (a pidfd for each shepherd, promoter and waiter of the
+//! active runs), or another thread wakes them. Then `PRAGMA data_version`
+//! on their own connection says whether another connection committed. A
+//! process that sleeps on a store where nothing happens makes no wakeups.
+//! Healing stays, as a safety net every [`HEAL_EVERY`], and at once when a
+//! followed process dies.
 //!
 //! The desktop processes (the tray, the window) follow the store with a
 //! [`Follower`]: it heals as every waiting process must, and tells which
 //! runs changed status and whose transcripts grew, so each process redraws
 //! only what changed.
 
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use crate::heal::{heal, open_healed, HealError, HEAL_EVERY};
+use crate::heal::{heal, open_healed, HealError, HEAL_EVERY, HEAL_EVERY_UNTOLD};
 use crate::home::Home;
+use crate::process::{self, FolderWatch, PidFd, Waker};
 use crate::queue::ShepherdCommand;
 use crate::store::{Counts, EventMark, Store, StoreError};
 
-/// How often the data version is polled.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(5);
+/// How often the data version is read where the kernel cannot tell of
+/// writes (no inotify instance could be made).
+pub const POLL_UNTOLD: Duration = Duration::from_millis(50);
 
-/// Watches one connection's view of the database for commits by others.
+/// Why a [`Watcher::wait`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The store changed, a followed process exited, a heal is due, or the
+    /// waker woke: look again.
+    Changed,
+    /// The extra descriptor at this index is readable.
+    Extra(usize),
+    /// The deadline passed.
+    Deadline,
+}
+
+/// Watches one connection's view of the database for commits by others,
+/// and the processes whose death must be healed. Runtime state only.
 pub struct Watcher {
     last: i64,
+    /// The database's folder; `None` where inotify is not available.
+    files: Option<FolderWatch>,
+    /// Exits to be told of.
+    followed: Vec<PidFd>,
+    /// The kernel cannot tell of exits here (no pidfds): heal often.
+    untold: bool,
+    /// A followed process exited since the last heal.
+    died: bool,
+    healed_at: Option<Instant>,
+    waker: Option<Waker>,
 }
 
 impl Watcher {
     /// Starts watching from the store's current state.
     pub fn new(store: &Store) -> Result<Watcher, StoreError> {
-        Ok(Watcher { last: store.data_version()? })
+        // Watching starts before the version is read: a commit in between
+        // is told, never missed.
+        let files = match FolderWatch::new(store.home().data_dir(), "corral.db") {
+            Ok(files) => Some(files),
+            Err(e) => {
+                tracing::info!("cannot be told of the store's writes ({e}); reading it every {POLL_UNTOLD:?}");
+                None
+            }
+        };
+        let mut watcher = Watcher {
+            last: store.data_version()?,
+            files,
+            followed: Vec::new(),
+            untold: false,
+            died: false,
+            healed_at: None,
+            waker: None,
+        };
+        watcher.follow(store)?;
+        Ok(watcher)
     }
 
-    /// Blocks until another connection commits or `deadline` passes.
-    /// Returns false on the deadline.
-    pub fn changed_before(&mut self, store: &Store, deadline: Option<Instant>) -> Result<bool, StoreError> {
-        loop {
-            let now = store.data_version()?;
-            if now != self.last {
-                self.last = now;
-                return Ok(true);
-            }
-            let mut pause = POLL_INTERVAL;
-            if let Some(deadline) = deadline {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Ok(false);
-                }
-                pause = pause.min(left);
-            }
-            std::thread::sleep(pause);
+    /// Lets `waker` (from another thread) end a wait early.
+    pub fn with_waker(mut self, waker: Waker) -> Watcher {
+        self.waker = Some(waker);
+        self
+    }
+
+    /// Heals the store if a followed process exited, or the safety net is
+    /// due (or this is the first time); true if healing committed anything
+    /// (which this connection's data version does not show).
+    pub fn heal_if_due(&mut self, store: &mut Store, shepherd: &ShepherdCommand) -> Result<bool, HealError> {
+        if !(self.died || self.healed_at.is_none_or(|at| at.elapsed() >= self.heal_every())) {
+            return Ok(false);
+        }
+        self.died = false;
+        self.healed_at = Some(Instant::now());
+        let changed = heal(store, shepherd)?.changed();
+        self.follow(store)?;
+        Ok(changed)
+    }
+
+    /// Counts a heal done elsewhere (opening the store healed it).
+    pub fn healed_now(&mut self) {
+        self.healed_at = Some(Instant::now());
+    }
+
+    fn heal_every(&self) -> Duration {
+        if self.untold {
+            HEAL_EVERY_UNTOLD
+        } else {
+            HEAL_EVERY
         }
     }
-}
 
-/// How often a desktop process checks the store for changes.
-pub const FOLLOW_EVERY: Duration = Duration::from_millis(50);
+    /// Blocks until another connection commits, a followed process exits,
+    /// the waker wakes, a heal is due, or `deadline` passes. Returns false
+    /// only for the deadline.
+    pub fn changed_before(&mut self, store: &Store, deadline: Option<Instant>) -> Result<bool, StoreError> {
+        Ok(self.wait(store, deadline, &[])? != Wake::Deadline)
+    }
+
+    /// As [`Watcher::changed_before`], also woken when one of `extra`
+    /// becomes readable (a shepherd's signal pipes).
+    pub fn wait(
+        &mut self,
+        store: &Store,
+        deadline: Option<Instant>,
+        extra: &[BorrowedFd<'_>],
+    ) -> Result<Wake, StoreError> {
+        loop {
+            let version = store.data_version()?;
+            if version != self.last {
+                self.last = version;
+                self.follow(store)?;
+                return Ok(Wake::Changed);
+            }
+            if self.died {
+                return Ok(Wake::Changed);
+            }
+            let heal_at = self.healed_at.map(|at| at + self.heal_every());
+            let wake_at = match (deadline, heal_at) {
+                (Some(d), Some(h)) => Some(d.min(h)),
+                (d, h) => d.or(h),
+            };
+            let mut timeout = match wake_at {
+                Some(at) => match at.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ if deadline == wake_at => return Ok(Wake::Deadline),
+                    _ => return Ok(Wake::Changed),
+                },
+                None => None,
+            };
+            if self.files.is_none() {
+                timeout = Some(timeout.map_or(POLL_UNTOLD, |t| t.min(POLL_UNTOLD)));
+            }
+            let mut fds = Vec::with_capacity(self.followed.len() + extra.len() + 2);
+            fds.extend_from_slice(extra);
+            fds.extend(self.files.as_ref().map(|f| f.as_fd()));
+            fds.extend(self.waker.as_ref().map(Waker::fd));
+            let followed_from = fds.len();
+            fds.extend(self.followed.iter().map(AsFd::as_fd));
+            let ready = process::wait_readable(&fds, timeout).map_err(|e| StoreError::Watch(e.to_string()))?;
+            drop(fds);
+            if let Some(index) = ready[..extra.len()].iter().position(|&r| r) {
+                return Ok(Wake::Extra(index));
+            }
+            let mut at = extra.len();
+            if let Some(files) = &self.files {
+                if ready[at] {
+                    files.drain();
+                }
+                at += 1;
+            }
+            if let Some(waker) = &self.waker {
+                if ready[at] && waker.drain() {
+                    return Ok(Wake::Changed);
+                }
+            }
+            let exited: Vec<bool> = ready[followed_from..].to_vec();
+            if exited.iter().any(|&e| e) {
+                let mut index = 0;
+                self.followed.retain(|_| {
+                    let keep = !exited[index];
+                    index += 1;
+                    keep
+                });
+                self.died = true;
+            }
+        }
+    }
+
+    /// Follows the exits of the processes the store depends on now.
+    fn follow(&mut self, store: &Store) -> Result<(), StoreError> {
+        if self.untold {
+            return Ok(());
+        }
+        let wanted = store.processes_to_follow()?;
+        self.followed.retain(|f| wanted.contains(&f.process));
+        for process in wanted {
+            if self.followed.iter().any(|f| f.process == process) {
+                continue;
+            }
+            match PidFd::open(process) {
+                Ok(Some(fd)) => self.followed.push(fd),
+                // Gone already: the store needs healing now.
+                Ok(None) => self.died = true,
+                Err(e) => {
+                    tracing::info!("cannot be told of exits ({e}); healing every {HEAL_EVERY_UNTOLD:?}");
+                    self.untold = true;
+                    self.followed.clear();
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 /// What a [`Follower`] saw change in one round (what the window is told,
 /// as is).
@@ -75,18 +238,22 @@ impl Change {
     }
 }
 
-/// Follows the store for a desktop process, one round at a time, and heals
-/// it at least every [`HEAL_EVERY`]. On an error the caller shows it and
-/// calls [`Follower::round`] again later: the next round opens a fresh
+/// Follows the store for a desktop process, one round at a time: a
+/// [`Follower::round`] says what changed, a [`Follower::wait`] sleeps until
+/// the kernel says something happened (or the caller's own next moment).
+/// It heals as every waiting process does. On an error the caller shows it
+/// and calls [`Follower::round`] again later: the next round opens a fresh
 /// connection. Runtime state only.
 pub struct Follower {
     home: Home,
     shepherd: ShepherdCommand,
-    store: Option<Store>,
+    /// The connection of the last successful round, and its watcher.
+    store: Option<(Store, Watcher)>,
+    /// Lets another thread end a wait (a redraw asked for by the menu).
+    waker: Waker,
     last_version: i64,
     /// The status version last reported.
     last_status: i64,
-    healed_at: Option<Instant>,
     /// The next round reports the counts even if nothing changed.
     again: bool,
     /// Growing transcripts, if followed.
@@ -108,14 +275,18 @@ impl Follower {
     /// Follows the store of `home`, healing with `shepherd`. With
     /// `transcripts_every`, it also tells whose transcripts grew, at most
     /// that often.
-    pub fn new(home: Home, shepherd: ShepherdCommand, transcripts_every: Option<Duration>) -> Follower {
-        Follower {
+    pub fn new(
+        home: Home,
+        shepherd: ShepherdCommand,
+        transcripts_every: Option<Duration>,
+    ) -> std::io::Result<Follower> {
+        Ok(Follower {
             home,
             shepherd,
             store: None,
+            waker: Waker::new()?,
             last_version: -1,
             last_status: -1,
-            healed_at: None,
             again: true,
             transcripts: transcripts_every.map(|every| Transcripts {
                 every,
@@ -123,7 +294,7 @@ impl Follower {
                 grew: false,
                 told_at: None,
             }),
-        }
+        })
     }
 
     /// Looks at the store once: heals it if due, and says what changed
@@ -138,6 +309,26 @@ impl Follower {
         result
     }
 
+    /// Sleeps until the store may have changed (a commit, a followed
+    /// process's exit, a heal due, transcripts due to be told), the waker
+    /// wakes, or `until`.
+    pub fn wait(&mut self, until: Option<Instant>) -> Result<(), StoreError> {
+        let due = self.transcripts.as_ref().filter(|t| t.grew).and_then(|t| t.told_at.map(|at| at + t.every));
+        let until = match (until, due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match &mut self.store {
+            Some((store, watcher)) => watcher.changed_before(store, until).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Wakes a [`Follower::wait`] from another thread.
+    pub fn waker(&self) -> Waker {
+        self.waker.clone()
+    }
+
     /// Makes the next round report the counts (after something the store
     /// does not show changed, such as a redraw wanted by the user).
     pub fn again(&mut self) {
@@ -146,28 +337,26 @@ impl Follower {
 
     /// The connection of the last successful round.
     pub fn store(&mut self) -> Option<&mut Store> {
-        self.store.as_mut()
+        self.store.as_mut().map(|(store, _)| store)
     }
 
     fn look(&mut self) -> Result<Change, HealError> {
-        let store = match &mut self.store {
-            Some(store) => store,
+        let (store, watcher) = match &mut self.store {
+            Some(open) => open,
             None => {
                 self.again = true;
-                self.healed_at = Some(Instant::now());
                 let store = open_healed(&self.home, &self.shepherd)?;
+                let mut watcher = Watcher::new(&store)?.with_waker(self.waker.clone());
+                watcher.healed_now();
                 if let Some(t) = &mut self.transcripts {
                     t.mark = store.event_mark()?;
                 }
-                self.store.insert(store)
+                self.store.insert((store, watcher))
             }
         };
         let mut changed = std::mem::take(&mut self.again);
-        if self.healed_at.is_none_or(|at| at.elapsed() >= HEAL_EVERY) {
-            // A process does not see its own commits in the data version.
-            changed |= heal(store, &self.shepherd)?.changed();
-            self.healed_at = Some(Instant::now());
-        }
+        // A process does not see its own commits in the data version.
+        changed |= watcher.heal_if_due(store, &self.shepherd)?;
         let version = store.data_version()?;
         if version != self.last_version || changed {
             self.last_version = version;

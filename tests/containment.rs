@@ -263,7 +263,6 @@ fn a_timeout_too_long_for_the_clock_is_refused_with_a_clear_error() {
 
 #[test]
 fn a_cancelled_wait_leaves_its_run_holding_its_slot() {
-    use std::sync::atomic::{AtomicBool, Ordering};
     let env = mode_env("");
     let release = env.project.join("release");
     env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
@@ -272,7 +271,7 @@ fn a_cancelled_wait_leaves_its_run_holding_its_slot() {
     let child = env.launch("slow", "y");
     env.wait_run(&lead, LIMIT, |r| r["status"] == "running");
     let home = corral::Home::at(&env.home);
-    let cancel = AtomicBool::new(false);
+    let cancel = corral::wait::Cancel::new().unwrap();
     let shepherd = corral::queue::ShepherdCommand { program: common::corral_bin(), args: vec!["shepherd".into()] };
     std::thread::scope(|scope| {
         let waiting = scope.spawn(|| {
@@ -289,7 +288,7 @@ fn a_cancelled_wait_leaves_its_run_holding_its_slot() {
         });
         let store = corral::Store::open(&home).unwrap();
         assert!(eventually(LIMIT, || store.blocked_processes().unwrap().len() == 1), "the wait was not registered");
-        cancel.store(true, Ordering::Relaxed);
+        cancel.cancel();
         let result = waiting.join().unwrap();
         assert!(result.cancelled);
         assert!(

@@ -107,8 +107,8 @@ fn a_follower_tells_status_changes_at_once_and_grown_transcripts_when_asked() {
     env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
     let shepherd = ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] };
     let home = Home::at(&env.home);
-    let mut window = Follower::new(home.clone(), shepherd.clone(), Some(Duration::from_millis(1)));
-    let mut tray = Follower::new(home, shepherd, None);
+    let mut window = Follower::new(home.clone(), shepherd.clone(), Some(Duration::from_millis(1))).unwrap();
+    let mut tray = Follower::new(home, shepherd, None).unwrap();
 
     // The first round gives the counts to draw from.
     let first = window.round().unwrap();
@@ -151,7 +151,7 @@ fn a_follower_tells_status_changes_at_once_and_grown_transcripts_when_asked() {
 fn a_follower_reports_a_broken_config_and_recovers_once_fixed() {
     let env = Env::new();
     let shepherd = ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] };
-    let mut follower = Follower::new(Home::at(&env.home), shepherd, None);
+    let mut follower = Follower::new(Home::at(&env.home), shepherd, None).unwrap();
     assert!(follower.round().unwrap().counts.is_some());
     let config = env.home.join("config.toml");
     let good = std::fs::read_to_string(&config).unwrap_or_default();

@@ -1,7 +1,7 @@
 //! Keeps the window true to the store, whoever changed it (the tray, the
 //! CLI, an MCP server, a shepherd): one thread follows the store
-//! (`corral::watch::Follower`, every 50 ms, healing at least every 250 ms)
-//! and tells the webview what changed — at once with the counts when a
+//! (`corral::watch::Follower`, asleep until the kernel tells it the store's
+//! files were written or a shepherd exited) and tells the webview what changed — at once with the counts when a
 //! status changed, and which transcripts grew at most every 250 ms (the
 //! window draws them no more often).
 //!
@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use corral::watch::{Follower, FOLLOW_EVERY};
+use corral::watch::Follower;
 use tauri::{AppHandle, Manager};
 
 use crate::error::AppError;
@@ -26,7 +26,7 @@ const TELL_TRANSCRIPTS_EVERY: Duration = Duration::from_millis(250);
 /// Starts the watcher thread.
 pub fn start(app: AppHandle) -> Result<(), AppError> {
     let state = app.state::<AppState>();
-    let mut follower = Follower::new(state.home.clone(), state.shepherd()?, Some(TELL_TRANSCRIPTS_EVERY));
+    let mut follower = Follower::new(state.home.clone(), state.shepherd()?, Some(TELL_TRANSCRIPTS_EVERY))?;
     std::thread::Builder::new().name("corral-watcher".into()).spawn(move || {
         let state = app.state::<AppState>();
         loop {
@@ -39,7 +39,10 @@ pub fn start(app: AppHandle) -> Result<(), AppError> {
                     if !change.is_empty() {
                         events::store_changed(&app, &change);
                     }
-                    std::thread::sleep(FOLLOW_EVERY);
+                    if let Err(e) = follower.wait(None) {
+                        tracing::warn!("waiting for the store: {e}");
+                        std::thread::sleep(RETRY);
+                    }
                 }
                 Err(e) => {
                     let text = e.to_string();

@@ -2,7 +2,6 @@
 //! model that calls them, and their results (JSON text).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +20,7 @@ use crate::preset::{self, Roots};
 use crate::queue::ShepherdCommand;
 use crate::review::ReviewError;
 use crate::store::{RunFilter, Store};
-use crate::wait::{collected_by, wait_for};
+use crate::wait::{collected_by, wait_for, Cancel};
 use crate::{Home, Run};
 
 /// Why a tool call failed; its text goes back to the model.
@@ -49,20 +48,23 @@ enum ToolFailure {
     Io(#[from] std::io::Error),
 }
 
-/// Sets its flag when dropped: how a blocking task learns that the call it
-/// serves was cancelled.
-#[derive(Default)]
-struct CancelOnDrop(Arc<AtomicBool>);
+/// Cancels its wait when dropped: how a blocking task learns, at once,
+/// that the call it serves was cancelled.
+struct CancelOnDrop(Arc<Cancel>);
 
 impl CancelOnDrop {
-    fn flag(&self) -> Arc<AtomicBool> {
+    fn new() -> std::io::Result<CancelOnDrop> {
+        Ok(CancelOnDrop(Arc::new(Cancel::new()?)))
+    }
+
+    fn cancel(&self) -> Arc<Cancel> {
         self.0.clone()
     }
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.cancel();
     }
 }
 
@@ -361,8 +363,11 @@ impl CorralTools {
         // A cancelled call drops this future, not the blocking wait: the
         // guard tells the wait to stop, so its run does not stay registered
         // as blocked (holding no slot) while its agent works again.
-        let cancel = CancelOnDrop::default();
-        let cancelled = cancel.flag();
+        let cancel = match CancelOnDrop::new() {
+            Ok(cancel) => cancel,
+            Err(e) => return tool_error(format!("cannot wait: {e}")),
+        };
+        let cancelled = cancel.cancel();
         self.with_store(move |store, shepherd| {
             let caller = caller_run(store)?;
             let result = wait_for(store, &args.run_ids, Some(deadline), caller.as_deref(), shepherd, Some(&cancelled))?;

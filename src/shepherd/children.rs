@@ -14,12 +14,11 @@ use std::time::Instant;
 
 use super::replies::{self, NextTurn};
 use super::supervise::Supervisor;
-use super::{OsDoing, ShepherdError};
+use super::ShepherdError;
 use crate::adapter::{EventKind, Verdict};
-use crate::heal::HEAL_EVERY;
 use crate::process;
 use crate::run::{Run, RunStatus, StopReason};
-use crate::watch::{Watcher, POLL_INTERVAL};
+use crate::watch::{Wake, Watcher};
 
 /// What to do after the children are settled.
 pub(super) enum Next {
@@ -116,26 +115,22 @@ fn block(sup: &mut Supervisor, watcher: &mut Watcher, deadline: Option<Instant>)
     // Child runs' shepherds may have been adopted (this shepherd is a
     // subreaper): reap those that ended, so none lingers as a zombie.
     while let Ok(Some(_)) = process::reap_any() {}
-    if sup.heal_if_due(HEAL_EVERY) {
+    match watcher.heal_if_due(&mut sup.store, &sup.shepherd) {
         // This process's own commits do not move its data_version.
-        return Ok(Woken::Look);
+        Ok(true) => return Ok(Woken::Look),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(run = %sup.run_id, "cannot heal the store: {e}"),
     }
-    let until = Instant::now() + HEAL_EVERY;
-    let until = deadline.map_or(until, |d| d.min(until));
-    loop {
-        if watcher.changed_before(&sup.store, Some(Instant::now()))? {
-            return Ok(Woken::Look);
-        }
-        let now = Instant::now();
-        if now >= until {
-            return Ok(Woken::Look);
-        }
-        let wait = POLL_INTERVAL.min(until - now);
-        let ready = process::wait_readable(&[sup.stop.fd()], Some(wait)).doing("waiting for child runs")?;
-        if ready[0] && sup.stop.drain() {
+    match watcher.wait(&sup.store, deadline, &[sup.stop.fd(), sup.sigchld.fd()])? {
+        Wake::Extra(0) if sup.stop.drain() => {
             sup.on_stop_signal()?;
-            return Ok(Woken::Stopped);
+            Ok(Woken::Stopped)
         }
+        Wake::Extra(_) => {
+            sup.sigchld.drain();
+            Ok(Woken::Look)
+        }
+        Wake::Changed | Wake::Deadline => Ok(Woken::Look),
     }
 }
 

@@ -96,7 +96,7 @@ pub(super) struct Supervisor {
     /// Continuation turns run so far.
     pub(super) continuations: usize,
     logs: RunLogs,
-    sigchld: SignalPipe,
+    pub(super) sigchld: SignalPipe,
     nudge: SignalPipe,
     cleanup: Cleanup,
     /// Frozen by `corral pause` since then: its clocks are stopped.

@@ -72,6 +72,9 @@ pub enum StoreError {
     /// A prefix matches several runs.
     #[error("'{prefix}' matches several runs ({matches}): give more of the id")]
     AmbiguousRun { prefix: String, matches: String },
+    /// Waiting for the store's changes failed (`poll(2)` on its files).
+    #[error("cannot wait for the store's changes: {0}")]
+    Watch(String),
     /// A stored value could not be read back.
     #[error("run '{id}' has an unreadable {field}: {reason}")]
     Corrupt { id: String, field: &'static str, reason: String },
@@ -105,8 +108,9 @@ impl Store {
         create_private_file(&path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let open_err = |source| StoreError::Open { path: path.clone(), source };
+        let new = std::fs::metadata(&path).is_ok_and(|m| m.len() == 0);
         let conn = Connection::open_with_flags(&path, flags).map_err(open_err)?;
-        configure(&conn).map_err(open_err)?;
+        configure(&conn, new).map_err(open_err)?;
         let me = crate::process::ProcessId::of(std::process::id() as i32);
         let mut store = Store { conn, home: home.clone(), me };
         migrate::apply(&mut store.conn, &path)?;
@@ -205,11 +209,13 @@ fn is_disk_full(e: &rusqlite::Error) -> bool {
 }
 
 /// Per-connection settings, in one place.
-fn configure(conn: &Connection) -> rusqlite::Result<()> {
+fn configure(conn: &Connection, new: bool) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    // Only takes on a new database (before its first table): removed runs'
-    // pages can then be given back to the disk (see `Store::reclaim`).
-    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    if new {
+        // Only takes before the first table: removed runs' pages can then
+        // be given back to the disk (see `Store::reclaim`).
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     // Under constant writes from many shepherds the WAL is never idle, so

@@ -102,3 +102,30 @@ fn delete_wait(tx: &rusqlite::Transaction<'_>, wait: WaitId) -> rusqlite::Result
     tx.execute("DELETE FROM waits WHERE id = ?1", [wait.0])?;
     Ok(())
 }
+
+impl Store {
+    /// The processes whose death leaves the store untrue until it is healed:
+    /// the shepherds of active runs, whoever promoted a run whose shepherd
+    /// has not claimed it yet, and the processes blocked in a wait. A
+    /// follower is told of their exits (pidfds) instead of looking for them.
+    pub fn processes_to_follow(&self) -> Result<Vec<ProcessId>, StoreError> {
+        let active = RunStatus::sql_list(RunStatus::ACTIVE);
+        let sql = format!(
+            "SELECT shepherd_pid, shepherd_start FROM runs WHERE status IN {active} AND shepherd_pid IS NOT NULL
+             UNION SELECT promoter_pid, promoter_start FROM runs
+               WHERE status IN {active} AND shepherd_pid IS NULL AND promoter_pid IS NOT NULL
+             UNION SELECT pid, start FROM waits"
+        );
+        let mut stmt = self.conn().prepare_cached(&sql).doing("finding the processes to follow")?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)))
+            .doing("finding the processes to follow")?;
+        let mut processes = Vec::new();
+        for row in rows {
+            if let (Some(pid), Some(start)) = row.doing("finding the processes to follow")? {
+                processes.push(ProcessId { pid: pid as i32, start: start as u64 });
+            }
+        }
+        Ok(processes)
+    }
+}

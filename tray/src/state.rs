@@ -3,7 +3,9 @@
 //! store, and "Do not disturb" lasts until the tray ends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
+use corral::process::Waker;
 use corral::Home;
 
 /// Shared by the menu and the watcher.
@@ -14,11 +16,13 @@ pub struct TrayState {
     quiet: AtomicBool,
     /// The menu must be redrawn though the store did not change.
     redraw: AtomicBool,
+    /// Wakes the store watcher (set once it starts).
+    waker: OnceLock<Waker>,
 }
 
 impl TrayState {
     pub fn new(home: Home) -> TrayState {
-        TrayState { home, quiet: AtomicBool::new(false), redraw: AtomicBool::new(false) }
+        TrayState { home, quiet: AtomicBool::new(false), redraw: AtomicBool::new(false), waker: OnceLock::new() }
     }
 
     /// True while notifications are paused.
@@ -30,6 +34,14 @@ impl TrayState {
     pub fn set_quiet(&self, quiet: bool) {
         self.quiet.store(quiet, Ordering::SeqCst);
         self.redraw.store(true, Ordering::SeqCst);
+        if let Some(waker) = self.waker.get() {
+            waker.wake();
+        }
+    }
+
+    /// How the watcher is woken when the menu asks for a redraw.
+    pub fn set_waker(&self, waker: Waker) {
+        let _ = self.waker.set(waker);
     }
 
     /// True once after a redraw was asked for.

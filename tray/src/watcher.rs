@@ -1,8 +1,9 @@
 //! Keeps the tray and notifications true to the store, whoever changed it
 //! (the window, the CLI, an MCP server, a shepherd).
 //!
-//! One thread follows the store (`corral::watch::Follower`: every 50 ms,
-//! healing at least every 250 ms); when a status changed it sends the panel
+//! One thread follows the store (`corral::watch::Follower`: asleep until
+//! the kernel tells it the store's files were written or a shepherd
+//! exited, or the menu wakes it); when a status changed it sends the panel
 //! a fresh view and claims newly ended runs, which it announces as
 //! `corral::announce` decides: one notification per piece of work, endings
 //! close together as one summary, a few a minute at most (what ended while
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use corral::announce::{self, Pacer, Release};
 use corral::queue::ShepherdCommand;
-use corral::watch::{Follower, FOLLOW_EVERY};
+use corral::watch::Follower;
 use corral::Store;
 
 use crate::error::TrayError;
@@ -35,7 +36,8 @@ const NOTIFY_RETRY: Duration = Duration::from_secs(5);
 /// Starts the watcher thread.
 pub fn start(state: Arc<TrayState>) -> Result<(), TrayError> {
     let shepherd = ShepherdCommand::lightest().map_err(TrayError::Shepherd)?;
-    let follower = Follower::new(state.home.clone(), shepherd, None);
+    let follower = Follower::new(state.home.clone(), shepherd, None).map_err(TrayError::Watcher)?;
+    state.set_waker(follower.waker());
     let herald = Herald::start().map_err(TrayError::Watcher)?;
     let spawned = std::thread::Builder::new().name("corral-watcher".into()).spawn(move || {
         let announcer = Announcer { herald, pacer: Pacer::default(), was_quiet: false, refused_until: None };
@@ -46,7 +48,11 @@ pub fn start(state: Arc<TrayState>) -> Result<(), TrayError> {
                     if watch.problem.take().is_some() {
                         panel::show_problem(None);
                     }
-                    std::thread::sleep(FOLLOW_EVERY);
+                    let until = watch.announcer.next_moment();
+                    if let Err(e) = watch.follower.wait(until) {
+                        tracing::warn!("waiting for the store: {e}");
+                        std::thread::sleep(RETRY);
+                    }
                 }
                 Err(e) => {
                     let text = e.to_string();
@@ -122,6 +128,15 @@ struct Announcer {
 }
 
 impl Announcer {
+    /// The next moment it has something to do without being told: a paced
+    /// release, or showing again what the notification server refused.
+    fn next_moment(&self) -> Option<Instant> {
+        match (self.pacer.next_release(), self.refused_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Shows what the pacer lets out now: nothing while "Do not disturb" is
     /// on, everything that waited (as one summary) when it goes off.
     fn release(&mut self, store: &mut Store, quiet: bool) -> Result<(), TrayError> {

@@ -1,0 +1,117 @@
+//! Being told instead of looking: the kernel wakes a waiting process when a
+//! file in a folder changes (inotify), when a process exits (a pidfd), or
+//! when another thread of this process asks (an eventfd). Each is a file
+//! descriptor to poll with the rest; none costs a wakeup while nothing
+//! happens.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+
+use super::linux::{start_time, ProcessId};
+
+/// Changes to the files of one folder whose names start with a prefix
+/// (the database's `corral.db`, `corral.db-wal`): every commit writes one.
+pub struct FolderWatch {
+    inotify: Inotify,
+    prefix: OsString,
+}
+
+impl FolderWatch {
+    /// Watches `dir` for writes to, and creation of, files named `prefix…`.
+    pub fn new(dir: &Path, prefix: &str) -> io::Result<FolderWatch> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
+        let flags = AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO;
+        inotify.add_watch(dir, flags)?;
+        Ok(FolderWatch { inotify, prefix: OsString::from(prefix) })
+    }
+
+    /// Reads what it was told; true if one of the files changed (or the
+    /// kernel's queue overflowed, so it may have).
+    pub fn drain(&self) -> bool {
+        let mut changed = false;
+        while let Ok(events) = self.inotify.read_events() {
+            if events.is_empty() {
+                break;
+            }
+            changed |= events.iter().any(|e| {
+                e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)
+                    || e.name.as_ref().is_some_and(|n| n.as_bytes().starts_with(self.prefix.as_bytes()))
+            });
+        }
+        changed
+    }
+}
+
+impl AsFd for FolderWatch {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inotify.as_fd()
+    }
+}
+
+/// A process to be told of the exit of: readable once it has exited.
+pub struct PidFd {
+    fd: OwnedFd,
+    /// Which process.
+    pub process: ProcessId,
+}
+
+impl PidFd {
+    /// A pidfd of `process`; `None` if it is gone already (or its pid now
+    /// names another process). An error if the kernel has no pidfds
+    /// (before Linux 5.3).
+    pub fn open(process: ProcessId) -> io::Result<Option<PidFd>> {
+        // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, process.pid, 0) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::ESRCH) { Ok(None) } else { Err(e) };
+        }
+        // SAFETY: the syscall returned a new descriptor this process owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // Opened after a check of the start time could name a newer process
+        // with the same pid: checked after, the fd is for the right one.
+        if start_time(process.pid) != Some(process.start) {
+            return Ok(None);
+        }
+        Ok(Some(PidFd { fd, process }))
+    }
+}
+
+impl AsFd for PidFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Wakes a thread blocked on its [`Waker::fd`] from another thread.
+#[derive(Clone)]
+pub struct Waker(Arc<EventFd>);
+
+impl Waker {
+    /// A new waker, not yet woken.
+    pub fn new() -> io::Result<Waker> {
+        Ok(Waker(Arc::new(EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?)))
+    }
+
+    /// Wakes the waiting thread (or the next wait, if none waits now).
+    pub fn wake(&self) {
+        let _ = self.0.write(1);
+    }
+
+    /// Takes the wakeups so far; true if there was one.
+    pub fn drain(&self) -> bool {
+        self.0.read().is_ok()
+    }
+
+    /// What to poll.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
