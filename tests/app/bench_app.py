@@ -93,6 +93,26 @@ def cpu_of_app(seconds):
     return (after - before) / ticks / seconds * 100
 
 
+def wakeups_of(pid, seconds):
+    """Voluntary context switches per second of each thread of `pid`
+    over `seconds`, by thread name: Corral's own threads apart from GTK's."""
+    def sample():
+        counts = {}
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                status = (task / "status").read_text()
+                comm = (task / "comm").read_text().strip()
+            except FileNotFoundError:
+                continue
+            n = int(next(l.split()[1] for l in status.splitlines() if l.startswith("voluntary_ctxt_switches")))
+            counts[comm] = counts.get(comm, 0) + n
+        return counts
+    before = sample()
+    time.sleep(seconds)
+    after = sample()
+    return {k: (after[k] - before.get(k, 0)) / seconds for k in after}
+
+
 def memory(what):
     """Prints RSS and PSS of all the app's processes, and which run."""
     pids = app_pids()
@@ -159,6 +179,10 @@ def main():
     time.sleep(2)
     memory("tray only (window never opened)")
     print(f"idle CPU over 60 s with 10 runs in the store, tray only: {cpu_of_app(60):.2f}% of a core")
+    by_thread = wakeups_of(tray.pid, 10)
+    corral_own = sum(v for k, v in by_thread.items() if k.startswith("corral-"))
+    print(f"idle tray wakeups over 10 s: {sum(by_thread.values()):.1f}/s in all, Corral's own threads {corral_own:.1f}/s "
+          f"({', '.join(f'{k} {v:.1f}' for k, v in sorted(by_thread.items()) if v)})")
 
     # Ten runs streaming about 100 lines a second each: the tray must not
     # care (it looks only when a status changes).
