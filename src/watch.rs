@@ -55,7 +55,22 @@ pub struct Watcher {
     died: bool,
     healed_at: Option<Instant>,
     waker: Option<Waker>,
+    /// The store's files were written at this moment and no commit was seen
+    /// since: look again after each of [`RECHECKS`] (the index).
+    recheck: Option<(Instant, usize)>,
 }
+
+/// When to look again after the store's files were written without a
+/// commit showing yet, counted from the write: the commit shows within
+/// microseconds; a checkpoint, or a process opening the database, writes
+/// the files without committing, and is let go after these.
+const RECHECKS: [Duration; 5] = [
+    Duration::from_millis(1),
+    Duration::from_millis(3),
+    Duration::from_millis(10),
+    Duration::from_millis(30),
+    Duration::from_millis(100),
+];
 
 impl Watcher {
     /// Starts watching from the store's current state.
@@ -77,6 +92,7 @@ impl Watcher {
             died: false,
             healed_at: None,
             waker: None,
+            recheck: None,
         };
         watcher.follow(store)?;
         Ok(watcher)
@@ -134,6 +150,7 @@ impl Watcher {
             let version = store.data_version()?;
             if version != self.last {
                 self.last = version;
+                self.recheck = None;
                 self.follow(store)?;
                 return Ok(Wake::Changed);
             }
@@ -141,10 +158,7 @@ impl Watcher {
                 return Ok(Wake::Changed);
             }
             let heal_at = self.healed_at.map(|at| at + self.heal_every());
-            let wake_at = match (deadline, heal_at) {
-                (Some(d), Some(h)) => Some(d.min(h)),
-                (d, h) => d.or(h),
-            };
+            let wake_at = [deadline, heal_at].into_iter().flatten().min();
             let mut timeout = match wake_at {
                 Some(at) => match at.checked_duration_since(Instant::now()) {
                     Some(left) if !left.is_zero() => Some(left),
@@ -153,6 +167,22 @@ impl Watcher {
                 },
                 None => None,
             };
+            // A file written but no commit seen yet: the writer updates the
+            // WAL index (shared memory, which the kernel does not report)
+            // just after its last write; look again shortly.
+            if let Some((at, step)) = self.recheck {
+                match RECHECKS.get(step) {
+                    Some(after) => {
+                        let left = (at + *after).saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            self.recheck = Some((at, step + 1));
+                            continue;
+                        }
+                        timeout = Some(timeout.map_or(left, |t| t.min(left)));
+                    }
+                    None => self.recheck = None,
+                }
+            }
             if self.files.is_none() {
                 timeout = Some(timeout.map_or(POLL_UNTOLD, |t| t.min(POLL_UNTOLD)));
             }
@@ -169,8 +199,8 @@ impl Watcher {
             }
             let mut at = extra.len();
             if let Some(files) = &self.files {
-                if ready[at] {
-                    files.drain();
+                if ready[at] && files.drain() {
+                    self.recheck = Some((Instant::now(), 0));
                 }
                 at += 1;
             }
