@@ -426,3 +426,32 @@ impl Transcripts {
         Ok(runs)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A single small commit by another connection: its WAL write comes
+    /// just before the WAL index shows it, and the wait must not miss it
+    /// (it used to, until the next safety heal).
+    #[test]
+    fn a_foreign_commit_ends_a_wait_before_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        let store = Store::open(&home).unwrap();
+        let mut watcher = Watcher::new(&store).unwrap();
+        for round in 0..20 {
+            let path = home.database();
+            let writer = std::thread::spawn(move || {
+                let conn = rusqlite::Connection::open(path).unwrap();
+                conn.execute("UPDATE status_version SET version = version + 1 WHERE id = 1", []).unwrap();
+            });
+            let deadline = Instant::now() + Duration::from_secs(3);
+            let seen = watcher.changed_before(&store, Some(deadline)).unwrap();
+            // Seen when it happened, not found at the deadline.
+            let before_deadline = Instant::now() < deadline;
+            writer.join().unwrap();
+            assert!(seen && before_deadline, "round {round}: the commit was not told, only found at the deadline");
+        }
+    }
+}
