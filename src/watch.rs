@@ -286,9 +286,16 @@ pub struct Follower {
     last_status: i64,
     /// The next round reports the counts even if nothing changed.
     again: bool,
+    /// When it last looked.
+    looked_at: Option<Instant>,
     /// Growing transcripts, if followed.
     transcripts: Option<Transcripts>,
 }
+
+/// The shortest time between two looks of a desktop process at the store:
+/// while runs stream, every commit would wake it; a status change still
+/// shows within this.
+pub const LOOK_AT_MOST_EVERY: Duration = Duration::from_millis(50);
 
 /// What was told of growing transcripts. Runtime state only.
 struct Transcripts {
@@ -318,6 +325,7 @@ impl Follower {
             last_version: -1,
             last_status: -1,
             again: true,
+            looked_at: None,
             transcripts: transcripts_every.map(|every| Transcripts {
                 every,
                 mark: EventMark::default(),
@@ -343,6 +351,14 @@ impl Follower {
     /// process's exit, a heal due, transcripts due to be told), the waker
     /// wakes, or `until`.
     pub fn wait(&mut self, until: Option<Instant>) -> Result<(), StoreError> {
+        // Streaming runs commit many times a second; a desktop process looks
+        // at most every LOOK_AT_MOST_EVERY (statuses still show within it).
+        if let Some(next) = self.looked_at.map(|at| at + LOOK_AT_MOST_EVERY) {
+            let now = Instant::now();
+            if next > now && until.is_none_or(|u| u > now) {
+                std::thread::sleep((next - now).min(until.map_or(Duration::MAX, |u| u - now)));
+            }
+        }
         let due = self.transcripts.as_ref().filter(|t| t.grew).and_then(|t| t.told_at.map(|at| at + t.every));
         let until = match (until, due) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -371,6 +387,7 @@ impl Follower {
     }
 
     fn look(&mut self) -> Result<Change, HealError> {
+        self.looked_at = Some(Instant::now());
         let (store, watcher) = match &mut self.store {
             Some(open) => open,
             None => {
