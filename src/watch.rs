@@ -286,8 +286,9 @@ pub struct Follower {
     last_status: i64,
     /// The next round reports the counts even if nothing changed.
     again: bool,
-    /// When it last looked.
+    /// When it last looked, and whether it found no status change then.
     looked_at: Option<Instant>,
+    quiet: bool,
     /// Growing transcripts, if followed.
     transcripts: Option<Transcripts>,
 }
@@ -326,6 +327,7 @@ impl Follower {
             last_status: -1,
             again: true,
             looked_at: None,
+            quiet: false,
             transcripts: transcripts_every.map(|every| Transcripts {
                 every,
                 mark: EventMark::default(),
@@ -351,9 +353,10 @@ impl Follower {
     /// process's exit, a heal due, transcripts due to be told), the waker
     /// wakes, or `until`.
     pub fn wait(&mut self, until: Option<Instant>) -> Result<(), StoreError> {
-        // Streaming runs commit many times a second; a desktop process looks
-        // at most every LOOK_AT_MOST_EVERY (statuses still show within it).
-        if let Some(next) = self.looked_at.map(|at| at + LOOK_AT_MOST_EVERY) {
+        // Streaming runs commit many times a second; after a look that found
+        // no status change, a desktop process looks again no sooner than
+        // LOOK_AT_MOST_EVERY (a status change still shows within it).
+        if let Some(next) = self.looked_at.filter(|_| self.quiet).map(|at| at + LOOK_AT_MOST_EVERY) {
             let now = Instant::now();
             if next > now && until.is_none_or(|u| u > now) {
                 std::thread::sleep((next - now).min(until.map_or(Duration::MAX, |u| u - now)));
@@ -388,6 +391,7 @@ impl Follower {
 
     fn look(&mut self) -> Result<Change, HealError> {
         self.looked_at = Some(Instant::now());
+        self.quiet = true;
         let (store, watcher) = match &mut self.store {
             Some(open) => open,
             None => {
@@ -419,6 +423,7 @@ impl Follower {
                     Some(t) => t.grown(store)?,
                     None => Vec::new(),
                 };
+                self.quiet = false;
                 return Ok(Change { counts: Some(store.counts()?), transcripts });
             }
         }
