@@ -3,7 +3,8 @@
 //! `cargo bench --bench healing` measures, with `max_parallel = 1`, a run A
 //! working and a run B queued behind it, and nothing else of Corral alive
 //! but one `corral wait B`: from `kill -9` of A's shepherd to A committed
-//! `lost`, and to B started (its promotion, and its agent running).
+//! `lost`, and to B started (its promotion, and its agent running). The
+//! waiter is told of the death by a pidfd, not by a periodic heal.
 //!
 //! Set CORRAL_BENCH_RUNS to change the number of samples (30).
 
