@@ -44,7 +44,9 @@ pub fn save(run_dir: &Path, vars: impl IntoIterator<Item = (OsString, OsString)>
     let tmp = run_dir.join("env.tmp");
     let mut file = home::create_private(&tmp)?;
     file.write_all(&bytes)?;
-    file.sync_all()?;
+    // Not synced to disk: the run's row is committed without a sync too
+    // (`synchronous = NORMAL`), so a crash loses both or neither matters;
+    // the rename still makes a reader see all of it or none.
     std::fs::rename(tmp, path)
 }
 

@@ -218,6 +218,11 @@ fn configure(conn: &Connection, new: bool) -> rusqlite::Result<()> {
     }
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Most Corral processes live a few milliseconds; the last to close the
+    // database would checkpoint the WAL (three fsyncs) and delete it, and
+    // the next would make it again. Checkpoints happen as the WAL grows
+    // (every 1,000 pages), by whichever process commits then.
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     // Under constant writes from many shepherds the WAL is never idle, so
     // it is never reset; this truncates it after each checkpoint instead.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
