@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::config::Config;
-use crate::heal::{heal, HealError, HEAL_EVERY};
+use crate::heal::HealError;
 use crate::process::{ProcessId, Waker};
 use crate::queue::ShepherdCommand;
 use crate::run::{Run, RunStatus};
@@ -147,8 +147,8 @@ fn take_slot_back(store: &mut Store, wait: WaitId, shepherd: &ShepherdCommand) -
         if store.end_wait(wait, max_parallel)? {
             return Ok(());
         }
-        if !heal(store, shepherd)?.changed() {
-            watcher.changed_before(store, Some(Instant::now() + HEAL_EVERY))?;
+        if !watcher.heal_if_due(store, shepherd)? {
+            watcher.changed_before(store, None)?;
         }
     }
 }

@@ -87,9 +87,10 @@ pub fn run(
         if all_ended {
             break;
         }
-        let recheck = std::time::Instant::now() + corral::heal::HEAL_EVERY;
-        watcher.changed_before(store, Some(recheck))?;
-        corral::heal::heal(store, shepherd)?;
+        // Healed when a followed process exits (and as a safety net), not
+        // at every commit of the run it shows.
+        watcher.changed_before(store, None)?;
+        watcher.heal_if_due(store, shepherd)?;
     }
     let mut all_completed = true;
     for id in &ids {
