@@ -6,6 +6,7 @@ const COMMANDS: &[&str] = &[
     "transcript",
     "transcript_size",
     "abort_run",
+    "pause_run",
     "relaunch_run",
     "clear_finished",
     "timeline",
@@ -25,6 +26,7 @@ const COMMANDS: &[&str] = &[
     "reply_run",
     "run_replies",
     "worktrees_usage",
+    "doctor",
 ];
 
 fn main() {

@@ -162,6 +162,22 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
+    /// A command registered but not declared in build.rs and granted in
+    /// the capability is refused to the window at run time (the Pause
+    /// button was, for a round).
+    #[test]
+    fn every_registered_command_is_declared_and_granted() {
+        let main = include_str!("main.rs");
+        let handlers = main.split("generate_handler![").nth(1).unwrap().split("])").next().unwrap();
+        let build = include_str!("../build.rs");
+        let granted = include_str!("../capabilities/default.json");
+        for name in handlers.split(',').filter_map(|h| h.trim().rsplit("::").next()).filter(|n| !n.is_empty()) {
+            assert!(build.contains(&format!("\"{name}\"")), "{name} is not declared in build.rs");
+            let permission = format!("\"allow-{}\"", name.replace('_', "-"));
+            assert!(granted.contains(&permission), "{name} is not granted in capabilities/default.json");
+        }
+    }
+
     #[test]
     fn the_arguments_say_where_the_window_opens() {
         let route = |argv: &[&str]| Args::try_parse_from(argv).unwrap().route();

@@ -591,6 +591,13 @@ def test_window(session, env):
         driver.js("location.hash = arguments[0]", f"#/run/{stuck}")
         wait_until("the abort button", lambda: driver.find("#abort"))
         driver.screenshot(ARTIFACTS / "window-running.png")
+        # Pause and resume from the window (its commands are granted to it).
+        driver.click("#pause")
+        wait_until("paused", lambda: env.show(stuck)["status"] == "paused")
+        wait_until("the resume button", lambda: driver.find("#resume"))
+        driver.click("#resume")
+        wait_until("running again", lambda: env.show(stuck)["status"] == "running")
+        wait_until("the abort button again", lambda: driver.find("#abort"))
         driver.click("#abort")
         wait_until("aborted", lambda: env.show(stuck)["status"] == "aborted")
         wait_until("the view to say so", lambda: "aborted" in driver.text("#run-head"))
