@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::heal::{heal, HealError, HEAL_EVERY};
+use crate::heal::HealError;
 use crate::process::{self, ProcessId, Sig};
 use crate::queue::ShepherdCommand;
 use crate::run::Run;
@@ -66,7 +66,9 @@ pub fn abort(
     let deadline = Instant::now() + patience;
     let mut watcher = Watcher::new(store)?;
     loop {
-        let changed = heal(store, shepherd)?.changed();
+        // Healed at once, then when a followed process exits (and as a
+        // safety net), not at every commit while the run winds down.
+        let changed = watcher.heal_if_due(store, shepherd)?;
         let run = store.run(&id)?;
         if run.status.is_terminal() {
             return Ok(Aborted::Stopped(run));
@@ -75,7 +77,7 @@ pub fn abort(
             return Ok(Aborted::Pending(run));
         }
         if !changed {
-            watcher.changed_before(store, Some(deadline.min(Instant::now() + HEAL_EVERY)))?;
+            watcher.changed_before(store, Some(deadline))?;
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::heal::{heal, HealError, HEAL_EVERY};
+use crate::heal::HealError;
 use crate::process::{self, ProcessId, Sig};
 use crate::queue::ShepherdCommand;
 use crate::run::{Run, RunStatus};
@@ -69,13 +69,15 @@ pub fn pause(
     let deadline = Instant::now() + patience;
     let mut watcher = Watcher::new(store)?;
     loop {
-        let changed = heal(store, shepherd)?.changed();
+        // Healed at once, then when a followed process exits (and as a
+        // safety net), not at every commit while the run winds down.
+        let changed = watcher.heal_if_due(store, shepherd)?;
         let now = store.run(&run.id)?;
         if now.status == target || now.status.is_terminal() || Instant::now() >= deadline {
             return Ok(now);
         }
         if !changed {
-            watcher.changed_before(store, Some(deadline.min(Instant::now() + HEAL_EVERY)))?;
+            watcher.changed_before(store, Some(deadline))?;
         }
     }
 }
