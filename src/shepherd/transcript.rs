@@ -9,7 +9,7 @@ use std::io::Write;
 
 use crate::adapter::{EventKind, TranscriptEvent};
 use crate::resources::human_bytes;
-use crate::store::Dropped;
+use crate::store::{stored_bytes, Dropped};
 
 /// An error or a note this small is kept past the cap (how the run ended).
 const VITAL_MAX: u64 = 4 << 10;
@@ -77,8 +77,7 @@ impl TranscriptBudget {
 
 /// An event's bytes as the store counts them.
 fn event_bytes(event: &TranscriptEvent) -> u64 {
-    let json = event.json.as_ref().map_or(0, |v| v.to_string().len());
-    (event.text.len() + json) as u64
+    stored_bytes(&event.text, event.json.as_ref().map(|v| v.to_string()).as_deref())
 }
 
 /// One raw stream's file in the run's folder, kept to its first bytes;

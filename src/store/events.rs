@@ -35,6 +35,12 @@ pub struct Dropped {
     pub bytes: u64,
 }
 
+/// An event's bytes as the store counts them (`transcript_bytes`, the
+/// transcript cap): its text and its structured detail as stored.
+pub fn stored_bytes(text: &str, json: Option<&str>) -> u64 {
+    (text.len() + json.map_or(0, str::len)) as u64
+}
+
 impl Store {
     /// The newest event's mark: transcripts changed since are found with
     /// [`Store::transcripts_changed_since`].
@@ -98,10 +104,10 @@ impl Store {
             let mut stmt = tx.prepare_cached(
                 "INSERT INTO events (run_id, seq, at, kind, text, json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?;
-            let mut bytes = 0;
+            let mut bytes = 0u64;
             for (offset, event) in events.iter().enumerate() {
                 let json = event.json.as_ref().map(|v| v.to_string());
-                bytes += event.text.len() + json.as_ref().map_or(0, String::len);
+                bytes += stored_bytes(&event.text, json.as_deref());
                 stmt.execute(params![run_id, first_seq + offset as i64, at, event.kind.as_str(), event.text, json])?;
             }
             tx.prepare_cached(

@@ -24,7 +24,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::home::{Home, HomeError, FILE_MODE};
 
 pub use desk::{Counts, Spend};
-pub use events::{Dropped, EventMark, StoredEvent};
+pub use events::{stored_bytes, Dropped, EventMark, StoredEvent};
 pub use health::Health;
 pub use migrate::SCHEMA_VERSION;
 pub use removal::Reclaimed;
