@@ -363,10 +363,7 @@ impl Follower {
             }
         }
         let due = self.transcripts.as_ref().filter(|t| t.grew).and_then(|t| t.told_at.map(|at| at + t.every));
-        let until = match (until, due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let until = [until, due].into_iter().flatten().min();
         match &mut self.store {
             Some((store, watcher)) => watcher.changed_before(store, until).map(drop),
             None => Ok(()),

@@ -131,10 +131,7 @@ impl Announcer {
     /// The next moment it has something to do without being told: a paced
     /// release, or showing again what the notification server refused.
     fn next_moment(&self) -> Option<Instant> {
-        match (self.pacer.next_release(), self.refused_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.pacer.next_release(), self.refused_until].into_iter().flatten().min()
     }
 
     /// Shows what the pacer lets out now: nothing while "Do not disturb" is
