@@ -51,6 +51,7 @@ pub fn check(home: &Home) -> Vec<Finding> {
         }
         Err(e) => findings.push(Finding::new(AREA, "database", Level::Fail, format!("{}: {e}", path.display()))),
     }
+    findings.push(told(home));
     match crate::process::disk_free(home.data_dir()) {
         Some(free) => {
             let detail = format!("{} free on the disk of {}", human_bytes(free), home.data_dir().display());
@@ -64,4 +65,27 @@ pub fn check(home: &Home) -> Vec<Finding> {
         None => findings.push(Finding::new(AREA, "disk", Level::Note, "cannot measure the free space")),
     }
     findings
+}
+
+/// Whether waiting processes can be told of the store's writes (an inotify
+/// instance each: past the user's limit they look every 50 ms instead).
+fn told(home: &Home) -> Finding {
+    let limit = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok());
+    let raise = "sudo sysctl -w fs.inotify.max_user_instances=1024 (and the same in /etc/sysctl.d/ to keep it)";
+    match crate::process::FolderWatch::new(home.data_dir(), "corral.db") {
+        Err(e) => Finding::new(AREA, "told of changes", Level::Warn, format!("no inotify instance ({e}): waiting processes look at the store every 50 ms"))
+            .fix(raise),
+        Ok(_) => match limit {
+            Some(max) if max < 512 => Finding::new(
+                AREA,
+                "told of changes",
+                Level::Note,
+                format!("each waiting Corral process takes one of this user's {max} inotify instances (shared with every program); past them, waits look every 50 ms"),
+            )
+            .fix(raise),
+            _ => Finding::ok(AREA, "told of changes", "waiting processes are told of the store's writes (inotify)"),
+        },
+    }
 }
