@@ -366,6 +366,21 @@ fn a_run_over_its_memory_limit_fails_out_of_memory_and_says_so() {
 }
 
 #[test]
+fn the_agent_is_in_its_runs_group_from_its_first_instruction() {
+    if no_cgroup_here().is_some() {
+        return;
+    }
+    let env = mode_env("");
+    // `cat` is the agent itself: what it reads is where it was at exec.
+    env.command_preset("where", &["cat", "/proc/self/cgroup"]);
+    let id = env.launch("where", "x");
+    let run = env.wait_end(&id);
+    let text = env.ok(&["tail", &id, "-n", "all"]);
+    let v2 = text.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or_default();
+    assert!(v2.ends_with(&format!("/corral/{id}")), "the agent started outside its run's group:\n{text}\n{run:#}");
+}
+
+#[test]
 fn cpu_seconds_match_what_the_agent_used() {
     if no_cgroup_here().is_some() {
         return;

@@ -38,14 +38,43 @@ const SHEPHERDS_DIR: &str = "shepherds";
 pub struct RunCgroup {
     dir: PathBuf,
     v1: Vec<V1Group>,
-    /// `cgroup.procs` of every group, open for a new process to join.
-    joins: Vec<File>,
+    /// The groups, open for a new process to join (none for a group
+    /// opened from a record).
+    joins: Option<JoinFiles>,
 }
 
 #[derive(Debug, Clone)]
 struct V1Group {
     controller: String,
     dir: PathBuf,
+    /// True when the group holds a limit (not only measures).
+    limits: bool,
+}
+
+/// The open files behind a [`Join`].
+#[derive(Debug)]
+struct JoinFiles {
+    into: File,
+    v2_procs: File,
+    v1_procs: Vec<(File, bool)>,
+}
+
+/// How a new process enters a run's groups: descriptors owned by the
+/// [`RunCgroup`], which outlives every process started with them.
+#[derive(Debug, Clone, Default)]
+pub struct Join {
+    /// The v2 group's folder, to start a process in (`clone3` with
+    /// `CLONE_INTO_CGROUP`: no move, so no wait for the kernel).
+    pub into: Option<RawFd>,
+    /// The v2 group's `cgroup.procs`, written from the child where it
+    /// could not be started in the group.
+    pub v2_procs: Option<RawFd>,
+    /// `cgroup.procs` of the v1 groups holding a limit: written from the
+    /// child before exec, so the limit holds from its first instruction.
+    pub v1_limits: Vec<RawFd>,
+    /// `cgroup.procs` of the v1 groups that only measure (peak memory
+    /// without a limit): written with the pid once the process started.
+    pub v1_measuring: Vec<RawFd>,
 }
 
 impl RunCgroup {
@@ -64,19 +93,25 @@ impl RunCgroup {
         }
         let dir = base.join(run_id);
         make_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let mut group = RunCgroup { dir, v1: Vec::new(), joins: Vec::new() };
+        let mut group = RunCgroup { dir, v1: Vec::new(), joins: None };
         let notes = group.apply(run_id, limits);
-        let mut joins = Vec::new();
-        for dir in std::iter::once(&group.dir).chain(group.v1.iter().map(|g| &g.dir)) {
-            let procs = dir.join("cgroup.procs");
-            let file = OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_CLOEXEC)
-                .open(&procs)
-                .map_err(|e| format!("cannot open {}: {e}", procs.display()))?;
-            joins.push(file);
+        let open = |path: &Path, write: bool| {
+            OpenOptions::new()
+                .read(!write)
+                .write(write)
+                .custom_flags(libc::O_CLOEXEC | if write { 0 } else { libc::O_DIRECTORY })
+                .open(path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))
+        };
+        let mut v1_procs = Vec::new();
+        for v1 in &group.v1 {
+            v1_procs.push((open(&v1.dir.join("cgroup.procs"), true)?, v1.limits));
         }
-        group.joins = joins;
+        group.joins = Some(JoinFiles {
+            into: open(&group.dir, false)?,
+            v2_procs: open(&group.dir.join("cgroup.procs"), true)?,
+            v1_procs,
+        });
         Ok((group, notes))
     }
 
@@ -90,9 +125,9 @@ impl RunCgroup {
             .v1
             .iter()
             .filter(|d| Path::new(d).is_dir())
-            .map(|d| V1Group { controller: v1_controller_of(Path::new(d)), dir: PathBuf::from(d) })
+            .map(|d| V1Group { controller: v1_controller_of(Path::new(d)), dir: PathBuf::from(d), limits: false })
             .collect();
-        Some(RunCgroup { dir, v1, joins: Vec::new() })
+        Some(RunCgroup { dir, v1, joins: None })
     }
 
     /// The v2 group's folder.
@@ -109,10 +144,19 @@ impl RunCgroup {
         }
     }
 
-    /// Descriptors a new process writes `0` to, between fork and exec, to
-    /// join the run's groups (see `unix::prepare_agent`).
-    pub fn join_fds(&self) -> Vec<RawFd> {
-        self.joins.iter().map(AsRawFd::as_raw_fd).collect()
+    /// How a new process joins the run's groups (see `start::start_agent`
+    /// and `unix::prepare_agent`); nothing for a group opened from a record.
+    pub fn join(&self) -> Join {
+        let Some(files) = &self.joins else { return Join::default() };
+        let v1 = |limits: bool| {
+            files.v1_procs.iter().filter(|(_, l)| *l == limits).map(|(f, _)| f.as_raw_fd()).collect::<Vec<_>>()
+        };
+        Join {
+            into: Some(files.into.as_raw_fd()),
+            v2_procs: Some(files.v2_procs.as_raw_fd()),
+            v1_limits: v1(true),
+            v1_measuring: v1(false),
+        }
     }
 
     /// Applies each limit where a controller takes it; says what happened.
@@ -131,7 +175,7 @@ impl RunCgroup {
                     Err(e) => return notes.push(format!("{what} not applied: cgroup v2 {controller}: {e}")),
                 }
             }
-            match this.v1_group(controller, run_id) {
+            match this.v1_group(controller, run_id, true) {
                 Ok(dir) => {
                     let written = v1_files.iter().try_for_each(|(file, value)| fs::write(dir.join(file), value));
                     match written {
@@ -176,14 +220,15 @@ impl RunCgroup {
         }
         // Peak memory is measured even without a limit, where it can be.
         if !v2.iter().any(|c| c == "memory") {
-            let _ = self.v1_group("memory", run_id);
+            let _ = self.v1_group("memory", run_id, false);
         }
         notes
     }
 
     /// The run's group in the v1 hierarchy of `controller`, made if needed.
-    fn v1_group(&mut self, controller: &str, run_id: &str) -> Result<PathBuf, String> {
-        if let Some(group) = self.v1.iter().find(|g| g.controller == controller) {
+    fn v1_group(&mut self, controller: &str, run_id: &str, limits: bool) -> Result<PathBuf, String> {
+        if let Some(group) = self.v1.iter_mut().find(|g| g.controller == controller) {
+            group.limits |= limits;
             return Ok(group.dir.clone());
         }
         let mount = v1_mount(controller).ok_or_else(|| format!("no {controller} controller on this system"))?;
@@ -195,7 +240,7 @@ impl RunCgroup {
             // Children count toward the limit (the default on most systems).
             let _ = fs::write(dir.join("memory.use_hierarchy"), "1");
         }
-        self.v1.push(V1Group { controller: controller.to_string(), dir: dir.clone() });
+        self.v1.push(V1Group { controller: controller.to_string(), dir: dir.clone(), limits });
         Ok(dir)
     }
 
@@ -330,10 +375,12 @@ pub fn run_of(pid: i32) -> Option<String> {
     parts.get(at + 1).filter(|id| **id != SHEPHERDS_DIR).map(|id| id.to_string())
 }
 
-/// Writes `0` to each descriptor: joins the calling process to the groups.
-/// Only async-signal-safe calls: it runs between fork and exec.
-pub(super) fn join_from_child(fds: &[RawFd]) -> io::Result<()> {
-    for &fd in fds {
+/// Writes `0` to each `cgroup.procs` of `join`: joins the calling process
+/// to every group. Only async-signal-safe calls: it runs between fork and
+/// exec.
+pub(super) fn join_from_child(join: &Join) -> io::Result<()> {
+    let all = join.v2_procs.iter().chain(&join.v1_limits).chain(&join.v1_measuring);
+    for &fd in all {
         // SAFETY: write(2) on a descriptor the parent keeps open.
         if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
             return Err(io::Error::last_os_error());
@@ -344,23 +391,24 @@ pub(super) fn join_from_child(fds: &[RawFd]) -> io::Result<()> {
 
 /// Where the cgroup v2 hierarchy is mounted.
 fn v2_mount() -> Option<PathBuf> {
-    mounts().into_iter().find(|m| m.fstype == "cgroup2").map(|m| m.point)
+    mounts().iter().find(|m| m.fstype == "cgroup2").map(|m| m.point.clone())
 }
 
 /// Where the v1 hierarchy of `controller` is mounted.
 fn v1_mount(controller: &str) -> Option<PathBuf> {
     mounts()
-        .into_iter()
+        .iter()
         .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == controller))
-        .map(|m| m.point)
+        .map(|m| m.point.clone())
 }
 
 /// The controller of a v1 group's folder, from its mount.
 fn v1_controller_of(dir: &Path) -> String {
     mounts()
-        .into_iter()
+        .iter()
         .filter(|m| m.fstype == "cgroup" && dir.starts_with(&m.point))
-        .flat_map(|m| m.options.split(',').map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|m| m.options.split(','))
+        .map(str::to_string)
         .find(|o| ["memory", "pids", "cpu"].contains(&o.as_str()))
         .unwrap_or_default()
 }
@@ -371,7 +419,14 @@ struct Mount {
     options: String,
 }
 
-fn mounts() -> Vec<Mount> {
+/// The mount table, read once per process: cgroup hierarchies are mounted
+/// at boot, and a run's start asks for them several times.
+fn mounts() -> &'static [Mount] {
+    static MOUNTS: std::sync::OnceLock<Vec<Mount>> = std::sync::OnceLock::new();
+    MOUNTS.get_or_init(read_mounts)
+}
+
+fn read_mounts() -> Vec<Mount> {
     let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     text.lines()
         .filter_map(|line| {

@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 mod linux;
+mod start;
 mod told;
 mod unix;
 
@@ -13,8 +14,9 @@ pub use linux::{
     ancestry, children_cpu_seconds, descendants, disk_free, env_var_of, exe_of, group_members, group_of, has_env_var,
     is_alive, pids_with_env, set_child_subreaper, start_time, state_of, try_user_namespace, ProcessId,
 };
+pub use start::{start_agent, AgentStart, StartedAgent};
 pub use told::{FolderWatch, PidFd, Waker};
 pub use unix::{
-    make_nonblocking, prepare_agent, read_available, reap_any, signal_group, signal_pid, spawn_detached,
+    make_nonblocking, prepare_run_command, read_available, reap_any, signal_group, signal_pid, spawn_detached,
     terminal_width, wait_readable, Readiness, Reaped, Sig, SignalPipe,
 };

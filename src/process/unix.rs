@@ -98,12 +98,13 @@ pub fn spawn_detached(mut command: Command, log: File) -> io::Result<()> {
     Ok(())
 }
 
-/// Sets up the agent's command: its run's cgroup (each of `join`, see
-/// `cgroup::RunCgroup::join_fds`, before it can start anything), its own
-/// process group (so signals reach its whole tree at once), PDEATHSIG (so
-/// it dies with its shepherd), and a clean signal mask. The descriptors
-/// must stay open until the command is spawned.
-pub fn prepare_agent(command: &mut Command, join: Vec<std::os::fd::RawFd>) {
+/// Sets up a command of a run started with std's `Command` (its `setup:`;
+/// the agent starts with `start::start_agent`): the run's groups (joined by
+/// writing, before it can start anything), its own process group (so
+/// signals reach its whole tree at once), PDEATHSIG (so it dies with its
+/// shepherd), and a clean signal mask. The descriptors must stay open
+/// until the command is spawned.
+pub fn prepare_run_command(command: &mut Command, join: super::cgroup::Join) {
     let shepherd = std::process::id() as libc::pid_t;
     command.process_group(0);
     // SAFETY: only async-signal-safe calls (write, prctl, getppid,

@@ -160,7 +160,7 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         }
     };
     launch.limits = limits;
-    launch.join = early.cleanup.cgroup().map(|g| g.join_fds()).unwrap_or_default();
+    launch.join = early.cleanup.cgroup().map(|g| g.join()).unwrap_or_default();
     match prepare::prepare(early.store, &run, &launch, !reopened, (&mut sigchld, &mut stop)) {
         Ok(()) => {}
         Err(prepare::NotPrepared::Store(e)) => return Err(e.into()),

@@ -75,7 +75,7 @@ pub(super) fn prepare(
         command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     }
     command.env(crate::run_env::RUN_ID_ENV, &run.id);
-    process::prepare_agent(&mut command, launch.join.clone());
+    process::prepare_run_command(&mut command, launch.join.clone());
     let log = launch.run_dir.join("setup.log");
     let cannot = |e: std::io::Error| {
         NotPrepared::Failed(format!(

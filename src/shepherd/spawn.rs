@@ -1,17 +1,17 @@
 //! Starting the agent process: the same way for a run's first turn and for
 //! a continuation turn.
 
-use std::ffi::OsString;
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 use super::transcript::RawLog;
 use crate::adapter::{Invocation, InvocationContext};
 use crate::home::{self, Home};
 use crate::preset::Preset;
-use crate::process;
+use crate::process::{self, AgentStart, StartedAgent};
 use crate::run::Run;
 use crate::run_env::{self, RUN_ID_ENV, SHEPHERD_ENV};
 
@@ -31,9 +31,9 @@ pub(super) struct AgentLaunch {
     /// Tools allowed besides the preset's, from the reply that started the
     /// current turn (`--allow-denied`); kept for its continuation turns.
     pub allowed: Vec<String>,
-    /// Descriptors that put a new process into the run's cgroup (empty
-    /// without one); the cgroup that owns them outlives every spawn.
-    pub join: Vec<std::os::fd::RawFd>,
+    /// How a new process enters the run's cgroup (nothing without one);
+    /// the cgroup that owns its descriptors outlives every spawn.
+    pub join: process::cgroup::Join,
     /// The run's resource limits (what its cgroup was given).
     pub limits: crate::resources::ResourceLimits,
 }
@@ -63,7 +63,7 @@ impl AgentLaunch {
             home_env: home.env_value(),
             env,
             allowed: Vec::new(),
-            join: Vec::new(),
+            join: Default::default(),
             limits: Default::default(),
         })
     }
@@ -93,37 +93,38 @@ impl AgentLaunch {
     /// Starts the agent: argv only, stdin from /dev/null, stdout and stderr
     /// piped, its own process group, PDEATHSIG, the environment passed
     /// the launcher's plus the run's id.
-    pub fn spawn(&self, invocation: &Invocation) -> io::Result<Child> {
-        let mut command = Command::new(&invocation.program);
-        if let Some(env) = &self.env {
-            // The program is looked up on this PATH too, as the launcher would.
-            command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-        }
-        command
-            .args(&invocation.args)
-            .current_dir(&self.cwd)
-            .env(RUN_ID_ENV, &self.run_id)
-            .env_remove(SHEPHERD_ENV)
-            .envs(invocation.env.iter().map(|(k, v)| (k, v)))
-            .stdin(self.stdin_for(invocation)?)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+    pub fn spawn(&self, invocation: &Invocation) -> io::Result<StartedAgent> {
+        // The program is looked up on this environment's PATH, as the
+        // launcher would have.
+        let mut env: BTreeMap<OsString, OsString> = match &self.env {
+            Some(env) => env.iter().cloned().collect(),
+            None => std::env::vars_os().collect(),
+        };
+        env.remove(OsStr::new(SHEPHERD_ENV));
+        env.insert(RUN_ID_ENV.into(), self.run_id.clone().into());
+        env.extend(invocation.env.iter().map(|(k, v)| (k.into(), v.into())));
         if let Some(root) = &self.home_env {
-            command.env(home::HOME_ENV, root);
+            env.insert(home::HOME_ENV.into(), root.into());
         }
-        process::prepare_agent(&mut command, self.join.clone());
-        command.spawn()
+        process::start_agent(AgentStart {
+            program: &invocation.program,
+            args: &invocation.args,
+            env: env.into_iter().collect(),
+            cwd: Path::new(&self.cwd),
+            stdin: self.stdin_for(invocation)?,
+            join: &self.join,
+        })
     }
 }
 
 impl AgentLaunch {
     /// The agent's standard input: nothing, or the invocation's text from a
     /// private file in the run's folder (a file, so no write can block).
-    fn stdin_for(&self, invocation: &Invocation) -> io::Result<Stdio> {
-        let Some(text) = &invocation.stdin else { return Ok(Stdio::null()) };
+    fn stdin_for(&self, invocation: &Invocation) -> io::Result<Option<File>> {
+        let Some(text) = &invocation.stdin else { return Ok(None) };
         let path = self.run_dir.join("input.txt");
         home::create_private(&path)?.write_all(text.as_bytes())?;
-        Ok(Stdio::from(File::open(&path)?))
+        Ok(Some(File::open(&path)?))
     }
 }
 

@@ -5,8 +5,8 @@
 //! everything it wrote before exiting is already in the pipe and is read
 //! (non-blocking) before the outcome is decided from its exit status.
 
+use std::fs::File;
 use std::os::fd::AsFd;
-use std::process::{Child, ChildStderr, ChildStdout};
 use std::time::{Duration, Instant};
 
 use super::children::{self, Next};
@@ -19,7 +19,7 @@ use super::{OsDoing, ShepherdError};
 use crate::adapter::{self, Adapter, EventKind, ProcessEnd, Report, StreamLine, TranscriptEvent, Verdict};
 use crate::config::{Config, Limits};
 use crate::heal::HEAL_EVERY_AT_WORK;
-use crate::process::{self, ProcessId, Readiness, SignalPipe};
+use crate::process::{self, ProcessId, Readiness, SignalPipe, StartedAgent};
 use crate::queue::ShepherdCommand;
 use crate::resources::{human_bytes, Resources};
 use crate::run::{RunStatus, StopReason};
@@ -50,7 +50,7 @@ const READ_BUDGET: usize = 1 << 20;
 pub(super) struct Setup {
     pub store: Store,
     pub run_id: String,
-    pub child: Child,
+    pub child: StartedAgent,
     pub adapter: Box<dyn Adapter>,
     pub launch: AgentLaunch,
     pub config: Config,
@@ -136,8 +136,8 @@ pub(super) struct Supervisor {
 /// continuation turn starts a fresh one; nothing carries over by accident.
 struct Turn {
     agent: ProcessId,
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
+    stdout: Option<File>,
+    stderr: Option<File>,
     splitter: LineSplitter,
     stderr_tail: Vec<u8>,
     /// Stderr read but not yet a whole line.
@@ -162,8 +162,8 @@ struct Turn {
 
 impl Turn {
     /// A turn of the agent process `child`, just started.
-    fn start(child: &mut Child) -> Result<Turn, ShepherdError> {
-        let agent = ProcessId::of(child.id() as i32)
+    fn start(child: StartedAgent) -> Result<Turn, ShepherdError> {
+        let agent = ProcessId::of(child.pid)
             .ok_or_else(|| std::io::Error::other("the agent has no /proc entry"))
             .doing("reading the agent's identity")?;
         let (stdout, stderr) = take_pipes(child)?;
@@ -199,8 +199,7 @@ impl Turn {
 
 impl Supervisor {
     pub(super) fn new(setup: Setup) -> Result<Supervisor, ShepherdError> {
-        let mut child = setup.child;
-        let turn = Turn::start(&mut child)?;
+        let turn = Turn::start(setup.child)?;
         let mut store = setup.store;
         store.mark_running(&setup.run_id, turn.agent.pid, turn.agent.start)?;
         let next_seq = store.last_event_seq(&setup.run_id)? + 1;
@@ -733,7 +732,7 @@ impl Supervisor {
                 earlier.cost_usd = None;
             }
         }
-        let mut child = match self.launch.spawn(&invocation) {
+        let child = match self.launch.spawn(&invocation) {
             Ok(child) => child,
             Err(e) => {
                 let error = super::spawn::spawn_error(&invocation.program, &self.launch.preset.path, &e);
@@ -741,7 +740,7 @@ impl Supervisor {
             }
         };
         self.worked += self.turn.worked();
-        self.turn = Turn::start(&mut child)?;
+        self.turn = Turn::start(child)?;
         self.cleanup.restart(self.turn.agent);
         self.cleanup.note(&format!("agent of the next turn started: pid {}", self.turn.agent.pid));
         self.store.mark_resumed(&self.run_id, self.turn.agent.pid, self.turn.agent.start)?;
@@ -975,14 +974,11 @@ fn round_ms(d: Duration) -> Duration {
     Duration::from_millis(d.as_millis().min(u64::MAX as u128) as u64)
 }
 
-fn take_pipes(child: &mut Child) -> Result<(ChildStdout, ChildStderr), ShepherdError> {
-    let stdout = child.stdout.take().expect("stdout was piped");
-    let stderr = child.stderr.take().expect("stderr was piped");
-    process::make_nonblocking(stdout.as_fd()).doing("making stdout non-blocking")?;
-    process::make_nonblocking(stderr.as_fd()).doing("making stderr non-blocking")?;
-    // The Child handle is dropped without waiting: reaping is done with
-    // waitpid(-1), for the agent and every orphan alike.
-    Ok((stdout, stderr))
+fn take_pipes(child: StartedAgent) -> Result<(File, File), ShepherdError> {
+    process::make_nonblocking(child.stdout.as_fd()).doing("making stdout non-blocking")?;
+    process::make_nonblocking(child.stderr.as_fd()).doing("making stderr non-blocking")?;
+    // Reaping is done with waitpid(-1), for the agent and every orphan alike.
+    Ok((child.stdout, child.stderr))
 }
 
 fn split_end(end: Option<ProcessEnd>) -> (Option<i32>, Option<i32>) {
