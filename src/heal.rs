@@ -79,3 +79,59 @@ pub fn open_healed(home: &Home, shepherd: &ShepherdCommand) -> Result<Store, Hea
     heal(&mut store, shepherd)?;
     Ok(store)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preset::{parse_preset, PresetSource};
+    use crate::run::{RunStatus, StopReason};
+    use crate::store::{NewRun, Outcome};
+
+    /// Every statement this connection keeps prepared, with how many rows
+    /// it stepped through in full-table scans since the last call.
+    fn full_scan_steps(store: &Store) -> Vec<(String, i32)> {
+        use rusqlite::ffi;
+        let mut found = Vec::new();
+        // SAFETY: walks the connection's own statements, which it keeps
+        // alive (cached), on this thread; reads and resets counters only.
+        unsafe {
+            let db = store.conn().handle();
+            let mut stmt = ffi::sqlite3_next_stmt(db, std::ptr::null_mut());
+            while !stmt.is_null() {
+                let steps = ffi::sqlite3_stmt_status(stmt, ffi::SQLITE_STMTSTATUS_FULLSCAN_STEP, 1);
+                let sql = std::ffi::CStr::from_ptr(ffi::sqlite3_sql(stmt)).to_string_lossy().into_owned();
+                found.push((sql, steps));
+                stmt = ffi::sqlite3_next_stmt(db, stmt);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn a_heal_reads_the_active_runs_not_every_run_ever() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&Home::at(dir.path().to_path_buf())).unwrap();
+        let text = "---\nname: w\ndescription: d\nagent: command\ncommand: [true]\n---\n";
+        let preset = parse_preset(text, "w.md", PresetSource::Global).unwrap();
+        let new = NewRun { preset: &preset, task: "t", cwd: "/", model: None, parent_id: None, worktree: None };
+        for _ in 0..500 {
+            let run = store.insert_run(&new, 1_000_000, |_| Ok(())).unwrap();
+            let outcome = Outcome {
+                status: RunStatus::Completed,
+                stop_reason: StopReason::ExitCode,
+                exit_code: Some(0),
+                exit_signal: None,
+                error: None,
+                report: Default::default(),
+            };
+            store.commit_outcome(&run.id, &outcome).unwrap();
+            store.mark_exited_using(&run.id, Some(0), None, None).unwrap();
+        }
+        let shepherd = ShepherdCommand::current_exe().unwrap();
+        heal(&mut store, &shepherd).unwrap();
+        full_scan_steps(&store);
+        heal(&mut store, &shepherd).unwrap();
+        let scans: Vec<_> = full_scan_steps(&store).into_iter().filter(|(_, steps)| *steps >= 100).collect();
+        assert!(scans.is_empty(), "a heal with 500 ended runs scanned them: {scans:#?}");
+    }
+}

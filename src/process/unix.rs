@@ -155,6 +155,16 @@ pub fn reap_any() -> io::Result<Option<Reaped>> {
     }
 }
 
+/// Returns the heap's free pages to the system (glibc keeps them
+/// otherwise, however long the process lives).
+pub fn return_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases memory malloc holds free.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The width of the terminal standard output is, if it is one.
 pub fn terminal_width() -> Option<usize> {
     let mut size: libc::winsize = unsafe { std::mem::zeroed() };

@@ -247,6 +247,9 @@ impl Supervisor {
         if self.store.run(&self.run_id)?.abort_requested_at.is_some() {
             self.stop_for(StopCause::Abort)?;
         }
+        // What starting took (the store's pages read on the way) is not
+        // needed while the agent works.
+        self.give_back_memory();
         loop {
             self.supervise_turn()?;
             // Settling may hold the verdict again: a reply that came in as
@@ -295,6 +298,7 @@ impl Supervisor {
                 if let Err(e) = self.record_resources() {
                     tracing::warn!(run = %self.run_id, "cannot record the run's resource use: {e}");
                 }
+                self.give_back_memory();
             }
 
             let wait = self.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
@@ -926,6 +930,17 @@ impl Supervisor {
         self.store.mark_exited_using(&self.run_id, code, signal, Some(&used))?;
         self.cleanup.note("every process of the run is reaped");
         Ok(())
+    }
+
+    /// Hands the store's cached pages and the heap's free pages back to the
+    /// system: a shepherd lives as long as its agent, mostly waiting, and
+    /// many run side by side. Pages a burst of output needs are read again
+    /// from the system's cache.
+    fn give_back_memory(&mut self) {
+        if let Err(e) = self.store.release_memory() {
+            tracing::debug!(run = %self.run_id, "cannot release the store's cache: {e}");
+        }
+        process::return_free_memory();
     }
 
     /// Records what the run's processes used so far (live figures).

@@ -197,6 +197,11 @@ impl Store {
         self.conn.pragma_update(None, "cache_size", -(kib as i64)).doing("setting cache_size")
     }
 
+    /// Frees this connection's cached pages (`PRAGMA shrink_memory`).
+    pub fn release_memory(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("PRAGMA shrink_memory").doing("releasing the page cache")
+    }
+
     /// The connection, for reads.
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn

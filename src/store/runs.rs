@@ -27,6 +27,9 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
 
 /// SQL list of the terminal statuses.
 pub(super) static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
+/// SQL list of the active statuses: `status IN` these goes through the
+/// status index, where `status NOT IN` terminal ones reads every run ever.
+static ACTIVE: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::ACTIVE));
 
 /// A run about to be launched.
 #[derive(Debug, Clone)]
@@ -373,7 +376,7 @@ impl Store {
 
     /// Active runs (not terminal), oldest first: what reconciliation checks.
     pub fn active_runs(&self) -> Result<Vec<Run>, StoreError> {
-        self.runs_where(&format!("status NOT IN {}", *TERMINAL), [], "listing active runs")
+        self.runs_where(&format!("status IN {}", *ACTIVE), [], "listing active runs")
     }
 
     /// The direct children of a run, oldest first.
