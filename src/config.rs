@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::adapter::AgentKind;
 use crate::home::Home;
@@ -41,6 +41,41 @@ pub struct Config {
     /// Which ended runs the tray removes once a day (`[retention]`; none
     /// unless set: nothing is deleted unasked).
     pub retention: Option<Retention>,
+    /// Other machines runs are launched on and followed from here
+    /// (`[hosts.NAME]`), by name.
+    pub hosts: Vec<HostConfig>,
+}
+
+/// A machine reached over SSH (`[hosts.NAME]`), running its own Corral.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// Its name here (the table's key).
+    #[serde(skip)]
+    pub name: String,
+    /// `user@host`, or a `Host` of `~/.ssh/config`.
+    pub ssh: String,
+    /// Its SSH port, if not the default or the one `~/.ssh/config` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// The private key to use, if not the SSH agent's or the usual ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_file: Option<String>,
+    /// More `ssh` arguments (e.g. `["-o", "ProxyJump=bastion"]`), before
+    /// Corral's own, so they win.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_options: Vec<String>,
+    /// The remote `corral` (default: `corral` on the remote PATH; `~/` is
+    /// the remote home).
+    #[serde(default = "default_remote_corral")]
+    pub corral: String,
+    /// The remote `CORRAL_HOME`, if not the remote user's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
+}
+
+fn default_remote_corral() -> String {
+    "corral".to_string()
 }
 
 /// How much of a transcript is kept.
@@ -103,8 +138,29 @@ impl Default for Config {
             cgroups: true,
             transcripts: TranscriptLimits::default(),
             retention: None,
+            hosts: Vec::new(),
         }
     }
+}
+
+/// A host name that `config.toml` does not have.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "no host '{name}' in config.toml ({}): add it with `corral hosts add {name} user@host`",
+    if known.is_empty() { "it has none".to_string() } else { format!("it has {known}") }
+)]
+pub struct UnknownHost {
+    /// The name asked for.
+    pub name: String,
+    /// The configured names, comma-separated.
+    pub known: String,
+}
+
+/// Why `name` cannot name a host (it names files and SSH sockets).
+pub fn host_name_problem(name: &str) -> Option<String> {
+    let fine =
+        !name.is_empty() && name.len() <= 32 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    (!fine).then(|| format!("'{name}' is not a host name: use up to 32 letters, digits, '-' or '_'"))
 }
 
 /// A settings file that cannot be used.
@@ -134,6 +190,7 @@ struct ConfigFile {
     cgroups: Option<bool>,
     transcripts: TranscriptsFile,
     retention: Option<RetentionFile>,
+    hosts: std::collections::BTreeMap<String, HostConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -238,7 +295,27 @@ impl Config {
                 .collect::<Result<_, _>>()?;
             config.retention = Some(Retention { older_than: duration("retention.older_than", &r.older_than)?, status });
         }
+        for (name, host) in file.hosts {
+            if let Some(why) = host_name_problem(&name) {
+                return Err(invalid(format!("`[hosts.{name}]`: {why}")));
+            }
+            if host.ssh.trim().is_empty() || host.ssh.starts_with('-') {
+                return Err(invalid(format!(
+                    "`[hosts.{name}] ssh = \"{}\"` is not a destination: write `user@host` or a Host of ~/.ssh/config",
+                    host.ssh
+                )));
+            }
+            config.hosts.push(HostConfig { name, ..host });
+        }
         Ok(config)
+    }
+
+    /// The host named `name`, or an error listing the configured ones.
+    pub fn host(&self, name: &str) -> Result<&HostConfig, UnknownHost> {
+        self.hosts.iter().find(|h| h.name == name).ok_or_else(|| UnknownHost {
+            name: name.to_string(),
+            known: self.hosts.iter().map(|h| h.name.clone()).collect::<Vec<_>>().join(", "),
+        })
     }
 
     /// The resource limits a run of `preset` gets: the preset's own, else

@@ -24,6 +24,7 @@ pub mod process;
 pub mod queue;
 pub mod recent_folders;
 pub mod reconcile;
+pub mod remote;
 pub mod remove;
 pub mod reply;
 pub mod resources;

@@ -299,6 +299,9 @@ pub struct Run {
     /// transcript cap left out.
     #[serde(default)]
     pub transcript: TranscriptSize,
+    /// The `[hosts.NAME]` it runs on; `None` for a run of this machine.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// A transcript's size in the store.

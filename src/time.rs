@@ -47,6 +47,11 @@ pub fn human_duration(d: chrono::Duration) -> String {
     }
 }
 
+/// The local time of day of `at`, for "since 12:03".
+pub fn clock(at: Timestamp) -> String {
+    at.with_timezone(&chrono::Local).format("%H:%M").to_string()
+}
+
 /// How long ago `at` was, for tables: `just now`, `5s ago`, `3m ago`, ...
 pub fn ago(at: Timestamp, now: Timestamp) -> String {
     let s = (now - at).num_seconds();

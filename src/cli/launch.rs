@@ -8,7 +8,7 @@ use corral::launch::{launch, LaunchRequest};
 use corral::queue::ShepherdCommand;
 use corral::Store;
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// The preset to run (see `corral presets`).
     preset: String,
@@ -22,9 +22,13 @@ pub struct Args {
     /// Model to use instead of the preset's.
     #[arg(long)]
     model: Option<String>,
-    /// Working folder (default: the current one).
+    /// Working folder (default: the current one; with --host, a folder of
+    /// that host, default its user's home).
     #[arg(long)]
     cwd: Option<PathBuf>,
+    /// Launch on this host of config.toml (`[hosts.NAME]`), over SSH.
+    #[arg(long, value_name = "NAME", conflicts_with = "parent")]
+    host: Option<String>,
     /// Parent run (default: the run this command runs inside, if any).
     #[arg(long)]
     parent: Option<String>,
@@ -46,7 +50,16 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(
+    home: &corral::Home,
+    store: &mut Store,
+    args: Args,
+    shepherd: &ShepherdCommand,
+    out: &mut impl Write,
+) -> anyhow::Result<i32> {
+    if let Some(name) = &args.host {
+        return launch_on_host(home, store, name, args.clone(), out);
+    }
     let request = LaunchRequest {
         preset: args.preset,
         task: task_of(&args.task, args.task_file.as_deref())?,
@@ -76,6 +89,50 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
             super::wait::print_ended(run, out)?;
         }
         return Ok(super::wait::exit_code(&result));
+    }
+    if args.json {
+        super::print_json(out, &run)?;
+    } else {
+        writeln!(out, "{}", run.id)?;
+    }
+    Ok(0)
+}
+
+/// `launch --host`: the run starts on the host; `--wait` waits there.
+fn launch_on_host(
+    home: &corral::Home,
+    store: &mut Store,
+    name: &str,
+    args: Args,
+    out: &mut impl Write,
+) -> anyhow::Result<i32> {
+    let config = corral::config::Config::load(home)?;
+    let host = config.host(name)?;
+    let task = task_of(&args.task, args.task_file.as_deref())?;
+    corral::launch::check_task(&task)?;
+    let options = corral::remote::RemoteLaunch {
+        cwd: args.cwd.map(|dir| dir.to_string_lossy().into_owned()),
+        model: args.model,
+        worktree: match (args.worktree, args.no_worktree) {
+            (true, _) => Some(true),
+            (false, true) => Some(false),
+            (false, false) => None,
+        },
+        base: args.base,
+    };
+    let run = corral::remote::launch(home, store, host, &args.preset, &task, &options)?;
+    if args.wait {
+        let ssh = corral::remote::Ssh::new(home, host);
+        let mut wait: Vec<std::ffi::OsString> = vec!["wait".into(), run.id.clone().into()];
+        if args.json {
+            wait.push("--json".into());
+        }
+        let done = ssh.corral(&wait).stdout(std::process::Stdio::piped()).output()?;
+        if let Some(e) = ssh.failure(done.status.code(), &done.stderr) {
+            return Err(e.into());
+        }
+        out.write_all(&done.stdout)?;
+        return Ok(done.status.code().unwrap_or(super::EXIT_ERROR));
     }
     if args.json {
         super::print_json(out, &run)?;

@@ -8,15 +8,28 @@ use super::table::{cell, Table};
 use corral::store::RunFilter;
 use std::collections::{HashMap, HashSet};
 
-use corral::{time, Run, Store};
+use corral::config::HostConfig;
+use corral::{time, Home, Run, Store};
 
 /// Runs listed without `-n` or `--all`.
 pub const DEFAULT_COUNT: usize = 20;
 /// The task column is never narrower than this.
 const MIN_TASK: usize = 20;
 
-pub fn run(store: &Store, filter: &RunFilter, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
-    let runs = store.runs(filter)?;
+/// How long `ls` waits for hosts nobody follows to catch up.
+const CATCH_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+
+pub fn run(
+    home: &Home,
+    store: &mut Store,
+    filter: &RunFilter,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<i32> {
+    let hosts = corral::config::Config::load(home)?.hosts;
+    catch_up(home, &hosts);
+    let mut runs = store.runs(filter)?;
+    let unreachable = with_remote_runs(store, &hosts, filter, &mut runs)?;
     if json {
         super::print_json(out, &runs)?;
         return Ok(0);
@@ -46,13 +59,20 @@ pub fn run(store: &Store, filter: &RunFilter, json: bool, out: &mut impl Write) 
             0 => "-".to_string(),
             n => n.to_string(),
         };
-        let status = match &run.retrying {
-            Some(retry) => format!("{} (retrying: {})", run.status, cell(retry, 40)),
-            None => run.status.to_string(),
+        let status = match (&run.retrying, &run.host) {
+            (_, Some(host)) if run.status.is_active() && unreachable.contains_key(host) => {
+                format!("unreachable since {}", unreachable[host])
+            }
+            (Some(retry), _) => format!("{} (retrying: {})", run.status, cell(retry, 40)),
+            _ => run.status.to_string(),
         };
         let folder = run.launch_folder();
         let folder = folder.file_name().map_or_else(|| "/".to_string(), |n| n.to_string_lossy().into_owned());
-        rows.push(vec![id, status, run.preset.clone(), cell(&folder, 20), age, duration, tokens, run.task.clone()]);
+        let folder = match &run.host {
+            Some(host) => format!("{host}:{}", cell(&folder, 20)),
+            None => cell(&folder, 20),
+        };
+        rows.push(vec![id, status, run.preset.clone(), folder, age, duration, tokens, run.task.clone()]);
     }
     // The task takes what the terminal has left (everything, into a pipe).
     let fixed: usize = (0..7).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0) + 2).sum();
@@ -74,6 +94,68 @@ pub fn run(store: &Store, filter: &RunFilter, json: bool, out: &mut impl Write) 
         writeln!(out, "(the latest {}: -n N or --all for more)", runs.len())?;
     }
     Ok(0)
+}
+
+/// Brings the mirror of each host nobody follows up to date, side by side,
+/// for at most [`CATCH_UP_WITHIN`]; a host that does not answer by then is
+/// shown as last seen.
+fn catch_up(home: &Home, hosts: &[HostConfig]) {
+    if hosts.is_empty() {
+        return;
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    for host in hosts {
+        let (home, host, done) = (home.clone(), host.clone(), done.clone());
+        std::thread::spawn(move || {
+            if let Ok(mut store) = Store::open(&home) {
+                if let Err(e) = corral::remote::catch_up(&home, &mut store, &host, CATCH_UP_WITHIN) {
+                    tracing::info!(host = %host.name, "cannot catch up: {e}");
+                }
+            }
+            let _ = done.send(());
+        });
+    }
+    let deadline = std::time::Instant::now() + CATCH_UP_WITHIN;
+    for _ in hosts {
+        if finished.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).is_err() {
+            break;
+        }
+    }
+}
+
+/// Adds the runs of other hosts that `filter` keeps, newest first with
+/// the local ones; returns the hosts unreachable now, with since when.
+fn with_remote_runs(
+    store: &Store,
+    hosts: &[HostConfig],
+    filter: &RunFilter,
+    runs: &mut Vec<Run>,
+) -> anyhow::Result<HashMap<String, String>> {
+    let mut unreachable = HashMap::new();
+    for host in hosts {
+        if let Some(state) = store.host_state(&host.name)?.filter(|s| !s.reachable) {
+            let since = state.since.as_deref().and_then(time::parse).map_or_else(String::new, time::clock);
+            unreachable.insert(host.name.clone(), since);
+        }
+    }
+    let remote: Vec<Run> = store
+        .remote_runs(None)?
+        .into_iter()
+        .filter(|r| filter.statuses.is_empty() || filter.statuses.contains(&r.status))
+        .filter(|r| filter.status.is_none_or(|s| s == r.status))
+        .filter(|r| filter.preset.as_ref().is_none_or(|p| *p == r.preset))
+        .filter(|r| filter.created_since.as_ref().is_none_or(|since| r.created_at >= *since))
+        .filter(|_| filter.folder.is_none() && filter.parent_id.is_none())
+        .collect();
+    if remote.is_empty() {
+        return Ok(unreachable);
+    }
+    runs.extend(remote);
+    runs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    if let Some(limit) = filter.limit {
+        runs.truncate(limit);
+    }
+    Ok(unreachable)
 }
 
 /// The runs in tree order: each run followed by its children (oldest first),

@@ -2,11 +2,13 @@
 //! messages and exit codes in one place.
 
 mod abort;
+mod about;
 mod colour;
 mod diff;
 mod discard;
 mod doctor;
 mod du;
+mod hosts;
 mod launch;
 mod ls;
 mod merge;
@@ -21,6 +23,7 @@ mod show;
 mod table;
 mod tail;
 mod wait;
+mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -238,6 +241,36 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Every change to a run as it happens, each with the store's change
+    /// number (never one missed); `--since N` first sends each run changed
+    /// after change N (0: every run).
+    Watch {
+        /// One JSON object per line: {"seq", "run"}, {"seq", "removed"},
+        /// and {"caught_up": N} once the changes before now are sent.
+        #[arg(long)]
+        json: bool,
+        /// Start after this change number.
+        #[arg(long, value_name = "SEQ")]
+        since: Option<i64>,
+        /// Stop once caught up (what a one-off catch-up reads).
+        #[arg(long, hide = true)]
+        until_caught_up: bool,
+    },
+    /// This machine as Corral sees it: version, OS, runs, latest change.
+    About {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The other machines runs are launched on (`[hosts.NAME]` in
+    /// config.toml), each asked now: reachable, version, runs.
+    Hosts {
+        #[command(subcommand)]
+        action: Option<hosts::Action>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Search tasks, results and transcripts.
     Search {
         /// Words to find.
@@ -320,10 +353,14 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     }
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
     let mut store = corral::heal::open_healed(&home, &shepherd)?;
+    // A verb on runs of another host is that host's to carry out.
+    if let Some(host) = remote_target(&store, &command)? {
+        return remote_verb(&home, &host);
+    }
     let mut out = std::io::stdout().lock();
     let code = match command {
         Command::Presets { cwd, json } => presets::run(&store, cwd, json, &mut out)?,
-        Command::Launch(args) => launch::run(&mut store, args, &shepherd, &mut out)?,
+        Command::Launch(args) => launch::run(&home, &mut store, args, &shepherd, &mut out)?,
         Command::Ls { all, count, status, preset, cwd, here, since, json } => {
             let folder = match (cwd, here) {
                 (Some(dir), _) => Some(std::path::absolute(&dir).unwrap_or(dir)),
@@ -339,7 +376,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
                 created_since: since.as_deref().map(since_arg).transpose()?,
                 ..Default::default()
             };
-            ls::run(&store, &filter, json, &mut out)?
+            ls::run(&home, &mut store, &filter, json, &mut out)?
         }
         Command::Show { run, json } => show::run(&mut store, &run, json, &mut out)?,
         Command::Tail { runs, lines, timestamps, since, follow, json } => {
@@ -363,6 +400,12 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
             prune::run(&mut store, rule, dry_run, json, &mut out)?
         }
         Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
+        Command::Watch { json, since, until_caught_up } => {
+            watch::run(&mut store, watch::Options { json, since, until_caught_up }, &shepherd, &mut out)?
+        }
+        Command::About { json } => about::run(&store, json, &mut out)?,
+        Command::Hosts { action: None, json } => hosts::list(&home, &store, json, &mut out)?,
+        Command::Hosts { action: Some(action), .. } => hosts::add(&home, action, &mut out)?,
         Command::Mcp
         | Command::Shepherd { .. }
         | Command::Completions { .. }
@@ -373,6 +416,64 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     };
     out.flush()?;
     Ok(code)
+}
+
+/// The host whose runs `command` names, if it names runs of another host;
+/// an error if it mixes machines.
+fn remote_target(store: &corral::Store, command: &Command) -> anyhow::Result<Option<String>> {
+    let ids: Vec<&String> = match command {
+        Command::Show { run, .. }
+        | Command::Diff { run, .. }
+        | Command::Merge { run, .. }
+        | Command::Discard { run, .. }
+        | Command::Relaunch { run, .. } => vec![run],
+        Command::Tail { runs, .. }
+        | Command::Wait { runs, .. }
+        | Command::Abort { runs, .. }
+        | Command::Pause { runs, .. }
+        | Command::Resume { runs, .. }
+        | Command::Rm { runs, .. } => runs.iter().collect(),
+        Command::Reply(args) => vec![args.run()],
+        _ => return Ok(None),
+    };
+    let mut hosts = Vec::new();
+    for id in ids {
+        let host = match store.find_run(id) {
+            Ok(_) => None,
+            Err(corral::store::StoreError::UnknownRun(_)) => match store.find_remote_run(id)? {
+                Some(run) => run.host,
+                None => continue, // said by the verb itself, as unknown
+            },
+            Err(e) => return Err(e.into()),
+        };
+        if !hosts.contains(&host) {
+            hosts.push(host);
+        }
+    }
+    match hosts.as_slice() {
+        [] | [None] => Ok(None),
+        [Some(host)] => Ok(Some(host.clone())),
+        _ => anyhow::bail!("these runs are on different machines: give the runs of one machine at a time"),
+    }
+}
+
+/// Carries out this very command line on `host`, with its output and exit
+/// code; a connection that fails says what to do.
+fn remote_verb(home: &corral::Home, host: &str) -> anyhow::Result<i32> {
+    let config = corral::config::Config::load(home)?;
+    let host = config.host(host)?;
+    let ssh = corral::remote::Ssh::new(home, host);
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut command = ssh.corral(&args);
+    command.stdin(std::process::Stdio::inherit()).stdout(std::process::Stdio::inherit());
+    command.stderr(std::process::Stdio::piped());
+    let child = command.spawn().context("running ssh")?;
+    let done = child.wait_with_output()?;
+    if let Some(e) = ssh.failure(done.status.code(), &done.stderr) {
+        return Err(e.into());
+    }
+    std::io::stderr().write_all(&done.stderr)?;
+    Ok(done.status.code().unwrap_or(EXIT_ERROR))
 }
 
 /// Prints one JSON document.

@@ -27,6 +27,13 @@ pub struct Args {
     json: bool,
 }
 
+impl Args {
+    /// The run replied to, as given.
+    pub fn run(&self) -> &String {
+        &self.run
+    }
+}
+
 pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
     let replied = reply(store, &args.run, &args.text.join(" "), args.allow_denied, shepherd)?;
     let id = replied.run.id.clone();

@@ -155,6 +155,22 @@ pub fn reap_any() -> io::Result<Option<Reaped>> {
     }
 }
 
+/// An exclusive lock on a file (`flock`), held until dropped; the kernel
+/// lets it go when its process dies, however it dies.
+#[derive(Debug)]
+pub struct FileLock {
+    _lock: nix::fcntl::Flock<File>,
+}
+
+impl FileLock {
+    /// Locks `file` if no one else holds it.
+    pub fn try_exclusive(file: File) -> Option<FileLock> {
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .ok()
+            .map(|lock| FileLock { _lock: lock })
+    }
+}
+
 /// Returns the heap's free pages to the system (glibc keeps them
 /// otherwise, however long the process lives).
 pub fn return_free_memory() {

@@ -45,8 +45,34 @@ impl Store {
             .doing("reading the status version")
     }
 
-    /// The tray's counts.
+    /// The tray's counts: this machine's runs and those followed on other
+    /// hosts.
     pub fn counts(&self) -> Result<Counts, StoreError> {
+        let local = self.local_counts()?;
+        let sql = format!(
+            "SELECT
+               count(*) FILTER (WHERE status IN {active}),
+               count(*),
+               count(*) FILTER (WHERE status IN {failed} AND seen_at IS NULL)
+             FROM remote_runs",
+            active = RunStatus::sql_list(RunStatus::ACTIVE),
+            failed = RunStatus::sql_list(&[RunStatus::Failed, RunStatus::Lost]),
+        );
+        let (running, total, unseen): (i64, i64, i64) = self
+            .conn()
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
+            .doing("counting runs of other hosts")?;
+        Ok(Counts {
+            running: local.running + running as u64,
+            total: local.total + total as u64,
+            unseen_failures: local.unseen_failures + unseen as u64,
+            attention: local.attention + unseen as u64,
+        })
+    }
+
+    /// This machine's runs only.
+    pub fn local_counts(&self) -> Result<Counts, StoreError> {
         let sql = format!(
             "SELECT
                count(*) FILTER (WHERE status IN {}),

@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0010_containment.sql"),
     include_str!("migrations/0011_run_removal.sql"),
     include_str!("migrations/0012_transcript_size.sql"),
+    include_str!("migrations/0013_changes_and_hosts.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -6,10 +6,12 @@
 //! timeout instead of failing on lock upgrades. Readers learn of changes from
 //! the database alone (see [`crate::watch`]).
 
+mod changes;
 mod desk;
 mod events;
 mod health;
 mod migrate;
+mod remote;
 mod removal;
 mod replies;
 mod runs;
@@ -23,10 +25,12 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::home::{Home, HomeError, FILE_MODE};
 
+pub use changes::Change;
 pub use desk::{Counts, Spend};
 pub use events::{stored_bytes, Dropped, EventMark, StoredEvent};
 pub use health::Health;
 pub use migrate::SCHEMA_VERSION;
+pub use remote::HostState;
 pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};
 pub use runs::{AbortRequest, Committed, NewRun, Outcome, RunFilter, SearchHit};

@@ -933,6 +933,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
             dropped_events: count(55)?,
             dropped_bytes: count(56)?,
         },
+        host: None,
         changes: match (row.get::<_, Option<i64>>(45)?, row.get::<_, Option<i64>>(46)?, row.get::<_, Option<i64>>(47)?)
         {
             (Some(files), Some(added), Some(removed)) => {

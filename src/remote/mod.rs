@@ -1,0 +1,168 @@
+//! Runs on other machines (`[hosts.NAME]` of `config.toml`), over SSH.
+//!
+//! A remote host runs the same `corral`: its runs are detached shepherds
+//! and a store on that machine, so they never depend on the connection.
+//! This machine launches there (`launch`), acts there (`proxy`: the same
+//! verb, run by the remote `corral`), and follows the host's change stream
+//! (`follow`: `corral watch --json --since N` over one multiplexed
+//! connection) into its own store's mirror, which `ls`, the tray and the
+//! window read. Nothing of Corral's listens on a network.
+
+mod follow;
+mod ssh;
+
+use std::ffi::OsString;
+
+use serde::{Deserialize, Serialize};
+
+pub use follow::{catch_up, follow, FollowLock, Following};
+pub use ssh::{quote, Ssh, SshError};
+
+use crate::config::{ConfigError, HostConfig};
+use crate::home::Home;
+use crate::run::Run;
+use crate::store::{Store, StoreError};
+
+/// What `corral about --json` says of a machine: enough to check a host
+/// before following it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct About {
+    /// `corral --version`'s number.
+    pub version: String,
+    /// The operating system (`linux`).
+    pub os: String,
+    /// The processor architecture (`x86_64`).
+    pub arch: String,
+    /// Runs not ended.
+    pub running: u64,
+    /// Runs in the store, not cleared.
+    pub total: u64,
+    /// The store's latest change number.
+    pub seq: i64,
+}
+
+impl About {
+    /// This machine, as its store says.
+    pub fn here(store: &Store) -> Result<About, StoreError> {
+        let counts = store.local_counts()?;
+        Ok(About {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            running: counts.running,
+            total: counts.total,
+            seq: store.change_seq()?,
+        })
+    }
+}
+
+/// What went wrong with a host.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The connection or the remote command failed.
+    #[error(transparent)]
+    Ssh(#[from] SshError),
+    /// The host runs another version of Corral.
+    #[error(
+        "host '{host}' runs corral {theirs}, this is {ours}: install this version there \
+         (`corral hosts add {host} {dest} --install` copies it when the machine is alike)"
+    )]
+    Version { host: String, dest: String, theirs: String, ours: String },
+    /// The remote `corral` refused (its own words, e.g. an unknown preset).
+    #[error("on host '{host}': {message}")]
+    Refused { host: String, message: String },
+    /// The remote `corral` printed what this one cannot read.
+    #[error("host '{host}' answered what this Corral cannot read ({what}): {detail}")]
+    Garbled { host: String, what: &'static str, detail: String },
+    /// This store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The settings file is broken.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// Asks `host` what it is, and checks it runs this version of Corral.
+pub fn about(ssh: &Ssh) -> Result<About, RemoteError> {
+    let host = ssh.host();
+    let output = ssh.run(&["about".into(), "--json".into()], None)?;
+    if !output.status.success() {
+        return Err(refused(host, &output.stderr));
+    }
+    let about: About = serde_json::from_slice(&output.stdout).map_err(|e| RemoteError::Garbled {
+        host: host.name.clone(),
+        what: "corral about --json",
+        detail: e.to_string(),
+    })?;
+    let ours = env!("CARGO_PKG_VERSION");
+    if about.version != ours {
+        return Err(RemoteError::Version {
+            host: host.name.clone(),
+            dest: host.ssh.clone(),
+            theirs: about.version,
+            ours: ours.to_string(),
+        });
+    }
+    Ok(about)
+}
+
+/// What a launch on a host needs besides the preset and task.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteLaunch {
+    /// The remote working folder (default: the remote user's home).
+    pub cwd: Option<String>,
+    /// Model override.
+    pub model: Option<String>,
+    /// A worktree of its own (`Some(true)`), or not (`Some(false)`).
+    pub worktree: Option<bool>,
+    /// The commit its worktree starts from.
+    pub base: Option<String>,
+}
+
+/// Launches `preset` with `task` on `host`, records the run in this
+/// store's mirror (so it shows at once) and returns it. The task crosses
+/// on standard input, byte for byte.
+pub fn launch(
+    home: &Home,
+    store: &mut Store,
+    host: &HostConfig,
+    preset: &str,
+    task: &str,
+    options: &RemoteLaunch,
+) -> Result<Run, RemoteError> {
+    let ssh = Ssh::new(home, host);
+    let mut args: Vec<OsString> = vec!["launch".into(), preset.into(), "-".into(), "--json".into()];
+    if let Some(cwd) = &options.cwd {
+        args.extend(["--cwd".into(), cwd.into()]);
+    }
+    if let Some(model) = &options.model {
+        args.extend(["--model".into(), model.into()]);
+    }
+    match options.worktree {
+        Some(true) => args.push("--worktree".into()),
+        Some(false) => args.push("--no-worktree".into()),
+        None => {}
+    }
+    if let Some(base) = &options.base {
+        args.extend(["--base".into(), base.into()]);
+    }
+    let output = ssh.run(&args, Some(task.as_bytes()))?;
+    if !output.status.success() {
+        return Err(refused(host, &output.stderr));
+    }
+    let mut run: Run = serde_json::from_slice(&output.stdout).map_err(|e| RemoteError::Garbled {
+        host: host.name.clone(),
+        what: "corral launch --json",
+        detail: e.to_string(),
+    })?;
+    store.record_remote_launch(&host.name, &run)?;
+    run.host = Some(host.name.clone());
+    Ok(run)
+}
+
+/// The remote `corral`'s own error, without its `corral: ` prefix.
+fn refused(host: &HostConfig, stderr: &[u8]) -> RemoteError {
+    let said = String::from_utf8_lossy(stderr);
+    let message = said.trim().strip_prefix("corral: ").unwrap_or(said.trim()).to_string();
+    RemoteError::Refused { host: host.name.clone(), message }
+}
