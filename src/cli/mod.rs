@@ -355,7 +355,11 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     let mut store = corral::heal::open_healed(&home, &shepherd)?;
     // A verb on runs of another host is that host's to carry out.
     if let Some(host) = remote_target(&store, &command)? {
-        return remote_verb(&home, &host);
+        if let Command::Wait { runs, timeout, json } = &command {
+            return remote_wait(&home, &host, runs, *timeout, *json);
+        }
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        return remote_verb(&home, &host, &args);
     }
     let mut out = std::io::stdout().lock();
     let code = match command {
@@ -457,14 +461,13 @@ fn remote_target(store: &corral::Store, command: &Command) -> anyhow::Result<Opt
     }
 }
 
-/// Carries out this very command line on `host`, with its output and exit
+/// Carries out `args` (a command line) on `host`, with its output and exit
 /// code; a connection that fails says what to do.
-fn remote_verb(home: &corral::Home, host: &str) -> anyhow::Result<i32> {
+fn remote_verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> anyhow::Result<i32> {
     let config = corral::config::Config::load(home)?;
     let host = config.host(host)?;
     let ssh = corral::remote::Ssh::new(home, host);
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let mut command = ssh.corral(&args);
+    let mut command = ssh.corral(args);
     command.stdin(std::process::Stdio::inherit()).stdout(std::process::Stdio::inherit());
     command.stderr(std::process::Stdio::piped());
     let child = command.spawn().context("running ssh")?;
@@ -474,6 +477,50 @@ fn remote_verb(home: &corral::Home, host: &str) -> anyhow::Result<i32> {
     }
     std::io::stderr().write_all(&done.stderr)?;
     Ok(done.status.code().unwrap_or(EXIT_ERROR))
+}
+
+/// `wait` on runs of `host`: waits there, and through a connection that
+/// drops, waits for the host to answer again (saying so) until the runs
+/// end or the timeout passes. The runs go on there meanwhile.
+fn remote_wait(
+    home: &corral::Home,
+    host: &str,
+    runs: &[String],
+    timeout: Option<f64>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    use std::time::{Duration, Instant};
+    let deadline = match timeout {
+        Some(t) if !(t.is_finite() && t >= 0.0) => anyhow::bail!("--timeout {t}: write a number of seconds"),
+        Some(t) => Some(Instant::now() + Duration::try_from_secs_f64(t).unwrap_or(corral::time::LONGEST)),
+        None => None,
+    };
+    let mut pause = Duration::from_secs(1);
+    loop {
+        let mut args: Vec<std::ffi::OsString> = vec!["wait".into()];
+        args.extend(runs.iter().map(Into::into));
+        if let Some(at) = deadline {
+            args.extend([
+                "--timeout".into(),
+                format!("{:.3}", at.saturating_duration_since(Instant::now()).as_secs_f64()).into(),
+            ]);
+        }
+        if json {
+            args.push("--json".into());
+        }
+        match remote_verb(home, host, &args) {
+            Err(e) if e.downcast_ref::<corral::remote::SshError>().is_some_and(|e| e.is_unreachable()) => {
+                if deadline.is_some_and(|at| Instant::now() >= at) {
+                    eprintln!("corral: {e}; the wait timed out");
+                    return Ok(wait::EXIT_TIMEOUT);
+                }
+                eprintln!("corral: {e}; waiting for it to answer again (the runs go on there)");
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(30));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Prints one JSON document.

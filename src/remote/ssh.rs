@@ -17,6 +17,14 @@ use crate::home::Home;
 /// How long to wait for a connection before saying the host is unreachable.
 const CONNECT_TIMEOUT_SECONDS: u32 = 10;
 
+/// What ssh says when a connection failed before anything ran remotely.
+const NEVER_BEGAN: [&str; 4] = [
+    "kex_exchange_identification",
+    "Connection reset by",
+    "Session open refused by peer",
+    "mux_client_request_session",
+];
+
 /// A host's `ssh` invocations.
 #[derive(Debug, Clone)]
 pub struct Ssh {
@@ -129,6 +137,26 @@ impl Ssh {
     /// Runs `corral ARGS` there with `input` on its standard input, and
     /// returns its output; an SSH failure is said in words.
     pub fn run(&self, args: &[OsString], input: Option<&[u8]>) -> Result<Output, SshError> {
+        // A connection refused before it began (sshd's MaxStartups when
+        // many connect at once, a full multiplexed connection) ran nothing:
+        // try again shortly, by then through the one connection made.
+        let mut pause = std::time::Duration::from_millis(50);
+        loop {
+            let output = self.run_once(args, input)?;
+            let said = String::from_utf8_lossy(&output.stderr);
+            let never_began = output.status.code() == Some(255) && NEVER_BEGAN.iter().any(|s| said.contains(s));
+            if !never_began || pause > std::time::Duration::from_secs(2) {
+                return match self.failure(output.status.code(), &output.stderr) {
+                    Some(e) => Err(e),
+                    None => Ok(output),
+                };
+            }
+            std::thread::sleep(pause + std::time::Duration::from_millis(u64::from(std::process::id() % 50)));
+            pause *= 2;
+        }
+    }
+
+    fn run_once(&self, args: &[OsString], input: Option<&[u8]>) -> Result<Output, SshError> {
         let mut command = self.corral(args);
         command.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
         command.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -137,11 +165,7 @@ impl Ssh {
             // A remote end that stops reading early fails below, with its words.
             let _ = std::io::Write::write_all(&mut stdin, input);
         }
-        let output = child.wait_with_output().map_err(|e| SshError::NoClient(e.to_string()))?;
-        match self.failure(output.status.code(), &output.stderr) {
-            Some(e) => Err(e),
-            None => Ok(output),
-        }
+        child.wait_with_output().map_err(|e| SshError::NoClient(e.to_string()))
     }
 
     /// What went wrong, if ssh (exit 255) or the remote shell (127: no

@@ -1,0 +1,400 @@
+//! Runs on a remote host over SSH, against Debian's real `sshd` on a
+//! loopback port, with a host key and a user key made here and a separate
+//! `CORRAL_HOME` as the remote side. What a user sees: the run launched
+//! there, followed here, stopped there, surviving the connection, caught up
+//! after an outage and announced once.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{corral_bin, eventually, Env};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// An `sshd` of its own, and the remote side's Corral home.
+struct Remote {
+    dir: tempfile::TempDir,
+    port: u16,
+    sshd: Option<Child>,
+    /// The remote CORRAL_HOME.
+    home: PathBuf,
+}
+
+impl Remote {
+    /// Starts sshd, or says why it cannot run here.
+    fn start() -> Option<Remote> {
+        let sshd = Path::new("/usr/sbin/sshd");
+        if !sshd.exists() {
+            println!("SKIPPED (cannot run here): no /usr/sbin/sshd (Debian: apt install openssh-server)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for key in ["host_key", "user_key"] {
+            let made = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", "corral-test", "-f"])
+                .arg(d.join(key))
+                .status()
+                .unwrap();
+            assert!(made.success());
+        }
+        std::fs::copy(d.join("user_key.pub"), d.join("authorized_keys")).unwrap();
+        let port = free_port();
+        let host_key = std::fs::read_to_string(d.join("host_key.pub")).unwrap();
+        std::fs::write(d.join("known_hosts"), format!("[127.0.0.1]:{port} {host_key}")).unwrap();
+        std::fs::write(
+            d.join("sshd_config"),
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {dir}/host_key\nPidFile {dir}/sshd.pid\n\
+                 AuthorizedKeysFile {dir}/authorized_keys\nStrictModes no\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
+                dir = d.display()
+            ),
+        )
+        .unwrap();
+        // sshd's privilege separation folder (made by its package's service).
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let home = d.join("remote-home");
+        std::fs::create_dir_all(home.join("presets")).unwrap();
+        let mut remote = Remote { dir, port, sshd: None, home };
+        remote.start_sshd();
+        Some(remote)
+    }
+
+    fn start_sshd(&mut self) {
+        let d = self.dir.path();
+        let log = std::fs::File::create(d.join("sshd.log")).unwrap();
+        let child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(d.join("sshd_config"))
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.sshd = Some(child);
+        let port = self.port;
+        assert!(
+            eventually(LIMIT, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()),
+            "sshd did not start: {}",
+            std::fs::read_to_string(d.join("sshd.log")).unwrap_or_default()
+        );
+    }
+
+    /// Stops sshd and every connection it serves.
+    fn stop_sshd(&mut self) {
+        self.kill_connections();
+        if let Some(mut child) = self.sshd.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the processes serving this sshd's connections (the network
+    /// dropping): its children, one per connection.
+    fn kill_connections(&self) {
+        if let Some(sshd) = &self.sshd {
+            let _ = Command::new("pkill").args(["-KILL", "-P", &sshd.id().to_string()]).status();
+        }
+    }
+
+    /// True while this sshd serves a connection.
+    fn has_connections(&self) -> bool {
+        let parent = self.sshd.as_ref().map_or(0, |c| c.id()).to_string();
+        Command::new("pgrep").args(["-P", &parent]).stdout(Stdio::null()).status().unwrap().success()
+    }
+
+    /// `[hosts.box]` for an installation here.
+    fn host_config(&self) -> String {
+        let d = self.dir.path();
+        format!(
+            "[hosts.box]\nssh = \"{user}@127.0.0.1\"\nport = {port}\nidentity_file = \"{d}/user_key\"\n\
+             ssh_options = [\"-o\", \"UserKnownHostsFile={d}/known_hosts\", \"-o\", \"StrictHostKeyChecking=yes\", \
+             \"-o\", \"ControlPersist=no\"]\ncorral = \"{corral}\"\nhome = \"{home}\"\n",
+            user = whoami(),
+            port = self.port,
+            d = d.display(),
+            corral = corral_bin().display(),
+            home = self.home.display(),
+        )
+    }
+
+    /// A global preset on the remote side running `argv`.
+    fn preset(&self, name: &str, argv: &[&str]) {
+        let command = serde_json::to_string(argv).unwrap();
+        std::fs::write(
+            self.home.join("presets").join(format!("{name}.md")),
+            format!("---\nname: {name}\ndescription: remote test\nagent: command\ncommand: {command}\n---\n"),
+        )
+        .unwrap();
+    }
+
+    /// `corral ARGS --json` run on the remote side directly (not over SSH);
+    /// exit 1 (a run that did not complete) is an answer too.
+    fn json(&self, args: &[&str]) -> Value {
+        let out = Command::new(corral_bin()).args(args).arg("--json").env("CORRAL_HOME", &self.home).output().unwrap();
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "remote corral {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        self.stop_sshd();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn whoami() -> String {
+    String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap().trim().to_string()
+}
+
+/// A local installation with the remote as `box`.
+fn local(remote: &Remote) -> Env {
+    let env = Env::new();
+    env.config(&remote.host_config());
+    env
+}
+
+fn alive_with(marker: &str) -> bool {
+    Command::new("pgrep").args(["-f", marker]).stdout(Stdio::null()).status().unwrap().success()
+}
+
+#[test]
+fn a_task_full_of_shell_metacharacters_arrives_there_as_written_and_the_run_is_followed_here() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    remote.preset("echo-task", &["sh", "-c", "cat \"$CORRAL_TASK_FILE\""]);
+    let task = "it's $(touch /tmp/pwned) `id`; rm -rf ~ && echo $HOME | cat\nsecond line \"quoted\" \\ *";
+    let launched = env.json(&["launch", "--host", "box", "echo-task", task]);
+    let id = launched["id"].as_str().unwrap().to_string();
+    assert_eq!(launched["host"], "box", "{launched:#}");
+    let done = env.ok(&["wait", &id]);
+    assert!(done.contains("completed"), "{done}");
+    let there = remote.json(&["show", &id]);
+    assert_eq!(there["final_text"].as_str().unwrap().trim_end(), task);
+    assert_eq!(there["task"], task);
+    // Shown here with its host, as it ended there.
+    let listed = env.json(&["ls"]);
+    let run = listed.as_array().unwrap().iter().find(|r| r["id"] == id.as_str()).expect("listed here");
+    assert_eq!(run["host"], "box");
+    assert_eq!(run["status"], "completed");
+    let text = env.ok(&["ls"]);
+    assert!(text.contains("box:"), "{text}");
+    let shown = env.json(&["show", &id]);
+    assert_eq!(shown["status"], "completed");
+}
+
+#[test]
+fn abort_here_stops_the_run_there_and_leaves_no_process() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let marker = format!("30{}7", std::process::id() % 100_000);
+    remote.preset("long", &["sh", "-c", &format!("sleep {marker} & sleep {marker}1")]);
+    let id = env.ok(&["launch", "--host", "box", "long", "x"]).trim().to_string();
+    assert!(eventually(LIMIT, || alive_with(&format!("sleep {marker}1"))));
+    env.ok(&["abort", &id]);
+    let there = remote.json(&["wait", &id]);
+    assert_eq!(there[0]["status"], "aborted", "{there:#}");
+    assert!(eventually(LIMIT, || !alive_with(&format!("sleep {marker}"))), "a process of the run outlived it");
+}
+
+#[test]
+fn a_run_there_goes_on_when_the_connection_is_killed_and_a_wait_here_sees_its_end() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.dir.path().join("gate");
+    remote.preset(
+        "gated",
+        &["sh", "-c", &format!("while [ ! -e '{}' ]; do sleep 0.05; done; echo through", gate.display())],
+    );
+    let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+    // A wait over SSH is in progress when the connection dies.
+    let waiting = env.command(&["wait", &id]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    assert!(eventually(LIMIT, || remote.has_connections()));
+    remote.kill_connections();
+    std::fs::write(&gate, "").unwrap();
+    let there = remote.json(&["wait", &id]);
+    assert_eq!(there[0]["status"], "completed", "the run died with the connection: {there:#}");
+    assert_eq!(there[0]["final_text"].as_str().unwrap().trim(), "through");
+    let waited = waiting.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&waited.stderr);
+    assert!(waited.status.success(), "the wait here ends as the run did: {said}");
+    assert!(String::from_utf8_lossy(&waited.stdout).contains("completed"));
+}
+
+#[test]
+fn a_host_down_during_a_run_is_said_so_then_caught_up_and_the_end_announced_once() {
+    let Some(mut remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.dir.path().join("gate");
+    remote.preset(
+        "gated",
+        &["sh", "-c", &format!("while [ ! -e '{}' ]; do sleep 0.05; done; echo through", gate.display())],
+    );
+    let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+
+    let home = corral::Home::at(&env.home);
+    let config = corral::config::Config::load(&home).unwrap();
+    let host = config.host("box").unwrap().clone();
+    let following = corral::remote::Following::default();
+    let lock = corral::remote::FollowLock::try_take(&home, "box").expect("no one follows yet");
+    let follower = {
+        let (home, host, following) = (home.clone(), host.clone(), following.clone());
+        std::thread::spawn(move || corral::remote::follow(&home, &host, &following, lock))
+    };
+    let store = corral::Store::open(&home).unwrap();
+    let running = |s: &corral::Store| {
+        s.remote_runs(Some("box")).unwrap().iter().any(|r| r.id == id && r.status == corral::RunStatus::Running)
+    };
+    assert!(eventually(LIMIT, || running(&store)), "the run is followed here");
+    assert!(store.host_state("box").unwrap().unwrap().reachable);
+
+    remote.stop_sshd();
+    assert!(
+        eventually(LIMIT, || store.host_state("box").unwrap().is_some_and(|s| !s.reachable)),
+        "the host is said unreachable"
+    );
+    let text = env.ok(&["ls"]);
+    assert!(text.contains("unreachable since"), "its run says so, not lost nor failed:\n{text}");
+    assert!(running(&store), "neither lost nor failed while unreachable");
+
+    std::fs::write(&gate, "").unwrap();
+    remote.json(&["wait", &id]);
+    remote.start_sshd();
+    let ended = |s: &corral::Store| {
+        s.remote_runs(Some("box")).unwrap().iter().any(|r| r.id == id && r.status == corral::RunStatus::Completed)
+    };
+    assert!(eventually(Duration::from_secs(60), || ended(&store)), "caught up after the outage");
+    assert!(store.host_state("box").unwrap().unwrap().reachable);
+    let mut store = store;
+    let announced = store.claim_remote_endings(10).unwrap();
+    assert_eq!(announced.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), [id.as_str()]);
+    assert!(store.claim_remote_endings(10).unwrap().is_empty(), "announced once");
+    following.stop();
+    follower.join().unwrap();
+}
+
+#[test]
+fn a_parent_there_waits_for_the_children_it_launched_there() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let corral = corral_bin();
+    remote.preset("child", &["sh", "-c", "sleep 0.5; echo child-done"]);
+    remote.preset(
+        "parent",
+        &["sh", "-c", &format!("'{}' launch child c >/dev/null && echo parent-turn-done", corral.display())],
+    );
+    let id = env.ok(&["launch", "--host", "box", "parent", "x"]).trim().to_string();
+    let there = remote.json(&["wait", &id]);
+    let parent = &there[0];
+    let child_id = parent["children"][0].as_str().expect("a child run there").to_string();
+    let child = remote.json(&["show", &child_id]);
+    assert_eq!(child["status"], "completed");
+    assert!(
+        parent["completed_at"].as_str().unwrap() >= child["completed_at"].as_str().unwrap(),
+        "the parent ended before its child: {parent:#} {child:#}"
+    );
+}
+
+#[test]
+fn fifty_runs_there_at_once_are_all_followed_to_their_end() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    remote.preset("quick", &["sh", "-c", "echo done"]);
+    let launches: Vec<_> = (0..50)
+        .map(|i| {
+            let mut launch = env.command(&["launch", "--host", "box", "quick", &format!("run {i}")]);
+            launch.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    let ids: Vec<String> = launches
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        })
+        .collect();
+    assert_eq!(ids.len(), 50);
+    let all_done = || {
+        let listed = env.json(&["ls", "--all"]);
+        let done =
+            listed.as_array().unwrap().iter().filter(|r| r["host"] == "box" && r["status"] == "completed").count();
+        done == 50
+    };
+    assert!(eventually(Duration::from_secs(90), all_done), "every remote run is shown completed here");
+}
+
+#[test]
+fn a_wrong_name_a_refused_key_an_unknown_host_key_or_no_corral_there_are_said_clearly() {
+    let Some(remote) = Remote::start() else { return };
+    let env = Env::new();
+    let base = remote.host_config();
+    let d = remote.dir.path().display().to_string();
+    let other_key = remote.dir.path().join("other_key");
+    Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&other_key).status().unwrap();
+    let cases = [
+        (base.replace("[hosts.box]", "[hosts.other]"), "no host 'box' in config.toml"),
+        (base.replace(&format!("{d}/user_key"), &other_key.display().to_string()), "refused the key"),
+        (base.replace(&format!("{d}/known_hosts"), "/dev/null"), "host key is not known"),
+        (base.replace(&corral_bin().display().to_string(), "/nonexistent/corral"), "has no `/nonexistent/corral`"),
+    ];
+    for (config, said) in cases {
+        env.config(&config);
+        let out = env.corral(&["launch", "--host", "box", "anything", "x"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{said}: {stderr}");
+        assert!(stderr.contains(said), "wanted '{said}', got: {stderr}");
+    }
+    // Nothing was recorded for a launch that did not happen.
+    assert_eq!(env.json(&["ls", "--all"]), serde_json::json!([]));
+}
+
+#[test]
+fn watch_streams_every_change_after_a_number_and_says_when_caught_up() {
+    let env = Env::new();
+    env.command_preset("quick", &["true"]);
+    let first = env.ok(&["launch", "quick", "one"]).trim().to_string();
+    env.ok(&["wait", &first]);
+    let out = env.ok(&["watch", "--json", "--since", "0", "--until-caught-up"]);
+    let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let last = lines.last().unwrap();
+    let caught_up = last["caught_up"].as_i64().expect("ends caught up");
+    let runs: Vec<&Value> = lines.iter().filter(|l| l.get("run").is_some()).collect();
+    assert_eq!(runs.len(), 1, "each changed run once, at its latest state: {out}");
+    assert_eq!(runs[0]["run"]["status"], "completed");
+    assert_eq!(runs[0]["seq"].as_i64(), Some(caught_up));
+
+    // Following from there: a new run's changes, then its removal, in order.
+    let mut watch =
+        env.command(&["watch", "--json", "--since", &caught_up.to_string()]).stdout(Stdio::piped()).spawn().unwrap();
+    let second = env.ok(&["launch", "quick", "two"]).trim().to_string();
+    env.ok(&["wait", &second]);
+    env.ok(&["rm", &second]);
+    let reader = std::io::BufReader::new(watch.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    for line in std::io::BufRead::lines(reader) {
+        let line: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let removed = line.get("removed").is_some();
+        seen.push(line);
+        if removed {
+            break;
+        }
+    }
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    let numbers: Vec<i64> = seen.iter().filter_map(|l| l["seq"].as_i64()).collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "numbers only grow: {numbers:?}");
+    assert!(seen.iter().any(|l| l["run"]["id"] == second.as_str() && l["run"]["status"] == "completed"), "{seen:#?}");
+    assert_eq!(seen.last().unwrap()["removed"], second.as_str());
+}
