@@ -62,7 +62,10 @@ pub fn speakers(store: &Store, ended: Vec<Run>) -> Result<Vec<Run>, StoreError> 
 pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
     let tree = descendants(store, &run.id)?;
     let duration = run.duration(time::now()).map(time::human_duration);
-    let took = duration.map(|d| format!(" in {d}")).unwrap_or_default();
+    let mut took = duration.map(|d| format!(" in {d}")).unwrap_or_default();
+    if let Some(host) = &run.host {
+        took = format!(" on {host}{took}");
+    }
     let mut summary = match run.status {
         RunStatus::Completed => format!("✓ {} completed{took}", run.preset),
         RunStatus::Failed => format!("✗ {} failed{took}", run.preset),

@@ -5,34 +5,10 @@
 
 mod common;
 
-use common::{corral_bin, fake_agent, processes_of_run, Env};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
-use rmcp::ServiceExt;
-use serde_json::{json, Value};
-
-async fn connect(env: &Env, caller: Option<&str>) -> RunningService<RoleClient, ()> {
-    let mut cmd = tokio::process::Command::new(corral_bin());
-    cmd.arg("mcp")
-        .current_dir(&env.project)
-        .env("CORRAL_HOME", &env.home)
-        .env("HOME", &env.user_home)
-        .env("PATH", format!("{}:{}", env.bin.display(), std::env::var("PATH").unwrap_or_default()))
-        .env_remove("CORRAL_RUN_ID");
-    if let Some(id) = caller {
-        cmd.env("CORRAL_RUN_ID", id);
-    }
-    ().serve(TokioChildProcess::new(cmd).unwrap()).await.expect("MCP session")
-}
-
-async fn call(client: &RunningService<RoleClient, ()>, tool: &'static str, args: Value) -> (bool, Value) {
-    let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
-    let result: CallToolResult = client.call_tool(params).await.expect("the server answers");
-    let text = result.content[0].as_text().expect("text content").text.clone();
-    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (result.is_error == Some(true), value)
-}
+use common::mcp::{call, connect};
+use common::{fake_agent, processes_of_run, Env};
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {

@@ -398,3 +398,42 @@ fn watch_streams_every_change_after_a_number_and_says_when_caught_up() {
     assert!(seen.iter().any(|l| l["run"]["id"] == second.as_str() && l["run"]["status"] == "completed"), "{seen:#?}");
     assert_eq!(seen.last().unwrap()["removed"], second.as_str());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_agent_launches_on_a_host_and_waits_for_it_through_mcp() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    remote.preset("echo-task", &["sh", "-c", "cat \"$CORRAL_TASK_FILE\""]);
+    env.command_preset("me", &["true"]);
+    let caller = env.launch("me", "the orchestrator's own run");
+    env.wait_end(&caller);
+    let client = common::mcp::connect(&env, Some(&caller)).await;
+    let (error, launched) = common::mcp::call(
+        &client,
+        "launch_agent",
+        serde_json::json!({"preset": "echo-task", "task": "from the agent; $(not run)", "host": "box"}),
+    )
+    .await;
+    assert!(!error, "{launched}");
+    assert_eq!(launched["host"], "box");
+    let id = launched["run_id"].as_str().unwrap().to_string();
+    let (error, waited) =
+        common::mcp::call(&client, "wait_agents", serde_json::json!({"run_ids": [id], "timeout_s": 30})).await;
+    assert!(!error, "{waited}");
+    assert_eq!(waited["all_completed"], true, "{waited}");
+    assert_eq!(waited["runs"][0]["final_text"].as_str().unwrap().trim(), "from the agent; $(not run)");
+
+    // Another agent's run on the host is not this one's to see.
+    env.command_preset("other", &["true"]);
+    let stranger = env.launch("other", "someone else");
+    env.wait_end(&stranger);
+    let other = common::mcp::connect(&env, Some(&stranger)).await;
+    let (error, said) = common::mcp::call(&other, "agent_status", serde_json::json!({"run_id": id})).await;
+    assert!(error, "{said}");
+    let (error, said) =
+        common::mcp::call(&client, "launch_agent", serde_json::json!({"preset": "x", "task": "y", "host": "nowhere"}))
+            .await;
+    assert!(error && said.as_str().unwrap().contains("no host 'nowhere'"), "{said}");
+    client.cancel().await.unwrap();
+    other.cancel().await.unwrap();
+}

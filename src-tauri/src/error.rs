@@ -20,6 +20,8 @@ pub enum AppError {
     Pause(#[from] corral::pause::PauseError),
     #[error(transparent)]
     Autostart(#[from] corral::autostart::AutostartError),
+    #[error(transparent)]
+    Remote(#[from] corral::remote::RemoteError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]

@@ -36,6 +36,21 @@ pub(super) enum Refused {
 
 /// Run `id` (or a unique prefix), if the calling agent may have `access`
 /// to it.
+/// Run `id` of another host, if it is one and the caller may see it (or act
+/// on it): a person's client, an `mcp: all` preset, or the agent that
+/// launched it. `None` when no host has such a run.
+pub(super) fn remote_run_for(store: &Store, id: &str, access: Access) -> Result<Option<Run>, Refused> {
+    let Some(run) = store.find_remote_run(id)? else { return Ok(None) };
+    let Some(caller) = caller_run(store)? else { return Ok(Some(run)) };
+    if store.run_preset(&caller)?.mcp == Some(McpScope::All)
+        || store.remote_launched_by(&run.id)?.as_deref() == Some(caller.as_str())
+    {
+        return Ok(Some(run));
+    }
+    let what = if access == Access::Read { "sees" } else { "acts on" };
+    Err(Refused::NotYours { target: run.id, caller, what, itself: "" })
+}
+
 pub(super) fn run_for(store: &Store, id: &str, access: Access) -> Result<Run, Refused> {
     let run = store.find_run(id)?;
     let Some(caller) = caller_run(store)? else { return Ok(run) };

@@ -11,7 +11,7 @@ use rmcp::{tool, tool_handler, tool_router, ServerHandler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::scope::{run_for, Access};
+use super::scope::{remote_run_for, run_for, Access};
 use crate::abort::{abort, Aborted};
 use crate::caller::caller_run;
 use crate::config::Config;
@@ -44,6 +44,12 @@ enum ToolFailure {
     Pause(#[from] crate::pause::PauseError),
     #[error(transparent)]
     Refused(#[from] super::scope::Refused),
+    /// A host could not be reached, or refused.
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
+    /// No such host in config.toml.
+    #[error(transparent)]
+    UnknownHost(#[from] crate::config::UnknownHost),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -107,6 +113,9 @@ pub struct LaunchArgs {
     /// With a worktree: the commit or branch it starts from (default: HEAD).
     #[serde(default)]
     pub base: Option<String>,
+    /// Run it on this host of the user's config.toml (`[hosts.NAME]`), over SSH; cwd is then a folder there (default: its user's home). Wait for it with wait_agents: your turn is not held for runs on other hosts.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -171,6 +180,9 @@ struct RunView<'a> {
     created_at: &'a str,
     completed_at: Option<&'a str>,
     worktree: Option<&'a crate::worktree::Worktree>,
+    /// The host it runs on; absent for this machine's runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<&'a str>,
 }
 
 impl<'a> From<&'a Run> for RunView<'a> {
@@ -191,8 +203,48 @@ impl<'a> From<&'a Run> for RunView<'a> {
             created_at: &run.created_at,
             completed_at: run.completed_at.as_deref(),
             worktree: run.worktree.as_ref(),
+            host: run.host.as_deref(),
         }
     }
+}
+
+/// `wait_agents` on runs of one other host: waited for there, until the
+/// deadline. `None` if the runs are not all of one other host.
+fn wait_remote(store: &Store, ids: &[String], deadline: Instant) -> Result<Option<CallToolResult>, ToolFailure> {
+    let mut runs = Vec::new();
+    for id in ids {
+        match remote_run_for(store, id, Access::Read)? {
+            Some(run) if store.find_run(id).is_err() => runs.push(run),
+            _ => return Ok(None),
+        }
+    }
+    if runs.iter().any(|r| r.host != runs[0].host) {
+        return Err(ToolFailure::Remote(crate::remote::RemoteError::Refused {
+            host: runs.iter().filter_map(|r| r.host.clone()).collect::<Vec<_>>().join(", "),
+            message: "these runs are on different hosts: wait for one host's runs at a time".into(),
+        }));
+    }
+    let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+    let mut args: Vec<std::ffi::OsString> = vec!["wait".into()];
+    args.extend(runs.iter().map(|r| r.id.clone().into()));
+    args.extend(["--timeout".into(), format!("{left:.3}").into(), "--json".into()]);
+    let home = store.home().clone();
+    let (code, printed) = crate::remote::act_with_code(&home, &runs[0], &args)?;
+    let mut ended: Vec<Run> = serde_json::from_slice(&printed).map_err(|e| garbled(&runs[0], "corral wait", e))?;
+    for run in &mut ended {
+        run.host = runs[0].host.clone();
+    }
+    let views: Vec<RunView<'_>> = ended.iter().map(RunView::from).collect();
+    Ok(Some(json_result(&serde_json::json!({
+        "timed_out": code == 124,
+        "all_completed": ended.iter().all(|r| r.status == crate::RunStatus::Completed),
+        "runs": views,
+    }))))
+}
+
+/// What a host printed that this Corral cannot read.
+fn garbled(run: &Run, what: &'static str, e: serde_json::Error) -> crate::remote::RemoteError {
+    crate::remote::RemoteError::Garbled { host: run.host.clone().unwrap_or_default(), what, detail: e.to_string() }
 }
 
 fn json_result(value: &impl Serialize) -> CallToolResult {
@@ -308,6 +360,27 @@ impl CorralTools {
     )]
     async fn launch_agent(&self, Parameters(args): Parameters<LaunchArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
+            if let Some(name) = &args.host {
+                let home = store.home().clone();
+                let config = crate::config::Config::load(&home)?;
+                let host = config.host(name)?;
+                let options = crate::remote::RemoteLaunch {
+                    cwd: args.cwd.clone(),
+                    model: args.model.clone(),
+                    worktree: args.worktree,
+                    base: args.base.clone(),
+                };
+                let caller = caller_run(store)?;
+                let run = crate::remote::launch_for(
+                    &home,
+                    store,
+                    host,
+                    (&args.preset, &args.task),
+                    &options,
+                    caller.as_deref(),
+                )?;
+                return Ok(json_result(&RunView::from(&run)));
+            }
             let cwd = match args.cwd {
                 Some(dir) => PathBuf::from(dir),
                 None => crate::launch::working_folder()?,
@@ -335,7 +408,18 @@ impl CorralTools {
     async fn agent_status(&self, Parameters(args): Parameters<StatusArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
             let runs = match args.run_id {
-                Some(id) => vec![run_for(store, &id, Access::Read)?],
+                Some(id) => match remote_run_for(store, &id, Access::Read)? {
+                    Some(run) if store.find_run(&id).is_err() => {
+                        let home = store.home().clone();
+                        let shown =
+                            crate::remote::act(&home, &run, &["show".into(), run.id.clone().into(), "--json".into()])?;
+                        let mut fresh: Run =
+                            serde_json::from_slice(&shown).map_err(|e| garbled(&run, "corral show", e))?;
+                        fresh.host = run.host;
+                        vec![fresh]
+                    }
+                    _ => vec![run_for(store, &id, Access::Read)?],
+                },
                 None => {
                     let filter = RunFilter { parent_id: caller_run(store)?, limit: Some(50), ..RunFilter::default() };
                     store.runs(&filter)?
@@ -369,6 +453,9 @@ impl CorralTools {
         };
         let cancelled = cancel.cancel();
         self.with_store(move |store, shepherd| {
+            if let Some(result) = wait_remote(store, &args.run_ids, deadline)? {
+                return Ok(result);
+            }
             let caller = caller_run(store)?;
             let result = wait_for(store, &args.run_ids, Some(deadline), caller.as_deref(), shepherd, Some(&cancelled))?;
             collected_by(store, caller.as_deref(), &result.runs)?;

@@ -8,6 +8,7 @@
 //! connection) into its own store's mirror, which `ls`, the tray and the
 //! window read. Nothing of Corral's listens on a network.
 
+mod fleet;
 mod follow;
 mod ssh;
 
@@ -15,6 +16,7 @@ use std::ffi::OsString;
 
 use serde::{Deserialize, Serialize};
 
+pub use fleet::Fleet;
 pub use follow::{catch_up, follow, FollowLock, Following};
 pub use ssh::{quote, Ssh, SshError};
 
@@ -130,6 +132,19 @@ pub fn launch(
     task: &str,
     options: &RemoteLaunch,
 ) -> Result<Run, RemoteError> {
+    launch_for(home, store, host, (preset, task), options, None)
+}
+
+/// As [`launch`], for the agent of local run `launched_by` (MCP), which
+/// may then see and act on it.
+pub fn launch_for(
+    home: &Home,
+    store: &mut Store,
+    host: &HostConfig,
+    (preset, task): (&str, &str),
+    options: &RemoteLaunch,
+    launched_by: Option<&str>,
+) -> Result<Run, RemoteError> {
     let ssh = Ssh::new(home, host);
     let mut args: Vec<OsString> = vec!["launch".into(), preset.into(), "-".into(), "--json".into()];
     if let Some(cwd) = &options.cwd {
@@ -155,9 +170,65 @@ pub fn launch(
         what: "corral launch --json",
         detail: e.to_string(),
     })?;
-    store.record_remote_launch(&host.name, &run)?;
+    store.record_remote_launch(&host.name, &run, launched_by)?;
     run.host = Some(host.name.clone());
     Ok(run)
+}
+
+/// Runs `corral ARGS` on the host of `run` (a verb on it: `abort`, `reply`
+/// …) and returns what it printed; its refusal is an error in its words.
+pub fn act(home: &Home, run: &Run, args: &[OsString]) -> Result<Vec<u8>, RemoteError> {
+    act_with_code(home, run, args).map(|(_, out)| out)
+}
+
+/// As [`act`], with the remote exit code (0, 1: a run that did not
+/// complete, or 124: a wait that timed out).
+pub fn act_with_code(home: &Home, run: &Run, args: &[OsString]) -> Result<(i32, Vec<u8>), RemoteError> {
+    let host = host_of(home, run)?;
+    let output = Ssh::new(home, &host).run(args, None)?;
+    match output.status.code() {
+        Some(code @ (0 | 1 | 124)) => Ok((code, output.stdout)),
+        _ => Err(refused(&host, &output.stderr)),
+    }
+}
+
+/// The transcript of a run of another host, fetched now (the last `lines`
+/// lines), numbered from 1 as this store numbers its own.
+pub fn transcript(home: &Home, run: &Run, lines: usize) -> Result<Vec<crate::store::StoredEvent>, RemoteError> {
+    #[derive(Deserialize)]
+    struct Line {
+        at: String,
+        kind: crate::adapter::EventKind,
+        text: String,
+    }
+    let args = ["tail".into(), run.id.clone().into(), "-n".into(), lines.to_string().into(), "--json".into()];
+    let printed = act(home, run, &args)?;
+    let host = run.host.clone().unwrap_or_default();
+    String::from_utf8_lossy(&printed)
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let line: Line = serde_json::from_str(line).map_err(|e| RemoteError::Garbled {
+                host: host.clone(),
+                what: "corral tail --json",
+                detail: e.to_string(),
+            })?;
+            Ok(crate::store::StoredEvent {
+                seq: i as i64 + 1,
+                at: line.at,
+                kind: line.kind,
+                text: line.text,
+                json: None,
+            })
+        })
+        .collect()
+}
+
+/// The configured host a mirrored run belongs to.
+fn host_of(home: &Home, run: &Run) -> Result<HostConfig, RemoteError> {
+    let name = run.host.as_deref().unwrap_or_default();
+    let config = crate::config::Config::load(home)?;
+    config.host(name).cloned().map_err(|e| RemoteError::Refused { host: name.to_string(), message: e.to_string() })
 }
 
 /// The remote `corral`'s own error, without its `corral: ` prefix.

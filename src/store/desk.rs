@@ -105,6 +105,7 @@ impl Store {
         self.write("giving notifications back", |tx| {
             for id in ids {
                 tx.execute("UPDATE runs SET notified_at = NULL WHERE id = ?1", [id])?;
+                tx.execute("UPDATE remote_runs SET notified_at = NULL WHERE id = ?1", [id])?;
             }
             Ok(())
         })

@@ -55,8 +55,26 @@ impl Store {
 
     /// Records a run just launched on `host` (before its follower sees it),
     /// so it shows at once.
-    pub fn record_remote_launch(&mut self, host: &str, run: &Run) -> Result<(), StoreError> {
-        self.write("recording a run launched on a host", |tx| upsert(tx, host, 0, run))
+    pub fn record_remote_launch(&mut self, host: &str, run: &Run, launched_by: Option<&str>) -> Result<(), StoreError> {
+        self.write("recording a run launched on a host", |tx| {
+            upsert(tx, host, 0, run)?;
+            tx.execute(
+                "UPDATE remote_runs SET launched_by = ?3 WHERE host = ?1 AND id = ?2",
+                params![host, run.id, launched_by],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The local run whose agent launched run `id` of another host, if one did.
+    pub fn remote_launched_by(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT launched_by FROM remote_runs WHERE id = ?1")
+            .doing("reading who launched a run of another host")?
+            .query_row([id], |r| r.get(0))
+            .optional()
+            .map(Option::flatten)
+            .doing("reading who launched a run of another host")
     }
 
     /// Runs of every host (or of one), newest first.

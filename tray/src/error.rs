@@ -19,4 +19,6 @@ pub enum TrayError {
     Watcher(std::io::Error),
     #[error("cannot start applying [retention]: {0}")]
     Retention(std::io::Error),
+    #[error("cannot start following the hosts of config.toml: {0}")]
+    Hosts(std::io::Error),
 }

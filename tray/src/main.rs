@@ -11,6 +11,7 @@
 //! when it heals the store.
 
 mod error;
+mod hosts;
 mod instance;
 mod notify;
 mod panel;
@@ -81,6 +82,7 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     let state = Arc::new(TrayState::new(home));
     panel::create(state.clone())?;
     retention::start(state.home.clone()).map_err(error::TrayError::Retention)?;
+    hosts::start(state.home.clone()).map_err(error::TrayError::Hosts)?;
     watcher::start(state)?;
     if open_window {
         window::open(&Route::Runs);

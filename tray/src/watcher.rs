@@ -94,7 +94,10 @@ impl Watch {
         self.announcer.release(store, quiet)?;
         let Some(counts) = change.counts else { return Ok(()) };
         panel::show(TrayView::read(store, &state.home, counts, quiet)?);
-        let claimed = store.claim_notifications(usize::MAX >> 1)?;
+        let mut claimed = store.claim_notifications(usize::MAX >> 1)?;
+        // Other hosts' work: their top-level runs (a child's end is told
+        // with its parent's, there as here).
+        claimed.extend(store.claim_remote_endings(usize::MAX >> 1)?.into_iter().filter(|r| r.parent_id.is_none()));
         let speakers = announce::speakers(store, claimed)?;
         if !self.announced_once {
             // What ended while the tray was away: one announcement.

@@ -92,7 +92,7 @@ export async function refresh(change) {
     h("tr", { "data-id": run.id, class: i === state.selected ? "selected" : "", onclick: () => { location.hash = `#/run/${run.id}`; } },
       h("td", {}, depth ? h("span", { class: "indent" }, "\u00a0\u00a0".repeat(depth - 1) + "└─ ") : null, statusBadge(run.status, run.retrying)),
       h("td", {}, run.preset),
-      h("td", { class: "muted", title: run.worktree_repo ?? run.cwd }, folderName(run)),
+      h("td", { class: "muted", title: run.worktree_repo ?? run.cwd }, run.host ? `${run.host}: ${folderName(run)}` : folderName(run)),
       h("td", { class: "task", title: run.task }, run.task),
       h("td", {}, ago(run.created_at)),
       h("td", { class: "num" }, duration(run)),

@@ -40,11 +40,30 @@ pub fn list_runs(
         ..RunFilter::default()
     };
     let mut runs = store.runs(&filter)?;
+    // Runs of other hosts (as last followed), with theirs among them.
+    let remote: Vec<Run> = store
+        .remote_runs(None)?
+        .into_iter()
+        .filter(|r| status.is_none_or(|s| s == r.status))
+        .filter(|r| {
+            filter.ended_since.as_ref().is_none_or(|since| r.completed_at.as_ref().is_some_and(|at| at >= since))
+        })
+        .collect();
+    if !remote.is_empty() {
+        runs.extend(remote);
+        runs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    }
     if let Some(query) = query {
         let hits: HashSet<String> = store.search_run_ids(query, 500)?.into_iter().collect();
-        runs.retain(|r| hits.contains(&r.id) || r.preset.contains(query) || r.id.starts_with(query));
-        runs.truncate(limit.unwrap_or(usize::MAX));
+        runs.retain(|r| {
+            hits.contains(&r.id)
+                || r.preset.contains(query)
+                || r.id.starts_with(query)
+                || r.host.as_deref() == Some(query)
+                || (r.host.is_some() && r.task.contains(query))
+        });
     }
+    runs.truncate(limit.unwrap_or(usize::MAX));
     Ok(runs)
 }
 
@@ -64,7 +83,17 @@ pub struct RunDetail {
 #[tauri::command(async)]
 pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppError> {
     let mut store = state.store()?;
-    let run = store.find_run(&id)?;
+    let run = match store.find_run(&id) {
+        Err(corral::store::StoreError::UnknownRun(_)) => match store.find_remote_run(&id)? {
+            // Another host's: its transcript is fetched when shown.
+            Some(run) => {
+                let folder = format!("{}:{}", run.host.as_deref().unwrap_or_default(), run.cwd);
+                return Ok(RunDetail { run, stderr_tail: String::new(), event_count: 0, folder });
+            }
+            None => return Err(corral::store::StoreError::UnknownRun(id).into()),
+        },
+        other => other?,
+    };
     store.mark_seen(&run.id)?;
     let folder = state.home.run_dir(&run.id);
     Ok(RunDetail {
@@ -79,8 +108,17 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
 /// on screen needs to know to draw its new rows.
 #[tauri::command(async)]
 pub fn transcript_size(state: State<'_, AppState>, id: String) -> Result<i64, AppError> {
-    Ok(state.store()?.event_count(&id)?)
+    let store = state.store()?;
+    match store.find_remote_run(&id)? {
+        Some(run) if store.find_run(&id).is_err() => {
+            Ok(corral::remote::transcript(&state.home, &run, REMOTE_LINES)?.len() as i64)
+        }
+        _ => Ok(store.event_count(&id)?),
+    }
 }
+
+/// Lines of another host's transcript fetched for the run view.
+const REMOTE_LINES: usize = 2000;
 
 /// A page of a run's transcript: events after `after_seq`, at most `limit`
 /// (capped at 2000).
@@ -91,13 +129,26 @@ pub fn transcript(
     after_seq: i64,
     limit: usize,
 ) -> Result<Vec<StoredEvent>, AppError> {
-    Ok(state.store()?.events_after(&id, after_seq, limit.min(2000))?)
+    let store = state.store()?;
+    match store.find_remote_run(&id)? {
+        Some(run) if store.find_run(&id).is_err() => {
+            let events = corral::remote::transcript(&state.home, &run, REMOTE_LINES)?;
+            Ok(events.into_iter().filter(|e| e.seq > after_seq).take(limit.min(2000)).collect())
+        }
+        _ => Ok(store.events_after(&id, after_seq, limit.min(2000))?),
+    }
 }
 
 /// Aborts a run (and its active descendants).
 #[tauri::command(async)]
 pub fn abort_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {
     let mut store = state.store()?;
+    if store.find_run(&id).is_err() {
+        if let Some(run) = store.find_remote_run(&id)? {
+            corral::remote::act(&state.home, &run, &["abort".into(), run.id.clone().into()])?;
+            return Ok(run);
+        }
+    }
     let config = corral::config::Config::load(&state.home)?;
     let result = corral::abort::abort(&mut store, &id, config.stop_grace + Duration::from_secs(2), &state.shepherd()?)?;
     Ok(result.run().clone())
@@ -141,8 +192,9 @@ pub fn timeline(state: State<'_, AppState>, hours: f64) -> Result<Timeline, AppE
     let since = now - chrono::Duration::milliseconds((hours.clamp(0.1, 24.0 * 30.0) * 3_600_000.0) as i64);
     let since_text = time::format(since);
     let mut runs = store.runs(&RunFilter { include_dismissed: true, limit: Some(2000), ..RunFilter::default() })?;
+    runs.extend(store.remote_runs(None)?);
     runs.retain(|r| r.created_at >= since_text || r.status.is_active());
-    runs.reverse();
+    runs.sort_by(|a, b| a.created_at.cmp(&b.created_at));
     let midnight = now.date_naive().and_hms_opt(0, 0, 0).expect("midnight").and_utc();
     Ok(Timeline { runs, today: store.spend_since(midnight)?, now: time::format(now) })
 }

@@ -31,6 +31,7 @@ END;
 -- the run object whole, with the sequence number it came with. Never
 -- healed, queued or counted against `max_parallel` here: their shepherds
 -- are on their host. Announced once, like local runs (`notified_at`).
+-- `launched_by`: the local run whose agent launched it (MCP's scope).
 CREATE TABLE remote_runs (
     host        TEXT NOT NULL,
     id          TEXT NOT NULL,
@@ -40,6 +41,7 @@ CREATE TABLE remote_runs (
     run         TEXT NOT NULL,
     notified_at TEXT,
     seen_at     TEXT,
+    launched_by TEXT,
     PRIMARY KEY (host, id)
 );
 CREATE INDEX remote_runs_id ON remote_runs(id);
