@@ -437,3 +437,57 @@ async fn an_agent_launches_on_a_host_and_waits_for_it_through_mcp() {
     client.cancel().await.unwrap();
     other.cancel().await.unwrap();
 }
+
+#[test]
+fn hosts_add_checks_the_host_then_lists_it_and_follow_keeps_its_runs_here() {
+    let Some(remote) = Remote::start() else { return };
+    let env = Env::new();
+    env.config("");
+    let d = remote.dir.path().display().to_string();
+    let add = |corral: &str| {
+        env.corral(&[
+            "hosts",
+            "add",
+            "box",
+            &format!("{}@127.0.0.1", whoami()),
+            "--port",
+            &remote.port.to_string(),
+            "--identity-file",
+            &format!("{d}/user_key"),
+            &format!("--ssh-option=-oUserKnownHostsFile={d}/known_hosts"),
+            "--corral",
+            corral,
+            "--home",
+            &remote.home.display().to_string(),
+        ])
+    };
+    let missing = add("/nonexistent/corral");
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(2), "{said}");
+    assert!(said.contains("--install"), "says how to install it: {said}");
+    assert!(!std::fs::read_to_string(env.home.join("config.toml")).unwrap().contains("hosts"), "nothing written");
+
+    let added = add(&corral_bin().display().to_string());
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    let listed = env.json(&["hosts"]);
+    assert_eq!(listed[0]["name"], "box");
+    assert_eq!(listed[0]["reachable"], true, "{listed:#}");
+    assert_eq!(listed[0]["about"]["version"], env!("CARGO_PKG_VERSION"));
+
+    // `hosts follow` keeps the mirror current, as the tray does.
+    let mut follow = env.command(&["hosts", "follow"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    remote.preset("quick", &["sh", "-c", "echo done"]);
+    let there = Command::new(corral_bin())
+        .args(["launch", "quick", "started there", "--json"])
+        .env("CORRAL_HOME", &remote.home)
+        .output()
+        .unwrap();
+    let id = serde_json::from_slice::<Value>(&there.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let store = env.store();
+    let followed = || {
+        store.remote_runs(Some("box")).unwrap().iter().any(|r| r.id == id && r.status == corral::RunStatus::Completed)
+    };
+    assert!(eventually(LIMIT, followed), "a run started there is followed here");
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+}

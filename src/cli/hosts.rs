@@ -20,31 +20,41 @@ const INSTALLED_AT: &str = "~/.local/bin/corral";
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Action {
+    /// Follow every host into this machine's store until stopped, as the
+    /// tray does (for a machine without a desktop: run it as a service).
+    Follow,
     /// Add a host: check it answers and runs this Corral, then write it to
     /// config.toml.
-    Add {
-        /// Its name here (letters, digits, '-', '_').
-        name: String,
-        /// `user@host`, or a Host of ~/.ssh/config.
-        ssh: String,
-        /// Its SSH port.
-        #[arg(long)]
-        port: Option<u16>,
-        /// The private key to use.
-        #[arg(long, value_name = "FILE")]
-        identity_file: Option<String>,
-        /// The remote corral, if not on its PATH.
-        #[arg(long, value_name = "PATH")]
-        corral: Option<String>,
-        /// The remote CORRAL_HOME, if not the default.
-        #[arg(long, value_name = "DIR")]
-        home: Option<String>,
-        /// Copy this corral there (to ~/.local/bin/corral) if it has none,
-        /// or another version, and the machine is alike (same OS and
-        /// architecture).
-        #[arg(long)]
-        install: bool,
-    },
+    Add(AddArgs),
+}
+
+/// `corral hosts add`.
+#[derive(Debug, clap::Args)]
+pub struct AddArgs {
+    /// Its name here (letters, digits, '-', '_').
+    name: String,
+    /// `user@host`, or a Host of ~/.ssh/config.
+    ssh: String,
+    /// Its SSH port.
+    #[arg(long)]
+    port: Option<u16>,
+    /// The private key to use.
+    #[arg(long, value_name = "FILE")]
+    identity_file: Option<String>,
+    /// One more `ssh` argument (repeatable): `--ssh-option=-oProxyJump=bastion`.
+    #[arg(long = "ssh-option", value_name = "ARG", allow_hyphen_values = true)]
+    ssh_options: Vec<String>,
+    /// The remote corral, if not on its PATH.
+    #[arg(long, value_name = "PATH")]
+    corral: Option<String>,
+    /// The remote CORRAL_HOME, if not the default.
+    #[arg(long, value_name = "DIR")]
+    home: Option<String>,
+    /// Copy this corral there (to ~/.local/bin/corral) if it has none,
+    /// or another version, and the machine is alike (same OS and
+    /// architecture).
+    #[arg(long)]
+    install: bool,
 }
 
 #[derive(Serialize)]
@@ -102,8 +112,19 @@ pub fn list(home: &Home, store: &Store, json: bool, out: &mut impl Write) -> any
     Ok(if listed.iter().all(|h| h.reachable) { 0 } else { 1 })
 }
 
-pub fn add(home: &Home, action: Action, out: &mut impl Write) -> anyhow::Result<i32> {
-    let Action::Add { name, ssh, port, identity_file, corral, home: remote_home, install } = action;
+/// `hosts follow` or `hosts add`.
+pub fn act(home: &Home, action: Action, out: &mut impl Write) -> anyhow::Result<i32> {
+    match action {
+        Action::Follow => {
+            corral::remote::Fleet::new(home.clone()).run().context("following the hosts of config.toml")?;
+            Ok(0)
+        }
+        Action::Add(args) => add(home, args, out),
+    }
+}
+
+fn add(home: &Home, args: AddArgs, out: &mut impl Write) -> anyhow::Result<i32> {
+    let AddArgs { name, ssh, port, identity_file, ssh_options, corral, home: remote_home, install } = args;
     if let Some(why) = host_name_problem(&name) {
         anyhow::bail!("{why}");
     }
@@ -116,7 +137,7 @@ pub fn add(home: &Home, action: Action, out: &mut impl Write) -> anyhow::Result<
         ssh,
         port,
         identity_file,
-        ssh_options: Vec::new(),
+        ssh_options,
         corral: corral.unwrap_or_else(|| "corral".to_string()),
         home: remote_home,
     };

@@ -409,7 +409,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         }
         Command::About { json } => about::run(&store, json, &mut out)?,
         Command::Hosts { action: None, json } => hosts::list(&home, &store, json, &mut out)?,
-        Command::Hosts { action: Some(action), .. } => hosts::add(&home, action, &mut out)?,
+        Command::Hosts { action: Some(action), .. } => hosts::act(&home, action, &mut out)?,
         Command::Mcp
         | Command::Shepherd { .. }
         | Command::Completions { .. }

@@ -17,6 +17,6 @@ pub use linux::{
 pub use start::{start_agent, AgentStart, StartedAgent};
 pub use told::{FolderWatch, PidFd, Waker};
 pub use unix::{
-    make_nonblocking, prepare_run_command, read_available, reap_any, return_free_memory, signal_group, signal_pid,
-    spawn_detached, terminal_width, wait_readable, FileLock, Readiness, Reaped, Sig, SignalPipe,
+    die_with_parent, make_nonblocking, prepare_run_command, read_available, reap_any, return_free_memory, signal_group,
+    signal_pid, spawn_detached, terminal_width, wait_readable, FileLock, Readiness, Reaped, Sig, SignalPipe,
 };

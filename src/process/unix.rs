@@ -127,6 +127,20 @@ pub fn prepare_run_command(command: &mut Command, join: super::cgroup::Join) {
     }
 }
 
+/// Makes `command`'s process die with the thread that starts it (a
+/// follower's `ssh`: no connection outlives the process that reads it).
+pub fn die_with_parent(command: &mut Command) {
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A child that was reaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reaped {

@@ -141,6 +141,7 @@ fn session(store: &mut Store, ssh: &Ssh, following: &Following, until: Option<In
     }
     let mut command = ssh.corral(&args);
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    crate::process::die_with_parent(&mut command);
     let mut child = command.spawn().map_err(|e| SshError::NoClient(e.to_string()))?;
     *following.child.lock().unwrap_or_else(|e| e.into_inner()) = Some(child.id());
     let result = read_stream(store, &host, &mut child, position, first, until);
