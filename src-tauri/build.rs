@@ -11,6 +11,7 @@ const COMMANDS: &[&str] = &[
     "clear_finished",
     "timeline",
     "list_presets",
+    "list_hosts",
     "launch_run",
     "pick_folder",
     "recent_folders",

@@ -192,6 +192,17 @@ fn a_task_full_of_shell_metacharacters_arrives_there_as_written_and_the_run_is_f
     assert!(text.contains("box:"), "{text}");
     let shown = env.json(&["show", &id]);
     assert_eq!(shown["status"], "completed");
+    // Filtered by machine.
+    env.command_preset("here", &["true"]);
+    let local_id = env.launch("here", "a local run");
+    env.wait_end(&local_id);
+    let ids = |args: &[&str]| -> Vec<String> {
+        env.json(args).as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(ids(&["ls", "--host", "box"]), [id.clone()]);
+    assert_eq!(ids(&["ls", "--host", "local"]), [local_id.clone()]);
+    let everything = ids(&["ls"]);
+    assert!(everything.contains(&id) && everything.contains(&local_id));
 }
 
 #[test]

@@ -129,6 +129,7 @@ fn main() -> ExitCode {
             commands::review::run_replies,
             commands::review::worktrees_usage,
             commands::presets::list_presets,
+            commands::presets::list_hosts,
             commands::launch::launch_run,
             commands::launch::pick_folder,
             commands::launch::recent_folders,

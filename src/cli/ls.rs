@@ -19,16 +19,25 @@ const MIN_TASK: usize = 20;
 /// How long `ls` waits for hosts nobody follows to catch up.
 const CATCH_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// `--host` naming this machine.
+const LOCAL: &str = "local";
+
 pub fn run(
     home: &Home,
     store: &mut Store,
     filter: &RunFilter,
+    host: Option<&str>,
     json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<i32> {
-    let hosts = corral::config::Config::load(home)?.hosts;
+    let config = corral::config::Config::load(home)?;
+    let hosts: Vec<HostConfig> = match host {
+        None => config.hosts.clone(),
+        Some(LOCAL) => Vec::new(),
+        Some(name) => vec![config.host(name)?.clone()],
+    };
     catch_up(home, &hosts);
-    let mut runs = store.runs(filter)?;
+    let mut runs = if host.is_some_and(|h| h != LOCAL) { Vec::new() } else { store.runs(filter)? };
     let unreachable = with_remote_runs(store, &hosts, filter, &mut runs)?;
     if json {
         super::print_json(out, &runs)?;
@@ -141,6 +150,7 @@ fn with_remote_runs(
     let remote: Vec<Run> = store
         .remote_runs(None)?
         .into_iter()
+        .filter(|r| hosts.iter().any(|h| Some(&h.name) == r.host.as_ref()))
         .filter(|r| filter.statuses.is_empty() || filter.statuses.contains(&r.status))
         .filter(|r| filter.status.is_none_or(|s| s == r.status))
         .filter(|r| filter.preset.as_ref().is_none_or(|p| *p == r.preset))

@@ -81,6 +81,9 @@ enum Command {
         /// Only runs created since: a time (RFC 3339) or an age (`2h`, `3d`).
         #[arg(long, value_name = "TIME")]
         since: Option<String>,
+        /// Only runs of this host of config.toml (`local`: this machine's).
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -365,7 +368,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     let code = match command {
         Command::Presets { cwd, json } => presets::run(&store, cwd, json, &mut out)?,
         Command::Launch(args) => launch::run(&home, &mut store, args, &shepherd, &mut out)?,
-        Command::Ls { all, count, status, preset, cwd, here, since, json } => {
+        Command::Ls { all, count, status, preset, cwd, here, since, host, json } => {
             let folder = match (cwd, here) {
                 (Some(dir), _) => Some(std::path::absolute(&dir).unwrap_or(dir)),
                 (None, true) => Some(corral::launch::working_folder()?),
@@ -380,7 +383,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
                 created_since: since.as_deref().map(since_arg).transpose()?,
                 ..Default::default()
             };
-            ls::run(&home, &mut store, &filter, json, &mut out)?
+            ls::run(&home, &mut store, &filter, host.as_deref(), json, &mut out)?
         }
         Command::Show { run, json } => show::run(&mut store, &run, json, &mut out)?,
         Command::Tail { runs, lines, timestamps, since, follow, json } => {

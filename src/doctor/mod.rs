@@ -7,6 +7,7 @@ mod agents;
 mod containment;
 mod desktop;
 mod git;
+mod hosts;
 mod run_briefly;
 mod sandbox;
 mod settings;
@@ -87,17 +88,19 @@ pub struct Report {
 }
 
 /// Checks everything. The slow parts (each agent CLI asked its version, the
-/// desktop's D-Bus services, the sandbox tried) run side by side.
+/// desktop's D-Bus services, the sandbox tried, each host asked) run side
+/// by side.
 pub fn examine(home: &Home) -> Report {
     let started = Instant::now();
-    let (agents, desktop, sandbox) = std::thread::scope(|scope| {
+    let (agents, desktop, sandbox, hosts) = std::thread::scope(|scope| {
         let agents = scope.spawn(agents::check);
         let desktop = scope.spawn(desktop::check);
         let sandbox = scope.spawn(sandbox::check);
+        let hosts = scope.spawn(|| hosts::check(home));
         let join = |h: std::thread::ScopedJoinHandle<'_, Vec<Finding>>, area: &'static str| {
             h.join().unwrap_or_else(|_| vec![Finding::new(area, "checks", Level::Fail, "the checks crashed")])
         };
-        (join(agents, "agents"), join(desktop, "desktop"), join(sandbox, "sandbox"))
+        (join(agents, "agents"), join(desktop, "desktop"), join(sandbox, "sandbox"), join(hosts, "hosts"))
     });
     let mut findings = containment::check(home);
     findings.extend(desktop);
@@ -106,6 +109,7 @@ pub fn examine(home: &Home) -> Report {
     findings.extend(git::check());
     findings.extend(store::check(home));
     findings.extend(settings::check(home));
+    findings.extend(hosts);
     let worst = findings.iter().map(|f| f.level).max().unwrap_or(Level::Ok);
     Report { findings, worst, took_ms: started.elapsed().as_millis() as u64 }
 }

@@ -184,11 +184,18 @@ pub fn act(home: &Home, run: &Run, args: &[OsString]) -> Result<Vec<u8>, RemoteE
 /// As [`act`], with the remote exit code (0, 1: a run that did not
 /// complete, or 124: a wait that timed out).
 pub fn act_with_code(home: &Home, run: &Run, args: &[OsString]) -> Result<(i32, Vec<u8>), RemoteError> {
-    let host = host_of(home, run)?;
-    let output = Ssh::new(home, &host).run(args, None)?;
+    call(home, run.host.as_deref().unwrap_or_default(), args)
+}
+
+/// Runs `corral ARGS` on host `name` of config.toml; its exit code (0, 1
+/// or 124) and what it printed, or its refusal in its words.
+pub fn call(home: &Home, name: &str, args: &[OsString]) -> Result<(i32, Vec<u8>), RemoteError> {
+    let config = crate::config::Config::load(home)?;
+    let host = config.host(name).map_err(|e| RemoteError::Refused { host: name.to_string(), message: e.to_string() })?;
+    let output = Ssh::new(home, host).run(args, None)?;
     match output.status.code() {
         Some(code @ (0 | 1 | 124)) => Ok((code, output.stdout)),
-        _ => Err(refused(&host, &output.stderr)),
+        _ => Err(refused(host, &output.stderr)),
     }
 }
 
@@ -222,13 +229,6 @@ pub fn transcript(home: &Home, run: &Run, lines: usize) -> Result<Vec<crate::sto
             })
         })
         .collect()
-}
-
-/// The configured host a mirrored run belongs to.
-fn host_of(home: &Home, run: &Run) -> Result<HostConfig, RemoteError> {
-    let name = run.host.as_deref().unwrap_or_default();
-    let config = crate::config::Config::load(home)?;
-    config.host(name).cloned().map_err(|e| RemoteError::Refused { host: name.to_string(), message: e.to_string() })
 }
 
 /// The remote `corral`'s own error, without its `corral: ` prefix.

@@ -1,6 +1,7 @@
-// The launch form: preset, task, folder (with a picker; changing it finds
-// that project's presets), model override, and a git worktree of its own
-// (the preset's choice by default).
+// The launch form: machine (this one, or a host of config.toml), preset,
+// task, folder (with a picker here; changing it finds that project's
+// presets), model override, and a git worktree of its own (the preset's
+// choice by default).
 
 import { call, h, say } from "../app.js";
 
@@ -9,6 +10,14 @@ let root = null;
 export async function show(view, _arg, params) {
   root = view;
   const folders = await call("recent_folders");
+  const hosts = await call("list_hosts");
+  const hostSelect = h("select", { id: "launch-host", onchange: () => {
+    const remote = Boolean(hostSelect.value);
+    pick.disabled = remote;
+    cwdInput.placeholder = remote ? `a folder on ${hostSelect.value} (default: its home)` : "/path/to/project";
+    if (remote) cwdInput.value = "";
+    loadPresets();
+  } }, h("option", { value: "" }, "this machine"), hosts.map((name) => h("option", { value: name }, name)));
   const cwd = params.get("cwd") || folders[0] || "";
   const wanted = params.get("preset") || "";
   const presetSelect = h("select", { id: "launch-preset", required: true });
@@ -29,7 +38,13 @@ export async function show(view, _arg, params) {
   } }, "Choose…");
 
   async function loadPresets() {
-    const set = await call("list_presets", { cwd: cwdInput.value || null });
+    let set;
+    try {
+      set = await call("list_presets", { cwd: cwdInput.value || null, host: hostSelect.value || null });
+    } catch (err) {
+      say(String(err), true);
+      set = { presets: [] };
+    }
     const keep = presetSelect.value || wanted;
     presets = set.presets;
     // A preset whose agent is not installed is shown, with why, and cannot be picked.
@@ -43,7 +58,7 @@ export async function show(view, _arg, params) {
     e.preventDefault();
     submit.disabled = true;
     try {
-      const run = await call("launch_run", { preset: presetSelect.value, task: task.value, cwd: cwdInput.value, model: model.value || null, worktree: worktree.checked });
+      const run = await call("launch_run", { preset: presetSelect.value, task: task.value, cwd: cwdInput.value, model: model.value || null, worktree: worktree.checked, host: hostSelect.value || null });
       say(`launched ${run.id}`);
       location.hash = `#/run/${run.id}`;
     } catch (err) {
@@ -52,6 +67,7 @@ export async function show(view, _arg, params) {
       submit.disabled = false;
     }
   } },
+    ...(hosts.length ? [h("label", { for: "launch-host" }, "Machine"), hostSelect] : []),
     h("label", { for: "launch-preset" }, "Preset"), presetSelect,
     h("label", { for: "launch-task" }, "Task"), task,
     h("label", { for: "launch-cwd" }, "Folder"), h("div", { class: "row" }, cwdInput, pick),

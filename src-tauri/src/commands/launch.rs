@@ -19,7 +19,22 @@ pub fn launch_run(
     cwd: String,
     model: Option<String>,
     worktree: Option<bool>,
+    host: Option<String>,
 ) -> Result<Run, AppError> {
+    let model = model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+    if let Some(name) = host.filter(|h| !h.is_empty()) {
+        // A folder of that host (its user's home when empty).
+        let config = corral::config::Config::load(&state.home)?;
+        let host = config.host(&name).map_err(|e| AppError::Invalid(e.to_string()))?;
+        let options = corral::remote::RemoteLaunch {
+            cwd: Some(cwd.trim().to_string()).filter(|c| !c.is_empty()),
+            model,
+            worktree,
+            base: None,
+        };
+        let mut store = state.store()?;
+        return Ok(corral::remote::launch(&state.home, &mut store, host, &preset, &task, &options)?);
+    }
     let cwd = PathBuf::from(cwd.trim());
     if !cwd.is_absolute() {
         return Err(AppError::Invalid(format!("choose a folder (an absolute path), not '{}'", cwd.display())));
@@ -29,7 +44,7 @@ pub fn launch_run(
         preset,
         task,
         cwd: cwd.clone(),
-        model: model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty()),
+        model,
         parent: None,
         env: None,
         worktree,
