@@ -20,7 +20,7 @@ use crate::run::Run;
 use crate::store::{Change, Store};
 
 /// The longest pause between two tries to reach a host.
-const RETRY_AT_MOST: Duration = Duration::from_secs(30);
+const RETRY_AT_MOST: Duration = Duration::from_secs(10);
 
 /// One line of `corral watch --json`.
 #[derive(Debug, Deserialize)]
@@ -71,7 +71,7 @@ impl Following {
 /// Follows `host` into the store of `home` until `following` is stopped:
 /// connects, checks the remote Corral, streams its changes, and when the
 /// connection ends records the host unreachable (since when, and why) and
-/// tries again after 1 s, doubling to 30 s. Holds `lock` throughout.
+/// tries again after 1 s, doubling to 10 s. Holds `lock` throughout.
 pub fn follow(home: &Home, host: &HostConfig, following: &Following, lock: FollowLock) {
     let ssh = Ssh::new(home, host);
     let mut pause = Duration::from_secs(1);
