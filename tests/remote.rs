@@ -502,3 +502,39 @@ fn hosts_add_checks_the_host_then_lists_it_and_follow_keeps_its_runs_here() {
     follow.kill().unwrap();
     follow.wait().unwrap();
 }
+
+#[test]
+fn a_reply_here_continues_the_agents_session_there() {
+    let Some(remote) = Remote::start() else { return };
+    let d = remote.dir.path();
+    // The remote user's PATH has a `claude` (the conversing fake).
+    let bin = d.join("remote-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(common::fake_agent("conversing"), bin.join("claude")).unwrap();
+    let log = d.join("turns.log");
+    let wrapper = d.join("corral-there");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nPATH='{}':\"$PATH\" CONVERSE_LOG='{}' exec '{}' \"$@\"\n",
+            bin.display(),
+            log.display(),
+            corral_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(remote.home.join("presets/talk.md"), "---\nname: talk\ndescription: d\nagent: claude\n---\n")
+        .unwrap();
+    let env = Env::new();
+    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+
+    let id = env.ok(&["launch", "--host", "box", "talk", "write the parser"]).trim().to_string();
+    assert!(env.ok(&["wait", &id]).contains("completed"));
+    let out = env.corral(&["reply", &id, "now", "add", "tests", "--wait"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let there = remote.json(&["show", &id]);
+    assert_eq!(there["final_text"], "Echo: now add tests");
+    let turns = std::fs::read_to_string(&log).unwrap();
+    assert!(turns.lines().nth(1).is_some_and(|t| t.starts_with("resume=conv-session")), "{turns}");
+}

@@ -12,11 +12,8 @@ const AREA: &str = "hosts";
 pub fn check(home: &Home) -> Vec<Finding> {
     let Ok(config) = Config::load(home) else { return Vec::new() }; // said by `settings`
     std::thread::scope(|scope| {
-        let asks: Vec<_> = config
-            .hosts
-            .iter()
-            .map(|host| (host, scope.spawn(move || about(&Ssh::new(home, host)))))
-            .collect();
+        let asks: Vec<_> =
+            config.hosts.iter().map(|host| (host, scope.spawn(move || about(&Ssh::new(home, host))))).collect();
         asks.into_iter()
             .map(|(host, ask)| match ask.join() {
                 Ok(Ok(a)) => Finding::ok(

@@ -191,7 +191,8 @@ pub fn act_with_code(home: &Home, run: &Run, args: &[OsString]) -> Result<(i32, 
 /// or 124) and what it printed, or its refusal in its words.
 pub fn call(home: &Home, name: &str, args: &[OsString]) -> Result<(i32, Vec<u8>), RemoteError> {
     let config = crate::config::Config::load(home)?;
-    let host = config.host(name).map_err(|e| RemoteError::Refused { host: name.to_string(), message: e.to_string() })?;
+    let host =
+        config.host(name).map_err(|e| RemoteError::Refused { host: name.to_string(), message: e.to_string() })?;
     let output = Ssh::new(home, host).run(args, None)?;
     match output.status.code() {
         Some(code @ (0 | 1 | 124)) => Ok((code, output.stdout)),

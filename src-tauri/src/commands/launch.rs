@@ -40,16 +40,8 @@ pub fn launch_run(
         return Err(AppError::Invalid(format!("choose a folder (an absolute path), not '{}'", cwd.display())));
     }
     let mut store = state.store()?;
-    let request = LaunchRequest {
-        preset,
-        task,
-        cwd: cwd.clone(),
-        model,
-        parent: None,
-        env: None,
-        worktree,
-        base: None,
-    };
+    let request =
+        LaunchRequest { preset, task, cwd: cwd.clone(), model, parent: None, env: None, worktree, base: None };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
     corral::recent_folders::remember(&state.home, &cwd)?;
     Ok(run)

@@ -38,9 +38,12 @@ fn remote_presets(state: &AppState, host: &str, cwd: Option<&str>) -> Result<ser
         args.extend(["--cwd".into(), cwd.into()]);
     }
     let (_, printed) = corral::remote::call(&state.home, host, &args)?;
-    let entries: Vec<serde_json::Value> = serde_json::from_slice(&printed).map_err(|e| {
-        corral::remote::RemoteError::Garbled { host: host.to_string(), what: "corral presets --json", detail: e.to_string() }
-    })?;
+    let entries: Vec<serde_json::Value> =
+        serde_json::from_slice(&printed).map_err(|e| corral::remote::RemoteError::Garbled {
+            host: host.to_string(),
+            what: "corral presets --json",
+            detail: e.to_string(),
+        })?;
     let presets: Vec<&serde_json::Value> = entries.iter().filter(|e| e["name"].is_string()).collect();
     Ok(serde_json::json!({ "presets": presets, "problems": [], "searched": [] }))
 }
