@@ -199,8 +199,8 @@ fn a_task_full_of_shell_metacharacters_arrives_there_as_written_and_the_run_is_f
     let ids = |args: &[&str]| -> Vec<String> {
         env.json(args).as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
     };
-    assert_eq!(ids(&["ls", "--host", "box"]), [id.clone()]);
-    assert_eq!(ids(&["ls", "--host", "local"]), [local_id.clone()]);
+    assert_eq!(ids(&["ls", "--host", "box"]), std::slice::from_ref(&id));
+    assert_eq!(ids(&["ls", "--host", "local"]), std::slice::from_ref(&local_id));
     let everything = ids(&["ls"]);
     assert!(everything.contains(&id) && everything.contains(&local_id));
 }

@@ -362,7 +362,15 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
             return remote_wait(&home, &host, runs, *timeout, *json);
         }
         let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-        return remote_verb(&home, &host, &args);
+        return match (remote_verb(&home, &host, &args), &command) {
+            // Unreachable: the run as last seen, said so.
+            (Err(e), Command::Show { run, json }) if is_unreachable(&e) => {
+                let Some(seen) = store.find_remote_run(run)? else { return Err(e) };
+                eprintln!("corral: {e}; the run as last seen:");
+                show::print(&store, &seen, *json, &mut std::io::stdout().lock())
+            }
+            (result, _) => result,
+        };
     }
     let mut out = std::io::stdout().lock();
     let code = match command {
@@ -512,7 +520,7 @@ fn remote_wait(
             args.push("--json".into());
         }
         match remote_verb(home, host, &args) {
-            Err(e) if e.downcast_ref::<corral::remote::SshError>().is_some_and(|e| e.is_unreachable()) => {
+            Err(e) if is_unreachable(&e) => {
                 if deadline.is_some_and(|at| Instant::now() >= at) {
                     eprintln!("corral: {e}; the wait timed out");
                     return Ok(wait::EXIT_TIMEOUT);
@@ -524,6 +532,11 @@ fn remote_wait(
             other => return other,
         }
     }
+}
+
+/// True if `e` says a host could not be reached (waiting may fix it).
+fn is_unreachable(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<corral::remote::SshError>().is_some_and(corral::remote::SshError::is_unreachable)
 }
 
 /// Prints one JSON document.

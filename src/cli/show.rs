@@ -9,6 +9,11 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
     let run = store.find_run(id)?;
     let caller = corral::caller::caller_run(store)?;
     corral::wait::collected_by(store, caller.as_deref(), std::slice::from_ref(&run))?;
+    print(store, &run, json, out)
+}
+
+/// Prints `run` (also a run of another host, as last seen).
+pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     if json {
         super::print_json(out, &run)?;
         return Ok(0);
@@ -57,14 +62,20 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
                 (None, _) => "-".into(),
             },
         ),
-        ("resources", resources(&run)),
-        ("contained", contained(&run)),
+        ("resources", resources(run)),
+        ("contained", contained(run)),
         ("transcript", transcript(&run.transcript)),
         ("session", or_dash(run.session_id.as_deref())),
         ("parent", or_dash(run.parent_id.as_deref())),
         ("children", if run.children.is_empty() { "-".into() } else { run.children.join(" ") }),
         ("worktree", run.worktree.as_ref().map_or_else(|| "-".into(), |w| format!("{} ({})", w.path, w.branch))),
-        ("folder", store.home().run_dir(&run.id).display().to_string()),
+        (
+            "folder",
+            match &run.host {
+                Some(host) => format!("on host {host}"),
+                None => store.home().run_dir(&run.id).display().to_string(),
+            },
+        ),
     ];
     for (key, value) in fields {
         writeln!(out, "{key:<10} {value}")?;
