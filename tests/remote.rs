@@ -203,6 +203,11 @@ fn a_task_full_of_shell_metacharacters_arrives_there_as_written_and_the_run_is_f
     assert_eq!(ids(&["ls", "--host", "local"]), std::slice::from_ref(&local_id));
     let everything = ids(&["ls"]);
     assert!(everything.contains(&id) && everything.contains(&local_id));
+    // Search looks there too.
+    let hits = env.json(&["search", "second line"]);
+    assert!(hits.as_array().unwrap().iter().any(|h| h["id"] == id.as_str() && h["host"] == "box"), "{hits:#}");
+    let here = env.json(&["search", "--local", "second line"]);
+    assert_eq!(here, serde_json::json!([]));
 }
 
 #[test]

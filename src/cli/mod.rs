@@ -279,6 +279,9 @@ enum Command {
         /// Words to find.
         #[arg(required = true)]
         text: Vec<String>,
+        /// Only this machine's runs (not the hosts of config.toml).
+        #[arg(long)]
+        local: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -414,7 +417,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
             let rule = prune::Rule { older_than, status, preset };
             prune::run(&mut store, rule, dry_run, json, &mut out)?
         }
-        Command::Search { text, json } => search::run(&store, &text.join(" "), json, &mut out)?,
+        Command::Search { text, local, json } => search::run(&store, &text.join(" "), local, json, &mut out)?,
         Command::Watch { json, since, until_caught_up } => {
             watch::run(&mut store, watch::Options { json, since, until_caught_up }, &shepherd, &mut out)?
         }

@@ -1,15 +1,24 @@
-//! `corral search TEXT`: full-text search over tasks, results and transcripts.
+//! `corral search TEXT`: full-text search over tasks, results and
+//! transcripts, here and on each host of config.toml (asked side by side,
+//! each for at most a few seconds; one that does not answer is said).
 
 use std::io::Write;
 
 use super::table::{cell, Table};
-use corral::Store;
+use corral::store::SearchHit;
+use corral::{Home, Store};
 
 /// Most hits shown.
 const LIMIT: usize = 50;
 
-pub fn run(store: &Store, text: &str, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
-    let hits = store.search(text, LIMIT)?;
+/// How long a host is given to answer.
+const HOST_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+pub fn run(store: &Store, text: &str, local: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    let mut hits = store.search(text, LIMIT)?;
+    if !local {
+        hits.extend(on_hosts(store.home(), text));
+    }
     if json {
         super::print_json(out, &hits)?;
         return Ok(0);
@@ -20,8 +29,44 @@ pub fn run(store: &Store, text: &str, json: bool, out: &mut impl Write) -> anyho
     }
     let mut table = Table::new(&["RUN", "WHERE", "MATCH"]);
     for hit in &hits {
-        table.row(vec![hit.id.clone(), hit.field.clone(), cell(&hit.snippet, 90)]);
+        let id = match &hit.host {
+            Some(host) => format!("{host}:{}", hit.id),
+            None => hit.id.clone(),
+        };
+        table.row(vec![id, hit.field.clone(), cell(&hit.snippet, 90)]);
     }
     table.write(out)?;
     Ok(0)
+}
+
+/// The hits of every host of config.toml, asked side by side.
+fn on_hosts(home: &Home, text: &str) -> Vec<SearchHit> {
+    let Ok(config) = corral::config::Config::load(home) else { return Vec::new() };
+    let (found, answers) = std::sync::mpsc::channel();
+    for host in &config.hosts {
+        let (home, name, text, found) = (home.clone(), host.name.clone(), text.to_string(), found.clone());
+        std::thread::spawn(move || {
+            // Theirs only: hosts that name each other must not ask round.
+            let args = ["search".into(), "--local".into(), "--json".into(), "--".into(), text.into()];
+            let hits = corral::remote::call(&home, &name, &args).map_err(|e| e.to_string()).and_then(|(_, printed)| {
+                serde_json::from_slice::<Vec<SearchHit>>(&printed).map_err(|e| format!("host '{name}': {e}"))
+            });
+            let _ = found.send((name, hits));
+        });
+    }
+    let deadline = std::time::Instant::now() + HOST_WITHIN;
+    let mut all = Vec::new();
+    for host in &config.hosts {
+        match answers.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            Ok((name, Ok(hits))) => {
+                all.extend(hits.into_iter().map(|hit| SearchHit { host: Some(name.clone()), ..hit }))
+            }
+            Ok((_, Err(e))) => eprintln!("corral: not searched: {e}"),
+            Err(_) => {
+                eprintln!("corral: host '{}' (and any after it) did not answer within {HOST_WITHIN:?}", host.name);
+                break;
+            }
+        }
+    }
+    all
 }

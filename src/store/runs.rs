@@ -116,7 +116,7 @@ pub enum AbortRequest {
 }
 
 /// One search match.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SearchHit {
     /// The run's id.
     pub id: String,
@@ -124,6 +124,9 @@ pub struct SearchHit {
     pub field: String,
     /// The matching text, shortened around the match.
     pub snippet: String,
+    /// The host of the run; absent for this machine's runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 fn new_run_id() -> String {
@@ -796,7 +799,7 @@ impl Store {
                 .into_iter()
                 .find(|(_, s)| s.contains('['))
                 .unwrap_or(("task", String::new()));
-            hits.push(SearchHit { id: run_id, field: field.to_string(), snippet });
+            hits.push(SearchHit { id: run_id, field: field.to_string(), snippet, host: None });
         }
         let events = newest("SELECT rowid FROM events_fts WHERE events_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2")?;
         for id in events.into_iter().take(limit.saturating_sub(hits.len())) {
@@ -811,7 +814,8 @@ impl Store {
                 .doing("searching transcripts")?;
             // FTS5's snippet() weighs every match of a long event (13 ms for
             // one of 16 KiB); the text around the first match is enough.
-            hits.push(SearchHit { id: run_id, field: "transcript".to_string(), snippet: around_first_match(&snippet) });
+            let snippet = around_first_match(&snippet);
+            hits.push(SearchHit { id: run_id, field: "transcript".to_string(), snippet, host: None });
         }
         hits.truncate(limit);
         Ok(hits)
