@@ -18,6 +18,8 @@ const MIN_TASK: usize = 20;
 
 /// How long `ls` waits for hosts nobody follows to catch up.
 const CATCH_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+/// A host found unreachable this recently is not asked again by `ls`.
+const UNREACHABLE_FOR: chrono::Duration = chrono::Duration::seconds(60);
 
 /// `--host` naming this machine.
 const LOCAL: &str = "local";
@@ -36,7 +38,7 @@ pub fn run(
         Some(LOCAL) => Vec::new(),
         Some(name) => vec![config.host(name)?.clone()],
     };
-    catch_up(home, &hosts);
+    catch_up(home, store, &hosts);
     let mut runs = if host.is_some_and(|h| h != LOCAL) { Vec::new() } else { store.runs(filter)? };
     let unreachable = with_remote_runs(store, &hosts, filter, &mut runs)?;
     if json {
@@ -108,13 +110,20 @@ pub fn run(
 /// Brings the mirror of each host nobody follows up to date, side by side,
 /// for at most [`CATCH_UP_WITHIN`]; a host that does not answer by then is
 /// shown as last seen.
-fn catch_up(home: &Home, hosts: &[HostConfig]) {
+fn catch_up(home: &Home, store: &Store, hosts: &[HostConfig]) {
+    let now = time::now();
+    let recently_down = |host: &HostConfig| {
+        store.host_state(&host.name).ok().flatten().is_some_and(|s| {
+            !s.reachable && s.checked_at.as_deref().and_then(time::parse).is_some_and(|at| now - at < UNREACHABLE_FOR)
+        })
+    };
+    let hosts: Vec<&HostConfig> = hosts.iter().filter(|h| !recently_down(h)).collect();
     if hosts.is_empty() {
         return;
     }
     let (done, finished) = std::sync::mpsc::channel();
-    for host in hosts {
-        let (home, host, done) = (home.clone(), host.clone(), done.clone());
+    for host in &hosts {
+        let (home, host, done) = (home.clone(), (*host).clone(), done.clone());
         std::thread::spawn(move || {
             if let Ok(mut store) = Store::open(&home) {
                 if let Err(e) = corral::remote::catch_up(&home, &mut store, &host, CATCH_UP_WITHIN) {
@@ -125,7 +134,7 @@ fn catch_up(home: &Home, hosts: &[HostConfig]) {
         });
     }
     let deadline = std::time::Instant::now() + CATCH_UP_WITHIN;
-    for _ in hosts {
+    for _ in &hosts {
         if finished.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).is_err() {
             break;
         }

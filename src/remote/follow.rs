@@ -108,7 +108,8 @@ pub fn follow(home: &Home, host: &HostConfig, following: &Following, lock: Follo
 /// recorded so, and is not an error: its runs say so.
 pub fn catch_up(home: &Home, store: &mut Store, host: &HostConfig, within: Duration) -> Result<(), RemoteError> {
     let Some(_lock) = FollowLock::try_take(home, &host.name) else { return Ok(()) };
-    let ssh = Ssh::new(home, host);
+    let seconds = within.as_secs().clamp(1, 10) as u32;
+    let ssh = Ssh::new(home, host).connecting_within(seconds);
     let following = Following::default();
     let deadline = Instant::now() + within;
     match session(store, &ssh, &following, Some(deadline)) {

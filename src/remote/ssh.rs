@@ -31,6 +31,8 @@ pub struct Ssh {
     host: HostConfig,
     /// Where the control sockets live (one per host and user).
     sockets: PathBuf,
+    /// Seconds to wait for a connection.
+    connect_timeout: u32,
 }
 
 /// Why a command on a host could not run, in words that say what to do.
@@ -79,7 +81,14 @@ impl SshError {
 impl Ssh {
     /// The invocations of `host`, with control sockets under `home`.
     pub fn new(home: &Home, host: &HostConfig) -> Ssh {
-        Ssh { host: host.clone(), sockets: home.data_dir().join("ssh") }
+        Ssh { host: host.clone(), sockets: home.data_dir().join("ssh"), connect_timeout: CONNECT_TIMEOUT_SECONDS }
+    }
+
+    /// The same, giving up on a connection after `seconds` (a look that
+    /// must not hold a command up).
+    pub fn connecting_within(mut self, seconds: u32) -> Ssh {
+        self.connect_timeout = seconds;
+        self
     }
 
     /// The host's configuration.
@@ -111,7 +120,7 @@ impl Ssh {
             .arg("-o")
             .arg("BatchMode=yes")
             .arg("-o")
-            .arg(format!("ConnectTimeout={CONNECT_TIMEOUT_SECONDS}"))
+            .arg(format!("ConnectTimeout={}", self.connect_timeout))
             .arg("-o")
             .arg("ServerAliveInterval=5")
             .arg("-o")
