@@ -16,6 +16,8 @@ pub enum Route {
     EndedSince(String),
     /// The launch form for a preset, in a folder for a project preset.
     Launch { preset: String, folder: Option<PathBuf> },
+    /// The launch form with a host of config.toml chosen.
+    LaunchOn(String),
 }
 
 impl Route {
@@ -32,6 +34,7 @@ impl Route {
                 }
                 args
             }
+            Route::LaunchOn(host) => vec!["--launch-on".into(), host.into()],
         }
     }
 
@@ -49,6 +52,7 @@ impl Route {
                 let folder = folder.as_ref().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
                 format!("#/launch?preset={}&cwd={}", encode(preset), encode(&folder))
             }
+            Route::LaunchOn(host) => format!("#/launch?host={}", encode(host)),
         }
     }
 }
@@ -82,6 +86,8 @@ mod tests {
             args(Route::Launch { preset: "fix".into(), folder: Some("/src/app".into()) }),
             ["--launch", "fix", "--cwd", "/src/app"]
         );
+        assert_eq!(args(Route::LaunchOn("box".into())), ["--launch-on", "box"]);
+        assert_eq!(Route::LaunchOn("b x".into()).hash(), "#/launch?host=b%20x");
         assert_eq!(args(Route::Launch { preset: "fix".into(), folder: None }), ["--launch", "fix"]);
     }
 

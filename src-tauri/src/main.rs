@@ -31,8 +31,11 @@ use window::Route;
 #[command(name = "corral-app", version)]
 struct Args {
     /// Open on this run's transcript.
-    #[arg(long, value_name = "RUN", conflicts_with_all = ["launch", "ended_since"])]
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["launch", "ended_since", "launch_on"])]
     open: Option<String>,
+    /// Open the launch form for a host of config.toml.
+    #[arg(long, value_name = "HOST", conflicts_with_all = ["launch", "ended_since"])]
+    launch_on: Option<String>,
     /// Open the launch form for this preset.
     #[arg(long, value_name = "PRESET", conflicts_with = "ended_since")]
     launch: Option<String>,
@@ -60,6 +63,7 @@ impl Args {
             (Some(run), _, _) => Route::Run(run.clone()),
             (_, Some(preset), _) => Route::Launch { preset: preset.clone(), folder: self.cwd.clone() },
             (_, _, Some(since)) => Route::EndedSince(since.clone()),
+            _ if self.launch_on.is_some() => Route::LaunchOn(self.launch_on.clone().unwrap_or_default()),
             _ => Route::Runs,
         }
     }
@@ -207,6 +211,7 @@ mod tests {
             Route::EndedSince("2026-11-23T00:00:00.000Z".into()),
             Route::Launch { preset: "fix".into(), folder: Some("/src/my app".into()) },
             Route::Launch { preset: "review".into(), folder: None },
+            Route::LaunchOn("box".into()),
         ] {
             let argv = std::iter::once("corral-app".into()).chain(route.args());
             assert_eq!(Args::try_parse_from(argv).unwrap().route(), route);

@@ -22,6 +22,8 @@ pub struct TrayView {
     pub recent: Vec<Run>,
     /// What the Launch submenu offers.
     pub launchable: Vec<Launchable>,
+    /// The hosts of config.toml, offered in the Launch submenu.
+    pub hosts: Vec<String>,
     /// "Do not disturb" is on.
     pub quiet: bool,
     /// Runs whose agents work (what "Pause all running" would freeze).
@@ -45,7 +47,9 @@ impl TrayView {
         let recent = store.runs(&RunFilter { limit: Some(RECENT), ..RunFilter::default() })?;
         let count = |status| store.runs(&RunFilter { status: Some(status), ..RunFilter::default() }).map(|r| r.len());
         let (working, paused) = (count(RunStatus::Running)?, count(RunStatus::Paused)?);
-        Ok(TrayView { counts, recent, launchable: launchable(home), quiet, working, paused })
+        let hosts = corral::config::Config::load(home).map(|c| c.hosts.into_iter().map(|h| h.name).collect());
+        let hosts = hosts.unwrap_or_default();
+        Ok(TrayView { counts, recent, launchable: launchable(home), hosts, quiet, working, paused })
     }
 
     /// The title beside the icon: `N running / M total`.
@@ -99,7 +103,15 @@ mod tests {
     #[test]
     fn the_title_and_the_icon_follow_the_counts() {
         let counts = Counts { running: 2, total: 5, unseen_failures: 0, attention: 0 };
-        let view = TrayView { counts, recent: Vec::new(), launchable: Vec::new(), quiet: false, working: 0, paused: 0 };
+        let view = TrayView {
+            counts,
+            recent: Vec::new(),
+            launchable: Vec::new(),
+            hosts: Vec::new(),
+            quiet: false,
+            working: 0,
+            paused: 0,
+        };
         assert_eq!(view.title(), "2 running / 5 total");
         assert_eq!(view.look(), (2, false));
         let attention = TrayView { counts: Counts { attention: 1, ..counts }, ..view.clone() };

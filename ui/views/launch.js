@@ -17,7 +17,7 @@ export async function show(view, _arg, params) {
     cwdInput.placeholder = remote ? `a folder on ${hostSelect.value} (default: its home)` : "/path/to/project";
     if (remote) cwdInput.value = "";
     loadPresets();
-  } }, h("option", { value: "" }, "this machine"), hosts.map((name) => h("option", { value: name }, name)));
+  } }, h("option", { value: "" }, "this machine"), hosts.map((name) => h("option", { value: name, selected: name === params.get("host") }, name)));
   const cwd = params.get("cwd") || folders[0] || "";
   const wanted = params.get("preset") || "";
   const presetSelect = h("select", { id: "launch-preset", required: true });
@@ -78,7 +78,8 @@ export async function show(view, _arg, params) {
     h("span"), h("div", {}, submit),
   );
   view.append(h("h1", {}, "Launch"), form, h("datalist", { id: "launch-folders" }, folders.map((f) => h("option", { value: f }))));
-  await loadPresets();
+  if (hostSelect.value) hostSelect.dispatchEvent(new Event("change"));
+  else await loadPresets();
   task.focus();
 }
 

@@ -1,6 +1,6 @@
 //! The Launch submenu: the global presets, plus the project presets of
-//! recently used folders. A click opens the window's launch form for that
-//! preset.
+//! recently used folders, then each host of config.toml. A click opens the
+//! window's launch form for that preset, or with that host chosen.
 
 use std::path::PathBuf;
 
@@ -9,11 +9,12 @@ use crate::view::Launchable;
 use crate::window::{self, Route};
 
 pub const PREFIX: &str = "launch:";
+pub const HOST_PREFIX: &str = "launch-on:";
 /// Separates the preset name from its folder in an item id.
 const SEP: char = '\u{1f}';
 
-pub fn line(entries: &[Launchable]) -> Line {
-    let lines = entries
+pub fn line(entries: &[Launchable], hosts: &[String]) -> Line {
+    let mut lines: Vec<Line> = entries
         .iter()
         .map(|entry| {
             let folder = entry.folder.as_ref().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
@@ -31,6 +32,14 @@ pub fn line(entries: &[Launchable]) -> Line {
             Line::Item { id: format!("{PREFIX}{}{SEP}{folder}", entry.name), label, enabled: true }
         })
         .collect();
+    if !hosts.is_empty() {
+        lines.push(Line::Separator);
+        lines.extend(hosts.iter().map(|host| Line::Item {
+            id: format!("{HOST_PREFIX}{host}"),
+            label: format!("On {host}…"),
+            enabled: true,
+        }));
+    }
     Line::Submenu { id: "launch".into(), label: "Launch".into(), lines }
 }
 
@@ -38,4 +47,8 @@ pub fn clicked(entry: &str) {
     let (name, folder) = entry.split_once(SEP).unwrap_or((entry, ""));
     let folder = (!folder.is_empty()).then(|| PathBuf::from(folder));
     window::open(&Route::Launch { preset: name.to_string(), folder });
+}
+
+pub fn clicked_host(host: &str) {
+    window::open(&Route::LaunchOn(host.to_string()));
 }

@@ -16,7 +16,8 @@ use crate::view::TrayView;
 
 /// The whole menu for `view`.
 pub fn lines(view: &TrayView) -> Vec<Line> {
-    let mut lines = vec![counts::line(&view.counts), Line::Separator, launch::line(&view.launchable), Line::Separator];
+    let mut lines =
+        vec![counts::line(&view.counts), Line::Separator, launch::line(&view.launchable, &view.hosts), Line::Separator];
     lines.extend(recent::lines(&view.recent));
     lines.push(Line::Separator);
     lines.extend(pause::lines(view.working, view.paused));
@@ -30,6 +31,8 @@ pub fn clicked(state: &TrayState, id: &str) {
         recent::clicked(run);
     } else if let Some(entry) = id.strip_prefix(launch::PREFIX) {
         launch::clicked(entry);
+    } else if let Some(host) = id.strip_prefix(launch::HOST_PREFIX) {
+        launch::clicked_host(host);
     } else {
         match id {
             open::ID => open::clicked(),
@@ -64,6 +67,7 @@ mod tests {
             counts: Counts { running: 0, total: 0, unseen_failures: 0, attention: 0 },
             recent: Vec::new(),
             launchable: Vec::new(),
+            hosts: Vec::new(),
             quiet: true,
             working: 0,
             paused: 0,
