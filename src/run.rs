@@ -302,6 +302,10 @@ pub struct Run {
     /// The `[hosts.NAME]` it runs on; `None` for a run of this machine.
     #[serde(default)]
     pub host: Option<String>,
+    /// While its host cannot be reached and it was active when last seen:
+    /// since when (its status is then as last seen, not known now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable_since: Option<String>,
 }
 
 /// A transcript's size in the store.

@@ -282,6 +282,10 @@ fn a_host_down_during_a_run_is_said_so_then_caught_up_and_the_end_announced_once
     );
     let text = env.ok(&["ls"]);
     assert!(text.contains("unreachable since"), "its run says so, not lost nor failed:\n{text}");
+    let listed = env.json(&["ls"]);
+    let run = listed.as_array().unwrap().iter().find(|r| r["id"] == id.as_str()).unwrap().clone();
+    assert!(run["unreachable_since"].is_string(), "{run:#}");
+    assert_eq!(run["status"], "running", "as last seen");
     assert!(running(&store), "neither lost nor failed while unreachable");
 
     std::fs::write(&gate, "").unwrap();

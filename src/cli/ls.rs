@@ -40,7 +40,7 @@ pub fn run(
     };
     catch_up(home, store, &hosts);
     let mut runs = if host.is_some_and(|h| h != LOCAL) { Vec::new() } else { store.runs(filter)? };
-    let unreachable = with_remote_runs(store, &hosts, filter, &mut runs)?;
+    with_remote_runs(store, &hosts, filter, &mut runs)?;
     if json {
         super::print_json(out, &runs)?;
         return Ok(0);
@@ -70,9 +70,9 @@ pub fn run(
             0 => "-".to_string(),
             n => n.to_string(),
         };
-        let status = match (&run.retrying, &run.host) {
-            (_, Some(host)) if run.status.is_active() && unreachable.contains_key(host) => {
-                format!("unreachable since {}", unreachable[host])
+        let status = match (&run.retrying, &run.unreachable_since) {
+            (_, Some(since)) => {
+                format!("unreachable since {}", time::parse(since).map_or_else(String::new, time::clock))
             }
             (Some(retry), _) => format!("{} (retrying: {})", run.status, cell(retry, 40)),
             _ => run.status.to_string(),
@@ -141,21 +141,14 @@ fn catch_up(home: &Home, store: &Store, hosts: &[HostConfig]) {
     }
 }
 
-/// Adds the runs of other hosts that `filter` keeps, newest first with
-/// the local ones; returns the hosts unreachable now, with since when.
+/// Adds the runs of `hosts` that `filter` keeps, newest first with the
+/// local ones.
 fn with_remote_runs(
     store: &Store,
     hosts: &[HostConfig],
     filter: &RunFilter,
     runs: &mut Vec<Run>,
-) -> anyhow::Result<HashMap<String, String>> {
-    let mut unreachable = HashMap::new();
-    for host in hosts {
-        if let Some(state) = store.host_state(&host.name)?.filter(|s| !s.reachable) {
-            let since = state.since.as_deref().and_then(time::parse).map_or_else(String::new, time::clock);
-            unreachable.insert(host.name.clone(), since);
-        }
-    }
+) -> anyhow::Result<()> {
     let remote: Vec<Run> = store
         .remote_runs(None)?
         .into_iter()
@@ -167,14 +160,14 @@ fn with_remote_runs(
         .filter(|_| filter.folder.is_none() && filter.parent_id.is_none())
         .collect();
     if remote.is_empty() {
-        return Ok(unreachable);
+        return Ok(());
     }
     runs.extend(remote);
     runs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
     if let Some(limit) = filter.limit {
         runs.truncate(limit);
     }
-    Ok(unreachable)
+    Ok(())
 }
 
 /// The runs in tree order: each run followed by its children (oldest first),

@@ -24,6 +24,13 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
         None => "-".to_string(),
     };
     let status = match (run.stop_reason, &run.retrying) {
+        _ if run.unreachable_since.is_some() => {
+            format!(
+                "{} when last seen; host unreachable since {}",
+                run.status,
+                run.unreachable_since.as_deref().unwrap_or("")
+            )
+        }
         (Some(reason), _) => format!("{} ({reason})", run.status),
         (None, Some(retry)) => format!("{} (retrying: {retry})", run.status),
         (None, None) => run.status.to_string(),

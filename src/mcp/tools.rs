@@ -183,6 +183,9 @@ struct RunView<'a> {
     /// The host it runs on; absent for this machine's runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<&'a str>,
+    /// Its host cannot be reached: the status is as last seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unreachable_since: Option<&'a str>,
 }
 
 impl<'a> From<&'a Run> for RunView<'a> {
@@ -204,6 +207,7 @@ impl<'a> From<&'a Run> for RunView<'a> {
             completed_at: run.completed_at.as_deref(),
             worktree: run.worktree.as_ref(),
             host: run.host.as_deref(),
+            unreachable_since: run.unreachable_since.as_deref(),
         }
     }
 }

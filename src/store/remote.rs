@@ -83,15 +83,16 @@ impl Store {
         let mut stmt = self
             .conn()
             .prepare_cached(
-                "SELECT host, run FROM remote_runs WHERE ?1 IS NULL OR host = ?1 ORDER BY created_at DESC, id",
+                "SELECT r.host, r.run, h.since FROM remote_runs r LEFT JOIN hosts h ON h.name = r.host AND NOT h.reachable
+                 WHERE ?1 IS NULL OR r.host = ?1 ORDER BY r.created_at DESC, r.id",
             )
             .doing(doing)?;
         let rows = stmt
-            .query_map([host], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .query_map([host], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?)))
             .doing(doing)?
             .collect::<Result<Vec<_>, _>>()
             .doing(doing)?;
-        Ok(rows.into_iter().filter_map(|(host, json)| parse(&host, &json)).collect())
+        Ok(rows.into_iter().filter_map(|(host, json, down)| parse(&host, &json, down)).collect())
     }
 
     /// The run of another host whose id is `id_or_prefix`, or the one run
@@ -99,25 +100,29 @@ impl Store {
     pub fn find_remote_run(&self, id_or_prefix: &str) -> Result<Option<Run>, StoreError> {
         let doing = "finding a run of another host";
         let pattern = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
-        let rows: Vec<(String, String, String)> = self
+        let rows: Vec<(String, String, String, Option<String>)> = self
             .conn()
-            .prepare_cached("SELECT host, id, run FROM remote_runs WHERE id = ?1 OR id LIKE ?2 ORDER BY id LIMIT 10")
+            .prepare_cached(
+                "SELECT r.host, r.id, r.run, h.since FROM remote_runs r
+                 LEFT JOIN hosts h ON h.name = r.host AND NOT h.reachable
+                 WHERE r.id = ?1 OR r.id LIKE ?2 ORDER BY r.id LIMIT 10",
+            )
             .doing(doing)?
-            .query_map(params![id_or_prefix, pattern], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_map(params![id_or_prefix, pattern], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .doing(doing)?
             .collect::<Result<_, _>>()
             .doing(doing)?;
-        let exact: Vec<_> = rows.iter().filter(|(_, id, _)| id == id_or_prefix).collect();
+        let exact: Vec<_> = rows.iter().filter(|(_, id, _, _)| id == id_or_prefix).collect();
         let chosen = match (exact.as_slice(), rows.as_slice()) {
             ([one], _) => *one,
             (_, [one]) => one,
             (_, []) => return Ok(None),
             (_, many) => {
-                let matches = many.iter().map(|(h, id, _)| format!("{id} on {h}")).collect::<Vec<_>>().join(", ");
+                let matches = many.iter().map(|(h, id, _, _)| format!("{id} on {h}")).collect::<Vec<_>>().join(", ");
                 return Err(StoreError::AmbiguousRun { prefix: id_or_prefix.to_string(), matches });
             }
         };
-        Ok(parse(&chosen.0, &chosen.2))
+        Ok(parse(&chosen.0, &chosen.2, chosen.3.clone()))
     }
 
     /// Runs of other hosts that ended and were not announced yet, marked
@@ -136,7 +141,7 @@ impl Store {
             let rows = stmt.query_map(params![now, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
             rows.collect()
         })?;
-        Ok(rows.into_iter().filter_map(|(host, json)| parse(&host, &json)).collect())
+        Ok(rows.into_iter().filter_map(|(host, json)| parse(&host, &json, None)).collect())
     }
 
     /// Marks the ended runs of other hosts that are already known as
@@ -221,10 +226,12 @@ fn upsert(tx: &rusqlite::Transaction<'_>, host: &str, seq: i64, run: &Run) -> ru
     Ok(())
 }
 
-/// A mirrored run, with its host; `None` for a row this Corral cannot read
-/// (written by a newer one: skipped, not fatal).
-fn parse(host: &str, json: &str) -> Option<Run> {
+/// A mirrored run, with its host, and since when the host cannot be
+/// reached if it cannot and the run was active; `None` for a row this
+/// Corral cannot read (written by a newer one: skipped, not fatal).
+fn parse(host: &str, json: &str, unreachable_since: Option<String>) -> Option<Run> {
     let mut run: Run = serde_json::from_str(json).ok()?;
     run.host = Some(host.to_string());
+    run.unreachable_since = unreachable_since.filter(|_| run.status.is_active());
     Some(run)
 }

@@ -59,6 +59,13 @@ export function leave() {
   root = null;
 }
 
+/** A run whose host cannot be reached: its last seen status, said so. */
+function unreachableBadge(run) {
+  const since = new Date(run.unreachable_since).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return h("span", { class: "status s-unreachable", title: `${run.status} when last seen` },
+    h("span", { class: "dot" }), `${run.host} unreachable since ${since}`);
+}
+
 /** Parents first, each followed by its children, with their depth. */
 function asTree(runs) {
   const byId = new Map(runs.map((r) => [r.id, r]));
@@ -90,7 +97,7 @@ export async function refresh(change) {
   state.selected = Math.min(state.selected, state.rows.length - 1);
   const body = h("tbody", {}, state.rows.map(([run, depth], i) =>
     h("tr", { "data-id": run.id, class: i === state.selected ? "selected" : "", onclick: () => { location.hash = `#/run/${run.id}`; } },
-      h("td", {}, depth ? h("span", { class: "indent" }, "\u00a0\u00a0".repeat(depth - 1) + "└─ ") : null, statusBadge(run.status, run.retrying)),
+      h("td", {}, depth ? h("span", { class: "indent" }, "\u00a0\u00a0".repeat(depth - 1) + "└─ ") : null, run.unreachable_since ? unreachableBadge(run) : statusBadge(run.status, run.retrying)),
       h("td", {}, run.preset),
       h("td", { class: "muted", title: run.worktree_repo ?? run.cwd }, run.host ? `${run.host}: ${folderName(run)}` : folderName(run)),
       h("td", { class: "task", title: run.task }, run.task),
