@@ -547,3 +547,31 @@ fn a_reply_here_continues_the_agents_session_there() {
     let turns = std::fs::read_to_string(&log).unwrap();
     assert!(turns.lines().nth(1).is_some_and(|t| t.starts_with("resume=conv-session")), "{turns}");
 }
+
+#[test]
+fn a_run_here_waits_for_the_run_its_agent_launched_on_a_host() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.dir.path().join("gate");
+    remote.preset(
+        "gated",
+        &["sh", "-c", &format!("while [ ! -e '{}' ]; do sleep 0.05; done; echo through", gate.display())],
+    );
+    // The agent launches on the host and its turn ends at once.
+    env.command_preset("orchestrate", &["sh", "-c", "corral launch --host box gated 'from the agent' >/dev/null"]);
+    let parent = env.launch("orchestrate", "x");
+    let waiting = env.wait_run(&parent, LIMIT, |r| r["status"] == "waiting");
+    assert_eq!(waiting["status"], "waiting", "the parent waits for its run on the host: {waiting:#}");
+    let store = env.store();
+    let child = store.remote_children(&parent).unwrap();
+    assert_eq!(child.len(), 1, "recorded as launched by the parent");
+    std::fs::write(&gate, "").unwrap();
+    let ended = env.wait_end(&parent);
+    assert_eq!(ended["status"], "completed", "{ended:#}");
+    let there = remote.json(&["show", &child[0].id]);
+    assert_eq!(there["status"], "completed");
+    assert!(
+        ended["completed_at"].as_str().unwrap() >= there["completed_at"].as_str().unwrap(),
+        "the parent ended before its run on the host: {ended:#} {there:#}"
+    );
+}

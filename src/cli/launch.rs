@@ -120,7 +120,9 @@ fn launch_on_host(
         },
         base: args.base,
     };
-    let run = corral::remote::launch(home, store, host, &args.preset, &task, &options)?;
+    // Launched from inside a run: that run waits for it, as for a child.
+    let caller = corral::caller::caller_run(store)?;
+    let run = corral::remote::launch_for(home, store, host, (&args.preset, &task), &options, caller.as_deref())?;
     if args.wait {
         let ssh = corral::remote::Ssh::new(home, host);
         let mut wait: Vec<std::ffi::OsString> = vec!["wait".into(), run.id.clone().into()];

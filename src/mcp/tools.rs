@@ -113,7 +113,7 @@ pub struct LaunchArgs {
     /// With a worktree: the commit or branch it starts from (default: HEAD).
     #[serde(default)]
     pub base: Option<String>,
-    /// Run it on this host of the user's config.toml (`[hosts.NAME]`), over SSH; cwd is then a folder there (default: its user's home). Wait for it with wait_agents: your turn is not held for runs on other hosts.
+    /// Run it on this host of the user's config.toml (`[hosts.NAME]`), over SSH; cwd is then a folder there (default: its user's home). Your run waits for it as for a local one; read its result with wait_agents (it is not handed back in a follow-up turn).
     #[serde(default)]
     pub host: Option<String>,
 }

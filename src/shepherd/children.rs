@@ -8,7 +8,10 @@
 //! a continuation turn gives them to it and asks it to finish; otherwise
 //! the run ends with its own final text and a note of the children's
 //! outcomes. Only direct children gate a run; each child applies the same
-//! rule to its own.
+//! rule to its own. Runs the agent launched on other hosts gate it too: the
+//! shepherd follows their hosts while it waits (unless someone already
+//! does), and a host it cannot reach keeps them as last seen — active — so
+//! the run goes on waiting, bounded by the same timeout.
 
 use std::time::Instant;
 
@@ -46,12 +49,15 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
     let limit = sup.limits.children_timeout;
     let deadline = limit.and_then(|t| Instant::now().checked_add(t));
     let mut watcher = Watcher::new(&sup.store)?;
+    let mut followers = RemoteFollowers::default();
     loop {
         let kids = sup.store.child_runs(&sup.run_id)?;
-        let active: Vec<&Run> = kids.iter().filter(|c| c.status.is_active()).collect();
+        let remote = sup.store.remote_children(&sup.run_id)?;
+        let active: Vec<&Run> = kids.iter().chain(&remote).filter(|c| c.status.is_active()).collect();
         if active.is_empty() {
             break;
         }
+        followers.follow(sup.store.home(), active.iter().filter_map(|r| r.host.as_deref()));
         if deadline.is_some_and(|d| Instant::now() >= d) {
             let ids: Vec<&str> = active.iter().map(|c| c.id.as_str()).collect();
             let error = format!(
@@ -61,6 +67,7 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
             );
             sup.commit(RunStatus::Failed, StopReason::ChildrenTimeout, Some(error))?;
             abort_active(sup)?;
+            abort_remote(sup, &remote);
             return Ok(Next::Done);
         }
         if let Woken::Stopped = block(sup, &mut watcher, deadline)? {
@@ -89,6 +96,58 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
     }
     commit_with_children(sup, verdict)?;
     Ok(Next::Done)
+}
+
+/// Followers of the hosts of runs this run waits for, started by it where
+/// no one follows them; stopped when it stops waiting. Runtime state only.
+#[derive(Default)]
+struct RemoteFollowers {
+    running: Vec<(String, crate::remote::Following, std::thread::JoinHandle<()>)>,
+}
+
+impl RemoteFollowers {
+    /// Follows each of `hosts` not followed yet, if no one else does.
+    fn follow<'a>(&mut self, home: &crate::home::Home, hosts: impl Iterator<Item = &'a str>) {
+        for name in hosts {
+            if self.running.iter().any(|(h, _, _)| h == name) {
+                continue;
+            }
+            let Ok(config) = crate::config::Config::load(home) else { return };
+            let Ok(host) = config.host(name).cloned() else { continue };
+            let Some(lock) = crate::remote::FollowLock::try_take(home, name) else { continue };
+            let following = crate::remote::Following::default();
+            let (home, f) = (home.clone(), following.clone());
+            match std::thread::Builder::new()
+                .name(format!("corral-host-{name}"))
+                .spawn(move || crate::remote::follow(&home, &host, &f, lock))
+            {
+                Ok(thread) => self.running.push((name.to_string(), following, thread)),
+                Err(e) => tracing::warn!(host = name, "cannot follow the host of a child run: {e}"),
+            }
+        }
+    }
+}
+
+impl Drop for RemoteFollowers {
+    fn drop(&mut self) {
+        for (_, following, _) in &self.running {
+            following.stop();
+        }
+        for (_, _, thread) in self.running.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Asks the hosts of the still active runs in `remote` to abort them (best
+/// effort: a host that cannot be reached keeps its run).
+fn abort_remote(sup: &mut Supervisor, remote: &[Run]) {
+    for run in remote.iter().filter(|r| r.status.is_active()) {
+        let args = ["abort".into(), run.id.clone().into()];
+        if let Err(e) = crate::remote::act(sup.store.home(), run, &args) {
+            sup.cleanup.note(&format!("cannot abort run {} on {}: {e}", run.id, run.host.as_deref().unwrap_or("?")));
+        }
+    }
 }
 
 /// A continuation or reply turn is work: a run that was `waiting` takes a

@@ -98,7 +98,7 @@ pub(super) struct Supervisor {
     logs: RunLogs,
     pub(super) sigchld: SignalPipe,
     nudge: SignalPipe,
-    cleanup: Cleanup,
+    pub(super) cleanup: Cleanup,
     /// Frozen by `corral pause` since then: its clocks are stopped.
     paused_since: Option<Instant>,
 
@@ -623,7 +623,8 @@ impl Supervisor {
         self.await_launchers();
         self.cleanup.after_outcome(Instant::now());
         let kids = self.store.child_runs(&self.run_id)?;
-        let active = kids.iter().filter(|c| c.status.is_active()).count();
+        let remote_active = self.store.remote_children(&self.run_id)?.iter().filter(|r| r.status.is_active()).count();
+        let active = kids.iter().filter(|c| c.status.is_active()).count() + remote_active;
         let uncollected = kids.iter().any(|c| c.status.is_terminal() && c.collected_at.is_none());
         if active > 0 {
             self.flush_events()?;

@@ -66,6 +66,25 @@ impl Store {
         })
     }
 
+    /// The runs of other hosts that local run `run_id`'s agent launched, as
+    /// last seen: a parent waits for them as for its own children.
+    pub fn remote_children(&self, run_id: &str) -> Result<Vec<Run>, StoreError> {
+        let doing = "listing the runs a run launched on other hosts";
+        let rows: Vec<(String, String, Option<String>)> = self
+            .conn()
+            .prepare_cached(
+                "SELECT r.host, r.run, h.since FROM remote_runs r
+                 LEFT JOIN hosts h ON h.name = r.host AND NOT h.reachable
+                 WHERE r.launched_by = ?1 ORDER BY r.created_at",
+            )
+            .doing(doing)?
+            .query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .doing(doing)?
+            .collect::<Result<_, _>>()
+            .doing(doing)?;
+        Ok(rows.into_iter().filter_map(|(host, json, down)| parse(&host, &json, down)).collect())
+    }
+
     /// The local run whose agent launched run `id` of another host, if one did.
     pub fn remote_launched_by(&self, id: &str) -> Result<Option<String>, StoreError> {
         self.conn()

@@ -46,6 +46,7 @@ CREATE TABLE remote_runs (
 );
 CREATE INDEX remote_runs_id ON remote_runs(id);
 CREATE INDEX remote_runs_status ON remote_runs(status);
+CREATE INDEX remote_runs_launched_by ON remote_runs(launched_by) WHERE launched_by IS NOT NULL;
 CREATE TRIGGER remote_runs_added AFTER INSERT ON remote_runs BEGIN
     UPDATE status_version SET version = version + 1;
 END;
