@@ -1,12 +1,13 @@
-// The runs list: status, preset, task, age, duration, tokens, cost, with
-// children nested under their parents; filter by status; full-text search.
+// The runs list: status, preset, machine (with hosts), task, age, duration,
+// tokens, cost, with children nested under their parents; filter by status
+// and machine; full-text search.
 
 import { call, h, statusBadge, ago, duration, tokens, cost } from "../app.js";
 
 /** Runs fetched per page: a store of thousands is never fetched whole. */
 const PAGE = 200;
 
-let state = { status: "", query: "", all: false, selected: 0, rows: [], limit: PAGE, endedSince: null };
+let state = { status: "", host: "", query: "", all: false, selected: 0, rows: [], limit: PAGE, endedSince: null };
 let root = null;
 let searchTimer = null;
 
@@ -21,6 +22,13 @@ export async function show(view, _arg, params) {
   const filter = h("select", { id: "status-filter", onchange: (e) => { state.status = e.target.value; refresh(); } },
     ["", "queued", "starting", "running", "waiting", "paused", "completed", "failed", "aborted", "lost"].map((s) =>
       h("option", { value: s, selected: s === state.status }, s || "any status")));
+  // Runs of other machines ([hosts.NAME] of config.toml), when there are any.
+  const hosts = await call("list_hosts").catch(() => []);
+  const machine = hosts.length
+    ? h("select", { id: "host-filter", onchange: (e) => { state.host = e.target.value; refresh(); } },
+      [["", "any machine"], ["local", "this machine"], ...hosts.map((name) => [name, name])].map(([value, label]) =>
+        h("option", { value, selected: value === state.host }, label)))
+    : null;
   const all = h("label", {}, h("input", { type: "checkbox", checked: state.all, onchange: (e) => { state.all = e.target.checked; refresh(); } }), " include cleared");
   const clear = h("button", { onclick: async () => { await call("clear_finished"); refresh(); } }, "Clear finished");
   const disk = h("span", { class: "muted", id: "worktrees-usage" });
@@ -28,7 +36,7 @@ export async function show(view, _arg, params) {
     ? h("span", { class: "pill", id: "ended-since" }, `ended since ${new Date(state.endedSince).toLocaleTimeString()} `,
       h("a", { href: "#/runs" }, "show all"))
     : null;
-  view.append(h("div", { class: "toolbar" }, search, filter, all, clear, since, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
+  view.append(h("div", { class: "toolbar" }, search, filter, machine, all, clear, since, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
   call("worktrees_usage").then((u) => {
     if (u.worktrees) disk.textContent = `${u.worktrees} worktree${u.worktrees === 1 ? "" : "s"} · ${size(u.bytes)} on disk`;
   }).catch(() => {});
@@ -86,7 +94,7 @@ export function cares(change) {
 /** Refetches the page when a status changed (never on transcript lines). */
 export async function refresh(change) {
   if (!root || (change && !change.statuses)) return;
-  const list = await call("list_runs", { status: state.status || null, query: state.query || null, all: state.all, limit: state.limit, endedSince: state.endedSince });
+  const list = await call("list_runs", { status: state.status || null, host: state.host || null, query: state.query || null, all: state.all, limit: state.limit, endedSince: state.endedSince });
   const target = root.querySelector("#runs-table");
   if (!target) return;
   state.rows = asTree(list);
@@ -95,11 +103,14 @@ export async function refresh(change) {
     return;
   }
   state.selected = Math.min(state.selected, state.rows.length - 1);
+  // A machine column while any run listed is another host's.
+  const remote = list.some((r) => r.host);
   const body = h("tbody", {}, state.rows.map(([run, depth], i) =>
     h("tr", { "data-id": run.id, class: i === state.selected ? "selected" : "", onclick: () => { location.hash = `#/run/${run.id}`; } },
       h("td", {}, depth ? h("span", { class: "indent" }, "\u00a0\u00a0".repeat(depth - 1) + "└─ ") : null, run.unreachable_since ? unreachableBadge(run) : statusBadge(run.status, run.retrying)),
       h("td", {}, run.preset),
-      h("td", { class: "muted", title: run.worktree_repo ?? run.cwd }, run.host ? `${run.host}: ${folderName(run)}` : folderName(run)),
+      remote ? h("td", { class: "muted" }, run.host ?? "here") : null,
+      h("td", { class: "muted", title: run.worktree_repo ?? run.cwd }, folderName(run)),
       h("td", { class: "task", title: run.task }, run.task),
       h("td", {}, ago(run.created_at)),
       h("td", { class: "num" }, duration(run)),
@@ -112,7 +123,7 @@ export async function refresh(change) {
     ? h("div", { class: "toolbar" }, h("button", { id: "more-runs", onclick: () => { state.limit += PAGE; refresh(); } }, `Show ${PAGE} more`))
     : null;
   target.replaceChildren(h("table", { id: "runs" },
-    h("thead", {}, h("tr", {}, ["Status", "Preset", "Folder", "Task", "Age", "Duration", "Tokens", "Cost", "Changes", "Id"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["Status", "Preset", ...(remote ? ["Machine"] : []), "Folder", "Task", "Age", "Duration", "Tokens", "Cost", "Changes", "Id"].map((t) => h("th", {}, t)))),
     body), more ?? "");
 }
 

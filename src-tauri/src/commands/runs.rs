@@ -12,13 +12,15 @@ use tauri::State;
 use crate::error::AppError;
 use crate::state::AppState;
 
-/// Runs, newest first, at most `limit` (a page; all without it):
-/// optionally only one status, only matches of a full-text search, or
+/// Runs, newest first, at most `limit` (a page; all without it), this
+/// machine's and its hosts': optionally only one status, one machine
+/// (`local` or a host's name), only matches of a full-text search, or
 /// including cleared ones.
 #[tauri::command(async)]
 pub fn list_runs(
     state: State<'_, AppState>,
     status: Option<String>,
+    host: Option<String>,
     query: Option<String>,
     all: Option<bool>,
     limit: Option<usize>,
@@ -39,11 +41,14 @@ pub fn list_runs(
         ended_since: ended_since.filter(|s| !s.is_empty()),
         ..RunFilter::default()
     };
-    let mut runs = store.runs(&filter)?;
+    // `host`: "local" for this machine's runs, a host's name for its runs.
+    let host = host.filter(|h| !h.is_empty());
+    let mut runs = if host.as_deref().is_none_or(|h| h == "local") { store.runs(&filter)? } else { Vec::new() };
     // Runs of other hosts (as last followed), with theirs among them.
     let remote: Vec<Run> = store
-        .remote_runs(None)?
+        .remote_runs(host.as_deref().filter(|h| *h != "local"))?
         .into_iter()
+        .filter(|_| host.as_deref() != Some("local"))
         .filter(|r| status.is_none_or(|s| s == r.status))
         .filter(|r| {
             filter.ended_since.as_ref().is_none_or(|since| r.completed_at.as_ref().is_some_and(|at| at >= since))
