@@ -2,8 +2,8 @@
 //!
 //! A remote host runs the same `corral`: its runs are detached shepherds
 //! and a store on that machine, so they never depend on the connection.
-//! This machine launches there (`launch`), acts there (`proxy`: the same
-//! verb, run by the remote `corral`), and follows the host's change stream
+//! This machine launches there (`launch`), acts there (`act`, `call`: the
+//! same verb, run by the remote `corral`), and follows the host's change stream
 //! (`follow`: `corral watch --json --since N` over one multiplexed
 //! connection) into its own store's mirror, which `ls`, the tray and the
 //! window read. Nothing of Corral's listens on a network.
@@ -66,8 +66,9 @@ pub enum RemoteError {
     Ssh(#[from] SshError),
     /// The host runs another version of Corral.
     #[error(
-        "host '{host}' runs corral {theirs}, this is {ours}: install this version there \
-         (`corral hosts add {host} {dest} --install` copies it when the machine is alike)"
+        "host '{host}' runs corral {theirs}, this is {ours}: install this version there (on a machine alike: \
+         scp \"$(command -v corral)\" {dest}:.local/bin/corral, with corral = \"~/.local/bin/corral\" in \
+         [hosts.{host}]; `corral hosts add … --install` does it when adding a host)"
     )]
     Version { host: String, dest: String, theirs: String, ours: String },
     /// The remote `corral` refused (its own words, e.g. an unknown preset).

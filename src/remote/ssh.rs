@@ -61,8 +61,9 @@ pub enum SshError {
     Refused { host: String, dest: String },
     /// Corral is not installed there.
     #[error(
-        "host '{host}' has no `{corral}`: install Corral there (`corral hosts add {host} {dest} --install` copies \
-         this one when the machine is alike), or set `corral` in [hosts.{host}] to its path"
+        "host '{host}' has no `{corral}`: install Corral there (on a machine alike: scp \"$(command -v corral)\" \
+         {dest}:.local/bin/corral, with corral = \"~/.local/bin/corral\" in [hosts.{host}]; `corral hosts add … \
+         --install` does it when adding a host), or set `corral` in [hosts.{host}] to its path"
     )]
     NoCorral { host: String, dest: String, corral: String },
     /// Any other failure of `ssh` (exit 255), with what it said.
