@@ -287,6 +287,7 @@ fn a_host_down_during_a_run_is_said_so_then_caught_up_and_the_end_announced_once
     assert!(run["unreachable_since"].is_string(), "{run:#}");
     assert_eq!(run["status"], "running", "as last seen");
     assert!(running(&store), "neither lost nor failed while unreachable");
+    assert_eq!(store.counts().unwrap().running, 0, "nor counted as running in the tray");
 
     std::fs::write(&gate, "").unwrap();
     remote.json(&["wait", &id]);

@@ -50,8 +50,11 @@ impl Store {
     pub fn counts(&self) -> Result<Counts, StoreError> {
         let local = self.local_counts()?;
         let sql = format!(
+            // A run of a host that cannot be reached is not known to be
+            // running: counted in the total, not as running.
             "SELECT
-               count(*) FILTER (WHERE status IN {active}),
+               count(*) FILTER (WHERE status IN {active}
+                                  AND host NOT IN (SELECT name FROM hosts WHERE NOT reachable)),
                count(*),
                count(*) FILTER (WHERE status IN {failed} AND seen_at IS NULL)
              FROM remote_runs",
