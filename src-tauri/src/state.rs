@@ -1,10 +1,11 @@
 //! The window's runtime state. Nothing here is persisted: runs live in the
 //! store, recent folders in their own file (`corral::recent_folders`).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use corral::queue::ShepherdCommand;
-use corral::{Home, Store};
+use corral::store::StoredEvent;
+use corral::{Home, Run, Store};
 
 use crate::error::AppError;
 
@@ -14,11 +15,17 @@ pub struct AppState {
     pub home: Home,
     /// Why the store cannot be read, while it cannot (set by the watcher).
     problem: Mutex<Option<String>>,
+    /// The transcript of the other host's run on screen, fetched once when
+    /// it was opened: its pages are read from here, not over SSH again.
+    remote_transcript: Mutex<Option<(String, Arc<Vec<StoredEvent>>)>>,
 }
+
+/// Lines of another host's transcript fetched for the run view.
+const REMOTE_LINES: usize = 2000;
 
 impl AppState {
     pub fn new(home: Home) -> AppState {
-        AppState { home, problem: Mutex::new(None) }
+        AppState { home, problem: Mutex::new(None), remote_transcript: Mutex::new(None) }
     }
 
     /// A connection to the store (cheap: one per call keeps commands
@@ -31,6 +38,20 @@ impl AppState {
     /// installed, else the window's own program (`corral-app shepherd <id>`).
     pub fn shepherd(&self) -> Result<ShepherdCommand, AppError> {
         Ok(ShepherdCommand::lightest()?)
+    }
+
+    /// The transcript of `run`, of another host: fetched now when `fetch`
+    /// (the run was opened) or not fetched yet, else as fetched.
+    pub fn remote_transcript(&self, run: &Run, fetch: bool) -> Result<Arc<Vec<StoredEvent>>, AppError> {
+        let mut kept = self.remote_transcript.lock().expect("remote transcript");
+        match kept.as_ref() {
+            Some((id, events)) if id == &run.id && !fetch => Ok(events.clone()),
+            _ => {
+                let events = Arc::new(corral::remote::transcript(&self.home, run, REMOTE_LINES)?);
+                *kept = Some((run.id.clone(), events.clone()));
+                Ok(events)
+            }
+        }
     }
 
     /// Why the store cannot be read, while it cannot.

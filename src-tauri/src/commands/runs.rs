@@ -90,10 +90,11 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
     let mut store = state.store()?;
     let run = match store.find_run(&id) {
         Err(corral::store::StoreError::UnknownRun(_)) => match store.find_remote_run(&id)? {
-            // Another host's: its transcript is fetched when shown.
+            // Another host's: its transcript is fetched now, once.
             Some(run) => {
+                let event_count = state.remote_transcript(&run, true)?.len() as i64;
                 let folder = format!("{}:{}", run.host.as_deref().unwrap_or_default(), run.cwd);
-                return Ok(RunDetail { run, stderr_tail: String::new(), event_count: 0, folder });
+                return Ok(RunDetail { run, stderr_tail: String::new(), event_count, folder });
             }
             None => return Err(corral::store::StoreError::UnknownRun(id).into()),
         },
@@ -115,15 +116,10 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
 pub fn transcript_size(state: State<'_, AppState>, id: String) -> Result<i64, AppError> {
     let store = state.store()?;
     match store.find_remote_run(&id)? {
-        Some(run) if store.find_run(&id).is_err() => {
-            Ok(corral::remote::transcript(&state.home, &run, REMOTE_LINES)?.len() as i64)
-        }
+        Some(run) if store.find_run(&id).is_err() => Ok(state.remote_transcript(&run, false)?.len() as i64),
         _ => Ok(store.event_count(&id)?),
     }
 }
-
-/// Lines of another host's transcript fetched for the run view.
-const REMOTE_LINES: usize = 2000;
 
 /// A page of a run's transcript: events after `after_seq`, at most `limit`
 /// (capped at 2000).
@@ -137,8 +133,8 @@ pub fn transcript(
     let store = state.store()?;
     match store.find_remote_run(&id)? {
         Some(run) if store.find_run(&id).is_err() => {
-            let events = corral::remote::transcript(&state.home, &run, REMOTE_LINES)?;
-            Ok(events.into_iter().filter(|e| e.seq > after_seq).take(limit.min(2000)).collect())
+            let events = state.remote_transcript(&run, false)?;
+            Ok(events.iter().filter(|e| e.seq > after_seq).take(limit.min(2000)).cloned().collect())
         }
         _ => Ok(store.events_after(&id, after_seq, limit.min(2000))?),
     }
