@@ -131,6 +131,15 @@ impl Remote {
         .unwrap();
     }
 
+    /// A remote preset `gated` that waits for a file, then prints
+    /// `through`; returns the file to create.
+    fn gated_preset(&self) -> PathBuf {
+        let gate = self.dir.path().join("gate");
+        let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done; echo through", gate.display());
+        self.preset("gated", &["sh", "-c", &script]);
+        gate
+    }
+
     /// `corral ARGS --json` run on the remote side directly (not over SSH);
     /// exit 1 (a run that did not complete) is an answer too.
     fn json(&self, args: &[&str]) -> Value {
@@ -228,11 +237,7 @@ fn abort_here_stops_the_run_there_and_leaves_no_process() {
 fn a_run_there_goes_on_when_the_connection_is_killed_and_a_wait_here_sees_its_end() {
     let Some(remote) = Remote::start() else { return };
     let env = local(&remote);
-    let gate = remote.dir.path().join("gate");
-    remote.preset(
-        "gated",
-        &["sh", "-c", &format!("while [ ! -e '{}' ]; do sleep 0.05; done; echo through", gate.display())],
-    );
+    let gate = remote.gated_preset();
     let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
     // A wait over SSH is in progress when the connection dies.
     let waiting = env.command(&["wait", &id]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
@@ -252,11 +257,7 @@ fn a_run_there_goes_on_when_the_connection_is_killed_and_a_wait_here_sees_its_en
 fn a_host_down_during_a_run_is_said_so_then_caught_up_and_the_end_announced_once() {
     let Some(mut remote) = Remote::start() else { return };
     let env = local(&remote);
-    let gate = remote.dir.path().join("gate");
-    remote.preset(
-        "gated",
-        &["sh", "-c", &format!("while [ ! -e '{}' ]; do sleep 0.05; done; echo through", gate.display())],
-    );
+    let gate = remote.gated_preset();
     let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
 
     let home = corral::Home::at(&env.home);
@@ -553,11 +554,7 @@ fn a_reply_here_continues_the_agents_session_there() {
 fn a_run_here_waits_for_the_run_its_agent_launched_on_a_host() {
     let Some(remote) = Remote::start() else { return };
     let env = local(&remote);
-    let gate = remote.dir.path().join("gate");
-    remote.preset(
-        "gated",
-        &["sh", "-c", &format!("while [ ! -e '{}' ]; do sleep 0.05; done; echo through", gate.display())],
-    );
+    let gate = remote.gated_preset();
     // The agent launches on the host and its turn ends at once.
     env.command_preset("orchestrate", &["sh", "-c", "corral launch --host box gated 'from the agent' >/dev/null"]);
     let parent = env.launch("orchestrate", "x");

@@ -52,28 +52,24 @@ impl Store {
         let doing = "reading changes";
         // One snapshot: the numbers and the runs' states agree.
         let snapshot = self.conn().unchecked_transaction().doing(doing)?;
-        let mut changed: Vec<(i64, String)> = self
-            .conn()
-            .prepare_cached("SELECT change_seq, id FROM runs WHERE change_seq > ?1 ORDER BY change_seq LIMIT ?2")
-            .doing(doing)?
-            .query_map([since, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
-            .doing(doing)?
-            .collect::<Result<_, _>>()
-            .doing(doing)?;
-        let removed: Vec<(i64, String)> = self
-            .conn()
-            .prepare_cached("SELECT seq, id FROM removed_runs WHERE seq > ?1 ORDER BY seq LIMIT ?2")
-            .doing(doing)?
-            .query_map([since, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
-            .doing(doing)?
-            .collect::<Result<_, _>>()
-            .doing(doing)?;
+        // (number, run id) pairs after `since`, in order, at most `limit`.
+        let numbered = |sql: &str| -> Result<Vec<(i64, String)>, StoreError> {
+            self.conn()
+                .prepare_cached(sql)
+                .doing(doing)?
+                .query_map([since, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+                .doing(doing)?
+                .collect::<Result<_, _>>()
+                .doing(doing)
+        };
+        let changed = numbered("SELECT change_seq, id FROM runs WHERE change_seq > ?1 ORDER BY change_seq LIMIT ?2")?;
+        let removed = numbered("SELECT seq, id FROM removed_runs WHERE seq > ?1 ORDER BY seq LIMIT ?2")?;
         // Each list was cut at `limit`: past the first cut's number, the
         // other list may lack changes, so nothing past it is sent yet.
         let cut_at = |list: &[(i64, String)]| (list.len() >= limit).then(|| list.last().map(|(seq, _)| *seq)).flatten();
         let cut = [cut_at(&changed), cut_at(&removed)].into_iter().flatten().min().unwrap_or(i64::MAX);
         let mut changes = Vec::with_capacity(changed.len() + removed.len());
-        for (seq, id) in changed.drain(..) {
+        for (seq, id) in changed {
             // Read in the same breath as its number: a run changed since
             // comes again with its new number.
             match self.run(&id) {
