@@ -160,6 +160,10 @@ pub struct UnknownHost {
 pub fn host_name_problem(name: &str) -> Option<String> {
     let fine =
         !name.is_empty() && name.len() <= 32 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if name == "local" {
+        // `ls --host local` means this machine.
+        return Some("'local' names this machine: choose another host name".to_string());
+    }
     (!fine).then(|| format!("'{name}' is not a host name: use up to 32 letters, digits, '-' or '_'"))
 }
 
@@ -363,6 +367,9 @@ mod tests {
             ("max_parallel = 0", "never start"),
             ("stop_grace = \"soon\"", "not a duration"),
             ("max_paralel = 3", "unknown field"),
+            ("[hosts.local]\nssh = \"me@box\"", "names this machine"),
+            ("[hosts.\"a b\"]\nssh = \"me@box\"", "not a host name"),
+            ("[hosts.box]\nssh = \"-oProxyCommand=x\"", "not a destination"),
         ] {
             std::fs::write(&path, text).unwrap();
             let err = Config::load_file(&path).unwrap_err().to_string();

@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -378,6 +379,17 @@ fn a_wrong_name_a_refused_key_an_unknown_host_key_or_no_corral_there_are_said_cl
         assert_eq!(out.status.code(), Some(2), "{said}: {stderr}");
         assert!(stderr.contains(said), "wanted '{said}', got: {stderr}");
     }
+    // Bad input is refused before anything crosses.
+    env.config(&base);
+    let mut big = env.command(&["launch", "--host", "box", "anything", "-"]);
+    let mut child = big.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &vec![b'x'; 2 << 20]).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "a 2 MiB task: {}", String::from_utf8_lossy(&out.stderr));
+    let mut non_utf8 = env.command(&["launch", "--host", "box", "anything", "x", "--cwd"]);
+    non_utf8.arg(std::ffi::OsStr::from_bytes(b"/tmp/\xff"));
+    let out = non_utf8.output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must be UTF-8"), "{}", String::from_utf8_lossy(&out.stderr));
     // Nothing was recorded for a launch that did not happen.
     assert_eq!(env.json(&["ls", "--all"]), serde_json::json!([]));
 }

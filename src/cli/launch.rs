@@ -111,7 +111,12 @@ fn launch_on_host(
     let task = task_of(&args.task, args.task_file.as_deref())?;
     corral::launch::check_task(&task)?;
     let options = corral::remote::RemoteLaunch {
-        cwd: args.cwd.map(|dir| dir.to_string_lossy().into_owned()),
+        cwd: match args.cwd {
+            Some(dir) => Some(dir.into_os_string().into_string().map_err(|dir| {
+                anyhow::anyhow!("--cwd {}: a folder on a host must be UTF-8 text", dir.to_string_lossy())
+            })?),
+            None => None,
+        },
         model: args.model,
         worktree: match (args.worktree, args.no_worktree) {
             (true, _) => Some(true),
