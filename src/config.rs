@@ -323,9 +323,9 @@ impl Config {
     }
 
     /// The resource limits a run of `preset` gets: the preset's own, else
-    /// `[limits]`.
-    pub fn resource_limits_for(&self, preset: &Preset) -> ResourceLimits {
-        preset.limits.or(self.resource_limits)
+    /// `[limits]`; a preset's `none` lifts a default. Also says where each came from.
+    pub fn resource_limits_for(&self, preset: &Preset) -> (ResourceLimits, Vec<String>) {
+        preset.limits.over(&self.resource_limits)
     }
 
     /// The limits a run of `preset` gets: the preset's own, else (for agent

@@ -54,7 +54,10 @@ pub fn pause(
 ) -> Result<Run, PauseError> {
     let run = store.find_run(id)?;
     let target = if pause { RunStatus::Paused } else { RunStatus::Running };
-    if run.status == target && (pause || run.paused_at.is_none()) {
+    // A paused run with a resume pending (no slot yet) is paused again by
+    // a later pause: the last word wins.
+    let settled = if pause { store.pause_requested(&run.id)? } else { run.paused_at.is_none() };
+    if run.status == target && settled {
         return Ok(run);
     }
     if !store.request_pause(&run.id, pause)? {

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Limits on a run's whole process tree. `None` is no limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceLimits {
     /// Most memory, in bytes (the OOM killer ends the run past it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -19,32 +19,72 @@ pub struct ResourceLimits {
     /// Most processes and threads at once (a fork bomb stops there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<u64>,
+    /// The limits written `none` (`memory`, `cpu`, `tasks`): in a preset,
+    /// they lift `config.toml`'s default instead of leaving it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lifted: Vec<String>,
 }
 
 impl ResourceLimits {
-    /// True if no limit is set.
+    /// True if no limit is set (nor lifted).
     pub fn is_empty(&self) -> bool {
         *self == ResourceLimits::default()
     }
 
-    /// Each limit of `self`, else `defaults`'.
-    pub fn or(self, defaults: ResourceLimits) -> ResourceLimits {
-        ResourceLimits {
-            memory_bytes: self.memory_bytes.or(defaults.memory_bytes),
-            cpu_percent: self.cpu_percent.or(defaults.cpu_percent),
-            tasks: self.tasks.or(defaults.tasks),
-        }
+    /// True if `key` (`memory`, `cpu`, `tasks`) was written `none`.
+    fn is_lifted(&self, key: &str) -> bool {
+        self.lifted.iter().any(|k| k == key)
+    }
+
+    /// Each limit of `self` (a preset's), else `defaults`' (config.toml's)
+    /// unless `self` lifted it; with where each came from, to be said.
+    pub fn over(&self, defaults: &ResourceLimits) -> (ResourceLimits, Vec<String>) {
+        let mut sources = Vec::new();
+        let mut pick = |key: &str, own: Option<u64>, default: Option<u64>| match (own, default) {
+            (Some(v), _) => {
+                sources.push(format!("{key}: from the preset"));
+                Some(v)
+            }
+            (None, Some(_)) if self.is_lifted(key) => {
+                sources.push(format!("{key}: config.toml's default lifted by the preset (none)"));
+                None
+            }
+            (None, Some(v)) => {
+                sources.push(format!("{key}: from config.toml [limits]"));
+                Some(v)
+            }
+            (None, None) => None,
+        };
+        let limits = ResourceLimits {
+            memory_bytes: pick("memory", self.memory_bytes, defaults.memory_bytes),
+            cpu_percent: pick("cpu", self.cpu_percent.map(u64::from), defaults.cpu_percent.map(u64::from))
+                .map(|p| p as u32),
+            tasks: pick("tasks", self.tasks, defaults.tasks),
+            lifted: Vec::new(),
+        };
+        (limits, sources)
     }
 
     /// Reads the `limits:` keys as written (`memory: 4G`, `cpu: 200%`,
     /// `tasks: 512`); `none` or `off` turns one off.
     pub fn parse(written: &WrittenLimits) -> Result<ResourceLimits, BadLimit> {
+        let lifted = [("memory", &written.memory), ("cpu", &written.cpu), ("tasks", &written.tasks)]
+            .into_iter()
+            .filter(|(_, v)| v.as_ref().is_some_and(is_off))
+            .map(|(k, _)| k.to_string())
+            .collect();
         Ok(ResourceLimits {
             memory_bytes: written.memory.as_ref().map(|v| parse_size("memory", v)).transpose()?.flatten(),
-            cpu_percent: written.cpu.as_ref().map(parse_cpu).transpose()?.flatten(),
+            cpu_percent: written.cpu.as_ref().map(|v| parse_cpu(v, machine_cores())).transpose()?.flatten(),
             tasks: written.tasks.as_ref().map(|v| parse_count("tasks", v)).transpose()?.flatten(),
+            lifted,
         })
     }
+}
+
+/// This machine's cores: the most CPU a limit can give.
+fn machine_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// The `limits:` keys as written in a preset or `config.toml`.
@@ -122,24 +162,30 @@ pub(crate) fn parse_size(key: &'static str, value: &LimitValue) -> Result<Option
     Ok(Some(bytes as u64))
 }
 
-fn parse_cpu(value: &LimitValue) -> Result<Option<u32>, BadLimit> {
-    let bad = || BadLimit {
-        key: "cpu",
-        text: value.to_string(),
-        how: "is not a CPU share: write e.g. 200% (two cores), 0.5 or none",
-    };
+/// A CPU limit: `200%`, or cores (`2`, `0.5`), never more than `cores`.
+fn parse_cpu(value: &LimitValue, cores: usize) -> Result<Option<u32>, BadLimit> {
+    let bad = |how| BadLimit { key: "cpu", text: value.to_string(), how };
+    const HOW: &str = "is not a CPU share: write cores (2, 0.5), a percentage (200% is two cores) or none";
     if is_off(value) {
         return Ok(None);
     }
     let percent = match value {
         LimitValue::Number(cores) => cores * 100.0,
         LimitValue::Text(text) => match text.trim().strip_suffix('%') {
-            Some(p) => p.trim().parse::<f64>().map_err(|_| bad())?,
-            None => text.trim().parse::<f64>().map_err(|_| bad())? * 100.0,
+            Some(p) => p.trim().parse::<f64>().map_err(|_| bad(HOW))?,
+            None => text.trim().parse::<f64>().map_err(|_| bad(HOW))? * 100.0,
         },
     };
-    if !(percent.is_finite() && (1.0..=100_000.0).contains(&percent)) {
-        return Err(bad());
+    if !(percent.is_finite() && percent >= 1.0) {
+        return Err(bad(HOW));
+    }
+    if percent > cores as f64 * 100.0 {
+        let how = if cores == 1 {
+            "is more than this machine's one core: write cores (0.5) or a percentage (50%)"
+        } else {
+            "is more cores than this machine has: write cores (2 is two cores) or a percentage (200% is two cores)"
+        };
+        return Err(bad(how));
     }
     Ok(Some(percent.round() as u32))
 }
@@ -235,12 +281,56 @@ mod tests {
 
     #[test]
     fn reads_limits_as_people_write_them() {
-        let written = WrittenLimits { memory: text("4G"), cpu: text("200%"), tasks: Some(LimitValue::Number(512.0)) };
+        let written = WrittenLimits { memory: text("4G"), cpu: text("100%"), tasks: Some(LimitValue::Number(512.0)) };
         let limits = ResourceLimits::parse(&written).unwrap();
-        assert_eq!(limits, ResourceLimits { memory_bytes: Some(4 << 30), cpu_percent: Some(200), tasks: Some(512) });
+        let want =
+            ResourceLimits { memory_bytes: Some(4 << 30), cpu_percent: Some(100), tasks: Some(512), lifted: vec![] };
+        assert_eq!(limits, want);
         let written = WrittenLimits { memory: text("512MiB"), cpu: Some(LimitValue::Number(0.5)), tasks: text("none") };
         let limits = ResourceLimits::parse(&written).unwrap();
-        assert_eq!(limits, ResourceLimits { memory_bytes: Some(512 << 20), cpu_percent: Some(50), tasks: None });
+        let want = ResourceLimits {
+            memory_bytes: Some(512 << 20),
+            cpu_percent: Some(50),
+            tasks: None,
+            lifted: vec!["tasks".to_string()],
+        };
+        assert_eq!(limits, want);
+    }
+
+    #[test]
+    fn a_cpu_limit_is_cores_or_a_percentage_and_never_more_than_the_machine() {
+        let cpu = |v: LimitValue, cores| parse_cpu(&v, cores);
+        assert_eq!(cpu(LimitValue::Number(2.0), 4), Ok(Some(200)));
+        assert_eq!(cpu(LimitValue::Text("2".into()), 4), Ok(Some(200)));
+        assert_eq!(cpu(LimitValue::Text("200%".into()), 4), Ok(Some(200)));
+        // A unit-less "200" is 200 cores, not 200%: refused on 4.
+        let e = cpu(LimitValue::Text("200".into()), 4).unwrap_err();
+        assert!(e.to_string().contains("more cores than this machine has"), "{e}");
+        assert!(cpu(LimitValue::Text("800%".into()), 4).is_err());
+        assert!(cpu(LimitValue::Number(2.0), 1).unwrap_err().to_string().contains("one core"));
+    }
+
+    #[test]
+    fn a_preset_lifts_sets_or_leaves_each_default() {
+        let defaults =
+            ResourceLimits { memory_bytes: Some(1 << 30), tasks: Some(100), cpu_percent: Some(50), lifted: vec![] };
+        let preset = ResourceLimits {
+            memory_bytes: None,
+            tasks: Some(20),
+            cpu_percent: None,
+            lifted: vec!["memory".to_string()],
+        };
+        let (limits, sources) = preset.over(&defaults);
+        assert_eq!(
+            limits,
+            ResourceLimits { memory_bytes: None, tasks: Some(20), cpu_percent: Some(50), lifted: vec![] }
+        );
+        assert!(
+            sources.iter().any(|s| s == "memory: config.toml's default lifted by the preset (none)"),
+            "{sources:?}"
+        );
+        assert!(sources.iter().any(|s| s == "tasks: from the preset"), "{sources:?}");
+        assert!(sources.iter().any(|s| s == "cpu: from config.toml [limits]"), "{sources:?}");
     }
 
     #[test]
@@ -253,7 +343,7 @@ mod tests {
         ] {
             let e = ResourceLimits::parse(&written).unwrap_err();
             assert_eq!(e.key, key);
-            assert!(e.to_string().contains("write e.g."), "{e}");
+            assert!(e.to_string().contains("write"), "{e}");
         }
     }
 }

@@ -443,3 +443,216 @@ fn only_a_running_run_can_be_paused() {
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
+
+/// A cgroup v2 group outside every run's, made for a test's helper to move
+/// itself into (as `systemd-run --scope` or tmux do); `None` if this
+/// machine does not let the test make one.
+fn escape_group(name: &str) -> Option<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mounts.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        after.starts_with("cgroup2 ").then(|| before.split(' ').nth(4).map(std::path::PathBuf::from))?
+    })?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim_start_matches('/').to_string();
+    let dir = mount.join(own).join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
+}
+
+#[test]
+fn a_helper_that_moves_itself_to_another_cgroup_dies_with_its_run() {
+    if no_cgroup_here().is_some() {
+        return;
+    }
+    let Some(escape) = escape_group("corral-test-escape") else {
+        println!("SKIPPED (cannot run here): this test cannot make a cgroup of its own");
+        return;
+    };
+    let env = mode_env("");
+    let pidfile = env.project.join("bg.pid");
+    let moved = env.project.join("moved");
+    let script = format!(
+        "sleep 333 & echo $! > '{pid}'; echo $! > '{esc}/cgroup.procs' && touch '{moved}'; exit 0",
+        pid = pidfile.display(),
+        esc = escape.display(),
+        moved = moved.display()
+    );
+    env.command_preset("p", &["sh", "-c", &script]);
+    let id = env.launch("p", "x");
+    let run = env.wait_end(&id);
+    let bg = pid_in(&pidfile);
+    let escaped = moved.exists();
+    let dead = gone(bg);
+    let _ = std::fs::remove_dir(&escape);
+    assert!(escaped, "the helper could not leave the run's group: the test proves nothing");
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert!(
+        dead,
+        "a helper that left the run's cgroup outlived the run, shown {} with every process reaped",
+        run["status"]
+    );
+}
+
+#[test]
+fn another_installation_launched_inside_a_run_dies_with_its_abort() {
+    for (mode, config) in MODES {
+        let env = mode_env(config);
+        let inner_home = env.user_home.join("inner-corral");
+        let inner_pid = env.project.join("inner.pid");
+        let fake_pid = env.project.join("fake.pid");
+        let inner_id = env.project.join("inner.id");
+        env.command_preset("inner", &["sh", "-c", &format!("echo $$ > '{}'; exec sleep 300", inner_pid.display())]);
+        // The agent starts a run of another installation, and a process
+        // that only says it is a shepherd.
+        let script = format!(
+            "CORRAL_HOME='{home}' corral launch inner x > '{id}'; CORRAL_SHEPHERD=x sh -c 'echo $$ > \"{fake}\"; exec sleep 300' & sleep 300",
+            home = inner_home.display(),
+            id = inner_id.display(),
+            fake = fake_pid.display()
+        );
+        env.command_preset("outer", &["sh", "-c", &script]);
+        let id = env.launch("outer", "x");
+        let (agent, fake) = (pid_in(&inner_pid), pid_in(&fake_pid));
+        let inner_run = std::fs::read_to_string(&inner_id).unwrap().trim().to_string();
+        let inner_store = corral::Store::open(&corral::Home::at(&inner_home)).unwrap();
+        let inner = inner_store.run(&inner_run).unwrap();
+        let inner_shepherd = inner.shepherd_pid.expect("the inner run's shepherd");
+        env.ok(&["abort", &id]);
+        let run = env.wait_end(&id);
+        assert_eq!(run["status"], "aborted", "{mode}: {run:#}");
+        let (agent_gone, shepherd_gone, fake_gone) = (gone(agent), gone(inner_shepherd), gone(fake));
+        assert!(shepherd_gone, "{mode}: the other installation's shepherd outlived the aborted run");
+        assert!(agent_gone, "{mode}: the other installation's agent outlived the aborted run");
+        assert!(fake_gone, "{mode}: a process with CORRAL_SHEPHERD in its environment was spared");
+    }
+}
+
+#[test]
+fn a_pause_never_freezes_the_store_while_the_run_writes_to_it() {
+    for (mode, config) in MODES {
+        let env = mode_env(config);
+        env.command_preset("quick", &["true"]);
+        let done = env.launch("quick", "x");
+        env.wait_end(&done);
+        // The agent calls Corral in a loop: each call takes the store's
+        // write lock (a pause request for a run that has ended).
+        let stop = env.project.join("stop");
+        let script = format!(
+            "while [ ! -e '{stop}' ]; do corral pause {done} >/dev/null 2>&1; done & \
+             while [ ! -e '{stop}' ]; do corral pause {done} >/dev/null 2>&1; done; wait",
+            stop = stop.display()
+        );
+        env.command_preset("writer", &["sh", "-c", &script]);
+        let id = env.launch("writer", "y");
+        env.wait_run(&id, LIMIT, |r| r["status"] == "running");
+        for round in 0..150 {
+            let out = env.corral(&["pause", &id]);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{mode}: round {round}: pause failed: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // The store is free while the run is paused: a launch from a
+            // terminal goes through at once.
+            if round % 25 == 0 {
+                let other = env.launch("quick", "z");
+                assert_eq!(env.wait_end(&other)["status"], "completed", "{mode}: round {round}");
+            }
+            let out = env.corral(&["resume", &id]);
+            assert!(
+                out.status.success(),
+                "{mode}: round {round}: resume failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::fs::write(&stop, "").unwrap();
+        let run = env.wait_end(&id);
+        assert_eq!(run["status"], "completed", "{mode}: {run:#}");
+    }
+}
+
+#[test]
+fn a_pause_after_a_resume_that_waits_for_a_slot_wins() {
+    let env = mode_env("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("ticks", &[&fake_agent("ticker"), "2000", "0.05"]);
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("quick", &["true"]);
+    let a = env.launch("ticks", "x");
+    env.wait_run(&a, LIMIT, |r| r["status"] == "running");
+    assert_eq!(env.json(&["pause", &a])[0]["status"], "paused");
+    let b = env.launch("slow", "y");
+    env.wait_run(&b, LIMIT, |r| r["status"] == "running");
+    let resumed = env.ok(&["resume", &a]);
+    assert!(resumed.contains("resume requested"), "{resumed}");
+    let paused = env.corral(&["pause", &a]);
+    assert!(paused.status.success(), "{}", String::from_utf8_lossy(&paused.stderr));
+    assert!(String::from_utf8_lossy(&paused.stdout).contains("paused"));
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(env.wait_end(&b)["status"], "completed");
+    // Had the resume stood, A would hold the only slot (2000 ticks) and
+    // this run would still be queued.
+    let c = env.launch("quick", "z");
+    assert_eq!(env.wait_end(&c)["status"], "completed");
+    assert_eq!(env.show(&a)["status"], "paused", "the earlier resume won over the later pause");
+    env.ok(&["abort", &a]);
+    let run = env.wait_end(&a);
+    assert_eq!(run["status"], "aborted");
+    assert!(run["paused_at"].is_null(), "an aborted run still says it is paused: {run:#}");
+}
+
+#[test]
+fn pausing_several_runs_does_each_on_its_own() {
+    let env = mode_env("");
+    env.command_preset("quick", &["true"]);
+    env.command_preset("ticks", &[&fake_agent("ticker"), "2000", "0.05"]);
+    let ended = env.launch("quick", "x");
+    env.wait_end(&ended);
+    let live = env.launch("ticks", "y");
+    env.wait_run(&live, LIMIT, |r| r["status"] == "running");
+    let out = env.corral(&["pause", &ended, "no-such-run", &live]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stderr.contains(&format!("run {ended} is completed")), "{stderr}");
+    assert!(stderr.contains("no run 'no-such-run'"), "{stderr}");
+    assert!(stdout.contains(&format!("{live}  paused")), "the run after an ended one was left running: {stdout}");
+    assert_eq!(env.show(&live)["status"], "paused");
+    env.ok(&["abort", &live]);
+}
+
+#[test]
+fn a_preset_can_lift_a_default_limit_and_show_says_where_each_came_from() {
+    for (mode, config) in MODES {
+        let env = mode_env(&format!("{config}[limits]\nmemory = \"1G\"\ntasks = 100\n"));
+        env.command_preset_with("free", &["true"], "limits: {memory: none, tasks: none}\n");
+        env.command_preset_with("tight", &["true"], "limits: {tasks: 50}\n");
+        let free = env.wait_end(&env.launch("free", "x"));
+        let notes = free["containment"]["notes"].to_string();
+        assert!(notes.contains("memory: config.toml's default lifted by the preset (none)"), "{mode}: {notes}");
+        assert!(notes.contains("tasks: config.toml's default lifted by the preset (none)"), "{mode}: {notes}");
+        assert!(!notes.contains("memory limit 1.0 GiB") && !notes.contains("tasks limit 100"), "{mode}: {notes}");
+        let tight = env.wait_end(&env.launch("tight", "x"));
+        let notes = tight["containment"]["notes"].to_string();
+        assert!(
+            notes.contains("tasks: from the preset") && notes.contains("memory: from config.toml [limits]"),
+            "{mode}: {notes}"
+        );
+        let shown = env.ok(&["show", tight["id"].as_str().unwrap()]);
+        assert!(shown.contains("tasks: from the preset"), "{mode}: show does not say where limits came from:\n{shown}");
+    }
+}
+
+#[test]
+fn a_cpu_limit_without_a_unit_is_cores_and_never_more_than_the_machine_has() {
+    let env = mode_env("");
+    env.command_preset_with("p", &["true"], "limits: {cpu: \"100000\"}\n");
+    let out = env.corral(&["launch", "p", "x"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("limits.cpu: 100000") && err.contains("more cores than this machine has"), "{err}");
+    std::fs::write(env.home.join("config.toml"), "[limits]\ncpu = \"200\"\n").unwrap();
+    let err = String::from_utf8_lossy(&env.corral(&["ls"]).stderr).into_owned();
+    assert!(err.contains("cpu") && (err.contains("more cores") || err.contains("one core")), "{err}");
+}

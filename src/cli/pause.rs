@@ -3,8 +3,10 @@
 
 use std::io::Write;
 
-use corral::pause::{pause, PATIENCE};
+use corral::heal::HealError;
+use corral::pause::{pause, PauseError, PATIENCE};
 use corral::queue::ShepherdCommand;
+use corral::store::StoreError;
 use corral::{RunStatus, Store};
 
 pub fn run(
@@ -19,14 +21,27 @@ pub fn run(
     let mut code = 0;
     let want = if paused { RunStatus::Paused } else { RunStatus::Running };
     for id in ids {
-        let run = pause(store, id, paused, PATIENCE, shepherd)?;
+        // Each run is done or refused on its own: one that ended does not
+        // leave the next one running.
+        let run = match pause(store, id, paused, PATIENCE, shepherd) {
+            Ok(run) => run,
+            Err(
+                e @ (PauseError::NotApplicable { .. }
+                | PauseError::Heal(HealError::Store(StoreError::UnknownRun(_) | StoreError::AmbiguousRun { .. }))),
+            ) => {
+                code = super::EXIT_ERROR;
+                eprintln!("corral: {e}");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         if !json {
             if run.status == want {
                 writeln!(out, "{}  {}", run.id, run.status)?;
             } else if !paused && run.status == RunStatus::Paused {
                 writeln!(out, "{}  resume requested; it goes on as soon as a slot is free (max_parallel)", run.id)?;
             } else {
-                code = 1;
+                code = code.max(1);
                 writeln!(out, "{}  requested; still {} — see 'corral show {}'", run.id, run.status, run.id)?;
             }
         }

@@ -22,7 +22,8 @@ pub fn check(home: &Home) -> Vec<Finding> {
         .fix(format!("remove `cgroups = false` from {}", home.config_file().display()))];
     }
     // Every limit asked for, to learn which controllers take them.
-    let limits = ResourceLimits { memory_bytes: Some(1 << 30), cpu_percent: Some(100), tasks: Some(1024) };
+    let limits =
+        ResourceLimits { memory_bytes: Some(1 << 30), cpu_percent: Some(100), tasks: Some(1024), lifted: Vec::new() };
     match cgroup::probe(&limits) {
         Ok((dir, notes)) => {
             let base = dir.parent().map_or_else(String::new, |d| d.display().to_string());

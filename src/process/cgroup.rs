@@ -375,6 +375,14 @@ pub fn run_of(pid: i32) -> Option<String> {
     parts.get(at + 1).filter(|id| **id != SHEPHERDS_DIR).map(|id| id.to_string())
 }
 
+/// True if process `pid` is in the v2 group at `dir` or below it.
+pub fn is_in(pid: i32, dir: &Path) -> bool {
+    let Some(mount) = v2_mount() else { return false };
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return false };
+    let Some(own) = text.lines().find_map(|line| line.strip_prefix("0::")) else { return false };
+    mount.join(own.trim_start_matches('/')).starts_with(dir)
+}
+
 /// Writes `0` to each `cgroup.procs` of `join`: joins the calling process
 /// to every group. Only async-signal-safe calls: it runs between fork and
 /// exec.

@@ -11,6 +11,14 @@
 //! (another user's process, one stuck in the kernel): those are named in
 //! `signals.log` and the run moves on, so its slot is never held forever.
 //!
+//! The cgroup is the first net, not the only one: a process can leave it
+//! (`systemd-run --user --scope`, tmux, a container runtime move themselves
+//! to a group of their own), so the process tree is swept behind it. Only
+//! the shepherds of this store's other runs (its child runs, or runs one of
+//! its processes started from the queue), as the store records them (pid
+//! and start time), are not the run's: no environment variable exempts a
+//! process, whatever installation it names.
+//!
 //! The group is signalled only while it is still the run's: once the agent
 //! (the group's leader) is reaped and no process of the run is in the
 //! group, its id may be reused by a stranger's group, which must never get
@@ -20,10 +28,12 @@ use std::fs::File;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::home::Home;
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
 use crate::resources::Resources;
 use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
+use crate::store::Store;
 use crate::time;
 
 /// The first pause between SIGKILL sweeps; it doubles up to [`KILL_SWEEP_MAX`]
@@ -67,10 +77,16 @@ pub(super) struct Cleanup {
     /// cleanly on it.
     first: Sig,
     log: File,
+    /// The installation, to tell its runs' shepherds apart.
+    home: Home,
+    /// A connection of its own, opened the first time a process that says
+    /// it is a shepherd is met (runtime state).
+    store: Option<Store>,
 }
 
 impl Cleanup {
     pub(super) fn new(
+        home: &Home,
         run_id: &str,
         shepherd: i32,
         cgroup: Option<RunCgroup>,
@@ -88,6 +104,8 @@ impl Cleanup {
             stop_grace,
             first,
             log,
+            home: home.clone(),
+            store: None,
         }
     }
 
@@ -110,7 +128,7 @@ impl Cleanup {
     /// finds nothing, nothing was left to reap, and a second scan agrees.
     pub(super) fn is_empty(&mut self) -> bool {
         if let Some(group) = &self.cgroup {
-            return !group.is_populated();
+            return !group.is_populated() && self.escaped().is_empty();
         }
         if !self.own_processes().is_empty() {
             return false;
@@ -166,11 +184,13 @@ impl Cleanup {
             let dir = group.dir().display().to_string();
             let what = if frozen { "frozen" } else { "thawed" };
             let failed = result.err().map(|e| format!(" (failed: {e})")).unwrap_or_default();
-            return self.note(&format!("cgroup {dir} {what}{failed}"));
+            self.note(&format!("cgroup {dir} {what}{failed}"));
+        } else {
+            self.signal_group(if frozen { Sig::Stop } else { Sig::Cont });
         }
+        // Those that left the group are stopped one by one.
         let sig = if frozen { Sig::Stop } else { Sig::Cont };
-        self.signal_group(sig);
-        for pid in self.own_processes() {
+        for pid in self.escaped() {
             let _ = process::signal_pid(pid, sig);
         }
     }
@@ -244,22 +264,90 @@ impl Cleanup {
         }
     }
 
-    /// Every live process of this run other than the shepherd: its
-    /// descendants (orphans included, adopted as subreaper) and anything
-    /// carrying the run's id. Shepherds of other runs the shepherd adopted
-    /// (runs launched from this one) are not this run's, nor their trees.
-    pub(super) fn own_processes(&self) -> Vec<i32> {
-        if let Some(group) = &self.cgroup {
-            return group.procs();
-        }
-        let me = self.shepherd;
-        let mut pids = process::descendants(me, |pid| pid != me && process::has_env_var(pid, SHEPHERD_ENV));
-        for pid in process::pids_with_env(RUN_ID_ENV, &self.run_id) {
+    /// Every live process of this run other than the shepherd: its cgroup's
+    /// and those that left it; without a cgroup, its descendants (orphans
+    /// included, adopted as subreaper) and anything carrying the run's id.
+    /// The shepherds of this store's other runs are not this run's, nor
+    /// their trees.
+    pub(super) fn own_processes(&mut self) -> Vec<i32> {
+        let mut pids = match &self.cgroup {
+            Some(group) => group.procs(),
+            None => Vec::new(),
+        };
+        for pid in self.escaped() {
             if !pids.contains(&pid) {
                 pids.push(pid);
             }
         }
         pids
+    }
+
+    /// The run's processes outside its cgroup: with one, the descendants
+    /// that moved to another group; without, every process of the run.
+    /// The environment is read only without a cgroup: with one, a stranger
+    /// carrying the run's id (a stale terminal) is not the run's.
+    fn escaped(&mut self) -> Vec<i32> {
+        let group = self.cgroup.as_ref().map(|g| g.dir().to_path_buf());
+        let mut pids: Vec<i32> = self
+            .tree()
+            .into_iter()
+            .filter(|&pid| !group.as_ref().is_some_and(|dir| process::cgroup::is_in(pid, dir)))
+            .collect();
+        if group.is_none() {
+            for pid in process::pids_with_env(RUN_ID_ENV, &self.run_id) {
+                if !pids.contains(&pid) {
+                    pids.push(pid);
+                }
+            }
+        }
+        pids
+    }
+
+    /// The shepherd's live descendants, leaving out the shepherds of this
+    /// store's other runs and their trees. A process that merely says it is
+    /// a shepherd (`CORRAL_SHEPHERD`) is checked against the store.
+    fn tree(&mut self) -> Vec<i32> {
+        let me = self.shepherd;
+        let mut found = Vec::new();
+        let mut roots = vec![me];
+        let mut children: Option<Vec<ProcessId>> = None;
+        while let Some(root) = roots.pop() {
+            let claimers = std::cell::RefCell::new(Vec::new());
+            found.extend(process::descendants(root, |pid| {
+                let claims = process::has_env_var(pid, SHEPHERD_ENV);
+                if claims {
+                    claimers.borrow_mut().push(pid);
+                }
+                claims
+            }));
+            for pid in claimers.into_inner() {
+                let children = children.get_or_insert_with(|| self.store_shepherds());
+                let real = ProcessId::of(pid).is_some_and(|p| children.contains(&p));
+                if !real && !found.contains(&pid) && process::state_of(pid).is_some_and(|s| s != 'Z') {
+                    found.push(pid);
+                    roots.push(pid);
+                }
+            }
+        }
+        found
+    }
+
+    /// The shepherds of this store's unexited runs (this run's children,
+    /// or runs a process of this run promoted from the queue), by pid and
+    /// start time as each recorded itself.
+    fn store_shepherds(&mut self) -> Vec<ProcessId> {
+        if self.store.is_none() {
+            match Store::open(&self.home) {
+                Ok(store) => self.store = Some(store),
+                Err(e) => {
+                    self.note(&format!("cannot read the store to spare other runs' shepherds: {e}"));
+                    return Vec::new();
+                }
+            }
+        }
+        let Some(store) = &self.store else { return Vec::new() };
+        let me = self.shepherd;
+        store.unexited_shepherds().unwrap_or_default().into_iter().filter(|p| p.pid != me).collect()
     }
 
     /// SIGKILL to every process of the run: its cgroup at once, else the
@@ -271,10 +359,11 @@ impl Cleanup {
                 Err(e) => format!(" (failed: {e})"),
             };
             let dir = group.dir().display().to_string();
-            return self.note(&format!("SIGKILL -> cgroup {dir}{result}"));
+            self.note(&format!("SIGKILL -> cgroup {dir}{result}"));
+        } else {
+            self.signal_group(Sig::Kill);
         }
-        self.signal_group(Sig::Kill);
-        let others = self.own_processes();
+        let others = if self.cgroup.is_some() { self.escaped() } else { self.own_processes() };
         if !others.is_empty() {
             let list: Vec<String> = others.iter().map(i32::to_string).collect();
             self.note(&format!("SIGKILL -> pids {}", list.join(" ")));
@@ -330,6 +419,10 @@ mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
 
+    fn test_home() -> Home {
+        Home::at(std::env::temp_dir().join("corral-cleanup-test-home"))
+    }
+
     #[test]
     fn a_stranger_that_reused_the_agents_group_id_gets_no_signal() {
         // A stranger leads its own process group; the agent that once had
@@ -344,15 +437,22 @@ mod tests {
         let shepherd_pid = shepherd.id() as i32;
         let log = tempfile::tempfile().unwrap();
         let grace = (Duration::ZERO, Duration::ZERO);
-        let mut cleanup = Cleanup::new("no-such-run", shepherd_pid, None, grace, Sig::Term, log);
+        let mut cleanup = Cleanup::new(&test_home(), "no-such-run", shepherd_pid, None, grace, Sig::Term, log);
         cleanup.restart(old_agent);
         cleanup.stop(Instant::now(), "test");
         cleanup.kill_all();
         assert!(real.is_alive(), "the stranger's group was signalled");
 
         // The very agent (same start time) is signalled as ever.
-        let mut cleanup =
-            Cleanup::new("no-such-run", shepherd_pid, None, grace, Sig::Term, tempfile::tempfile().unwrap());
+        let mut cleanup = Cleanup::new(
+            &test_home(),
+            "no-such-run",
+            shepherd_pid,
+            None,
+            grace,
+            Sig::Term,
+            tempfile::tempfile().unwrap(),
+        );
         cleanup.restart(real);
         cleanup.stop(Instant::now(), "test");
         let status = stranger.wait().unwrap();

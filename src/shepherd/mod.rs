@@ -111,10 +111,24 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
         return Ok(());
     }
     process::set_child_subreaper(true).doing("becoming child subreaper")?;
-    // Started by another run's agent (a child run), this shepherd is in
-    // that run's cgroup: it must not stop, or keep it alive, with it.
-    if let Err(e) = process::cgroup::leave_run_group() {
-        tracing::warn!(run = run_id, "cannot leave the launching run's cgroup: {e}");
+    // Started by a process of another run of this store (a child run, or
+    // one it started from the queue), this shepherd is in that run's
+    // cgroup: it must not stop, or keep it alive, with it. A run of
+    // another installation (`CORRAL_HOME=… corral launch` inside a run)
+    // stays in the group it was started in, and is stopped with that run.
+    let outer = process::cgroup::run_of(me.pid);
+    let inside_stranger = match &outer {
+        Some(outer) => match store.run(outer) {
+            Ok(_) => false,
+            Err(StoreError::UnknownRun(_)) => true,
+            Err(e) => return Err(e.into()),
+        },
+        None => false,
+    };
+    if !inside_stranger {
+        if let Err(e) = process::cgroup::leave_run_group() {
+            tracing::warn!(run = run_id, "cannot leave the launching run's cgroup: {e}");
+        }
     }
     let config = Config::load(home)?;
 
@@ -132,15 +146,21 @@ fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     home::ensure_private_dir(&run_dir).map_err(StoreError::from)?;
     let logs = spawn::RunLogs::open(&run_dir, config.transcripts.raw_log_bytes).doing("opening the run's logs")?;
     // Every process of the run, setup's too, starts inside its cgroup.
-    let limits = config.resource_limits_for(&preset);
-    let (cgroup, containment) = if config.cgroups {
+    let (limits, sources) = config.resource_limits_for(&preset);
+    let (cgroup, mut containment) = if let (true, Some(outer)) = (inside_stranger, &outer) {
+        let why = format!("started inside run {outer} of another Corral installation: held in that run's cgroup");
+        (None, Containment::process_tree(&why))
+    } else if config.cgroups {
         contain(run_id, &limits)
     } else {
         (None, Containment::process_tree("turned off by `cgroups = false` in config.toml"))
     };
+    // `show` says where each limit came from.
+    containment.notes.extend(sources);
     store.record_containment(run_id, &containment)?;
     let first_signal = if adapter::for_agent(preset.agent).interrupts_first() { Sig::Int } else { Sig::Term };
     let mut cleanup = Cleanup::new(
+        home,
         run_id,
         me.pid,
         cgroup,

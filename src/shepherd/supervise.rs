@@ -43,6 +43,11 @@ const MEASURE_EVERY: Duration = Duration::from_secs(5);
 /// How long a turn that ended with processes left waits for one of them to
 /// turn out to be a Corral launcher (a fork not yet exec'd).
 const LAUNCH_SETTLE: Duration = Duration::from_millis(50);
+/// How long a pause waits for the store's write lock with the run frozen,
+/// before it thaws the run (which may hold the lock) and tries again.
+const FROZEN_WRITE_PATIENCE: Duration = Duration::from_millis(25);
+/// How many times a pause freezes the run before it gives up, withdrawn.
+const PAUSE_ATTEMPTS: u32 = 8;
 /// Bytes read per wake before looking at signals and clocks again.
 const READ_BUDGET: usize = 1 << 20;
 
@@ -330,14 +335,40 @@ impl Supervisor {
         match self.paused_since {
             None if wanted && !self.turn.is_over() && !self.outcome_committed => {
                 self.flush_events()?;
-                self.cleanup.freeze(true);
-                if self.store.mark_paused(&self.run_id)? {
-                    self.paused_since = Some(Instant::now());
-                    self.note_event(EventKind::System, "paused: every process of the run is frozen".into())?;
-                    // Its slot is free now: hand it on at once.
-                    self.heal_if_due(Duration::ZERO);
-                } else {
-                    self.cleanup.freeze(false);
+                // A process of the run (`corral wait`, `corral launch`, the
+                // MCP server) may be frozen holding the store's write lock:
+                // then no one could write, this shepherd included. The pause
+                // is recorded only once the lock is taken with the run
+                // frozen; else the run is thawed, lets go, and is tried again.
+                for attempt in 1..=PAUSE_ATTEMPTS {
+                    self.cleanup.freeze(true);
+                    match self.store.mark_paused(&self.run_id, FROZEN_WRITE_PATIENCE)? {
+                        Some(true) => {
+                            self.paused_since = Some(Instant::now());
+                            let note = "paused: every process of the run is frozen".into();
+                            self.note_event(EventKind::System, note)?;
+                            // Its slot is free now: hand it on at once.
+                            self.heal_if_due(Duration::ZERO);
+                            break;
+                        }
+                        Some(false) => {
+                            self.cleanup.freeze(false);
+                            break;
+                        }
+                        None => {
+                            self.cleanup.freeze(false);
+                            self.cleanup
+                                .note(&format!("pause {attempt}: the store stayed locked while frozen; thawed"));
+                            if attempt == PAUSE_ATTEMPTS {
+                                // Withdrawn, so no later wake acts on it.
+                                self.store.request_pause(&self.run_id, false)?;
+                                let note = "pause given up: the store stayed locked each time the run was frozen";
+                                self.note_event(EventKind::System, note.into())?;
+                            } else {
+                                std::thread::sleep(FROZEN_WRITE_PATIENCE * attempt);
+                            }
+                        }
+                    }
                 }
             }
             Some(since) if !wanted && self.store.resume_paused(&self.run_id, self.config.max_parallel)? => {

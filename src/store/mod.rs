@@ -154,6 +154,24 @@ impl Store {
         Ok(value)
     }
 
+    /// Runs `f` like [`Store::write`], but waits at most `patience` for
+    /// another connection's write lock: `None` if it was still held then.
+    /// For a writer that must not wait on a process it may have frozen.
+    pub(crate) fn write_within<T>(
+        &mut self,
+        patience: Duration,
+        doing: &'static str,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Option<T>, StoreError> {
+        self.conn.busy_timeout(patience).doing(doing)?;
+        let result = self.write(doing, f);
+        self.conn.busy_timeout(BUSY_TIMEOUT).doing(doing)?;
+        match result {
+            Err(StoreError::Sql { source, .. }) if is_busy(&source) => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
     /// Runs `f` like [`Store::write`]; if the disk is full, gives up the
     /// reserve and tries once more. For the writes that record how a run
     /// ended, which must not be lost to a full disk.
@@ -210,6 +228,11 @@ impl Store {
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// True if SQLite says another connection holds the lock.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(err, _) if err.code == rusqlite::ErrorCode::DatabaseBusy)
 }
 
 /// True if SQLite says the disk is full.

@@ -382,6 +382,23 @@ impl Store {
         self.runs_where(&format!("status IN {}", *ACTIVE), [], "listing active runs")
     }
 
+    /// The shepherds of this store's runs that have not exited, as each
+    /// recorded itself (pid, start time): which processes that say they
+    /// are shepherds really are this installation's.
+    pub fn unexited_shepherds(&self) -> Result<Vec<crate::process::ProcessId>, StoreError> {
+        let doing = "listing the runs' shepherds";
+        let sql = "SELECT shepherd_pid, shepherd_start FROM runs
+                   WHERE num IN (SELECT num FROM runs INDEXED BY runs_unreaped WHERE exited_at IS NULL)
+                     AND shepherd_pid IS NOT NULL AND shepherd_start IS NOT NULL";
+        let mut stmt = self.conn().prepare_cached(sql).doing(doing)?;
+        let rows = stmt
+            .query_map([], |r| Ok(crate::process::ProcessId { pid: r.get(0)?, start: r.get::<_, i64>(1)? as u64 }))
+            .doing(doing)?
+            .collect::<Result<Vec<_>, _>>()
+            .doing(doing);
+        rows
+    }
+
     /// The direct children of a run, oldest first.
     pub fn child_runs(&self, id: &str) -> Result<Vec<Run>, StoreError> {
         self.runs_where("parent_id = ?1", [id], "listing child runs")

@@ -161,12 +161,13 @@ impl Store {
         })
     }
 
-    /// Asks run `id` to pause (`true`) or resume. Only a running run can be
+    /// Asks run `id` to pause (`true`) or resume. Only a running run (or a
+    /// paused one whose resume waits for a slot: the last word wins) can be
     /// paused and only a paused one resumed: false (nothing changed) else.
     /// Its shepherd acts on the request (see `shepherd`).
     pub fn request_pause(&mut self, id: &str, pause: bool) -> Result<bool, StoreError> {
         let (want, from) = if pause {
-            (1, RunStatus::sql_list(&[RunStatus::Running]))
+            (1, RunStatus::sql_list(&[RunStatus::Running, RunStatus::Paused]))
         } else {
             (0, RunStatus::sql_list(&[RunStatus::Paused, RunStatus::Running]))
         };
@@ -179,10 +180,13 @@ impl Store {
         })
     }
 
-    /// The shepherd froze run `id`: it is `paused` and holds no slot.
-    pub fn mark_paused(&mut self, id: &str) -> Result<bool, StoreError> {
+    /// The shepherd froze run `id`: it is `paused` and holds no slot. Waits
+    /// at most `patience` for the store's write lock: `None` if it was held
+    /// all along, perhaps by a process of the run the freeze caught
+    /// holding it (the caller thaws the run and tries again).
+    pub fn mark_paused(&mut self, id: &str, patience: std::time::Duration) -> Result<Option<bool>, StoreError> {
         let now = time::format(time::now());
-        self.write("recording a pause", |tx| {
+        self.write_within(patience, "recording a pause", |tx| {
             let n = tx.execute(
                 &format!(
                     "UPDATE runs SET status = '{}', paused_at = ?2 WHERE id = ?1 AND status = '{}' AND pause_requested = 1",
