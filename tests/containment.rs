@@ -656,3 +656,24 @@ fn a_cpu_limit_without_a_unit_is_cores_and_never_more_than_the_machine_has() {
     let err = String::from_utf8_lossy(&env.corral(&["ls"]).stderr).into_owned();
     assert!(err.contains("cpu") && (err.contains("more cores") || err.contains("one core")), "{err}");
 }
+
+#[test]
+fn a_child_killed_for_memory_is_said_whichever_process_it_was() {
+    if no_cgroup_here().is_some() {
+        return;
+    }
+    let env = mode_env("");
+    // The agent is a shell; its child (a test runner, a build) leaks.
+    let script = "python3 -c 'b = bytearray(400 * 1024 * 1024)'; exit $?";
+    env.command_preset_with("runner", &["sh", "-c", script], "limits: {memory: 64M}\n");
+    let run = env.wait_end(&env.launch("runner", "x"));
+    let notes = run["containment"]["notes"].to_string();
+    if notes.contains("not applied") {
+        println!("SKIPPED (cannot run here): {notes}");
+        return;
+    }
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert_eq!(run["stop_reason"], "out_of_memory", "a child killed for memory was not said: {run:#}");
+    let error = run["error"].as_str().unwrap();
+    assert!(error.contains("memory limit of 64.0 MiB") && error.contains("exited with code 137"), "{error}");
+}

@@ -437,10 +437,18 @@ impl Supervisor {
             let stderr_tail = String::from_utf8_lossy(&self.turn.stderr_tail).into_owned();
             let verdict = match self.turn.verdict.take() {
                 Some(verdict) => verdict,
-                None if end == ProcessEnd::Signaled(libc::SIGKILL) && self.cleanup.oom_kills() > 0 => {
-                    self.out_of_memory()
-                }
                 None => self.adapter.verdict_on_exit(end, &stderr_tail),
+            };
+            // Whichever process of the run the OOM killer ended (the agent,
+            // or a test runner or build it started), the run says so.
+            let verdict = match self.cleanup.oom_kills() {
+                0 => verdict,
+                killed if verdict.status == RunStatus::Completed => {
+                    let note = format!("{}; the agent went on and finished", self.out_of_memory_said(killed));
+                    self.note_event(EventKind::System, note)?;
+                    verdict
+                }
+                killed => self.out_of_memory(killed, &verdict, end),
             };
             self.conclude(verdict)?;
         }
@@ -448,17 +456,24 @@ impl Supervisor {
         Ok(())
     }
 
-    /// The verdict on an agent the kernel's OOM killer ended.
-    fn out_of_memory(&self) -> Verdict {
+    /// What the kernel's OOM killer did to the run, and what to do.
+    fn out_of_memory_said(&self, killed: u64) -> String {
         let limit = self.launch.limits.memory_bytes.map(|b| format!(" of {}", human_bytes(b))).unwrap_or_default();
-        Verdict {
-            status: RunStatus::Failed,
-            stop_reason: StopReason::OutOfMemory,
-            error: Some(format!(
-                "the agent ran out of memory: the run used more than its memory limit{limit} and the kernel's OOM \
-                 killer ended it; raise `limits: {{memory: …}}` in the preset or `[limits]` in config.toml"
-            )),
+        let what = if killed == 1 { "a process".to_string() } else { format!("{killed} processes") };
+        format!(
+            "the run ran out of memory: it used more than its memory limit{limit} and the kernel's OOM killer              ended {what} of it; raise `limits: {{memory: …}}` in the preset or `[limits]` in config.toml"
+        )
+    }
+
+    /// The verdict on a run whose processes the kernel's OOM killer ended:
+    /// failed for memory, with what the agent's end said.
+    fn out_of_memory(&self, killed: u64, said: &Verdict, end: ProcessEnd) -> Verdict {
+        let mut error = self.out_of_memory_said(killed);
+        if end != ProcessEnd::Signaled(libc::SIGKILL) {
+            let then = said.error.clone().unwrap_or_else(|| format!("the agent ended: {}", describe(end)));
+            error.push_str(&format!(" (then: {then})"));
         }
+        Verdict { status: RunStatus::Failed, stop_reason: StopReason::OutOfMemory, error: Some(error) }
     }
 
     fn read_stdout(&mut self, budget: usize) -> Result<(), ShepherdError> {
