@@ -209,6 +209,38 @@ async fn an_agent_acts_only_on_its_own_runs() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn an_agent_waits_only_on_its_own_runs_and_never_widens_its_scope_through_a_child() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    let never = env.project.join("never");
+    env.command_preset("stuck", &[&fake_agent("slow"), never.to_str().unwrap()]);
+    env.command_preset("quick", &["echo", "secret final text"]);
+    env.command_preset_with("boss", &[&fake_agent("slow"), never.to_str().unwrap()], "mcp: all\n");
+    let stranger = env.launch("quick", "someone else's private task");
+    env.wait_end(&stranger);
+    let caller = env.launch("stuck", "the calling agent");
+    let client = connect(&env, Some(&caller)).await;
+    let (error, said) = call(&client, "wait_agents", json!({"run_ids": [stranger], "timeout_s": 1})).await;
+    assert!(error, "an mcp: own agent read another's run through wait_agents: {said}");
+    assert!(said.to_string().contains("is not one of yours"), "{said}");
+    assert!(!said.to_string().contains("secret"), "{said}");
+    // A child launched with `mcp: all` gets no more than its parent's scope.
+    let (error, launched) = call(&client, "launch_agent", json!({"preset": "boss", "task": "widen"})).await;
+    assert!(!error, "{launched}");
+    let child = launched["run_id"].as_str().unwrap().to_string();
+    client.cancel().await.unwrap();
+    let client = connect(&env, Some(&child)).await;
+    for tool in ["agent_result", "abort_agent"] {
+        let (error, said) = call(&client, tool, json!({"run_id": stranger})).await;
+        assert!(error && said.to_string().contains("is not one of yours"), "{tool} widened through a child: {said}");
+    }
+    client.cancel().await.unwrap();
+    for id in [&child, &caller] {
+        env.ok(&["abort", id]);
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn tools_say_what_they_change_and_answer_in_compact_json() {
     let env = Env::new();
     let client = connect(&env, None).await;

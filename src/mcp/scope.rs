@@ -2,9 +2,11 @@
 //!
 //! An MCP server started by a run's agent speaks for that run: it sees and
 //! acts on the run's descendants, and sees (never acts on) the run itself,
-//! unless the run's preset grants every run (`mcp: all`). A server with no
-//! calling run (a person's MCP client) acts on everything. So one agent can
-//! never abort, merge, discard or reply to another's work.
+//! unless the run's preset grants every run (`mcp: all`) — and so did every
+//! run above it: a child's scope is at most its parent's, so an `mcp: own`
+//! agent never widens its reach by launching an `mcp: all` preset. A server
+//! with no calling run (a person's MCP client) acts on everything. So one
+//! agent can never read, abort, merge, discard or reply to another's work.
 
 use crate::caller::caller_run;
 use crate::preset::McpScope;
@@ -34,27 +36,40 @@ pub(super) enum Refused {
     NotYours { target: String, caller: String, what: &'static str, itself: &'static str },
 }
 
-/// Run `id` (or a unique prefix), if the calling agent may have `access`
-/// to it.
+/// True if run `caller` may see and act on every run: its preset says
+/// `mcp: all`, and so did the preset of every run above it.
+fn grants_all(store: &Store, caller: &str) -> Result<bool, StoreError> {
+    let mut next = Some(caller.to_string());
+    let mut hops = 0;
+    while let Some(id) = next.filter(|_| hops < 1024) {
+        if store.run_preset(&id)?.mcp != Some(McpScope::All) {
+            return Ok(false);
+        }
+        next = store.run(&id)?.parent_id;
+        hops += 1;
+    }
+    Ok(true)
+}
+
 /// Run `id` of another host, if it is one and the caller may see it (or act
 /// on it): a person's client, an `mcp: all` preset, or the agent that
 /// launched it. `None` when no host has such a run.
 pub(super) fn remote_run_for(store: &Store, id: &str, access: Access) -> Result<Option<Run>, Refused> {
     let Some(run) = store.find_remote_run(id)? else { return Ok(None) };
     let Some(caller) = caller_run(store)? else { return Ok(Some(run)) };
-    if store.run_preset(&caller)?.mcp == Some(McpScope::All)
-        || store.remote_launched_by(&run.id)?.as_deref() == Some(caller.as_str())
-    {
+    if grants_all(store, &caller)? || store.remote_launched_by(&run.id)?.as_deref() == Some(caller.as_str()) {
         return Ok(Some(run));
     }
     let what = if access == Access::Read { "sees" } else { "acts on" };
     Err(Refused::NotYours { target: run.id, caller, what, itself: "" })
 }
 
+/// Run `id` (or a unique prefix), if the calling agent may have `access`
+/// to it.
 pub(super) fn run_for(store: &Store, id: &str, access: Access) -> Result<Run, Refused> {
     let run = store.find_run(id)?;
     let Some(caller) = caller_run(store)? else { return Ok(run) };
-    if store.run_preset(&caller)?.mcp == Some(McpScope::All) {
+    if grants_all(store, &caller)? {
         return Ok(run);
     }
     if run.id == caller && access == Access::Read {

@@ -460,6 +460,10 @@ impl CorralTools {
             if let Some(result) = wait_remote(store, &args.run_ids, deadline)? {
                 return Ok(result);
             }
+            // What a wait returns (task, final text, error) is read access.
+            for id in &args.run_ids {
+                run_for(store, id, Access::Read)?;
+            }
             let caller = caller_run(store)?;
             let result = wait_for(store, &args.run_ids, Some(deadline), caller.as_deref(), shepherd, Some(&cancelled))?;
             collected_by(store, caller.as_deref(), &result.runs)?;
