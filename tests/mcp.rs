@@ -6,9 +6,11 @@
 mod common;
 
 use common::mcp::{call, connect};
-use common::{fake_agent, processes_of_run, Env};
+use common::{eventually, fake_agent, processes_of_run, Env};
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
 
 #[tokio::test(flavor = "current_thread")]
 async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
@@ -260,4 +262,58 @@ async fn tools_say_what_they_change_and_answer_in_compact_json() {
     let text = &result.content[0].as_text().unwrap().text;
     assert!(!text.contains("\n  "), "pretty-printed JSON costs the model tokens: {text}");
     client.cancel().await.unwrap();
+}
+
+/// The agent of a run speaks MCP to `corral mcp` as a client does, over
+/// stdio (protocol 2025-03-26): launches a child, waits on it, and sends
+/// `notifications/cancelled` for the wait when the file `CANCEL` appears.
+const CANCELLING_CLIENT: &str = r#"
+import json, os, subprocess, time
+p = subprocess.Popen(["corral", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def send(m):
+    p.stdin.write(json.dumps(m) + "\n"); p.stdin.flush()
+def answer(i):
+    while True:
+        m = json.loads(p.stdout.readline())
+        if m.get("id") == i:
+            return m
+def until(name):
+    while not os.path.exists(os.environ[name]):
+        time.sleep(0.02)
+send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "client", "version": "1"}}})
+answer(1)
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "launch_agent", "arguments": {"preset": "stuck", "task": "child"}}})
+child = json.loads(answer(2)["result"]["content"][0]["text"])["run_id"]
+send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "wait_agents", "arguments": {"run_ids": [child], "timeout_s": 50}}})
+until("CANCEL")
+send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3, "reason": "the user pressed Esc"}})
+open(os.environ["CANCELLED"], "w").close()
+until("RELEASE")
+print("back at work")
+"#;
+
+#[test]
+fn a_wait_cancelled_by_the_client_gives_the_slot_back_at_once() {
+    let env = Env::new();
+    env.config("max_parallel = 2\n");
+    let never = env.project.join("never");
+    env.command_preset("stuck", &[&fake_agent("slow"), never.to_str().unwrap()]);
+    env.command_preset("lead", &["python3", "-c", CANCELLING_CLIENT]);
+    let files: Vec<(&str, String)> = ["CANCEL", "CANCELLED", "RELEASE"]
+        .iter()
+        .map(|name| (*name, env.project.join(name.to_lowercase()).to_string_lossy().into_owned()))
+        .collect();
+    let vars: Vec<(&str, &str)> = files.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let lead = env.launch_env("lead", "x", &vars);
+    let store = env.store();
+    let limit = Duration::from_secs(30);
+    assert!(eventually(limit, || store.blocked_processes().unwrap().len() == 1), "the wait was never registered");
+    std::fs::write(&files[0].1, "").unwrap();
+    assert!(eventually(limit, || Path::new(&files[1].1).exists()), "the client never cancelled");
+    // Its agent works again: the run must hold its slot again, not stay
+    // counted as waiting while a queued run takes the slot beside it.
+    let freed = eventually(Duration::from_secs(3), || store.blocked_processes().unwrap().is_empty());
+    std::fs::write(&files[2].1, "").unwrap();
+    assert!(freed, "a wait the client cancelled is still registered: run {lead} holds no slot while its agent works");
 }

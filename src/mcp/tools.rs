@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{tool, tool_handler, tool_router, ServerHandler};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, RoleServer, ServerHandler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -71,6 +72,15 @@ impl CancelOnDrop {
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.0.cancel();
+    }
+}
+
+/// Ends a task when dropped (the listener for a call's cancellation).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -439,7 +449,11 @@ impl CorralTools {
         description = "Block until every given run has ended (a run that launched runs of its own ends only after them), or until timeout_s passes (default 50 s, under the 60 s most clients allow a tool call), and return each run's outcome, final text and error. If timed_out is true, the runs marked active still work: call wait_agents again with them. This is how to collect background results: call it with all the run_ids instead of polling agent_status.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
-    async fn wait_agents(&self, Parameters(args): Parameters<WaitArgs>) -> CallToolResult {
+    async fn wait_agents(
+        &self,
+        context: RequestContext<RoleServer>,
+        Parameters(args): Parameters<WaitArgs>,
+    ) -> CallToolResult {
         if args.run_ids.is_empty() {
             return tool_error("run_ids is empty: pass the ids returned by launch_agent");
         }
@@ -456,6 +470,15 @@ impl CorralTools {
             Err(e) => return tool_error(format!("cannot wait: {e}")),
         };
         let cancelled = cancel.cancel();
+        // A client's `notifications/cancelled` cancels the request's token,
+        // not this future: the wait must hear of it from the token too.
+        let on_cancel = cancel.cancel();
+        let token = context.ct.clone();
+        let listener = tokio::spawn(async move {
+            token.cancelled().await;
+            on_cancel.cancel();
+        });
+        let _stop_listening = AbortOnDrop(listener);
         self.with_store(move |store, shepherd| {
             if let Some(result) = wait_remote(store, &args.run_ids, deadline)? {
                 return Ok(result);
