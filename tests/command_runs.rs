@@ -489,3 +489,36 @@ fn tail_json_is_one_object_per_line_and_follow_ends_with_each_run_exiting_as_in_
     let end = lines.last().unwrap();
     assert_eq!((end["id"].as_str(), end["status"].as_str()), (Some(id.as_str()), Some("failed")), "{end}");
 }
+
+#[test]
+fn a_task_never_reaches_the_terminal_as_control_sequences() {
+    let env = Env::new();
+    env.command_preset("echo", &["sh", "-c", "printf '%s' \"$CORRAL_TASK\""]);
+    // Clear the screen, fake a status, write the clipboard (OSC 52).
+    let task = "fix it\u{1b}[2J\u{1b}[1;1Hcompleted\u{1b}]52;c;cm0gLXJmIH4=\u{7} [draft]";
+    let id = env.launch("echo", task);
+    env.wait_end(&id);
+    for args in [vec!["ls"], vec!["show", id.as_str()], vec!["tail", id.as_str()]] {
+        let shown = env.ok(&args);
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+            "{args:?} printed a control sequence: {shown:?}"
+        );
+        assert!(shown.contains("\\x1b[2J"), "{args:?} hid what the task holds: {shown}");
+    }
+    // JSON keeps it as it is.
+    assert_eq!(env.show(&id)["task"], task);
+    // Search names the field that matched, even with `[` in the task.
+    let hits = env.json(&["search", "draft"]);
+    assert_eq!(hits[0]["field"], "task", "{hits:#}");
+    let hits = env.json(&["search", "clipboard-free-final"]);
+    assert!(hits.as_array().unwrap().is_empty());
+    let id2 = env.launch("echo", "[x] checklist item");
+    env.wait_end(&id2);
+    env.command_preset("say", &["echo", "unique-final-word"]);
+    let id3 = env.launch("say", "[a] task in brackets");
+    env.wait_end(&id3);
+    let hits = env.json(&["search", "unique-final-word"]);
+    let hit = hits.as_array().unwrap().iter().find(|h| h["id"] == id3.as_str() && h["field"] != "transcript");
+    assert_eq!(hit.expect("a hit in the run's fields")["field"], "final_text", "{hits:#}");
+}

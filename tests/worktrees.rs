@@ -439,3 +439,24 @@ fn rm_and_prune_never_touch_an_active_run_and_take_a_runs_children_with_it() {
     env.wait_end(&busy);
     env.wait_end(&holder);
 }
+
+#[test]
+fn ls_here_in_a_subfolder_finds_the_worktree_runs_launched_from_it_and_only_that_folder() {
+    let env = repo();
+    let sub = env.project.join("sub");
+    let out = launch_in(&env, &sub, &["launch", "edit", "from sub"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    env.wait_end(&id);
+    // A folder whose name differs only in case is another folder.
+    let upper = env.project.join("Sub");
+    std::fs::create_dir_all(&upper).unwrap();
+    let here = |dir: &Path| -> Vec<String> {
+        let out = launch_in(&env, dir, &["ls", "--here", "--all", "--json"]);
+        let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+        runs.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(here(&sub), vec![id.clone()], "ls --here in the subfolder missed the worktree run launched from it");
+    assert_eq!(here(&env.project), vec![id.clone()]);
+    assert!(here(&upper).is_empty(), "ls --here in Sub listed a run of sub");
+}

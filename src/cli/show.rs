@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::table::or_dash;
+use super::table::{or_dash, printable};
 use corral::{time, Store};
 
 pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
@@ -85,9 +85,10 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
         ),
     ];
     for (key, value) in fields {
-        writeln!(out, "{key:<10} {value}")?;
+        writeln!(out, "{key:<10} {}", printable(&value))?;
     }
     if let Some(note) = run.denied_note() {
+        let note = printable(&note);
         writeln!(out, "\n{note}\n  (corral reply {} --allow-denied: allow them and go on)", run.id)?;
     }
     let replies = store.replies(&run.id)?;
@@ -95,14 +96,15 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
         writeln!(out, "\nreplies:")?;
         for reply in &replies {
             let state = if reply.delivered_at.is_some() { "delivered" } else { "waiting for the agent" };
-            writeln!(out, "  {}  {state}\n{}", when(&Some(reply.created_at.clone())), indent(&indent(&reply.text)))?;
+            let text = indent(&indent(&printable(&reply.text)));
+            writeln!(out, "  {}  {state}\n{text}", when(&Some(reply.created_at.clone())))?;
         }
     }
     if let Some(error) = &run.error {
-        writeln!(out, "\nerror:\n{}", indent(error))?;
+        writeln!(out, "\nerror:\n{}", indent(&printable(error)))?;
     }
     if let Some(text) = &run.final_text {
-        writeln!(out, "\nfinal text:\n{}", indent(text))?;
+        writeln!(out, "\nfinal text:\n{}", indent(&printable(text)))?;
     }
     Ok(0)
 }

@@ -6,6 +6,7 @@
 
 use std::io::Write;
 
+use super::table::printable;
 use corral::adapter::EventKind;
 use corral::store::StoredEvent;
 use corral::watch::Watcher;
@@ -106,7 +107,7 @@ pub fn run(
         let reason = run.stop_reason.map(|r| format!(" ({r})")).unwrap_or_default();
         writeln!(out, "── {} {}{reason}", run.id, run.status)?;
         if let Some(error) = &run.error {
-            writeln!(out, "── {error}")?;
+            writeln!(out, "── {}", printable(error))?;
         }
     }
     // As `wait`: 0 if every run completed, 1 otherwise.
@@ -178,8 +179,8 @@ fn print(
             write!(out, "{} │ ", &ids[line.run][..ids[line.run].len().min(8)])?;
         }
         match line.kind {
-            EventKind::Output | EventKind::Text => writeln!(out, "{}", line.text)?,
-            kind => writeln!(out, "[{kind}] {}", line.text)?,
+            EventKind::Output | EventKind::Text => writeln!(out, "{}", printable(&line.text))?,
+            kind => writeln!(out, "[{kind}] {}", printable(&line.text))?,
         }
     }
     out.flush()

@@ -309,14 +309,20 @@ impl Store {
         }
         if let Some(folder) = &filter.folder {
             let folder = folder.trim_end_matches('/').to_string();
-            // The folder itself, or anything below it (`/` ends the name).
-            let under = format!("{}/%", folder.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+            // The folder itself, or anything below it (`/` ends the name),
+            // compared byte for byte: LIKE would take `Work` for `work`.
+            let under = format!("{folder}/");
             args.push(folder);
             args.push(under);
             let (same, below) = (args.len() - 1, args.len());
+            // A worktree run is where it was launched: the same subfolder of
+            // its repository as its folder is of its worktree.
+            let mirrored = "(worktree_repo || substr(cwd, length(worktree_path) + 1))";
             sql.push_str(&format!(
-                " AND (cwd = ?{same} OR cwd LIKE ?{below} ESCAPE '\\'
-                   OR (worktree_repo IS NOT NULL AND (worktree_repo = ?{same} OR worktree_repo LIKE ?{below} ESCAPE '\\')))"
+                " AND (cwd = ?{same} OR substr(cwd, 1, length(?{below})) = ?{below}
+                   OR (worktree_repo IS NOT NULL AND worktree_path IS NOT NULL
+                       AND substr(cwd, 1, length(worktree_path)) = worktree_path
+                       AND ({mirrored} = ?{same} OR substr({mirrored}, 1, length(?{below})) = ?{below})))"
             ));
         }
         if let Some(since) = &filter.created_since {
@@ -796,8 +802,8 @@ impl Store {
             let (run_id, task, final_text, error) = self
                 .conn()
                 .prepare_cached(
-                    "SELECT r.id, snippet(runs_fts, 0, '[', ']', '…', 12), snippet(runs_fts, 1, '[', ']', '…', 12),
-                       snippet(runs_fts, 2, '[', ']', '…', 12)
+                    "SELECT r.id, snippet(runs_fts, 0, char(1), char(2), '…', 12),
+                       snippet(runs_fts, 1, char(1), char(2), '…', 12), snippet(runs_fts, 2, char(1), char(2), '…', 12)
                      FROM runs_fts JOIN runs r ON r.num = runs_fts.rowid
                      WHERE runs_fts MATCH ?1 AND runs_fts.rowid = ?2",
                 )
@@ -812,10 +818,13 @@ impl Store {
                     })
                 })
                 .doing("searching runs")?;
+            // Marked with characters no text holds, so a task with `[` in
+            // it is not taken for the field that matched.
             let (field, snippet) = [("task", task), ("final_text", final_text), ("error", error)]
                 .into_iter()
-                .find(|(_, s)| s.contains('['))
+                .find(|(_, s)| s.contains('\u{1}'))
                 .unwrap_or(("task", String::new()));
+            let snippet = snippet.replace('\u{1}', "[").replace('\u{2}', "]");
             hits.push(SearchHit { id: run_id, field: field.to_string(), snippet, host: None });
         }
         let events = newest("SELECT rowid FROM events_fts WHERE events_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2")?;
