@@ -8,7 +8,7 @@
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The environment variable that relocates all of Corral's files.
@@ -122,6 +122,9 @@ impl Home {
         for dir in [self.data.clone(), self.runs_dir(), self.config.clone()] {
             ensure_private_dir(&dir)?;
         }
+        // The runs' folders are Corral's own, whatever the mode of a home
+        // the user made (or an older Corral left): never readable by others.
+        keep_private(&self.runs_dir())?;
         for dir in [&self.data, &self.config] {
             crate::ownership::check(dir)?;
         }
@@ -134,6 +137,19 @@ impl Home {
 pub fn ensure_private_dir(path: &Path) -> Result<(), HomeError> {
     let err = |source| HomeError::Folder { path: path.to_path_buf(), source };
     DirBuilder::new().recursive(true).mode(DIR_MODE).create(path).map_err(err)
+}
+
+/// Creates `path` (and its parents) as [`ensure_private_dir`] does, and
+/// makes it 0700 if it exists with more: for the folders that are Corral's
+/// own (runs, worktrees), which must stay the user's alone.
+pub fn keep_private(path: &Path) -> Result<(), HomeError> {
+    ensure_private_dir(path)?;
+    let err = |source| HomeError::Folder { path: path.to_path_buf(), source };
+    let mode = std::fs::metadata(path).map_err(err)?.permissions().mode() & 0o777;
+    if mode != DIR_MODE {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE)).map_err(err)?;
+    }
+    Ok(())
 }
 
 /// Opens (creating 0600 if needed) a file for appending.

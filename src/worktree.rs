@@ -123,10 +123,10 @@ pub fn branch_of(id: &str) -> String {
 /// Creates the worktree at `path` on branch `branch` from `base`.
 pub fn create(repo: &Path, path: &Path, branch: &str, base: &str) -> Result<(), WorktreeError> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| WorktreeError::Git {
-            doing: "creating the worktrees folder",
-            detail: format!("{}: {e}", parent.display()),
-        })?;
+        // 0700: git checks files out 0644, and what the agent writes there
+        // (a copy of a private repository, `.env` keys) is the user's alone.
+        crate::home::keep_private(parent)
+            .map_err(|e| WorktreeError::Git { doing: "creating the worktrees folder", detail: e.to_string() })?;
     }
     let path = path.to_string_lossy();
     git(repo, &["worktree", "add", "--quiet", "-b", branch, &path, base], "creating the worktree")?;

@@ -460,3 +460,18 @@ fn ls_here_in_a_subfolder_finds_the_worktree_runs_launched_from_it_and_only_that
     assert_eq!(here(&env.project), vec![id.clone()]);
     assert!(here(&upper).is_empty(), "ls --here in Sub listed a run of sub");
 }
+
+#[test]
+fn what_corral_makes_is_the_users_alone_in_a_home_others_can_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = repo();
+    // A CORRAL_HOME the user made, readable by everyone.
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::set_permissions(&env.home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let id = env.launch("edit", "change things");
+    env.wait_end(&id);
+    for dir in [env.home.join("worktrees"), env.home.join("runs"), env.run_dir(&id)] {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is {mode:o}: other users can read it", dir.display());
+    }
+}
