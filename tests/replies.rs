@@ -100,7 +100,9 @@ fn a_reply_to_a_working_run_is_delivered_when_its_turn_ends_and_the_run_ends_onc
 #[test]
 fn allow_and_continue_runs_a_turn_with_exactly_the_refused_tools_allowed() {
     let (env, log) = conversing();
-    let id = env.launch_env("talk", "run npm test", &[("CONVERSE_LOG", log.to_str().unwrap())]);
+    let argv = env.project.join("argv");
+    let vars = [("CONVERSE_LOG", log.to_str().unwrap()), ("CONVERSE_ARGV", argv.to_str().unwrap())];
+    let id = env.launch_env("talk", "run npm test", &vars);
     let run = env.wait_end(&id);
     assert_eq!(run["denied"], serde_json::json!(["Bash(npm test)"]));
     let shown = env.ok(&["show", &id]);
@@ -114,6 +116,14 @@ fn allow_and_continue_runs_a_turn_with_exactly_the_refused_tools_allowed() {
     let turns = turns(&log);
     assert!(turns[1].starts_with("resume=conv-session allowed=Bash(npm test); "), "{turns:?}");
     assert!(transcript(&env, &id).contains("allowed for this turn: Bash(npm test)"));
+    // The allowed command (often with a token in it) is never in argv,
+    // which every local user can read; it is in a file only the user can.
+    let argv = std::fs::read_to_string(&argv).unwrap();
+    assert!(!argv.contains("npm test"), "an allowed command was put on the agent's command line: {argv}");
+    let settings = argv.split_whitespace().skip_while(|a| *a != "--settings").nth(1).expect("a settings file");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(settings).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{settings} is {mode:o}");
 }
 
 #[test]

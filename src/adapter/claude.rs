@@ -17,6 +17,9 @@ use super::{
 };
 use crate::run::{RunStatus, StopReason};
 
+/// The settings file in the run's folder that allows a reply's commands.
+const ALLOWED_SETTINGS: &str = "allowed-settings.json";
+
 /// Claude Code's stream state.
 #[derive(Debug, Default)]
 pub struct ClaudeAdapter {
@@ -41,14 +44,19 @@ impl Adapter for ClaudeAdapter {
             args.extend(["--append-system-prompt-file".to_string(), file.to_string_lossy().into_owned()]);
         }
         args.extend(preset.args.iter().cloned());
+        // Allowed commands (`reply --allow-denied`) often hold tokens: they
+        // go in a private settings file, never in argv.
+        let mut files = Vec::new();
         if !ctx.allowed.is_empty() {
-            args.push("--allowedTools".to_string());
-            args.extend(ctx.allowed.iter().cloned());
+            let path = ctx.run_dir.join(ALLOWED_SETTINGS);
+            let settings = serde_json::json!({ "permissions": { "allow": ctx.allowed } });
+            args.extend(["--settings".to_string(), path.to_string_lossy().into_owned()]);
+            files.push((path, settings.to_string()));
         }
         // The task on stdin (`-p` with no prompt argument reads it): never in
         // argv, where every local user can read it, and never taken for an
         // option or one more value of a variadic one like --allowedTools.
-        Ok(Invocation { program: "claude".into(), args, env: Vec::new(), stdin: Some(ctx.task.to_string()) })
+        Ok(Invocation { program: "claude".into(), args, env: Vec::new(), stdin: Some(ctx.task.to_string()), files })
     }
 
     fn resume_invocation(&self, ctx: &InvocationContext<'_>, session_id: &str) -> Option<Invocation> {

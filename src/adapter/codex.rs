@@ -38,7 +38,7 @@ impl Adapter for CodexAdapter {
         // user can read).
         args.push("-".to_string());
         let prompt = json::task_with_instructions(&preset.system_prompt, ctx.task);
-        Ok(Invocation { program: "codex".into(), args, env: Vec::new(), stdin: Some(prompt) })
+        Ok(Invocation { program: "codex".into(), args, env: Vec::new(), stdin: Some(prompt), files: Vec::new() })
     }
 
     /// `codex exec [options] resume <thread id> -`, the prompt on stdin.

@@ -57,7 +57,7 @@ impl Adapter for CommandAdapter {
         if let Some(model) = ctx.model {
             env.push(("CORRAL_MODEL".to_string(), model.to_string()));
         }
-        Ok(Invocation { program: program.clone(), args, env, stdin: None })
+        Ok(Invocation { program: program.clone(), args, env, stdin: None, files: Vec::new() })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {

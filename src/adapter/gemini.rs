@@ -39,7 +39,7 @@ impl Adapter for GeminiAdapter {
         // with stdin not a terminal Gemini CLI runs headless and takes it
         // whole as its input.
         let prompt = json::task_with_instructions(&preset.system_prompt, ctx.task);
-        Ok(Invocation { program: "gemini".into(), args, env: Vec::new(), stdin: Some(prompt) })
+        Ok(Invocation { program: "gemini".into(), args, env: Vec::new(), stdin: Some(prompt), files: Vec::new() })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {

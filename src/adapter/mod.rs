@@ -45,6 +45,10 @@ pub struct Invocation {
     /// Text the agent reads on its standard input (else it reads nothing):
     /// for CLIs that cannot take any text as an argument.
     pub stdin: Option<String>,
+    /// Files written (0600, the user's alone) before the agent starts, for
+    /// what must not be in argv, which every local user can read: the
+    /// commands a reply allowed, which often hold tokens.
+    pub files: Vec<(PathBuf, String)>,
 }
 
 /// What an adapter may use to build an invocation.

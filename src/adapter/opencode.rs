@@ -35,7 +35,7 @@ impl Adapter for OpencodeAdapter {
         // space in double quotes (and escapes its quotes) before the model
         // sees it; its standard input it passes on as it is.
         let task = json::task_with_instructions(&preset.system_prompt, ctx.task);
-        Ok(Invocation { program: "opencode".into(), args, env: Vec::new(), stdin: Some(task) })
+        Ok(Invocation { program: "opencode".into(), args, env: Vec::new(), stdin: Some(task), files: Vec::new() })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {

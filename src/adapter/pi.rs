@@ -53,7 +53,13 @@ impl Adapter for PiAdapter {
         // pi has no `--`: an argument that begins with `-` or `@` is an
         // option or a file, and an unknown option takes the next argument
         // as its value. Its standard input is taken verbatim as the prompt.
-        Ok(Invocation { program: "pi".into(), args, env: Vec::new(), stdin: Some(ctx.task.to_string()) })
+        Ok(Invocation {
+            program: "pi".into(),
+            args,
+            env: Vec::new(),
+            stdin: Some(ctx.task.to_string()),
+            files: Vec::new(),
+        })
     }
 
     fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>) -> Option<Verdict> {

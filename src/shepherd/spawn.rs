@@ -100,6 +100,9 @@ impl AgentLaunch {
             Some(env) => env.iter().cloned().collect(),
             None => std::env::vars_os().collect(),
         };
+        for (path, text) in &invocation.files {
+            home::create_private(path)?.write_all(text.as_bytes())?;
+        }
         env.remove(OsStr::new(SHEPHERD_ENV));
         env.insert(RUN_ID_ENV.into(), self.run_id.clone().into());
         env.extend(invocation.env.iter().map(|(k, v)| (k.into(), v.into())));
