@@ -235,3 +235,64 @@ fn no_other_user_reads_a_task_or_system_prompt_from_proc() {
         env.wait_end(id);
     }
 }
+
+/// Runs a system command that must succeed.
+fn run(program: &str, args: &[&str]) {
+    let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_preset_another_user_can_write_through_an_acl_is_not_run() {
+    if !can_chown() {
+        return;
+    }
+    if Command::new("setfacl").arg("--version").output().is_err() {
+        println!("SKIPPED (cannot run here): no setfacl (Debian's acl package; scripts/setup.sh installs it)");
+        return;
+    }
+    let env = Env::new();
+    env.config("");
+    env.command_preset("lint", &["touch", "ran"]);
+    let file = env.project.join(".corral/presets/lint.md");
+    // Mode 0644 says no one else writes it; the ACL says a stranger does.
+    run("setfacl", &["-m", &format!("u:{STRANGER}:rw"), file.to_str().unwrap()]);
+    let out = env.corral(&["launch", "lint", "x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a preset a stranger can write through an ACL was launched");
+    assert!(err.contains("through an ACL"), "{err}");
+    // The same through the folder.
+    run("setfacl", &["-b", file.to_str().unwrap()]);
+    env.ok(&["presets"]);
+    let folder = env.project.join(".corral/presets");
+    run("setfacl", &["-m", &format!("u:{STRANGER}:rwx"), folder.to_str().unwrap()]);
+    let listed = env.corral(&["presets"]);
+    let said = format!("{}{}", String::from_utf8_lossy(&listed.stdout), String::from_utf8_lossy(&listed.stderr));
+    assert!(said.contains("through an ACL"), "{said}");
+}
+
+#[test]
+fn a_preset_writable_by_the_users_group_is_not_run_when_others_are_in_it() {
+    if !can_chown() {
+        return;
+    }
+    if Command::new("groupadd").arg("--help").output().is_err() {
+        println!("SKIPPED (cannot run here): no groupadd (Debian's passwd package; scripts/setup.sh installs it)");
+        return;
+    }
+    // The user's own group (root's, here), with another user in it.
+    let mine = nix::unistd::getegid().as_raw().to_string();
+    let name = format!("crl{}", std::process::id());
+    run("useradd", &["-M", "-N", "-g", &mine, &name]);
+    let env = Env::new();
+    env.config("");
+    env.command_preset("lint", &["touch", "ran"]);
+    let file = env.project.join(".corral/presets/lint.md");
+    std::os::unix::fs::chown(&file, None, Some(mine.parse().unwrap())).unwrap();
+    chmod(&file, 0o664);
+    let out = env.corral(&["launch", "lint", "x"]);
+    run("userdel", &[&name]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a preset another member of its group can write was launched");
+    assert!(err.contains("its group") && err.contains("others are in it"), "{err}");
+}
