@@ -8,6 +8,7 @@ pub mod abort;
 pub mod adapter;
 pub mod announce;
 pub mod autostart;
+pub mod blocking;
 pub mod caller;
 pub mod config;
 pub mod doctor;

@@ -1,19 +1,22 @@
 //! Waiting for runs to end, as `corral wait`, `launch --wait` and the MCP
 //! server do: by watching the store, healing it as it goes (see `heal`).
 //!
-//! A process of a run that waits gives up the run's slot while it waits (its
-//! agent is blocked, not working), and returns once everything it waited on
-//! has ended and the run has a slot again, before any queued run gets one.
+//! A process of a run that waits gives up the run's slot while its wait
+//! blocks the run's agent (see `blocking`: the agent is blocked, not
+//! working), and returns once everything it waited on has ended and the run
+//! has a slot again, before any queued run gets one. A wait that does not
+//! block the agent (yet) is looked at again as it goes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use crate::blocking::{self, Waiter};
 use crate::config::Config;
 use crate::heal::HealError;
 use crate::process::{ProcessId, Waker};
 use crate::queue::ShepherdCommand;
 use crate::run::{Run, RunStatus};
-use crate::store::{Store, StoreError, WaitId};
+use crate::store::{Store, StoreError, WaitBlocks, WaitId};
 use crate::watch::Watcher;
 
 /// Why a wait cannot start or go on.
@@ -95,14 +98,15 @@ pub fn wait_for(
     caller: Option<&str>,
     shepherd: &ShepherdCommand,
     cancelled: Option<&Cancel>,
+    waiter: Waiter,
 ) -> Result<WaitResult, WaitError> {
     let ids: Vec<String> = ids.iter().map(|id| store.find_run(id).map(|r| r.id)).collect::<Result<_, _>>()?;
     if let Some(caller) = caller {
         refuse_deadlock(store, caller, &ids)?;
     }
-    let blocked = block(store, caller, &ids)?;
-    let result = wait_loop(store, &ids, deadline, shepherd, cancelled);
-    if let Some(wait) = blocked {
+    let mut blocked = block(store, caller, &ids, waiter)?;
+    let result = wait_loop(store, &ids, deadline, shepherd, cancelled, blocked.as_mut());
+    if let Some(Blocked { wait, .. }) = blocked {
         match &result {
             // Over, or timed out: the agent is blocked in this call until its
             // run has a slot again, so it never works beside `max_parallel`
@@ -153,15 +157,76 @@ fn take_slot_back(store: &mut Store, wait: WaitId, shepherd: &ShepherdCommand) -
     }
 }
 
-/// Records that the caller's run is blocked on `ids` (not on itself).
-fn block(store: &mut Store, caller: Option<&str>, ids: &[String]) -> Result<Option<WaitId>, StoreError> {
+/// A registered wait of the caller's run, and whether it blocks the agent.
+struct Blocked {
+    wait: WaitId,
+    run: String,
+    waiter: Waiter,
+    blocks: WaitBlocks,
+    /// When to look again at a wait that does not block the agent yet (a
+    /// shell may call `wait` on it later), and how long after that.
+    look_again: Option<(Instant, Duration)>,
+}
+
+/// The first look again at a wait that does not block the agent: soon, as
+/// the shell that started it may be about to wait for it.
+const FIRST_LOOK_AGAIN: Duration = Duration::from_millis(5);
+/// The longest time between two looks.
+const LONGEST_LOOK_AGAIN: Duration = Duration::from_secs(2);
+
+impl Blocked {
+    /// Looks again if it is time; records a change. True if the wait now
+    /// blocks the agent (its slot is free for a queued run).
+    fn look_again(&mut self, store: &mut Store) -> Result<bool, StoreError> {
+        let Some((at, pause)) = self.look_again else { return Ok(false) };
+        if Instant::now() < at {
+            return Ok(false);
+        }
+        let run = store.run(&self.run)?;
+        let blocks = blocking::judge(store, &run, std::process::id() as i32, self.waiter)?;
+        let changed = blocks != self.blocks;
+        if changed {
+            store.set_wait_blocks(self.wait, blocks)?;
+            self.blocks = blocks;
+        }
+        self.look_again = (self.may_block_more() && run.status.is_active())
+            .then(|| (Instant::now() + pause, (pause * 2).min(LONGEST_LOOK_AGAIN)));
+        Ok(changed && blocks != WaitBlocks::No)
+    }
+
+    /// True while the agent may yet block on this wait more than it does:
+    /// a command's wait until the agent itself waits on it (a tool call's
+    /// wait blocks the agent while the call is open, and no more).
+    fn may_block_more(&self) -> bool {
+        match self.waiter {
+            Waiter::Command => self.blocks != WaitBlocks::Always,
+            Waiter::ToolCall => self.blocks == WaitBlocks::No,
+        }
+    }
+}
+
+/// Records that the caller's run waits on `ids` (not on itself), blocking
+/// its agent or not (see `blocking`).
+fn block(
+    store: &mut Store,
+    caller: Option<&str>,
+    ids: &[String],
+    waiter: Waiter,
+) -> Result<Option<Blocked>, StoreError> {
     let Some(caller) = caller else { return Ok(None) };
     let targets: Vec<String> = ids.iter().filter(|id| id.as_str() != caller).cloned().collect();
     let Some(me) = ProcessId::of(std::process::id() as i32) else { return Ok(None) };
-    if targets.is_empty() || !store.run(caller)?.status.is_active() {
+    let run = store.run(caller)?;
+    if targets.is_empty() || !run.status.is_active() {
         return Ok(None);
     }
-    store.register_wait(caller, me, &targets).map(Some)
+    let blocks = blocking::judge(store, &run, me.pid, waiter)?;
+    let wait = store.register_wait(caller, me, &targets, blocks)?;
+    let mut blocked = Blocked { wait, run: run.id, waiter, blocks, look_again: None };
+    if blocked.may_block_more() {
+        blocked.look_again = Some((Instant::now() + FIRST_LOOK_AGAIN, FIRST_LOOK_AGAIN * 2));
+    }
+    Ok(Some(blocked))
 }
 
 fn wait_loop(
@@ -170,6 +235,7 @@ fn wait_loop(
     deadline: Option<Instant>,
     shepherd: &ShepherdCommand,
     cancelled: Option<&Cancel>,
+    mut blocked: Option<&mut Blocked>,
 ) -> Result<WaitResult, HealError> {
     let mut watcher = Watcher::new(store)?;
     if let Some(cancel) = cancelled {
@@ -190,10 +256,22 @@ fn wait_loop(
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(WaitResult { runs, timed_out: true, cancelled: false });
         }
+        if let Some(blocked) = blocked.as_deref_mut() {
+            if blocked.look_again(store)? {
+                // The run's slot is free now: hand it on.
+                crate::heal::heal(store, shepherd)?;
+                continue;
+            }
+        }
         if changed {
             continue;
         }
-        watcher.changed_before(store, deadline)?;
+        let look_again = blocked.as_deref().and_then(|b| b.look_again.map(|(at, _)| at));
+        let wake = match (deadline, look_again) {
+            (Some(d), Some(l)) => Some(d.min(l)),
+            (d, l) => d.or(l),
+        };
+        watcher.changed_before(store, wake)?;
     }
 }
 

@@ -376,3 +376,32 @@ fn a_run_whose_promoter_died_before_starting_it_goes_back_to_the_queue() {
     let run = env.show(&b);
     assert_eq!(run["status"], "completed", "{run:#}");
 }
+
+#[test]
+fn a_wait_in_the_background_holds_the_slot_until_the_agent_really_waits() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    // The agent starts `corral wait CHILD &` and goes on working (its
+    // shell runs `sleep`, which is not the wait), then waits for real.
+    let script = "child=$(corral launch quick y); echo \"child $child\"; corral wait \"$child\" >/dev/null & \
+                  i=0; while [ $i -lt 20 ]; do i=$((i+1)); echo \"working $i\"; sleep 0.05; done; wait; echo done";
+    env.command_preset("lead", &["sh", "-c", script]);
+    let lead = env.launch("lead", "x");
+    let store = env.store();
+    let tail = || env.ok(&["tail", "-n", "all", &lead]);
+    assert!(eventually(LIMIT, || store.blocked_processes().unwrap().len() == 1), "the wait was never registered");
+    assert!(eventually(LIMIT, || tail().contains("working 20")), "{}", tail());
+    let child = env.show(&lead)["children"][0].as_str().expect("a child").to_string();
+    let slots = store.slots().unwrap();
+    assert_eq!(
+        status_in_store(&env, &child),
+        RunStatus::Queued,
+        "the child started beside its working parent with max_parallel = 1 ({slots:?})"
+    );
+    assert!(slots.working <= 1, "{slots:?}");
+    // Once the shell waits for it, the slot goes to the child, and both end.
+    let run = env.wait_run(&lead, LIMIT, |r| !r["exited_at"].is_null());
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(env.show(&child)["status"], "completed");
+}

@@ -1,6 +1,7 @@
 //! `corral launch PRESET TASK...`: start a run in the background and print
 //! its id (or, with `--wait`, block until it ends).
 
+use corral::blocking::Waiter;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -80,7 +81,8 @@ pub fn run(
     let run = launch(store, &request, shepherd)?;
     if args.wait {
         let caller = corral::caller::caller_run(store)?;
-        let result = corral::wait::wait_for(store, &[run.id], None, caller.as_deref(), shepherd, None)?;
+        let result =
+            corral::wait::wait_for(store, &[run.id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
         corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
         let run = &result.runs[0];
         if args.json {

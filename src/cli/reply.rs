@@ -2,6 +2,7 @@
 //! turn of its own session (or, with `--allow-denied`, let it use the tool
 //! calls it was refused).
 
+use corral::blocking::Waiter;
 use std::io::Write;
 
 use corral::queue::ShepherdCommand;
@@ -39,7 +40,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     let id = replied.run.id.clone();
     if args.wait {
         let caller = corral::caller::caller_run(store)?;
-        let result = corral::wait::wait_for(store, &[id], None, caller.as_deref(), shepherd, None)?;
+        let result = corral::wait::wait_for(store, &[id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
         corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
         if args.json {
             super::print_json(out, &result.runs[0])?;

@@ -1,6 +1,7 @@
 //! `corral wait RUN...`: block until runs end. Exit 0 if all completed, 1 if
 //! any ended otherwise, 124 if the timeout passed first.
 
+use corral::blocking::Waiter;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,7 @@ pub fn run(
         None => None,
     };
     let caller = corral::caller::caller_run(store)?;
-    let result = wait_for(store, ids, deadline, caller.as_deref(), shepherd, None)?;
+    let result = wait_for(store, ids, deadline, caller.as_deref(), shepherd, None, Waiter::Command)?;
     corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
     if json {
         super::print_json(out, &result.runs)?;

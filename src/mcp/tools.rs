@@ -488,7 +488,15 @@ impl CorralTools {
                 run_for(store, id, Access::Read)?;
             }
             let caller = caller_run(store)?;
-            let result = wait_for(store, &args.run_ids, Some(deadline), caller.as_deref(), shepherd, Some(&cancelled))?;
+            let result = wait_for(
+                store,
+                &args.run_ids,
+                Some(deadline),
+                caller.as_deref(),
+                shepherd,
+                Some(&cancelled),
+                crate::blocking::Waiter::ToolCall,
+            )?;
             collected_by(store, caller.as_deref(), &result.runs)?;
             let views: Vec<RunView<'_>> = result.runs.iter().map(RunView::from).collect();
             Ok(json_result(&serde_json::json!({

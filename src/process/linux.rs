@@ -122,6 +122,42 @@ pub fn descendants(root: i32, prune: impl Fn(i32) -> bool) -> Vec<i32> {
     found
 }
 
+/// The live children of `pid` (of every thread of it).
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(threads) = fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut children: Vec<i32> = threads
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|text| text.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<i32>>())
+        .filter(|&c| !is_zombie(c))
+        .collect();
+    children.sort_unstable();
+    children.dedup();
+    children
+}
+
+/// Whether `pid` sleeps waiting for a child to end (in `wait(2)`, or in
+/// `sigsuspend(2)` for SIGCHLD as a shell's `wait` does): `Some(true)` if so,
+/// `Some(false)` if not, `None` if this kernel does not say (no `wchan`).
+pub fn waits_for_a_child(pid: i32) -> Option<bool> {
+    let wchan = fs::read_to_string(format!("/proc/{pid}/wchan")).ok()?;
+    let wchan = wchan.trim();
+    // `wait(2)`; or `sigsuspend(2)`, where dash's `wait` builtin sleeps
+    // until SIGCHLD says a job ended.
+    let waiting = matches!(wchan, "do_wait" | "kernel_wait4" | "kernel_waitid" | "__do_sys_wait4")
+        || wchan.starts_with("sigsuspend")
+        || wchan.starts_with("do_sigsuspend");
+    if waiting {
+        return Some(true);
+    }
+    // A sleeping process with no wait channel shown: the kernel hides it.
+    let sleeping = state_of(pid).is_some_and(|s| s == 'S' || s == 'D');
+    if (wchan.is_empty() || wchan == "0") && sleeping {
+        return None;
+    }
+    Some(false)
+}
+
 /// The value of the variable `key` in `pid`'s environment (as it started).
 pub fn env_var_of(pid: i32, key: &str) -> Option<std::ffi::OsString> {
     use std::os::unix::ffi::OsStrExt;

@@ -11,8 +11,9 @@ mod told;
 mod unix;
 
 pub use linux::{
-    ancestry, children_cpu_seconds, descendants, disk_free, env_var_of, exe_of, group_members, group_of, has_env_var,
-    is_alive, pids_with_env, set_child_subreaper, start_time, state_of, try_user_namespace, ProcessId,
+    ancestry, children_cpu_seconds, children_of, descendants, disk_free, env_var_of, exe_of, group_members, group_of,
+    has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time, state_of, try_user_namespace,
+    waits_for_a_child, ProcessId,
 };
 pub use start::{start_agent, AgentStart, StartedAgent};
 pub use told::{FolderWatch, PidFd, Waker};

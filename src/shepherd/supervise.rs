@@ -106,6 +106,8 @@ pub(super) struct Supervisor {
     pub(super) cleanup: Cleanup,
     /// Frozen by `corral pause` since then: its clocks are stopped.
     paused_since: Option<Instant>,
+    /// The agent's stream says a tool call is open, as last recorded.
+    tool_open: bool,
 
     /// The current turn: one agent process, from spawn to reaping.
     turn: Turn,
@@ -228,6 +230,7 @@ impl Supervisor {
             nudge: setup.nudge,
             cleanup,
             paused_since: None,
+            tool_open: false,
             turn,
             worked: Duration::ZERO,
             held: None,
@@ -929,6 +932,13 @@ impl Supervisor {
     pub(super) fn flush_events(&mut self) -> Result<(), ShepherdError> {
         self.adapter.flush(&mut self.pending);
         self.pending_since = None;
+        // Whether the agent is in a tool call: a wait that tool call runs
+        // frees the run's slot only meanwhile (see `blocking`).
+        let tool_open = !self.turn.is_over() && self.adapter.busy();
+        if tool_open != self.tool_open {
+            self.store.set_tool_open(&self.run_id, tool_open)?;
+            self.tool_open = tool_open;
+        }
         if self.pending.is_empty() {
             return Ok(());
         }

@@ -35,7 +35,7 @@ pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};
 pub use runs::{AbortRequest, Committed, NewRun, Outcome, RunFilter, SearchHit};
 pub use slots::Slots;
-pub use waits::{BlockedProcess, WaitId};
+pub use waits::{BlockedProcess, WaitBlocks, WaitId};
 
 /// How long a writer waits for another's transaction before giving up. Long:
 /// fifty shepherds committing at once must queue, never fail.

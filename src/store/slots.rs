@@ -35,16 +35,22 @@ impl Slots {
     }
 }
 
-/// A run row `r` one of whose processes is blocked in a wait: it holds no
-/// slot, whatever it waits on.
-const HAS_WAIT: &str = "EXISTS (SELECT 1 FROM waits w WHERE w.run_id = r.id)";
+/// A wait row `w` of run row `r` that blocks the run's agent (see
+/// `waits.rs`): the agent itself waits, or the tool call that runs the wait
+/// is still open. A wait that does not block the agent frees no slot.
+pub(super) const BLOCKING: &str = "(w.blocks = 2 OR (w.blocks = 1 AND r.tool_open = 1))";
+
+/// A run row `r` whose agent is blocked in a wait: it holds no slot,
+/// whatever it waits on.
+static HAS_WAIT: LazyLock<String> =
+    LazyLock::new(|| format!("EXISTS (SELECT 1 FROM waits w WHERE w.run_id = r.id AND {BLOCKING})"));
 
 /// A run row `r` that waits on a run still active (else it wants its slot
 /// back, to return from its wait).
 static WAITS_ON_ACTIVE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "EXISTS (SELECT 1 FROM waits w JOIN wait_targets t ON t.wait_id = w.id JOIN runs a ON a.id = t.run_id
-                 WHERE w.run_id = r.id AND a.status IN {})",
+                 WHERE w.run_id = r.id AND {BLOCKING} AND a.status IN {})",
         RunStatus::sql_list(RunStatus::ACTIVE)
     )
 });
@@ -62,13 +68,14 @@ static CHILDREN_ACTIVE: LazyLock<String> = LazyLock::new(|| {
 static SLOTS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT
-           count(*) FILTER (WHERE status IN {slotted} AND NOT {HAS_WAIT}),
+           count(*) FILTER (WHERE status IN {slotted} AND NOT {has_wait}),
            count(*) FILTER (WHERE status = '{queued}'),
            count(*) FILTER (WHERE (status = '{waiting}' AND (slot_wanted_at IS NOT NULL OR NOT {children_active}))
-                               OR (status IN {slotted} AND {HAS_WAIT} AND NOT {waits_on_active})
+                               OR (status IN {slotted} AND {has_wait} AND NOT {waits_on_active})
                                OR (status = '{paused}' AND pause_requested = 0))
          FROM runs r WHERE status IN {active}",
         children_active = *CHILDREN_ACTIVE,
+        has_wait = *HAS_WAIT,
         slotted = RunStatus::sql_list(RunStatus::SLOTTED),
         waits_on_active = *WAITS_ON_ACTIVE,
         queued = RunStatus::Queued,

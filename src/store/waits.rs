@@ -1,9 +1,10 @@
 //! The `waits` and `wait_targets` tables: processes of a run blocked on
 //! other runs (`corral wait`, `wait_agents`, `launch --wait` inside a run).
 //!
-//! While a wait is registered, the waiting run holds no slot (see
-//! `slots.rs`): a parent blocked on its children must not hold the slot they
-//! need. When everything it waits on has ended, the run wants its slot back
+//! While a wait that blocks the run's agent is registered, the waiting run
+//! holds no slot (see `slots.rs`): a parent blocked on its children must not
+//! hold the slot they need. A wait that does not block the agent (a
+//! `corral wait &` while the agent works on) frees nothing ([`WaitBlocks`]). When everything it waits on has ended, the run wants its slot back
 //! and the call returns once it has it ([`Store::end_wait`]), before any
 //! queued run; a wait that times out is removed at once. A wait whose
 //! process died is removed by reconciliation.
@@ -28,20 +29,42 @@ pub struct BlockedProcess {
     pub process: ProcessId,
 }
 
+/// Whether a wait blocks its run's agent, and so frees the run's slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitBlocks {
+    /// It does not (a wait in the background while the agent works on).
+    No,
+    /// While the agent's tool call that runs it is open.
+    WhileToolOpen,
+    /// The agent itself waits on it.
+    Always,
+}
+
+impl WaitBlocks {
+    fn as_sql(self) -> i64 {
+        match self {
+            WaitBlocks::No => 0,
+            WaitBlocks::WhileToolOpen => 1,
+            WaitBlocks::Always => 2,
+        }
+    }
+}
+
 impl Store {
-    /// Records that `process`, belonging to run `run_id`, is blocked until
-    /// every run of `targets` has ended.
+    /// Records that `process`, belonging to run `run_id`, waits until every
+    /// run of `targets` has ended, blocking the run's agent as `blocks` says.
     pub fn register_wait(
         &mut self,
         run_id: &str,
         process: ProcessId,
         targets: &[String],
+        blocks: WaitBlocks,
     ) -> Result<WaitId, StoreError> {
         let now = time::format(time::now());
         self.write("recording a wait", |tx| {
             tx.execute(
-                "INSERT INTO waits (run_id, pid, start, since) VALUES (?1, ?2, ?3, ?4)",
-                params![run_id, process.pid, process.start as i64, now],
+                "INSERT INTO waits (run_id, pid, start, since, blocks) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![run_id, process.pid, process.start as i64, now, blocks.as_sql()],
             )?;
             let id = tx.last_insert_rowid();
             for target in targets {
@@ -51,6 +74,28 @@ impl Store {
                 )?;
             }
             Ok(WaitId(id))
+        })
+    }
+
+    /// The waiter looked again: its wait now blocks the agent as `blocks`
+    /// says.
+    pub fn set_wait_blocks(&mut self, wait: WaitId, blocks: WaitBlocks) -> Result<(), StoreError> {
+        self.write("updating a wait", |tx| {
+            tx.execute("UPDATE waits SET blocks = ?2 WHERE id = ?1", params![wait.0, blocks.as_sql()]).map(drop)
+        })
+    }
+
+    /// The pids of run `run_id`'s processes registered as waiting.
+    pub fn waiting_pids(&self, run_id: &str) -> Result<Vec<i32>, StoreError> {
+        let mut stmt = self.conn().prepare_cached("SELECT pid FROM waits WHERE run_id = ?1").doing("listing waits")?;
+        let rows = stmt.query_map([run_id], |r| r.get(0)).doing("listing waits")?;
+        rows.collect::<Result<_, _>>().doing("listing waits")
+    }
+
+    /// The shepherd says whether run `id`'s agent is in a tool call.
+    pub fn set_tool_open(&mut self, id: &str, open: bool) -> Result<(), StoreError> {
+        self.write("recording a tool call", |tx| {
+            tx.execute("UPDATE runs SET tool_open = ?2 WHERE id = ?1", params![id, open]).map(drop)
         })
     }
 
@@ -82,8 +127,9 @@ impl Store {
             let slotted: bool = tx.query_row(
                 &format!(
                     "SELECT count(*) > 0 FROM waits w JOIN runs r ON r.id = w.run_id
-                     WHERE w.id = ?1 AND r.status IN {}",
-                    RunStatus::sql_list(RunStatus::SLOTTED)
+                     WHERE w.id = ?1 AND r.status IN {} AND {}",
+                    RunStatus::sql_list(RunStatus::SLOTTED),
+                    super::slots::BLOCKING
                 ),
                 [wait.0],
                 |r| r.get(0),
