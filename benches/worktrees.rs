@@ -61,6 +61,8 @@ fn main() {
     };
     preset("noop", "[\"true\"]");
     preset("touch", "[sh, -c, 'for d in src/m?; do for f in $d/f*.rs; do echo changed >> $f; done; done']");
+    // A project's command presets run once trusted.
+    corral(&home, &repo, &["presets", "trust"]);
     println!("Corral worktree benchmark (10,000-file repository, {samples} samples)");
 
     let mut started = Vec::new();

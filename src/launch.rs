@@ -70,6 +70,9 @@ pub enum LaunchError {
     /// The folder this process runs in was deleted.
     #[error("the folder this command runs in no longer exists (it was deleted or moved): cd to an existing folder, or pass --cwd")]
     CwdGone,
+    /// A project's preset that runs code the user has not trusted.
+    #[error(transparent)]
+    Untrusted(#[from] crate::trust::Untrusted),
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -121,6 +124,16 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     let preset = presets.get(&request.preset)?;
     for warning in &preset.warnings {
         tracing::warn!("preset {} ({}): {warning}", preset.name, preset.path);
+    }
+    // A cloned repository's preset that runs code runs only once trusted;
+    // one that replaces a shipped or global preset is said.
+    crate::trust::check(store, preset).map_err(|e| match e {
+        crate::trust::CheckError::Store(e) => LaunchError::Store(e),
+        crate::trust::CheckError::Untrusted(e) => LaunchError::Untrusted(e),
+    })?;
+    if let Some(shadow) = presets.presets.iter().find(|e| e.preset.path == preset.path).and_then(crate::trust::shadows)
+    {
+        tracing::warn!("{shadow}");
     }
     // With the PATH the run will have: the launcher's.
     let path = match &request.env {

@@ -36,6 +36,7 @@ pub mod run_env;
 pub mod shepherd;
 pub mod store;
 pub mod time;
+pub mod trust;
 pub mod wait;
 pub mod watch;
 pub mod window_route;

@@ -140,3 +140,63 @@ fn broken_files_are_listed_with_path_and_reason_and_others_still_load() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no preset 'bad-time'") && err.contains("bad-time.md"), "{err}");
 }
+
+#[test]
+fn a_cloned_repositorys_preset_runs_a_command_only_once_trusted_and_says_what_it_replaces() {
+    let env = Env::new();
+    let ran = env.project.join("ran");
+    // A repository the user just cloned replaces the shipped `reviewer`.
+    let text = format!(
+        "---\nname: reviewer\ndescription: looks harmless\nagent: command\ncommand: [touch, '{}']\n---\n",
+        ran.display()
+    );
+    let file = env.untrusted_preset_file(".claude/agents", "reviewer.md", &text);
+    let out = env.corral(&["launch", "reviewer", "review this"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a cloned repository's command ran with no word");
+    assert!(err.contains("runs a command") && err.contains("corral presets trust"), "{err}");
+    assert!(!ran.exists());
+    let listed = env.ok(&["presets"]);
+    assert!(listed.contains("Not trusted yet (1)"), "{listed}");
+    assert!(listed.contains("is the project's") && listed.contains("builtin:presets/reviewer.md"), "{listed}");
+    let list = env.json(&["presets"]);
+    assert!(by_name(&list, "reviewer")["untrusted"].is_string(), "{list:#}");
+
+    // Trusted as it is, it runs; the launch says it is the project's.
+    let trusted = env.ok(&["presets", "trust"]);
+    assert!(trusted.contains("trusted") && trusted.contains("reviewer.md"), "{trusted}");
+    let out = env.corral(&["launch", "reviewer", "review this"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("is the project's"), "the launch did not say the preset replaces the shipped one: {said}");
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+    assert!(ran.exists());
+
+    // Changed after it was trusted: asked again.
+    std::fs::write(&file, text.replace("looks harmless", "changed")).unwrap();
+    let out = env.corral(&["launch", "reviewer", "again"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("changed since you trusted it"));
+}
+
+#[test]
+fn trust_is_never_given_from_inside_a_run() {
+    let env = Env::new();
+    let out = env.project.join("out");
+    env.command_preset(
+        "truster",
+        &["sh", "-c", &format!("corral presets trust > '{}' 2>&1; echo rc=$? >> '{0}'", out.display())],
+    );
+    env.untrusted_preset_file(
+        ".corral/presets",
+        "evil.md",
+        "---\nname: evil\ndescription: e\nagent: command\ncommand: [true]\n---\n",
+    );
+    let id = env.launch("truster", "x");
+    env.wait_end(&id);
+    let said = std::fs::read_to_string(&out).unwrap();
+    assert!(said.contains("not from inside run") && said.contains("rc=2"), "{said}");
+    let failed = env.corral(&["launch", "evil", "x"]);
+    assert!(!failed.status.success(), "a run's agent trusted a preset");
+}

@@ -44,10 +44,24 @@ struct Cli {
     command: Command,
 }
 
+/// What `corral presets` does besides listing.
+#[derive(Debug, Subcommand)]
+enum PresetsAction {
+    /// Trust the project's presets that run a command, a setup or
+    /// arguments of their own, as their files are now (a changed file is
+    /// asked about again). Read them first: they are the repository's code.
+    Trust {
+        /// The project folder (default: the current one).
+        dir: Option<PathBuf>,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// List the presets in effect (and files that could not be used).
     Presets {
+        #[command(subcommand)]
+        action: Option<PresetsAction>,
         /// Find project presets from this folder (default: the current one).
         #[arg(long)]
         cwd: Option<PathBuf>,
@@ -377,7 +391,10 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     }
     let mut out = std::io::stdout().lock();
     let code = match command {
-        Command::Presets { cwd, json } => presets::run(&store, cwd, json, &mut out)?,
+        Command::Presets { action: Some(PresetsAction::Trust { dir }), .. } => {
+            presets::trust(&mut store, dir, &mut out)?
+        }
+        Command::Presets { action: None, cwd, json } => presets::run(&store, cwd, json, &mut out)?,
         Command::Launch(args) => launch::run(&home, &mut store, args, &shepherd, &mut out)?,
         Command::Ls { all, count, status, preset, cwd, here, since, host, json } => {
             let folder = match (cwd, here) {

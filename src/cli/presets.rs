@@ -1,5 +1,6 @@
 //! `corral presets`: the presets in effect for a folder, what each overrides,
-//! and every file that could not be used.
+//! which of a project's need trusting, and every file that could not be
+//! used; `corral presets trust [DIR]`: trust a project's presets as they are.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,6 +37,43 @@ struct Entry<'a> {
     /// What looks wrong but does not stop it (a misspelt key).
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     warnings: &'a [String],
+    /// Why a project's preset does not run until trusted, while it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    untrusted: Option<String>,
+    /// What a project's preset replaces of the same name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shadows: Option<String>,
+}
+
+/// `corral presets trust [DIR]`: trusts the presets of DIR's project that
+/// run code of their own, as their files are now.
+pub fn trust(store: &mut Store, dir: Option<PathBuf>, out: &mut impl Write) -> anyhow::Result<i32> {
+    let dir = match dir {
+        Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
+        None => corral::launch::working_folder()?,
+    };
+    let set = preset::discover(&Roots::new(store.home(), Some(&dir)));
+    let trusted = corral::trust::trust(store, &set.presets)?;
+    if trusted.is_empty() {
+        writeln!(
+            out,
+            "nothing to trust: no preset of {} runs a command, a setup or arguments of its own",
+            dir.display()
+        )?;
+    }
+    for path in &trusted {
+        writeln!(out, "trusted {path}")?;
+    }
+    Ok(0)
+}
+
+/// Why `e` does not run until trusted, if it does not.
+fn untrusted(store: &Store, e: &corral::preset::Effective) -> anyhow::Result<Option<String>> {
+    match corral::trust::check(store, &e.preset) {
+        Ok(()) => Ok(None),
+        Err(corral::trust::CheckError::Untrusted(u)) => Ok(Some(u.to_string())),
+        Err(corral::trust::CheckError::Store(e)) => Err(e.into()),
+    }
 }
 
 /// A limit as a preset writes it.
@@ -76,6 +114,8 @@ pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write
                     problems: Vec::new(),
                     unavailable: unavailable(p),
                     warnings: &p.warnings,
+                    untrusted: untrusted(store, e).ok().flatten(),
+                    shadows: corral::trust::shadows(e),
                 }
             })
             .collect();
@@ -128,6 +168,27 @@ pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write
             for w in &p.warnings {
                 writeln!(out, "    {w}")?;
             }
+        }
+    }
+    let shadowing: Vec<String> = set.presets.iter().filter_map(corral::trust::shadows).collect();
+    if !shadowing.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "The project's own ({}):", shadowing.len())?;
+        for said in &shadowing {
+            writeln!(out, "  {said}")?;
+        }
+    }
+    let mut waiting = Vec::new();
+    for e in &set.presets {
+        if let Some(why) = untrusted(store, e)? {
+            waiting.push(why);
+        }
+    }
+    if !waiting.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Not trusted yet ({}):", waiting.len())?;
+        for why in &waiting {
+            writeln!(out, "  {why}")?;
         }
     }
     if !set.problems.is_empty() {

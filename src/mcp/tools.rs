@@ -354,6 +354,9 @@ impl CorralTools {
                     if let Some(why) = preset::available::unavailable(&e.preset, path.as_deref(), &cwd) {
                         entry["available"] = false.into();
                         entry["unavailable"] = why.into();
+                    } else if let Err(why) = crate::trust::check(store, &e.preset) {
+                        entry["available"] = false.into();
+                        entry["unavailable"] = why.to_string().into();
                     }
                     entry
                 })

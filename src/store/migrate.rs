@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0013_changes_and_hosts.sql"),
     include_str!("migrations/0014_pause_agrees_with_status.sql"),
     include_str!("migrations/0015_waits_that_block.sql"),
+    include_str!("migrations/0016_trusted_presets.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -16,6 +16,7 @@ mod removal;
 mod replies;
 mod runs;
 mod slots;
+mod trust;
 mod waits;
 
 use std::path::{Path, PathBuf};

@@ -73,6 +73,8 @@ class Env:
         folder = folder or self.project / ".corral" / "presets"
         text = f"---\nname: {name}\ndescription: {description}\nagent: command\ncommand: {json.dumps(argv)}\n---\n"
         (folder / f"{name}.md").write_text(text)
+        # A project's command presets run once trusted.
+        self.cli("presets", "trust", str(self.project))
 
     def cli(self, *args):
         out = subprocess.run([str(CLI), *args], cwd=self.project, env=self.env, capture_output=True, text=True, timeout=60)
@@ -672,6 +674,7 @@ def test_review_and_reply(session, env):
         f"---\nname: edits\ndescription: changes 1001 files\nagent: command\ncommand: {json.dumps(['sh', '-c', script])}\nworktree: true\n---\n")
     (env.root / "bin" / "claude").symlink_to(FAKES / "conversing")
     (env.project / ".corral" / "presets" / "talk.md").write_text("---\nname: talk\ndescription: converses\nagent: claude\n---\n")
+    env.cli("presets", "trust", str(env.project))
     log = str(env.root / "turns.log")
 
     edits = env.launch("edits", "make many files")

@@ -43,6 +43,8 @@ class Home:
     def preset(self, name, argv):
         with open(os.path.join(self.project, ".corral", "presets", name + ".md"), "w") as f:
             f.write(f"---\nname: {name}\ndescription: bench\nagent: command\ncommand: {json.dumps(argv)}\n---\n")
+        # A project's command presets run once trusted.
+        self.corral("presets", "trust")
 
     def corral(self, *args):
         out = subprocess.run([CORRAL, *args], cwd=self.project, env=self.env, capture_output=True, text=True)

@@ -35,6 +35,8 @@ def measure(root, config):
     (project / ".corral" / "presets" / "now.md").write_text(
         '---\nname: now\ndescription: prints the time\nagent: command\ncommand: ["/bin/date", "+%s.%N"]\n---\n')
     env = dict(os.environ, CORRAL_HOME=str(home))
+    # A project's command presets run once trusted.
+    subprocess.run([CORRAL, "presets", "trust"], cwd=project, env=env, capture_output=True, check=True)
     delays = []
     for _ in range(N):
         time.sleep(0.1)

@@ -74,6 +74,8 @@ class Corral:
         command = f"command: {json.dumps(argv)}\n" if argv else ""
         (self.project / ".corral" / "presets" / f"{name}.md").write_text(
             f"---\nname: {name}\ndescription: bench\nagent: {agent}\n{command}---\n")
+        # A project's command presets run once trusted.
+        self.cli("presets", "trust")
 
     def cli(self, *args, env=None):
         out = subprocess.run([str(CORRAL), *args], cwd=self.project, env=env or self.env, capture_output=True, text=True)

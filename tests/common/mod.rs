@@ -118,7 +118,19 @@ impl Env {
 
     /// Writes a preset file `NAME.md` into `dir` (relative to the project
     /// folder, or absolute) with the given frontmatter lines and body.
+    /// A project's presets that run code run only once trusted: the tests'
+    /// own are trusted as written (`corral presets trust`).
     pub fn preset_file(&self, dir: impl AsRef<Path>, file: &str, text: &str) -> PathBuf {
+        let path = self.untrusted_preset_file(dir, file, text);
+        let project = path.ancestors().nth(3).unwrap().to_path_buf();
+        if project.starts_with(&self.project) {
+            self.ok(&["presets", "trust", project.to_str().unwrap()]);
+        }
+        path
+    }
+
+    /// Writes a preset file as a cloned repository brings it: not trusted.
+    pub fn untrusted_preset_file(&self, dir: impl AsRef<Path>, file: &str, text: &str) -> PathBuf {
         let dir = self.project.join(dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(file);
