@@ -513,6 +513,9 @@ fn another_installation_launched_inside_a_run_dies_with_its_abort() {
             fake = fake_pid.display()
         );
         env.command_preset("outer", &["sh", "-c", &script]);
+        // The other installation trusts the project's presets too.
+        let trusted = env.command(&["presets", "trust"]).env("CORRAL_HOME", &inner_home).output().unwrap();
+        assert!(trusted.status.success(), "{}", String::from_utf8_lossy(&trusted.stderr));
         let id = env.launch("outer", "x");
         let (agent, fake) = (pid_in(&inner_pid), pid_in(&fake_pid));
         let inner_run = std::fs::read_to_string(&inner_id).unwrap().trim().to_string();
