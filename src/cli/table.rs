@@ -104,6 +104,11 @@ pub fn cell(text: &str, max: usize) -> String {
     }
 }
 
+/// `-` for nothing.
+pub fn or_dash(value: Option<impl ToString>) -> String {
+    value.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,9 +119,4 @@ mod tests {
         assert_eq!(printable("\x1b[2J\x1b]52;c;aGk=\x07done"), "\\x1b[2J\\x1b]52;c;aGk=\\x07done");
         assert_eq!(printable("a\u{9b}b\u{202e}c\r"), "a\\u{9b}b\\u{202e}c\\x0d");
     }
-}
-
-/// `-` for nothing.
-pub fn or_dash(value: Option<impl ToString>) -> String {
-    value.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
