@@ -72,14 +72,21 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
         }
         let branch = run.worktree_from_branch.clone().unwrap_or_else(|| tree.base.clone());
         // A worktree whose changes cannot be read is kept: never lose work on a doubt.
-        let unmerged = worktree::unmerged(Path::new(repo), &branch, tree).unwrap_or_else(|e| vec![e.to_string()]);
+        let mut unmerged = worktree::unmerged(Path::new(repo), &branch, tree).unwrap_or_else(|e| vec![e.to_string()]);
+        // Nor one another run works in (a run relaunched there).
+        if let Some(other) = crate::review::working_in(store, tree)?.filter(|o| !ids.contains(&o.id)) {
+            unmerged.insert(0, format!("(run {} works in it)", other.id));
+        }
         if unmerged.is_empty() {
             drop_worktrees.push((PathBuf::from(repo), tree.clone()));
         } else {
+            // Commands name the repository's own folder, which outlives
+            // the worktree the run was launched in (another run's).
+            let main = worktree::main_repository(Path::new(&tree.path));
             kept_worktrees.push(KeptWorktree {
                 path: tree.path.clone(),
                 branch: tree.branch.clone(),
-                repo: repo.clone(),
+                repo: main.map_or_else(|| repo.clone(), |m| m.display().to_string()),
                 unmerged,
             });
         }

@@ -67,7 +67,7 @@ pub struct Merged {
 /// the agent's commits. Refused while the run is active; with a conflict or
 /// uncommitted changes of the user's in the files it touches, it changes
 /// nothing and says why.
-pub fn merge(store: &Store, id: &str, keep_commits: bool) -> Result<Merged, ReviewError> {
+pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, ReviewError> {
     let run = store.find_run(id)?;
     let worktree = worktree_of(&run)?;
     if run.status.is_active() {
@@ -77,22 +77,35 @@ pub fn merge(store: &Store, id: &str, keep_commits: bool) -> Result<Merged, Revi
     let Some(branch) = run.worktree_from_branch.clone() else {
         return Err(ReviewError::NoBranch { run: run.id.clone(), repo, branch: worktree.branch.clone() });
     };
-    let commit = if keep_commits {
+    let made = if keep_commits {
         worktree::merge_commits(Path::new(&repo), &branch, worktree, &run.id)?
     } else {
         let task_line = run.task.lines().next().unwrap_or_default();
         let message = format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id);
-        worktree::merge_squashed(Path::new(&repo), &branch, worktree, &message)?
+        worktree::merge_squashed(Path::new(&repo), &branch, worktree, &run.id, &message)?
     };
-    Ok(Merged { id: run.id, branch, commit })
+    // The next merge, `diff` and `rm` start from what was merged.
+    store.record_merge(&run.id, &made.merged, !keep_commits)?;
+    Ok(Merged { id: run.id, branch, commit: made.commit })
 }
 
-/// Removes run `id`'s worktree and branch; refused while it is active.
+/// The active run working in `worktree`'s folder, if one does (a child
+/// launched in it, or a run relaunched there).
+pub fn working_in(store: &Store, worktree: &Worktree) -> Result<Option<Run>, StoreError> {
+    let folder = Path::new(&worktree.path);
+    Ok(store.active_runs()?.into_iter().find(|r| Path::new(&r.cwd).starts_with(folder)))
+}
+
+/// Removes run `id`'s worktree and branch; refused while it, or any run
+/// working in its worktree, is active.
 pub fn discard(store: &mut Store, id: &str) -> Result<Run, ReviewError> {
     let run = store.find_run(id)?;
     let worktree = worktree_of(&run)?;
     if run.status.is_active() {
         return Err(WorktreeError::Active(run.id.clone()).into());
+    }
+    if let Some(other) = working_in(store, worktree)? {
+        return Err(WorktreeError::InUse { run: other.id, path: worktree.path.clone() }.into());
     }
     worktree::remove(Path::new(run.worktree_repo.as_deref().unwrap_or_default()), worktree)?;
     store.mark_worktree_removed(&run.id)?;

@@ -335,9 +335,10 @@ fn a_squash_merge_never_commits_what_the_user_staged() {
 fn a_merge_whose_branch_cannot_move_leaves_the_repository_as_before() {
     let env = repo();
     let id = finished_edit(&env);
-    // A hook that refuses every ref update: the last step of the merge fails.
+    // A hook that refuses to move main: the last step of the merge fails.
     let hook = env.project.join(".git/hooks/reference-transaction");
-    std::fs::write(&hook, "#!/bin/sh\n[ \"$1\" = prepared ] && exit 1\nexit 0\n").unwrap();
+    let refuse = "#!/bin/sh\n[ \"$1\" = prepared ] && grep -q ' refs/heads/main$' && exit 1\nexit 0\n";
+    std::fs::write(&hook, refuse).unwrap();
     std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let before = repo_state(&env);
     refused(&env, &["merge", &id], "cannot move main");

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use corral::Store;
 
-pub fn run(store: &Store, id: &str, no_squash: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &mut Store, id: &str, no_squash: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let merged = corral::review::merge(store, id, no_squash)?;
     if json {
         super::print_json(out, &merged)?;

@@ -424,7 +424,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Pause { runs, json } => pause::run(&mut store, &runs, true, json, &shepherd, &mut out)?,
         Command::Resume { runs, json } => pause::run(&mut store, &runs, false, json, &shepherd, &mut out)?,
         Command::Diff { run, stat, json } => diff::run(&mut store, &run, stat, json, &mut out)?,
-        Command::Merge { run, no_squash, json } => merge::run(&store, &run, no_squash, json, &mut out)?,
+        Command::Merge { run, no_squash, json } => merge::run(&mut store, &run, no_squash, json, &mut out)?,
         Command::Discard { run, json } => discard::run(&mut store, &run, json, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
         Command::Relaunch { run, edit, json } => relaunch::run(&mut store, &run, edit, json, &shepherd, &mut out)?,

@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0014_pause_agrees_with_status.sql"),
     include_str!("migrations/0015_waits_that_block.sql"),
     include_str!("migrations/0016_trusted_presets.sql"),
+    include_str!("migrations/0017_merge_record.sql"),
 ];
 
 /// The schema version this binary writes.

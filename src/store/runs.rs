@@ -23,7 +23,7 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     promoted_at, promoter_pid, promoter_start, worktree_path, worktree_branch, worktree_base, worktree_repo,
     worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated, retrying,
     containment, cpu_seconds, memory_peak_bytes, paused_at, transcript_bytes, transcript_dropped_events,
-    transcript_dropped_bytes";
+    transcript_dropped_bytes, worktree_merged, worktree_merged_squashed";
 
 /// SQL list of the terminal statuses.
 pub(super) static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
@@ -638,6 +638,18 @@ impl Store {
         .map(drop)
     }
 
+    /// Records that run `id`'s branch was merged up to commit `merged`
+    /// (squashed, or with its commits).
+    pub fn record_merge(&mut self, id: &str, merged: &str, squashed: bool) -> Result<(), StoreError> {
+        self.write("recording a merge", |tx| {
+            tx.execute(
+                "UPDATE runs SET worktree_merged = ?2, worktree_merged_squashed = ?3 WHERE id = ?1",
+                params![id, merged, squashed],
+            )
+        })
+        .map(drop)
+    }
+
     /// Records that a run's worktree and branch were removed.
     pub fn mark_worktree_removed(&mut self, id: &str) -> Result<(), StoreError> {
         let now = time::format(time::now());
@@ -942,7 +954,13 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
             row.get(39)?,
             row.get::<_, Option<String>>(42)?,
         ) {
-            (Some(path), Some(branch), Some(base), None) => Some(crate::worktree::Worktree { path, branch, base }),
+            (Some(path), Some(branch), Some(base), None) => Some(crate::worktree::Worktree {
+                path,
+                branch,
+                base,
+                merged: row.get(57)?,
+                merged_squashed: row.get::<_, i64>(58)? != 0,
+            }),
             _ => None,
         },
         worktree_repo: row.get(40)?,

@@ -34,7 +34,7 @@ pub fn run_changes(state: State<'_, AppState>, id: String) -> Result<RunChanges,
 /// new commit.
 #[tauri::command(async)]
 pub fn merge_run(state: State<'_, AppState>, id: String, keep_commits: bool) -> Result<String, AppError> {
-    Ok(corral::review::merge(&state.store()?, &id, keep_commits)?.commit)
+    Ok(corral::review::merge(&mut state.store()?, &id, keep_commits)?.commit)
 }
 
 /// Removes run `id`'s worktree and branch (the window asks first).

@@ -1,0 +1,385 @@
+//! Bringing a run's work into the branch it started from, by git's own
+//! three-way merge, never by a patch.
+//!
+//! The run's branch holds its work as commits: what the agent left
+//! uncommitted is committed on it first (the agent's own commits kept). A
+//! squash merge is git's `merge-tree --write-tree` of the user's HEAD and
+//! that branch, from where the run started or from what was merged last
+//! (so merge, reply, merge again takes exactly the follow-up's work); the
+//! commit goes through the repository's `pre-commit` and `commit-msg` hooks
+//! and holds the merged tree alone (nothing the user staged). Then the
+//! user's index and working tree move to it as `git checkout` would (files
+//! the merge does not touch, and the user's changes in them, stay), and
+//! the branch moves only from the commit it was on. A conflict, uncommitted
+//! changes of the user's in the files it touches, a repository the run made
+//! inside its worktree, a refusing hook: nothing is changed, and it says
+//! why. What is computed to try a merge is written where it leaves nothing
+//! in the user's `.git` unless the merge is made.
+//!
+//! `--no-squash` merges the run's own commits with `git merge` (its hooks
+//! too, no autostash), only onto the base the run was launched from.
+
+use std::path::Path;
+
+use super::git::{committer, git, git_in, output, said, stderr_of, temp_file_with, Env, ScratchObjects};
+use super::snapshot::{nested_repositories, snapshot, unmerged_from};
+use super::{Worktree, WorktreeError};
+
+/// A merge that was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Made {
+    /// The new commit on the user's branch.
+    pub commit: String,
+    /// The run's branch as merged: the next merge starts from there.
+    pub merged: String,
+}
+
+/// Commits everything the worktree holds on the run's branch (nothing if
+/// it is all committed): the run's work as commits. Returns the branch's
+/// commit. Corral's own commit on the run's branch skips the user's hooks:
+/// they run when the work reaches the user's branch.
+fn commit_run_branch(
+    worktree: &Worktree,
+    run_id: &str,
+    tree: &str,
+    objects: &ScratchObjects,
+) -> Result<String, WorktreeError> {
+    let path = Path::new(&worktree.path);
+    let tip = git(path, &["rev-parse", "--verify", "HEAD"], "reading the run's branch")?.trim().to_string();
+    let tip_tree = git(path, &["rev-parse", &format!("{tip}^{{tree}}")], "reading the run's branch")?;
+    if tip_tree.trim() == tree {
+        return Ok(tip);
+    }
+    objects.keep()?;
+    let message = format!("Work of Corral run {run_id} left uncommitted");
+    let mut args = committer(path)?.to_vec();
+    args.extend(["commit-tree", tree, "-p", &tip, "-m", &message]);
+    let commit = git(path, &args, "committing the run's work on its branch")?.trim().to_string();
+    let reflog = format!("corral: the work of run {run_id}");
+    let branch = format!("refs/heads/{}", worktree.branch);
+    let moved = output(path, &["update-ref", "-m", &reflog, &branch, &commit, &tip], &Env::default(), "moving")?;
+    if !moved.status.success() {
+        return Err(WorktreeError::WouldConflict(format!(
+            "cannot move the run's branch {} to its work ({}); nothing was changed",
+            worktree.branch,
+            stderr_of(&moved)
+        )));
+    }
+    // The worktree's index follows its branch: `git status` there is clean.
+    git(path, &["read-tree", &commit], "updating the worktree's index")?;
+    Ok(commit)
+}
+
+/// Brings the run's work not merged yet into `branch` of the user's
+/// repository `repo` as one commit with `message` (see the module).
+pub fn merge_squashed(
+    repo: &Path,
+    branch: &str,
+    worktree: &Worktree,
+    run_id: &str,
+    message: &str,
+) -> Result<Made, WorktreeError> {
+    require_branch(repo, branch)?;
+    require_quiet(repo)?;
+    let path = Path::new(&worktree.path);
+    let objects = ScratchObjects::for_repository(repo)?;
+    let scratch = Env::default().scratch(&objects);
+    let tree = snapshot(path, &objects)?;
+    let from = unmerged_from(worktree);
+    let from_tree = git_in(repo, &["rev-parse", &format!("{from}^{{tree}}")], &scratch, "reading the run's base")?;
+    if from_tree.trim() == tree {
+        let since = if worktree.merged.is_some() { "since it was merged" } else { "" };
+        return Err(WorktreeError::WouldConflict(format!(
+            "the run changed nothing {since}: there is nothing to merge; nothing was changed"
+        )));
+    }
+    let nested = nested_repositories(path, from, &tree, &objects)?;
+    if !nested.is_empty() {
+        return Err(nested_refused(worktree, &nested));
+    }
+    let head = git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string();
+    let head_tree = git(repo, &["rev-parse", &format!("{head}^{{tree}}")], "reading your branch")?.trim().to_string();
+
+    // git's three-way merge of your HEAD and the run's work, from where the
+    // unmerged part starts: `theirs` is the run's work on top of `from`,
+    // `ours` is your HEAD with `from` as a second parent, so that `from`
+    // is their best common ancestor (git 2.38+, no `--merge-base` needed).
+    // Scratch commits, never kept: a fixed identity.
+    let who = ["-c", "user.name=Corral", "-c", "user.email=corral@localhost", "commit-tree"];
+    let theirs = git_in(repo, &[&who[..], &[&tree, "-p", from, "-m", "run"]].concat(), &scratch, "trying the merge")?;
+    let ours = [&who[..], &[&head_tree, "-p", &head, "-p", from, "-m", "yours"]].concat();
+    let ours = git_in(repo, &ours, &scratch, "trying the merge")?;
+    let tried = output(
+        repo,
+        &["merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", ours.trim(), theirs.trim()],
+        &scratch,
+        "merging",
+    )?;
+    let printed = String::from_utf8_lossy(&tried.stdout).into_owned();
+    let mut fields = printed.split('\0');
+    let merged_tree = fields.next().unwrap_or_default().trim().to_string();
+    match tried.status.code() {
+        Some(0) => {}
+        Some(1) => {
+            let files: Vec<&str> = fields.take_while(|f| !f.is_empty()).collect();
+            return Err(WorktreeError::WouldConflict(format!(
+                "the run's work conflicts with {branch} in {}; nothing was changed. Merge by hand: `git -C {} \
+                 merge --squash {}` and resolve them (the worktree stays)",
+                shown(&files),
+                repo.display(),
+                worktree.branch
+            )));
+        }
+        _ => return Err(WorktreeError::Git { doing: "merging", detail: stderr_of(&tried) }),
+    }
+    if merged_tree == head_tree {
+        return Err(WorktreeError::WouldConflict(format!(
+            "{branch} already holds the run's work: there is nothing to merge; nothing was changed"
+        )));
+    }
+    // Your uncommitted changes in any file the merge touches stop it.
+    let touched = git_in(
+        repo,
+        &["diff", "--name-only", "-z", "--no-renames", &head_tree, &merged_tree],
+        &scratch,
+        "listing the merge's files",
+    )?;
+    let touched: std::collections::BTreeSet<&str> = touched.split('\0').filter(|p| !p.is_empty()).collect();
+    let yours = uncommitted_paths(repo)?;
+    let dirty: Vec<&str> = yours.iter().map(String::as_str).filter(|p| touched.contains(p)).collect();
+    if !dirty.is_empty() {
+        return Err(WorktreeError::WouldConflict(format!(
+            "you have uncommitted changes in files the run changed ({}); nothing was changed. Commit or stash \
+             them, then merge again (the worktree stays)",
+            shown(&dirty)
+        )));
+    }
+
+    // The repository's hooks judge the commit, on an index of it alone.
+    let index = temp_file_with(b"", "making a private index")?;
+    let private = Env::index(index.path()).scratch(&objects);
+    git_in(repo, &["read-tree", &merged_tree], &private, "reading the merge")?;
+    let message_file = temp_file_with(message.as_bytes(), "writing the commit message")?;
+    let message_path = message_file.path().to_string_lossy().into_owned();
+    run_hook(repo, "pre-commit", &[], &private)?;
+    run_hook(repo, "commit-msg", &[&message_path], &private)?;
+
+    // Made: the merge's objects go into the repository, the run's branch
+    // holds its work, and the commit is written.
+    objects.keep()?;
+    let merged = commit_run_branch(worktree, run_id, &tree, &objects)?;
+    let mut args = committer(repo)?.to_vec();
+    args.extend(["commit-tree", &merged_tree, "-p", &head, "-F", &message_path]);
+    let commit = git(repo, &args, "committing the run's changes")?.trim().to_string();
+
+    // Your index and working tree move to it as a checkout would; files the
+    // merge does not touch, staged or not, stay as they are. All or nothing.
+    let moved = output(repo, &["read-tree", "-m", "-u", &head, &merged_tree], &Env::default(), "updating your files")?;
+    if !moved.status.success() {
+        return Err(WorktreeError::WouldConflict(format!(
+            "merging would touch your work ({}); nothing was changed. Commit or stash your changes in those \
+             files, then merge again (the worktree stays)",
+            stderr_of(&moved)
+        )));
+    }
+    // The branch, moved only from the commit it was on.
+    let reflog = format!("corral: merge {}", worktree.branch);
+    let moved =
+        output(repo, &["update-ref", "-m", &reflog, "HEAD", &commit, &head], &Env::default(), "moving your branch")?;
+    if !moved.status.success() {
+        let undone = output(repo, &["read-tree", "-m", "-u", &merged_tree, &head], &Env::default(), "taking it back")?;
+        let state = if undone.status.success() {
+            "nothing was changed".to_string()
+        } else {
+            format!(
+                "and taking the change back out failed too ({}): check `git -C {} status`",
+                stderr_of(&undone),
+                repo.display()
+            )
+        };
+        return Err(WorktreeError::WouldConflict(format!(
+            "cannot move {branch} to the merge ({}); {state}. Merge again",
+            stderr_of(&moved)
+        )));
+    }
+    let _ = run_hook(repo, "post-commit", &[], &Env::default());
+    Ok(Made { commit, merged })
+}
+
+/// Brings the run's branch into `branch` of `repo` with a merge commit,
+/// keeping the agent's commits (its uncommitted work is committed on its
+/// branch first), or changes nothing and says why. Only onto the base the
+/// run was launched from: `branch` must hold it.
+pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &str) -> Result<Made, WorktreeError> {
+    require_branch(repo, branch)?;
+    require_quiet(repo)?;
+    if worktree.merged.is_some() && worktree.merged_squashed {
+        return Err(WorktreeError::WouldConflict(format!(
+            "run {run_id} was merged squashed before, so its commits are not in {branch}: merge its follow-up \
+             squashed too (`corral merge {run_id}`); nothing was changed"
+        )));
+    }
+    let contains = output(repo, &["merge-base", "--is-ancestor", &worktree.base, "HEAD"], &Env::default(), "checking")?;
+    if !contains.status.success() {
+        let short = &worktree.base[..worktree.base.len().min(12)];
+        return Err(WorktreeError::WouldConflict(format!(
+            "the run started from {short}, which {branch} does not hold: merging its commits would bring every \
+             commit under it too, not only the run's. Merge it squashed (`corral merge {run_id}`: the run's change \
+             alone); nothing was changed"
+        )));
+    }
+    let path = Path::new(&worktree.path);
+    let objects = ScratchObjects::for_repository(path)?;
+    let tree = snapshot(path, &objects)?;
+    let nested = nested_repositories(path, unmerged_from(worktree), &tree, &objects)?;
+    if !nested.is_empty() {
+        return Err(nested_refused(worktree, &nested));
+    }
+    let merged = commit_run_branch(worktree, run_id, &tree, &objects)?;
+    let mut args = committer(repo)?.to_vec();
+    args.extend(["merge", "--no-ff", "--no-edit", &worktree.branch]);
+    let out = output(repo, &args, &Env::default(), "merging")?;
+    if !out.status.success() {
+        let why = stderr_of(&out);
+        // A conflicted merge is undone; a refused one changed nothing. The
+        // merge in progress now is Corral's own: there was none before.
+        let merge_head = git(repo, &["rev-parse", "--git-path", "MERGE_HEAD"], "looking for the merge")?;
+        if repo.join(merge_head.trim()).exists() {
+            let _ = output(repo, &["merge", "--abort"], &Env::default(), "undoing the merge");
+        }
+        return Err(WorktreeError::WouldConflict(format!(
+            "merging {} would touch your work or conflicts ({why}); nothing was changed. Commit or stash your \
+             changes, or merge by hand: `git -C {} merge {}` (the worktree stays)",
+            worktree.branch,
+            repo.display(),
+            worktree.branch
+        )));
+    }
+    let commit = git(repo, &["rev-parse", "HEAD"], "reading the new commit")?.trim().to_string();
+    Ok(Made { commit, merged })
+}
+
+/// Runs the repository's hook `name` (`git hook run`, git 2.36+), if it
+/// has one: its refusal changes nothing and is said in its own words.
+fn run_hook(repo: &Path, name: &'static str, args: &[&str], env: &Env<'_>) -> Result<(), WorktreeError> {
+    let mut argv = vec!["hook", "run", "--ignore-missing", name];
+    if !args.is_empty() {
+        argv.push("--");
+        argv.extend(args);
+    }
+    let out = output(repo, &argv, env, "running your hook")?;
+    if out.status.success() {
+        return Ok(());
+    }
+    if String::from_utf8_lossy(&out.stderr).contains("is not a git command") {
+        return Err(WorktreeError::Git {
+            doing: "running your repository's hooks",
+            detail: "this git has no `git hook run` (git 2.36 or newer has): upgrade git, or merge by hand".into(),
+        });
+    }
+    Err(WorktreeError::WouldConflict(format!(
+        "your repository's {name} hook refused the merge; nothing was changed. It said:\n{}",
+        said(&out)
+    )))
+}
+
+/// The refusal of a run that made repositories inside its worktree.
+fn nested_refused(worktree: &Worktree, nested: &[String]) -> WorktreeError {
+    let listed = nested.iter().map(|n| n.as_str()).collect::<Vec<_>>();
+    WorktreeError::WouldConflict(format!(
+        "the run made git repositories inside its worktree ({}): git would merge each as a bare link to a commit, \
+         not its files; nothing was changed. Take what you want from {} by hand, or remove their .git folders \
+         there to merge them as files (the worktree stays)",
+        shown(&listed),
+        worktree.path
+    ))
+}
+
+/// Up to ten names, then how many more.
+fn shown(names: &[&str]) -> String {
+    if names.len() > 10 {
+        format!("{}, and {} more", names[..10].join(", "), names.len() - 10)
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Every path with uncommitted changes of the user's (staged, unstaged,
+/// untracked, both sides of a rename), read in one call whatever their
+/// number.
+fn uncommitted_paths(repo: &Path) -> Result<Vec<String>, WorktreeError> {
+    let status = git(
+        repo,
+        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        "looking for your uncommitted changes",
+    )?;
+    let mut paths = Vec::new();
+    let mut records = status.split('\0').filter(|r| !r.is_empty());
+    while let Some(record) = records.next() {
+        if record.len() < 4 {
+            continue;
+        }
+        let (code, path) = record.split_at(3);
+        paths.push(path.to_string());
+        // A rename or copy names its source in the next record.
+        if code.starts_with('R') || code.starts_with('C') {
+            paths.extend(records.next().map(str::to_string));
+        }
+    }
+    Ok(paths)
+}
+
+/// Changes nothing while the user's repository is in the middle of an
+/// operation of theirs (a merge, rebase, cherry-pick, revert, `git am` or
+/// bisect) or has unmerged files: Corral never mixes its change into it,
+/// nor undoes it.
+fn require_quiet(repo: &Path) -> Result<(), WorktreeError> {
+    const IN_PROGRESS: [(&str, &str, &str); 6] = [
+        ("MERGE_HEAD", "a merge", "finish it (`git commit`) or undo it (`git merge --abort`)"),
+        ("CHERRY_PICK_HEAD", "a cherry-pick", "`git cherry-pick --continue`, or `--abort`"),
+        ("REVERT_HEAD", "a revert", "`git revert --continue`, or `--abort`"),
+        ("rebase-merge", "a rebase", "`git rebase --continue`, or `--abort`"),
+        ("rebase-apply", "a rebase or `git am`", "`git rebase --continue` (`git am --continue`), or `--abort`"),
+        ("BISECT_LOG", "a bisect", "`git bisect reset`"),
+    ];
+    for (file, what, how) in IN_PROGRESS {
+        let at = git(repo, &["rev-parse", "--git-path", file], "looking for an operation in progress")?;
+        let at = repo.join(at.trim());
+        if at.exists() {
+            return Err(WorktreeError::WouldConflict(format!(
+                "{} is in the middle of {what} of yours; nothing was changed. {how}, then merge again",
+                repo.display()
+            )));
+        }
+    }
+    let unmerged = git(repo, &["ls-files", "--unmerged", "-z"], "looking for unmerged files")?;
+    if !unmerged.is_empty() {
+        return Err(WorktreeError::WouldConflict(format!(
+            "{} has unmerged files (a conflict of yours); nothing was changed. Resolve them and commit, then merge again",
+            repo.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Changes nothing unless `repo` exists and has `branch` checked out.
+fn require_branch(repo: &Path, branch: &str) -> Result<(), WorktreeError> {
+    if !repo.is_dir() {
+        return Err(WorktreeError::WouldConflict(format!(
+            "{} no longer exists (the run was launched there: another run's worktree, since removed), so {branch} \
+             cannot take the run's work there; nothing was changed",
+            repo.display()
+        )));
+    }
+    let current = git(repo, &["symbolic-ref", "--quiet", "--short", "HEAD"], "reading the branch").unwrap_or_default();
+    let current = current.trim();
+    if current == branch {
+        return Ok(());
+    }
+    Err(WorktreeError::WouldConflict(format!(
+        "{} has {} checked out, not {branch} where the run started: `git -C {} switch {branch}`, then merge again",
+        repo.display(),
+        if current.is_empty() { "no branch" } else { current },
+        repo.display()
+    )))
+}

@@ -1,0 +1,134 @@
+//! What a run's worktree holds, read without touching it: a snapshot of
+//! everything in it (its commits, its uncommitted and untracked files,
+//! `.gitignore` respected) as a tree, through a private index so the
+//! agent's own index is untouched; and what changed from where it started,
+//! or from what was merged last.
+
+use std::path::Path;
+
+use super::git::{git_in, Env, ScratchObjects};
+use super::{Changes, FileChange, Worktree, WorktreeError};
+
+/// The file mode of a gitlink: a repository inside the worktree.
+const GITLINK: &str = "160000";
+
+/// A snapshot of the worktree at `path` as a tree, its objects written to
+/// `objects`; returns the tree's id.
+pub(super) fn snapshot(path: &Path, objects: &ScratchObjects) -> Result<String, WorktreeError> {
+    let index = tempfile::NamedTempFile::new()
+        .map_err(|e| WorktreeError::Git { doing: "making a temporary index", detail: e.to_string() })?;
+    let env = Env::index(index.path()).scratch(objects);
+    git_in(path, &["read-tree", "HEAD"], &env, "reading the worktree's HEAD")?;
+    git_in(path, &["add", "--all", "--", "."], &env, "collecting the worktree's changes")?;
+    Ok(git_in(path, &["write-tree"], &env, "writing the snapshot")?.trim().to_string())
+}
+
+/// Where the unmerged part of a run's work starts: what was merged last,
+/// else the commit it started from.
+pub(super) fn unmerged_from(worktree: &Worktree) -> &str {
+    worktree.merged.as_deref().unwrap_or(&worktree.base)
+}
+
+/// What the run in `worktree` changed that is not merged yet.
+pub fn changes(worktree: &Worktree) -> Result<Changes, WorktreeError> {
+    let path = Path::new(&worktree.path);
+    let objects = ScratchObjects::for_repository(path)?;
+    let tree = snapshot(path, &objects)?;
+    let from = unmerged_from(worktree);
+    let env = Env::default().scratch(&objects);
+    let args = ["diff", "--numstat", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", from, &tree];
+    let numstat = git_in(path, &args, &env, "listing changes")?;
+    let mut files = Vec::new();
+    for record in numstat.split('\0').filter(|r| !r.is_empty()) {
+        let mut parts = record.splitn(3, '\t');
+        let (added, removed, file) = (parts.next(), parts.next(), parts.next());
+        let (Some(added), Some(removed), Some(file)) = (added, removed, file) else { continue };
+        let binary = added == "-";
+        files.push(FileChange {
+            path: file.to_string(),
+            added: added.parse().unwrap_or(0),
+            removed: removed.parse().unwrap_or(0),
+            binary,
+        });
+    }
+    let (added, removed) = files.iter().fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
+    Ok(Changes { base: from.to_string(), files, added, removed })
+}
+
+/// The unified diff of everything the run changed that is not merged yet.
+pub fn patch(worktree: &Worktree) -> Result<String, WorktreeError> {
+    let path = Path::new(&worktree.path);
+    let objects = ScratchObjects::for_repository(path)?;
+    let tree = snapshot(path, &objects)?;
+    let env = Env::default().scratch(&objects);
+    let args = [
+        "diff",
+        "--no-renames",
+        "--no-textconv",
+        "--no-ext-diff",
+        "--src-prefix=a/",
+        "--dst-prefix=b/",
+        unmerged_from(worktree),
+        &tree,
+    ];
+    git_in(path, &args, &env, "diffing")
+}
+
+/// The repositories the run made inside its worktree (a clone, a `git
+/// init`): git sees each as a bare link to a commit, never its files.
+pub(super) fn nested_repositories(
+    path: &Path,
+    from: &str,
+    tree: &str,
+    objects: &ScratchObjects,
+) -> Result<Vec<String>, WorktreeError> {
+    let env = Env::default().scratch(objects);
+    let raw = git_in(path, &["diff-tree", "-r", "-z", "--no-renames", from, tree], &env, "looking for repositories")?;
+    let mut found = Vec::new();
+    let mut fields = raw.split('\0');
+    while let Some(meta) = fields.next().filter(|m| !m.is_empty()) {
+        let Some(file) = fields.next() else { break };
+        // `:old-mode new-mode old-id new-id status`
+        if meta.split(' ').nth(1) == Some(GITLINK) {
+            found.push(file.to_string());
+        }
+    }
+    Ok(found)
+}
+
+/// The files the run changed that `branch` of `repo` does not hold as the
+/// run left them: what would be lost with its worktree. A run whose work
+/// is all merged (its snapshot is what was merged last) has none, whatever
+/// the branch became since; a repository it made inside is never held.
+pub fn unmerged(repo: &Path, branch: &str, worktree: &Worktree) -> Result<Vec<String>, WorktreeError> {
+    let path = Path::new(&worktree.path);
+    let objects = ScratchObjects::for_repository(path)?;
+    let tree = snapshot(path, &objects)?;
+    let env = Env::default().scratch(&objects);
+    if let Some(merged) = &worktree.merged {
+        let merged_tree = git_in(path, &["rev-parse", &format!("{merged}^{{tree}}")], &env, "reading the merge");
+        if merged_tree.is_ok_and(|t| t.trim() == tree) {
+            return Ok(Vec::new());
+        }
+    }
+    let nested = nested_repositories(path, &worktree.base, &tree, &objects)?;
+    let names = |from: &str| {
+        let args = ["diff", "--name-only", "-z", "--no-renames", from, &tree];
+        git_in(path, &args, &env, "comparing with your branch")
+            .or_else(|_| git_in(repo, &args, &env, "comparing with your branch"))
+    };
+    let touched = names(&worktree.base)?;
+    if touched.is_empty() {
+        return Ok(Vec::new());
+    }
+    let differ = names(branch)?;
+    let differ: std::collections::BTreeSet<&str> = differ.split('\0').filter(|p| !p.is_empty()).collect();
+    let mut left: Vec<String> =
+        touched.split('\0').filter(|p| !p.is_empty() && differ.contains(p)).map(str::to_string).collect();
+    for repository in nested {
+        if !left.contains(&repository) {
+            left.push(repository);
+        }
+    }
+    Ok(left)
+}
