@@ -392,7 +392,12 @@ fn rm_and_prune_never_touch_an_active_run_and_take_a_runs_children_with_it() {
     let env = Env::new();
     env.config("");
     let release = env.project.join("release");
-    env.command_preset("slow", &[&common::fake_agent("slow"), release.to_str().unwrap()]);
+    let slow = format!(
+        "---\nname: slow\ndescription: s\nagent: command\ncommand: [{}, {}]\n---\n",
+        common::fake_agent("slow"),
+        release.display()
+    );
+    env.preset_file(env.home.join("presets"), "slow.md", &slow);
     env.command_preset("quick", &["true"]);
     let busy = env.launch("slow", "x");
     env.wait_run(&busy, Duration::from_secs(20), |r| r["status"] == "running");
@@ -474,5 +479,356 @@ fn what_corral_makes_is_the_users_alone_in_a_home_others_can_read() {
     for dir in [env.home.join("worktrees"), env.home.join("runs"), env.run_dir(&id)] {
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode & 0o077, 0, "{} is {mode:o}: other users can read it", dir.display());
+    }
+}
+
+/// Launches `preset` from the project and waits for its end; its id.
+fn finished(env: &Env, preset: &str) -> String {
+    let id = env.launch(preset, "do it");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    id
+}
+
+/// A preset (with a worktree) whose agent runs `script` in its folder.
+fn script_preset(env: &Env, name: &str, script: &str) {
+    env.command_preset_with(name, &["sh", "-c", script], "worktree: true\n");
+}
+
+/// The user's commit on main, made as a user makes it.
+fn user_commits(env: &Env, file: &str, text: &str) {
+    let path = env.project.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    git(&env.project, &["add", file]);
+    git(&env.project, &["commit", "-qm", &format!("mine: {file}")]);
+}
+
+#[test]
+fn a_change_lands_on_its_own_lines_when_the_branch_moved_above_a_look_alike() {
+    let env = repo();
+    // Two sections alike, longer than a patch's context.
+    let section = "begin\n  step 1\n  step 2\n  x = 1\n  step 3\n  step 4\nend\n";
+    user_commits(&env, "flow.txt", &section.repeat(2));
+    // The run changes the second section.
+    script_preset(&env, "second", "sed -i '11s/x = 1/x = 2/' flow.txt");
+    let id = finished(&env, "second");
+    // Meanwhile the user adds as many lines above: the first section now
+    // sits where the second was.
+    let intro: String = (1..=7).map(|i| format!("intro {i}\n")).collect();
+    user_commits(&env, "flow.txt", &format!("{intro}{}", section.repeat(2)));
+    env.ok(&["merge", &id]);
+    let merged = std::fs::read_to_string(env.project.join("flow.txt")).unwrap();
+    let want = format!("{intro}{section}{}", section.replace("x = 1", "x = 2"));
+    assert_eq!(merged, want, "the run's change landed on a look-alike section");
+}
+
+#[test]
+fn a_merge_follows_no_git_setting_of_the_users() {
+    let env = repo();
+    for (key, value) in [("diff.noprefix", "true"), ("apply.whitespace", "fix"), ("diff.hex.textconv", "od -c")] {
+        git(&env.project, &["config", key, value]);
+    }
+    user_commits(&env, ".gitattributes", "*.bin diff=hex\n");
+    user_commits(&env, "data.bin", "raw\n");
+    script_preset(
+        &env,
+        "edits",
+        "mkdir -p src && printf 'spaced   \\n' > src/new.txt && printf 'cooked\\n' > data.bin",
+    );
+    let id = finished(&env, "edits");
+    let diff = env.ok(&["diff", &id]);
+    assert!(diff.contains("b/src/new.txt") && diff.contains("+cooked"), "{diff}");
+    env.ok(&["merge", &id]);
+    let files = git(&env.project, &["show", "--name-only", "--format=", "HEAD"]);
+    assert!(files.lines().any(|f| f == "src/new.txt"), "the new file was committed under another path: {files}");
+    assert_eq!(git(&env.project, &["show", "HEAD:src/new.txt"]), "spaced   \n", "the content was changed");
+    assert_eq!(git(&env.project, &["show", "HEAD:data.bin"]), "cooked\n", "a textconv'd text was committed");
+    assert_eq!(std::fs::read_to_string(env.project.join("data.bin")).unwrap(), "cooked\n");
+}
+
+#[test]
+fn merge_reply_merge_takes_exactly_the_follow_ups_work() {
+    let env = repo();
+    env.use_fake("claude", "conversing");
+    env.agent_preset("talk", "claude", "worktree: true\n");
+    let log = env.project.join("turns.log");
+    let vars = [("CONVERSE_LOG", log.to_str().unwrap()), ("CONVERSE_WRITE", "notes.txt")];
+    let id = env.launch_env("talk", "first line", &vars);
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+    env.ok(&["merge", &id]);
+    assert_eq!(std::fs::read_to_string(env.project.join("notes.txt")).unwrap(), "first line\n");
+    let out = env.ok(&["reply", &id, "second line", "--wait"]);
+    assert!(out.contains("completed"), "{out}");
+    // What is not merged yet: the follow-up alone.
+    let diff = env.ok(&["diff", &id]);
+    assert!(diff.contains("+second line") && !diff.contains("+first line"), "{diff}");
+    let out = env.corral(&["merge", &id]);
+    assert!(out.status.success(), "the follow-up was refused: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(env.project.join("notes.txt")).unwrap(), "first line\nsecond line\n");
+    let last = git(&env.project, &["show", "--format=", "HEAD", "--", "notes.txt"]);
+    assert!(last.contains("+second line") && !last.contains("+first line"), "{last}");
+    // Nothing left to merge.
+    let again = env.corral(&["merge", &id]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to merge"));
+}
+
+#[test]
+fn a_repository_the_agent_made_in_its_worktree_is_refused_and_never_judged_merged() {
+    let env = repo();
+    let id = {
+        script_preset(
+            &env,
+            "clone",
+            "git init -q inner && echo patched > inner/f && git -C inner add f && \
+             git -C inner -c user.name=a -c user.email=a@a commit -qm x && echo note > note.txt",
+        );
+        finished(&env, "clone")
+    };
+    let before = repo_state(&env);
+    refused(&env, &["merge", &id], "repositories inside its worktree");
+    refused(&env, &["merge", &id, "--no-squash"], "repositories inside its worktree");
+    assert_eq!(repo_state(&env), before);
+    let said = env.ok(&["rm", &id]);
+    assert!(said.contains("kept") && said.contains("inner"), "the agent's repository would be deleted: {said}");
+    let kept = env.project.parent().unwrap().join("corral-home/worktrees").join(&id).join("inner/f");
+    assert!(kept.exists(), "{}", kept.display());
+}
+
+#[test]
+fn a_squash_merge_that_cannot_update_the_users_files_changes_nothing() {
+    let env = repo();
+    user_commits(&env, ".gitignore", ".corral/\n*.log\n");
+    // The run replaces the folder sub/ by a link.
+    script_preset(&env, "relink", "rm -r sub && ln -s tracked.txt sub");
+    let id = finished(&env, "relink");
+    // A file of the user's, not tracked, in that folder: the merge cannot
+    // replace it without losing the file.
+    std::fs::write(env.project.join("sub/draft.md"), "mine\n").unwrap();
+    let before = repo_state(&env);
+    let out = env.corral(&["merge", &id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("nothing was changed"), "{err}");
+    assert_eq!(repo_state(&env), before, "a refused merge changed the user's tree");
+    assert_eq!(std::fs::read_to_string(env.project.join("sub/keep.txt")).unwrap(), "keep\n");
+    assert_eq!(std::fs::read_to_string(env.project.join("sub/draft.md")).unwrap(), "mine\n");
+    // Moved away, the merge is git's own: the folder is the link, all clean.
+    std::fs::remove_file(env.project.join("sub/draft.md")).unwrap();
+    env.ok(&["merge", &id]);
+    assert!(env.project.join("sub").symlink_metadata().unwrap().file_type().is_symlink());
+    assert_eq!(git(&env.project, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn no_squash_merges_only_the_runs_own_commits_and_never_stashes() {
+    let env = repo();
+    // A branch with a commit nobody reviewed; the run starts from it.
+    git(&env.project, &["switch", "-q", "-c", "feature"]);
+    user_commits(&env, "unreviewed.txt", "feature work\n");
+    git(&env.project, &["switch", "-q", "main"]);
+    let out = launch_in(&env, &env.project.join("sub"), &["launch", "edit", "x", "--base", "feature"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+    let before = repo_state(&env);
+    refused(&env, &["merge", &id, "--no-squash"], "does not hold");
+    assert_eq!(repo_state(&env), before);
+    assert!(!env.project.join("unreviewed.txt").exists());
+    // The squash takes the run's change alone.
+    env.ok(&["merge", &id]);
+    assert!(!env.project.join("unreviewed.txt").exists(), "the squash brought the base's commits");
+
+    // merge.autoStash: never a stash of the user's edit.
+    script_preset(
+        &env,
+        "append",
+        "echo more >> tracked.txt && git add tracked.txt && git -c user.name=a -c user.email=a@a commit -qm run",
+    );
+    let id = finished(&env, "append");
+    git(&env.project, &["config", "merge.autoStash", "true"]);
+    let edited = format!("{}mine\n", std::fs::read_to_string(env.project.join("tracked.txt")).unwrap());
+    std::fs::write(env.project.join("tracked.txt"), &edited).unwrap();
+    let out = env.corral(&["merge", &id, "--no-squash"]);
+    assert!(!out.status.success(), "merged over the user's uncommitted edit");
+    assert_eq!(std::fs::read_to_string(env.project.join("tracked.txt")).unwrap(), edited);
+    assert_eq!(git(&env.project, &["stash", "list"]), "", "the user's edit was stashed");
+}
+
+#[test]
+fn the_repositorys_hooks_judge_a_merge() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = repo();
+    let hooks = env.project.join(".git/hooks");
+    let hook = |name: &str, text: &str| {
+        std::fs::write(hooks.join(name), text).unwrap();
+        std::fs::set_permissions(hooks.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    hook(
+        "pre-commit",
+        "#!/bin/sh\nif git diff --cached --name-only | grep -q secret; then echo 'secret scanner: secret.txt holds a key'; exit 1; fi\n",
+    );
+    hook("commit-msg", "#!/bin/sh\nprintf '\\nReviewed-by: hook\\n' >> \"$1\"\n");
+    script_preset(&env, "leak", "echo 'AKIA...' > secret.txt");
+    let leak = finished(&env, "leak");
+    let before = repo_state(&env);
+    let out = env.corral(&["merge", &leak]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a file the hook refuses landed on main");
+    assert!(err.contains("pre-commit hook refused") && err.contains("secret scanner"), "{err}");
+    assert_eq!(repo_state(&env), before);
+    let id = finished_edit(&env);
+    env.ok(&["merge", &id]);
+    let message = git(&env.project, &["log", "-1", "--format=%B"]);
+    assert!(message.contains("Reviewed-by: hook"), "the commit-msg hook never ran: {message}");
+}
+
+#[test]
+fn a_worktree_is_the_runs_and_nothing_of_it_stays_in_the_users_git() {
+    let env = repo();
+    // Untracked files of the run are not written into the user's .git.
+    let unique = format!("unique content {}\n", std::process::id());
+    script_preset(&env, "loose", &format!("printf '{}' > loose.txt", unique.trim_end()));
+    let id = finished(&env, "loose");
+    let hash = {
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(&env.project)
+            .args(["hash-object", "--stdin"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), unique.trim_end().as_bytes()).unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap().trim().to_string()
+    };
+    env.ok(&["diff", &id]);
+    let stored = Command::new("git").arg("-C").arg(&env.project).args(["cat-file", "-e", &hash]).status().unwrap();
+    assert!(!stored.success(), "the run's untracked file was written into the user's .git");
+    env.ok(&["discard", &id]);
+
+    // A run working in another run's worktree keeps it.
+    let parent = finished_edit(&env);
+    let release = env.project.join("release");
+    let slow = format!(
+        "---\nname: slow\ndescription: s\nagent: command\ncommand: [{}, {}]\n---\n",
+        common::fake_agent("slow"),
+        release.display()
+    );
+    env.preset_file(env.home.join("presets"), "slow.md", &slow);
+    let folder = env.show(&parent)["worktree"]["path"].as_str().unwrap().to_string();
+    let child = env.ok(&["launch", "slow", "x", "--cwd", &folder, "--no-worktree"]).trim().to_string();
+    env.wait_run(&child, Duration::from_secs(20), |r| r["status"] == "running");
+    let out = env.corral(&["discard", &parent]);
+    assert!(!out.status.success(), "discard removed a worktree a run works in");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("run {child} works in")));
+    assert!(Path::new(&folder).is_dir());
+    std::fs::write(&release, "").unwrap();
+    env.wait_end(&child);
+
+    // A merged run is merged by its record, whatever main became since.
+    let id = finished_edit(&env);
+    env.ok(&["merge", &id]);
+    user_commits(&env, "tracked.txt", "one\ntwo\nlater edit of mine\n");
+    let said = env.ok(&["rm", &id]);
+    assert!(!said.contains("kept"), "a merged run's worktree was kept: {said}");
+
+    // A worktree run from a folder that is not committed is refused at once.
+    std::fs::create_dir_all(env.project.join("draft")).unwrap();
+    let out = launch_in(&env, &env.project.join("draft"), &["launch", "edit", "x"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not in commit"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_squash_merge_equals_gits_own_merge_squash_of_the_runs_branch() {
+    let env = repo();
+    let seed =
+        std::env::var("CORRAL_MERGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| fastrand::u64(..));
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let files = ["a.txt", "b.txt", "c.txt"];
+    let lines = |rng: &mut fastrand::Rng| (0..12).map(|i| format!("line {i} {}\n", rng.u8(..))).collect::<Vec<_>>();
+    let edit = |rng: &mut fastrand::Rng, text: &[String], who: &str| {
+        let mut text = text.to_vec();
+        for _ in 0..rng.usize(1..=2) {
+            let at = rng.usize(..text.len());
+            match rng.u8(..3) {
+                0 => text[at] = format!("{who} changed {}\n", rng.u16(..)),
+                1 => text.insert(at, format!("{who} added {}\n", rng.u16(..))),
+                _ => {
+                    text.remove(at);
+                }
+            }
+        }
+        text.concat()
+    };
+    let mut base: Vec<Vec<String>> = files.iter().map(|_| lines(&mut rng)).collect();
+    for (file, text) in files.iter().zip(&base) {
+        user_commits(&env, file, &text.concat());
+    }
+    let staging = env.project.parent().unwrap().join("run-files");
+    for round in 0..8 {
+        // The run's edits, committed on its branch by the agent.
+        std::fs::create_dir_all(&staging).unwrap();
+        let theirs: Vec<String> = base.iter().map(|t| edit(&mut rng, t, "run")).collect();
+        for (file, text) in files.iter().zip(&theirs) {
+            std::fs::write(staging.join(file), text).unwrap();
+        }
+        let script = format!(
+            "cp {}/*.txt . && git add -A . && git -c user.name=a -c user.email=a@a commit -qm 'run {round}'",
+            staging.display()
+        );
+        script_preset(&env, "random", &script);
+        let id = finished(&env, "random");
+        // Meanwhile, the user's own edits.
+        let ours: Vec<String> = base.iter().map(|t| edit(&mut rng, t, "user")).collect();
+        for (file, text) in files.iter().zip(&ours) {
+            std::fs::write(env.project.join(file), text).unwrap();
+        }
+        git(&env.project, &["commit", "-qam", &format!("user {round}")]);
+        // git's own squash merge, in a clone.
+        let clone = env.project.parent().unwrap().join(format!("clone-{round}"));
+        let ok = |args: &[&str]| Command::new("git").args(args).output().unwrap();
+        ok(&["clone", "-q", env.project.to_str().unwrap(), clone.to_str().unwrap()]);
+        let branch = format!("corral/{id}");
+        ok(&["-C", clone.to_str().unwrap(), "fetch", "-q", env.project.to_str().unwrap(), &branch]);
+        let squash = ok(&[
+            "-C",
+            clone.to_str().unwrap(),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "merge",
+            "--squash",
+            "FETCH_HEAD",
+        ]);
+        let out = env.corral(&["merge", &id]);
+        let context = format!("seed {seed} round {round}: set CORRAL_MERGE_SEED={seed} to replay");
+        if squash.status.success() {
+            assert!(
+                out.status.success(),
+                "{context}: git merged, Corral refused: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let expected = String::from_utf8(ok(&["-C", clone.to_str().unwrap(), "write-tree"]).stdout).unwrap();
+            let got = git(&env.project, &["rev-parse", "HEAD^{tree}"]);
+            assert_eq!(got.trim(), expected.trim(), "{context}: Corral's merge differs from git's");
+        } else {
+            assert!(!out.status.success(), "{context}: git conflicted, Corral merged");
+            assert!(String::from_utf8_lossy(&out.stderr).contains("conflicts"), "{context}");
+        }
+        base = files
+            .iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(env.project.join(f)).unwrap();
+                text.lines().map(|l| format!("{l}\n")).collect()
+            })
+            .collect();
+        env.ok(&["discard", &id]);
     }
 }

@@ -172,34 +172,35 @@ pub fn merge_squashed(
     args.extend(["commit-tree", &merged_tree, "-p", &head, "-F", &message_path]);
     let commit = git(repo, &args, "committing the run's changes")?.trim().to_string();
 
-    // Your index and working tree move to it as a checkout would; files the
-    // merge does not touch, staged or not, stay as they are. All or nothing.
-    let moved = output(repo, &["read-tree", "-m", "-u", &head, &merged_tree], &Env::default(), "updating your files")?;
+    // The branch, moved only from the commit it was on; then your index and
+    // working tree, as a checkout would move them (files the merge does not
+    // touch, staged or not, stay), all or nothing: if they cannot move, the
+    // branch goes back, and nothing was changed.
+    let reflog = format!("corral: merge {}", worktree.branch);
+    let plain = Env::default();
+    let moved = output(repo, &["update-ref", "-m", &reflog, "HEAD", &commit, &head], &plain, "moving your branch")?;
     if !moved.status.success() {
         return Err(WorktreeError::WouldConflict(format!(
-            "merging would touch your work ({}); nothing was changed. Commit or stash your changes in those \
-             files, then merge again (the worktree stays)",
+            "cannot move {branch} to the merge ({}); nothing was changed. Merge again",
             stderr_of(&moved)
         )));
     }
-    // The branch, moved only from the commit it was on.
-    let reflog = format!("corral: merge {}", worktree.branch);
-    let moved =
-        output(repo, &["update-ref", "-m", &reflog, "HEAD", &commit, &head], &Env::default(), "moving your branch")?;
-    if !moved.status.success() {
-        let undone = output(repo, &["read-tree", "-m", "-u", &merged_tree, &head], &Env::default(), "taking it back")?;
-        let state = if undone.status.success() {
+    let files = output(repo, &["read-tree", "-m", "-u", &head, &merged_tree], &plain, "updating your files")?;
+    if !files.status.success() {
+        let back = output(repo, &["update-ref", "-m", "corral: merge undone", "HEAD", &head, &commit], &plain, "undo")?;
+        let state = if back.status.success() {
             "nothing was changed".to_string()
         } else {
             format!(
-                "and taking the change back out failed too ({}): check `git -C {} status`",
-                stderr_of(&undone),
+                "and moving {branch} back failed too ({}): `git -C {} reset --soft {head}` puts it back",
+                stderr_of(&back),
                 repo.display()
             )
         };
         return Err(WorktreeError::WouldConflict(format!(
-            "cannot move {branch} to the merge ({}); {state}. Merge again",
-            stderr_of(&moved)
+            "merging would touch your work ({}); {state}. Commit, stash or move your files there, then merge \
+             again (the worktree stays)",
+            stderr_of(&files)
         )));
     }
     let _ = run_hook(repo, "post-commit", &[], &Env::default());
