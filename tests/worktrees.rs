@@ -832,3 +832,26 @@ fn a_squash_merge_equals_gits_own_merge_squash_of_the_runs_branch() {
         env.ok(&["discard", &id]);
     }
 }
+
+#[test]
+fn a_childs_worktree_outlives_its_parents_and_every_printed_command_names_a_folder_that_exists() {
+    let env = repo();
+    let parent = finished_edit(&env);
+    env.ok(&["merge", &parent]);
+    // A run launched in the parent's worktree, with a worktree of its own.
+    let child_preset = "---\nname: deeper\ndescription: d\nagent: command\ncommand: [sh, -c, 'echo child > child.txt']\nworktree: true\n---\n";
+    env.preset_file(env.home.join("presets"), "deeper.md", child_preset);
+    let folder = env.show(&parent)["worktree"]["path"].as_str().unwrap().to_string();
+    let child = env.ok(&["launch", "deeper", "x", "--cwd", &folder]).trim().to_string();
+    assert_eq!(env.wait_end(&child)["status"], "completed");
+    let said = env.ok(&["rm", &parent]);
+    assert!(!said.contains("kept"), "{said}");
+    assert!(!Path::new(&folder).exists());
+    let child_folder = env.show(&child)["worktree"]["path"].as_str().unwrap().to_string();
+    assert_eq!(git(Path::new(&child_folder), &["status", "--porcelain"]), "?? child.txt\n", "the child's worktree broke");
+    let said = env.ok(&["rm", &child]);
+    assert!(said.contains("kept"), "{said}");
+    for folder in said.split("git -C ").skip(1).map(|rest| rest.split_whitespace().next().unwrap()) {
+        assert!(Path::new(folder).is_dir(), "a printed command names {folder}, which does not exist: {said}");
+    }
+}
