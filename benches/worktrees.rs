@@ -3,7 +3,9 @@
 //! `cargo bench --bench worktrees` measures, on a repository of 10,000
 //! files: a run's worktree created and its agent started (from the run
 //! getting its slot to its agent running; no `setup`), and `corral diff`
-//! (`--stat`, and the whole diff) on a run that changed 1,000 files.
+//! (`--stat`, and the whole diff) on a run that changed 1,000 files; then
+//! `corral merge` (squash) of runs that changed 1, 100 and 20,000 files,
+//! three of each.
 //!
 //! Set CORRAL_BENCH_RUNS to change the number of samples (10).
 
@@ -87,5 +89,33 @@ fn main() {
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         report(&format!("{what} on a 1,000-file change (ms, whole command)"), &mut times);
+    }
+    corral(&home, &repo, &["discard", &id]);
+
+    // Merges: each sample a run of its own, writing files of its own.
+    preset(
+        "writes",
+        "[sh, -c, 'mkdir -p \"out/$MERGE_SAMPLE\" && cd \"out/$MERGE_SAMPLE\" && seq \"$MERGE_FILES\" | awk \"{f=\\\"f\\\" \\$0; print \\$0 > f; close(f)}\"']",
+    );
+    corral(&home, &repo, &["presets", "trust"]);
+    for files in [1, 100, 20_000] {
+        let mut times = Vec::new();
+        for sample in 0..3 {
+            let launched = Command::new(env!("CARGO_BIN_EXE_corral"))
+                .args(["launch", "writes", "x"])
+                .current_dir(&repo)
+                .env("CORRAL_HOME", &home)
+                .env("MERGE_FILES", files.to_string())
+                .env("MERGE_SAMPLE", format!("{files}-{sample}"))
+                .output()
+                .unwrap();
+            let id = String::from_utf8(launched.stdout).unwrap().trim().to_string();
+            corral(&home, &repo, &["wait", &id]);
+            let t = Instant::now();
+            corral(&home, &repo, &["merge", &id]);
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            corral(&home, &repo, &["discard", &id]);
+        }
+        report(&format!("corral merge of a run that changed {files} files (ms, whole command)"), &mut times);
     }
 }
