@@ -387,10 +387,8 @@ fn rm_removes_a_run_for_good_but_keeps_a_worktree_with_unmerged_changes() {
     assert!(!Path::new(&worktree).exists(), "a merged worktree was kept");
 }
 
-#[test]
-fn rm_and_prune_never_touch_an_active_run_and_take_a_runs_children_with_it() {
-    let env = Env::new();
-    env.config("");
+/// A global preset `slow` that works until the file it returns exists.
+fn global_slow_preset(env: &Env) -> std::path::PathBuf {
     let release = env.project.join("release");
     let slow = format!(
         "---\nname: slow\ndescription: s\nagent: command\ncommand: [{}, {}]\n---\n",
@@ -398,6 +396,14 @@ fn rm_and_prune_never_touch_an_active_run_and_take_a_runs_children_with_it() {
         release.display()
     );
     env.preset_file(env.home.join("presets"), "slow.md", &slow);
+    release
+}
+
+#[test]
+fn rm_and_prune_never_touch_an_active_run_and_take_a_runs_children_with_it() {
+    let env = Env::new();
+    env.config("");
+    let release = global_slow_preset(&env);
     env.command_preset("quick", &["true"]);
     let busy = env.launch("slow", "x");
     env.wait_run(&busy, Duration::from_secs(20), |r| r["status"] == "running");
@@ -709,13 +715,7 @@ fn a_worktree_is_the_runs_and_nothing_of_it_stays_in_the_users_git() {
 
     // A run working in another run's worktree keeps it.
     let parent = finished_edit(&env);
-    let release = env.project.join("release");
-    let slow = format!(
-        "---\nname: slow\ndescription: s\nagent: command\ncommand: [{}, {}]\n---\n",
-        common::fake_agent("slow"),
-        release.display()
-    );
-    env.preset_file(env.home.join("presets"), "slow.md", &slow);
+    let release = global_slow_preset(&env);
     let folder = env.show(&parent)["worktree"]["path"].as_str().unwrap().to_string();
     let child = env.ok(&["launch", "slow", "x", "--cwd", &folder, "--no-worktree"]).trim().to_string();
     env.wait_run(&child, Duration::from_secs(20), |r| r["status"] == "running");
@@ -848,7 +848,11 @@ fn a_childs_worktree_outlives_its_parents_and_every_printed_command_names_a_fold
     assert!(!said.contains("kept"), "{said}");
     assert!(!Path::new(&folder).exists());
     let child_folder = env.show(&child)["worktree"]["path"].as_str().unwrap().to_string();
-    assert_eq!(git(Path::new(&child_folder), &["status", "--porcelain"]), "?? child.txt\n", "the child's worktree broke");
+    assert_eq!(
+        git(Path::new(&child_folder), &["status", "--porcelain"]),
+        "?? child.txt\n",
+        "the child's worktree broke"
+    );
     let said = env.ok(&["rm", &child]);
     assert!(said.contains("kept"), "{said}");
     for folder in said.split("git -C ").skip(1).map(|rest| rest.split_whitespace().next().unwrap()) {

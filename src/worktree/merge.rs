@@ -22,7 +22,7 @@
 use std::path::Path;
 
 use super::git::{committer, git, git_in, output, said, stderr_of, temp_file_with, Env, ScratchObjects};
-use super::snapshot::{nested_repositories, snapshot, unmerged_from};
+use super::snapshot::{nested_repositories, snapshot, unmerged_from, worktree_index, Snapshot};
 use super::{Worktree, WorktreeError};
 
 /// A merge that was made.
@@ -41,9 +41,10 @@ pub struct Made {
 fn commit_run_branch(
     worktree: &Worktree,
     run_id: &str,
-    tree: &str,
+    snapshot: &Snapshot,
     objects: &ScratchObjects,
 ) -> Result<String, WorktreeError> {
+    let tree = snapshot.tree.as_str();
     let path = Path::new(&worktree.path);
     let tip = git(path, &["rev-parse", "--verify", "HEAD"], "reading the run's branch")?.trim().to_string();
     let tip_tree = git(path, &["rev-parse", &format!("{tip}^{{tree}}")], "reading the run's branch")?;
@@ -65,8 +66,13 @@ fn commit_run_branch(
             stderr_of(&moved)
         )));
     }
-    // The worktree's index follows its branch: `git status` there is clean.
-    git(path, &["read-tree", &commit], "updating the worktree's index")?;
+    // The worktree's index follows its branch (`git status` there is
+    // clean): the snapshot's own index, which is that tree.
+    let index = worktree_index(path)?;
+    let fail = |e: std::io::Error| WorktreeError::Git { doing: "updating the worktree's index", detail: e.to_string() };
+    let next = index.with_extension("corral");
+    std::fs::copy(snapshot.index.path(), &next).map_err(fail)?;
+    std::fs::rename(&next, &index).map_err(fail)?;
     Ok(commit)
 }
 
@@ -84,7 +90,8 @@ pub fn merge_squashed(
     let path = Path::new(&worktree.path);
     let objects = ScratchObjects::for_repository(repo)?;
     let scratch = Env::default().scratch(&objects);
-    let tree = snapshot(path, &objects)?;
+    let snap = snapshot(path, &objects)?;
+    let tree = snap.tree.clone();
     let from = unmerged_from(worktree);
     let from_tree = git_in(repo, &["rev-parse", &format!("{from}^{{tree}}")], &scratch, "reading the run's base")?;
     if from_tree.trim() == tree {
@@ -167,7 +174,7 @@ pub fn merge_squashed(
     // Made: the merge's objects go into the repository, the run's branch
     // holds its work, and the commit is written.
     objects.keep()?;
-    let merged = commit_run_branch(worktree, run_id, &tree, &objects)?;
+    let merged = commit_run_branch(worktree, run_id, &snap, &objects)?;
     let mut args = committer(repo)?.to_vec();
     args.extend(["commit-tree", &merged_tree, "-p", &head, "-F", &message_path]);
     let commit = git(repo, &args, "committing the run's changes")?.trim().to_string();
@@ -231,12 +238,12 @@ pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &st
     }
     let path = Path::new(&worktree.path);
     let objects = ScratchObjects::for_repository(path)?;
-    let tree = snapshot(path, &objects)?;
-    let nested = nested_repositories(path, unmerged_from(worktree), &tree, &objects)?;
+    let snap = snapshot(path, &objects)?;
+    let nested = nested_repositories(path, unmerged_from(worktree), &snap.tree, &objects)?;
     if !nested.is_empty() {
         return Err(nested_refused(worktree, &nested));
     }
-    let merged = commit_run_branch(worktree, run_id, &tree, &objects)?;
+    let merged = commit_run_branch(worktree, run_id, &snap, &objects)?;
     let mut args = committer(repo)?.to_vec();
     args.extend(["merge", "--no-ff", "--no-edit", &worktree.branch]);
     let out = output(repo, &args, &Env::default(), "merging")?;

@@ -12,15 +12,41 @@ use super::{Changes, FileChange, Worktree, WorktreeError};
 /// The file mode of a gitlink: a repository inside the worktree.
 const GITLINK: &str = "160000";
 
+/// A snapshot of a worktree: its tree, and the private index it was
+/// written from (the tree, with the files' stat information).
+pub(super) struct Snapshot {
+    pub tree: String,
+    pub index: tempfile::NamedTempFile,
+}
+
 /// A snapshot of the worktree at `path` as a tree, its objects written to
-/// `objects`; returns the tree's id.
-pub(super) fn snapshot(path: &Path, objects: &ScratchObjects) -> Result<String, WorktreeError> {
+/// `objects`. The private index starts as a copy of the worktree's own,
+/// whose stat information spares hashing the files that did not change.
+pub(super) fn snapshot(path: &Path, objects: &ScratchObjects) -> Result<Snapshot, WorktreeError> {
     let index = tempfile::NamedTempFile::new()
         .map_err(|e| WorktreeError::Git { doing: "making a temporary index", detail: e.to_string() })?;
     let env = Env::index(index.path()).scratch(objects);
-    git_in(path, &["read-tree", "HEAD"], &env, "reading the worktree's HEAD")?;
-    git_in(path, &["add", "--all", "--", "."], &env, "collecting the worktree's changes")?;
-    Ok(git_in(path, &["write-tree"], &env, "writing the snapshot")?.trim().to_string())
+    let own = worktree_index(path)?;
+    let add = || git_in(path, &["add", "--all", "--", "."], &env, "collecting the worktree's changes");
+    let copied = std::fs::copy(&own, index.path()).is_ok();
+    // A copy that git cannot read alone (a split index) is read afresh.
+    if !copied || add().is_err() {
+        git_in(path, &["read-tree", "HEAD"], &env, "reading the worktree's HEAD")?;
+        add()?;
+    }
+    let tree = git_in(path, &["write-tree"], &env, "writing the snapshot")?.trim().to_string();
+    Ok(Snapshot { tree, index })
+}
+
+/// The index file of the worktree at `path`.
+pub(super) fn worktree_index(path: &Path) -> Result<std::path::PathBuf, WorktreeError> {
+    let at = git_in(
+        path,
+        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+        &Env::default(),
+        "finding the index",
+    )?;
+    Ok(std::path::PathBuf::from(at.trim()))
 }
 
 /// Where the unmerged part of a run's work starts: what was merged last,
@@ -33,7 +59,7 @@ pub(super) fn unmerged_from(worktree: &Worktree) -> &str {
 pub fn changes(worktree: &Worktree) -> Result<Changes, WorktreeError> {
     let path = Path::new(&worktree.path);
     let objects = ScratchObjects::for_repository(path)?;
-    let tree = snapshot(path, &objects)?;
+    let tree = snapshot(path, &objects)?.tree;
     let from = unmerged_from(worktree);
     let env = Env::default().scratch(&objects);
     let args = ["diff", "--numstat", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", from, &tree];
@@ -59,7 +85,7 @@ pub fn changes(worktree: &Worktree) -> Result<Changes, WorktreeError> {
 pub fn patch(worktree: &Worktree) -> Result<String, WorktreeError> {
     let path = Path::new(&worktree.path);
     let objects = ScratchObjects::for_repository(path)?;
-    let tree = snapshot(path, &objects)?;
+    let tree = snapshot(path, &objects)?.tree;
     let env = Env::default().scratch(&objects);
     let args = [
         "diff",
@@ -103,7 +129,7 @@ pub(super) fn nested_repositories(
 pub fn unmerged(repo: &Path, branch: &str, worktree: &Worktree) -> Result<Vec<String>, WorktreeError> {
     let path = Path::new(&worktree.path);
     let objects = ScratchObjects::for_repository(path)?;
-    let tree = snapshot(path, &objects)?;
+    let tree = snapshot(path, &objects)?.tree;
     let env = Env::default().scratch(&objects);
     if let Some(merged) = &worktree.merged {
         let merged_tree = git_in(path, &["rev-parse", &format!("{merged}^{{tree}}")], &env, "reading the merge");
