@@ -71,9 +71,7 @@ pub(super) fn output(dir: &Path, args: &[&str], env: &Env<'_>, doing: &'static s
         command.env(key, value);
     }
     if let Some(objects) = env.objects {
-        command
-            .env("GIT_OBJECT_DIRECTORY", objects.dir.path())
-            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects.repository);
+        command.env("GIT_OBJECT_DIRECTORY", &objects.dir).env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects.repository);
     }
     command.output().map_err(|source| WorktreeError::NoGit { doing, source })
 }
@@ -99,51 +97,55 @@ pub(super) fn said(out: &Output) -> String {
 }
 
 /// A folder of objects of Corral's own beside a repository's: what Corral
-/// writes only to read (a snapshot to diff, a merge to try) goes here and
-/// is gone with it, so nothing of a run is left in the user's `.git`. What
-/// a merge keeps is copied into the repository ([`ScratchObjects::keep`]).
+/// writes only to read (a snapshot to diff, a merge to try) goes into the
+/// worktree's own administrative folder (`.git/worktrees/<id>/corral-objects`),
+/// never into the repository's objects, and is gone with the worktree; a
+/// later diff finds what an earlier one wrote. What a merge keeps is
+/// copied into the repository ([`ScratchObjects::keep`]).
 pub(super) struct ScratchObjects {
-    dir: tempfile::TempDir,
+    dir: PathBuf,
     /// The repository's own object folder, read through.
     repository: PathBuf,
 }
 
 impl ScratchObjects {
-    /// Scratch objects for the repository of `dir` (a worktree or its
-    /// repository: they share one object folder).
-    pub fn for_repository(dir: &Path) -> Result<ScratchObjects, WorktreeError> {
-        let common = git(dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"], "finding the repository")?;
-        let repository = PathBuf::from(common.trim()).join("objects");
-        let dir = tempfile::Builder::new()
-            .prefix("corral-objects-")
-            .tempdir()
+    /// The scratch objects of the worktree at `worktree`.
+    pub fn for_worktree(worktree: &Path) -> Result<ScratchObjects, WorktreeError> {
+        let ask = |what: &str| {
+            git(worktree, &["rev-parse", "--path-format=absolute", what], "finding the repository")
+                .map(|p| PathBuf::from(p.trim()))
+        };
+        let repository = ask("--git-common-dir")?.join("objects");
+        let dir = ask("--git-dir")?.join("corral-objects");
+        std::fs::create_dir_all(&dir)
             .map_err(|e| WorktreeError::Git { doing: "making a scratch object folder", detail: e.to_string() })?;
         Ok(ScratchObjects { dir, repository })
     }
 
-    /// Copies every object written here into the repository, for a merge
-    /// that is made (objects are files named by their content: one that is
-    /// there already is the same).
-    pub fn keep(&self) -> Result<(), WorktreeError> {
+    /// Copies into the repository the objects written here that `roots`
+    /// (trees) reach and its HEAD does not: what a merge that is made
+    /// needs, and nothing else (objects are files named by their content:
+    /// one that is there already is the same).
+    pub fn keep(&self, repo: &Path, roots: &[&str]) -> Result<(), WorktreeError> {
         let fail =
             |e: std::io::Error| WorktreeError::Git { doing: "writing the merge's objects", detail: e.to_string() };
-        for fan in std::fs::read_dir(self.dir.path()).map_err(fail)?.flatten() {
-            if !fan.file_type().map_err(fail)?.is_dir() {
+        let mut args = vec!["rev-list", "--objects", "--no-object-names"];
+        args.extend(roots);
+        args.extend(["--not", "HEAD"]);
+        let listed = git_in(repo, &args, &Env::default().scratch(self), "listing the merge's objects")?;
+        for id in listed.lines().map(str::trim).filter(|l| l.len() > 2) {
+            let (fan, rest) = id.split_at(2);
+            let source = self.dir.join(fan).join(rest);
+            let target = self.repository.join(fan).join(rest);
+            if !source.exists() || target.exists() {
                 continue;
             }
-            let into = self.repository.join(fan.file_name());
-            std::fs::create_dir_all(&into).map_err(fail)?;
-            for object in std::fs::read_dir(fan.path()).map_err(fail)?.flatten() {
-                let target = into.join(object.file_name());
-                if target.exists() {
-                    continue;
-                }
-                // A hard link where the folders share a disk, else a copy.
-                if std::fs::hard_link(object.path(), &target).is_err() {
-                    let temporary = into.join(format!(".corral-{}", std::process::id()));
-                    std::fs::copy(object.path(), &temporary).map_err(fail)?;
-                    std::fs::rename(&temporary, &target).map_err(fail)?;
-                }
+            std::fs::create_dir_all(self.repository.join(fan)).map_err(fail)?;
+            // A hard link where the folders share a disk, else a copy.
+            if std::fs::hard_link(&source, &target).is_err() {
+                let temporary = self.repository.join(fan).join(format!(".corral-{}", std::process::id()));
+                std::fs::copy(&source, &temporary).map_err(fail)?;
+                std::fs::rename(&temporary, &target).map_err(fail)?;
             }
         }
         Ok(())

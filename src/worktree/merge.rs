@@ -51,7 +51,7 @@ fn commit_run_branch(
     if tip_tree.trim() == tree {
         return Ok(tip);
     }
-    objects.keep()?;
+    objects.keep(path, &[tree])?;
     let message = format!("Work of Corral run {run_id} left uncommitted");
     let mut args = committer(path)?.to_vec();
     args.extend(["commit-tree", tree, "-p", &tip, "-m", &message]);
@@ -88,7 +88,7 @@ pub fn merge_squashed(
     require_branch(repo, branch)?;
     require_quiet(repo)?;
     let path = Path::new(&worktree.path);
-    let objects = ScratchObjects::for_repository(repo)?;
+    let objects = ScratchObjects::for_worktree(path)?;
     let scratch = Env::default().scratch(&objects);
     let snap = snapshot(path, &objects)?;
     let tree = snap.tree.clone();
@@ -173,7 +173,7 @@ pub fn merge_squashed(
 
     // Made: the merge's objects go into the repository, the run's branch
     // holds its work, and the commit is written.
-    objects.keep()?;
+    objects.keep(repo, &[&tree, &merged_tree])?;
     let merged = commit_run_branch(worktree, run_id, &snap, &objects)?;
     let mut args = committer(repo)?.to_vec();
     args.extend(["commit-tree", &merged_tree, "-p", &head, "-F", &message_path]);
@@ -237,7 +237,7 @@ pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &st
         )));
     }
     let path = Path::new(&worktree.path);
-    let objects = ScratchObjects::for_repository(path)?;
+    let objects = ScratchObjects::for_worktree(path)?;
     let snap = snapshot(path, &objects)?;
     let nested = nested_repositories(path, unmerged_from(worktree), &snap.tree, &objects)?;
     if !nested.is_empty() {

@@ -58,7 +58,7 @@ pub(super) fn unmerged_from(worktree: &Worktree) -> &str {
 /// What the run in `worktree` changed that is not merged yet.
 pub fn changes(worktree: &Worktree) -> Result<Changes, WorktreeError> {
     let path = Path::new(&worktree.path);
-    let objects = ScratchObjects::for_repository(path)?;
+    let objects = ScratchObjects::for_worktree(path)?;
     let tree = snapshot(path, &objects)?.tree;
     let from = unmerged_from(worktree);
     let env = Env::default().scratch(&objects);
@@ -84,7 +84,7 @@ pub fn changes(worktree: &Worktree) -> Result<Changes, WorktreeError> {
 /// The unified diff of everything the run changed that is not merged yet.
 pub fn patch(worktree: &Worktree) -> Result<String, WorktreeError> {
     let path = Path::new(&worktree.path);
-    let objects = ScratchObjects::for_repository(path)?;
+    let objects = ScratchObjects::for_worktree(path)?;
     let tree = snapshot(path, &objects)?.tree;
     let env = Env::default().scratch(&objects);
     let args = [
@@ -128,7 +128,7 @@ pub(super) fn nested_repositories(
 /// the branch became since; a repository it made inside is never held.
 pub fn unmerged(repo: &Path, branch: &str, worktree: &Worktree) -> Result<Vec<String>, WorktreeError> {
     let path = Path::new(&worktree.path);
-    let objects = ScratchObjects::for_repository(path)?;
+    let objects = ScratchObjects::for_worktree(path)?;
     let tree = snapshot(path, &objects)?.tree;
     let env = Env::default().scratch(&objects);
     if let Some(merged) = &worktree.merged {
