@@ -309,6 +309,15 @@ impl Config {
                     host.ssh
                 )));
             }
+            // It crosses the host's login shell as a bare word, whatever that
+            // shell is (sh, fish, csh): only characters no shell reads.
+            if !crate::remote::is_plain_word(&host.corral) {
+                return Err(invalid(format!(
+                    "`[hosts.{name}] corral = \"{}\"` is not a plain path: use letters, digits and / . _ + - \
+                     (a leading ~/ is the remote home)",
+                    host.corral
+                )));
+            }
             config.hosts.push(HostConfig { name, ..host });
         }
         Ok(config)

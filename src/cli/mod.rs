@@ -324,11 +324,50 @@ enum Command {
         /// The run to supervise.
         run: String,
     },
+    /// Carry out a command another machine's Corral sent over SSH, its
+    /// words in a payload no login shell reads (not for direct use).
+    #[command(hide = true)]
+    RemoteExec {
+        /// The command's words, encoded (see `remote::decode_payload`).
+        payload: String,
+    },
+}
+
+/// The command another machine's Corral sent (see `remote-exec`), with its
+/// `CORRAL_HOME` set; else the exit code of its refusal.
+fn remote_command(payload: &str) -> Result<Cli, i32> {
+    let (home, args) = corral::remote::decode_payload(payload).map_err(|e| {
+        eprintln!("corral: a remote command that cannot be read ({e}): is the other machine's Corral this version?");
+        EXIT_ERROR
+    })?;
+    if let Some(home) = home {
+        // SAFETY: set before any thread starts; read by this process and
+        // its children alone.
+        unsafe { std::env::set_var(corral::home::HOME_ENV, home) };
+    }
+    let words = std::iter::once(std::ffi::OsString::from("corral")).chain(args);
+    match Cli::try_parse_from(words) {
+        Ok(Cli { command: Command::RemoteExec { .. } }) => {
+            eprintln!("corral: a remote command cannot send another");
+            Err(EXIT_ERROR)
+        }
+        Ok(cli) => Ok(cli),
+        Err(e) => {
+            let _ = e.print();
+            Err(e.exit_code())
+        }
+    }
 }
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Command::RemoteExec { payload } = &cli.command {
+        cli = match remote_command(payload) {
+            Ok(cli) => cli,
+            Err(code) => return code,
+        };
+    }
     init_logging(matches!(cli.command, Command::Shepherd { .. }));
     match dispatch(cli.command) {
         Ok(code) => code,
@@ -443,6 +482,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Hosts { action: Some(action), .. } => hosts::act(&home, action, &mut out)?,
         Command::Mcp
         | Command::Shepherd { .. }
+        | Command::RemoteExec { .. }
         | Command::Completions { .. }
         | Command::Man
         | Command::Doctor { .. } => {

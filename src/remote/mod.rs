@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use fleet::Fleet;
 pub use follow::{catch_up, follow, FollowLock, Following};
-pub use ssh::{quote, Ssh, SshError};
+pub use ssh::{decode_payload, is_plain_word, quote, Ssh, SshError};
 
 use crate::config::{ConfigError, HostConfig};
 use crate::home::Home;

@@ -3,9 +3,15 @@
 //! host (ControlMaster), never a prompt (BatchMode), host key checking as
 //! the user's SSH configures it.
 //!
-//! SSH joins the remote command's words into one shell line, so each word
-//! crosses single-quoted; text that may hold anything (a task) crosses on
-//! standard input instead, byte for byte.
+//! SSH joins the remote command's words into one line for the user's login
+//! shell there, which may be sh, bash, zsh, fish or csh, each quoting
+//! differently. So no word of a command crosses that shell: the line is
+//! always `exec CORRAL remote-exec PAYLOAD`, where PAYLOAD is the command's
+//! words (and the remote `CORRAL_HOME`) in hex, and the remote Corral
+//! decodes it ([`decode_payload`]); `CORRAL` is a plain path (checked in
+//! config.toml). Text that may hold anything (a task) crosses on standard
+//! input, byte for byte. Each host entry has a connection of its own, its
+//! socket in a short private folder.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -29,8 +35,10 @@ const NEVER_BEGAN: [&str; 4] = [
 #[derive(Debug, Clone)]
 pub struct Ssh {
     host: HostConfig,
-    /// Where the control sockets live (one per host and user).
+    /// Where the control sockets live (see [`socket_folder`]).
     sockets: PathBuf,
+    /// The installation's data folder: its entries' sockets are its own.
+    installation: PathBuf,
     /// Seconds to wait for a connection.
     connect_timeout: u32,
 }
@@ -80,9 +88,27 @@ impl SshError {
 }
 
 impl Ssh {
-    /// The invocations of `host`, with control sockets under `home`.
+    /// The invocations of `host` of the installation `home`.
     pub fn new(home: &Home, host: &HostConfig) -> Ssh {
-        Ssh { host: host.clone(), sockets: home.data_dir().join("ssh"), connect_timeout: CONNECT_TIMEOUT_SECONDS }
+        Ssh {
+            host: host.clone(),
+            sockets: socket_folder(),
+            installation: home.data_dir().to_path_buf(),
+            connect_timeout: CONNECT_TIMEOUT_SECONDS,
+        }
+    }
+
+    /// This host entry's control socket: one per entry of one installation
+    /// (two entries for `user@name` behind two jump hosts are two machines),
+    /// a short name in a short folder (a socket path has at most 108 bytes).
+    fn socket(&self) -> PathBuf {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        hash.update(self.installation.as_os_str().as_encoded_bytes());
+        hash.update([0]);
+        hash.update(self.host.name.as_bytes());
+        let id: String = hash.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+        self.sockets.join(id)
     }
 
     /// The same, giving up on a connection after `seconds` (a look that
@@ -97,22 +123,22 @@ impl Ssh {
         &self.host
     }
 
-    /// `ssh … HOST -- CORRAL ARGS…` with the remote `CORRAL_HOME`, standard
+    /// `ssh … HOST -- exec CORRAL remote-exec PAYLOAD`: `corral ARGS…` there
+    /// with the remote `CORRAL_HOME`, whatever the login shell; standard
     /// streams to be set by the caller.
     pub fn corral(&self, args: &[OsString]) -> Command {
-        let mut words = vec![OsString::from("exec"), OsString::from("env")];
-        if let Some(home) = &self.host.home {
-            let mut assignment = OsString::from("CORRAL_HOME=");
-            assignment.push(home);
-            words.push(assignment);
-        }
-        words.push(OsString::from(&self.host.corral));
-        words.extend(args.iter().cloned());
-        self.shell_line(&words)
+        let payload = encode_payload(self.host.home.as_deref(), args);
+        self.line(&format!("exec {} remote-exec {payload}", self.host.corral))
     }
 
-    /// `ssh … HOST -- WORDS` (each word quoted for the remote shell).
+    /// `ssh … HOST -- WORDS` for a fixed command of Corral's own (each word
+    /// quoted for a POSIX shell: never a word from the user or an agent).
     pub fn shell_line(&self, words: &[OsString]) -> Command {
+        self.line(&words.iter().map(|w| quote(&w.to_string_lossy())).collect::<Vec<_>>().join(" "))
+    }
+
+    /// `ssh … HOST -- LINE`.
+    fn line(&self, line: &str) -> Command {
         let _ = crate::home::ensure_private_dir(&self.sockets);
         let mut command = Command::new("ssh");
         // The user's options first: for `-o`, ssh takes the first value.
@@ -129,7 +155,7 @@ impl Ssh {
             .arg("-o")
             .arg("ControlMaster=auto")
             .arg("-o")
-            .arg(format!("ControlPath={}/%C", self.sockets.display()))
+            .arg(format!("ControlPath={}", self.socket().display()))
             .arg("-o")
             .arg("ControlPersist=60");
         if let Some(port) = self.host.port {
@@ -138,7 +164,6 @@ impl Ssh {
         if let Some(key) = &self.host.identity_file {
             command.arg("-i").arg(expand_local_home(key));
         }
-        let line = words.iter().map(|w| quote(&w.to_string_lossy())).collect::<Vec<_>>().join(" ");
         command.arg("--").arg(&self.host.ssh).arg(line);
         command.stdin(Stdio::null());
         command
@@ -213,24 +238,80 @@ impl Ssh {
     }
 }
 
-/// `word` for a POSIX shell (and fish): single-quoted, each `'` as `'\''`;
-/// a leading `~/` stays the remote home (`"$HOME"`).
+/// `word` for a POSIX shell: single-quoted, each `'` as `'\''`. Only for
+/// Corral's own fixed words (see [`Ssh::shell_line`]).
 pub fn quote(word: &str) -> String {
-    let single = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
-    match word.strip_prefix("~/") {
-        Some(rest) => format!("\"$HOME\"/{}", single(rest)),
-        None => {
-            // Assignments for `env` (NAME=value) keep `~/` in the value too.
-            match word.split_once("=~/") {
-                Some((name, rest))
-                    if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
-                {
-                    format!("{name}=\"$HOME\"/{}", single(rest))
-                }
-                _ => single(word),
-            }
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// True for a word every shell reads as itself (sh, bash, zsh, fish, csh):
+/// letters, digits and `/ . _ + -`, a leading `~/` for the home folder.
+pub fn is_plain_word(word: &str) -> bool {
+    let rest = word.strip_prefix("~/").unwrap_or(word);
+    !rest.is_empty()
+        && !rest.starts_with('-')
+        && rest.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '+' | '-'))
+}
+
+/// The command's words (and the remote `CORRAL_HOME`) as one plain word:
+/// each field in hex, fields joined by `.`; the first is `h` and the home,
+/// or `n` for none.
+fn encode_payload(home: Option<&str>, args: &[OsString]) -> String {
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let mut fields = vec![match home {
+        Some(home) => format!("h{}", hex(home.as_bytes())),
+        None => "n".to_string(),
+    }];
+    fields.extend(args.iter().map(|a| hex(a.as_encoded_bytes())));
+    fields.join(".")
+}
+
+/// The remote `CORRAL_HOME` (a leading `~/` in this user's home) and the
+/// command's words sent by another machine's Corral.
+pub fn decode_payload(payload: &str) -> Result<(Option<OsString>, Vec<OsString>), String> {
+    use std::os::unix::ffi::OsStringExt;
+    let unhex = |field: &str| -> Result<OsString, String> {
+        if field.len() % 2 != 0 {
+            return Err("a field of odd length".into());
         }
+        (0..field.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&field[i..i + 2], 16).map_err(|_| "not hex".to_string()))
+            .collect::<Result<Vec<u8>, _>>()
+            .map(OsString::from_vec)
+    };
+    let mut fields = payload.split('.');
+    let home = match fields.next() {
+        Some("n") => None,
+        Some(h) if h.starts_with('h') => {
+            let home = unhex(&h[1..])?;
+            Some(match (home.to_str().and_then(|h| h.strip_prefix("~/")), std::env::var_os("HOME")) {
+                (Some(rest), Some(mine)) => PathBuf::from(mine).join(rest).into_os_string(),
+                _ => home,
+            })
+        }
+        _ => return Err("no home field".into()),
+    };
+    let args = fields.map(unhex).collect::<Result<Vec<_>, _>>()?;
+    Ok((home, args))
+}
+
+/// The folder of the control sockets: short and private, so that a long
+/// `CORRAL_HOME`, or one with a space, never breaks a socket path
+/// (`$XDG_RUNTIME_DIR/corral-ssh`, else `/tmp/corral-ssh-UID`).
+fn socket_folder() -> PathBuf {
+    let uid = nix::unistd::geteuid().as_raw();
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_absolute() && d.is_dir());
+    let folder = match runtime {
+        Some(dir) if dir.as_os_str().len() < 40 && !dir.to_string_lossy().contains(' ') => dir.join("corral-ssh"),
+        _ => PathBuf::from(format!("/tmp/corral-ssh-{uid}")),
+    };
+    // Another user's folder (made first, in /tmp) is never used.
+    let _ = crate::home::ensure_private_dir(&folder);
+    if crate::ownership::check(&folder).is_err() {
+        return PathBuf::from(format!("/tmp/corral-ssh-{uid}-{}", std::process::id()));
     }
+    folder
 }
 
 /// `~/x` of a local path, in this user's home.
@@ -260,8 +341,22 @@ mod tests {
             let out = Command::new("sh").arg("-c").arg(&line).output().unwrap();
             assert_eq!(String::from_utf8_lossy(&out.stdout), word, "{line}");
         }
-        let out = Command::new("sh").arg("-c").arg(format!("printf '%s' {}", quote("~/bin/corral"))).output().unwrap();
-        let home = std::env::var("HOME").unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{home}/bin/corral"));
+    }
+
+    #[test]
+    fn a_command_crosses_any_login_shell_as_plain_words_and_comes_back_whole() {
+        let args: Vec<OsString> =
+            ["reply", "RUN", "it's \\' (touch x) `id` $HOME ~/notes", ""].iter().map(OsString::from).collect();
+        let payload = encode_payload(Some("~/data/corral"), &args);
+        assert!(payload.chars().all(|c| c.is_ascii_hexdigit() || c == '.' || c == 'h' || c == 'n'), "{payload}");
+        let (home, back) = decode_payload(&payload).unwrap();
+        assert_eq!(back, args);
+        let mine = std::env::var("HOME").unwrap();
+        assert_eq!(home.unwrap(), OsString::from(format!("{mine}/data/corral")));
+        assert_eq!(decode_payload(&encode_payload(None, &args)).unwrap().0, None);
+        assert!(is_plain_word("~/.local/bin/corral") && is_plain_word("/usr/bin/corral") && is_plain_word("corral"));
+        for bad in ["a b", "x;y", "$(id)", "-rf", "~", "c'x", "a\\b"] {
+            assert!(!is_plain_word(bad), "{bad}");
+        }
     }
 }
