@@ -28,6 +28,11 @@ struct Remote {
 impl Remote {
     /// Starts sshd, or says why it cannot run here.
     fn start() -> Option<Remote> {
+        Remote::start_with("")
+    }
+
+    /// Starts sshd with `extra` lines of its configuration.
+    fn start_with(extra: &str) -> Option<Remote> {
         let sshd = Path::new("/usr/sbin/sshd");
         if !sshd.exists() {
             println!("SKIPPED (cannot run here): no /usr/sbin/sshd (Debian: apt install openssh-server)");
@@ -52,7 +57,7 @@ impl Remote {
             format!(
                 "Port {port}\nListenAddress 127.0.0.1\nHostKey {dir}/host_key\nPidFile {dir}/sshd.pid\n\
                  AuthorizedKeysFile {dir}/authorized_keys\nStrictModes no\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n",
+                 KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nLogLevel ERROR\n{extra}",
                 dir = d.display()
             ),
         )
@@ -584,4 +589,112 @@ fn a_run_here_waits_for_the_run_its_agent_launched_on_a_host() {
         ended["completed_at"].as_str().unwrap() >= there["completed_at"].as_str().unwrap(),
         "the parent ended before its run on the host: {ended:#} {there:#}"
     );
+}
+
+/// A user of this machine whose login shell is `shell`, with a Corral home
+/// and a preset `p` there; removed when dropped.
+struct ShellUser {
+    name: String,
+    home: PathBuf,
+}
+
+impl ShellUser {
+    fn new(shell: &str, tag: &str) -> Option<ShellUser> {
+        if !Path::new(shell).exists() || !nix::unistd::geteuid().is_root() {
+            println!("SKIPPED (cannot run here): no {shell} (scripts/setup.sh installs it), or not root");
+            return None;
+        }
+        let name = format!("crl{}{tag}", std::process::id() % 100_000);
+        let home = PathBuf::from(format!("/tmp/{name}-home"));
+        let made = Command::new("useradd").args(["-m", "-d"]).arg(&home).args(["-s", shell, &name]).status().unwrap();
+        assert!(made.success(), "useradd {name}");
+        // Not locked (sshd refuses a locked account's key): no password.
+        assert!(Command::new("usermod").args(["-p", "*", &name]).status().unwrap().success());
+        let presets = home.join("corral/presets");
+        std::fs::create_dir_all(&presets).unwrap();
+        std::fs::write(presets.join("p.md"), "---\nname: p\ndescription: d\nagent: command\ncommand: [true]\n---\n")
+            .unwrap();
+        let owned = Command::new("chown").args(["-R", &format!("{name}:"), home.to_str().unwrap()]).status().unwrap();
+        assert!(owned.success());
+        Some(ShellUser { name, home })
+    }
+}
+
+impl Drop for ShellUser {
+    fn drop(&mut self) {
+        let _ = Command::new("pkill").args(["-KILL", "-u", &self.name]).status();
+        let _ = Command::new("userdel").args(["-r", &self.name]).stderr(Stdio::null()).status();
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+#[test]
+fn no_login_shell_reads_a_word_of_a_command_and_a_words_tilde_stays() {
+    let Some(remote) = Remote::start() else { return };
+    for (tag, shell) in
+        [("s", "/bin/sh"), ("b", "/bin/bash"), ("z", "/usr/bin/zsh"), ("f", "/usr/bin/fish"), ("t", "/usr/bin/tcsh")]
+    {
+        let Some(user) = ShellUser::new(shell, tag) else { continue };
+        let env = Env::new();
+        let config = remote.host_config().replace(&format!("\"{}@", whoami()), &format!("\"{}@", user.name)).replace(
+            &format!("home = \"{}\"", remote.home.display()),
+            &format!("home = \"{}\"", user.home.join("corral").display()),
+        );
+        env.config(&config);
+        let marker = format!("/tmp/corral-pwned-{}-{tag}", std::process::id());
+        // fish reads `\'` inside single quotes as a quote: the old quoting
+        // ended there and ran `(touch …)`; `~/` in a word is the word's.
+        let model = format!("it\\'s (touch {marker}) $(touch {marker}) `touch {marker}` ~/model");
+        let out = env.corral(&["launch", "--host", "box", "p", "x", "--model", &model, "--json"]);
+        assert!(out.status.success(), "{shell}: {}", String::from_utf8_lossy(&out.stderr));
+        let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+        let shown = env.json(&["show", &id]);
+        assert!(!Path::new(&marker).exists(), "{shell} ran a command from a word");
+        assert_eq!(shown["model"], model.as_str(), "{shell}: the word changed on its way");
+    }
+}
+
+#[test]
+fn two_host_entries_for_one_name_behind_two_jump_hosts_are_two_machines() {
+    if Command::new("nc").arg("-h").stderr(Stdio::null()).status().is_err() {
+        println!("SKIPPED (cannot run here): no nc (Debian's netcat-openbsd; scripts/setup.sh installs it)");
+        return;
+    }
+    let (Some(work), Some(client)) =
+        (Remote::start_with("SetEnv MACHINE=work\n"), Remote::start_with("SetEnv MACHINE=client\n"))
+    else {
+        return;
+    };
+    // Both entries say `root@twin`; each reaches its own machine through
+    // its own proxy, and knows that machine's key.
+    let mut config = String::new();
+    for (name, remote) in [("work", &work), ("client", &client)] {
+        let d = remote.dir.path();
+        let key = std::fs::read_to_string(d.join("host_key.pub")).unwrap();
+        std::fs::write(d.join("twin_known_hosts"), format!("twin {key}")).unwrap();
+        remote.preset("where", &["sh", "-c", "echo \"$MACHINE\""]);
+        config.push_str(&format!(
+            "[hosts.{name}]\nssh = \"{user}@twin\"\nidentity_file = \"{d}/user_key\"\n\
+             ssh_options = [\"-o\", \"UserKnownHostsFile={d}/twin_known_hosts\", \"-o\", \"StrictHostKeyChecking=yes\", \
+             \"-o\", \"ProxyCommand=nc 127.0.0.1 {port}\"]\ncorral = \"{corral}\"\nhome = \"{home}\"\n",
+            user = whoami(),
+            d = d.display(),
+            port = remote.port,
+            corral = corral_bin().display(),
+            home = remote.home.display(),
+        ));
+    }
+    let env = Env::new();
+    env.config(&config);
+    for name in ["work", "client"] {
+        let launched = env.json(&["launch", "--host", name, "where", "x"]);
+        let id = launched["id"].as_str().unwrap().to_string();
+        env.ok(&["wait", &id]);
+        let run = env.json(&["show", &id]);
+        assert_eq!(
+            run["final_text"].as_str().unwrap_or_default().trim(),
+            name,
+            "launch --host {name} ran elsewhere: {run:#}"
+        );
+    }
 }
