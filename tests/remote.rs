@@ -698,3 +698,23 @@ fn two_host_entries_for_one_name_behind_two_jump_hosts_are_two_machines() {
         );
     }
 }
+
+#[test]
+fn a_verb_forwarded_to_a_host_leaves_the_callers_input_alone() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    remote.preset("quick", &["true"]);
+    let id = env.ok(&["launch", "--host", "box", "quick", "x"]).trim().to_string();
+    env.ok(&["wait", &id]);
+    // A script reads its lines and asks about the run at each one.
+    let mut script = env.command(&["show", &id]);
+    let corral = format!("{:?}", script.get_program());
+    let loop_ = format!("while read line; do {corral} show {id} >/dev/null; echo \"got $line\"; done");
+    script = Command::new("sh");
+    script.arg("-c").arg(&loop_).current_dir(&env.project).env("CORRAL_HOME", &env.home).stdin(Stdio::piped());
+    script.stdout(Stdio::piped());
+    let mut child = script.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"one\ntwo\nthree\n").unwrap();
+    let said = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap();
+    assert_eq!(said, "got one\ngot two\ngot three\n", "ssh consumed the script's input");
+}

@@ -539,7 +539,9 @@ fn remote_verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> 
     let host = config.host(host)?;
     let ssh = corral::remote::Ssh::new(home, host);
     let mut command = ssh.corral(args);
-    command.stdin(std::process::Stdio::inherit()).stdout(std::process::Stdio::inherit());
+    // No verb forwarded reads standard input: ssh would consume the
+    // caller's (a script's `while read` loop would lose its lines).
+    command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::inherit());
     command.stderr(std::process::Stdio::piped());
     let child = command.spawn().context("running ssh")?;
     let done = child.wait_with_output()?;
