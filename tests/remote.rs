@@ -718,3 +718,24 @@ fn a_verb_forwarded_to_a_host_leaves_the_callers_input_alone() {
     let said = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap();
     assert_eq!(said, "got one\ngot two\ngot three\n", "ssh consumed the script's input");
 }
+
+#[test]
+fn launch_wait_on_a_host_waits_through_an_outage_as_wait_does() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    let mut waiting = env.command(&["launch", "--host", "box", "gated", "x", "--wait"]);
+    waiting.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let waiting = waiting.spawn().unwrap();
+    assert!(eventually(LIMIT, || remote
+        .json(&["ls"])
+        .as_array()
+        .is_some_and(|runs| runs.iter().any(|r| r["status"] == "running"))));
+    assert!(eventually(LIMIT, || remote.has_connections()));
+    remote.kill_connections();
+    std::fs::write(&gate, "").unwrap();
+    let waited = waiting.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&waited.stderr);
+    assert!(waited.status.success(), "launch --wait gave up on a short outage: {said}");
+    assert!(String::from_utf8_lossy(&waited.stdout).contains("completed"), "{said}");
+}

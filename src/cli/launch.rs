@@ -131,17 +131,9 @@ fn launch_on_host(
     let caller = corral::caller::caller_run(store)?;
     let run = corral::remote::launch_for(home, store, host, (&args.preset, &task), &options, caller.as_deref())?;
     if args.wait {
-        let ssh = corral::remote::Ssh::new(home, host);
-        let mut wait: Vec<std::ffi::OsString> = vec!["wait".into(), run.id.clone().into()];
-        if args.json {
-            wait.push("--json".into());
-        }
-        let done = ssh.corral(&wait).stdout(std::process::Stdio::piped()).output()?;
-        if let Some(e) = ssh.failure(done.status.code(), &done.stderr) {
-            return Err(e.into());
-        }
-        out.write_all(&done.stdout)?;
-        return Ok(done.status.code().unwrap_or(super::EXIT_ERROR));
+        // As `corral wait` does: through an outage, until the run ends there.
+        out.flush()?;
+        return super::remote_wait(home, &host.name, std::slice::from_ref(&run.id), None, args.json);
     }
     if args.json {
         super::print_json(out, &run)?;
