@@ -8,9 +8,10 @@
 //! (so merge, reply, merge again takes exactly the follow-up's work); the
 //! commit goes through the repository's `pre-commit` and `commit-msg` hooks
 //! and holds the merged tree alone (nothing the user staged). Then the
-//! user's index and working tree move to it as `git checkout` would (files
-//! the merge does not touch, and the user's changes in them, stay), and
-//! the branch moves only from the commit it was on. A conflict, uncommitted
+//! branch moves, only from the commit it was on, and the user's index and
+//! working tree move to it as `git checkout` would (files the merge does
+//! not touch, and the user's changes in them, stay); if they cannot, the
+//! branch goes back. A conflict, uncommitted
 //! changes of the user's in the files it touches, a repository the run made
 //! inside its worktree, a refusing hook: nothing is changed, and it says
 //! why. What is computed to try a merge is written where it leaves nothing
