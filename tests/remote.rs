@@ -739,3 +739,16 @@ fn launch_wait_on_a_host_waits_through_an_outage_as_wait_does() {
     assert!(waited.status.success(), "launch --wait gave up on a short outage: {said}");
     assert!(String::from_utf8_lossy(&waited.stdout).contains("completed"), "{said}");
 }
+
+#[test]
+fn a_remote_runs_object_says_its_host_while_the_host_answers() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    remote.preset("quick", &["true"]);
+    let id = env.ok(&["launch", "--host", "box", "quick", "x"]).trim().to_string();
+    let waited = env.json(&["wait", &id]);
+    assert_eq!(waited[0]["host"], "box", "{waited:#}");
+    let shown = env.json(&["show", &id]);
+    assert_eq!(shown["host"], "box", "{shown:#}");
+    assert_eq!(shown["id"], id.as_str());
+}

@@ -541,15 +541,39 @@ fn remote_verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> 
     let mut command = ssh.corral(args);
     // No verb forwarded reads standard input: ssh would consume the
     // caller's (a script's `while read` loop would lose its lines).
-    command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::inherit());
-    command.stderr(std::process::Stdio::piped());
+    command.stdin(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    // A run object in JSON says its host here, as everywhere.
+    let json =
+        args.iter().any(|a| a == "--json") && matches!(args.first().and_then(|a| a.to_str()), Some("show" | "wait"));
+    command.stdout(if json { std::process::Stdio::piped() } else { std::process::Stdio::inherit() });
     let child = command.spawn().context("running ssh")?;
     let done = child.wait_with_output()?;
     if let Some(e) = ssh.failure(done.status.code(), &done.stderr) {
         return Err(e.into());
     }
+    if json {
+        std::io::stdout().write_all(&with_host(&done.stdout, &host.name))?;
+    }
     std::io::stderr().write_all(&done.stderr)?;
     Ok(done.status.code().unwrap_or(EXIT_ERROR))
+}
+
+/// `printed` (a run object, or a list of them, in JSON) with `host` as
+/// each run's host; anything else as it is.
+fn with_host(printed: &[u8], host: &str) -> Vec<u8> {
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(printed) else { return printed.to_vec() };
+    let mut mark = |run: &mut serde_json::Value| {
+        if let Some(run) = run.as_object_mut().filter(|r| r.contains_key("id")) {
+            run.insert("host".into(), host.into());
+        }
+    };
+    match &mut value {
+        serde_json::Value::Array(runs) => runs.iter_mut().for_each(&mut mark),
+        run => mark(run),
+    }
+    let mut out = serde_json::to_vec_pretty(&value).unwrap_or_else(|_| printed.to_vec());
+    out.push(b'\n');
+    out
 }
 
 /// `wait` on runs of `host`: waits there, and through a connection that
