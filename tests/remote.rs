@@ -752,3 +752,24 @@ fn a_remote_runs_object_says_its_host_while_the_host_answers() {
     assert_eq!(shown["host"], "box", "{shown:#}");
     assert_eq!(shown["id"], id.as_str());
 }
+
+#[test]
+fn a_parents_abort_ends_the_runs_it_launched_on_a_host() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    let child_file = env.project.join("child.id");
+    // A local parent launches a child on the host, then works on.
+    let script = format!("corral launch --host box gated x > '{}' && sleep 300", child_file.display());
+    env.command_preset("lead", &["sh", "-c", &script]);
+    let parent = env.launch("lead", "x");
+    assert!(eventually(LIMIT, || std::fs::read_to_string(&child_file).is_ok_and(|t| !t.trim().is_empty())));
+    let child = std::fs::read_to_string(&child_file).unwrap().trim().to_string();
+    env.ok(&["abort", &parent]);
+    assert_eq!(env.wait_end(&parent)["status"], "aborted");
+    let ended = eventually(LIMIT, || remote.json(&["show", &child])["status"] != "running");
+    let status = remote.json(&["show", &child])["status"].clone();
+    std::fs::write(&gate, "").unwrap();
+    assert!(ended, "the child on the host worked on after its parent's abort");
+    assert_eq!(status, "aborted");
+}

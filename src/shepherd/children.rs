@@ -67,7 +67,6 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
             );
             sup.commit(RunStatus::Failed, StopReason::ChildrenTimeout, Some(error))?;
             abort_active(sup)?;
-            abort_remote(sup, &remote);
             return Ok(Next::Done);
         }
         if let Woken::Stopped = block(sup, &mut watcher, deadline)? {
@@ -213,14 +212,17 @@ pub(super) fn commit_with_children(sup: &mut Supervisor, verdict: Verdict) -> Re
     sup.commit_turn_end(verdict, report).map(drop)
 }
 
-/// Aborts the run's active direct children; their shepherds do the same to
-/// theirs.
+/// Aborts the run's active direct children, here and on other hosts;
+/// their shepherds do the same to theirs.
 pub(super) fn abort_active(sup: &mut Supervisor) -> Result<(), ShepherdError> {
     for child in sup.store.child_runs(&sup.run_id)? {
         if child.status.is_active() {
             crate::abort::request(&mut sup.store, &child.id)?;
         }
     }
+    // Wherever they run: the runs it launched on other hosts too.
+    let remote = sup.store.remote_children(&sup.run_id)?;
+    abort_remote(sup, &remote);
     Ok(())
 }
 
