@@ -565,6 +565,16 @@ fn a_reply_here_continues_the_agents_session_there() {
     assert_eq!(there["final_text"], "Echo: now add tests");
     let turns = std::fs::read_to_string(&log).unwrap();
     assert!(turns.lines().nth(1).is_some_and(|t| t.starts_with("resume=conv-session")), "{turns}");
+
+    // A reply longer than one argument may be (128 KB) crosses whole.
+    let words: Vec<String> = (0..2_000).map(|i| format!("{i:05}{}", "x".repeat(95))).collect();
+    let mut args = vec!["reply", &id];
+    args.extend(words.iter().map(String::as_str));
+    args.push("--wait");
+    let out = env.corral(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let there = remote.json(&["show", &id]);
+    assert_eq!(there["final_text"].as_str().unwrap(), format!("Echo: {}", words.join(" ")));
 }
 
 #[test]
@@ -636,11 +646,7 @@ fn no_login_shell_reads_a_word_of_a_command_and_a_words_tilde_stays() {
     {
         let Some(user) = ShellUser::new(shell, tag) else { continue };
         let env = Env::new();
-        let config = remote.host_config().replace(&format!("\"{}@", whoami()), &format!("\"{}@", user.name)).replace(
-            &format!("home = \"{}\"", remote.home.display()),
-            &format!("home = \"{}\"", user.home.join("corral").display()),
-        );
-        env.config(&config);
+        env.config(&as_user(&remote, &user));
         let marker = format!("/tmp/corral-pwned-{}-{tag}", std::process::id());
         // fish reads `\'` inside single quotes as a quote: the old quoting
         // ended there and ran `(touch …)`; `~/` in a word is the word's.
@@ -652,6 +658,49 @@ fn no_login_shell_reads_a_word_of_a_command_and_a_words_tilde_stays() {
         assert!(!Path::new(&marker).exists(), "{shell} ran a command from a word");
         assert_eq!(shown["model"], model.as_str(), "{shell}: the word changed on its way");
     }
+}
+
+/// The local installation's `[hosts.box]` reaching `user` with its own
+/// Corral home.
+fn as_user(remote: &Remote, user: &ShellUser) -> String {
+    remote.host_config().replace(&format!("\"{}@", whoami()), &format!("\"{}@", user.name)).replace(
+        &format!("home = \"{}\"", remote.home.display()),
+        &format!("home = \"{}\"", user.home.join("corral").display()),
+    )
+}
+
+#[test]
+fn a_login_shell_that_prints_a_banner_garbles_no_answer() {
+    let Some(remote) = Remote::start() else { return };
+    let Some(user) = ShellUser::new("/usr/bin/zsh", "g") else { return };
+    // zsh reads ~/.zshenv for every command ssh runs, as a motd script would.
+    std::fs::write(
+        user.home.join(".zshenv"),
+        "echo 'Welcome to box'\necho 'Last login: never' >&2\nprintf '{\"not\": \"ours\"'\nprintf 'oops' >&2\n",
+    )
+    .unwrap();
+    let env = Env::new();
+    env.config(&as_user(&remote, &user));
+    let launched = env.corral(&["launch", "--host", "box", "p", "x", "--json"]);
+    assert!(launched.status.success(), "{}", String::from_utf8_lossy(&launched.stderr));
+    let id = serde_json::from_slice::<Value>(&launched.stdout).expect("launch --json is the run alone")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let waited = env.corral(&["wait", &id]);
+    assert!(waited.status.success(), "{}", String::from_utf8_lossy(&waited.stderr));
+    assert!(!String::from_utf8_lossy(&waited.stdout).contains("Welcome"));
+    assert_eq!(env.json(&["show", &id])["status"], "completed");
+    let listed = env.json(&["ls", "--host", "box"]);
+    assert_eq!(listed[0]["id"], id.as_str(), "followed through the banner: {listed:#}");
+    assert_eq!(listed[0]["status"], "completed");
+    let refused = env.corral(&["launch", "--host", "box", "nosuch", "x"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        said.starts_with("corral: on host 'box': ") && !said.contains("Last login") && !said.contains("oops"),
+        "{said}"
+    );
 }
 
 #[test]

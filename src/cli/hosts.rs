@@ -165,7 +165,9 @@ fn install_here(home: &Home, host: &mut HostConfig) -> anyhow::Result<()> {
     if let Some(e) = ssh.failure(uname.status.code(), &uname.stderr) {
         return Err(e.into());
     }
-    let theirs = String::from_utf8_lossy(&uname.stdout).trim().to_lowercase();
+    // Its last line: a login shell's banner may come first.
+    let said = String::from_utf8_lossy(&uname.stdout);
+    let theirs = said.lines().rfind(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_lowercase();
     let ours = format!("{} {}", std::env::consts::OS, std::env::consts::ARCH);
     if theirs != ours {
         anyhow::bail!(

@@ -325,18 +325,24 @@ enum Command {
         run: String,
     },
     /// Carry out a command another machine's Corral sent over SSH, its
-    /// words in a payload no login shell reads (not for direct use).
+    /// words on standard input where no login shell reads them (not for
+    /// direct use).
     #[command(hide = true)]
-    RemoteExec {
-        /// The command's words, encoded (see `remote::decode_payload`).
-        payload: String,
-    },
+    RemoteExec,
 }
 
-/// The command another machine's Corral sent (see `remote-exec`), with its
-/// `CORRAL_HOME` set; else the exit code of its refusal.
-fn remote_command(payload: &str) -> Result<Cli, i32> {
-    let (home, args) = corral::remote::decode_payload(payload).map_err(|e| {
+/// The command another machine's Corral sent (see `remote-exec`), read
+/// from standard input, with its `CORRAL_HOME` set; else the exit code of
+/// its refusal. Both outputs start with `remote::BEGIN`: a login shell's
+/// banner before it is not read as the answer.
+fn remote_command() -> Result<Cli, i32> {
+    let _ = std::io::stdout().write_all(corral::remote::BEGIN).and_then(|()| std::io::stdout().flush());
+    let _ = std::io::stderr().write_all(corral::remote::BEGIN);
+    // Through the process's one buffered standard input: what the payload
+    // leaves in its buffer is what the command (a task) reads next.
+    let payload = corral::remote::read_payload(&mut std::io::stdin().lock())
+        .and_then(|payload| corral::remote::decode_payload(&payload));
+    let (home, args) = payload.map_err(|e| {
         eprintln!("corral: a remote command that cannot be read ({e}): is the other machine's Corral this version?");
         EXIT_ERROR
     })?;
@@ -347,7 +353,7 @@ fn remote_command(payload: &str) -> Result<Cli, i32> {
     }
     let words = std::iter::once(std::ffi::OsString::from("corral")).chain(args);
     match Cli::try_parse_from(words) {
-        Ok(Cli { command: Command::RemoteExec { .. } }) => {
+        Ok(Cli { command: Command::RemoteExec }) => {
             eprintln!("corral: a remote command cannot send another");
             Err(EXIT_ERROR)
         }
@@ -362,8 +368,8 @@ fn remote_command(payload: &str) -> Result<Cli, i32> {
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
     let mut cli = Cli::parse();
-    if let Command::RemoteExec { payload } = &cli.command {
-        cli = match remote_command(payload) {
+    if let Command::RemoteExec = &cli.command {
+        cli = match remote_command() {
             Ok(cli) => cli,
             Err(code) => return code,
         };
@@ -482,7 +488,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Hosts { action: Some(action), .. } => hosts::act(&home, action, &mut out)?,
         Command::Mcp
         | Command::Shepherd { .. }
-        | Command::RemoteExec { .. }
+        | Command::RemoteExec
         | Command::Completions { .. }
         | Command::Man
         | Command::Doctor { .. } => {
@@ -538,24 +544,55 @@ fn remote_verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> 
     let config = corral::config::Config::load(home)?;
     let host = config.host(host)?;
     let ssh = corral::remote::Ssh::new(home, host);
-    let mut command = ssh.corral(args);
-    // No verb forwarded reads standard input: ssh would consume the
-    // caller's (a script's `while read` loop would lose its lines).
-    command.stdin(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
-    // A run object in JSON says its host here, as everywhere.
+    // Standard input carries only the command: ssh never reads the
+    // caller's (a script's `while read` loop keeps its lines).
+    let mut child = ssh.spawn_corral(args, None, std::process::Stdio::piped(), std::process::Stdio::piped())?;
+    let stderr = child.stderr.take().map(|mut err| {
+        std::thread::spawn(move || {
+            let mut said = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut err, &mut said);
+            said
+        })
+    });
+    // A run object in JSON says its host here, as everywhere; anything
+    // else is passed on as it comes (`tail --follow`).
     let json =
         args.iter().any(|a| a == "--json") && matches!(args.first().and_then(|a| a.to_str()), Some("show" | "wait"));
-    command.stdout(if json { std::process::Stdio::piped() } else { std::process::Stdio::inherit() });
-    let child = command.spawn().context("running ssh")?;
-    let done = child.wait_with_output()?;
-    if let Some(e) = ssh.failure(done.status.code(), &done.stderr) {
+    let mut printed = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        let mut reader = std::io::BufReader::new(stdout);
+        if corral::remote::skip_banner(&mut reader)? {
+            if json {
+                std::io::Read::read_to_end(&mut reader, &mut printed)?;
+            } else {
+                pass_on(&mut reader, &mut std::io::stdout())?;
+            }
+        }
+    }
+    let status = child.wait()?;
+    let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    if let Some(e) = ssh.failure(status.code(), &said) {
         return Err(e.into());
     }
     if json {
-        std::io::stdout().write_all(&with_host(&done.stdout, &host.name))?;
+        std::io::stdout().write_all(&with_host(&printed, &host.name))?;
     }
-    std::io::stderr().write_all(&done.stderr)?;
-    Ok(done.status.code().unwrap_or(EXIT_ERROR))
+    std::io::stderr().write_all(corral::remote::after_banner(&said))?;
+    Ok(status.code().unwrap_or(EXIT_ERROR))
+}
+
+/// Copies `from` to `to` as it comes, each piece flushed.
+fn pass_on(from: &mut impl std::io::BufRead, to: &mut impl Write) -> std::io::Result<()> {
+    loop {
+        let piece = from.fill_buf()?;
+        if piece.is_empty() {
+            return Ok(());
+        }
+        let n = piece.len();
+        to.write_all(piece)?;
+        to.flush()?;
+        from.consume(n);
+    }
 }
 
 /// `printed` (a run object, or a list of them, in JSON) with `host` as

@@ -140,10 +140,7 @@ fn session(store: &mut Store, ssh: &Ssh, following: &Following, until: Option<In
     if until.is_some() {
         args.push("--until-caught-up".into());
     }
-    let mut command = ssh.corral(&args);
-    command.stdout(Stdio::piped()).stderr(Stdio::piped());
-    crate::process::die_with_parent(&mut command);
-    let mut child = command.spawn().map_err(|e| SshError::NoClient(e.to_string()))?;
+    let mut child = ssh.spawn_corral(&args, None, Stdio::piped(), Stdio::piped())?;
     *following.child.lock().unwrap_or_else(|e| e.into_inner()) = Some(child.id());
     let result = read_stream(store, &host, &mut child, position, first, until);
     *following.child.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -179,7 +176,11 @@ fn read_stream(
     until: Option<Instant>,
 ) -> Result<(), RemoteError> {
     let Some(stdout) = child.stdout.take() else { return Ok(()) };
-    for line in BufReader::new(stdout).lines() {
+    let mut stdout = BufReader::new(stdout);
+    if !super::ssh::skip_banner(&mut stdout).unwrap_or(false) {
+        return Ok(()); // ended before Corral began there: said by its exit
+    }
+    for line in stdout.lines() {
         let Ok(line) = line else { break };
         if until.is_some_and(|at| Instant::now() > at) {
             break;

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use fleet::Fleet;
 pub use follow::{catch_up, follow, FollowLock, Following};
-pub use ssh::{decode_payload, is_plain_word, quote, Ssh, SshError};
+pub use ssh::{after_banner, decode_payload, is_plain_word, quote, read_payload, skip_banner, Ssh, SshError, BEGIN};
 
 use crate::config::{ConfigError, HostConfig};
 use crate::home::Home;

@@ -6,16 +6,20 @@
 //! SSH joins the remote command's words into one line for the user's login
 //! shell there, which may be sh, bash, zsh, fish or csh, each quoting
 //! differently. So no word of a command crosses that shell: the line is
-//! always `exec CORRAL remote-exec PAYLOAD`, where PAYLOAD is the command's
-//! words (and the remote `CORRAL_HOME`) in hex, and the remote Corral
-//! decodes it ([`decode_payload`]); `CORRAL` is a plain path (checked in
-//! config.toml). Text that may hold anything (a task) crosses on standard
-//! input, byte for byte. Each host entry has a connection of its own, its
-//! socket in a short private folder.
+//! always `exec CORRAL remote-exec`, `CORRAL` a plain path (checked in
+//! config.toml), and the command's words (and the remote `CORRAL_HOME`)
+//! cross first on standard input, length first ([`read_payload`]), so no
+//! argument limit applies; what the command itself reads (a task) follows,
+//! byte for byte. A login shell that prints a banner before the command
+//! runs cannot garble the answer: the remote Corral starts both of its
+//! outputs with [`BEGIN`], and what came before it is dropped here. Each
+//! host entry has a connection of its own, its socket in a short private
+//! folder.
 
 use std::ffi::OsString;
+use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use crate::config::HostConfig;
 use crate::home::Home;
@@ -30,6 +34,14 @@ const NEVER_BEGAN: [&str; 4] = [
     "Session open refused by peer",
     "mux_client_request_session",
 ];
+
+/// What the remote `corral remote-exec` prints first on its standard
+/// output and error: whatever a login shell printed before (a banner) ends
+/// there.
+pub const BEGIN: &[u8] = b"\x1ecorral-remote-exec\x1e\n";
+
+/// The longest command payload read (the words of one command line).
+const PAYLOAD_AT_MOST: usize = 64 << 20;
 
 /// A host's `ssh` invocations.
 #[derive(Debug, Clone)]
@@ -123,12 +135,33 @@ impl Ssh {
         &self.host
     }
 
-    /// `ssh … HOST -- exec CORRAL remote-exec PAYLOAD`: `corral ARGS…` there
-    /// with the remote `CORRAL_HOME`, whatever the login shell; standard
-    /// streams to be set by the caller.
-    pub fn corral(&self, args: &[OsString]) -> Command {
+    /// Starts `corral ARGS…` there with the remote `CORRAL_HOME`, whatever
+    /// the login shell (`ssh … HOST -- exec CORRAL remote-exec`, the words
+    /// on standard input), then `input` on its standard input, which is
+    /// closed after it: no caller's input is ever read by ssh. Its output
+    /// starts with what a login shell printed, up to [`BEGIN`] (see
+    /// [`skip_banner`] and [`after_banner`]).
+    pub fn spawn_corral(
+        &self,
+        args: &[OsString],
+        input: Option<&[u8]>,
+        stdout: Stdio,
+        stderr: Stdio,
+    ) -> Result<Child, SshError> {
+        let mut command = self.line(&format!("exec {} remote-exec", self.host.corral));
+        command.stdin(Stdio::piped()).stdout(stdout).stderr(stderr);
+        crate::process::die_with_parent(&mut command);
+        let mut child = command.spawn().map_err(|e| SshError::NoClient(e.to_string()))?;
         let payload = encode_payload(self.host.home.as_deref(), args);
-        self.line(&format!("exec {} remote-exec {payload}", self.host.corral))
+        if let Some(mut stdin) = child.stdin.take() {
+            // A remote end that stops reading early fails on its own, in
+            // its words (its exit status and standard error).
+            let _ = stdin
+                .write_all(format!("{:016x}", payload.len()).as_bytes())
+                .and_then(|()| stdin.write_all(payload.as_bytes()))
+                .and_then(|()| stdin.write_all(input.unwrap_or_default()));
+        }
+        Ok(child)
     }
 
     /// `ssh … HOST -- WORDS` for a fixed command of Corral's own (each word
@@ -192,21 +225,17 @@ impl Ssh {
     }
 
     fn run_once(&self, args: &[OsString], input: Option<&[u8]>) -> Result<Output, SshError> {
-        let mut command = self.corral(args);
-        command.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
-        command.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(|e| SshError::NoClient(e.to_string()))?;
-        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
-            // A remote end that stops reading early fails below, with its words.
-            let _ = std::io::Write::write_all(&mut stdin, input);
-        }
-        child.wait_with_output().map_err(|e| SshError::NoClient(e.to_string()))
+        let child = self.spawn_corral(args, input, Stdio::piped(), Stdio::piped())?;
+        let mut output = child.wait_with_output().map_err(|e| SshError::NoClient(e.to_string()))?;
+        output.stdout = after_banner(&output.stdout).to_vec();
+        output.stderr = after_banner(&output.stderr).to_vec();
+        Ok(output)
     }
 
     /// What went wrong, if ssh (exit 255) or the remote shell (127: no
     /// such command) failed; `None` when the remote `corral` ran.
     pub fn failure(&self, code: Option<i32>, stderr: &[u8]) -> Option<SshError> {
-        let said = String::from_utf8_lossy(stderr);
+        let said = String::from_utf8_lossy(after_banner(stderr));
         let host = self.host.name.clone();
         let dest = self.host.ssh.clone();
         match code {
@@ -251,6 +280,48 @@ pub fn is_plain_word(word: &str) -> bool {
     !rest.is_empty()
         && !rest.starts_with('-')
         && rest.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '+' | '-'))
+}
+
+/// `printed` after [`BEGIN`]: without what a login shell printed before
+/// the remote Corral ran; all of it if Corral never began (ssh's or the
+/// shell's own words).
+pub fn after_banner(printed: &[u8]) -> &[u8] {
+    match printed.windows(BEGIN.len()).position(|w| w == BEGIN) {
+        Some(at) => &printed[at + BEGIN.len()..],
+        None => printed,
+    }
+}
+
+/// Reads a remote Corral's output up to and with [`BEGIN`], so that what
+/// follows is its own; false if the output ended first.
+pub fn skip_banner(reader: &mut impl BufRead) -> std::io::Result<bool> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(false);
+        }
+        // A banner without a newline ends on the same line.
+        if line.ends_with(BEGIN) {
+            return Ok(true);
+        }
+    }
+}
+
+/// The payload of `corral remote-exec`, read from `input` (its standard
+/// input): 16 hex digits of length, then that many bytes, and not one byte
+/// more, so the command reads the rest (a task) as sent.
+pub fn read_payload(input: &mut impl Read) -> Result<String, String> {
+    let mut length = [0u8; 16];
+    input.read_exact(&mut length).map_err(|e| format!("no payload length: {e}"))?;
+    let length = std::str::from_utf8(&length)
+        .ok()
+        .and_then(|l| usize::from_str_radix(l, 16).ok())
+        .filter(|l| *l <= PAYLOAD_AT_MOST)
+        .ok_or("a payload length that is not one")?;
+    let mut payload = vec![0u8; length];
+    input.read_exact(&mut payload).map_err(|e| format!("a payload cut short: {e}"))?;
+    String::from_utf8(payload).map_err(|_| "a payload that is not text".to_string())
 }
 
 /// The command's words (and the remote `CORRAL_HOME`) as one plain word:
@@ -358,5 +429,34 @@ mod tests {
         for bad in ["a b", "x;y", "$(id)", "-rf", "~", "c'x", "a\\b"] {
             assert!(!is_plain_word(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_payload_is_read_to_its_last_byte_and_not_one_more() {
+        let payload = encode_payload(None, &["launch".into(), "p".into(), "-".into()]);
+        let mut sent = format!("{:016x}{payload}", payload.len()).into_bytes();
+        sent.extend_from_slice(b"the task\n");
+        let mut input = std::io::Cursor::new(sent);
+        assert_eq!(read_payload(&mut input).unwrap(), payload);
+        let mut rest = String::new();
+        input.read_to_string(&mut rest).unwrap();
+        assert_eq!(rest, "the task\n");
+        assert!(read_payload(&mut std::io::Cursor::new(b"zz")).is_err());
+        assert!(read_payload(&mut std::io::Cursor::new(b"00000000000000ffshort")).is_err());
+    }
+
+    #[test]
+    fn what_a_login_shell_printed_before_corral_began_is_dropped() {
+        let mut printed = b"Welcome\n{\"half\"".to_vec();
+        printed.extend_from_slice(BEGIN);
+        printed.extend_from_slice(b"{\"id\": 1}\n");
+        assert_eq!(after_banner(&printed), b"{\"id\": 1}\n");
+        assert_eq!(after_banner(b"sh: corral: not found\n"), b"sh: corral: not found\n");
+        let mut reader = std::io::Cursor::new(printed);
+        assert!(skip_banner(&mut reader).unwrap());
+        let mut rest = String::new();
+        reader.read_to_string(&mut rest).unwrap();
+        assert_eq!(rest, "{\"id\": 1}\n");
+        assert!(!skip_banner(&mut std::io::Cursor::new(b"no corral here\n")).unwrap());
     }
 }
