@@ -822,3 +822,67 @@ fn a_parents_abort_ends_the_runs_it_launched_on_a_host() {
     assert!(ended, "the child on the host worked on after its parent's abort");
     assert_eq!(status, "aborted");
 }
+
+#[test]
+fn every_end_there_is_seen_here_however_often_ls_catches_up_meanwhile() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    remote.preset("brief", &["sh", "-c", "for i in 1 2 3 4 5; do echo line $i; sleep 0.0$(( $$ % 7 )); done"]);
+    // `ls` here catches up again and again while the runs start and end there.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let looking: Vec<_> = (0..3)
+        .map(|_| {
+            let (stop, mut ls) = (stop.clone(), env.command(&["ls", "--host", "box", "--json"]));
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = ls.output();
+                }
+            })
+        })
+        .collect();
+    let launching: Vec<_> = (0..24)
+        .map(|_| {
+            let mut launch = Command::new(corral_bin());
+            launch.args(["launch", "brief", "x"]).env("CORRAL_HOME", &remote.home).stdout(Stdio::piped());
+            launch.spawn().unwrap()
+        })
+        .collect();
+    let ids: Vec<String> = launching
+        .into_iter()
+        .map(|child| String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap().trim().to_string())
+        .collect();
+    assert!(eventually(LIMIT, || ids.iter().all(|id| remote.json(&["show", id])["status"] == "completed")));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    looking.into_iter().for_each(|t| t.join().unwrap());
+    let listed = env.json(&["ls", "--host", "box", "--all"]);
+    let running: Vec<&Value> = listed.as_array().unwrap().iter().filter(|r| r["status"] != "completed").collect();
+    assert!(running.is_empty(), "ended there, still active here: {running:#?}");
+    assert_eq!(listed.as_array().unwrap().len(), 24);
+}
+
+#[test]
+fn caught_up_never_names_a_change_it_did_not_send() {
+    let env = Env::new();
+    env.command_preset("quick", &["true"]);
+    // More than a pipe holds: `watch` is still writing them out when the
+    // next change commits.
+    let task = "t".repeat(3_000);
+    let ids: Vec<String> = (0..40).map(|_| env.ok(&["launch", "quick", &task]).trim().to_string()).collect();
+    env.ok(&[&["wait"], ids.iter().map(String::as_str).collect::<Vec<_>>().as_slice()].concat());
+    let mut watch = env.command(&["watch", "--json", "--since", "0", "--until-caught-up"]);
+    let mut watch = watch.stdout(Stdio::piped()).spawn().unwrap();
+    let mut reader = std::io::BufReader::new(watch.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut reader, &mut first).unwrap();
+    // A change commits while the snapshot is on its way.
+    let late = env.ok(&["launch", "quick", "late"]).trim().to_string();
+    env.ok(&["wait", &late]);
+    let rest: Vec<Value> = std::io::BufRead::lines(reader)
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .chain(std::iter::once(serde_json::from_str(&first).unwrap()))
+        .collect();
+    watch.wait().unwrap();
+    let sent = rest.iter().filter_map(|l| l["seq"].as_i64()).max().unwrap();
+    let caught_up = rest.iter().find_map(|l| l["caught_up"].as_i64()).expect("ends caught up");
+    assert!(caught_up <= sent, "said caught up at {caught_up}, past changes it never sent (the last sent: {sent})");
+}

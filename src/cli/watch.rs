@@ -38,18 +38,20 @@ pub fn run(
     let reader_gone = is_pipe(&stdout).then(|| stdout.as_fd());
     let mut caught_up = false;
     loop {
-        let changes = store.changes_since(position, BATCH)?;
-        for change in &changes {
+        let read = store.changes_since(position, BATCH)?;
+        for change in &read.changes {
             print_change(out, change, options.json)?;
-            position = change.seq();
         }
-        if changes.len() >= BATCH {
+        // Where the snapshot stood, not the store now: what committed while
+        // these were written out comes next.
+        position = read.upto;
+        if read.more {
             continue;
         }
         if !caught_up {
             caught_up = true;
             if options.json {
-                writeln!(out, "{}", serde_json::json!({ "caught_up": position.max(store.change_seq()?) }))?;
+                writeln!(out, "{}", serde_json::json!({ "caught_up": position }))?;
             }
             if options.until_caught_up {
                 out.flush()?;

@@ -26,7 +26,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::home::{Home, HomeError, FILE_MODE};
 
-pub use changes::Change;
+pub use changes::{Change, ChangesRead};
 pub use desk::{Counts, Spend};
 pub use events::{stored_bytes, Dropped, EventMark, StoredEvent};
 pub use health::Health;
