@@ -306,6 +306,10 @@ pub struct Run {
     /// since when (its status is then as last seen, not known now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreachable_since: Option<String>,
+    /// Why its host cannot be followed, in words that say what to do; set
+    /// with `unreachable_since`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_trouble: Option<String>,
 }
 
 /// A transcript's size in the store.

@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use super::table::{cell, Table};
-use corral::store::RunFilter;
+use corral::store::{HostState, HostTrouble, RunFilter};
 use std::collections::{HashMap, HashSet};
 
 use corral::config::HostConfig;
@@ -41,6 +41,8 @@ pub fn run(
     catch_up(home, store, &hosts);
     let mut runs = if host.is_some_and(|h| h != LOCAL) { Vec::new() } else { store.runs(filter)? };
     with_remote_runs(store, &hosts, filter, &mut runs)?;
+    let troubled: Vec<HostState> =
+        hosts.iter().filter_map(|h| store.host_state(&h.name).ok().flatten()).filter(|s| s.trouble.is_some()).collect();
     if json {
         super::print_json(out, &runs)?;
         return Ok(0);
@@ -72,7 +74,16 @@ pub fn run(
         };
         let status = match (&run.retrying, &run.unreachable_since) {
             (_, Some(since)) => {
-                format!("unreachable since {}", time::parse(since).map_or_else(String::new, time::clock))
+                let trouble = troubled
+                    .iter()
+                    .find(|s| Some(&s.name) == run.host.as_ref())
+                    .and_then(|s| s.trouble)
+                    .unwrap_or(HostTrouble::Unreachable);
+                let since = time::parse(since).map_or_else(String::new, time::clock);
+                match trouble {
+                    HostTrouble::Unreachable => format!("unreachable since {since}"),
+                    other => format!("{}? {} since {since}", run.status, other.short()),
+                }
             }
             (Some(retry), _) => format!("{} (retrying: {})", run.status, cell(retry, 40)),
             _ => run.status.to_string(),
@@ -104,6 +115,10 @@ pub fn run(
     if filter.limit.is_some_and(|n| runs.len() >= n) {
         writeln!(out, "(the latest {}: -n N or --all for more)", runs.len())?;
     }
+    // Why a host's runs are as last seen, and what to do.
+    for state in troubled.iter().filter(|s| runs.iter().any(|r| r.host.as_ref() == Some(&s.name))) {
+        writeln!(out, "{}: {}", state.name, state.error.as_deref().unwrap_or("cannot be followed"))?;
+    }
     Ok(0)
 }
 
@@ -130,13 +145,36 @@ fn catch_up(home: &Home, store: &Store, hosts: &[HostConfig]) {
                     tracing::info!(host = %host.name, "cannot catch up: {e}");
                 }
             }
-            let _ = done.send(());
+            let _ = done.send(host.name);
         });
     }
     let deadline = std::time::Instant::now() + CATCH_UP_WITHIN;
-    for _ in &hosts {
-        if finished.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).is_err() {
-            break;
+    let mut answered = Vec::new();
+    while answered.len() < hosts.len() {
+        match finished.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            Ok(name) => answered.push(name),
+            Err(_) => break,
+        }
+    }
+    // A host that did not answer in time costs this one wait: recorded so,
+    // it is not asked again for a while (its catch-up dies with this ls).
+    // One that answered and is still sending its changes is not silent.
+    if let Ok(mut store) = Store::open(home) {
+        let heard = |host: &HostConfig| {
+            store.host_state(&host.name).ok().flatten().is_some_and(|s| {
+                s.reachable && s.checked_at.as_deref().and_then(time::parse).is_some_and(|at| at > now - chrono::Duration::milliseconds(1))
+            })
+        };
+        let silent: Vec<&&HostConfig> =
+            hosts.iter().filter(|h| !answered.contains(&h.name) && !heard(h)).collect();
+        for host in silent {
+            let said = format!(
+                "host '{}' ({}) is unreachable: it did not answer within {} s",
+                host.name,
+                host.ssh,
+                CATCH_UP_WITHIN.as_secs()
+            );
+            let _ = store.record_host_trouble(&host.name, HostTrouble::Unreachable, &said);
         }
     }
 }

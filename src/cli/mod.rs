@@ -419,14 +419,14 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
     let mut store = corral::heal::open_healed(&home, &shepherd)?;
     // A verb on runs of another host is that host's to carry out.
-    if let Some(host) = remote_target(&store, &command)? {
+    if let Some(host) = remote_target(&home, &mut store, &command)? {
         if let Command::Wait { runs, timeout, json } = &command {
             return remote_wait(&home, &host, runs, *timeout, *json);
         }
         let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
         return match (remote_verb(&home, &host, &args), &command) {
             // Unreachable: the run as last seen, said so.
-            (Err(e), Command::Show { run, json }) if is_unreachable(&e) => {
+            (Err(e), Command::Show { run, json }) if e.downcast_ref::<corral::remote::SshError>().is_some() => {
                 let Some(seen) = store.find_remote_run(run)? else { return Err(e) };
                 eprintln!("corral: {e}; the run as last seen:");
                 show::print(&store, &seen, *json, &mut std::io::stdout().lock())
@@ -501,7 +501,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
 
 /// The host whose runs `command` names, if it names runs of another host;
 /// an error if it mixes machines.
-fn remote_target(store: &corral::Store, command: &Command) -> anyhow::Result<Option<String>> {
+fn remote_target(home: &corral::Home, store: &mut corral::Store, command: &Command) -> anyhow::Result<Option<String>> {
     let ids: Vec<&String> = match command {
         Command::Show { run, .. }
         | Command::Diff { run, .. }
@@ -519,13 +519,25 @@ fn remote_target(store: &corral::Store, command: &Command) -> anyhow::Result<Opt
     };
     let mut hosts = Vec::new();
     for id in ids {
-        let host = match store.find_run(id) {
-            Ok(_) => None,
-            Err(corral::store::StoreError::UnknownRun(_)) => match store.find_remote_run(id)? {
-                Some(run) => run.host,
-                None => continue, // said by the verb itself, as unknown
-            },
+        let here = match store.find_run(id) {
+            Ok(run) => Some(run),
+            Err(corral::store::StoreError::UnknownRun(_)) => None,
             Err(e) => return Err(e.into()),
+        };
+        let there = store.find_remote_run(id)?;
+        let host = match (here, there) {
+            (Some(run), _) if run.id == *id => None,
+            (_, Some(run)) if run.id == *id => Some(corral::remote::host_of(home, store, &run)?),
+            (Some(mine), Some(theirs)) => {
+                return Err(corral::store::StoreError::AmbiguousRun {
+                    prefix: id.clone(),
+                    matches: format!("{} here, {} on {}", mine.id, theirs.id, theirs.host.unwrap_or_default()),
+                }
+                .into())
+            }
+            (Some(_), None) => None,
+            (None, Some(run)) => Some(corral::remote::host_of(home, store, &run)?),
+            (None, None) => continue, // said by the verb itself, as unknown
         };
         if !hosts.contains(&host) {
             hosts.push(host);

@@ -56,17 +56,22 @@ fn on_hosts(home: &Home, text: &str) -> Vec<SearchHit> {
     }
     let deadline = std::time::Instant::now() + HOST_WITHIN;
     let mut all = Vec::new();
-    for host in &config.hosts {
+    let mut answered = Vec::new();
+    while answered.len() < config.hosts.len() {
         match answers.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
-            Ok((name, Ok(hits))) => {
-                all.extend(hits.into_iter().map(|hit| SearchHit { host: Some(name.clone()), ..hit }))
+            Ok((name, hits)) => {
+                match hits {
+                    Ok(hits) => all.extend(hits.into_iter().map(|hit| SearchHit { host: Some(name.clone()), ..hit })),
+                    Err(e) => eprintln!("corral: not searched: {e}"),
+                }
+                answered.push(name);
             }
-            Ok((_, Err(e))) => eprintln!("corral: not searched: {e}"),
-            Err(_) => {
-                eprintln!("corral: host '{}' (and any after it) did not answer within {HOST_WITHIN:?}", host.name);
-                break;
-            }
+            Err(_) => break,
         }
+    }
+    // The hosts still silent are the ones named: not whichever was next.
+    for host in config.hosts.iter().filter(|h| !answered.contains(&h.name)) {
+        eprintln!("corral: not searched: host '{}' did not answer within {HOST_WITHIN:?}", host.name);
     }
     all
 }

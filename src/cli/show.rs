@@ -24,13 +24,12 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
         None => "-".to_string(),
     };
     let status = match (run.stop_reason, &run.retrying) {
-        _ if run.unreachable_since.is_some() => {
-            format!(
-                "{} when last seen; host unreachable since {}",
-                run.status,
-                run.unreachable_since.as_deref().unwrap_or("")
-            )
-        }
+        _ if run.unreachable_since.is_some() => format!(
+            "{} when last seen; host not followed since {}: {}",
+            run.status,
+            run.unreachable_since.as_deref().unwrap_or(""),
+            run.host_trouble.as_deref().unwrap_or("unreachable")
+        ),
         (Some(reason), _) => format!("{} ({reason})", run.status),
         (None, Some(retry)) => format!("{} (retrying: {retry})", run.status),
         (None, None) => run.status.to_string(),

@@ -196,6 +196,9 @@ struct RunView<'a> {
     /// Its host cannot be reached: the status is as last seen.
     #[serde(skip_serializing_if = "Option::is_none")]
     unreachable_since: Option<&'a str>,
+    /// Why its host cannot be followed, and what to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host_trouble: Option<&'a str>,
 }
 
 impl<'a> From<&'a Run> for RunView<'a> {
@@ -218,26 +221,14 @@ impl<'a> From<&'a Run> for RunView<'a> {
             worktree: run.worktree.as_ref(),
             host: run.host.as_deref(),
             unreachable_since: run.unreachable_since.as_deref(),
+            host_trouble: run.host_trouble.as_deref(),
         }
     }
 }
 
 /// `wait_agents` on runs of one other host: waited for there, until the
-/// deadline. `None` if the runs are not all of one other host.
-fn wait_remote(store: &Store, ids: &[String], deadline: Instant) -> Result<Option<CallToolResult>, ToolFailure> {
-    let mut runs = Vec::new();
-    for id in ids {
-        match remote_run_for(store, id, Access::Read)? {
-            Some(run) if store.find_run(id).is_err() => runs.push(run),
-            _ => return Ok(None),
-        }
-    }
-    if runs.iter().any(|r| r.host != runs[0].host) {
-        return Err(ToolFailure::Remote(crate::remote::RemoteError::Refused {
-            host: runs.iter().filter_map(|r| r.host.clone()).collect::<Vec<_>>().join(", "),
-            message: "these runs are on different hosts: wait for one host's runs at a time".into(),
-        }));
-    }
+/// deadline; the runs as they ended (or stand), and whether it timed out.
+fn wait_on_host(store: &Store, runs: &[Run], deadline: Instant) -> Result<(Vec<Run>, bool), ToolFailure> {
     let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
     let mut args: Vec<std::ffi::OsString> = vec!["wait".into()];
     args.extend(runs.iter().map(|r| r.id.clone().into()));
@@ -248,12 +239,7 @@ fn wait_remote(store: &Store, ids: &[String], deadline: Instant) -> Result<Optio
     for run in &mut ended {
         run.host = runs[0].host.clone();
     }
-    let views: Vec<RunView<'_>> = ended.iter().map(RunView::from).collect();
-    Ok(Some(json_result(&serde_json::json!({
-        "timed_out": code == 124,
-        "all_completed": ended.iter().all(|r| r.status == crate::RunStatus::Completed),
-        "runs": views,
-    }))))
+    Ok((ended, code == 124))
 }
 
 /// What a host printed that this Corral cannot read.
@@ -438,8 +424,17 @@ impl CorralTools {
                     _ => vec![run_for(store, &id, Access::Read)?],
                 },
                 None => {
-                    let filter = RunFilter { parent_id: caller_run(store)?, limit: Some(50), ..RunFilter::default() };
-                    store.runs(&filter)?
+                    let caller = caller_run(store)?;
+                    let filter = RunFilter { parent_id: caller.clone(), limit: Some(50), ..RunFilter::default() };
+                    let mut runs = store.runs(&filter)?;
+                    // And those on other hosts: the ones it launched, or all.
+                    runs.extend(match &caller {
+                        Some(id) => store.remote_children(id)?,
+                        None => store.remote_runs(None)?,
+                    });
+                    runs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+                    runs.truncate(50);
+                    runs
                 }
             };
             let views: Vec<RunView<'_>> = runs.iter().map(RunView::from).collect();
@@ -483,28 +478,50 @@ impl CorralTools {
         });
         let _stop_listening = AbortOnDrop(listener);
         self.with_store(move |store, shepherd| {
-            if let Some(result) = wait_remote(store, &args.run_ids, deadline)? {
-                return Ok(result);
-            }
-            // What a wait returns (task, final text, error) is read access.
+            // This machine's runs, and each host's (waited for there).
+            let mut local = Vec::new();
+            let mut hosts: Vec<Vec<Run>> = Vec::new();
             for id in &args.run_ids {
-                run_for(store, id, Access::Read)?;
+                match remote_run_for(store, id, Access::Read)? {
+                    Some(run) if store.find_run(id).is_err() => {
+                        match hosts.iter_mut().find(|group| group[0].host == run.host) {
+                            Some(group) => group.push(run),
+                            None => hosts.push(vec![run]),
+                        }
+                    }
+                    // What a wait returns (task, final text, error) is read access.
+                    _ => local.push(run_for(store, id, Access::Read)?.id),
+                }
             }
-            let caller = caller_run(store)?;
-            let result = wait_for(
-                store,
-                &args.run_ids,
-                Some(deadline),
-                caller.as_deref(),
-                shepherd,
-                Some(&cancelled),
-                crate::blocking::Waiter::ToolCall,
-            )?;
-            collected_by(store, caller.as_deref(), &result.runs)?;
-            let views: Vec<RunView<'_>> = result.runs.iter().map(RunView::from).collect();
+            let mut ended = Vec::new();
+            let mut timed_out = false;
+            if !local.is_empty() {
+                let caller = caller_run(store)?;
+                let result = wait_for(
+                    store,
+                    &local,
+                    Some(deadline),
+                    caller.as_deref(),
+                    shepherd,
+                    Some(&cancelled),
+                    crate::blocking::Waiter::ToolCall,
+                )?;
+                collected_by(store, caller.as_deref(), &result.runs)?;
+                timed_out |= result.timed_out;
+                ended.extend(result.runs);
+            }
+            for group in &hosts {
+                let (runs, late) = wait_on_host(store, group, deadline)?;
+                timed_out |= late;
+                ended.extend(runs);
+            }
+            // In the order asked.
+            let rank = |run: &Run| args.run_ids.iter().position(|id| run.id.starts_with(id.as_str()));
+            ended.sort_by_key(|run| rank(run));
+            let views: Vec<RunView<'_>> = ended.iter().map(RunView::from).collect();
             Ok(json_result(&serde_json::json!({
-                "timed_out": result.timed_out,
-                "all_completed": result.all_completed(),
+                "timed_out": timed_out,
+                "all_completed": ended.iter().all(|r| r.status == crate::RunStatus::Completed),
                 "runs": views,
             })))
         })

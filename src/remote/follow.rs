@@ -17,7 +17,7 @@ use super::{about, RemoteError, Ssh, SshError};
 use crate::config::HostConfig;
 use crate::home::{self, Home};
 use crate::run::Run;
-use crate::store::{Change, Store};
+use crate::store::{Change, HostHistory, Store};
 
 /// The longest pause between two tries to reach a host.
 const RETRY_AT_MOST: Duration = Duration::from_secs(10);
@@ -86,8 +86,8 @@ pub fn follow(home: &Home, host: &HostConfig, following: &Following, lock: Follo
         }
         if let Err(e) = &ended {
             tracing::info!(host = %host.name, "not following: {e}");
-            if let Ok(mut store) = Store::open(home) {
-                let _ = store.record_host_reachability(&host.name, false, None, Some(&e.to_string()));
+            if let (Some(trouble), Ok(mut store)) = (e.trouble(), Store::open(home)) {
+                let _ = store.record_host_trouble(&host.name, trouble, &e.to_string());
             }
         }
         // A connection that lasted is a new outage: try again soon.
@@ -114,11 +114,13 @@ pub fn catch_up(home: &Home, store: &mut Store, host: &HostConfig, within: Durat
     let deadline = Instant::now() + within;
     match session(store, &ssh, &following, Some(deadline)) {
         Ok(()) => Ok(()),
-        Err(RemoteError::Ssh(e)) => {
-            store.record_host_reachability(&host.name, false, None, Some(&e.to_string()))?;
-            Ok(())
-        }
-        Err(e) => Err(e),
+        Err(e) => match e.trouble() {
+            Some(trouble) => {
+                store.record_host_trouble(&host.name, trouble, &e.to_string())?;
+                Ok(())
+            }
+            None => Err(e),
+        },
     }
 }
 
@@ -127,14 +129,18 @@ pub fn catch_up(home: &Home, store: &mut Store, host: &HostConfig, within: Durat
 fn session(store: &mut Store, ssh: &Ssh, following: &Following, until: Option<Instant>) -> Result<(), RemoteError> {
     let host = ssh.host().name.clone();
     let remote = about(ssh)?;
-    store.record_host_reachability(&host, true, Some(&remote.version), None)?;
-    let mut position = store.host_state(&host)?.map(|s| s.seq).unwrap_or(0);
-    if remote.seq < position {
-        // The host's store was replaced: what is mirrored is of another.
-        tracing::warn!(host = %host, "its store restarted at change {} (was {position}): reading it anew", remote.seq);
-        store.forget_host_runs(&host)?;
-        position = 0;
-    }
+    store.record_host_answers(&host, Some(&remote.version))?;
+    let position = match store.host_store_seen(&host, &remote.store, remote.seq)? {
+        HostHistory::Same { seq } => seq,
+        HostHistory::Renamed { from, seq } => {
+            tracing::info!(host = %host, "the runs of '{from}' are this host's: the same store");
+            seq
+        }
+        HostHistory::Replaced { lost } => {
+            tracing::warn!(host = %host, "its store was replaced: reading it anew ({lost} active runs gone from it)");
+            0
+        }
+    };
     let first = position == 0;
     let mut args = vec!["watch".into(), "--json".into(), "--since".into(), position.to_string().into()];
     if until.is_some() {

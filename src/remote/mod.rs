@@ -23,7 +23,7 @@ pub use ssh::{after_banner, decode_payload, is_plain_word, quote, read_payload, 
 use crate::config::{ConfigError, HostConfig};
 use crate::home::Home;
 use crate::run::Run;
-use crate::store::{Store, StoreError};
+use crate::store::{HostTrouble, Store, StoreError};
 
 /// What `corral about --json` says of a machine: enough to check a host
 /// before following it.
@@ -41,6 +41,9 @@ pub struct About {
     pub total: u64,
     /// The store's latest change number.
     pub seq: i64,
+    /// The store's identity: another one is another history.
+    #[serde(default)]
+    pub store: String,
 }
 
 impl About {
@@ -54,6 +57,7 @@ impl About {
             running: counts.running,
             total: counts.total,
             seq: store.change_seq()?,
+            store: store.identity()?,
         })
     }
 }
@@ -77,12 +81,34 @@ pub enum RemoteError {
     /// The remote `corral` printed what this one cannot read.
     #[error("host '{host}' answered what this Corral cannot read ({what}): {detail}")]
     Garbled { host: String, what: &'static str, detail: String },
+    /// The run's host is no longer in config.toml, and no host there has
+    /// its store.
+    #[error(
+        "run {run} is on host '{host}', which config.toml no longer has (and no host there has its store): \
+         add it back (corral hosts add {host} USER@NAME) to act on it"
+    )]
+    HostGone { host: String, run: String },
     /// This store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The settings file is broken.
     #[error(transparent)]
     Config(#[from] ConfigError),
+}
+
+impl RemoteError {
+    /// What kind of trouble this is for the host's followers: `None` when
+    /// it is this machine's own (its store).
+    pub fn trouble(&self) -> Option<HostTrouble> {
+        Some(match self {
+            RemoteError::Ssh(SshError::HostKey { .. }) => HostTrouble::HostKey,
+            RemoteError::Ssh(SshError::Refused { .. } | SshError::UnknownName { .. }) => HostTrouble::Refused,
+            RemoteError::Ssh(SshError::NoCorral { .. }) => HostTrouble::NoCorral,
+            RemoteError::Ssh(SshError::OtherCorral { .. }) | RemoteError::Version { .. } => HostTrouble::OtherVersion,
+            RemoteError::Ssh(_) | RemoteError::Refused { .. } | RemoteError::Garbled { .. } => HostTrouble::Unreachable,
+            RemoteError::Store(_) | RemoteError::Config(_) | RemoteError::HostGone { .. } => return None,
+        })
+    }
 }
 
 /// Asks `host` what it is, and checks it runs this version of Corral.
@@ -171,6 +197,7 @@ pub fn launch_for(
         what: "corral launch --json",
         detail: e.to_string(),
     })?;
+    // It answered: a trouble recorded a moment ago is over.
     store.record_remote_launch(&host.name, &run, launched_by)?;
     run.host = Some(host.name.clone());
     Ok(run)
@@ -199,6 +226,25 @@ pub fn call(home: &Home, name: &str, args: &[OsString]) -> Result<(i32, Vec<u8>)
         Some(code @ (0 | 1 | 124)) => Ok((code, output.stdout)),
         _ => Err(refused(host, &output.stderr)),
     }
+}
+
+/// The host of config.toml that has `run` (a mirrored run) now: its own;
+/// or, when config.toml no longer names that host, the host whose store it
+/// came from (renamed): the hosts not followed yet are caught up, and the
+/// run's rows move to the one with its store.
+pub fn host_of(home: &Home, store: &mut Store, run: &Run) -> Result<String, RemoteError> {
+    let config = crate::config::Config::load(home)?;
+    let named = |name: &Option<String>| name.as_ref().filter(|n| config.host(n).is_ok()).cloned();
+    if let Some(host) = named(&run.host) {
+        return Ok(host);
+    }
+    for host in &config.hosts {
+        if store.host_state(&host.name)?.and_then(|s| s.store).is_none() {
+            catch_up(home, store, host, std::time::Duration::from_secs(3))?;
+        }
+    }
+    let moved = store.find_remote_run(&run.id)?.and_then(|r| named(&r.host));
+    moved.ok_or_else(|| RemoteError::HostGone { host: run.host.clone().unwrap_or_default(), run: run.id.clone() })
 }
 
 /// The transcript of a run of another host, fetched now (the last `lines`

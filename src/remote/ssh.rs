@@ -69,10 +69,11 @@ pub enum SshError {
     Unreachable { host: String, dest: String, detail: String },
     /// The host's key is not known (or changed).
     #[error(
-        "host '{host}' ({dest}): its host key is not known or changed: run `ssh {dest}` once and check the key \
-         (Corral never turns host key checking off)"
+        "host '{host}' ({dest}): its host key is not known or changed: run `{login}` once and check the key; \
+         if it changed on purpose, forget the old one first (ssh-keygen -R '{known}') (Corral never turns host \
+         key checking off)"
     )]
-    HostKey { host: String, dest: String },
+    HostKey { host: String, dest: String, login: String, known: String },
     /// The key was refused.
     #[error(
         "host '{host}' ({dest}) refused the key: add yours to its ~/.ssh/authorized_keys \
@@ -86,6 +87,13 @@ pub enum SshError {
          --install` does it when adding a host), or set `corral` in [hosts.{host}] to its path"
     )]
     NoCorral { host: String, dest: String, corral: String },
+    /// The `corral` there predates this one's way of sending commands.
+    #[error(
+        "host '{host}' has an older corral ({corral}) that cannot read this one's commands: install this version \
+         there (on a machine alike: scp \"$(command -v corral)\" {dest}:.local/bin/corral; `corral hosts add … \
+         --install` does it)"
+    )]
+    OtherCorral { host: String, dest: String, corral: String },
     /// Any other failure of `ssh` (exit 255), with what it said.
     #[error("host '{host}' ({dest}): ssh failed: {detail}")]
     Failed { host: String, dest: String, detail: String },
@@ -95,7 +103,7 @@ impl SshError {
     /// True when the host could not be reached at all (as opposed to a
     /// refusal that waiting will not fix).
     pub fn is_unreachable(&self) -> bool {
-        matches!(self, SshError::Unreachable { .. } | SshError::Failed { .. })
+        matches!(self, SshError::Unreachable { .. })
     }
 }
 
@@ -186,7 +194,7 @@ impl Ssh {
             .arg("-o")
             .arg("ServerAliveCountMax=3")
             .arg("-o")
-            .arg("ControlMaster=auto")
+            .arg(if within_a_run() { "ControlMaster=no" } else { "ControlMaster=auto" })
             .arg("-o")
             .arg(format!("ControlPath={}", self.socket().display()))
             .arg("-o")
@@ -240,6 +248,9 @@ impl Ssh {
         let dest = self.host.ssh.clone();
         match code {
             Some(127) => Some(SshError::NoCorral { host, dest, corral: self.host.corral.clone() }),
+            Some(2) if said.contains("'remote-exec'") => {
+                Some(SshError::OtherCorral { host, dest, corral: self.host.corral.clone() })
+            }
             Some(255) | None => {
                 let detail = said.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("no message").trim().to_string();
                 Some(if said.contains("Could not resolve hostname") {
@@ -247,7 +258,12 @@ impl Ssh {
                 } else if said.contains("Host key verification failed")
                     || said.contains("HOST IDENTIFICATION HAS CHANGED")
                 {
-                    SshError::HostKey { host, dest }
+                    let name = dest.rsplit('@').next().unwrap_or(&dest).to_string();
+                    let (login, known) = match self.host.port {
+                        Some(port) => (format!("ssh -p {port} {dest}"), format!("[{name}]:{port}")),
+                        None => (format!("ssh {dest}"), name),
+                    };
+                    SshError::HostKey { host, dest, login, known }
                 } else if said.contains("Permission denied") {
                     SshError::Refused { host, dest }
                 } else if said.contains("Connection refused")
@@ -255,6 +271,9 @@ impl Ssh {
                     || said.contains("No route to host")
                     || said.contains("Network is unreachable")
                     || said.contains("Connection closed")
+                    || said.contains("closed by remote host")
+                    || said.contains("Connection reset")
+                    || said.contains("not responding")
                     || said.contains("Broken pipe")
                 {
                     SshError::Unreachable { host, dest, detail }
@@ -265,6 +284,20 @@ impl Ssh {
             _ => None,
         }
     }
+}
+
+/// True in a process of a run (its agent's commands, its shepherd): it
+/// uses the host's shared connection if one is up, and never starts it.
+/// The connection is Corral's, not the run's: started inside, it would be
+/// frozen by the run's pause (hanging every command to that host) and
+/// killed with the run's processes (cutting every command over it).
+fn within_a_run() -> bool {
+    static WITHIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WITHIN.get_or_init(|| {
+        std::env::var_os(crate::run_env::RUN_ID_ENV).is_some()
+            || std::env::var_os(crate::run_env::SHEPHERD_ENV).is_some()
+            || crate::process::cgroup::run_of(std::process::id() as i32).is_some()
+    })
 }
 
 /// `word` for a POSIX shell: single-quoted, each `'` as `'\''`. Only for

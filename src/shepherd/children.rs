@@ -50,12 +50,23 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
     let deadline = limit.and_then(|t| Instant::now().checked_add(t));
     let mut watcher = Watcher::new(&sup.store)?;
     let mut followers = RemoteFollowers::default();
+    let mut relocated = false;
     loop {
         let kids = sup.store.child_runs(&sup.run_id)?;
         let remote = sup.store.remote_children(&sup.run_id)?;
         let active: Vec<&Run> = kids.iter().chain(&remote).filter(|c| c.status.is_active()).collect();
         if active.is_empty() {
             break;
+        }
+        // A host renamed in config.toml: its runs are found under the new
+        // name (once per wait: a host removed for good stays as last seen).
+        if !relocated {
+            relocated = true;
+            let home = sup.store.home().clone();
+            let strays: Vec<Run> = remote.iter().filter(|r| r.status.is_active()).cloned().collect();
+            if strays.iter().any(|r| crate::remote::host_of(&home, &mut sup.store, r).is_ok_and(|h| r.host != Some(h))) {
+                continue;
+            }
         }
         followers.follow(sup.store.home(), active.iter().filter_map(|r| r.host.as_deref()));
         if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0015_waits_that_block.sql"),
     include_str!("migrations/0016_trusted_presets.sql"),
     include_str!("migrations/0017_merge_record.sql"),
+    include_str!("migrations/0018_store_identity.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -31,7 +31,7 @@ pub use desk::{Counts, Spend};
 pub use events::{stored_bytes, Dropped, EventMark, StoredEvent};
 pub use health::Health;
 pub use migrate::SCHEMA_VERSION;
-pub use remote::HostState;
+pub use remote::{HostHistory, HostState, HostTrouble};
 pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};
 pub use runs::{AbortRequest, Committed, NewRun, Outcome, RunFilter, SearchHit};

@@ -983,6 +983,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         },
         host: None,
         unreachable_since: None,
+        host_trouble: None,
         changes: match (row.get::<_, Option<i64>>(45)?, row.get::<_, Option<i64>>(46)?, row.get::<_, Option<i64>>(47)?)
         {
             (Some(files), Some(added), Some(removed)) => {
