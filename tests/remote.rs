@@ -462,6 +462,25 @@ async fn an_agent_launches_on_a_host_and_waits_for_it_through_mcp() {
     assert_eq!(waited["all_completed"], true, "{waited}");
     assert_eq!(waited["runs"][0]["final_text"].as_str().unwrap().trim(), "from the agent; $(not run)");
 
+    // Its runs here and there, listed and waited for together.
+    let (error, here) =
+        common::mcp::call(&client, "launch_agent", serde_json::json!({"preset": "me", "task": "t"})).await;
+    assert!(!error, "{here}");
+    let local_id = here["run_id"].as_str().unwrap().to_string();
+    let (error, waited) =
+        common::mcp::call(&client, "wait_agents", serde_json::json!({"run_ids": [local_id, id], "timeout_s": 30}))
+            .await;
+    assert!(!error, "a wait on a run here and one on a host: {waited}");
+    assert_eq!(waited["all_completed"], true, "{waited}");
+    assert_eq!(waited["runs"][0]["run_id"], local_id.as_str());
+    assert_eq!(waited["runs"][1]["run_id"], id.as_str());
+    assert_eq!(waited["runs"][1]["host"], "box");
+    let (error, listed) = common::mcp::call(&client, "agent_status", serde_json::json!({})).await;
+    assert!(!error, "{listed}");
+    let listed = listed.as_array().unwrap();
+    assert!(listed.iter().any(|r| r["run_id"] == id.as_str() && r["host"] == "box"), "{listed:#?}");
+    assert!(listed.iter().any(|r| r["run_id"] == local_id.as_str()), "{listed:#?}");
+
     // Another agent's run on the host is not this one's to see.
     env.command_preset("other", &["true"]);
     let stranger = env.launch("other", "someone else");
@@ -889,4 +908,266 @@ fn caught_up_never_names_a_change_it_did_not_send() {
     let sent = rest.iter().filter_map(|l| l["seq"].as_i64()).max().unwrap();
     let caught_up = rest.iter().find_map(|l| l["caught_up"].as_i64()).expect("ends caught up");
     assert!(caught_up <= sent, "said caught up at {caught_up}, past changes it never sent (the last sent: {sent})");
+}
+
+/// A copy of the remote side's `corral` that says it is version `version`.
+fn corral_saying_version(remote: &Remote, version: &str) -> PathBuf {
+    let wrapper = remote.dir.path().join("corral-other-version");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/bash\nset -o pipefail\n'{}' \"$@\" | sed -u 's/\"version\": \"[^\"]*\"/\"version\": \"{version}\"/'\n",
+            corral_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    wrapper
+}
+
+#[test]
+fn a_host_with_another_corral_says_so_beside_its_runs() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+    assert_eq!(env.json(&["ls", "--host", "box"])[0]["status"], "running");
+    let other = corral_saying_version(&remote, "0.0.1");
+    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &other.display().to_string()));
+    let listed = env.json(&["ls", "--host", "box"]);
+    let trouble = listed[0]["host_trouble"].as_str().unwrap_or_default().to_string();
+    assert!(trouble.contains("runs corral 0.0.1") && trouble.contains("install this version"), "{listed:#}");
+    let text = env.ok(&["ls"]);
+    assert!(text.contains("other corral there since"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("box: ") && l.contains("0.0.1")), "{text}");
+    std::fs::write(&gate, "").unwrap();
+    let _ = id;
+}
+
+#[test]
+fn a_hosts_runs_follow_its_store_when_renamed_and_are_said_gone_when_it_is_replaced() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    let first = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+    assert_eq!(env.json(&["ls", "--host", "box"])[0]["status"], "running");
+
+    // Renamed in config.toml: its runs are the renamed host's, by full id.
+    env.config(&remote.host_config().replace("[hosts.box]", "[hosts.devbox]"));
+    let shown = env.corral(&["show", &first, "--json"]);
+    assert!(shown.status.success(), "{}", String::from_utf8_lossy(&shown.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&shown.stdout).unwrap()["host"], "devbox");
+    let listed = env.json(&["ls", "--all"]);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "one run, not one per name: {listed:#}");
+    assert_eq!(listed[0]["host"], "devbox");
+    env.ok(&["abort", &first]);
+    assert_eq!(remote.json(&["show", &first])["status"], "aborted");
+
+    // The host's store replaced (another CORRAL_HOME), and used past the
+    // number this machine read up to: the run it no longer has is gone.
+    let second = env.ok(&["launch", "--host", "devbox", "gated", "y"]).trim().to_string();
+    assert_eq!(env.json(&["show", &second])["status"], "running");
+    env.ok(&["ls"]);
+    let fresh = remote.dir.path().join("fresh-home");
+    std::fs::create_dir_all(fresh.join("presets")).unwrap();
+    std::fs::copy(remote.home.join("presets/gated.md"), fresh.join("presets/quick.md")).unwrap();
+    std::fs::write(
+        fresh.join("presets/quick.md"),
+        "---\nname: quick\ndescription: d\nagent: command\ncommand: [\"true\"]\n---\n",
+    )
+    .unwrap();
+    for _ in 0..4 {
+        let out =
+            Command::new(corral_bin()).args(["launch", "quick", "z", "--wait"]).env("CORRAL_HOME", &fresh).output();
+        assert!(out.unwrap().status.success());
+    }
+    env.config(
+        &remote
+            .host_config()
+            .replace("[hosts.box]", "[hosts.devbox]")
+            .replace(&format!("home = \"{}\"", remote.home.display()), &format!("home = \"{}\"", fresh.display())),
+    );
+    let listed = env.json(&["ls", "--all"]);
+    let gone = listed.as_array().unwrap().iter().find(|r| r["id"] == second.as_str()).unwrap().clone();
+    assert_eq!(gone["status"], "lost", "{gone:#}");
+    assert!(gone["error"].as_str().unwrap().contains("gone from host 'devbox'"), "{gone:#}");
+    assert_eq!(listed.as_array().unwrap().iter().filter(|r| r["preset"] == "quick").count(), 4, "{listed:#}");
+    std::fs::write(&gate, "").unwrap();
+}
+
+#[test]
+fn a_prefix_of_a_run_here_and_a_run_there_is_ambiguous() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    env.command_preset("quick", &["true"]);
+    remote.preset("quick", &["true"]);
+    let here: Vec<String> = (0..10).map(|_| env.ok(&["launch", "quick", "x"]).trim().to_string()).collect();
+    let there = (0..60)
+        .map(|_| remote.json(&["launch", "quick", "x"])["id"].as_str().unwrap().to_string())
+        .find(|id| here.iter().any(|h| h[..1] == id[..1]))
+        .expect("a run there shares a first letter with one here");
+    env.ok(&["ls", "--all"]);
+    let mine = here.iter().find(|h| h[..1] == there[..1]).unwrap();
+    let prefix = &there[..1];
+    // Only if that one letter names exactly one run here.
+    if here.iter().filter(|h| h[..1] == *prefix).count() == 1 {
+        let out = env.corral(&["rm", prefix]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "took the run here: {said}");
+        assert!(
+            said.contains("matches several runs") && said.contains(&there) && said.contains(mine.as_str()),
+            "{said}"
+        );
+        env.ok(&["show", mine]);
+    }
+    // A full id is never ambiguous.
+    assert_eq!(env.json(&["show", &there])["host"], "box");
+}
+
+#[test]
+fn a_host_that_accepts_and_never_answers_costs_one_wait_then_is_marked() {
+    let Some(remote) = Remote::start() else { return };
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    {
+        let accepted = accepted.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in silent.incoming() {
+                accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(conn);
+            }
+        });
+    }
+    let env = Env::new();
+    env.config(&format!(
+        "{}[hosts.mute]\nssh = \"nobody@127.0.0.1\"\nport = {port}\nssh_options = [\"-o\", \"StrictHostKeyChecking=yes\"]\n",
+        remote.host_config()
+    ));
+    remote.preset("quick", &["true"]);
+    let id = env.ok(&["launch", "--host", "box", "quick", "x"]).trim().to_string();
+    env.ok(&["ls"]);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1, "asked once");
+    let state = env.store().host_state("mute").unwrap().expect("recorded");
+    assert!(!state.reachable && state.error.as_deref().unwrap_or("").contains("did not answer"), "{state:?}");
+    let listed = env.json(&["ls"]);
+    assert_eq!(listed[0]["id"], id.as_str(), "the other host's runs are listed");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1, "not asked again within the minute");
+    assert!(env.store().host_state("box").unwrap().unwrap().reachable);
+}
+
+#[test]
+fn search_names_the_host_that_did_not_answer() {
+    let Some(remote) = Remote::start() else { return };
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().collect();
+        drop(held);
+    });
+    let env = Env::new();
+    // The silent host first in config.toml, the answering one after it.
+    env.config(&format!(
+        "[hosts.mute]\nssh = \"nobody@127.0.0.1\"\nport = {port}\nssh_options = [\"-o\", \"StrictHostKeyChecking=yes\"]\n{}",
+        remote.host_config()
+    ));
+    remote.preset("quick", &["sh", "-c", "echo needle"]);
+    let id = env.ok(&["launch", "--host", "box", "quick", "find the needle"]).trim().to_string();
+    env.ok(&["wait", &id]);
+    let out = env.corral(&["search", "needle"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("host 'mute' did not answer") && !said.contains("'box'"), "{said}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("box:{id}")));
+}
+
+#[test]
+fn a_changed_host_key_is_said_beside_its_runs_with_the_port() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+    assert_eq!(env.json(&["ls"])[0]["status"], "running");
+    let other = remote.dir.path().join("impostor_key");
+    Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&other).status().unwrap();
+    let key = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    std::fs::write(remote.dir.path().join("known_hosts"), format!("[127.0.0.1]:{} {key}", remote.port)).unwrap();
+    // A connection already up is not asked for the key again.
+    let _ = Command::new("pkill").args(["-f", &format!("ssh.*{}", remote.port)]).status();
+    let text = env.ok(&["ls"]);
+    assert!(text.contains("host key refused since"), "{text}");
+    let port = remote.port;
+    assert!(
+        text.contains(&format!("ssh -p {port} ")) && text.contains(&format!("ssh-keygen -R '[127.0.0.1]:{port}'")),
+        "{text}"
+    );
+    std::fs::write(&gate, "").unwrap();
+    let _ = id;
+}
+
+#[test]
+fn a_wait_on_a_host_gives_up_on_a_broken_setting_at_once() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+    env.config(&remote.host_config().replace("ssh_options = [", "ssh_options = [\"-o\", \"NoSuchOption=1\", "));
+    let mut wait = env.command(&["wait", &id, "--timeout", "600"]);
+    let mut child = wait.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let ended = eventually(LIMIT, || child.try_wait().unwrap().is_some());
+    if !ended {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    std::fs::write(&gate, "").unwrap();
+    assert!(ended, "wait retried a broken setting: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr).to_lowercase();
+    assert!(said.contains("bad configuration option: nosuchoption"), "{said}");
+}
+
+#[test]
+fn a_launch_that_reaches_a_host_clears_what_was_said_of_it() {
+    let Some(mut remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    remote.stop_sshd();
+    env.ok(&["ls"]);
+    assert!(!env.store().host_state("box").unwrap().unwrap().reachable);
+    remote.start_sshd();
+    let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+    let listed = env.json(&["ls"]);
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert!(listed[0].get("unreachable_since").is_none(), "{listed:#}");
+    assert_eq!(listed[0]["host"], "box");
+    std::fs::write(&gate, "").unwrap();
+}
+
+#[test]
+fn pausing_a_run_that_launched_on_a_host_leaves_the_host_reachable() {
+    let Some(remote) = Remote::start() else { return };
+    let env = Env::new();
+    // Corral's own connection lingers (ControlPersist), as users have it.
+    env.config(&remote.host_config().replace(", \"-o\", \"ControlPersist=no\"", ""));
+    let gate = remote.gated_preset();
+    let child_file = env.project.join("child.id");
+    let script = format!("corral launch --host box gated x > '{}' && sleep 300", child_file.display());
+    env.command_preset("lead", &["sh", "-c", &script]);
+    let parent = env.launch("lead", "x");
+    assert!(eventually(LIMIT, || std::fs::read_to_string(&child_file).is_ok_and(|t| !t.trim().is_empty())));
+    let child = std::fs::read_to_string(&child_file).unwrap().trim().to_string();
+    env.ok(&["pause", &parent]);
+    assert_eq!(env.json(&["show", &parent])["status"], "paused");
+    // From a terminal, while the run is frozen: the host answers.
+    let mut show = env.command(&["show", &child, "--json"]);
+    let mut asking = show.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let answered = eventually(LIMIT, || asking.try_wait().unwrap().is_some());
+    if !answered {
+        let _ = asking.kill();
+    }
+    let out = asking.wait_with_output().unwrap();
+    std::fs::write(&gate, "").unwrap();
+    env.ok(&["abort", &parent]);
+    assert!(answered, "a command to the host hung on the paused run's connection");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

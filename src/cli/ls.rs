@@ -162,11 +162,14 @@ fn catch_up(home: &Home, store: &Store, hosts: &[HostConfig]) {
     if let Ok(mut store) = Store::open(home) {
         let heard = |host: &HostConfig| {
             store.host_state(&host.name).ok().flatten().is_some_and(|s| {
-                s.reachable && s.checked_at.as_deref().and_then(time::parse).is_some_and(|at| at > now - chrono::Duration::milliseconds(1))
+                s.reachable
+                    && s.checked_at
+                        .as_deref()
+                        .and_then(time::parse)
+                        .is_some_and(|at| at > now - chrono::Duration::milliseconds(1))
             })
         };
-        let silent: Vec<&&HostConfig> =
-            hosts.iter().filter(|h| !answered.contains(&h.name) && !heard(h)).collect();
+        let silent: Vec<&&HostConfig> = hosts.iter().filter(|h| !answered.contains(&h.name) && !heard(h)).collect();
         for host in silent {
             let said = format!(
                 "host '{}' ({}) is unreachable: it did not answer within {} s",

@@ -64,7 +64,8 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
             relocated = true;
             let home = sup.store.home().clone();
             let strays: Vec<Run> = remote.iter().filter(|r| r.status.is_active()).cloned().collect();
-            if strays.iter().any(|r| crate::remote::host_of(&home, &mut sup.store, r).is_ok_and(|h| r.host != Some(h))) {
+            if strays.iter().any(|r| crate::remote::host_of(&home, &mut sup.store, r).is_ok_and(|h| r.host != Some(h)))
+            {
                 continue;
             }
         }

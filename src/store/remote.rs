@@ -205,9 +205,7 @@ impl Store {
                  WHERE r.id = ?1 OR r.id LIKE ?2 ORDER BY r.id LIMIT 10",
             )
             .doing(doing)?
-            .query_map(params![id_or_prefix, pattern], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
+            .query_map(params![id_or_prefix, pattern], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
             .doing(doing)?
             .collect::<Result<_, _>>()
             .doing(doing)?;
