@@ -819,6 +819,11 @@ fn a_remote_runs_object_says_its_host_while_the_host_answers() {
     let shown = env.json(&["show", &id]);
     assert_eq!(shown["host"], "box", "{shown:#}");
     assert_eq!(shown["id"], id.as_str());
+    let listed = env.json(&["ls"]);
+    assert_eq!(listed[0]["host"], "box", "{listed:#}");
+    // The same shape from the host and from the mirror.
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(keys(&listed[0]), keys(&shown));
 }
 
 #[test]
@@ -1004,22 +1009,16 @@ fn a_prefix_of_a_run_here_and_a_run_there_is_ambiguous() {
     let here: Vec<String> = (0..10).map(|_| env.ok(&["launch", "quick", "x"]).trim().to_string()).collect();
     let there = (0..60)
         .map(|_| remote.json(&["launch", "quick", "x"])["id"].as_str().unwrap().to_string())
-        .find(|id| here.iter().any(|h| h[..1] == id[..1]))
-        .expect("a run there shares a first letter with one here");
+        .find(|id| here.iter().filter(|h| h[..1] == id[..1]).count() == 1)
+        .expect("a run there shares its first letter with exactly one here");
     env.ok(&["ls", "--all"]);
     let mine = here.iter().find(|h| h[..1] == there[..1]).unwrap();
     let prefix = &there[..1];
-    // Only if that one letter names exactly one run here.
-    if here.iter().filter(|h| h[..1] == *prefix).count() == 1 {
-        let out = env.corral(&["rm", prefix]);
-        let said = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "took the run here: {said}");
-        assert!(
-            said.contains("matches several runs") && said.contains(&there) && said.contains(mine.as_str()),
-            "{said}"
-        );
-        env.ok(&["show", mine]);
-    }
+    let out = env.corral(&["rm", prefix]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "took the run here: {said}");
+    assert!(said.contains("matches several runs") && said.contains(&there) && said.contains(mine.as_str()), "{said}");
+    env.ok(&["show", mine]);
     // A full id is never ambiguous.
     assert_eq!(env.json(&["show", &there])["host"], "box");
 }

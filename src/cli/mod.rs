@@ -524,7 +524,13 @@ fn remote_target(home: &corral::Home, store: &mut corral::Store, command: &Comma
             Err(corral::store::StoreError::UnknownRun(_)) => None,
             Err(e) => return Err(e.into()),
         };
-        let there = store.find_remote_run(id)?;
+        let there = match (store.find_remote_run(id), &here) {
+            (Err(corral::store::StoreError::AmbiguousRun { prefix, matches }), Some(mine)) if mine.id != *id => {
+                let matches = format!("{} here, {matches}", mine.id);
+                return Err(corral::store::StoreError::AmbiguousRun { prefix, matches }.into());
+            }
+            (there, _) => there?,
+        };
         let host = match (here, there) {
             (Some(run), _) if run.id == *id => None,
             (_, Some(run)) if run.id == *id => Some(corral::remote::host_of(home, store, &run)?),

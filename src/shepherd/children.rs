@@ -71,14 +71,18 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
         }
         followers.follow(sup.store.home(), active.iter().filter_map(|r| r.host.as_deref()));
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            let ids: Vec<&str> = active.iter().map(|c| c.id.as_str()).collect();
+            let ids: Vec<String> = active.iter().map(|c| c.id.clone()).collect();
+            let unreached = abort_active(sup)?;
+            let outcome = match unreached.as_slice() {
+                [] => "aborted".to_string(),
+                some => format!("aborted, but for {}, on hosts that could not be reached", some.join(", ")),
+            };
             let error = format!(
-                "child runs still active after children_timeout of {}: {} (aborted)",
+                "child runs still active after children_timeout of {}: {} ({outcome})",
                 humantime::format_duration(limit.unwrap_or_default()),
                 ids.join(", ")
             );
             sup.commit(RunStatus::Failed, StopReason::ChildrenTimeout, Some(error))?;
-            abort_active(sup)?;
             return Ok(Next::Done);
         }
         if let Woken::Stopped = block(sup, &mut watcher, deadline)? {
@@ -151,14 +155,18 @@ impl Drop for RemoteFollowers {
 }
 
 /// Asks the hosts of the still active runs in `remote` to abort them (best
-/// effort: a host that cannot be reached keeps its run).
-fn abort_remote(sup: &mut Supervisor, remote: &[Run]) {
+/// effort: a host that cannot be reached keeps its run); the ids of those
+/// it could not.
+fn abort_remote(sup: &mut Supervisor, remote: &[Run]) -> Vec<String> {
+    let mut unreached = Vec::new();
     for run in remote.iter().filter(|r| r.status.is_active()) {
         let args = ["abort".into(), run.id.clone().into()];
         if let Err(e) = crate::remote::act(sup.store.home(), run, &args) {
             sup.cleanup.note(&format!("cannot abort run {} on {}: {e}", run.id, run.host.as_deref().unwrap_or("?")));
+            unreached.push(run.id.clone());
         }
     }
+    unreached
 }
 
 /// A continuation or reply turn is work: a run that was `waiting` takes a
@@ -225,8 +233,9 @@ pub(super) fn commit_with_children(sup: &mut Supervisor, verdict: Verdict) -> Re
 }
 
 /// Aborts the run's active direct children, here and on other hosts;
-/// their shepherds do the same to theirs.
-pub(super) fn abort_active(sup: &mut Supervisor) -> Result<(), ShepherdError> {
+/// their shepherds do the same to theirs. Returns the runs on hosts that
+/// could not be reached (they work on there).
+pub(super) fn abort_active(sup: &mut Supervisor) -> Result<Vec<String>, ShepherdError> {
     for child in sup.store.child_runs(&sup.run_id)? {
         if child.status.is_active() {
             crate::abort::request(&mut sup.store, &child.id)?;
@@ -234,8 +243,7 @@ pub(super) fn abort_active(sup: &mut Supervisor) -> Result<(), ShepherdError> {
     }
     // Wherever they run: the runs it launched on other hosts too.
     let remote = sup.store.remote_children(&sup.run_id)?;
-    abort_remote(sup, &remote);
-    Ok(())
+    Ok(abort_remote(sup, &remote))
 }
 
 /// The prompt of a continuation turn: each child's id, preset, status and

@@ -833,6 +833,7 @@ impl Supervisor {
             self.cleanup.freeze(false);
         }
         self.cleanup.stop(Instant::now(), &error);
+        // Those it cannot reach are noted in the cleanup record.
         children::abort_active(self)?;
         Ok(())
     }

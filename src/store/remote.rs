@@ -197,29 +197,32 @@ impl Store {
     pub fn find_remote_run(&self, id_or_prefix: &str) -> Result<Option<Run>, StoreError> {
         let doing = "finding a run of another host";
         let pattern = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
-        let rows: Vec<(String, String, String, Option<String>, Option<String>)> = self
+        let rows: Vec<(String, Mirrored)> = self
             .conn()
             .prepare_cached(
-                "SELECT r.host, r.id, r.run, h.since, h.error FROM remote_runs r
+                "SELECT r.id, r.host, r.run, h.since, h.error FROM remote_runs r
                  LEFT JOIN hosts h ON h.name = r.host AND NOT h.reachable
                  WHERE r.id = ?1 OR r.id LIKE ?2 ORDER BY r.id LIMIT 10",
             )
             .doing(doing)?
-            .query_map(params![id_or_prefix, pattern], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .query_map(params![id_or_prefix, pattern], |r| {
+                Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            })
             .doing(doing)?
             .collect::<Result<_, _>>()
             .doing(doing)?;
-        let exact: Vec<_> = rows.iter().filter(|(_, id, ..)| id == id_or_prefix).collect();
+        let exact: Vec<_> = rows.iter().filter(|(id, _)| id == id_or_prefix).collect();
         let chosen = match (exact.as_slice(), rows.as_slice()) {
             ([one], _) => *one,
             (_, [one]) => one,
             (_, []) => return Ok(None),
             (_, many) => {
-                let matches = many.iter().map(|(h, id, ..)| format!("{id} on {h}")).collect::<Vec<_>>().join(", ");
+                let matches = many.iter().map(|(id, (h, ..))| format!("{id} on {h}")).collect::<Vec<_>>().join(", ");
                 return Err(StoreError::AmbiguousRun { prefix: id_or_prefix.to_string(), matches });
             }
         };
-        Ok(parse(&chosen.0, &chosen.2, chosen.3.clone().zip(chosen.4.clone())))
+        let (_, (host, json, since, why)) = chosen;
+        Ok(parse(host, json, since.clone().zip(why.clone())))
     }
 
     /// Runs of other hosts that ended and were not announced yet, marked
