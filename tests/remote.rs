@@ -1170,3 +1170,15 @@ fn pausing_a_run_that_launched_on_a_host_leaves_the_host_reachable() {
     assert!(answered, "a command to the host hung on the paused run's connection");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn a_corral_home_with_a_space_and_a_long_path_reaches_its_hosts() {
+    let Some(remote) = Remote::start() else { return };
+    let mut env = Env::new();
+    env.home = env.home.join("a folder with spaces, and a name long enough to pass what a socket path may hold");
+    env.config(&remote.host_config());
+    remote.preset("quick", &["true"]);
+    let id = env.ok(&["launch", "--host", "box", "quick", "x"]).trim().to_string();
+    assert!(env.ok(&["wait", &id]).contains("completed"));
+    assert_eq!(env.json(&["ls"])[0]["status"], "completed");
+}
