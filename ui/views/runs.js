@@ -67,11 +67,14 @@ export function leave() {
   root = null;
 }
 
-/** A run whose host cannot be reached: its last seen status, said so. */
+/** A run whose host cannot be followed: its last seen status, said so,
+ * and why (with what to do) on hover. */
 function unreachableBadge(run) {
   const since = new Date(run.unreachable_since).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  return h("span", { class: "status s-unreachable", title: `${run.status} when last seen` },
-    h("span", { class: "dot" }), `${run.host} unreachable since ${since}`);
+  const why = run.host_trouble ? `: ${run.host_trouble}` : "";
+  return h("span", { class: "status s-unreachable", title: `${run.status} when last seen${why}` },
+    h("span", { class: "dot" }),
+    `${run.host} ${!run.host_trouble || run.host_trouble.includes("unreachable") ? "unreachable" : "not followed"} since ${since}`);
 }
 
 /** Parents first, each followed by its children, with their depth. */
