@@ -9,7 +9,8 @@
 //! - shepherd peak RSS and CPU per 10k stream lines
 //! - ingestion throughput and database bytes per 10k pi deltas
 //!
-//! Set CORRAL_BENCH_RUNS to change the number of latency samples (200).
+//! Set CORRAL_BENCH_RUNS to change the number of latency samples (200),
+//! CORRAL_BENCH_ONLY=completion to measure the completion latencies alone.
 
 mod harness;
 
@@ -37,7 +38,11 @@ fn main() {
         "Corral lifecycle benchmark ({} cores, {samples} samples)",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    bench.completion_latency(samples);
+    bench.completion_latency(samples, false);
+    bench.completion_latency(samples / 10, true);
+    if std::env::var("CORRAL_BENCH_ONLY").is_ok_and(|only| only == "completion") {
+        return;
+    }
     bench.wait_latency(samples / 2);
     bench.abort_latency(10);
     bench.ingestion(100_000, "deltas");
@@ -47,11 +52,14 @@ fn main() {
 }
 
 impl Bench {
-    fn completion_latency(&self, n: usize) {
+    /// `linger`: the agent's process stays after its last line (until the
+    /// exit grace ends it), as real agents' often do.
+    fn completion_latency(&self, n: usize, linger: bool) {
         let mut store = self.store();
         let (mut seen, mut committed) = (Vec::new(), Vec::new());
+        let then = if linger { "linger" } else { "exit" };
         for _ in 0..n {
-            let id = self.launch(&mut store, &[("BENCH_DELAY_MS", "30".into())]);
+            let id = self.launch(&mut store, &[("BENCH_DELAY_MS", "30".into()), ("BENCH_THEN", then.into())]);
             let saw = Self::until_terminal(&store, &id);
             let (_, written) = Self::read_mark(&self.mark(&id));
             let run = store.run(&id).unwrap();
@@ -61,8 +69,9 @@ impl Bench {
             committed.push((completed.timestamp_micros() as f64 - written as f64) / 1000.0);
             Self::until_exited(&store, &id);
         }
-        report("terminal line -> visible to a reader (ms)", &mut seen);
-        report("terminal line -> completed_at (ms, stored at 1 ms resolution)", &mut committed);
+        let agent = if linger { "agent lingering" } else { "agent exiting" };
+        report(&format!("terminal line -> visible to a reader ({agent}, ms)"), &mut seen);
+        report(&format!("terminal line -> completed_at ({agent}, ms, stored at 1 ms resolution)"), &mut committed);
     }
 
     fn wait_latency(&self, n: usize) {

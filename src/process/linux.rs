@@ -45,6 +45,16 @@ pub fn start_time(pid: i32) -> Option<u64> {
     stat_fields(pid)?.get(22 - 3)?.parse().ok()
 }
 
+/// How long ago `pid` started (to the kernel's clock tick, 10 ms here).
+pub fn age(pid: i32) -> Option<std::time::Duration> {
+    let started = start_time(pid)?;
+    let tick = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().filter(|t| *t > 0)? as u64;
+    // The start time counts from boot, suspend included.
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let now_ticks = now.tv_sec() as u64 * tick + now.tv_nsec() as u64 * tick / 1_000_000_000;
+    Some(std::time::Duration::from_millis(now_ticks.saturating_sub(started) * 1000 / tick))
+}
+
 fn is_zombie(pid: i32) -> bool {
     stat_fields(pid).is_some_and(|f| f.first().is_some_and(|s| s == "Z" || s == "X"))
 }
@@ -107,6 +117,24 @@ fn all_pids() -> Vec<i32> {
 /// Every live (non-zombie) descendant of `root`, at any depth, leaving out
 /// each process for which `prune` is true together with its whole subtree.
 pub fn descendants(root: i32, prune: impl Fn(i32) -> bool) -> Vec<i32> {
+    // Each process's own list of its children, where the kernel keeps one:
+    // a walk of the tree alone, not a read of every process of the machine.
+    static CHILDREN_LISTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let listed = *CHILDREN_LISTED
+        .get_or_init(|| std::path::Path::new(&format!("/proc/self/task/{}/children", nix::unistd::gettid())).exists());
+    if listed {
+        let mut found = Vec::new();
+        let mut frontier = vec![root];
+        while let Some(parent) = frontier.pop() {
+            for pid in children_of(parent) {
+                if !found.contains(&pid) && !prune(pid) {
+                    found.push(pid);
+                    frontier.push(pid);
+                }
+            }
+        }
+        return found;
+    }
     let parents: Vec<(i32, i32)> = all_pids().into_iter().filter_map(|pid| Some((pid, parent_of(pid)?))).collect();
     let mut found = Vec::new();
     let mut frontier = vec![root];

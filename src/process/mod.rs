@@ -11,8 +11,8 @@ mod told;
 mod unix;
 
 pub use linux::{
-    ancestry, children_cpu_seconds, children_of, descendants, disk_free, env_var_of, exe_of, group_members, group_of,
-    has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time, state_of, try_user_namespace,
+    age, ancestry, children_cpu_seconds, children_of, descendants, disk_free, env_var_of, exe_of, group_members,
+    group_of, has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time, state_of, try_user_namespace,
     waits_for_a_child, ProcessId,
 };
 pub use start::{start_agent, AgentStart, StartedAgent};

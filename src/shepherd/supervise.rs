@@ -40,8 +40,8 @@ const STDERR_TAIL: usize = 4096;
 const LAUNCHER_POLL: Duration = Duration::from_millis(2);
 /// How often the resource use of a working run is recorded.
 const MEASURE_EVERY: Duration = Duration::from_secs(5);
-/// How long a turn that ended with processes left waits for one of them to
-/// turn out to be a Corral launcher (a fork not yet exec'd).
+/// How long a turn that ended waits for a process of the run forked this
+/// recently to turn out to be a Corral launcher (a fork not yet exec'd).
 const LAUNCH_SETTLE: Duration = Duration::from_millis(50);
 /// How long a pause waits for the store's write lock with the run frozen,
 /// before it thaws the run (which may hold the lock) and tries again.
@@ -706,8 +706,14 @@ impl Supervisor {
                 .filter(|&pid| process::exe_of(pid).is_some_and(|exe| exe == self.corral_exe))
                 .collect();
             // A shell's `corral launch … &` may not have exec'd yet when the
-            // shell exits: any process left may still become a launcher.
-            let settling = !left.is_empty() && start.elapsed() < LAUNCH_SETTLE;
+            // shell exits: a process forked just now may still become a
+            // launcher. One that has run longer (the agent lingering after
+            // its last line, a server it started) never delays the verdict.
+            let since = start.elapsed();
+            let agent = self.turn.agent.pid;
+            let fresh = |pid: &i32| process::age(*pid).is_some_and(|age| age <= LAUNCH_SETTLE + since);
+            let settling =
+                since < LAUNCH_SETTLE && left.iter().filter(|p| **p != agent && !launchers.contains(p)).any(fresh);
             if (launchers.is_empty() && !settling) || Instant::now() >= deadline {
                 return;
             }
