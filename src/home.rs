@@ -83,6 +83,12 @@ impl Home {
         self.data.join("corral.db")
     }
 
+    /// The store's bell (a FIFO), rung after each commit: see
+    /// `process::Bell`.
+    pub fn bell(&self) -> PathBuf {
+        self.data.join("corral.bell")
+    }
+
     /// Parent folder of all run folders.
     pub fn runs_dir(&self) -> PathBuf {
         self.data.join("runs")

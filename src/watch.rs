@@ -1,13 +1,15 @@
 //! Waiting for the store to change, told by the kernel.
 //!
 //! Readers (`wait`, `tail --follow`, a waiting parent's shepherd, the app,
-//! the MCP server) sleep in `poll(2)` until something happens: the
-//! database's files are written (inotify on its folder: every commit
-//! appends to `corral.db-wal`), a process whose death leaves the store
-//! untrue exits (a pidfd for each shepherd, promoter and waiter of the
-//! active runs), or another thread wakes them. Then `PRAGMA data_version`
-//! on their own connection says whether another connection committed. A
-//! process that sleeps on a store where nothing happens makes no wakeups.
+//! the MCP server) sleep in `poll(2)` until something happens: another
+//! process commits (every commit rings the store's bell, a FIFO: see
+//! `process::Bell`; where there is none, inotify on the database's folder
+//! tells of writes to `corral.db-wal`), a process whose death leaves the
+//! store untrue exits (a pidfd for each shepherd, promoter and waiter of
+//! the active runs), or another thread wakes them. Then `PRAGMA
+//! data_version` on their own connection says whether another connection
+//! committed. A process that sleeps on a store where nothing happens makes
+//! no wakeups.
 //! Healing stays, as a safety net every [`HEAL_EVERY`], and at once when a
 //! followed process dies.
 //!
@@ -21,12 +23,12 @@ use std::time::{Duration, Instant};
 
 use crate::heal::{heal, open_healed, HealError, HEAL_EVERY, HEAL_EVERY_UNTOLD};
 use crate::home::Home;
-use crate::process::{self, FolderWatch, PidFd, Waker};
+use crate::process::{self, Bell, FolderWatch, PidFd, Waker};
 use crate::queue::ShepherdCommand;
 use crate::store::{Counts, EventMark, Store, StoreError};
 
 /// How often the data version is read where the kernel cannot tell of
-/// writes (no inotify instance could be made).
+/// commits (no bell, and no inotify instance could be made).
 pub const POLL_UNTOLD: Duration = Duration::from_millis(50);
 
 /// Why a [`Watcher::wait`] returned.
@@ -45,8 +47,8 @@ pub enum Wake {
 /// and the processes whose death must be healed. Runtime state only.
 pub struct Watcher {
     last: i64,
-    /// The database's folder; `None` where inotify is not available.
-    files: Option<FolderWatch>,
+    /// How commits are told.
+    told: Told,
     /// Exits to be told of.
     followed: Vec<PidFd>,
     /// The kernel cannot tell of exits here (no pidfds): heal often.
@@ -58,6 +60,27 @@ pub struct Watcher {
     /// The store's files were written at this moment and no commit was seen
     /// since: look again after each of [`RECHECKS`] (the index).
     recheck: Option<(Instant, usize)>,
+}
+
+/// How a [`Watcher`] is told of other processes' commits.
+enum Told {
+    /// The store's bell, rung after each commit: what it tells is visible.
+    Bell(Bell),
+    /// Writes to the database's files (inotify), which come just before
+    /// the commit shows.
+    Files(FolderWatch),
+    /// Neither: the data version is read every [`POLL_UNTOLD`].
+    Untold,
+}
+
+impl Told {
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        match self {
+            Told::Bell(bell) => Some(bell.as_fd()),
+            Told::Files(files) => Some(files.as_fd()),
+            Told::Untold => None,
+        }
+    }
 }
 
 /// When to look again after the store's files were written without a
@@ -75,18 +98,23 @@ const RECHECKS: [Duration; 5] = [
 impl Watcher {
     /// Starts watching from the store's current state.
     pub fn new(store: &Store) -> Result<Watcher, StoreError> {
-        // Watching starts before the version is read: a commit in between
+        // Listening starts before the version is read: a commit in between
         // is told, never missed.
-        let files = match FolderWatch::new(store.home().data_dir(), "corral.db") {
-            Ok(files) => Some(files),
-            Err(e) => {
-                tracing::info!("cannot be told of the store's writes ({e}); reading it every {POLL_UNTOLD:?}");
-                None
-            }
+        let told = match Bell::listen(&store.home().bell()) {
+            Ok(bell) => Told::Bell(bell),
+            Err(bell) => match FolderWatch::new(store.home().data_dir(), "corral.db") {
+                Ok(files) => Told::Files(files),
+                Err(e) => {
+                    tracing::info!(
+                        "cannot be told of the store's commits (no bell: {bell}; no inotify: {e}); reading it every {POLL_UNTOLD:?}"
+                    );
+                    Told::Untold
+                }
+            },
         };
         let mut watcher = Watcher {
             last: store.data_version()?,
-            files,
+            told,
             followed: Vec::new(),
             untold: false,
             died: false,
@@ -183,12 +211,12 @@ impl Watcher {
                     None => self.recheck = None,
                 }
             }
-            if self.files.is_none() {
+            if let Told::Untold = self.told {
                 timeout = Some(timeout.map_or(POLL_UNTOLD, |t| t.min(POLL_UNTOLD)));
             }
             let mut fds = Vec::with_capacity(self.followed.len() + extra.len() + 2);
             fds.extend_from_slice(extra);
-            fds.extend(self.files.as_ref().map(|f| f.as_fd()));
+            fds.extend(self.told.fd());
             fds.extend(self.waker.as_ref().map(Waker::fd));
             let followed_from = fds.len();
             fds.extend(self.followed.iter().map(AsFd::as_fd));
@@ -198,11 +226,27 @@ impl Watcher {
                 return Ok(Wake::Extra(index));
             }
             let mut at = extra.len();
-            if let Some(files) = &self.files {
-                if ready[at] && files.drain() {
-                    self.recheck = Some((Instant::now(), 0));
+            match &mut self.told {
+                Told::Bell(bell) => {
+                    if ready[at] {
+                        // Rung: listen again before looking, so a ring
+                        // while it looks is not missed.
+                        if let Err(e) = bell.rearm() {
+                            tracing::info!(
+                                "cannot listen to the store's bell again ({e}); reading it every {POLL_UNTOLD:?}"
+                            );
+                            self.told = Told::Untold;
+                        }
+                    }
+                    at += 1;
                 }
-                at += 1;
+                Told::Files(files) => {
+                    if ready[at] && files.drain() {
+                        self.recheck = Some((Instant::now(), 0));
+                    }
+                    at += 1;
+                }
+                Told::Untold => {}
             }
             if let Some(waker) = &self.waker {
                 if ready[at] && waker.drain() {
@@ -460,10 +504,12 @@ mod tests {
         let store = Store::open(&home).unwrap();
         let mut watcher = Watcher::new(&store).unwrap();
         for round in 0..20 {
-            let path = home.database();
+            // Another connection's commit, as another Corral process makes
+            // it (every commit of the store rings its bell).
+            let other = home.clone();
             let writer = std::thread::spawn(move || {
-                let conn = rusqlite::Connection::open(path).unwrap();
-                conn.execute("UPDATE status_version SET version = version + 1 WHERE id = 1", []).unwrap();
+                let mut store = Store::open(&other).unwrap();
+                store.record_host_answers("elsewhere", None).unwrap();
             });
             let deadline = Instant::now() + Duration::from_secs(3);
             let seen = watcher.changed_before(&store, Some(deadline)).unwrap();

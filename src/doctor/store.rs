@@ -67,22 +67,26 @@ pub fn check(home: &Home) -> Vec<Finding> {
     findings
 }
 
-/// Whether waiting processes can be told of the store's writes (an inotify
-/// instance each: past the user's limit they look every 50 ms instead).
+/// Whether waiting processes can be told of the store's commits: by its
+/// bell (a FIFO: no limit), else by inotify (an instance each: past the
+/// user's limit they look every 50 ms instead).
 fn told(home: &Home) -> Finding {
+    if crate::process::Bell::ensure(&home.bell()).and_then(|()| crate::process::Bell::listen(&home.bell())).is_ok() {
+        return Finding::ok(AREA, "told of changes", "waiting processes are told of each commit (the store's bell)");
+    }
     let limit = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
         .ok()
         .and_then(|t| t.trim().parse::<u64>().ok());
     let raise = "sudo sysctl -w fs.inotify.max_user_instances=1024 (and the same in /etc/sysctl.d/ to keep it)";
     match crate::process::FolderWatch::new(home.data_dir(), "corral.db") {
-        Err(e) => Finding::new(AREA, "told of changes", Level::Warn, format!("no inotify instance ({e}): waiting processes look at the store every 50 ms"))
+        Err(e) => Finding::new(AREA, "told of changes", Level::Warn, format!("no bell (a FIFO) in the data folder and no inotify instance ({e}): waiting processes look at the store every 50 ms"))
             .fix(raise),
         Ok(_) => match limit {
             Some(max) if max < 512 => Finding::new(
                 AREA,
                 "told of changes",
                 Level::Note,
-                format!("each waiting Corral process takes one of this user's {max} inotify instances (shared with every program); past them, waits look every 50 ms"),
+                format!("no bell (a FIFO) in the data folder: each waiting Corral process takes one of this user's {max} inotify instances (shared with every program); past them, waits look every 50 ms"),
             )
             .fix(raise),
             _ => Finding::ok(AREA, "told of changes", "waiting processes are told of the store's writes (inotify)"),

@@ -16,7 +16,7 @@ pub use linux::{
     waits_for_a_child, ProcessId,
 };
 pub use start::{start_agent, AgentStart, StartedAgent};
-pub use told::{FolderWatch, PidFd, Waker};
+pub use told::{Bell, FolderWatch, PidFd, Waker};
 pub use unix::{
     die_with_parent, make_nonblocking, prepare_run_command, read_available, reap_any, return_free_memory, signal_group,
     signal_pid, spawn_detached, terminal_width, wait_readable, FileLock, Readiness, Reaped, Sig, SignalPipe,

@@ -1,5 +1,6 @@
-//! Being told instead of looking: the kernel wakes a waiting process when a
-//! file in a folder changes (inotify), when a process exits (a pidfd), or
+//! Being told instead of looking: the kernel wakes a waiting process when
+//! another process rings the store's bell (a FIFO, after each commit), when
+//! a file in a folder changes (inotify), when a process exits (a pidfd), or
 //! when another thread of this process asks (an eventfd). Each is a file
 //! descriptor to poll with the rest; none costs a wakeup while nothing
 //! happens.
@@ -52,6 +53,63 @@ impl FolderWatch {
 impl AsFd for FolderWatch {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inotify.as_fd()
+    }
+}
+
+/// A FIFO that wakes every process listening to it at once: a ring opens
+/// it for writing and closes it, and each listener's descriptor then polls
+/// as hung up (`POLLHUP`: a writer came and went since it opened). Unlike
+/// inotify it takes no instance of a per-user limit, costs nothing to
+/// close, and is rung after a commit, so what woke a listener is already
+/// visible to it. A listener opens it again after each ring.
+pub struct Bell {
+    fd: OwnedFd,
+    path: std::path::PathBuf,
+}
+
+impl Bell {
+    /// Makes the bell at `path` if it is missing (private to the user).
+    pub fn ensure(path: &Path) -> io::Result<()> {
+        match nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Wakes every listener of the bell at `path`; nothing if none listens
+    /// (or there is no bell).
+    pub fn ring(path: &Path) {
+        use nix::fcntl::{open, OFlag};
+        // No reader: ENXIO at once, nothing to wake.
+        let flags = OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        if let Ok(fd) = open(path, flags, nix::sys::stat::Mode::empty()) {
+            drop(fd);
+        }
+    }
+
+    /// Listens to the bell at `path`: rings from now on are told.
+    pub fn listen(path: &Path) -> io::Result<Bell> {
+        use nix::fcntl::{open, OFlag};
+        let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let fd = open(path, flags, nix::sys::stat::Mode::empty())?;
+        let bell = Bell { fd, path: path.to_path_buf() };
+        let kind = nix::sys::stat::fstat(bell.fd.as_fd())?.st_mode & libc::S_IFMT;
+        if kind != libc::S_IFIFO {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a FIFO", path.display())));
+        }
+        Ok(bell)
+    }
+
+    /// Listens again after a ring (the old descriptor stays hung up).
+    pub fn rearm(&mut self) -> io::Result<()> {
+        *self = Bell::listen(&self.path)?;
+        Ok(())
+    }
+}
+
+impl AsFd for Bell {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 

@@ -103,6 +103,8 @@ pub struct Store {
     /// This process, recorded as the promoter of the runs it gives a slot
     /// (runtime state, not persisted as such).
     me: Option<crate::process::ProcessId>,
+    /// The bell rung after each commit (see `process::Bell`).
+    bell: PathBuf,
 }
 
 impl Store {
@@ -117,7 +119,13 @@ impl Store {
         let conn = Connection::open_with_flags(&path, flags).map_err(open_err)?;
         configure(&conn, new).map_err(open_err)?;
         let me = crate::process::ProcessId::of(std::process::id() as i32);
-        let mut store = Store { conn, home: home.clone(), me };
+        let bell = home.bell();
+        // Without a bell (a file system without FIFOs) waiters are told by
+        // inotify instead.
+        if let Err(e) = crate::process::Bell::ensure(&bell) {
+            tracing::debug!("no bell at {}: {e}", bell.display());
+        }
+        let mut store = Store { conn, home: home.clone(), me, bell };
         migrate::apply(&mut store.conn, &path)?;
         store.keep_reserve();
         Ok(store)
@@ -152,6 +160,8 @@ impl Store {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).doing(doing)?;
         let value = f(&tx).doing(doing)?;
         tx.commit().doing(doing)?;
+        // Committed, so visible: every process waiting on the store looks.
+        crate::process::Bell::ring(&self.bell);
         Ok(value)
     }
 
