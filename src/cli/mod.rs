@@ -531,6 +531,8 @@ fn remote_target(home: &corral::Home, store: &mut corral::Store, command: &Comma
             }
             (there, _) => there?,
         };
+        // An exact id wins wherever it is; a prefix of runs on two machines
+        // is ambiguous, never taken as this machine's.
         let host = match (here, there) {
             (Some(run), _) if run.id == *id => None,
             (_, Some(run)) if run.id == *id => Some(corral::remote::host_of(home, store, &run)?),
