@@ -935,7 +935,7 @@ fn a_host_with_another_corral_says_so_beside_its_runs() {
     let Some(remote) = Remote::start() else { return };
     let env = local(&remote);
     let gate = remote.gated_preset();
-    let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+    env.ok(&["launch", "--host", "box", "gated", "x"]);
     assert_eq!(env.json(&["ls", "--host", "box"])[0]["status"], "running");
     let other = corral_saying_version(&remote, "0.0.1");
     env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &other.display().to_string()));
@@ -946,7 +946,6 @@ fn a_host_with_another_corral_says_so_beside_its_runs() {
     assert!(text.contains("other corral there since"), "{text}");
     assert!(text.lines().any(|l| l.starts_with("box: ") && l.contains("0.0.1")), "{text}");
     std::fs::write(&gate, "").unwrap();
-    let _ = id;
 }
 
 #[test]
@@ -1023,27 +1022,32 @@ fn a_prefix_of_a_run_here_and_a_run_there_is_ambiguous() {
     assert_eq!(env.json(&["show", &there])["host"], "box");
 }
 
-#[test]
-fn a_host_that_accepts_and_never_answers_costs_one_wait_then_is_marked() {
-    let Some(remote) = Remote::start() else { return };
+/// `[hosts.mute]`: a local socket that accepts every connection and never
+/// answers; and how many connections it accepted.
+fn silent_host() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port();
     let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    {
-        let accepted = accepted.clone();
-        std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for conn in silent.incoming() {
-                accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                held.push(conn);
-            }
-        });
-    }
+    let counted = accepted.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in silent.incoming() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(conn);
+        }
+    });
+    let entry = format!(
+        "[hosts.mute]\nssh = \"nobody@127.0.0.1\"\nport = {port}\nssh_options = [\"-o\", \"StrictHostKeyChecking=yes\"]\n"
+    );
+    (entry, accepted)
+}
+
+#[test]
+fn a_host_that_accepts_and_never_answers_costs_one_wait_then_is_marked() {
+    let Some(remote) = Remote::start() else { return };
+    let (mute, accepted) = silent_host();
     let env = Env::new();
-    env.config(&format!(
-        "{}[hosts.mute]\nssh = \"nobody@127.0.0.1\"\nport = {port}\nssh_options = [\"-o\", \"StrictHostKeyChecking=yes\"]\n",
-        remote.host_config()
-    ));
+    env.config(&format!("{}{mute}", remote.host_config()));
     remote.preset("quick", &["true"]);
     let id = env.ok(&["launch", "--host", "box", "quick", "x"]).trim().to_string();
     env.ok(&["ls"]);
@@ -1059,18 +1063,10 @@ fn a_host_that_accepts_and_never_answers_costs_one_wait_then_is_marked() {
 #[test]
 fn search_names_the_host_that_did_not_answer() {
     let Some(remote) = Remote::start() else { return };
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = silent.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let held: Vec<_> = silent.incoming().collect();
-        drop(held);
-    });
+    let (mute, _) = silent_host();
     let env = Env::new();
     // The silent host first in config.toml, the answering one after it.
-    env.config(&format!(
-        "[hosts.mute]\nssh = \"nobody@127.0.0.1\"\nport = {port}\nssh_options = [\"-o\", \"StrictHostKeyChecking=yes\"]\n{}",
-        remote.host_config()
-    ));
+    env.config(&format!("{mute}{}", remote.host_config()));
     remote.preset("quick", &["sh", "-c", "echo needle"]);
     let id = env.ok(&["launch", "--host", "box", "quick", "find the needle"]).trim().to_string();
     env.ok(&["wait", &id]);
@@ -1085,7 +1081,7 @@ fn a_changed_host_key_is_said_beside_its_runs_with_the_port() {
     let Some(remote) = Remote::start() else { return };
     let env = local(&remote);
     let gate = remote.gated_preset();
-    let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+    env.ok(&["launch", "--host", "box", "gated", "x"]);
     assert_eq!(env.json(&["ls"])[0]["status"], "running");
     let other = remote.dir.path().join("impostor_key");
     Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&other).status().unwrap();
@@ -1101,7 +1097,6 @@ fn a_changed_host_key_is_said_beside_its_runs_with_the_port() {
         "{text}"
     );
     std::fs::write(&gate, "").unwrap();
-    let _ = id;
 }
 
 #[test]

@@ -85,6 +85,16 @@ def parse_at(text):
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=__import__("datetime").timezone.utc).timestamp()
 
 
+def exit_latencies(procs, released):
+    """Milliseconds from `released` to each of `procs` (by pid) exiting, sorted."""
+    exits = []
+    while len(exits) < len(procs):
+        pid, _ = os.wait()
+        if pid in procs:
+            exits.append(time.monotonic())
+    return sorted((t - released) * 1000 for t in exits)
+
+
 def end_to_waiters(count):
     run_id, fifo = launch_held()
     procs = {}
@@ -95,12 +105,7 @@ def end_to_waiters(count):
     time.sleep(max(5, count / 50))
     released, released_wall = time.monotonic(), time.time()
     release(fifo)
-    exits = []
-    while len(exits) < count:
-        pid, _ = os.wait()
-        if pid in procs:
-            exits.append(time.monotonic())
-    lat = sorted((t - released) * 1000 for t in exits)
+    lat = exit_latencies(procs, released)
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
     shown = json.loads(cli("show", run_id, "--json").stdout)
     committed = (parse_at(shown["completed_at"]) - released_wall) * 1000
@@ -120,12 +125,7 @@ def floor(count):
     time.sleep(max(2, count / 100))
     released = time.monotonic()
     os.close(write_end)
-    exits = []
-    while len(exits) < count:
-        pid, _ = os.wait()
-        if pid in procs:
-            exits.append(time.monotonic())
-    lat = sorted((t - released) * 1000 for t in exits)
+    lat = exit_latencies(procs, released)
     print(f"| floor: one end-of-file → {count} bare `cat`s exited | p50 {statistics.median(lat):.1f} ms, "
           f"max {lat[-1]:.1f} ms |", flush=True)
 
