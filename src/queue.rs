@@ -7,8 +7,11 @@
 //! heals the store (see `heal`). So the queue moves with no app or CLI
 //! running, and recovers if a shepherd died before handing on its slot.
 
+use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
 use crate::home::{self, Home};
@@ -23,12 +26,36 @@ pub struct ShepherdCommand {
     pub program: PathBuf,
     /// Arguments before the run id.
     pub args: Vec<String>,
+    /// A shepherd already forked, waiting for its run: used for the first
+    /// run started, the program for any other.
+    forked: Option<Arc<Mutex<Option<Handoff>>>>,
 }
 
 impl ShepherdCommand {
+    /// `program shepherd <id>`.
+    pub fn program(program: impl Into<PathBuf>) -> ShepherdCommand {
+        ShepherdCommand { program: program.into(), args: vec!["shepherd".into()], forked: None }
+    }
+
     /// This very executable, run as `<exe> shepherd <id>`.
     pub fn current_exe() -> std::io::Result<ShepherdCommand> {
-        Ok(ShepherdCommand { program: live_exe(std::env::current_exe()?), args: vec!["shepherd".into()] })
+        Ok(ShepherdCommand::program(live_exe(std::env::current_exe()?)))
+    }
+
+    /// The same, with a forked shepherd to take the first run started.
+    pub fn with_forked(self, forked: Option<Handoff>) -> ShepherdCommand {
+        ShepherdCommand { forked: forked.map(|f| Arc::new(Mutex::new(Some(f)))), ..self }
+    }
+
+    /// Sends away a forked shepherd no run took (the launch was queued):
+    /// it is not kept waiting while this process goes on.
+    pub fn dismiss_forked(&self) {
+        drop(self.take_forked());
+    }
+
+    /// The forked shepherd, once.
+    fn take_forked(&self) -> Option<Handoff> {
+        self.forked.as_ref()?.lock().ok()?.take()
     }
 
     /// For the desktop programs: the `corral` CLI installed beside this
@@ -37,7 +64,30 @@ impl ShepherdCommand {
     /// window WebKit (~50 MB), for nothing a shepherd does.
     pub fn lightest() -> std::io::Result<ShepherdCommand> {
         let own = ShepherdCommand::current_exe()?;
-        Ok(ShepherdCommand { program: cli_beside(&own.program).unwrap_or(own.program), args: own.args })
+        Ok(ShepherdCommand { program: cli_beside(&own.program).unwrap_or(own.program), ..own })
+    }
+}
+
+/// The launcher's end of a pipe to a shepherd it forked: the run's id is
+/// written to it, then it is closed. Dropped unused, it tells the shepherd
+/// there is no run for it (a launch that was refused, or queued).
+#[derive(Debug)]
+pub struct Handoff {
+    pipe: File,
+    /// Reaped once the run is handed over.
+    _middle: crate::process::Middle,
+}
+
+impl Handoff {
+    /// The write end of the pipe the forked shepherd reads, and the process
+    /// between the two.
+    pub fn new(pipe: File, middle: crate::process::Middle) -> Handoff {
+        Handoff { pipe, _middle: middle }
+    }
+
+    /// Gives `run_id` to the shepherd; an error if it is gone.
+    fn hand(mut self, run_id: &str) -> std::io::Result<()> {
+        self.pipe.write_all(run_id.as_bytes())
     }
 }
 
@@ -73,12 +123,23 @@ pub(crate) fn start_or_fail(store: &mut Store, id: &str, shepherd: &ShepherdComm
     store.fail_unstarted(id, format!("cannot start the run's shepherd {}: {e}", shepherd.program.display()))
 }
 
+/// Where a shepherd's own diagnostics go, in its run's folder.
+pub fn shepherd_log(run_dir: &Path) -> PathBuf {
+    run_dir.join("shepherd.log")
+}
+
 /// Creates the run's folder and starts `shepherd ... <id>` detached, its own
 /// diagnostics going to `shepherd.log` in the run's folder.
 fn start_shepherd(home: &Home, run_id: &str, shepherd: &ShepherdCommand) -> std::io::Result<()> {
     let dir = home.run_dir(run_id);
     home::ensure_private_dir(&dir).map_err(std::io::Error::other)?;
-    let log = home::open_private_append(&dir.join("shepherd.log"))?;
+    let log = home::open_private_append(&shepherd_log(&dir))?;
+    if let Some(forked) = shepherd.take_forked() {
+        match forked.hand(run_id) {
+            Ok(()) => return Ok(()),
+            Err(e) => tracing::debug!(run = run_id, "the forked shepherd is gone ({e}): starting one"),
+        }
+    }
     let mut command = Command::new(&shepherd.program);
     // The shepherd is marked as one (so a parent run's shepherd, which may
     // adopt it as subreaper, leaves it alone) and does not carry the id of

@@ -31,7 +31,7 @@ fn in_shell(env: &Env, script: &str) -> std::process::Output {
 
 /// The shepherd the tests' launches start: the corral binary under test.
 fn shepherd() -> corral::queue::ShepherdCommand {
-    corral::queue::ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] }
+    corral::queue::ShepherdCommand::program(corral_bin())
 }
 
 #[test]

@@ -26,7 +26,7 @@ fn launching_leaves_no_zombie_and_the_shepherd_is_not_our_child() {
     let env = Env::new();
     env.command_preset("ok", &[&fake_agent("exit-with"), "0"]);
     let mut store = corral::Store::open(&corral::Home::at(&env.home)).unwrap();
-    let shepherd = ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] };
+    let shepherd = ShepherdCommand::program(corral_bin());
     let request = LaunchRequest {
         preset: "ok".into(),
         task: "zombie check".into(),
@@ -48,4 +48,83 @@ fn launching_leaves_no_zombie_and_the_shepherd_is_not_our_child() {
         assert_ne!(shepherd_pid, 0);
     }
     assert_eq!(my_zombies(), Vec::<i32>::new());
+}
+
+/// The `corral` programs working in this installation: its shepherds, and
+/// any copy of a launcher waiting for a run.
+fn corral_processes(env: &Env) -> Vec<i32> {
+    let mark = format!("CORRAL_HOME={}", env.home.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "corral"))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|e| e.split(|&b| b == 0).any(|var| var == mark.as_bytes()))
+        })
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")))
+        .collect()
+}
+
+/// What a process was started as, its words joined by spaces.
+fn command_line(pid: i64) -> String {
+    String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap()).replace('\0', " ")
+}
+
+/// `corral launch` at a terminal costs one program start: the run is
+/// shepherded by the copy of the launcher it forked as it began, not by a
+/// second program. A launch that was queued or refused leaves no copy
+/// waiting. Inside a run, where a copy would still carry the run's marks in
+/// `/proc/PID/environ`, the shepherd is a program started as one.
+#[test]
+fn a_launch_at_a_terminal_is_shepherded_by_its_own_copy_and_leaves_none_waiting() {
+    let env = Env::new();
+    env.config("max_parallel = 2\n");
+    env.command_preset("sleeper", &["sleep", "30"]);
+    env.command_preset("parent", &["sh", "-c", "corral launch sleeper inner >/dev/null; exec sleep 30"]);
+    let parent = env.launch("parent", "outer");
+    let running = |r: &serde_json::Value| r["status"] == "running";
+    let outer = env.wait_run(&parent, std::time::Duration::from_secs(10), running);
+    let outer_shepherd = outer["shepherd_pid"].as_i64().unwrap();
+    let words = command_line(outer_shepherd);
+    assert!(
+        words.contains(" launch parent outer") && !words.contains(" shepherd "),
+        "the run's shepherd should be its launcher's copy, not a second program start; it is `{words}`"
+    );
+
+    let mut inner = None;
+    assert!(
+        common::eventually(std::time::Duration::from_secs(10), || {
+            let runs = env.json(&["ls"]);
+            inner = runs.as_array().unwrap().iter().find(|r| r["parent_id"] == parent.as_str()).cloned();
+            inner.is_some()
+        }),
+        "the parent's agent should have launched a run"
+    );
+    let inner_id = inner.unwrap()["id"].as_str().unwrap().to_string();
+    let inner = env.wait_run(&inner_id, std::time::Duration::from_secs(10), running);
+    let inner_shepherd = inner["shepherd_pid"].as_i64().unwrap();
+    let words = command_line(inner_shepherd);
+    assert!(
+        words.ends_with(&format!(" shepherd {inner_id} ")),
+        "inside a run the shepherd should be a program started as one; it is `{words}`"
+    );
+
+    let queued = env.json(&["launch", "sleeper", "waits for a slot"]);
+    assert_eq!(queued["status"], "queued");
+    assert!(!env.corral(&["launch", "no-such-preset", "refused"]).status.success());
+    let mut left = Vec::new();
+    let expected = vec![outer_shepherd as i32, inner_shepherd as i32];
+    let settled = common::eventually(std::time::Duration::from_secs(5), || {
+        left = corral_processes(&env);
+        left.sort();
+        let mut want = expected.clone();
+        want.sort();
+        left == want
+    });
+    assert!(
+        settled,
+        "only the two shepherds should be left, none waiting for a run; found {left:?} (shepherds {expected:?})"
+    );
+    env.ok(&["abort", &parent, &inner_id, queued["id"].as_str().unwrap()]);
 }

@@ -105,7 +105,7 @@ fn a_follower_tells_status_changes_at_once_and_grown_transcripts_when_asked() {
     let release = env.project.join("release");
     env.command_preset("talk", &[&fake_agent("ticker"), "20", "0.01"]);
     env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
-    let shepherd = ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] };
+    let shepherd = ShepherdCommand::program(corral_bin());
     let home = Home::at(&env.home);
     let mut window = Follower::new(home.clone(), shepherd.clone(), Some(Duration::from_millis(1))).unwrap();
     let mut tray = Follower::new(home, shepherd, None).unwrap();
@@ -150,7 +150,7 @@ fn a_follower_tells_status_changes_at_once_and_grown_transcripts_when_asked() {
 #[test]
 fn a_follower_reports_a_broken_config_and_recovers_once_fixed() {
     let env = Env::new();
-    let shepherd = ShepherdCommand { program: corral_bin(), args: vec!["shepherd".into()] };
+    let shepherd = ShepherdCommand::program(corral_bin());
     let mut follower = Follower::new(Home::at(&env.home), shepherd, None).unwrap();
     assert!(follower.round().unwrap().counts.is_some());
     let config = env.home.join("config.toml");

@@ -122,8 +122,7 @@ impl Bench {
             std::env::set_var("CORRAL_HOME", &home_dir);
             std::env::set_var(AGENT_MODE, "1");
         }
-        let shepherd =
-            ShepherdCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_corral")), args: vec!["shepherd".into()] };
+        let shepherd = ShepherdCommand::program(PathBuf::from(env!("CARGO_BIN_EXE_corral")));
         Bench { _root: root, home: Home::at(home_dir), project, shepherd }
     }
 

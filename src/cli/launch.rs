@@ -51,6 +51,13 @@ pub struct Args {
     json: bool,
 }
 
+impl Args {
+    /// Whether the run starts on this machine.
+    pub fn is_local(&self) -> bool {
+        self.host.is_none()
+    }
+}
+
 pub fn run(
     home: &corral::Home,
     store: &mut Store,
@@ -79,6 +86,7 @@ pub fn run(
         base: args.base,
     };
     let run = launch(store, &request, shepherd)?;
+    shepherd.dismiss_forked();
     if args.wait {
         let caller = corral::caller::caller_run(store)?;
         let result =

@@ -374,8 +374,14 @@ pub fn main() -> i32 {
             Err(code) => return code,
         };
     }
+    // Before logging, a store or a thread: the launched run's shepherd is a
+    // copy of this process, not a second program start.
+    let forked = match &cli.command {
+        Command::Launch(args) if args.is_local() => corral::shepherd::forked::fork_ahead(),
+        _ => None,
+    };
     init_logging(matches!(cli.command, Command::Shepherd { .. }));
-    match dispatch(cli.command) {
+    match dispatch(cli.command, forked) {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
@@ -385,7 +391,7 @@ pub fn main() -> i32 {
     }
 }
 
-fn dispatch(command: Command) -> anyhow::Result<i32> {
+fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow::Result<i32> {
     // Generated from the command line's own definition; no store needed.
     match &command {
         Command::Completions { shell } => {
@@ -418,6 +424,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     }
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
     let mut store = corral::heal::open_healed(&home, &shepherd)?;
+    let shepherd = shepherd.with_forked(forked);
     // A verb on runs of another host is that host's to carry out.
     if let Some(host) = remote_target(&home, &mut store, &command)? {
         if let Command::Wait { runs, timeout, json } = &command {

@@ -217,6 +217,11 @@ pub fn pids_with_env(key: &str, value: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Whether this process has one thread (its threads in `/proc/self/task`).
+pub(super) fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
+}
+
 /// Makes this process the reaper of its orphaned descendants (or stops it),
 /// so a `setsid` grandchild whose parent died is still ours to find, kill
 /// and reap.

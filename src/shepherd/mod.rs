@@ -1,5 +1,5 @@
-//! The shepherd: one small process per run (`corral shepherd <id>`) that
-//! owns the agent from spawn to reaping, writes everything to the store, and
+//! The shepherd: one small process per run (`corral shepherd <id>`, or the
+//! copy `corral launch` forked of itself: see `forked`) that owns the agent from spawn to reaping, writes everything to the store, and
 //! decides the run's outcome.
 //!
 //! It is the run's only writer once started. The outcome is committed the
@@ -12,6 +12,7 @@
 
 mod children;
 mod cleanup;
+pub mod forked;
 mod lines;
 mod prepare;
 mod replies;
@@ -84,19 +85,28 @@ pub fn main(program: &str, run_id: &str) -> std::process::ExitCode {
 /// queued run. Returns once every process of the run is reaped and the
 /// outcome and exit are recorded.
 pub fn shepherd(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
-    let supervised = supervise_run(home, run_id);
+    shepherd_with(home, run_id, None)
+}
+
+/// As [`shepherd`], with the store already open (a forked shepherd opens
+/// it while its launcher works).
+fn shepherd_with(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), ShepherdError> {
+    let supervised = supervise_run(home, run_id, store);
     // Even a shepherd that failed has freed its slot.
     let handed_on = hand_on_slot(home);
     supervised.and(handed_on)
 }
 
-fn supervise_run(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
+fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), ShepherdError> {
     // Signals first, so neither an abort nor a child's exit can be missed.
     let mut sigchld = SignalPipe::new(&[libc::SIGCHLD]).doing("routing SIGCHLD")?;
     let mut stop = SignalPipe::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]).doing("routing stop signals")?;
     let nudge = SignalPipe::new(&[libc::SIGUSR1]).doing("routing SIGUSR1")?;
 
-    let mut store = Store::open(home)?;
+    let mut store = match store {
+        Some(store) => store,
+        None => Store::open(home)?,
+    };
     store.limit_cache(512)?;
     let run = store.run(run_id)?;
     if run.status != RunStatus::Starting {
@@ -307,6 +317,12 @@ fn hand_on_slot(home: &Home) -> Result<(), ShepherdError> {
     process::set_child_subreaper(false).doing("leaving child subreaper")?;
     let config = Config::load(home)?;
     let shepherd = ShepherdCommand::current_exe().doing("finding the corral executable")?;
-    crate::queue::start_queued(&mut Store::open(home)?, &config, &shepherd)?;
+    let mut store = Store::open(home)?;
+    crate::queue::start_queued(&mut store, &config, &shepherd)?;
+    // Its run ended and its slot handed on, nothing waits for this
+    // shepherd: a good time to keep the WAL short for the next opener.
+    if let Err(e) = store.checkpoint_idle() {
+        tracing::debug!("{e}");
+    }
     Ok(())
 }

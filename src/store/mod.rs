@@ -230,6 +230,16 @@ impl Store {
         self.conn.pragma_update(None, "cache_size", -(kib as i64)).doing("setting cache_size")
     }
 
+    /// Copies what the WAL holds into the database, without waiting for
+    /// anyone (`wal_checkpoint(PASSIVE)`), so the next writer starts the
+    /// WAL over. For a process with nothing left to do: the first process
+    /// to open a store no one holds open reads the whole WAL to rebuild its
+    /// index (1-2 ms here for the 2-4 MB a WAL grows to between automatic
+    /// checkpoints, against 0.1 ms for a short one).
+    pub fn checkpoint_idle(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").doing("checkpointing the WAL")
+    }
+
     /// Frees this connection's cached pages (`PRAGMA shrink_memory`).
     pub fn release_memory(&self) -> Result<(), StoreError> {
         self.conn.execute_batch("PRAGMA shrink_memory").doing("releasing the page cache")

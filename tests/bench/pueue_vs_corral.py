@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CORRAL = ROOT / "target" / "release" / "corral"
+CORRAL = Path(os.environ.get("CORRAL_BIN", ROOT / "target" / "release" / "corral"))
 PUEUE_ROOT = Path(os.environ.get("PUEUE_ROOT", "/tmp/pueue-bench")) / "bin"
 FAKES = ROOT / "tests" / "fake-agents"
 STREAM = ROOT / "tests" / "streams" / "pi-settled.jsonl"
@@ -101,7 +101,10 @@ class Corral:
         self.cli("abort", job)
 
     def supervisors(self):
-        return pids_matching(f"corral shepherd")
+        # A shepherd is `corral shepherd ID` or the copy of `corral launch`
+        # that forked it: the store says which process each is.
+        runs = json.loads(self.cli("ls", "--all", "--json"))
+        return [r["shepherd_pid"] for r in runs if r.get("shepherd_pid") and r["status"] == "running"]
 
     def close(self):
         for job, status in self.statuses().items():

@@ -21,7 +21,7 @@ fn the_trays_own_shepherd_supervises_a_run_to_its_end() {
     )
     .unwrap();
     let mut store = Store::open(&home).unwrap();
-    let shepherd = ShepherdCommand { program: env!("CARGO_BIN_EXE_corral-tray").into(), args: vec!["shepherd".into()] };
+    let shepherd = ShepherdCommand::program(env!("CARGO_BIN_EXE_corral-tray"));
     let request = LaunchRequest {
         preset: "echo".into(),
         task: "hello from the tray".into(),
