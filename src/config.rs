@@ -311,7 +311,7 @@ impl Config {
             }
             // It crosses the host's login shell as a bare word, whatever that
             // shell is (sh, fish, csh): only characters no shell reads.
-            if !crate::remote::is_plain_word(&host.corral) {
+            if !crate::remote::words::is_plain_word(&host.corral) {
                 return Err(invalid(format!(
                     "`[hosts.{name}] corral = \"{}\"` is not a plain path: use letters, digits and / . _ + - \
                      (a leading ~/ is the remote home)",

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::worktree::ChangeCount;
+
 /// Declares a fieldless enum stored and printed as a fixed snake_case word;
 /// `as "noun"` is how messages name it (`unknown status 'done'`).
 macro_rules! word_enum {
@@ -129,6 +131,26 @@ impl RunStatus {
     /// `statuses` as an SQL list, `('a', 'b')`: every status list in SQL is
     /// derived from these constants, never written by hand.
     pub fn sql_list(statuses: &[RunStatus]) -> String {
+        Self::sql_list_of(statuses)
+    }
+
+    /// [`RunStatus::TERMINAL`] as an SQL list, made once.
+    pub fn terminal_sql() -> &'static str {
+        static LIST: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| RunStatus::sql_list_of(RunStatus::TERMINAL));
+        &LIST
+    }
+
+    /// [`RunStatus::ACTIVE`] as an SQL list, made once: `status IN` these
+    /// goes through the status index, where `status NOT IN` the terminal
+    /// ones reads every run ever.
+    pub fn active_sql() -> &'static str {
+        static LIST: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| RunStatus::sql_list_of(RunStatus::ACTIVE));
+        &LIST
+    }
+
+    fn sql_list_of(statuses: &[RunStatus]) -> String {
         let words: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
         format!("({})", words.join(", "))
     }
@@ -321,17 +343,6 @@ pub struct TranscriptSize {
     pub dropped_events: u64,
     /// Their bytes.
     pub dropped_bytes: u64,
-}
-
-/// How much a run's worktree changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChangeCount {
-    /// Files changed.
-    pub files: u64,
-    /// Lines added.
-    pub added: u64,
-    /// Lines removed.
-    pub removed: u64,
 }
 
 impl Run {

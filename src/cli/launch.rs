@@ -141,7 +141,7 @@ fn launch_on_host(
     if args.wait {
         // As `corral wait` does: through an outage, until the run ends there.
         out.flush()?;
-        return super::remote_wait(home, &host.name, std::slice::from_ref(&run.id), None, args.json);
+        return super::remote::wait_there(home, &host.name, std::slice::from_ref(&run.id), None, args.json);
     }
     if args.json {
         super::print_json(out, &run)?;

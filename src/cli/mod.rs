@@ -16,6 +16,7 @@ mod pause;
 mod presets;
 mod prune;
 mod relaunch;
+mod remote;
 mod reply;
 mod rm;
 mod search;
@@ -331,45 +332,11 @@ enum Command {
     RemoteExec,
 }
 
-/// The command another machine's Corral sent (see `remote-exec`), read
-/// from standard input, with its `CORRAL_HOME` set; else the exit code of
-/// its refusal. Both outputs start with `remote::BEGIN`: a login shell's
-/// banner before it is not read as the answer.
-fn remote_command() -> Result<Cli, i32> {
-    let _ = std::io::stdout().write_all(corral::remote::BEGIN).and_then(|()| std::io::stdout().flush());
-    let _ = std::io::stderr().write_all(corral::remote::BEGIN);
-    // Through the process's one buffered standard input: what the payload
-    // leaves in its buffer is what the command (a task) reads next.
-    let payload = corral::remote::read_payload(&mut std::io::stdin().lock())
-        .and_then(|payload| corral::remote::decode_payload(&payload));
-    let (home, args) = payload.map_err(|e| {
-        eprintln!("corral: a remote command that cannot be read ({e}): is the other machine's Corral this version?");
-        EXIT_ERROR
-    })?;
-    if let Some(home) = home {
-        // SAFETY: set before any thread starts; read by this process and
-        // its children alone.
-        unsafe { std::env::set_var(corral::home::HOME_ENV, home) };
-    }
-    let words = std::iter::once(std::ffi::OsString::from("corral")).chain(args);
-    match Cli::try_parse_from(words) {
-        Ok(Cli { command: Command::RemoteExec }) => {
-            eprintln!("corral: a remote command cannot send another");
-            Err(EXIT_ERROR)
-        }
-        Ok(cli) => Ok(cli),
-        Err(e) => {
-            let _ = e.print();
-            Err(e.exit_code())
-        }
-    }
-}
-
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
     let mut cli = Cli::parse();
     if let Command::RemoteExec = &cli.command {
-        cli = match remote_command() {
+        cli = match remote::command() {
             Ok(cli) => cli,
             Err(code) => return code,
         };
@@ -426,20 +393,8 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
     let mut store = corral::heal::open_healed(&home, &shepherd)?;
     let shepherd = shepherd.with_forked(forked);
     // A verb on runs of another host is that host's to carry out.
-    if let Some(host) = remote_target(&home, &mut store, &command)? {
-        if let Command::Wait { runs, timeout, json } = &command {
-            return remote_wait(&home, &host, runs, *timeout, *json);
-        }
-        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-        return match (remote_verb(&home, &host, &args), &command) {
-            // Unreachable: the run as last seen, said so.
-            (Err(e), Command::Show { run, json }) if e.downcast_ref::<corral::remote::SshError>().is_some() => {
-                let Some(seen) = store.find_remote_run(run)? else { return Err(e) };
-                eprintln!("corral: {e}; the run as last seen:");
-                show::print(&store, &seen, *json, &mut std::io::stdout().lock())
-            }
-            (result, _) => result,
-        };
+    if let Some(host) = remote::target(&home, &mut store, &command)? {
+        return remote::carry_out(&home, &mut store, &host, &command);
     }
     let mut out = std::io::stdout().lock();
     let code = match command {
@@ -504,189 +459,6 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
     };
     out.flush()?;
     Ok(code)
-}
-
-/// The host whose runs `command` names, if it names runs of another host;
-/// an error if it mixes machines.
-fn remote_target(home: &corral::Home, store: &mut corral::Store, command: &Command) -> anyhow::Result<Option<String>> {
-    let ids: Vec<&String> = match command {
-        Command::Show { run, .. }
-        | Command::Diff { run, .. }
-        | Command::Merge { run, .. }
-        | Command::Discard { run, .. }
-        | Command::Relaunch { run, .. } => vec![run],
-        Command::Tail { runs, .. }
-        | Command::Wait { runs, .. }
-        | Command::Abort { runs, .. }
-        | Command::Pause { runs, .. }
-        | Command::Resume { runs, .. }
-        | Command::Rm { runs, .. } => runs.iter().collect(),
-        Command::Reply(args) => vec![args.run()],
-        _ => return Ok(None),
-    };
-    let mut hosts = Vec::new();
-    for id in ids {
-        let here = match store.find_run(id) {
-            Ok(run) => Some(run),
-            Err(corral::store::StoreError::UnknownRun(_)) => None,
-            Err(e) => return Err(e.into()),
-        };
-        let there = match (store.find_remote_run(id), &here) {
-            (Err(corral::store::StoreError::AmbiguousRun { prefix, matches }), Some(mine)) if mine.id != *id => {
-                let matches = format!("{} here, {matches}", mine.id);
-                return Err(corral::store::StoreError::AmbiguousRun { prefix, matches }.into());
-            }
-            (there, _) => there?,
-        };
-        // An exact id wins wherever it is; a prefix of runs on two machines
-        // is ambiguous, never taken as this machine's.
-        let host = match (here, there) {
-            (Some(run), _) if run.id == *id => None,
-            (_, Some(run)) if run.id == *id => Some(corral::remote::host_of(home, store, &run)?),
-            (Some(mine), Some(theirs)) => {
-                return Err(corral::store::StoreError::AmbiguousRun {
-                    prefix: id.clone(),
-                    matches: format!("{} here, {} on {}", mine.id, theirs.id, theirs.host.unwrap_or_default()),
-                }
-                .into())
-            }
-            (Some(_), None) => None,
-            (None, Some(run)) => Some(corral::remote::host_of(home, store, &run)?),
-            (None, None) => continue, // said by the verb itself, as unknown
-        };
-        if !hosts.contains(&host) {
-            hosts.push(host);
-        }
-    }
-    match hosts.as_slice() {
-        [] | [None] => Ok(None),
-        [Some(host)] => Ok(Some(host.clone())),
-        _ => anyhow::bail!("these runs are on different machines: give the runs of one machine at a time"),
-    }
-}
-
-/// Carries out `args` (a command line) on `host`, with its output and exit
-/// code; a connection that fails says what to do.
-fn remote_verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> anyhow::Result<i32> {
-    let config = corral::config::Config::load(home)?;
-    let host = config.host(host)?;
-    let ssh = corral::remote::Ssh::new(home, host);
-    // Standard input carries only the command: ssh never reads the
-    // caller's (a script's `while read` loop keeps its lines).
-    let mut child = ssh.spawn_corral(args, None, std::process::Stdio::piped(), std::process::Stdio::piped())?;
-    let stderr = child.stderr.take().map(|mut err| {
-        std::thread::spawn(move || {
-            let mut said = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut err, &mut said);
-            said
-        })
-    });
-    // A run object in JSON says its host here, as everywhere; anything
-    // else is passed on as it comes (`tail --follow`).
-    let json =
-        args.iter().any(|a| a == "--json") && matches!(args.first().and_then(|a| a.to_str()), Some("show" | "wait"));
-    let mut printed = Vec::new();
-    if let Some(stdout) = child.stdout.take() {
-        let mut reader = std::io::BufReader::new(stdout);
-        if corral::remote::skip_banner(&mut reader)? {
-            if json {
-                std::io::Read::read_to_end(&mut reader, &mut printed)?;
-            } else {
-                pass_on(&mut reader, &mut std::io::stdout())?;
-            }
-        }
-    }
-    let status = child.wait()?;
-    let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
-    if let Some(e) = ssh.failure(status.code(), &said) {
-        return Err(e.into());
-    }
-    if json {
-        std::io::stdout().write_all(&with_host(&printed, &host.name))?;
-    }
-    std::io::stderr().write_all(corral::remote::after_banner(&said))?;
-    Ok(status.code().unwrap_or(EXIT_ERROR))
-}
-
-/// Copies `from` to `to` as it comes, each piece flushed.
-fn pass_on(from: &mut impl std::io::BufRead, to: &mut impl Write) -> std::io::Result<()> {
-    loop {
-        let piece = from.fill_buf()?;
-        if piece.is_empty() {
-            return Ok(());
-        }
-        let n = piece.len();
-        to.write_all(piece)?;
-        to.flush()?;
-        from.consume(n);
-    }
-}
-
-/// `printed` (a run object, or a list of them, in JSON) with `host` as
-/// each run's host; anything else as it is.
-fn with_host(printed: &[u8], host: &str) -> Vec<u8> {
-    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(printed) else { return printed.to_vec() };
-    let mut mark = |run: &mut serde_json::Value| {
-        if let Some(run) = run.as_object_mut().filter(|r| r.contains_key("id")) {
-            run.insert("host".into(), host.into());
-        }
-    };
-    match &mut value {
-        serde_json::Value::Array(runs) => runs.iter_mut().for_each(&mut mark),
-        run => mark(run),
-    }
-    let mut out = serde_json::to_vec_pretty(&value).unwrap_or_else(|_| printed.to_vec());
-    out.push(b'\n');
-    out
-}
-
-/// `wait` on runs of `host`: waits there, and through a connection that
-/// drops, waits for the host to answer again (saying so) until the runs
-/// end or the timeout passes. The runs go on there meanwhile.
-fn remote_wait(
-    home: &corral::Home,
-    host: &str,
-    runs: &[String],
-    timeout: Option<f64>,
-    json: bool,
-) -> anyhow::Result<i32> {
-    use std::time::{Duration, Instant};
-    let deadline = match timeout {
-        Some(t) if !(t.is_finite() && t >= 0.0) => anyhow::bail!("--timeout {t}: write a number of seconds"),
-        Some(t) => Some(Instant::now() + Duration::try_from_secs_f64(t).unwrap_or(corral::time::LONGEST)),
-        None => None,
-    };
-    let mut pause = Duration::from_secs(1);
-    loop {
-        let mut args: Vec<std::ffi::OsString> = vec!["wait".into()];
-        args.extend(runs.iter().map(Into::into));
-        if let Some(at) = deadline {
-            args.extend([
-                "--timeout".into(),
-                format!("{:.3}", at.saturating_duration_since(Instant::now()).as_secs_f64()).into(),
-            ]);
-        }
-        if json {
-            args.push("--json".into());
-        }
-        match remote_verb(home, host, &args) {
-            Err(e) if is_unreachable(&e) => {
-                if deadline.is_some_and(|at| Instant::now() >= at) {
-                    eprintln!("corral: {e}; the wait timed out");
-                    return Ok(wait::EXIT_TIMEOUT);
-                }
-                eprintln!("corral: {e}; waiting for it to answer again (the runs go on there)");
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_secs(30));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// True if `e` says a host could not be reached (waiting may fix it).
-fn is_unreachable(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<corral::remote::SshError>().is_some_and(corral::remote::SshError::is_unreachable)
 }
 
 /// Prints one JSON document.

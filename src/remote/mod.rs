@@ -11,6 +11,7 @@
 mod fleet;
 mod follow;
 mod ssh;
+pub mod words;
 
 use std::ffi::OsString;
 
@@ -18,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 pub use fleet::Fleet;
 pub use follow::{catch_up, follow, FollowLock, Following};
-pub use ssh::{after_banner, decode_payload, is_plain_word, quote, read_payload, skip_banner, Ssh, SshError, BEGIN};
+pub use ssh::{after_banner, decode_payload, read_payload, skip_banner, Ssh, SshError, BEGIN};
+pub use words::{is_plain_word, quote};
 
 use crate::config::{ConfigError, HostConfig};
 use crate::home::Home;

@@ -21,6 +21,7 @@ use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
+use super::words::quote;
 use crate::config::HostConfig;
 use crate::home::Home;
 
@@ -300,21 +301,6 @@ fn within_a_run() -> bool {
     })
 }
 
-/// `word` for a POSIX shell: single-quoted, each `'` as `'\''`. Only for
-/// Corral's own fixed words (see [`Ssh::shell_line`]).
-pub fn quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', r"'\''"))
-}
-
-/// True for a word every shell reads as itself (sh, bash, zsh, fish, csh):
-/// letters, digits and `/ . _ + -`, a leading `~/` for the home folder.
-pub fn is_plain_word(word: &str) -> bool {
-    let rest = word.strip_prefix("~/").unwrap_or(word);
-    !rest.is_empty()
-        && !rest.starts_with('-')
-        && rest.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '+' | '-'))
-}
-
 /// `printed` after [`BEGIN`]: without what a login shell printed before
 /// the remote Corral ran; all of it if Corral never began (ssh's or the
 /// shell's own words).
@@ -458,10 +444,6 @@ mod tests {
         let mine = std::env::var("HOME").unwrap();
         assert_eq!(home.unwrap(), OsString::from(format!("{mine}/data/corral")));
         assert_eq!(decode_payload(&encode_payload(None, &args)).unwrap().0, None);
-        assert!(is_plain_word("~/.local/bin/corral") && is_plain_word("/usr/bin/corral") && is_plain_word("corral"));
-        for bad in ["a b", "x;y", "$(id)", "-rf", "~", "c'x", "a\\b"] {
-            assert!(!is_plain_word(bad), "{bad}");
-        }
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl Store {
                                WHERE notified_at IS NULL AND status IN {}
                                ORDER BY num LIMIT ?2)
                  RETURNING id",
-                RunStatus::sql_list(RunStatus::TERMINAL)
+                RunStatus::terminal_sql()
             ))?;
             let ids = stmt.query_map(params![now, limit as i64], |r| r.get(0))?.collect::<Result<Vec<String>, _>>()?;
             Ok(ids)
@@ -162,7 +162,7 @@ impl Store {
             tx.execute(
                 &format!(
                     "UPDATE runs SET dismissed_at = ?1 WHERE dismissed_at IS NULL AND status IN {}",
-                    RunStatus::sql_list(RunStatus::TERMINAL)
+                    RunStatus::terminal_sql()
                 ),
                 [now],
             )

@@ -230,7 +230,7 @@ impl Store {
     /// one process that claims it.
     pub fn claim_remote_endings(&mut self, limit: usize) -> Result<Vec<Run>, StoreError> {
         let now = time::format(time::now());
-        let terminal = RunStatus::sql_list(RunStatus::TERMINAL);
+        let terminal = RunStatus::terminal_sql();
         let rows: Vec<(String, String)> = self.write("claiming endings of other hosts' runs", |tx| {
             let mut stmt = tx.prepare(&format!(
                 "UPDATE remote_runs SET notified_at = ?1
@@ -248,7 +248,7 @@ impl Store {
     /// announced: what a host ran before it was followed is not news.
     pub fn mark_remote_endings_known(&mut self, host: &str) -> Result<(), StoreError> {
         let now = time::format(time::now());
-        let terminal = RunStatus::sql_list(RunStatus::TERMINAL);
+        let terminal = RunStatus::terminal_sql();
         self.write("marking a host's past endings known", |tx| {
             tx.execute(
                 &format!(

@@ -108,7 +108,7 @@ impl Store {
     /// Ended runs launched by no other run whose tree ended before `before`
     /// (RFC 3339), oldest first: what `prune` may remove.
     pub fn prunable(&self, before: &str) -> Result<Vec<String>, StoreError> {
-        let terminal = RunStatus::sql_list(RunStatus::TERMINAL);
+        let terminal = RunStatus::terminal_sql();
         let mut stmt = self
             .conn()
             .prepare(&format!(

@@ -11,7 +11,6 @@
 
 use rusqlite::{params, OptionalExtension, Transaction};
 
-use super::runs::TERMINAL;
 use super::{Doing, Store, StoreError};
 use crate::run::RunStatus;
 use crate::time;
@@ -164,7 +163,7 @@ pub(super) fn reopen_in(tx: &Transaction<'_>, id: &str, even_lost: bool) -> rusq
              WHERE id = ?1 AND status IN {terminal} AND exited_at IS NOT NULL {lost_ok}
                AND EXISTS (SELECT 1 FROM replies WHERE run_id = ?1 AND delivered_at IS NULL AND reopens = 1)",
             queued = RunStatus::Queued,
-            terminal = *TERMINAL,
+            terminal = RunStatus::terminal_sql(),
         ),
         [id],
     )?;

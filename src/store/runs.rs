@@ -3,8 +3,6 @@
 //! Transitions are guarded in SQL (`WHERE status IN (...)`), so whoever
 //! commits a terminal status first wins and a run's outcome is written once.
 
-use std::sync::LazyLock;
-
 use rusqlite::{params, OptionalExtension, Row};
 
 use super::{Doing, Store, StoreError};
@@ -24,12 +22,6 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated, retrying,
     containment, cpu_seconds, memory_peak_bytes, paused_at, transcript_bytes, transcript_dropped_events,
     transcript_dropped_bytes, worktree_merged, worktree_merged_squashed";
-
-/// SQL list of the terminal statuses.
-pub(super) static TERMINAL: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::TERMINAL));
-/// SQL list of the active statuses: `status IN` these goes through the
-/// status index, where `status NOT IN` terminal ones reads every run ever.
-static ACTIVE: LazyLock<String> = LazyLock::new(|| RunStatus::sql_list(RunStatus::ACTIVE));
 
 /// A run about to be launched.
 #[derive(Debug, Clone)]
@@ -378,14 +370,14 @@ impl Store {
         // Through the partial index: never a scan of every ended run.
         let filter = format!(
             "num IN (SELECT num FROM runs INDEXED BY runs_unreaped WHERE exited_at IS NULL) AND status IN {}",
-            *TERMINAL
+            RunStatus::terminal_sql()
         );
         self.runs_where(&filter, [], "listing unreaped runs")
     }
 
     /// Active runs (not terminal), oldest first: what reconciliation checks.
     pub fn active_runs(&self) -> Result<Vec<Run>, StoreError> {
-        self.runs_where(&format!("status IN {}", *ACTIVE), [], "listing active runs")
+        self.runs_where(&format!("status IN {}", RunStatus::active_sql()), [], "listing active runs")
     }
 
     /// The shepherds of this store's runs that have not exited, as each
@@ -431,7 +423,7 @@ impl Store {
                 tx.execute(
                     &format!(
                         "UPDATE runs SET collected_at = coalesce(collected_at, ?2) WHERE id = ?1 AND status IN {}",
-                        *TERMINAL
+                        RunStatus::terminal_sql()
                     ),
                     params![id, now],
                 )?;
@@ -566,7 +558,7 @@ impl Store {
                cost_estimated = CASE WHEN ?13 IS NULL THEN cost_estimated ELSE ?17 END,
                completed_at = ?15, started_at = coalesce(started_at, ?15), denied = ?16, retrying = NULL
              WHERE id = ?1 AND status NOT IN {}",
-            *TERMINAL
+            RunStatus::terminal_sql()
         );
         self.write_reserving("committing a run's outcome", |tx| {
             if replies_first && super::replies::has_pending_in(tx, id)? {
@@ -749,7 +741,7 @@ impl Store {
                     &format!(
                         "UPDATE runs SET abort_requested_at = coalesce(abort_requested_at, ?2)
                          WHERE id = ?1 AND status NOT IN {}",
-                        *TERMINAL
+                        RunStatus::terminal_sql()
                     ),
                     params![id, now],
                 )?;

@@ -22,6 +22,17 @@ use git::{git, output, Env};
 pub use merge::{merge_commits, merge_squashed, Made};
 pub use snapshot::{changes, patch, unmerged};
 
+/// How much a run's worktree changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeCount {
+    /// Files changed.
+    pub files: u64,
+    /// Lines added.
+    pub added: u64,
+    /// Lines removed.
+    pub removed: u64,
+}
+
 /// A run's worktree, as the run object shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Worktree {
@@ -176,8 +187,8 @@ pub struct Changes {
 
 impl Changes {
     /// How much changed, in numbers.
-    pub fn count(&self) -> crate::run::ChangeCount {
-        crate::run::ChangeCount { files: self.files.len() as u64, added: self.added, removed: self.removed }
+    pub fn count(&self) -> ChangeCount {
+        ChangeCount { files: self.files.len() as u64, added: self.added, removed: self.removed }
     }
 }
 

@@ -38,7 +38,7 @@ pub fn start(state: Arc<TrayState>) -> Result<(), TrayError> {
     let shepherd = ShepherdCommand::lightest().map_err(TrayError::Shepherd)?;
     let follower = Follower::new(state.home.clone(), shepherd, None).map_err(TrayError::Watcher)?;
     state.set_waker(follower.waker());
-    let herald = Herald::start().map_err(TrayError::Watcher)?;
+    let herald = Herald::start(crate::window::open).map_err(TrayError::Watcher)?;
     let spawned = std::thread::Builder::new().name("corral-watcher".into()).spawn(move || {
         let announcer = Announcer { herald, pacer: Pacer::default(), was_quiet: false, refused_until: None };
         let mut watch = Watch { follower, announcer, announced_once: false, problem: None };

@@ -3,7 +3,7 @@
 // once), coloured by diff and by a small language-neutral highlighter, and
 // Merge / Discard. Every text is put in as text, never as HTML.
 
-import { call, h, say } from "../app.js";
+import { call, h, say } from "../kit.js";
 
 let box = null;
 let runId = null;

@@ -3,7 +3,7 @@
 // presets), model override, and a git worktree of its own (the preset's
 // choice by default).
 
-import { call, h, say } from "../app.js";
+import { call, h, say } from "../kit.js";
 
 let root = null;
 

@@ -1,7 +1,7 @@
 // Presets: each with its source file, what it overrides, and the files
 // that could not be used, for the folder chosen.
 
-import { call, h } from "../app.js";
+import { call, h } from "../kit.js";
 
 let root = null;
 let cwd = "";

@@ -1,7 +1,7 @@
 // One run: its outcome, details, and a live transcript that pages from the
 // store and renders only the rows in view, so 100k events scroll smoothly.
 
-import { call, h, say, statusBadge, duration, tokens, cost, isActive } from "../app.js";
+import { call, h, say, statusBadge, duration, tokens, cost, isActive } from "../kit.js";
 import * as changes from "./changes.js";
 
 const ROW = 28;

@@ -2,7 +2,7 @@
 // tokens, cost, with children nested under their parents; filter by status
 // and machine; full-text search.
 
-import { call, h, statusBadge, ago, duration, tokens, cost } from "../app.js";
+import { call, h, statusBadge, ago, duration, tokens, cost } from "../kit.js";
 
 /** Runs fetched per page: a store of thousands is never fetched whole. */
 const PAGE = 200;

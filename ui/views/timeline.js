@@ -2,7 +2,7 @@
 // parents, colored by outcome, with `waiting` spans hatched; today's
 // tokens and cost above it.
 
-import { call, h, isActive } from "../app.js";
+import { call, h, isActive } from "../kit.js";
 
 let root = null;
 let hours = 6;

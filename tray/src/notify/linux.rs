@@ -5,13 +5,13 @@
 use corral::announce::Announcement;
 use notify_rust::{Hint, Notification, Timeout, Urgency};
 
-use super::Refused;
-use crate::window::{self, Route};
+use super::{Opener, Refused};
+use corral::window_route::Route;
 
-/// Shows `note`, then waits for a click to open the run on a thread of its
-/// own (notify-rust blocks). A failure is critical and stays until
+/// Shows `note`, then waits for a click to `open` the run on a thread of
+/// its own (notify-rust blocks). A failure is critical and stays until
 /// dismissed. Returns once the server has taken it, or why not.
-pub fn show(note: Announcement) -> Result<(), Refused> {
+pub fn show(note: Announcement, open: Opener) -> Result<(), Refused> {
     let (urgency, timeout, icon) = if note.urgent {
         (Urgency::Critical, Timeout::Never, "dialog-error")
     } else {
@@ -37,7 +37,7 @@ pub fn show(note: Announcement) -> Result<(), Refused> {
     let waiter = std::thread::Builder::new().name("corral-notification".into()).spawn(move || {
         handle.wait_for_action(|action| {
             if action == "default" || action == "open" {
-                window::open(&route);
+                open(&route);
             }
         })
     });

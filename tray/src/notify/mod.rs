@@ -17,6 +17,11 @@ use linux as platform;
 use std::sync::mpsc::{channel, Receiver, Sender};
 
 use corral::announce::Announcement;
+use corral::window_route::Route;
+
+/// What a click on a notification does with where it leads (the window's
+/// `open`, given by whoever starts the [`Herald`]).
+pub type Opener = fn(&Route);
 
 /// The desktop did not take a notification.
 #[derive(Debug, thiserror::Error)]
@@ -31,13 +36,13 @@ pub struct Herald {
 }
 
 impl Herald {
-    /// Starts the herald's thread.
-    pub fn start() -> std::io::Result<Herald> {
+    /// Starts the herald's thread; a click on a notification calls `open`.
+    pub fn start(open: Opener) -> std::io::Result<Herald> {
         let (to_show, queue) = channel::<(Announcement, Vec<String>)>();
         let (refuse, refused) = channel();
         std::thread::Builder::new().name("corral-herald".into()).spawn(move || {
             for (note, runs) in queue {
-                if let Err(e) = platform::show(note) {
+                if let Err(e) = platform::show(note, open) {
                     tracing::warn!("{e}");
                     if refuse.send(runs).is_err() {
                         return;

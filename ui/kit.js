@@ -1,0 +1,87 @@
+// The window's shared pieces: calling Corral's commands, building elements
+// (text only, never HTML), and how a run's figures read. Every view
+// imports them from here; this module imports no view, so the router
+// (app.js) and the views never import each other in a circle.
+
+const invokeTauri = window.__TAURI__?.core?.invoke;
+
+/** Calls one of Corral's commands. */
+export async function call(command, args = {}) {
+  if (!invokeTauri) throw new Error("not running inside the Corral app");
+  return invokeTauri(command, args);
+}
+
+/** Builds an element; string children become text nodes, never HTML. */
+export function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "class") node.className = value;
+    // The CSP forbids style attributes; CSSOM properties are allowed.
+    else if (key === "style") {
+      for (const decl of String(value).split(";")) {
+        const at = decl.indexOf(":");
+        if (at > 0) node.style.setProperty(decl.slice(0, at).trim(), decl.slice(at + 1).trim());
+      }
+    }
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+/** Shows a message in the footer. */
+export function say(message, isError = false) {
+  const footer = document.getElementById("status");
+  footer.textContent = message;
+  footer.className = isError ? "error" : "";
+}
+
+/** A run's status; one whose agent is retrying a failing call says so. */
+export function statusBadge(status, retrying = null) {
+  return h("span", { class: `status s-${status}`, title: retrying ? `retrying: ${retrying}` : null },
+    h("span", { class: "dot" }), status, retrying ? h("span", { class: "retrying" }, ` · retrying: ${retrying}`) : null);
+}
+
+export function ago(iso) {
+  if (!iso) return "-";
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 2) return "just now";
+  if (s < 60) return `${Math.floor(s)}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
+export function duration(run) {
+  if (!run.started_at) return "-";
+  const end = run.completed_at ? Date.parse(run.completed_at) : (["completed", "failed", "aborted", "lost"].includes(run.status) ? null : Date.now());
+  if (end === null) return "-";
+  const ms = Math.max(0, end - Date.parse(run.started_at));
+  const s = Math.floor(ms / 1000);
+  if (ms < 1000) return `${ms}ms`;
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+export function tokens(run) {
+  const u = run.usage;
+  const total = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens;
+  return total ? total.toLocaleString() : "-";
+}
+
+/** A run's cost; an estimate (the agent reported none) is marked "≈". */
+export function cost(value, estimated = false) {
+  if (value === null || value === undefined) return "-";
+  const text = `$${value.toFixed(4)}`;
+  return estimated ? h("span", { title: "estimated from its tokens and Corral's price table" }, `≈${text}`) : text;
+}
+
+export function isActive(status) {
+  return ["queued", "starting", "running", "waiting", "paused"].includes(status);
+}
