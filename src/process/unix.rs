@@ -112,9 +112,9 @@ pub enum Forked {
 /// [`spawn_detached`] starts a program, without a program start: fork,
 /// `setsid`, fork again; the middle process exits at once and is reaped
 /// when the returned [`Middle`] is dropped (not at once: the caller need
-/// not wait for it to be scheduled). Refused (`None`) unless this process has one thread, since only
-/// the forking thread lives on in the copy (a lock another thread held
-/// would stay held there forever).
+/// not wait for it to be scheduled). Refused (`None`) unless this process
+/// has one thread, since only the forking thread lives on in the copy (a
+/// lock another thread held would stay held there forever).
 pub fn fork_detached() -> io::Result<Option<Forked>> {
     if !super::linux::single_threaded() {
         return Ok(None);
@@ -136,7 +136,12 @@ pub fn fork_detached() -> io::Result<Option<Forked>> {
                 // process owns.
                 unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), fd) };
             }
-            std::env::set_current_dir("/")?;
+            // The copy never returns an error: its caller would go on as a
+            // second launcher. It leaves, and the caller starts a program.
+            if std::env::set_current_dir("/").is_err() {
+                // SAFETY: leaving at once, running nothing of the caller's.
+                unsafe { libc::_exit(1) };
+            }
             Ok(Some(Forked::Detached))
         }
         middle => Ok(Some(Forked::Caller(Middle(Pid::from_raw(middle))))),
