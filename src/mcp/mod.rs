@@ -7,13 +7,46 @@
 //! Runs launched through it get the calling agent's run (`CORRAL_RUN_ID`
 //! in the server's environment) as their parent, and an agent sees and acts
 //! on its own runs only (see `scope`).
+//!
+//! One file per tool, as the CLI has one per verb; what they share (the
+//! server, a run as a model sees it, errors as text for a model) is in
+//! `server`; who may see and act on which run, in `scope`.
 
+mod abort_agent;
+mod agent_result;
+mod agent_status;
+mod discard_run;
+mod launch_agent;
+mod list_presets;
+mod merge_run;
+mod pause;
+mod reply_agent;
+mod run_changes;
 mod scope;
-mod tools;
+mod server;
+mod wait_agents;
 
 use rmcp::ServiceExt;
 
-pub use tools::CorralTools;
+pub use server::CorralTools;
+
+impl CorralTools {
+    /// Every tool, over the installation at `home`.
+    pub fn new(home: crate::Home) -> CorralTools {
+        let router = CorralTools::list_presets_router()
+            + CorralTools::launch_agent_router()
+            + CorralTools::agent_status_router()
+            + CorralTools::wait_agents_router()
+            + CorralTools::agent_result_router()
+            + CorralTools::pause_router()
+            + CorralTools::abort_agent_router()
+            + CorralTools::run_changes_router()
+            + CorralTools::merge_run_router()
+            + CorralTools::reply_agent_router()
+            + CorralTools::discard_run_router();
+        CorralTools::serving(home, router)
+    }
+}
 
 /// What can stop the MCP server itself.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,38 @@
+//! `pause_agent` and `resume_agent`: a run frozen whole, holding no slot, and let go on.
+
+use super::scope::{run_for, Access};
+use super::server::{json_result, CorralTools, RunArgs, RunView};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router};
+
+#[tool_router(router = pause_router, vis = "pub(super)")]
+impl CorralTools {
+    #[tool(
+        description = "Pause a running run: every process it started is frozen, its time limits stop, and it holds no slot, until resume_agent. Use it to hold work you may want later without losing it.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn pause_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
+        self.pause_or_resume(args.run_id, true).await
+    }
+
+    #[tool(
+        description = "Resume a paused run: it takes a slot back before any queued run and goes on where it stopped.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn resume_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
+        self.pause_or_resume(args.run_id, false).await
+    }
+}
+
+impl CorralTools {
+    /// Pauses (`paused`) or resumes the run the caller may act on.
+    async fn pause_or_resume(&self, run_id: String, paused: bool) -> CallToolResult {
+        self.with_store(move |store, shepherd| {
+            let run = run_for(store, &run_id, Access::Act)?;
+            let run = crate::pause::pause(store, &run.id, paused, crate::pause::PATIENCE, shepherd)?;
+            Ok(json_result(&RunView::from(&run)))
+        })
+        .await
+    }
+}
