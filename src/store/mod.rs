@@ -15,7 +15,9 @@ mod remote;
 mod removal;
 mod replies;
 mod runs;
+mod search;
 mod slots;
+mod transitions;
 mod trust;
 mod waits;
 
@@ -34,8 +36,10 @@ pub use migrate::SCHEMA_VERSION;
 pub use remote::{HostHistory, HostState, HostTrouble};
 pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};
-pub use runs::{AbortRequest, Committed, NewRun, Outcome, RunFilter, SearchHit};
+pub use runs::{NewRun, RunFilter};
+pub use search::SearchHit;
 pub use slots::Slots;
+pub use transitions::{AbortRequest, Committed, Outcome};
 pub use waits::{BlockedProcess, WaitBlocks, WaitId};
 
 /// How long a writer waits for another's transaction before giving up. Long:
