@@ -505,11 +505,14 @@ mod tests {
         let mut watcher = Watcher::new(&store).unwrap();
         for round in 0..20 {
             // Another connection's commit, as another Corral process makes
-            // it (every commit of the store rings its bell).
+            // it (every commit of the store rings its bell). Each round's
+            // differs: a commit that changes no byte (the same host answer
+            // within the same millisecond) does not move `data_version`,
+            // and is rightly no change to be told of.
             let other = home.clone();
             let writer = std::thread::spawn(move || {
                 let mut store = Store::open(&other).unwrap();
-                store.record_host_answers("elsewhere", None).unwrap();
+                store.record_host_answers("elsewhere", Some(&format!("0.{round}"))).unwrap();
             });
             let deadline = Instant::now() + Duration::from_secs(3);
             let seen = watcher.changed_before(&store, Some(deadline)).unwrap();

@@ -7,9 +7,16 @@ use std::io::Write;
 use corral::remote::About;
 use corral::Store;
 
-pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(store: &Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
     let about = About::here(store)?;
-    if json {
+    if args.json {
         super::print_json(out, &about)?;
     } else {
         writeln!(

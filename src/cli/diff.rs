@@ -7,7 +7,21 @@ use corral::review::worktree_of;
 use corral::worktree;
 use corral::Store;
 
-pub fn run(store: &mut Store, id: &str, stat: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run id (or a unique prefix).
+    pub run: String,
+    /// Files with added and removed line counts only.
+    #[arg(long)]
+    pub stat: bool,
+    /// Print JSON: files with counts (and the diff, without --stat).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let Args { run: id, stat, json } = args;
+    let id = id.as_str();
     let run = store.find_run(id)?;
     let worktree = worktree_of(&run)?;
     if json {

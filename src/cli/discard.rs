@@ -5,10 +5,19 @@ use std::io::Write;
 
 use corral::Store;
 
-pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
-    let branch = corral::review::worktree_of(&store.find_run(id)?)?.branch.clone();
-    let run = corral::review::discard(store, id)?;
-    if json {
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run id (or a unique prefix).
+    pub run: String,
+    /// Print the run as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let branch = corral::review::worktree_of(&store.find_run(&args.run)?)?.branch.clone();
+    let run = corral::review::discard(store, &args.run)?;
+    if args.json {
         super::print_json(out, &run)?;
     } else {
         writeln!(out, "{}  worktree and branch {branch} removed", run.id)?;

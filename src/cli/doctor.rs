@@ -7,6 +7,13 @@ use std::io::Write;
 use corral::doctor::{self, Level, Report};
 use corral::Home;
 
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 pub fn run(home: &Home, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let report = doctor::examine(home);
     if json {

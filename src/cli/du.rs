@@ -7,10 +7,18 @@ use std::os::unix::fs::MetadataExt;
 use corral::resources::human_bytes;
 use corral::Store;
 
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Runs listed as the largest.
 const LARGEST: usize = 10;
 
-pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let json = args.json;
     let home = store.home();
     let db = home.database();
     let database: u64 = ["", "-wal", "-shm"]

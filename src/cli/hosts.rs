@@ -15,6 +15,15 @@ use corral::config::{host_name_problem, Config, HostConfig};
 use corral::remote::{about, About, RemoteError, Ssh, SshError};
 use corral::{Home, Store};
 
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Where `--install` puts the binary on the host.
 const INSTALLED_AT: &str = "~/.local/bin/corral";
 
@@ -67,7 +76,14 @@ struct Listed<'a> {
     followed: Option<corral::store::HostState>,
 }
 
-pub fn list(home: &Home, store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(home: &Home, store: &Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    match args.action {
+        None => list(home, store, args.json, out),
+        Some(action) => act(home, action, out),
+    }
+}
+
+fn list(home: &Home, store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let config = Config::load(home)?;
     if config.hosts.is_empty() && !json {
         writeln!(out, "no hosts: add one with 'corral hosts add NAME user@host'")?;
@@ -113,7 +129,7 @@ pub fn list(home: &Home, store: &Store, json: bool, out: &mut impl Write) -> any
 }
 
 /// `hosts follow` or `hosts add`.
-pub fn act(home: &Home, action: Action, out: &mut impl Write) -> anyhow::Result<i32> {
+fn act(home: &Home, action: Action, out: &mut impl Write) -> anyhow::Result<i32> {
     match action {
         Action::Follow => {
             corral::remote::Fleet::new(home.clone()).run().context("following the hosts of config.toml")?;

@@ -3,6 +3,7 @@
 //! folder and age.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use super::table::{cell, Table};
 use corral::store::{HostState, HostTrouble, RunFilter};
@@ -10,6 +11,38 @@ use std::collections::{HashMap, HashSet};
 
 use corral::config::HostConfig;
 use corral::{time, Home, Run, Store};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Every run, cleared ones too (default: the latest 20 not cleared).
+    #[arg(long)]
+    pub all: bool,
+    /// The latest N runs.
+    #[arg(short = 'n', long = "lines", value_name = "N")]
+    pub count: Option<usize>,
+    /// Only runs with this status (repeatable: queued, starting,
+    /// running, waiting, paused, completed, failed, aborted, lost).
+    #[arg(long)]
+    pub status: Vec<corral::RunStatus>,
+    /// Only runs of this preset.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Only runs launched in this folder or below it.
+    #[arg(long, value_name = "DIR", conflicts_with = "here")]
+    pub cwd: Option<PathBuf>,
+    /// Only runs launched in the current folder or below it.
+    #[arg(long)]
+    pub here: bool,
+    /// Only runs created since: a time (RFC 3339) or an age (`2h`, `3d`).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only runs of this host of config.toml (`local`: this machine's).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs listed without `-n` or `--all`.
 pub const DEFAULT_COUNT: usize = 20;
@@ -24,14 +57,29 @@ const UNREACHABLE_FOR: chrono::Duration = chrono::Duration::seconds(60);
 /// `--host` naming this machine.
 const LOCAL: &str = "local";
 
-pub fn run(
-    home: &Home,
-    store: &mut Store,
-    filter: &RunFilter,
-    host: Option<&str>,
-    json: bool,
-    out: &mut impl Write,
-) -> anyhow::Result<i32> {
+impl Args {
+    /// The runs the command line asks for.
+    fn filter(&self) -> anyhow::Result<RunFilter> {
+        let folder = match (&self.cwd, self.here) {
+            (Some(dir), _) => Some(std::path::absolute(dir).unwrap_or(dir.clone())),
+            (None, true) => Some(corral::launch::working_folder()?),
+            (None, false) => None,
+        };
+        Ok(RunFilter {
+            include_dismissed: self.all,
+            limit: if self.all && self.count.is_none() { None } else { Some(self.count.unwrap_or(DEFAULT_COUNT)) },
+            statuses: self.status.clone(),
+            preset: self.preset.clone(),
+            folder: folder.map(|f| f.to_string_lossy().into_owned()),
+            created_since: self.since.as_deref().map(super::since_arg).transpose()?,
+            ..Default::default()
+        })
+    }
+}
+
+pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let filter = &args.filter()?;
+    let (host, json) = (args.host.as_deref(), args.json);
     let config = corral::config::Config::load(home)?;
     let hosts: Vec<HostConfig> = match host {
         None => config.hosts.clone(),

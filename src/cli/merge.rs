@@ -7,9 +7,21 @@ use std::io::Write;
 
 use corral::Store;
 
-pub fn run(store: &mut Store, id: &str, no_squash: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
-    let merged = corral::review::merge(store, id, no_squash)?;
-    if json {
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run id (or a unique prefix).
+    pub run: String,
+    /// Keep the agent's commits (a merge commit) instead of one commit.
+    #[arg(long)]
+    pub no_squash: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let merged = corral::review::merge(store, &args.run, args.no_squash)?;
+    if args.json {
         super::print_json(out, &merged)?;
     } else {
         let short = &merged.commit[..merged.commit.len().min(12)];

@@ -9,6 +9,16 @@ use corral::queue::ShepherdCommand;
 use corral::store::StoreError;
 use corral::{RunStatus, Store};
 
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run ids (or unique prefixes).
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// Print JSON (an array of run objects).
+    #[arg(long)]
+    pub json: bool,
+}
+
 pub fn run(
     store: &mut Store,
     ids: &[String],

@@ -11,6 +11,30 @@ use super::table::{cell, or_dash, Table};
 use corral::preset::{self, Roots};
 use corral::Store;
 
+/// What `corral presets` does besides listing.
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Trust the project's presets that run a command, a setup or
+    /// arguments of their own, as their files are now (a changed file is
+    /// asked about again). Read them first: they are the repository's code.
+    Trust {
+        /// The project folder (default: the current one).
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+    /// Find project presets from this folder (default: the current one).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// One entry of `presets --json`: a usable preset with every field, or a
 /// file with problems. Limits are written as in a preset (`30m`).
 #[derive(Serialize, Default)]
@@ -47,7 +71,7 @@ struct Entry<'a> {
 
 /// `corral presets trust [DIR]`: trusts the presets of DIR's project that
 /// run code of their own, as their files are now.
-pub fn trust(store: &mut Store, dir: Option<PathBuf>, out: &mut impl Write) -> anyhow::Result<i32> {
+fn trust(store: &mut Store, dir: Option<PathBuf>, out: &mut impl Write) -> anyhow::Result<i32> {
     let dir = match dir {
         Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
         None => corral::launch::working_folder()?,
@@ -81,7 +105,14 @@ fn limit(d: Option<std::time::Duration>) -> Option<String> {
     d.map(|d| humantime::format_duration(d).to_string())
 }
 
-pub fn run(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    match args.action {
+        Some(Action::Trust { dir }) => trust(store, dir, out),
+        None => list(store, args.cwd, args.json, out),
+    }
+}
+
+fn list(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let cwd = match cwd {
         Some(dir) => dir,
         None => corral::launch::working_folder()?,

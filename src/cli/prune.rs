@@ -8,16 +8,30 @@ use std::io::Write;
 use anyhow::Context as _;
 use corral::config::Config;
 use corral::remove::{prune, PruneRule};
-use corral::{RunStatus, Store};
+use corral::Store;
 
-/// The rule as given on the command line.
-pub struct Rule {
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// How long ago they ended: 30d, 12h (default: `[retention]` of
+    /// config.toml, applied now).
+    #[arg(long, value_name = "AGE")]
     pub older_than: Option<String>,
-    pub status: Vec<RunStatus>,
+    /// Only runs with this status (repeatable).
+    #[arg(long)]
+    pub status: Vec<corral::RunStatus>,
+    /// Only runs of this preset.
+    #[arg(long)]
     pub preset: Option<String>,
+    /// Say what would be removed, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run(store: &mut Store, given: Rule, dry_run: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &mut Store, given: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let (dry_run, json) = (given.dry_run, given.json);
     let rule = match &given.older_than {
         Some(age) => PruneRule {
             older_than: humantime::parse_duration(age)

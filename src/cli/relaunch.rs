@@ -9,14 +9,21 @@ use anyhow::Context as _;
 use corral::queue::ShepherdCommand;
 use corral::Store;
 
-pub fn run(
-    store: &mut Store,
-    id: &str,
-    edit: bool,
-    json: bool,
-    shepherd: &ShepherdCommand,
-    out: &mut impl Write,
-) -> anyhow::Result<i32> {
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run id (or a unique prefix).
+    pub run: String,
+    /// Edit the task first, in $VISUAL or $EDITOR.
+    #[arg(long)]
+    pub edit: bool,
+    /// Print the new run as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
+    let Args { run: id, edit, json } = args;
+    let id = id.as_str();
     let task = if edit { Some(edited(&store.find_run(id)?.task)?) } else { None };
     let run = corral::launch::relaunch_with(store, id, task, shepherd)?;
     if json {

@@ -54,16 +54,16 @@ pub(super) fn carry_out(
     host: &str,
     command: &Command,
 ) -> anyhow::Result<i32> {
-    if let Command::Wait { runs, timeout, json } = command {
-        return wait_there(home, host, runs, *timeout, *json);
+    if let Command::Wait(args) = command {
+        return wait_there(home, host, &args.runs, args.timeout, args.json);
     }
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     match (verb(home, host, &args), command) {
         // Unreachable: the run as last seen, said so.
-        (Err(e), Command::Show { run, json }) if e.downcast_ref::<corral::remote::SshError>().is_some() => {
-            let Some(seen) = store.find_remote_run(run)? else { return Err(e) };
+        (Err(e), Command::Show(args)) if e.downcast_ref::<corral::remote::SshError>().is_some() => {
+            let Some(seen) = store.find_remote_run(&args.run)? else { return Err(e) };
             eprintln!("corral: {e}; the run as last seen:");
-            super::show::print(store, &seen, *json, &mut std::io::stdout().lock())
+            super::show::print(store, &seen, args.json, &mut std::io::stdout().lock())
         }
         (result, _) => result,
     }
@@ -77,17 +77,16 @@ pub(super) fn target(
     command: &Command,
 ) -> anyhow::Result<Option<String>> {
     let ids: Vec<&String> = match command {
-        Command::Show { run, .. }
-        | Command::Diff { run, .. }
-        | Command::Merge { run, .. }
-        | Command::Discard { run, .. }
-        | Command::Relaunch { run, .. } => vec![run],
-        Command::Tail { runs, .. }
-        | Command::Wait { runs, .. }
-        | Command::Abort { runs, .. }
-        | Command::Pause { runs, .. }
-        | Command::Resume { runs, .. }
-        | Command::Rm { runs, .. } => runs.iter().collect(),
+        Command::Show(args) => vec![&args.run],
+        Command::Diff(args) => vec![&args.run],
+        Command::Merge(args) => vec![&args.run],
+        Command::Discard(args) => vec![&args.run],
+        Command::Relaunch(args) => vec![&args.run],
+        Command::Tail(args) => args.runs.iter().collect(),
+        Command::Wait(args) => args.runs.iter().collect(),
+        Command::Abort(args) => args.runs.iter().collect(),
+        Command::Pause(args) | Command::Resume(args) => args.runs.iter().collect(),
+        Command::Rm(args) => args.runs.iter().collect(),
         Command::Reply(args) => vec![args.run()],
         _ => return Ok(None),
     };

@@ -7,9 +7,23 @@ use std::io::Write;
 use corral::remove::{remove, Removed};
 use corral::Store;
 
-pub fn run(store: &mut Store, ids: &[String], dry_run: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run ids (or unique prefixes).
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// Say what would be removed, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let Args { runs, dry_run, json } = args;
     let mut all = Vec::new();
-    for id in ids {
+    for id in &runs {
         all.push(remove(store, id, dry_run)?);
     }
     let database = if dry_run { None } else { corral::remove::reclaim(store) };

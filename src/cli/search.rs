@@ -8,13 +8,27 @@ use super::table::{cell, Table};
 use corral::store::SearchHit;
 use corral::{Home, Store};
 
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Words to find.
+    #[arg(required = true)]
+    pub text: Vec<String>,
+    /// Only this machine's runs (not the hosts of config.toml).
+    #[arg(long)]
+    pub local: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Most hits shown.
 const LIMIT: usize = 50;
 
 /// How long a host is given to answer.
 const HOST_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
-pub fn run(store: &Store, text: &str, local: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let (text, local, json) = (&args.text.join(" "), args.local, args.json);
     let mut hits = store.search(text, LIMIT)?;
     if !local {
         hits.extend(on_hosts(store.home(), text));

@@ -5,6 +5,15 @@ use std::io::Write;
 use super::table::{or_dash, printable};
 use corral::{time, Store};
 
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run id (or a unique prefix).
+    pub run: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let run = store.find_run(id)?;
     let caller = corral::caller::caller_run(store)?;

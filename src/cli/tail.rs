@@ -12,6 +12,32 @@ use corral::store::StoredEvent;
 use corral::watch::Watcher;
 use corral::{RunStatus, Store};
 
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run ids (or unique prefixes); several are interleaved by time,
+    /// each line with its run's id.
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// The last N lines of each run, or `all` (default 10; with
+    /// --since, all since then).
+    #[arg(short = 'n', long = "lines", value_name = "N|all")]
+    pub lines: Option<String>,
+    /// Show when each line came.
+    #[arg(short, long)]
+    pub timestamps: bool,
+    /// Only what came since: a time (RFC 3339) or an age (`10m`, `2h`).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Keep printing until every run ends; exit 0 if all completed, 1
+    /// otherwise (as `wait`).
+    #[arg(short, long)]
+    pub follow: bool,
+    /// One JSON object per line: {"id", "at", "kind", "text"}; with
+    /// --follow, one per run at the end ({"id", "status", ...}).
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Events read from the store per query.
 const PAGE: usize = 1000;
 /// Lines shown when neither `-n` nor `--since` says otherwise.
@@ -40,14 +66,32 @@ struct Line {
     text: String,
 }
 
+impl Args {
+    /// The options the command line asks for, each checked.
+    fn options(&self) -> anyhow::Result<Options> {
+        let (lines, since) = (self.lines.as_deref(), self.since.as_deref());
+        let lines = match lines {
+            Some("all") => None,
+            Some(n) => Some(
+                n.parse::<usize>()
+                    .map_err(|_| anyhow::anyhow!("-n {n} is not a number of lines: write e.g. -n 50, or -n all"))?,
+            ),
+            None if since.is_some() => None,
+            None => Some(DEFAULT_LINES),
+        };
+        let since = since.map(super::since_arg).transpose()?;
+        Ok(Options { lines, timestamps: self.timestamps, since, follow: self.follow, json: self.json })
+    }
+}
+
 pub fn run(
     store: &mut Store,
-    ids: &[String],
-    options: &Options,
+    args: Args,
     shepherd: &corral::queue::ShepherdCommand,
     out: &mut impl Write,
 ) -> anyhow::Result<i32> {
-    let ids: Vec<String> = ids.iter().map(|id| store.find_run(id).map(|r| r.id)).collect::<Result<_, _>>()?;
+    let options = &args.options()?;
+    let ids: Vec<String> = args.runs.iter().map(|id| store.find_run(id).map(|r| r.id)).collect::<Result<_, _>>()?;
     let mut watcher = Watcher::new(store)?;
     let several = ids.len() > 1;
     // Where each run's transcript was printed up to.

@@ -9,6 +9,19 @@ use corral::queue::ShepherdCommand;
 use corral::wait::{wait_for, WaitResult};
 use corral::{Run, Store};
 
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run ids (or unique prefixes).
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// Give up after this many seconds.
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Print JSON (an array of run objects).
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Exit code when the timeout passes first (as timeout(1) uses).
 pub const EXIT_TIMEOUT: i32 = 124;
 

@@ -10,21 +10,24 @@ use corral::store::Change;
 use corral::watch::{Wake, Watcher};
 use corral::Store;
 
-/// Changes read per look.
-const BATCH: usize = 500;
-
-pub struct Options {
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// One JSON object per line: {"seq", "run"}, {"seq", "removed"},
+    /// and {"caught_up": N} once the changes before now are sent.
+    #[arg(long)]
     pub json: bool,
+    /// Start after this change number.
+    #[arg(long, value_name = "SEQ")]
     pub since: Option<i64>,
+    /// Stop once caught up (what a one-off catch-up reads).
+    #[arg(long, hide = true)]
     pub until_caught_up: bool,
 }
 
-pub fn run(
-    store: &mut Store,
-    options: Options,
-    shepherd: &ShepherdCommand,
-    out: &mut impl Write,
-) -> anyhow::Result<i32> {
+/// Changes read per look.
+const BATCH: usize = 500;
+
+pub fn run(store: &mut Store, options: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
     // Watching starts before the first read: a change in between is told.
     let mut watcher = Watcher::new(store)?;
     let mut position = match options.since {

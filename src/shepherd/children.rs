@@ -15,10 +15,11 @@
 
 use std::time::Instant;
 
+use super::child_runs;
 use super::replies::{self, NextTurn};
 use super::supervise::Supervisor;
 use super::ShepherdError;
-use crate::adapter::{EventKind, Verdict};
+use crate::adapter::Verdict;
 use crate::process;
 use crate::run::{Run, RunStatus, StopReason};
 use crate::watch::{Wake, Watcher};
@@ -72,7 +73,7 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
         followers.follow(sup.store.home(), active.iter().filter_map(|r| r.host.as_deref()));
         if deadline.is_some_and(|d| Instant::now() >= d) {
             let ids: Vec<String> = active.iter().map(|c| c.id.clone()).collect();
-            let unreached = abort_active(sup)?;
+            let unreached = child_runs::abort_active(&mut sup.store, &mut sup.cleanup, &sup.run_id)?;
             let outcome = match unreached.as_slice() {
                 [] => "aborted".to_string(),
                 some => format!("aborted, but for {}, on hosts that could not be reached", some.join(", ")),
@@ -92,16 +93,16 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
 
     let kids = sup.store.child_runs(&sup.run_id)?;
     let uncollected: Vec<&Run> = kids.iter().filter(|c| c.collected_at.is_none()).collect();
-    if !uncollected.is_empty() && sup.can_continue(&verdict) {
-        let prompt = continuation_prompt(&uncollected);
+    if !uncollected.is_empty() && sup.session.can_continue(&verdict) {
+        let prompt = child_runs::continuation_prompt(&uncollected);
         let ids: Vec<String> = uncollected.iter().map(|c| c.id.clone()).collect();
         if !take_slot_back(sup, &mut watcher)? {
             return Ok(Next::Done);
         }
         sup.store.mark_collected(&ids)?;
-        return Ok(Next::Turn(sup.continuation(prompt)));
+        return Ok(Next::Turn(sup.session.continuation(prompt)));
     }
-    if sup.can_resume() && !sup.store.pending_replies(&sup.run_id)?.is_empty() {
+    if sup.session.can_resume() && !sup.store.pending_replies(&sup.run_id)?.is_empty() {
         if !take_slot_back(sup, &mut watcher)? {
             return Ok(Next::Done);
         }
@@ -109,7 +110,7 @@ pub(super) fn settle(sup: &mut Supervisor, verdict: Verdict) -> Result<Next, She
             return Ok(Next::Turn(turn));
         }
     }
-    commit_with_children(sup, verdict)?;
+    sup.commit_with_children(verdict)?;
     Ok(Next::Done)
 }
 
@@ -154,21 +155,6 @@ impl Drop for RemoteFollowers {
     }
 }
 
-/// Asks the hosts of the still active runs in `remote` to abort them (best
-/// effort: a host that cannot be reached keeps its run); the ids of those
-/// it could not.
-fn abort_remote(sup: &mut Supervisor, remote: &[Run]) -> Vec<String> {
-    let mut unreached = Vec::new();
-    for run in remote.iter().filter(|r| r.status.is_active()) {
-        let args = ["abort".into(), run.id.clone().into()];
-        if let Err(e) = crate::remote::act(sup.store.home(), run, &args) {
-            sup.cleanup.note(&format!("cannot abort run {} on {}: {e}", run.id, run.host.as_deref().unwrap_or("?")));
-            unreached.push(run.id.clone());
-        }
-    }
-    unreached
-}
-
 /// A continuation or reply turn is work: a run that was `waiting` takes a
 /// slot back first (ahead of every queued run). False if the run was stopped
 /// meanwhile.
@@ -210,73 +196,4 @@ fn block(sup: &mut Supervisor, watcher: &mut Watcher, deadline: Option<Instant>)
         }
         Wake::Changed | Wake::Deadline => Ok(Woken::Look),
     }
-}
-
-/// Commits the turn's verdict. Children whose results the agent never got
-/// are listed under its final text, so they are not lost. A reply waiting
-/// for the agent holds the verdict instead (see `Supervisor::commit_turn_end`).
-pub(super) fn commit_with_children(sup: &mut Supervisor, verdict: Verdict) -> Result<(), ShepherdError> {
-    let kids = sup.store.child_runs(&sup.run_id)?;
-    let uncollected: Vec<&Run> = kids.iter().filter(|c| c.status.is_terminal() && c.collected_at.is_none()).collect();
-    let mut report = sup.report();
-    if !uncollected.is_empty() {
-        let note = children_note(&uncollected);
-        sup.note_event(EventKind::System, note.clone())?;
-        report.final_text = Some(match report.final_text.take() {
-            Some(text) => format!("{text}\n\n{note}"),
-            None => note,
-        });
-        let ids: Vec<String> = uncollected.iter().map(|c| c.id.clone()).collect();
-        sup.store.mark_collected(&ids)?;
-    }
-    sup.commit_turn_end(verdict, report).map(drop)
-}
-
-/// Aborts the run's active direct children, here and on other hosts;
-/// their shepherds do the same to theirs. Returns the runs on hosts that
-/// could not be reached (they work on there).
-pub(super) fn abort_active(sup: &mut Supervisor) -> Result<Vec<String>, ShepherdError> {
-    for child in sup.store.child_runs(&sup.run_id)? {
-        if child.status.is_active() {
-            crate::abort::request(&mut sup.store, &child.id)?;
-        }
-    }
-    // Wherever they run: the runs it launched on other hosts too.
-    let remote = sup.store.remote_children(&sup.run_id)?;
-    Ok(abort_remote(sup, &remote))
-}
-
-/// The prompt of a continuation turn: each child's id, preset, status and
-/// final text (or error), and what to do with them.
-fn continuation_prompt(children: &[&Run]) -> String {
-    let mut prompt = String::from("The background agent runs you launched have finished. Their results follow.\n");
-    for child in children {
-        prompt.push_str(&format!("\n## Run {} (preset {}): {}", child.id, child.preset, child.status));
-        if let Some(reason) = child.stop_reason {
-            prompt.push_str(&format!(" ({reason})"));
-        }
-        prompt.push('\n');
-        if let Some(error) = &child.error {
-            prompt.push_str(&format!("Error: {error}\n"));
-        }
-        match &child.final_text {
-            Some(text) => prompt.push_str(&format!("Final text:\n{text}\n")),
-            None => prompt.push_str("(no final text)\n"),
-        }
-    }
-    prompt.push_str("\nUse these results to finish your original task, then give your final answer.");
-    prompt
-}
-
-/// A note of children's outcomes, for agents that cannot be resumed.
-fn children_note(children: &[&Run]) -> String {
-    let mut note = String::from("Background runs:");
-    for child in children {
-        let first = child.headline();
-        note.push_str(&format!("\n- {} ({}): {}", child.id, child.preset, child.status));
-        if !first.is_empty() {
-            note.push_str(&format!(" — {first}"));
-        }
-    }
-    note
 }

@@ -373,6 +373,21 @@ impl Cleanup {
         }
     }
 
+    /// Kills and reaps every process of the run, for at most `patience`:
+    /// the shepherd is failing, and no process may outlive the run.
+    pub(super) fn kill_and_reap_all(&mut self, patience: Duration) {
+        let deadline = Instant::now() + patience;
+        while Instant::now() < deadline {
+            self.kill_all();
+            match process::reap_any() {
+                Err(_) => break,
+                Ok(Some(_)) => continue,
+                Ok(None) if self.is_empty() => break,
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    }
+
     /// Appends a timestamped line to `signals.log`.
     pub(super) fn note(&mut self, what: &str) {
         // Losing a log line must never disturb supervision.

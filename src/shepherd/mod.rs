@@ -10,15 +10,23 @@
 //! its run. A run whose agent launched runs of its own waits for them, and
 //! hands their results back to the agent in a continuation turn.
 
+mod child_runs;
 mod children;
 mod cleanup;
+mod clock;
 pub mod forked;
+mod freeze;
+mod launchers;
 mod lines;
 mod prepare;
+mod recorder;
 mod replies;
+mod session;
 mod spawn;
+mod streams;
 mod supervise;
 mod transcript;
+mod turn;
 
 use std::io;
 
@@ -241,7 +249,7 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
         }
     };
 
-    let mut supervisor = supervise::Supervisor::new(supervise::Setup {
+    let supervisor = supervise::Supervisor::new(supervise::Setup {
         store,
         run_id: run_id.to_string(),
         child,
@@ -257,7 +265,30 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
         cleanup,
         used_before: run.resources.unwrap_or_default(),
     })?;
-    supervisor.run()
+    live(supervisor)
+}
+
+/// The run's life once its agent runs: turn after turn (the first, a
+/// continuation with child runs' results, a reply's) until the outcome is
+/// committed and every process of the run is reaped.
+fn live(mut sup: supervise::Supervisor) -> Result<(), ShepherdError> {
+    sup.begin()?;
+    loop {
+        sup.supervise_turn()?;
+        // Settling may hold the verdict again: a reply that came in as the
+        // run was about to end.
+        let next = loop {
+            let Some(verdict) = sup.held.take() else { break None };
+            if let children::Next::Turn(turn) = children::settle(&mut sup, verdict)? {
+                break Some(turn);
+            }
+        };
+        match next {
+            Some(turn) => sup.start_turn(turn)?,
+            None => break,
+        }
+    }
+    sup.finish()
 }
 
 /// The run's cgroup with its limits, and how the run is held (recorded with

@@ -1,0 +1,138 @@
+//! The agent's session over a run's turns: how it is started again, what
+//! its adapter reads from the stream, and what every turn together
+//! reported.
+//!
+//! A run's first turn is started by the shepherd's setup; a continuation
+//! (the results of child runs) or a reply takes another turn in the same
+//! session, where the agent can resume one. Each turn reads its stream
+//! with a fresh adapter; what earlier turns reported is kept here and
+//! added to the new one's.
+
+use super::replies::NextTurn;
+use super::spawn::{self, AgentLaunch};
+use crate::adapter::{self, Adapter, EventKind, Invocation, Report, StreamLine, TranscriptEvent, Verdict};
+use crate::process::StartedAgent;
+use crate::run::RunStatus;
+
+/// The agent's session and what its turns reported so far.
+pub(super) struct Session {
+    launch: AgentLaunch,
+    adapter: Box<dyn Adapter>,
+    /// What earlier turns reported (a run reopened by a reply: those of
+    /// earlier shepherds too).
+    earlier: Option<Report>,
+    /// The current turn's terminal verdict, read and not yet concluded on.
+    verdict: Option<Verdict>,
+    /// What the turn reported as of its terminal event: output after it
+    /// (even in the same read) is transcript, never part of the outcome.
+    frozen: Option<Report>,
+    /// Continuation turns taken so far, of at most `max_continuations`.
+    continuations: usize,
+    max_continuations: usize,
+}
+
+impl Session {
+    /// The session of `launch`, whose first turn `adapter` reads.
+    pub fn new(
+        launch: AgentLaunch,
+        adapter: Box<dyn Adapter>,
+        earlier: Option<Report>,
+        max_continuations: usize,
+    ) -> Session {
+        Session { launch, adapter, earlier, verdict: None, frozen: None, continuations: 0, max_continuations }
+    }
+
+    /// How the agent is started (its preset, limits, cgroup).
+    pub fn launch(&self) -> &AgentLaunch {
+        &self.launch
+    }
+
+    /// The current turn's adapter.
+    pub fn adapter(&mut self) -> &mut dyn Adapter {
+        self.adapter.as_mut()
+    }
+
+    /// One line of stdout to the adapter, its events into `out`. The
+    /// terminal event's verdict is kept with what the turn reported as of
+    /// it (the first one only, and none once the turn is `over`).
+    pub fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>, over: bool) {
+        let verdict = self.adapter.read_line(line, out);
+        if self.verdict.is_none() && !over && verdict.is_some() {
+            self.frozen = Some(self.adapter.report());
+            self.verdict = verdict;
+        }
+    }
+
+    /// The terminal verdict read and not yet concluded on, taken.
+    pub fn take_verdict(&mut self) -> Option<Verdict> {
+        self.verdict.take()
+    }
+
+    /// What the stream said, over every turn.
+    pub fn report(&self) -> Report {
+        let now = self.frozen.clone().unwrap_or_else(|| self.adapter.report());
+        match &self.earlier {
+            Some(earlier) => earlier.then(&now, false),
+            None => now,
+        }
+    }
+
+    /// True if a continuation turn can hand results to the agent.
+    pub fn can_continue(&self, verdict: &Verdict) -> bool {
+        verdict.status == RunStatus::Completed && self.continuations < self.max_continuations && self.can_resume()
+    }
+
+    /// True if the agent's session can take another turn (a reply's).
+    pub fn can_resume(&self) -> bool {
+        self.resume_invocation("").is_some()
+    }
+
+    /// The next turn with the children's results: `prompt` in the agent's
+    /// session.
+    pub fn continuation(&mut self, prompt: String) -> NextTurn {
+        self.continuations += 1;
+        let notes = vec![
+            TranscriptEvent::text(
+                EventKind::System,
+                format!("continuation turn {}: handing the results of child runs to the agent", self.continuations),
+            ),
+            TranscriptEvent::text(EventKind::System, format!("prompt: {prompt}")),
+        ];
+        NextTurn { prompt, allowed: None, notes, reply: false }
+    }
+
+    /// How `next` starts in the agent's session (taking its allowed tools),
+    /// or `None` if the session cannot be resumed.
+    pub fn next_invocation(&mut self, next: &mut NextTurn) -> Option<Invocation> {
+        if let Some(allowed) = next.allowed.take() {
+            self.launch.allowed = allowed;
+        }
+        self.resume_invocation(&next.prompt)
+    }
+
+    /// Starts the next turn's agent: what this turn reported becomes
+    /// earlier turns' (a reply's turn forgets the refusals the user
+    /// answered), and a fresh adapter reads the new stream. The error is in
+    /// words, naming the binary and what to do.
+    pub fn start_next(&mut self, invocation: &Invocation, reply: bool) -> Result<StartedAgent, String> {
+        let mut earlier = self.report();
+        if reply {
+            earlier.denied.clear();
+        }
+        self.adapter = adapter::for_agent(self.launch.preset.agent);
+        if self.adapter.usage_is_cumulative() {
+            // The stream's usage will cover every turn: keep only the texts.
+            earlier.usage = Default::default();
+            earlier.cost_usd = None;
+        }
+        self.earlier = Some(earlier);
+        self.verdict = None;
+        self.frozen = None;
+        self.launch.spawn(invocation).map_err(|e| spawn::spawn_error(&invocation.program, &self.launch.preset.path, &e))
+    }
+
+    fn resume_invocation(&self, prompt: &str) -> Option<Invocation> {
+        let session = self.report().session_id.unwrap_or_default();
+        self.adapter.resume_invocation(&self.launch.context(prompt), &session)
+    }
+}
