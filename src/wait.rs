@@ -88,9 +88,10 @@ impl Cancel {
 }
 
 /// Blocks until every run in `ids` (ids or unique prefixes) is terminal, or
-/// `deadline` passes, or `cancelled` is cancelled (which wakes it at once). `caller` is the run this process works for (see
-/// `caller`): it holds no slot while blocked here. A run cannot wait on
-/// itself or on a run it belongs to (its ancestors): such a wait is refused.
+/// `deadline` passes, or `cancelled` is cancelled (which wakes it at once).
+/// `caller` is the run this process works for (see `caller`): it holds no
+/// slot while blocked here. A run cannot wait on itself or on a run it
+/// belongs to (its ancestors): such a wait is refused.
 pub fn wait_for(
     store: &mut Store,
     ids: &[String],
@@ -105,19 +106,116 @@ pub fn wait_for(
         refuse_deadlock(store, caller, &ids)?;
     }
     let mut blocked = block(store, caller, &ids, waiter)?;
-    let result = wait_loop(store, &ids, deadline, shepherd, cancelled, blocked.as_mut());
+    let mut waiting = Waiting::new(store, shepherd, cancelled)?;
+    let result = waiting.until_over(&ids, deadline, blocked.as_mut());
     if let Some(Blocked { wait, .. }) = blocked {
         match &result {
             // Over, or timed out: the agent is blocked in this call until its
             // run has a slot again, so it never works beside `max_parallel`
             // runs (a timeout bounds the wait on the runs, not this).
-            Ok(done) if !done.cancelled => take_slot_back(store, wait, shepherd)?,
+            Ok(done) if !done.cancelled => waiting.take_slot_back(wait)?,
             // Cancelled (the caller went on without it) or failed: the wait
             // goes at once; the agent already works again.
-            _ => store.remove_wait(wait)?,
+            _ => waiting.store.remove_wait(wait)?,
         }
     }
     Ok(result?)
+}
+
+/// One wait, from its first look to its return: the watcher tells of
+/// changes (another process's commit, a followed process's exit), the
+/// wait decides what they mean, and [`Waiting::heal`] is the one place it
+/// heals the store. Runtime state only.
+struct Waiting<'a> {
+    store: &'a mut Store,
+    shepherd: &'a ShepherdCommand,
+    watcher: Watcher,
+    cancelled: Option<&'a Cancel>,
+}
+
+impl<'a> Waiting<'a> {
+    /// Starts watching: a change from now on is told, never missed.
+    fn new(
+        store: &'a mut Store,
+        shepherd: &'a ShepherdCommand,
+        cancelled: Option<&'a Cancel>,
+    ) -> Result<Waiting<'a>, StoreError> {
+        let mut watcher = Watcher::new(store)?;
+        if let Some(cancel) = cancelled {
+            watcher = watcher.with_waker(cancel.waker.clone());
+        }
+        Ok(Waiting { store, shepherd, watcher, cancelled })
+    }
+
+    /// Heals the store when the watcher says it is due (a shepherd that
+    /// died must not leave the wait, or the queue, hanging; and the safety
+    /// net), or at once with `now` (this wait freed its run's slot: hand it
+    /// on). True if healing committed anything, which this process's
+    /// watcher does not see.
+    fn heal(&mut self, now: bool) -> Result<bool, HealError> {
+        if now {
+            self.watcher.heal_now(self.store, self.shepherd)
+        } else {
+            self.watcher.heal_if_due(self.store, self.shepherd)
+        }
+    }
+
+    /// Sleeps until the store may have changed, or `until`.
+    fn sleep(&mut self, until: Option<Instant>) -> Result<(), StoreError> {
+        self.watcher.changed_before(self.store, until).map(drop)
+    }
+
+    /// Looks at `ids` after each change until every one is over, the
+    /// deadline passes or the wait is cancelled.
+    fn until_over(
+        &mut self,
+        ids: &[String],
+        deadline: Option<Instant>,
+        mut blocked: Option<&mut Blocked>,
+    ) -> Result<WaitResult, HealError> {
+        loop {
+            let changed = self.heal(false)?;
+            let runs: Vec<Run> = ids.iter().map(|id| self.store.run(id)).collect::<Result<_, _>>()?;
+            if all_over(self.store, &runs)? {
+                return Ok(WaitResult { runs, timed_out: false, cancelled: false });
+            }
+            if self.cancelled.is_some_and(Cancel::is_cancelled) {
+                return Ok(WaitResult { runs, timed_out: false, cancelled: true });
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(WaitResult { runs, timed_out: true, cancelled: false });
+            }
+            if let Some(blocked) = blocked.as_deref_mut() {
+                if blocked.look_again(self.store)? {
+                    self.heal(true)?;
+                    continue;
+                }
+            }
+            if changed {
+                continue;
+            }
+            let look_again = blocked.as_deref().and_then(|b| b.look_again.map(|(at, _)| at));
+            let wake = match (deadline, look_again) {
+                (Some(d), Some(l)) => Some(d.min(l)),
+                (d, l) => d.or(l),
+            };
+            self.sleep(wake)?;
+        }
+    }
+
+    /// Returns from a wait that is over only once its run has a slot to
+    /// work in again; it goes before every queued run.
+    fn take_slot_back(&mut self, wait: WaitId) -> Result<(), WaitError> {
+        loop {
+            let max_parallel = Config::load(self.store.home()).map_err(HealError::from)?.max_parallel;
+            if self.store.end_wait(wait, max_parallel)? {
+                return Ok(());
+            }
+            if !self.heal(false)? {
+                self.sleep(None)?;
+            }
+        }
+    }
 }
 
 /// Refuses a wait of `caller` on itself or on one of its ancestors.
@@ -140,21 +238,6 @@ fn refuse_deadlock(store: &Store, caller: &str, ids: &[String]) -> Result<(), Wa
         return Err(WaitError::Deadlock { caller: caller.to_string(), target: id.clone(), why });
     }
     Ok(())
-}
-
-/// Returns from a wait that is over only once its run has a slot to work
-/// in again; it goes before every queued run.
-fn take_slot_back(store: &mut Store, wait: WaitId, shepherd: &ShepherdCommand) -> Result<(), WaitError> {
-    let mut watcher = Watcher::new(store)?;
-    loop {
-        let max_parallel = Config::load(store.home()).map_err(HealError::from)?.max_parallel;
-        if store.end_wait(wait, max_parallel)? {
-            return Ok(());
-        }
-        if !watcher.heal_if_due(store, shepherd)? {
-            watcher.changed_before(store, None)?;
-        }
-    }
 }
 
 /// A registered wait of the caller's run, and whether it blocks the agent.
@@ -227,52 +310,6 @@ fn block(
         blocked.look_again = Some((Instant::now() + FIRST_LOOK_AGAIN, FIRST_LOOK_AGAIN * 2));
     }
     Ok(Some(blocked))
-}
-
-fn wait_loop(
-    store: &mut Store,
-    ids: &[String],
-    deadline: Option<Instant>,
-    shepherd: &ShepherdCommand,
-    cancelled: Option<&Cancel>,
-    mut blocked: Option<&mut Blocked>,
-) -> Result<WaitResult, HealError> {
-    let mut watcher = Watcher::new(store)?;
-    if let Some(cancel) = cancelled {
-        watcher = watcher.with_waker(cancel.waker.clone());
-    }
-    loop {
-        // A shepherd that died must not leave the wait (or the queue)
-        // hanging: the watcher is told of its exit and heals; what this
-        // process commits, its watcher does not see.
-        let changed = watcher.heal_if_due(store, shepherd)?;
-        let runs: Vec<Run> = ids.iter().map(|id| store.run(id)).collect::<Result<_, _>>()?;
-        if all_over(store, &runs)? {
-            return Ok(WaitResult { runs, timed_out: false, cancelled: false });
-        }
-        if cancelled.is_some_and(Cancel::is_cancelled) {
-            return Ok(WaitResult { runs, timed_out: false, cancelled: true });
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok(WaitResult { runs, timed_out: true, cancelled: false });
-        }
-        if let Some(blocked) = blocked.as_deref_mut() {
-            if blocked.look_again(store)? {
-                // The run's slot is free now: hand it on.
-                crate::heal::heal(store, shepherd)?;
-                continue;
-            }
-        }
-        if changed {
-            continue;
-        }
-        let look_again = blocked.as_deref().and_then(|b| b.look_again.map(|(at, _)| at));
-        let wake = match (deadline, look_again) {
-            (Some(d), Some(l)) => Some(d.min(l)),
-            (d, l) => d.or(l),
-        };
-        watcher.changed_before(store, wake)?;
-    }
 }
 
 /// True if every run ended and none is about to start again for a reply.

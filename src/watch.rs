@@ -139,6 +139,12 @@ impl Watcher {
         if !(self.died || self.healed_at.is_none_or(|at| at.elapsed() >= self.heal_every())) {
             return Ok(false);
         }
+        self.heal_now(store, shepherd)
+    }
+
+    /// Heals the store now, whatever is due (a waiter that just freed its
+    /// run's slot hands it on); true if healing committed anything.
+    pub fn heal_now(&mut self, store: &mut Store, shepherd: &ShepherdCommand) -> Result<bool, HealError> {
         self.died = false;
         self.healed_at = Some(Instant::now());
         let changed = heal(store, shepherd)?.changed();
