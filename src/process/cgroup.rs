@@ -15,6 +15,12 @@
 //! is mounted (a hybrid system), else they are said not to apply. Where no
 //! v2 group can be made, the caller falls back to the process tree (see
 //! `shepherd::cleanup`) and says so.
+//!
+//! It is one file, past 500 lines, because it is one thing: every file of
+//! the cgroup tree Corral reads or writes (making, joining, limiting,
+//! freezing, killing, measuring and removing a run's group, on v2 and on
+//! v1's freezer), and the mounts it finds them under. Split, the rules
+//! of one kernel interface would be spread over several rooms.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
