@@ -99,6 +99,11 @@ impl Home {
         self.runs_dir().join(run_id)
     }
 
+    /// One schedule's folder: the environment its runs start with.
+    pub fn schedule_dir(&self, name: &str) -> PathBuf {
+        self.data.join("schedules").join(name)
+    }
+
     /// Parent folder of the runs' git worktrees.
     pub fn worktrees_dir(&self) -> PathBuf {
         self.data.join("worktrees")

@@ -33,6 +33,7 @@ pub mod retention;
 pub mod review;
 pub mod run;
 pub mod run_env;
+pub mod schedule;
 pub mod shepherd;
 pub mod store;
 pub mod time;

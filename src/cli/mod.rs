@@ -19,6 +19,7 @@ mod relaunch;
 mod remote;
 mod reply;
 mod rm;
+mod schedule;
 mod search;
 mod show;
 mod table;
@@ -78,6 +79,9 @@ enum Command {
     /// Remove ended runs for good, with the runs they launched: rows,
     /// transcripts, folders, and worktrees holding nothing unmerged.
     Rm(rm::Args),
+    /// Presets launched by a clock: add, ls, show, pause, resume, rm,
+    /// run-now, fire (a timer's), run (the firer without the tray).
+    Schedule(schedule::Args),
     /// Where Corral's disk space goes: database, run folders, worktrees,
     /// and the largest runs.
     Du(du::Args),
@@ -203,6 +207,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
         Command::Relaunch(args) => relaunch::run(&mut store, args, &shepherd, &mut out)?,
         Command::Du(args) => du::run(&store, args, &mut out)?,
+        Command::Schedule(args) => schedule::run(&mut store, args, &shepherd, &mut out)?,
         Command::Rm(args) => rm::run(&mut store, args, &mut out)?,
         Command::Prune(args) => prune::run(&mut store, args, &mut out)?,
         Command::Search(args) => search::run(&store, args, &mut out)?,

@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0016_trusted_presets.sql"),
     include_str!("migrations/0017_merge_record.sql"),
     include_str!("migrations/0018_store_identity.sql"),
+    include_str!("migrations/0019_schedules.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -15,6 +15,7 @@ mod remote;
 mod removal;
 mod replies;
 mod runs;
+mod schedules;
 mod search;
 mod slots;
 mod transitions;
@@ -37,6 +38,7 @@ pub use remote::{HostHistory, HostState, HostTrouble};
 pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};
 pub use runs::{NewRun, RunFilter};
+pub use schedules::{FireRow, FireRun, ScheduleRow};
 pub use search::SearchHit;
 pub use slots::Slots;
 pub use transitions::{AbortRequest, Committed, Outcome};
@@ -87,6 +89,14 @@ pub enum StoreError {
     /// A stored value could not be read back.
     #[error("run '{id}' has an unreadable {field}: {reason}")]
     Corrupt { id: String, field: &'static str, reason: String },
+    /// No schedule has this name.
+    #[error("no schedule '{0}': see 'corral schedule ls'")]
+    UnknownSchedule(String),
+    /// A schedule of this name exists already.
+    #[error(
+        "a schedule named '{0}' exists already: pick another name, or remove it first with 'corral schedule rm {0}'"
+    )]
+    ScheduleExists(String),
 }
 
 /// Attaches what the store was doing to a rusqlite error.

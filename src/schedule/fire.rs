@@ -1,0 +1,285 @@
+//! One fire of a schedule, from its slot claimed to its runs launched, and
+//! its outcome recorded whatever it was.
+//!
+//! The slot is claimed first (see `Store::claim_fire`): of any number of
+//! firers, the one that inserted the slot carries it out; the others see
+//! it taken and do nothing. Then, in order: a paused schedule, or one whose
+//! last fires failed, skips; the last fire's runs still running skip,
+//! queue or let it go on (`overlap`); the hourly bound; the precheck; and
+//! the runs, one per new item in `each` mode, at most as many as the
+//! bounds allow (items left over are left for a later fire). Finally the
+//! schedule's finished runs beyond `keep` are removed as `rm` would.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use super::precheck::{self, Checked};
+use super::{get, Overlap, Schedule, ScheduleError};
+use crate::launch::{launch, LaunchRequest};
+use crate::queue::ShepherdCommand;
+use crate::run::RunStatus;
+use crate::store::{FireRow, Store};
+use crate::time;
+
+/// Fires schedule `name` if a slot is due and not taken: the fire, as it
+/// came out, or `None` if nothing was due (or another firer took it).
+pub fn fire_due(
+    store: &mut Store,
+    name: &str,
+    firer: &str,
+    shepherd: &ShepherdCommand,
+) -> Result<Option<FireRow>, ScheduleError> {
+    let schedule = get(store, name)?;
+    let now = super::now();
+    let created = schedule.created();
+    let when = schedule.settings.when.clone();
+    // Nothing due: no write (a firer looks at every schedule at each wake).
+    let last = store.last_fire_due(name)?;
+    if when.latest_due(created, last.as_deref().and_then(time::parse), now).is_none() {
+        return Ok(None);
+    }
+    let claimed = store.claim_fire(name, firer, &time::format(now), |last| {
+        let last = last.and_then(time::parse);
+        let due = when.latest_due(created, last, now)?;
+        Some((time::format(due), now.signed_duration_since(due).num_milliseconds().max(0)))
+    })?;
+    match claimed {
+        Some(fire) => carry_out(store, &schedule, fire, shepherd, true).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Fires schedule `name` now, a slot of its own, paused or not: the user
+/// asked (`corral schedule run-now`).
+pub fn run_now(store: &mut Store, name: &str, shepherd: &ShepherdCommand) -> Result<FireRow, ScheduleError> {
+    let schedule = get(store, name)?;
+    let now = time::format(super::now());
+    let claimed = store.claim_fire(name, "run-now", &now, |_| Some((now.clone(), 0)))?;
+    let Some(fire) = claimed else {
+        return Err(ScheduleError::Invalid(format!("schedule '{name}' fired this very millisecond: try again")));
+    };
+    carry_out(store, &schedule, fire, shepherd, false)
+}
+
+/// Carries out the fires of schedule `name` that waited for the runs of the
+/// one before them (`overlap: queue`), if those ended.
+pub fn fire_queued(
+    store: &mut Store,
+    name: &str,
+    firer: &str,
+    shepherd: &ShepherdCommand,
+) -> Result<Vec<FireRow>, ScheduleError> {
+    let mut fired = Vec::new();
+    for fire in store.queued_fires(name)? {
+        if !store.schedule_active_runs(name)?.is_empty() {
+            break;
+        }
+        if store.take_queued_fire(fire.id, firer)? {
+            let schedule = get(store, name)?;
+            fired.push(carry_out(store, &schedule, fire, shepherd, true)?);
+        }
+    }
+    Ok(fired)
+}
+
+/// What a fire decided, before it is recorded.
+struct Decided {
+    outcome: &'static str,
+    detail: String,
+    runs: Vec<(String, Option<String>)>,
+}
+
+impl Decided {
+    fn skipped(outcome: &'static str, detail: impl Into<String>) -> Decided {
+        Decided { outcome, detail: detail.into(), runs: Vec::new() }
+    }
+}
+
+/// Decides fire `fire` of `schedule`, launches what it should, and records
+/// the outcome. `honour_pause`: a paused schedule launches nothing.
+fn carry_out(
+    store: &mut Store,
+    schedule: &Schedule,
+    fire: FireRow,
+    shepherd: &ShepherdCommand,
+    honour_pause: bool,
+) -> Result<FireRow, ScheduleError> {
+    let decided = match decide(store, schedule, &fire, shepherd, honour_pause) {
+        Ok(decided) => decided,
+        Err(e) => Decided::skipped("failed", e.to_string()),
+    };
+    store.finish_fire(fire.id, decided.outcome, Some(&decided.detail), &decided.runs)?;
+    if !decided.runs.is_empty() {
+        keep(store, schedule);
+    }
+    Ok(store.fire(fire.id)?)
+}
+
+fn decide(
+    store: &mut Store,
+    schedule: &Schedule,
+    fire: &FireRow,
+    shepherd: &ShepherdCommand,
+    honour_pause: bool,
+) -> Result<Decided, ScheduleError> {
+    let (name, settings) = (&schedule.name, &schedule.settings);
+    if honour_pause {
+        if let Some(since) = &schedule.paused_at {
+            let why = schedule.paused_why.as_deref().unwrap_or("by request");
+            return Ok(Decided::skipped("skipped_paused", format!("paused since {since} ({why})")));
+        }
+        if let Some(limit) = settings.pause_after_failures.filter(|n| *n > 0) {
+            let failed = failed_in_a_row(store, name, fire.id)?;
+            if failed >= limit as usize {
+                let why = format!("its last {failed} fires failed (pause_after_failures: {limit})");
+                store.set_schedule_paused(name, Some(&why))?;
+                return Ok(Decided::skipped(
+                    "skipped_paused",
+                    format!("paused itself: {why}; resume with 'corral schedule resume {name}'"),
+                ));
+            }
+        }
+    }
+    let active = store.schedule_active_runs(name)?;
+    if !active.is_empty() {
+        let runs = active.join(", ");
+        match settings.overlap {
+            Overlap::Skip => {
+                return Ok(Decided::skipped("skipped_overlap", format!("the last fire's runs still run: {runs}")))
+            }
+            Overlap::Queue => return Ok(Decided::skipped("queued", format!("waits for {runs} to end"))),
+            Overlap::Allow => {}
+        }
+    }
+    let hour_ago = time::format(super::now() - chrono::Duration::hours(1));
+    let room_this_hour = match settings.max_runs_per_hour {
+        Some(max) => (max as usize).saturating_sub(store.schedule_runs_since(name, &hour_ago)?),
+        None => usize::MAX,
+    };
+    if room_this_hour == 0 {
+        let max = settings.max_runs_per_hour.unwrap_or_default();
+        return Ok(Decided::skipped(
+            "skipped_limit",
+            format!("{max} runs in the last hour already (max_runs_per_hour)"),
+        ));
+    }
+    let env = environment(store, name)?;
+    let cwd = Path::new(&settings.cwd);
+    let mut items: Vec<Option<String>> = match &settings.precheck {
+        None => vec![None],
+        Some(check) => match precheck::run(check, &format!("precheck-{name}-{}", fire.id), cwd, &env) {
+            Checked::Nothing(why) => return Ok(Decided::skipped("skipped_precheck", why)),
+            Checked::Work(lines) if check.each => {
+                let known = store.schedule_items(name)?;
+                let mut new: Vec<Option<String>> = Vec::new();
+                for line in lines {
+                    if !known.contains(&line) && !new.iter().any(|n| n.as_deref() == Some(&line)) {
+                        new.push(Some(line));
+                    }
+                }
+                if new.is_empty() {
+                    return Ok(Decided::skipped("skipped_nothing_new", "every item the precheck listed was worked on"));
+                }
+                new
+            }
+            Checked::Work(_) => vec![None],
+        },
+    };
+    let cap = room_this_hour.min(settings.max_runs_per_fire.map_or(usize::MAX, |m| m as usize));
+    let left = items.len().saturating_sub(cap);
+    items.truncate(cap);
+    let mut runs = Vec::new();
+    let mut errors = Vec::new();
+    for item in items {
+        let task = match &item {
+            Some(item) => settings.task.replace("{item}", item),
+            None => settings.task.clone(),
+        };
+        let request = LaunchRequest {
+            preset: settings.preset.clone(),
+            task,
+            cwd: cwd.to_path_buf(),
+            model: None,
+            parent: None,
+            env: Some(env.clone()),
+            worktree: None,
+            base: None,
+        };
+        match launch(store, &request, shepherd) {
+            Ok(run) => runs.push((run.id, item)),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    let mut detail = match runs.len() {
+        0 => String::new(),
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    if left > 0 {
+        detail.push_str(&format!("; {left} more items left for later fires (max_runs_per_fire / max_runs_per_hour)"));
+    }
+    if let Some(first) = errors.first() {
+        if !detail.is_empty() {
+            detail.push_str("; ");
+        }
+        detail.push_str(&format!("cannot launch: {first}"));
+    }
+    let outcome = if runs.is_empty() { "failed" } else { "launched" };
+    Ok(Decided { outcome, detail, runs })
+}
+
+/// How many of the schedule's fires before `this` failed in a row: a fire
+/// that launched nothing (`failed`), or whose runs ended other than
+/// completed. Skipped fires do not count either way; a fire still running
+/// ends the count.
+fn failed_in_a_row(store: &Store, name: &str, this: i64) -> Result<usize, ScheduleError> {
+    let mut failed = 0;
+    for fire in store.fires(name, 64)?.into_iter().filter(|f| f.id != this) {
+        match fire.outcome.as_str() {
+            "failed" => failed += 1,
+            "launched" => {
+                if fire.runs.iter().any(|r| r.status.is_some_and(RunStatus::is_active)) {
+                    break;
+                }
+                if fire.runs.iter().all(|r| r.status == Some(RunStatus::Completed)) {
+                    break;
+                }
+                failed += 1;
+            }
+            _ => {}
+        }
+    }
+    Ok(failed)
+}
+
+/// The environment the schedule's runs start with: its adder's, kept in
+/// its folder.
+fn environment(store: &Store, name: &str) -> Result<Vec<(OsString, OsString)>, ScheduleError> {
+    let dir = store.home().schedule_dir(name);
+    match crate::run_env::load(&dir) {
+        Ok(Some(env)) => Ok(env),
+        Ok(None) => Ok(std::env::vars_os().collect()),
+        Err(source) => Err(ScheduleError::Folder { name: name.to_string(), path: dir, source }),
+    }
+}
+
+/// Removes the schedule's finished runs beyond `keep` (as `rm`: a worktree
+/// with unmerged work stays). Best effort: a run that cannot be removed
+/// now is tried at the next fire.
+fn keep(store: &mut Store, schedule: &Schedule) {
+    let keep = schedule.settings.keep;
+    if keep.last.is_none() && keep.days.is_none() {
+        return;
+    }
+    let Ok(ended) = store.schedule_ended_runs(&schedule.name) else { return };
+    let too_old = keep.days.map(|days| time::format(super::now() - chrono::Duration::days(days as i64)));
+    for (index, (id, ended_at)) in ended.iter().enumerate() {
+        let beyond_last = keep.last.is_some_and(|last| index >= last as usize);
+        let beyond_days = too_old.as_ref().is_some_and(|limit| ended_at < limit);
+        if beyond_last || beyond_days {
+            if let Err(e) = crate::remove::remove(store, id, false) {
+                tracing::info!(schedule = %schedule.name, run = %id, "cannot remove a run beyond `keep`: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! A firer: fires every schedule as it comes due, and sleeps in between
+//! until the next due time or the store changes (a schedule added or
+//! resumed, the runs of a queued fire's predecessor ending). Nothing is
+//! polled. `corral schedule run` is one; the tray runs one on a thread.
+//!
+//! Several firers may run at once (two trays, a timer): each slot is
+//! claimed in the store, so each is launched once.
+
+use crate::queue::ShepherdCommand;
+use crate::store::{FireRow, Store};
+use crate::time::Timestamp;
+use crate::watch::Watcher;
+
+use super::{all, fire, ScheduleError};
+
+/// One look at every schedule.
+#[derive(Debug, Default)]
+pub struct Round {
+    /// The fires this firer carried out.
+    pub fired: Vec<FireRow>,
+    /// Schedules that could not be fired, with why (the others went on).
+    pub errors: Vec<(String, ScheduleError)>,
+    /// When the next slot of any schedule is due.
+    pub next_due: Option<Timestamp>,
+}
+
+/// Fires every schedule that is due now, and the queued fires whose turn
+/// came.
+pub fn round(store: &mut Store, firer: &str, shepherd: &ShepherdCommand) -> Result<Round, ScheduleError> {
+    let mut round = Round::default();
+    for schedule in all(store)? {
+        let name = schedule.name.clone();
+        let fired = fire::fire_queued(store, &name, firer, shepherd).and_then(|mut fired| {
+            fired.extend(fire::fire_due(store, &name, firer, shepherd)?);
+            Ok(fired)
+        });
+        match fired {
+            Ok(fired) => round.fired.extend(fired),
+            Err(e) => round.errors.push((name, e)),
+        }
+        if let Some(next) = schedule.next_due(super::now()) {
+            round.next_due = Some(round.next_due.map_or(next, |n| n.min(next)));
+        }
+    }
+    Ok(round)
+}
+
+/// Fires schedules as they come due until `keep_going` says stop (it is
+/// asked after each round), telling `told` of each round.
+pub fn run(
+    store: &mut Store,
+    firer: &str,
+    shepherd: &ShepherdCommand,
+    mut told: impl FnMut(&Round) -> bool,
+) -> Result<(), ScheduleError> {
+    let mut watcher = Watcher::new(store)?;
+    loop {
+        let round = round(store, firer, shepherd)?;
+        if !told(&round) {
+            return Ok(());
+        }
+        // Asleep until the next slot, or until the store changes.
+        let until = round.next_due.map(|at| {
+            let wait = at.signed_duration_since(super::now()).to_std().unwrap_or_default();
+            std::time::Instant::now() + wait
+        });
+        if !watcher.heal_if_due(store, shepherd)? {
+            watcher.changed_before(store, until)?;
+        }
+    }
+}

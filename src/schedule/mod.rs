@@ -1,0 +1,227 @@
+//! Schedules: a preset launched by a clock, and a trigger is a schedule
+//! with a precheck.
+//!
+//! A schedule says what to launch (preset, task, folder), when (`when`),
+//! and the rules of its fires: what to do when the last fire still runs
+//! (`overlap`), a precheck that says whether there is anything to do and,
+//! in `each` mode, one run per line it prints, deduplicated against earlier
+//! fires; bounds on runs per fire and per hour; pausing itself after
+//! failures; which finished runs to keep. Each fire is claimed in the store
+//! under its slot, so any number of firers (the tray, `corral schedule
+//! run`, a systemd timer running `corral schedule fire`) launch a slot
+//! exactly once (see `fire`). Every fire's outcome is kept.
+//!
+//! The settings are persisted (as JSON in the store); what a firer knows
+//! of the next due time is runtime state, computed again from the store.
+
+pub mod fire;
+pub mod firer;
+mod precheck;
+pub mod when;
+
+use std::time::Duration;
+
+use crate::store::{ScheduleRow, Store, StoreError};
+use crate::time::{self, Timestamp};
+pub use fire::{fire_due, fire_queued, run_now};
+pub use when::{When, WhenError};
+
+/// Why a schedule cannot be made, read or fired.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The store could not be healed while a firer waited.
+    #[error(transparent)]
+    Heal(#[from] crate::heal::HealError),
+    /// Its time does not parse.
+    #[error(transparent)]
+    When(#[from] WhenError),
+    /// The name cannot be a schedule's.
+    #[error("'{0}' cannot name a schedule: use letters, digits, '.', '_' and '-' (at most 64), starting with a letter or digit")]
+    BadName(String),
+    /// The stored settings cannot be read back (written by a newer Corral?).
+    #[error("schedule '{name}' has settings this Corral cannot read ({why}): remove it with 'corral schedule rm {name}' and add it again")]
+    Unreadable { name: String, why: String },
+    /// The schedule's folder (its environment) could not be written.
+    #[error("cannot keep schedule '{name}''s environment in {path}: {source}")]
+    Folder { name: String, path: std::path::PathBuf, source: std::io::Error },
+    /// A setting is out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What to do when a fire is due while the runs of the last one still run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// The fire is skipped, and said so (the default).
+    #[default]
+    Skip,
+    /// The fire waits for the last one's runs to end, then launches.
+    Queue,
+    /// The fire launches beside them.
+    Allow,
+}
+
+/// A command run before a fire: a non-zero exit means nothing to do.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Precheck {
+    /// The program and its arguments (no shell).
+    pub command: Vec<String>,
+    /// One run per line it prints (`{item}` in the task is the line), each
+    /// line once over the schedule's life.
+    #[serde(default)]
+    pub each: bool,
+    /// How long it may take before it is killed (and the fire skipped).
+    pub timeout_secs: u64,
+}
+
+/// Which of a schedule's finished runs are kept; older ones are removed as
+/// `corral rm` removes them (a worktree with unmerged work is kept, and
+/// said).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Keep {
+    /// At most this many finished runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<u32>,
+    /// None that ended more than this many days ago.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days: Option<u32>,
+}
+
+/// What a schedule launches, when, and the rules of its fires.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Settings {
+    pub preset: String,
+    /// The task; `{item}` is a precheck line in `each` mode.
+    pub task: String,
+    /// The folder its runs work in (absolute).
+    pub cwd: String,
+    pub when: When,
+    #[serde(default)]
+    pub overlap: Overlap,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precheck: Option<Precheck>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs_per_fire: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs_per_hour: Option<u32>,
+    /// Pauses itself once this many fires in a row failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_after_failures: Option<u32>,
+    #[serde(default)]
+    pub keep: Keep,
+}
+
+/// A schedule: its settings and where it stands.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Schedule {
+    pub name: String,
+    #[serde(flatten)]
+    pub settings: Settings,
+    pub created_at: String,
+    pub paused_at: Option<String>,
+    pub paused_why: Option<String>,
+}
+
+impl Schedule {
+    /// The schedule a stored row holds.
+    pub fn from_row(row: ScheduleRow) -> Result<Schedule, ScheduleError> {
+        let settings = serde_json::from_str(&row.settings)
+            .map_err(|e| ScheduleError::Unreadable { name: row.name.clone(), why: e.to_string() })?;
+        Ok(Schedule {
+            name: row.name,
+            settings,
+            created_at: row.created_at,
+            paused_at: row.paused_at,
+            paused_why: row.paused_why,
+        })
+    }
+
+    /// When it was created (its first slot comes after).
+    pub fn created(&self) -> Timestamp {
+        time::parse(&self.created_at).unwrap_or_else(now)
+    }
+
+    /// Its next slot after `now`; `None` for a cron expression that never
+    /// matches again.
+    pub fn next_due(&self, now: Timestamp) -> Option<Timestamp> {
+        self.settings.when.next_after(self.created(), now)
+    }
+}
+
+/// The variable that moves the schedules' clock by so many seconds (tests
+/// of slots hours apart and of daylight-saving jumps, without the wait).
+pub const CLOCK_OFFSET_ENV: &str = "CORRAL_SCHEDULE_CLOCK_OFFSET";
+
+/// The schedules' clock: the system's, moved by [`CLOCK_OFFSET_ENV`]
+/// seconds when it is set. Runs keep the system's time.
+pub fn now() -> Timestamp {
+    let offset = std::env::var(CLOCK_OFFSET_ENV).ok().and_then(|s| s.trim().parse::<i64>().ok()).unwrap_or(0);
+    time::now() + chrono::Duration::seconds(offset)
+}
+
+/// The longest a precheck may be given.
+pub const PRECHECK_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
+
+/// Adds schedule `name`, keeping `env` (the adder's environment: PATH, API
+/// keys) for its runs, as a launch keeps its launcher's.
+pub fn add(
+    store: &mut Store,
+    name: &str,
+    settings: &Settings,
+    env: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Result<Schedule, ScheduleError> {
+    check_name(name)?;
+    if let Some(precheck) = &settings.precheck {
+        if precheck.command.is_empty() {
+            return Err(ScheduleError::Invalid("the precheck is empty: give the command and its arguments".into()));
+        }
+        if precheck.timeout_secs == 0 || precheck.timeout_secs > PRECHECK_TIMEOUT_MAX.as_secs() {
+            return Err(ScheduleError::Invalid("a precheck's timeout is between 1 s and 1 h".into()));
+        }
+    }
+    crate::launch::check_task(&settings.task).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
+    let dir = store.home().schedule_dir(name);
+    let folder = |source| ScheduleError::Folder { name: name.to_string(), path: dir.clone(), source };
+    crate::home::ensure_private_dir(&dir).map_err(|e| folder(std::io::Error::other(e)))?;
+    // A run's own marks are not the schedule's: its runs get their own.
+    let marks = [crate::run_env::RUN_ID_ENV, crate::run_env::SHEPHERD_ENV];
+    crate::run_env::save(&dir, env.into_iter().filter(|(k, _)| !marks.iter().any(|m| k == m))).map_err(folder)?;
+    let json = serde_json::to_string(settings).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
+    match store.add_schedule(name, &json, &time::format(now())) {
+        Ok(row) => Schedule::from_row(row),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The schedule called `name`.
+pub fn get(store: &Store, name: &str) -> Result<Schedule, ScheduleError> {
+    Schedule::from_row(store.schedule(name)?)
+}
+
+/// Every schedule, by name.
+pub fn all(store: &Store) -> Result<Vec<Schedule>, ScheduleError> {
+    store.schedules()?.into_iter().map(Schedule::from_row).collect()
+}
+
+/// Removes schedule `name` and its folder; its runs stay.
+pub fn remove(store: &mut Store, name: &str) -> Result<(), ScheduleError> {
+    store.remove_schedule(name)?;
+    let _ = std::fs::remove_dir_all(store.home().schedule_dir(name));
+    Ok(())
+}
+
+fn check_name(name: &str) -> Result<(), ScheduleError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ScheduleError::BadName(name.to_string()))
+    }
+}

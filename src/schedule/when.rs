@@ -1,0 +1,160 @@
+//! When a schedule is due: a cron expression in the user's time zone
+//! (parsed and evaluated by `croner`, daylight-saving jumps included), or
+//! a fixed period from the schedule's creation (`every 2h`, read by
+//! `humantime`).
+//!
+//! A slot is a due time. A schedule's first slot comes after its creation;
+//! a fire takes the latest slot that is due and not taken, so a schedule
+//! that missed several slots (the laptop asleep, nothing running) fires
+//! once on wake, not once per slot.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{Local, SubsecRound, TimeZone};
+
+use crate::time::Timestamp;
+
+/// When a schedule's slots are.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum When {
+    /// A cron expression (5 fields, or 6 with seconds first), in the local
+    /// time zone of the machine that fires it (`TZ`, else the system's).
+    Cron(String),
+    /// Every so many seconds, counted from the schedule's creation.
+    EverySecs(u64),
+}
+
+/// Why a schedule's time cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum WhenError {
+    /// The cron expression does not parse.
+    #[error(
+        "'{expr}' is not a cron expression ({why}): write five fields, e.g. --cron '0 9 * * 1-5' for weekdays at 09:00"
+    )]
+    Cron { expr: String, why: String },
+    /// The period does not parse, or is zero.
+    #[error("'{text}' is not a period: write e.g. --every 30m, --every 2h, --every 1d")]
+    Every { text: String },
+}
+
+impl When {
+    /// A cron expression, checked.
+    pub fn cron(expr: &str) -> Result<When, WhenError> {
+        croner::Cron::from_str(expr)
+            .map_err(|e| WhenError::Cron { expr: expr.to_string(), why: e.to_string() })
+            .map(|_| When::Cron(expr.trim().to_string()))
+    }
+
+    /// A period such as `2h` or `90s`, at least a second.
+    pub fn every(text: &str) -> Result<When, WhenError> {
+        match humantime::parse_duration(text.trim()) {
+            Ok(d) if d >= Duration::from_secs(1) => Ok(When::EverySecs(d.as_secs())),
+            _ => Err(WhenError::Every { text: text.to_string() }),
+        }
+    }
+
+    /// The schedule in words: `cron 0 9 * * 1-5 (At 09:00, on Monday
+    /// through Friday.)`, `every 2h`.
+    pub fn describe(&self) -> String {
+        match self {
+            When::Cron(expr) => match croner::Cron::from_str(expr) {
+                Ok(cron) => format!("cron {expr} ({})", cron.describe()),
+                Err(_) => format!("cron {expr}"),
+            },
+            When::EverySecs(secs) => format!("every {}", humantime::format_duration(Duration::from_secs(*secs))),
+        }
+    }
+
+    /// The latest slot at or before `now` that comes after the schedule's
+    /// creation (`created`) and after `after` (the last slot fired), if
+    /// one is due.
+    pub fn latest_due(&self, created: Timestamp, after: Option<Timestamp>, now: Timestamp) -> Option<Timestamp> {
+        let slot = match self {
+            When::Cron(expr) => {
+                let cron = croner::Cron::from_str(expr).ok()?;
+                let now = Local.from_utc_datetime(&now.naive_utc()).trunc_subsecs(0);
+                let mut slot = cron.find_previous_occurrence(&now, true).ok()?;
+                // Searching back across a wall-clock hour that happens
+                // twice can land on its later face, after `now`.
+                for _ in 0..3 {
+                    if slot <= now {
+                        break;
+                    }
+                    let faces = match Local.from_local_datetime(&slot.naive_local()) {
+                        chrono::LocalResult::Ambiguous(a, b) => [a, b].into_iter().filter(|t| *t <= now).max(),
+                        _ => None,
+                    };
+                    slot = match faces {
+                        Some(face) => face,
+                        None => cron.find_previous_occurrence(&slot, false).ok()?,
+                    };
+                }
+                // The second face of an hour that happens twice is the
+                // same slot as the first: it fires once.
+                let last = after.map(|after| Local.from_utc_datetime(&after.naive_utc()).naive_local());
+                if slot > now || last == Some(slot.naive_local()) {
+                    return None;
+                }
+                slot.to_utc()
+            }
+            When::EverySecs(secs) => {
+                let period = (*secs).max(1) as i64;
+                let elapsed = now.signed_duration_since(created).num_seconds();
+                let periods = elapsed / period;
+                if periods < 1 {
+                    return None;
+                }
+                created.trunc_subsecs(0) + chrono::Duration::seconds(periods * period)
+            }
+        };
+        (slot > created && after.is_none_or(|after| slot > after)).then_some(slot)
+    }
+
+    /// The first slot after `t` (and after the schedule's creation).
+    pub fn next_after(&self, created: Timestamp, t: Timestamp) -> Option<Timestamp> {
+        let t = t.max(created);
+        match self {
+            When::Cron(expr) => {
+                let cron = croner::Cron::from_str(expr).ok()?;
+                let t = Local.from_utc_datetime(&t.naive_utc()).trunc_subsecs(0);
+                Some(cron.find_next_occurrence(&t, false).ok()?.to_utc())
+            }
+            When::EverySecs(secs) => {
+                let period = (*secs).max(1) as i64;
+                let periods = t.signed_duration_since(created).num_seconds() / period + 1;
+                Some(created.trunc_subsecs(0) + chrono::Duration::seconds(periods * period))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> Timestamp {
+        crate::time::parse(text).unwrap()
+    }
+
+    #[test]
+    fn a_period_counts_from_creation_and_many_missed_slots_are_one() {
+        let every = When::every("10m").unwrap();
+        let created = at("2026-11-25T10:00:00Z");
+        assert_eq!(every.latest_due(created, None, at("2026-11-25T10:09:59Z")), None);
+        assert_eq!(every.latest_due(created, None, at("2026-11-25T10:10:00Z")), Some(at("2026-11-25T10:10:00Z")));
+        // Asleep for hours: one slot, the latest.
+        let last = Some(at("2026-11-25T10:10:00Z"));
+        assert_eq!(every.latest_due(created, last, at("2026-11-25T13:05:00Z")), Some(at("2026-11-25T13:00:00Z")));
+        assert_eq!(every.latest_due(created, Some(at("2026-11-25T13:00:00Z")), at("2026-11-25T13:05:00Z")), None);
+        assert_eq!(every.next_after(created, at("2026-11-25T13:05:00Z")), Some(at("2026-11-25T13:10:00Z")));
+    }
+
+    #[test]
+    fn bad_times_say_what_to_write() {
+        assert!(When::cron("every day").unwrap_err().to_string().contains("--cron '0 9 * * 1-5'"));
+        assert!(When::every("0s").unwrap_err().to_string().contains("--every 30m"));
+        assert!(When::every("soon").is_err());
+    }
+}

@@ -1,0 +1,48 @@
+-- Schedules: a preset launched by a clock, and every fire with its outcome.
+-- `settings` is the schedule as JSON (`schedule::Settings`): what to
+-- launch, when, and the rules of its fires; `paused_at`/`paused_why` say
+-- who paused it and why (the user, or its own failures).
+CREATE TABLE schedules (
+    name       TEXT PRIMARY KEY,
+    settings   TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    paused_at  TEXT,
+    paused_why TEXT
+);
+
+-- One row per slot (schedule, due time), taken by exactly one firer: the
+-- unique key is what keeps two firers (two trays, a timer, `schedule
+-- run`) from launching a slot twice. `outcome` is `firing` while its
+-- firer decides, then `launched`, `queued` (overlap: queue, waiting for
+-- the last fire to end), `skipped_paused`, `skipped_overlap`,
+-- `skipped_precheck`, `skipped_nothing_new`, `skipped_limit` or `failed`
+-- (nothing could be launched), with `detail` in words.
+CREATE TABLE fires (
+    id        INTEGER PRIMARY KEY,
+    schedule  TEXT NOT NULL REFERENCES schedules (name) ON DELETE CASCADE,
+    due_at    TEXT NOT NULL,
+    fired_at  TEXT NOT NULL,
+    late_ms   INTEGER NOT NULL DEFAULT 0,
+    firer     TEXT NOT NULL,
+    outcome   TEXT NOT NULL,
+    detail    TEXT,
+    UNIQUE (schedule, due_at)
+);
+
+-- The runs a fire launched (one, or one per precheck item).
+CREATE TABLE fire_runs (
+    fire   INTEGER NOT NULL REFERENCES fires (id) ON DELETE CASCADE,
+    run_id TEXT NOT NULL,
+    item   TEXT,
+    PRIMARY KEY (fire, run_id)
+);
+CREATE INDEX fire_runs_by_run ON fire_runs (run_id);
+
+-- Precheck items already worked on, so an item is launched once, not at
+-- every poll.
+CREATE TABLE schedule_items (
+    schedule TEXT NOT NULL REFERENCES schedules (name) ON DELETE CASCADE,
+    item     TEXT NOT NULL,
+    fire     INTEGER NOT NULL,
+    PRIMARY KEY (schedule, item)
+);

@@ -1,0 +1,317 @@
+//! The `schedules`, `fires`, `fire_runs` and `schedule_items` tables: the
+//! schedules, and every fire of each with its outcome (see `crate::schedule`).
+//!
+//! A fire is claimed by inserting its slot (schedule, due time) under a
+//! unique key, in the same transaction that reads where the schedule
+//! stands: of any number of firers racing for a slot, exactly one launches
+//! it. The settings are kept as the schedule module's JSON; this file
+//! knows rows, not their meaning.
+
+use std::collections::HashSet;
+
+use rusqlite::{params, OptionalExtension};
+
+use super::{Doing, Store, StoreError};
+use crate::run::RunStatus;
+use crate::time;
+
+/// A schedule as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleRow {
+    pub name: String,
+    /// The settings, as `schedule::Settings` JSON.
+    pub settings: String,
+    pub created_at: String,
+    /// Paused since then (no fire launches anything), and why.
+    pub paused_at: Option<String>,
+    pub paused_why: Option<String>,
+}
+
+/// One fire of a schedule and what came of it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FireRow {
+    pub id: i64,
+    pub schedule: String,
+    /// The slot: when it was due.
+    pub due_at: String,
+    pub fired_at: String,
+    /// How late it fired, in milliseconds (a machine that slept, no firer
+    /// running).
+    pub late_ms: i64,
+    /// Who fired it: `tray`, `schedule run`, `timer`, `run-now`, `fire`.
+    pub firer: String,
+    /// `firing`, `launched`, `queued`, `skipped_paused`, `skipped_overlap`,
+    /// `skipped_precheck`, `skipped_nothing_new`, `skipped_limit`, `failed`.
+    pub outcome: String,
+    pub detail: Option<String>,
+    /// The runs it launched, with their status now.
+    pub runs: Vec<FireRun>,
+}
+
+/// A run a fire launched.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FireRun {
+    pub id: String,
+    /// The precheck line it works on (`each:` mode).
+    pub item: Option<String>,
+    /// Its status now; `None` once it was removed (`rm`, `prune`, `keep`).
+    pub status: Option<RunStatus>,
+}
+
+const FIRE_COLUMNS: &str = "id, schedule, due_at, fired_at, late_ms, firer, outcome, detail";
+
+fn fire_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FireRow> {
+    Ok(FireRow {
+        id: r.get(0)?,
+        schedule: r.get(1)?,
+        due_at: r.get(2)?,
+        fired_at: r.get(3)?,
+        late_ms: r.get(4)?,
+        firer: r.get(5)?,
+        outcome: r.get(6)?,
+        detail: r.get(7)?,
+        runs: Vec::new(),
+    })
+}
+
+fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
+    Ok(ScheduleRow {
+        name: r.get(0)?,
+        settings: r.get(1)?,
+        created_at: r.get(2)?,
+        paused_at: r.get(3)?,
+        paused_why: r.get(4)?,
+    })
+}
+
+impl Store {
+    /// Records a new schedule, made at `now`; refused if the name is taken.
+    pub fn add_schedule(&mut self, name: &str, settings: &str, now: &str) -> Result<ScheduleRow, StoreError> {
+        let added = self.write("adding a schedule", |tx| {
+            tx.execute(
+                "INSERT INTO schedules (name, settings, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
+                params![name, settings, now],
+            )
+        })?;
+        if added == 0 {
+            return Err(StoreError::ScheduleExists(name.to_string()));
+        }
+        self.schedule(name)
+    }
+
+    /// The schedule called `name`.
+    pub fn schedule(&self, name: &str) -> Result<ScheduleRow, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT name, settings, created_at, paused_at, paused_why FROM schedules WHERE name = ?1")
+            .and_then(|mut stmt| stmt.query_row([name], schedule_from_row).optional())
+            .doing("reading a schedule")?
+            .ok_or_else(|| StoreError::UnknownSchedule(name.to_string()))
+    }
+
+    /// Every schedule, by name.
+    pub fn schedules(&self) -> Result<Vec<ScheduleRow>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT name, settings, created_at, paused_at, paused_why FROM schedules ORDER BY name")
+            .doing("listing schedules")?;
+        let rows = stmt.query_map([], schedule_from_row).doing("listing schedules")?;
+        rows.collect::<Result<_, _>>().doing("listing schedules")
+    }
+
+    /// Removes a schedule and its fires' history (its runs stay).
+    pub fn remove_schedule(&mut self, name: &str) -> Result<(), StoreError> {
+        let removed =
+            self.write("removing a schedule", |tx| tx.execute("DELETE FROM schedules WHERE name = ?1", [name]))?;
+        if removed == 0 {
+            return Err(StoreError::UnknownSchedule(name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Pauses (`Some(why)`) or resumes (`None`) a schedule.
+    pub fn set_schedule_paused(&mut self, name: &str, why: Option<&str>) -> Result<ScheduleRow, StoreError> {
+        let now = time::format(time::now());
+        let changed = self.write("pausing a schedule", |tx| match why {
+            Some(why) => tx.execute(
+                "UPDATE schedules SET paused_at = coalesce(paused_at, ?2), paused_why = ?3 WHERE name = ?1",
+                params![name, now, why],
+            ),
+            None => tx.execute("UPDATE schedules SET paused_at = NULL, paused_why = NULL WHERE name = ?1", [name]),
+        })?;
+        if changed == 0 {
+            return Err(StoreError::UnknownSchedule(name.to_string()));
+        }
+        self.schedule(name)
+    }
+
+    /// The due time of the schedule's latest fire, if it fired.
+    pub fn last_fire_due(&self, name: &str) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT max(due_at) FROM fires WHERE schedule = ?1")
+            .and_then(|mut stmt| stmt.query_row([name], |r| r.get(0)))
+            .doing("reading a schedule's last fire")
+    }
+
+    /// Claims a slot of schedule `name` for `firer` at `now`: the fire's id,
+    /// or `None` if another firer took this slot. `due` is asked in the
+    /// same transaction, with the due time of the schedule's latest fire,
+    /// so the slot is chosen against what the store holds, not a stale
+    /// read; it returns `None` when nothing is due.
+    pub fn claim_fire(
+        &mut self,
+        name: &str,
+        firer: &str,
+        now: &str,
+        due: impl FnOnce(Option<&str>) -> Option<(String, i64)>,
+    ) -> Result<Option<FireRow>, StoreError> {
+        let id = self.write("claiming a schedule's fire", |tx| {
+            let last: Option<String> =
+                tx.query_row("SELECT max(due_at) FROM fires WHERE schedule = ?1", [name], |r| r.get(0))?;
+            let Some((due_at, late_ms)) = due(last.as_deref()) else { return Ok(None) };
+            let inserted = tx.execute(
+                "INSERT INTO fires (schedule, due_at, fired_at, late_ms, firer, outcome)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'firing') ON CONFLICT (schedule, due_at) DO NOTHING",
+                params![name, due_at, now, late_ms, firer],
+            )?;
+            Ok((inserted == 1).then(|| tx.last_insert_rowid()))
+        })?;
+        id.map(|id| self.fire(id)).transpose()
+    }
+
+    /// Takes a fire that waited for the one before it (`overlap: queue`)
+    /// for this firer: true if this process took it.
+    pub fn take_queued_fire(&mut self, id: i64, firer: &str) -> Result<bool, StoreError> {
+        let taken = self.write("taking a queued fire", |tx| {
+            tx.execute(
+                "UPDATE fires SET outcome = 'firing', firer = ?2 WHERE id = ?1 AND outcome = 'queued'",
+                params![id, firer],
+            )
+        })?;
+        Ok(taken == 1)
+    }
+
+    /// Records what fire `id` came to: its outcome, in words, the runs it
+    /// launched (with their precheck items, now worked on).
+    pub fn finish_fire(
+        &mut self,
+        id: i64,
+        outcome: &str,
+        detail: Option<&str>,
+        runs: &[(String, Option<String>)],
+    ) -> Result<(), StoreError> {
+        self.write("recording a fire's outcome", |tx| {
+            tx.execute("UPDATE fires SET outcome = ?2, detail = ?3 WHERE id = ?1", params![id, outcome, detail])?;
+            let schedule: String = tx.query_row("SELECT schedule FROM fires WHERE id = ?1", [id], |r| r.get(0))?;
+            for (run_id, item) in runs {
+                tx.execute(
+                    "INSERT INTO fire_runs (fire, run_id, item) VALUES (?1, ?2, ?3)",
+                    params![id, run_id, item],
+                )?;
+                if let Some(item) = item {
+                    tx.execute(
+                        "INSERT INTO schedule_items (schedule, item, fire) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (schedule, item) DO NOTHING",
+                        params![schedule, item, id],
+                    )?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Fire `id`, with its runs.
+    pub fn fire(&self, id: i64) -> Result<FireRow, StoreError> {
+        let sql = format!("SELECT {FIRE_COLUMNS} FROM fires WHERE id = ?1");
+        let mut fire = self.conn().query_row(&sql, [id], fire_from_row).doing("reading a fire")?;
+        fire.runs = self.fire_runs(id)?;
+        Ok(fire)
+    }
+
+    /// The latest `limit` fires of schedule `name`, newest first.
+    pub fn fires(&self, name: &str, limit: usize) -> Result<Vec<FireRow>, StoreError> {
+        let sql = format!("SELECT {FIRE_COLUMNS} FROM fires WHERE schedule = ?1 ORDER BY due_at DESC LIMIT ?2");
+        let mut stmt = self.conn().prepare_cached(&sql).doing("reading a schedule's fires")?;
+        let rows = stmt.query_map(params![name, limit as i64], fire_from_row).doing("reading a schedule's fires")?;
+        let mut fires: Vec<FireRow> = rows.collect::<Result<_, _>>().doing("reading a schedule's fires")?;
+        for fire in &mut fires {
+            fire.runs = self.fire_runs(fire.id)?;
+        }
+        Ok(fires)
+    }
+
+    /// The fires of schedule `name` waiting for the one before them to end.
+    pub fn queued_fires(&self, name: &str) -> Result<Vec<FireRow>, StoreError> {
+        let sql =
+            format!("SELECT {FIRE_COLUMNS} FROM fires WHERE schedule = ?1 AND outcome = 'queued' ORDER BY due_at");
+        let mut stmt = self.conn().prepare_cached(&sql).doing("reading queued fires")?;
+        let rows = stmt.query_map([name], fire_from_row).doing("reading queued fires")?;
+        rows.collect::<Result<_, _>>().doing("reading queued fires")
+    }
+
+    fn fire_runs(&self, fire: i64) -> Result<Vec<FireRun>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT f.run_id, f.item, r.status FROM fire_runs f LEFT JOIN runs r ON r.id = f.run_id
+                 WHERE f.fire = ?1 ORDER BY f.rowid",
+            )
+            .doing("reading a fire's runs")?;
+        let rows = stmt
+            .query_map([fire], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?, r.get(2)?)))
+            .doing("reading a fire's runs")?;
+        let mut runs = Vec::new();
+        for row in rows {
+            let (id, item, status): (String, Option<String>, Option<String>) = row.doing("reading a fire's runs")?;
+            let status = status.and_then(|s| s.parse().ok());
+            runs.push(FireRun { id, item, status });
+        }
+        Ok(runs)
+    }
+
+    /// The runs of schedule `name`'s fires that are still active.
+    pub fn schedule_active_runs(&self, name: &str) -> Result<Vec<String>, StoreError> {
+        let sql = format!(
+            "SELECT r.id FROM fire_runs f JOIN fires ON fires.id = f.fire JOIN runs r ON r.id = f.run_id
+             WHERE fires.schedule = ?1 AND r.status IN {}",
+            RunStatus::active_sql()
+        );
+        let mut stmt = self.conn().prepare_cached(&sql).doing("reading a schedule's active runs")?;
+        let rows = stmt.query_map([name], |r| r.get(0)).doing("reading a schedule's active runs")?;
+        rows.collect::<Result<_, _>>().doing("reading a schedule's active runs")
+    }
+
+    /// The precheck items schedule `name` already worked on.
+    pub fn schedule_items(&self, name: &str) -> Result<HashSet<String>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT item FROM schedule_items WHERE schedule = ?1")
+            .doing("reading a schedule's items")?;
+        let rows = stmt.query_map([name], |r| r.get(0)).doing("reading a schedule's items")?;
+        rows.collect::<Result<_, _>>().doing("reading a schedule's items")
+    }
+
+    /// How many runs schedule `name`'s fires launched since `since`.
+    pub fn schedule_runs_since(&self, name: &str, since: &str) -> Result<usize, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "SELECT count(*) FROM fire_runs f JOIN fires ON fires.id = f.fire
+                 WHERE fires.schedule = ?1 AND fires.fired_at >= ?2",
+            )
+            .and_then(|mut stmt| stmt.query_row(params![name, since], |r| r.get::<_, i64>(0)))
+            .map(|n| n as usize)
+            .doing("counting a schedule's runs")
+    }
+
+    /// The ended runs of schedule `name`'s fires, newest fire first.
+    pub fn schedule_ended_runs(&self, name: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let sql = format!(
+            "SELECT r.id, coalesce(r.exited_at, r.completed_at, fires.fired_at) FROM fire_runs f
+             JOIN fires ON fires.id = f.fire JOIN runs r ON r.id = f.run_id
+             WHERE fires.schedule = ?1 AND r.status IN {} ORDER BY fires.due_at DESC, f.rowid DESC",
+            RunStatus::terminal_sql()
+        );
+        let mut stmt = self.conn().prepare_cached(&sql).doing("reading a schedule's ended runs")?;
+        let rows = stmt.query_map([name], |r| Ok((r.get(0)?, r.get(1)?))).doing("reading a schedule's ended runs")?;
+        rows.collect::<Result<_, _>>().doing("reading a schedule's ended runs")
+    }
+}

@@ -1,0 +1,381 @@
+//! Schedules as a user meets them through the CLI: each slot fired exactly
+//! once however many firers race for it, a missed slot caught up once and
+//! said late, overlap, prechecks and their items, the bounds, pausing
+//! (by hand and by failures), `keep`, and daylight-saving jumps.
+//!
+//! The schedules' clock is moved with `CORRAL_SCHEDULE_CLOCK_OFFSET` (whole
+//! seconds): slots hours apart are fired without waiting for them.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{eventually, fake_agent, Env};
+use serde_json::Value;
+
+/// `corral ARGS` with the schedules' clock moved by `offset` seconds.
+fn at(env: &Env, offset: i64, args: &[&str]) -> Command {
+    let mut cmd = env.command(args);
+    cmd.env("CORRAL_SCHEDULE_CLOCK_OFFSET", offset.to_string());
+    cmd
+}
+
+fn ok_at(env: &Env, offset: i64, args: &[&str]) -> String {
+    let out = at(env, offset, args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "corral {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json_at(env: &Env, offset: i64, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    serde_json::from_str(&ok_at(env, offset, &args)).unwrap()
+}
+
+/// The schedule's fires, newest first, as `schedule show --json` says.
+fn fires(env: &Env, name: &str) -> Vec<Value> {
+    let shown = env.json(&["schedule", "show", name, "-n", "1000"]);
+    shown["fires"].as_array().unwrap().clone()
+}
+
+fn outcomes(env: &Env, name: &str) -> Vec<String> {
+    fires(env, name).iter().rev().map(|f| f["outcome"].as_str().unwrap().to_string()).collect()
+}
+
+/// Every run of this installation.
+fn runs(env: &Env) -> Vec<Value> {
+    env.json(&["ls", "--all"]).as_array().unwrap().clone()
+}
+
+fn all_runs_ended(env: &Env) -> bool {
+    eventually(Duration::from_secs(30), || runs(env).iter().all(|r| !r["exited_at"].is_null()))
+}
+
+#[test]
+fn each_slot_is_fired_once_however_many_firers_race_for_it() {
+    let env = Env::new();
+    env.config("max_parallel = 50\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    env.ok(&["schedule", "add", "tick", "--preset", "quick", "--every", "10s", "--overlap", "allow", "tick"]);
+
+    // Three firers at each slot, let go at the same instant, for 100 slots.
+    let slots = 100;
+    let corral = common::corral_bin();
+    for slot in 1..=slots {
+        let offset = slot * 10 + 1;
+        let go = env.project.join(format!("go-{slot}"));
+        let script = format!("while [ ! -e '{}' ]; do :; done; exec \"$0\" schedule fire tick", go.display());
+        let firers: Vec<_> = (0..3)
+            .map(|_| {
+                let mut firer = at(&env, offset, &[]);
+                firer.env("CORRAL_SCHEDULE_CLOCK_OFFSET", offset.to_string());
+                let mut sh = Command::new("sh");
+                sh.args(["-c", &script]).arg(&corral);
+                sh.envs(firer.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))));
+                sh.current_dir(&env.project).stdout(std::process::Stdio::null());
+                sh.spawn().unwrap()
+            })
+            .collect();
+        std::fs::write(&go, "").unwrap();
+        for mut firer in firers {
+            assert!(firer.wait().unwrap().success());
+        }
+    }
+    let fired = fires(&env, "tick");
+    assert_eq!(fired.len(), slots as usize, "one fire per slot");
+    let due: HashSet<&str> = fired.iter().map(|f| f["due_at"].as_str().unwrap()).collect();
+    assert_eq!(due.len(), slots as usize, "no slot fired twice");
+    assert!(fired.iter().all(|f| f["outcome"] == "launched" && f["runs"].as_array().unwrap().len() == 1));
+    assert_eq!(runs(&env).len(), slots as usize, "one run per slot, none twice");
+    assert!(all_runs_ended(&env));
+}
+
+#[test]
+fn three_firers_running_side_by_side_launch_each_slot_once() {
+    let env = Env::new();
+    env.config("max_parallel = 50\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    env.ok(&["schedule", "add", "tick", "--preset", "quick", "--every", "1s", "--overlap", "allow", "tick"]);
+    let mut firers: Vec<_> = (0..3)
+        .map(|_| env.command(&["schedule", "run"]).stdout(std::process::Stdio::null()).spawn().unwrap())
+        .collect();
+    let enough = eventually(Duration::from_secs(30), || fires(&env, "tick").len() >= 5);
+    for firer in &mut firers {
+        let _ = firer.kill();
+        let _ = firer.wait();
+    }
+    assert!(enough, "the firers fired {} slots in 30 s", fires(&env, "tick").len());
+    let fired = fires(&env, "tick");
+    let due: HashSet<&str> = fired.iter().map(|f| f["due_at"].as_str().unwrap()).collect();
+    assert_eq!(due.len(), fired.len());
+    let launched: usize = fired.iter().map(|f| f["runs"].as_array().unwrap().len()).sum();
+    assert_eq!(runs(&env).len(), launched, "each slot's run launched once");
+    assert!(all_runs_ended(&env));
+}
+
+#[test]
+fn slots_missed_while_nothing_ran_are_caught_up_once_and_said_late() {
+    let env = Env::new();
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    env.ok(&["schedule", "add", "nightly", "--preset", "quick", "--every", "1h", "bump deps"]);
+    // Five and a half hours later, the laptop wakes: one fire, the latest slot.
+    let woke = 5 * 3600 + 1800;
+    let fire = json_at(&env, woke, &["schedule", "fire", "nightly"]);
+    assert_eq!(fire["outcome"], "launched");
+    let late = fire["late_ms"].as_i64().unwrap();
+    assert!((1_800_000..1_810_000).contains(&late), "late by {late} ms");
+    // A second firer at the same moment finds nothing due.
+    assert_eq!(json_at(&env, woke, &["schedule", "fire", "nightly"]), Value::Null);
+    assert_eq!(fires(&env, "nightly").len(), 1);
+    let shown = ok_at(&env, woke, &["schedule", "show", "nightly"]);
+    assert!(shown.contains("late by 30m"), "{shown}");
+    assert!(all_runs_ended(&env));
+}
+
+#[test]
+fn an_overlapping_fire_is_skipped_or_queued_as_the_schedule_says() {
+    let env = Env::new();
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.ok(&["schedule", "add", "skipper", "--preset", "slow", "--every", "10s", "work"]);
+    env.ok(&["schedule", "add", "queuer", "--preset", "slow", "--every", "10s", "--overlap", "queue", "work"]);
+    for name in ["skipper", "queuer"] {
+        assert_eq!(json_at(&env, 11, &["schedule", "fire", name])["outcome"], "launched");
+    }
+    let skipped = json_at(&env, 21, &["schedule", "fire", "skipper"]);
+    assert_eq!(skipped["outcome"], "skipped_overlap");
+    assert!(skipped["detail"].as_str().unwrap().contains("still run"), "{skipped}");
+    assert_eq!(json_at(&env, 21, &["schedule", "fire", "queuer"])["outcome"], "queued");
+    // The last fire's run ends: the queued fire goes, once, at the next look.
+    std::fs::write(&release, "").unwrap();
+    assert!(eventually(Duration::from_secs(20), || runs(&env).iter().all(|r| !r["exited_at"].is_null())));
+    let mut firer = at(&env, 22, &["schedule", "run"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let went = eventually(Duration::from_secs(20), || outcomes(&env, "queuer") == ["launched", "launched"]);
+    let _ = firer.kill();
+    let _ = firer.wait();
+    assert!(went, "{:?}", outcomes(&env, "queuer"));
+    assert_eq!(outcomes(&env, "skipper"), ["launched", "skipped_overlap"]);
+    assert!(all_runs_ended(&env));
+}
+
+#[test]
+fn a_precheck_decides_and_each_item_is_worked_on_once() {
+    let env = Env::new();
+    env.config("max_parallel = 20\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let list = env.project.join("issues.txt");
+    std::fs::write(&list, "12\n15\n19\n").unwrap();
+    // A precheck that fails: nothing launched, its words kept.
+    env.ok(&[
+        "schedule",
+        "add",
+        "gate",
+        "--preset",
+        "quick",
+        "--every",
+        "10s",
+        "--precheck",
+        "sh -c 'echo no CI failure; exit 3'",
+        "fix CI",
+    ]);
+    let skipped = json_at(&env, 11, &["schedule", "fire", "gate"]);
+    assert_eq!(skipped["outcome"], "skipped_precheck");
+    assert_eq!(skipped["detail"], "the precheck exited with 3: no CI failure");
+
+    // One run per line, each line once: 3 items, then the same 3 and a new one.
+    let precheck = format!("cat {}", list.display());
+    env.ok(&[
+        "schedule",
+        "add",
+        "triage",
+        "--preset",
+        "quick",
+        "--every",
+        "10s",
+        "--precheck",
+        &precheck,
+        "--each",
+        "work on issue {item}",
+    ]);
+    assert_eq!(json_at(&env, 11, &["schedule", "fire", "triage"])["runs"].as_array().unwrap().len(), 3);
+    assert!(all_runs_ended(&env));
+    std::fs::write(&list, "12\n15\n19\n23\n").unwrap();
+    let second = json_at(&env, 21, &["schedule", "fire", "triage"]);
+    assert_eq!(second["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(second["runs"][0]["item"], "23");
+    assert!(all_runs_ended(&env));
+    assert_eq!(json_at(&env, 31, &["schedule", "fire", "triage"])["outcome"], "skipped_nothing_new");
+    let tasks: HashSet<String> = runs(&env).iter().map(|r| r["task"].as_str().unwrap().to_string()).collect();
+    let expected: HashSet<String> = ["12", "15", "19", "23"].iter().map(|i| format!("work on issue {i}")).collect();
+    assert_eq!(tasks, expected, "4 runs in all, not 7");
+    assert!(all_runs_ended(&env));
+}
+
+#[test]
+fn runs_per_hour_are_bounded_and_the_rest_wait_for_a_later_fire() {
+    let env = Env::new();
+    env.config("max_parallel = 20\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let list = env.project.join("items.txt");
+    std::fs::write(&list, "a\nb\nc\nd\ne\n").unwrap();
+    let precheck = format!("cat {}", list.display());
+    env.ok(&[
+        "schedule",
+        "add",
+        "bounded",
+        "--preset",
+        "quick",
+        "--every",
+        "10m",
+        "--precheck",
+        &precheck,
+        "--each",
+        "--max-runs-per-hour",
+        "3",
+        "item {item}",
+    ]);
+    let first = json_at(&env, 601, &["schedule", "fire", "bounded"]);
+    assert_eq!(first["runs"].as_array().unwrap().len(), 3);
+    assert!(first["detail"].as_str().unwrap().contains("2 more items left"), "{first}");
+    assert!(all_runs_ended(&env));
+    // Within the hour: nothing more.
+    assert_eq!(json_at(&env, 1201, &["schedule", "fire", "bounded"])["outcome"], "skipped_limit");
+    // An hour on, the two left go.
+    let later = json_at(&env, 601 + 3600 + 60, &["schedule", "fire", "bounded"]);
+    let items: Vec<&str> = later["runs"].as_array().unwrap().iter().map(|r| r["item"].as_str().unwrap()).collect();
+    assert_eq!(items, ["d", "e"]);
+    assert!(all_runs_ended(&env));
+}
+
+#[test]
+fn a_paused_schedule_launches_nothing_until_resumed_and_pauses_itself_after_failures() {
+    let env = Env::new();
+    env.command_preset("failing", &[&fake_agent("exit-with"), "1"]);
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    env.ok(&["schedule", "add", "held", "--preset", "quick", "--every", "10s", "work"]);
+    env.ok(&["schedule", "pause", "held"]);
+    let skipped = json_at(&env, 11, &["schedule", "fire", "held"]);
+    assert_eq!(skipped["outcome"], "skipped_paused");
+    // The user's own word goes, paused or not.
+    assert_eq!(json_at(&env, 12, &["schedule", "run-now", "held"])["outcome"], "launched");
+    assert!(all_runs_ended(&env));
+    env.ok(&["schedule", "resume", "held"]);
+    assert_eq!(json_at(&env, 21, &["schedule", "fire", "held"])["outcome"], "launched");
+
+    env.ok(&[
+        "schedule",
+        "add",
+        "flaky",
+        "--preset",
+        "failing",
+        "--every",
+        "10s",
+        "--pause-after-failures",
+        "2",
+        "work",
+    ]);
+    for slot in 1..=2 {
+        assert_eq!(json_at(&env, slot * 10 + 1, &["schedule", "fire", "flaky"])["outcome"], "launched");
+        assert!(all_runs_ended(&env));
+    }
+    let paused = json_at(&env, 31, &["schedule", "fire", "flaky"]);
+    assert_eq!(paused["outcome"], "skipped_paused");
+    assert!(paused["detail"].as_str().unwrap().contains("last 2 fires failed"), "{paused}");
+    let listed = env.ok(&["schedule", "ls"]);
+    let line = listed.lines().find(|l| l.starts_with("flaky")).unwrap();
+    assert!(line.contains("✗✗·") && line.contains("paused (its last 2 fires failed"), "{listed}");
+}
+
+#[test]
+fn keep_removes_finished_runs_beyond_it() {
+    let env = Env::new();
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    env.ok(&["schedule", "add", "kept", "--preset", "quick", "--every", "10s", "--keep-last", "2", "work"]);
+    let mut ids = Vec::new();
+    for slot in 1..=4 {
+        let fire = json_at(&env, slot * 10 + 1, &["schedule", "fire", "kept"]);
+        ids.push(fire["runs"][0]["id"].as_str().unwrap().to_string());
+        assert!(all_runs_ended(&env));
+    }
+    // At the fourth fire, the first two were beyond `keep`: gone; the
+    // fourth is running or just ended, the third kept.
+    let left: HashSet<String> = runs(&env).iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    assert!(!left.contains(&ids[0]) && left.contains(&ids[2]) && left.contains(&ids[3]), "{left:?} of {ids:?}");
+    let history = fires(&env, "kept");
+    assert_eq!(history.last().unwrap()["runs"][0]["status"], Value::Null, "the history says the run was removed");
+}
+
+#[test]
+fn a_daylight_saving_jump_fires_once_on_the_day() {
+    let env = Env::new();
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let now = chrono::Utc::now().timestamp();
+    // 2027-03-14, New York: 02:00 EST jumps to 03:00 EDT; 02:30 never is.
+    let offset = |utc: &str| chrono::DateTime::parse_from_rfc3339(utc).unwrap().timestamp() - now;
+    let ny = |cmd: &mut Command| {
+        cmd.env("TZ", "America/New_York");
+    };
+    let mut add = at(
+        &env,
+        offset("2027-03-13T17:00:00Z"),
+        &["schedule", "add", "early", "--preset", "quick", "--cron", "30 2 * * *", "work"],
+    );
+    ny(&mut add);
+    assert!(add.output().unwrap().status.success());
+    let fire_at = |utc: &str| {
+        let mut cmd = at(&env, offset(utc), &["schedule", "fire", "early", "--json"]);
+        ny(&mut cmd);
+        serde_json::from_slice::<Value>(&cmd.output().unwrap().stdout).unwrap()
+    };
+    // 04:00 EDT on the day of the jump: the skipped 02:30 is one fire, at
+    // the first moment after the gap (03:00 EDT, 07:00 UTC).
+    let fire = fire_at("2027-03-14T08:00:00Z");
+    assert_eq!(fire["due_at"], "2027-03-14T07:00:00.000Z", "{fire}");
+    assert_eq!(fire_at("2027-03-14T08:00:01Z"), Value::Null);
+    // The next day: 02:30 EDT (06:30 UTC), once.
+    assert_eq!(fire_at("2027-03-15T07:00:00Z")["due_at"], "2027-03-15T06:30:00.000Z");
+    // 2027-11-07: 01:30 happens twice (EDT, then EST); it fires once.
+    let mut add = at(
+        &env,
+        offset("2027-11-06T12:00:00Z"),
+        &["schedule", "add", "twice", "--preset", "quick", "--cron", "30 1 * * *", "work"],
+    );
+    ny(&mut add);
+    assert!(add.output().unwrap().status.success());
+    let fire_twice = |utc: &str| {
+        let mut cmd = at(&env, offset(utc), &["schedule", "fire", "twice", "--json"]);
+        ny(&mut cmd);
+        serde_json::from_slice::<Value>(&cmd.output().unwrap().stdout).unwrap()
+    };
+    assert_eq!(fire_twice("2027-11-07T05:45:00Z")["due_at"], "2027-11-07T05:30:00.000Z");
+    assert_eq!(fire_twice("2027-11-07T06:45:00Z"), Value::Null, "01:30 EST is the same slot's second face");
+    assert!(all_runs_ended(&env));
+}
+
+#[test]
+fn bad_schedules_are_refused_with_what_to_write() {
+    let env = Env::new();
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let refused = |args: &[&str], says: &str| {
+        let out = env.corral(args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?} said: {err}");
+    };
+    refused(&["schedule", "add", "x", "--preset", "quick", "--cron", "every day", "t"], "--cron '0 9 * * 1-5'");
+    refused(&["schedule", "add", "x", "--preset", "quick", "--every", "soon", "t"], "--every 30m");
+    refused(&["schedule", "add", "x", "--preset", "nope", "--every", "1h", "t"], "nope");
+    refused(&["schedule", "add", "../x", "--preset", "quick", "--every", "1h", "t"], "cannot name a schedule");
+    refused(&["schedule", "add", "x", "--preset", "quick", "t"], "--cron");
+    refused(&["schedule", "fire", "ghost"], "no schedule 'ghost'");
+    env.ok(&["schedule", "add", "x", "--preset", "quick", "--every", "1h", "t"]);
+    refused(&["schedule", "add", "x", "--preset", "quick", "--every", "1h", "t"], "exists already");
+    assert!(runs(&env).is_empty());
+}
