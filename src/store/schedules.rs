@@ -58,6 +58,9 @@ pub struct FireRun {
     pub status: Option<RunStatus>,
 }
 
+/// Fires kept per schedule, the latest.
+const FIRE_HISTORY: i64 = 1000;
+
 const FIRE_COLUMNS: &str = "id, schedule, due_at, fired_at, late_ms, firer, outcome, detail";
 
 fn fire_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<FireRow> {
@@ -202,6 +205,13 @@ impl Store {
         self.write("recording a fire's outcome", |tx| {
             tx.execute("UPDATE fires SET outcome = ?2, detail = ?3 WHERE id = ?1", params![id, outcome, detail])?;
             let schedule: String = tx.query_row("SELECT schedule FROM fires WHERE id = ?1", [id], |r| r.get(0))?;
+            // A schedule every second, paused for a week, keeps its latest
+            // fires, not 600,000 (the items it worked on are kept apart).
+            tx.execute(
+                "DELETE FROM fires WHERE schedule = ?1 AND id NOT IN
+                   (SELECT id FROM fires WHERE schedule = ?1 ORDER BY due_at DESC LIMIT ?2)",
+                params![schedule, FIRE_HISTORY],
+            )?;
             for (run_id, item) in runs {
                 tx.execute(
                     "INSERT INTO fire_runs (fire, run_id, item) VALUES (?1, ?2, ?3)",

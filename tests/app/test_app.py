@@ -371,6 +371,25 @@ def test_watcher_survives_a_broken_config(session, env):
     session.watcher.items.clear()
 
 
+def test_the_tray_fires_schedules(session, env):
+    """With the tray running, a schedule's slots are fired by it: no
+    `corral schedule run` needed on a desktop."""
+    env.cli("schedule", "add", "tick", "--preset", "echo", "--every", "1s", "--overlap", "allow", "scheduled")
+    app = env.start_tray()
+
+    def fired_by_tray():
+        shown = json.loads(env.cli("schedule", "show", "tick", "--json"))
+        return [f for f in shown["fires"] if f["firer"] == "tray" and f["outcome"] == "launched"]
+
+    fires = wait_until("a fire by the tray", fired_by_tray, timeout=20)
+    run_id = fires[0]["runs"][0]["id"]
+    wait_until("its run to end", lambda: env.show(run_id)["status"] == "completed")
+    env.cli("schedule", "rm", "tick")
+    app.kill()
+    app.wait()
+    session.watcher.items.clear()
+
+
 def test_doctor_reads_the_desktop(session, env):
     """`corral doctor` asks the session bus what the tray needs: a
     notification server with actions (a click opens the run) and a

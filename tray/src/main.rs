@@ -16,6 +16,7 @@ mod instance;
 mod notify;
 mod panel;
 mod retention;
+mod schedules;
 mod state;
 mod view;
 mod watcher;
@@ -83,6 +84,7 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     panel::create(state.clone())?;
     retention::start(state.home.clone()).map_err(error::TrayError::Retention)?;
     hosts::start(state.home.clone()).map_err(error::TrayError::Hosts)?;
+    schedules::start(state.home.clone()).map_err(error::TrayError::Schedules)?;
     watcher::start(state)?;
     if open_window {
         window::open(&Route::Runs);
