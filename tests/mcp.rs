@@ -34,16 +34,21 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
         names,
         [
             "abort_agent",
+            "add_schedule",
             "agent_result",
             "agent_status",
             "discard_run",
             "launch_agent",
             "list_presets",
+            "list_schedules",
             "merge_run",
             "pause_agent",
+            "pause_schedule",
             "reply_agent",
             "resume_agent",
+            "resume_schedule",
             "run_changes",
+            "run_schedule_now",
             "wait_agents"
         ]
     );
@@ -240,6 +245,38 @@ async fn an_agent_waits_only_on_its_own_runs_and_never_widens_its_scope_through_
     for id in [&child, &caller] {
         env.ok(&["abort", id]);
     }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_agent_schedules_work_runs_it_now_and_pauses_it_through_mcp() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    env.command_preset("alpha", &[&fake_agent("child"), "alpha-result"]);
+    let client = connect(&env, None).await;
+    let (error, added) = call(
+        &client,
+        "add_schedule",
+        json!({"name": "nightly", "preset": "alpha", "task": "check", "cron": "0 3 * * *", "cwd": env.project}),
+    )
+    .await;
+    assert!(!error, "{added}");
+    assert_eq!(added["when"]["cron"], "0 3 * * *");
+    let (error, fire) = call(&client, "run_schedule_now", json!({"name": "nightly"})).await;
+    assert!(!error, "{fire}");
+    assert_eq!(fire["outcome"], "launched");
+    let run = fire["runs"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(env.wait_end(&run)["final_text"], "alpha-result");
+    let (_, paused) = call(&client, "pause_schedule", json!({"name": "nightly"})).await;
+    assert_eq!(paused["paused_why"], "by request");
+    let (_, listed) = call(&client, "list_schedules", json!({})).await;
+    assert_eq!(listed[0]["name"], "nightly");
+    assert_eq!(listed[0]["last_fires"][0]["runs"][0]["status"], "completed");
+    // What cannot be a schedule says what to write.
+    let (error, said) =
+        call(&client, "add_schedule", json!({"name": "x", "preset": "alpha", "task": "t", "cron": "daily"})).await;
+    assert!(error);
+    assert!(said.to_string().contains("--cron '0 9 * * 1-5'"), "{said}");
+    client.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "current_thread")]

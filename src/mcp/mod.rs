@@ -22,6 +22,7 @@ mod merge_run;
 mod pause;
 mod reply_agent;
 mod run_changes;
+mod schedules;
 mod scope;
 mod server;
 mod wait_agents;
@@ -43,7 +44,8 @@ impl CorralTools {
             + CorralTools::run_changes_router()
             + CorralTools::merge_run_router()
             + CorralTools::reply_agent_router()
-            + CorralTools::discard_run_router();
+            + CorralTools::discard_run_router()
+            + CorralTools::schedules_router();
         CorralTools::serving(home, router)
     }
 }

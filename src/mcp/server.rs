@@ -35,6 +35,10 @@ pub(super) enum ToolFailure {
     Pause(#[from] crate::pause::PauseError),
     #[error(transparent)]
     Refused(#[from] super::scope::Refused),
+    #[error(transparent)]
+    Schedule(#[from] crate::schedule::ScheduleError),
+    #[error(transparent)]
+    When(#[from] crate::schedule::WhenError),
     /// A host could not be reached, or refused.
     #[error(transparent)]
     Remote(#[from] crate::remote::RemoteError),

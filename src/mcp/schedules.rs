@@ -1,0 +1,159 @@
+//! `list_schedules`, `add_schedule`, `run_schedule_now`, `pause_schedule`
+//! and `resume_schedule`: the user's schedules (see `crate::schedule`), as
+//! `corral schedule` has them. Schedules are the user's, not a run's: a
+//! schedule's runs have no parent, and any agent can see them.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::server::{json_result, CorralTools};
+use crate::schedule::{self, Keep, Overlap, Precheck, Settings, When};
+
+#[tool_router(router = schedules_router, vis = "pub(super)")]
+impl CorralTools {
+    #[tool(
+        description = "List the schedules (presets launched by a clock): when each fires, its next fire, whether it is paused and why, and its latest fires with their outcomes and runs.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn list_schedules(&self) -> CallToolResult {
+        self.with_store(|store, _| {
+            let mut values = Vec::new();
+            for schedule in schedule::all(store)? {
+                let mut value = serde_json::to_value(&schedule).map_err(std::io::Error::other)?;
+                value["next_fire"] = schedule.next_due(schedule::now()).map(crate::time::format).into();
+                value["last_fires"] =
+                    serde_json::to_value(store.fires(&schedule.name, 5)?).map_err(std::io::Error::other)?;
+                values.push(value);
+            }
+            Ok(json_result(&values))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Add a schedule: the preset launched with the task at each due time (a cron expression in the machine's time zone, or a period such as 2h), each slot once. Optional: a precheck command (non-zero exit: nothing to do; with each: one run per new line it prints, {item} in the task), overlap (skip, queue, allow), bounds on runs per fire and per hour.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn add_schedule(&self, Parameters(args): Parameters<AddScheduleArgs>) -> CallToolResult {
+        self.with_store(move |store, _| {
+            let when = match (&args.cron, &args.every) {
+                (Some(expr), None) => When::cron(expr)?,
+                (None, Some(period)) => When::every(period)?,
+                _ => return Err(schedule::ScheduleError::Invalid("give one of cron or every".into()).into()),
+            };
+            let cwd = match args.cwd {
+                Some(dir) => std::path::PathBuf::from(dir),
+                None => crate::launch::working_folder()?,
+            };
+            let roots = crate::preset::Roots::new(store.home(), Some(&cwd));
+            crate::preset::discover(&roots).get(&args.preset).map_err(crate::launch::LaunchError::from)?;
+            let settings = Settings {
+                preset: args.preset,
+                task: args.task,
+                cwd: cwd.to_string_lossy().into_owned(),
+                when,
+                overlap: args.overlap.unwrap_or_default(),
+                precheck: args.precheck.map(|command| Precheck {
+                    command,
+                    each: args.each.unwrap_or(false),
+                    timeout_secs: args.precheck_timeout_secs.unwrap_or(60),
+                }),
+                max_runs_per_fire: args.max_runs_per_fire,
+                max_runs_per_hour: args.max_runs_per_hour,
+                pause_after_failures: args.pause_after_failures,
+                keep: Keep::default(),
+            };
+            let added = schedule::add(store, &args.name, &settings, std::env::vars_os())?;
+            Ok(json_result(&added))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Fire a schedule now, as a slot of its own, paused or not; returns the fire with its outcome and runs.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn run_schedule_now(&self, Parameters(args): Parameters<ScheduleArgs>) -> CallToolResult {
+        self.with_store(move |store, shepherd| Ok(json_result(&schedule::run_now(store, &args.name, shepherd)?))).await
+    }
+
+    #[tool(
+        description = "Pause a schedule: its fires launch nothing (each is kept as skipped) until resume_schedule.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn pause_schedule(&self, Parameters(args): Parameters<ScheduleArgs>) -> CallToolResult {
+        self.with_store(move |store, _| {
+            let row = store.set_schedule_paused(&args.name, Some("by request"))?;
+            Ok(json_result(&schedule::Schedule::from_row(row)?))
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Resume a paused schedule: its fires launch runs again, from its next due slot on (each slot once, as ever).",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn resume_schedule(&self, Parameters(args): Parameters<ScheduleArgs>) -> CallToolResult {
+        self.with_store(move |store, _| {
+            let row = store.set_schedule_paused(&args.name, None)?;
+            Ok(json_result(&schedule::Schedule::from_row(row)?))
+        })
+        .await
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ScheduleArgs {
+    /// The schedule's name.
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AddScheduleArgs {
+    /// The schedule's name (letters, digits, '.', '_', '-').
+    pub name: String,
+    /// The preset to launch.
+    pub preset: String,
+    /// The task; {item} is a precheck line with each.
+    pub task: String,
+    /// A cron expression in the machine's time zone, e.g. "0 9 * * 1-5".
+    #[serde(default)]
+    pub cron: Option<String>,
+    /// A period from now on, e.g. "2h".
+    #[serde(default)]
+    pub every: Option<String>,
+    /// Working folder of its runs (default: the server's).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// skip (default), queue or allow, when the last fire's runs still run.
+    #[serde(default)]
+    pub overlap: Option<Overlap>,
+    /// A command and its arguments run before each fire.
+    #[serde(default)]
+    pub precheck: Option<Vec<String>>,
+    /// One run per line the precheck prints, each line once.
+    #[serde(default)]
+    pub each: Option<bool>,
+    /// How long the precheck may take, in seconds (default 60).
+    #[serde(default)]
+    pub precheck_timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub max_runs_per_fire: Option<u32>,
+    #[serde(default)]
+    pub max_runs_per_hour: Option<u32>,
+    #[serde(default)]
+    pub pause_after_failures: Option<u32>,
+}
