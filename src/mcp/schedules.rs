@@ -103,7 +103,7 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "Resume a paused schedule: its fires launch runs again, from its next due slot on (each slot once, as ever).",
+        description = "Resume a paused schedule: its fires launch runs again (each slot once, as ever; a slot missed while nothing fired is caught up once).",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn resume_schedule(&self, Parameters(args): Parameters<ScheduleArgs>) -> CallToolResult {

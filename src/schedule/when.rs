@@ -100,13 +100,14 @@ impl When {
                 slot.to_utc()
             }
             When::EverySecs(secs) => {
+                // Slots fall on whole seconds from the second it was made.
+                let anchor = created.trunc_subsecs(0);
                 let period = (*secs).max(1) as i64;
-                let elapsed = now.signed_duration_since(created).num_seconds();
-                let periods = elapsed / period;
+                let periods = now.signed_duration_since(anchor).num_seconds() / period;
                 if periods < 1 {
                     return None;
                 }
-                created.trunc_subsecs(0) + chrono::Duration::seconds(periods * period)
+                anchor + chrono::Duration::seconds(periods * period)
             }
         };
         (slot > created && after.is_none_or(|after| slot > after)).then_some(slot)
@@ -122,9 +123,10 @@ impl When {
                 Some(cron.find_next_occurrence(&t, false).ok()?.to_utc())
             }
             When::EverySecs(secs) => {
+                let anchor = created.trunc_subsecs(0);
                 let period = (*secs).max(1) as i64;
-                let periods = t.signed_duration_since(created).num_seconds() / period + 1;
-                Some(created.trunc_subsecs(0) + chrono::Duration::seconds(periods * period))
+                let periods = t.signed_duration_since(anchor).num_seconds() / period + 1;
+                Some(anchor + chrono::Duration::seconds(periods * period))
             }
         }
     }
@@ -149,6 +151,14 @@ mod tests {
         assert_eq!(every.latest_due(created, last, at("2026-11-25T13:05:00Z")), Some(at("2026-11-25T13:00:00Z")));
         assert_eq!(every.latest_due(created, Some(at("2026-11-25T13:00:00Z")), at("2026-11-25T13:05:00Z")), None);
         assert_eq!(every.next_after(created, at("2026-11-25T13:05:00Z")), Some(at("2026-11-25T13:10:00Z")));
+    }
+
+    #[test]
+    fn a_period_made_mid_second_is_due_on_the_second_it_names() {
+        let every = When::every("1s").unwrap();
+        let created = at("2026-11-25T10:00:00.700Z");
+        assert_eq!(every.next_after(created, created), Some(at("2026-11-25T10:00:01Z")));
+        assert_eq!(every.latest_due(created, None, at("2026-11-25T10:00:01.001Z")), Some(at("2026-11-25T10:00:01Z")));
     }
 
     #[test]
