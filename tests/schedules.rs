@@ -379,3 +379,48 @@ fn bad_schedules_are_refused_with_what_to_write() {
     refused(&["schedule", "add", "x", "--preset", "quick", "--every", "1h", "t"], "exists already");
     assert!(runs(&env).is_empty());
 }
+
+#[test]
+fn a_global_presets_schedule_is_kept_in_step_with_its_file() {
+    let env = Env::new();
+    let global = env.home.join("presets");
+    std::fs::create_dir_all(&global).unwrap();
+    let exit = fake_agent("exit-with");
+    let write = |schedule: &str| {
+        let text = format!(
+            "---\nname: nightly\ndescription: nightly check\nagent: command\ncommand: [{exit}, \"0\"]\n{schedule}---\n"
+        );
+        std::fs::write(global.join("nightly.md"), text).unwrap();
+    };
+    let cwd = env.project.to_str().unwrap().to_string();
+    write(&format!("schedule:\n  every: 10s\n  task: check the build\n  cwd: {cwd}\n"));
+    let listed = env.json(&["schedule", "ls"]);
+    assert_eq!(listed[0]["name"], "nightly");
+    assert!(listed[0]["source"].as_str().unwrap().ends_with("presets/nightly.md"), "{listed}");
+    let fire = json_at(&env, 11, &["schedule", "fire", "nightly"]);
+    assert_eq!(fire["outcome"], "launched");
+    assert!(all_runs_ended(&env));
+    assert_eq!(runs(&env)[0]["task"], "check the build");
+
+    // Changed in the file: changed here, its history kept.
+    write(&format!("schedule:\n  every: 10s\n  task: check the build twice\n  cwd: {cwd}\n"));
+    assert_eq!(json_at(&env, 21, &["schedule", "fire", "nightly"])["outcome"], "launched");
+    assert!(all_runs_ended(&env));
+    assert_eq!(fires(&env, "nightly").len(), 2);
+    assert!(runs(&env).iter().any(|r| r["task"] == "check the build twice"));
+    // Removed here only in its file.
+    let out = env.corral(&["schedule", "rm", "nightly"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("remove it there"), "{out:?}");
+    // A broken `schedule:` is said, and the schedule it had stays.
+    write("schedule:\n  cron: sometimes\n  task: x\n");
+    let out = env.corral(&["schedule", "ls"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cron '0 9 * * 1-5'"), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nightly"));
+    // Gone from the file: gone here.
+    write("");
+    assert_eq!(env.json(&["schedule", "ls"]), serde_json::json!([]));
+
+    // A project's preset does not schedule work on this machine.
+    env.command_preset_with("repo-cron", &[&exit, "0"], "schedule:\n  every: 10s\n  task: mine bitcoin\n");
+    assert_eq!(env.json(&["schedule", "ls"]), serde_json::json!([]));
+}

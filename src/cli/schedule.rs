@@ -124,6 +124,10 @@ pub struct AddArgs {
 }
 
 pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
+    // The presets' schedules as their files say now.
+    for problem in schedule::presets::sync(store)? {
+        eprintln!("corral: {problem}");
+    }
     match args.action {
         Action::Add(add) => self::add(store, add, out),
         Action::Ls { json } => list(store, json, out),
@@ -166,9 +170,10 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
                     let _ = writeln!(out, "{}", fire_line(fire));
                 }
                 for (name, e) in &round.errors {
-                    // Said once per schedule, not at every wake.
-                    if failed.insert(name.clone()) {
-                        eprintln!("corral: schedule {name}: {e}");
+                    // Said once, not at every wake.
+                    let said = format!("schedule {name}: {e}");
+                    if failed.insert(said.clone()) {
+                        eprintln!("corral: {said}");
                     }
                 }
                 let _ = out.flush();

@@ -20,6 +20,9 @@ impl CorralTools {
     )]
     async fn list_schedules(&self) -> CallToolResult {
         self.with_store(|store, _| {
+            // Presets' schedules as their files say now (problems are the
+            // firer's to say).
+            schedule::presets::sync(store)?;
             let mut values = Vec::new();
             for schedule in schedule::all(store)? {
                 let mut value = serde_json::to_value(&schedule).map_err(std::io::Error::other)?;

@@ -121,6 +121,11 @@ pub struct Preset {
     /// own runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpScope>,
+    /// When it launches itself (`schedule: {cron: "0 3 * * *", task: …}`):
+    /// a global preset's schedule is kept as a schedule of its own name
+    /// (see `schedule::sync`). As written; read by the schedule module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<PresetSchedule>,
     /// The markdown body: appended to the agent's system prompt.
     pub system_prompt: String,
     /// Where it was found.
@@ -131,6 +136,55 @@ pub struct Preset {
     /// that is close to one it does (`timout:`, did you mean `timeout:`?).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// A preset's `schedule:` as written: when, the task, and the rules of
+/// its fires (the same as `corral schedule add`'s options).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresetSchedule {
+    /// A cron expression in the local time zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// A period: `2h`, `1d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    /// The task of each fire; `{item}` is a precheck line with `each`.
+    pub task: String,
+    /// The folder its runs work in (default: the user's home; `~/` works).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// `skip` (default), `queue` or `allow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<String>,
+    /// A command and its arguments run before each fire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precheck: Option<Vec<String>>,
+    /// One run per new line the precheck prints.
+    #[serde(default)]
+    pub each: bool,
+    /// How long the precheck may take: `60s` (the default), `5m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precheck_timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs_per_fire: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs_per_hour: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_after_failures: Option<u32>,
+    /// `keep: {last: 10, days: 14}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<PresetKeep>,
+}
+
+/// `keep:` of a preset's schedule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresetKeep {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days: Option<u32>,
 }
 
 /// A file that could not be used as a preset, and why.

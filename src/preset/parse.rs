@@ -74,6 +74,7 @@ struct Frontmatter {
     notify: Option<String>,
     limits: Option<crate::resources::WrittenLimits>,
     mcp: Option<String>,
+    schedule: Option<super::PresetSchedule>,
 }
 
 /// Why a file is not a usable preset; each message says how to fix it.
@@ -168,6 +169,7 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         worktree: front.worktree.unwrap_or(false),
         setup,
         limits: front.limits.as_ref().map(crate::resources::ResourceLimits::parse).transpose()?.unwrap_or_default(),
+        schedule: front.schedule,
         system_prompt: body.trim().to_string(),
         source,
         path: path.to_string(),
@@ -193,6 +195,7 @@ const KEYS: &[&str] = &[
     "notify",
     "limits",
     "mcp",
+    "schedule",
 ];
 
 /// A warning for each key that Corral does not read but that is one or two

@@ -28,6 +28,10 @@ pub struct Round {
 /// came.
 pub fn round(store: &mut Store, firer: &str, shepherd: &ShepherdCommand) -> Result<Round, ScheduleError> {
     let mut round = Round::default();
+    // Presets' schedules in step with their files, every round.
+    for problem in super::presets::sync(store)? {
+        round.errors.push(("presets".to_string(), ScheduleError::Invalid(problem)));
+    }
     for schedule in all(store)? {
         let name = schedule.name.clone();
         let fired = fire::fire_queued(store, &name, firer, shepherd).and_then(|mut fired| {

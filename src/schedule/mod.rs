@@ -17,6 +17,7 @@
 pub mod fire;
 pub mod firer;
 mod precheck;
+pub mod presets;
 pub mod when;
 
 use std::time::Duration;
@@ -135,6 +136,8 @@ pub struct Schedule {
     pub created_at: String,
     pub paused_at: Option<String>,
     pub paused_why: Option<String>,
+    /// The preset file whose `schedule:` it is (`None`: added by hand).
+    pub source: Option<String>,
 }
 
 impl Schedule {
@@ -148,6 +151,7 @@ impl Schedule {
             created_at: row.created_at,
             paused_at: row.paused_at,
             paused_why: row.paused_why,
+            source: row.source,
         })
     }
 
@@ -198,9 +202,7 @@ pub fn add(
     let dir = store.home().schedule_dir(name);
     let folder = |source| ScheduleError::Folder { name: name.to_string(), path: dir.clone(), source };
     crate::home::ensure_private_dir(&dir).map_err(|e| folder(std::io::Error::other(e)))?;
-    // A run's own marks are not the schedule's: its runs get their own.
-    let marks = [crate::run_env::RUN_ID_ENV, crate::run_env::SHEPHERD_ENV];
-    crate::run_env::save(&dir, env.into_iter().filter(|(k, _)| !marks.iter().any(|m| k == m))).map_err(folder)?;
+    crate::run_env::save(&dir, without_run_marks(env)).map_err(folder)?;
     let json = serde_json::to_string(settings).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
     match store.add_schedule(name, &json, &time::format(now())) {
         Ok(row) => Schedule::from_row(row),
@@ -218,11 +220,25 @@ pub fn all(store: &Store) -> Result<Vec<Schedule>, ScheduleError> {
     store.schedules()?.into_iter().map(Schedule::from_row).collect()
 }
 
-/// Removes schedule `name` and its folder; its runs stay.
+/// Removes schedule `name` and its folder; its runs stay. A preset's
+/// schedule goes with its `schedule:` key, not this way.
 pub fn remove(store: &mut Store, name: &str) -> Result<(), ScheduleError> {
+    if let Some(file) = store.schedule(name)?.source {
+        return Err(ScheduleError::Invalid(format!(
+            "schedule {name} is the `schedule:` of the preset {file}: remove it there (or pause it here)"
+        )));
+    }
     store.remove_schedule(name)?;
     let _ = std::fs::remove_dir_all(store.home().schedule_dir(name));
     Ok(())
+}
+
+/// `env` without a run's own marks: a schedule's runs get their own.
+fn without_run_marks(
+    env: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
+    let marks = [crate::run_env::RUN_ID_ENV, crate::run_env::SHEPHERD_ENV];
+    env.into_iter().filter(move |(k, _)| !marks.iter().any(|m| k == m))
 }
 
 fn check_name(name: &str) -> Result<(), ScheduleError> {

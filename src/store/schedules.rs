@@ -25,6 +25,22 @@ pub struct ScheduleRow {
     /// Paused since then (no fire launches anything), and why.
     pub paused_at: Option<String>,
     pub paused_why: Option<String>,
+    /// The preset file whose `schedule:` it is (`None`: added by hand).
+    pub source: Option<String>,
+}
+
+/// What putting a preset's schedule into the store did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PresetSchedulePut {
+    /// It was not there: added.
+    Added,
+    /// Its settings changed: updated (its history kept).
+    Changed,
+    /// As stored.
+    Same,
+    /// A schedule of that name is someone else's (added by hand, or
+    /// another preset's): left alone.
+    Taken,
 }
 
 /// One fire of a schedule and what came of it.
@@ -84,6 +100,7 @@ fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
         created_at: r.get(2)?,
         paused_at: r.get(3)?,
         paused_why: r.get(4)?,
+        source: r.get(5)?,
     })
 }
 
@@ -105,7 +122,9 @@ impl Store {
     /// The schedule called `name`.
     pub fn schedule(&self, name: &str) -> Result<ScheduleRow, StoreError> {
         self.conn()
-            .prepare_cached("SELECT name, settings, created_at, paused_at, paused_why FROM schedules WHERE name = ?1")
+            .prepare_cached(
+                "SELECT name, settings, created_at, paused_at, paused_why, source FROM schedules WHERE name = ?1",
+            )
             .and_then(|mut stmt| stmt.query_row([name], schedule_from_row).optional())
             .doing("reading a schedule")?
             .ok_or_else(|| StoreError::UnknownSchedule(name.to_string()))
@@ -115,10 +134,68 @@ impl Store {
     pub fn schedules(&self) -> Result<Vec<ScheduleRow>, StoreError> {
         let mut stmt = self
             .conn()
-            .prepare_cached("SELECT name, settings, created_at, paused_at, paused_why FROM schedules ORDER BY name")
+            .prepare_cached(
+                "SELECT name, settings, created_at, paused_at, paused_why, source FROM schedules ORDER BY name",
+            )
             .doing("listing schedules")?;
         let rows = stmt.query_map([], schedule_from_row).doing("listing schedules")?;
         rows.collect::<Result<_, _>>().doing("listing schedules")
+    }
+
+    /// Puts the schedule a preset file (`source`) defines: added, updated
+    /// if its settings changed, or left alone if the name is another's.
+    pub fn put_preset_schedule(
+        &mut self,
+        name: &str,
+        settings: &str,
+        source: &str,
+        now: &str,
+    ) -> Result<PresetSchedulePut, StoreError> {
+        self.write("keeping a preset's schedule", |tx| {
+            let held: Option<(String, Option<String>)> = tx
+                .query_row("SELECT settings, source FROM schedules WHERE name = ?1", [name], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            Ok(match held {
+                None => {
+                    tx.execute(
+                        "INSERT INTO schedules (name, settings, created_at, source) VALUES (?1, ?2, ?3, ?4)",
+                        params![name, settings, now, source],
+                    )?;
+                    PresetSchedulePut::Added
+                }
+                Some((_, held_by)) if held_by.as_deref() != Some(source) => PresetSchedulePut::Taken,
+                Some((held, _)) if held == settings => PresetSchedulePut::Same,
+                Some(_) => {
+                    tx.execute("UPDATE schedules SET settings = ?2 WHERE name = ?1", params![name, settings])?;
+                    PresetSchedulePut::Changed
+                }
+            })
+        })
+    }
+
+    /// Removes the schedules of presets that no longer define one (their
+    /// file gone, or its `schedule:`): every preset schedule not in `keep`.
+    pub fn remove_preset_schedules_except(&mut self, keep: &[String]) -> Result<Vec<String>, StoreError> {
+        let held: Vec<String> = {
+            let mut stmt = self
+                .conn()
+                .prepare_cached("SELECT name FROM schedules WHERE source IS NOT NULL")
+                .doing("listing presets' schedules")?;
+            let rows = stmt.query_map([], |r| r.get(0)).doing("listing presets' schedules")?;
+            rows.collect::<Result<_, _>>().doing("listing presets' schedules")?
+        };
+        let gone: Vec<String> = held.into_iter().filter(|name| !keep.contains(name)).collect();
+        if !gone.is_empty() {
+            self.write("removing presets' schedules", |tx| {
+                for name in &gone {
+                    tx.execute("DELETE FROM schedules WHERE name = ?1 AND source IS NOT NULL", [name])?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(gone)
     }
 
     /// Removes a schedule and its fires' history (its runs stay).

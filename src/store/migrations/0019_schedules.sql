@@ -1,13 +1,15 @@
 -- Schedules: a preset launched by a clock, and every fire with its outcome.
 -- `settings` is the schedule as JSON (`schedule::Settings`): what to
 -- launch, when, and the rules of its fires; `paused_at`/`paused_why` say
--- who paused it and why (the user, or its own failures).
+-- who paused it and why (the user, or its own failures). `source` is the
+-- preset file whose `schedule:` it is, or NULL for `corral schedule add`.
 CREATE TABLE schedules (
     name       TEXT PRIMARY KEY,
     settings   TEXT NOT NULL,
     created_at TEXT NOT NULL,
     paused_at  TEXT,
-    paused_why TEXT
+    paused_why TEXT,
+    source     TEXT
 );
 
 -- One row per slot (schedule, due time), taken by exactly one firer: the
