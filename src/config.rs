@@ -44,6 +44,10 @@ pub struct Config {
     /// Other machines runs are launched on and followed from here
     /// (`[hosts.NAME]`), by name.
     pub hosts: Vec<HostConfig>,
+    /// `[schedules] systemd_timers = true`: each schedule gets a systemd
+    /// user timer of Corral's making (see `schedule::timers`), so its slots
+    /// fire with no Corral process running.
+    pub systemd_timers: bool,
 }
 
 /// A machine reached over SSH (`[hosts.NAME]`), running its own Corral.
@@ -139,6 +143,7 @@ impl Default for Config {
             transcripts: TranscriptLimits::default(),
             retention: None,
             hosts: Vec::new(),
+            systemd_timers: false,
         }
     }
 }
@@ -195,6 +200,13 @@ struct ConfigFile {
     transcripts: TranscriptsFile,
     retention: Option<RetentionFile>,
     hosts: std::collections::BTreeMap<String, HostConfig>,
+    schedules: SchedulesFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct SchedulesFile {
+    systemd_timers: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -299,6 +311,7 @@ impl Config {
                 .collect::<Result<_, _>>()?;
             config.retention = Some(Retention { older_than: duration("retention.older_than", &r.older_than)?, status });
         }
+        config.systemd_timers = file.schedules.systemd_timers.unwrap_or(false);
         for (name, host) in file.hosts {
             if let Some(why) = host_name_problem(&name) {
                 return Err(invalid(format!("`[hosts.{name}]`: {why}")));

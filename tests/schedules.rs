@@ -424,3 +424,40 @@ fn a_global_presets_schedule_is_kept_in_step_with_its_file() {
     env.command_preset_with("repo-cron", &[&exit, "0"], "schedule:\n  every: 10s\n  task: mine bitcoin\n");
     assert_eq!(env.json(&["schedule", "ls"]), serde_json::json!([]));
 }
+
+#[test]
+fn each_schedule_gets_a_systemd_timer_that_systemd_reads() {
+    let env = Env::new();
+    env.config("[schedules]\nsystemd_timers = true\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let out = env.corral(&["schedule", "add", "nightly", "--preset", "quick", "--cron", "0 3 * * *", "check"]);
+    assert!(out.status.success(), "{out:?}");
+    let units = env.user_home.join(".config/systemd/user");
+    let timer = std::fs::read_to_string(units.join("corral-schedule-nightly.timer")).unwrap();
+    let service = std::fs::read_to_string(units.join("corral-schedule-nightly.service")).unwrap();
+    assert_eq!(timer.matches("OnCalendar=").count(), 20, "{timer}");
+    assert!(timer.contains("Persistent=true"));
+    assert!(service.contains("schedule fire nightly"), "{service}");
+    assert!(service.contains(&format!("CORRAL_HOME={}", env.home.display())), "{service}");
+    // systemd itself reads them (Debian's systemd-analyze works with no
+    // systemd running).
+    let verify = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(units.join("corral-schedule-nightly.timer"))
+        .arg(units.join("corral-schedule-nightly.service"))
+        .output()
+        .expect("systemd-analyze (Debian's systemd package) is installed by ./scripts/setup.sh test");
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stderr));
+    // What the timer runs is what fires the slot.
+    let exec = service.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
+    let words = shlex::split(exec).unwrap();
+    let mut fire = at(&env, 24 * 3600, &words[1..].iter().map(String::as_str).collect::<Vec<_>>());
+    fire.arg("--json");
+    let fired: Value = serde_json::from_slice(&fire.output().unwrap().stdout).unwrap();
+    assert_eq!(fired["outcome"], "launched");
+    // The fire wrote the timer's next slots from its own time.
+    assert_eq!(ok_at(&env, 24 * 3600, &["schedule", "timers"]).trim(), "the timers are up to date");
+    env.ok(&["schedule", "rm", "nightly"]);
+    assert!(!units.join("corral-schedule-nightly.timer").exists());
+    assert!(all_runs_ended(&env));
+}

@@ -65,6 +65,11 @@ pub enum Action {
     /// Fire every schedule as it comes due, until stopped (for a machine
     /// without the tray; several firers never fire a slot twice).
     Run,
+    /// Write a systemd user timer for each schedule (and remove those of
+    /// schedules gone), then reload the user's systemd: slots fire with no
+    /// Corral process running. Kept up to date by itself with
+    /// `[schedules] systemd_timers = true` in config.toml.
+    Timers,
 }
 
 #[derive(Debug, clap::Args)]
@@ -128,7 +133,45 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     for problem in schedule::presets::sync(store)? {
         eprintln!("corral: {problem}");
     }
-    match args.action {
+    let changes = matches!(
+        args.action,
+        Action::Add(_) | Action::Rm { .. } | Action::Fire { .. } | Action::RunNow { .. } | Action::Resume { .. }
+    );
+    let code = act(store, args.action, shepherd, out)?;
+    // The timers follow what changed, when they are asked for.
+    if changes && corral::config::Config::load(store.home())?.systemd_timers {
+        keep_timers(store, None)?;
+    }
+    Ok(code)
+}
+
+/// Writes the schedules' systemd timers, saying what it did to `out` if
+/// given (else only trouble, on stderr).
+fn keep_timers(store: &Store, out: Option<&mut dyn Write>) -> anyhow::Result<()> {
+    let corral = std::env::current_exe()?;
+    let kept = schedule::timers::keep(&schedule::all(store)?, &corral)?;
+    if let Some(out) = out {
+        for file in &kept.written {
+            writeln!(out, "wrote {}", file.display())?;
+        }
+        for file in &kept.removed {
+            writeln!(out, "removed {}", file.display())?;
+        }
+        if kept.written.is_empty() && kept.removed.is_empty() {
+            writeln!(out, "the timers are up to date")?;
+        }
+    }
+    if let Some(why) = &kept.not_loaded {
+        eprintln!(
+            "corral: the timers are written, but the user's systemd was not told ({why}): \
+             they start with your next login, or run 'systemctl --user daemon-reload'"
+        );
+    }
+    Ok(())
+}
+
+fn act(store: &mut Store, action: Action, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
+    match action {
         Action::Add(add) => self::add(store, add, out),
         Action::Ls { json } => list(store, json, out),
         Action::Show { name, count, json } => show(store, &name, count, json, out),
@@ -163,6 +206,10 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
                 Ok(0)
             }
         },
+        Action::Timers => {
+            keep_timers(store, Some(out))?;
+            Ok(0)
+        }
         Action::Run => {
             let mut failed = std::collections::HashSet::new();
             schedule::firer::run(store, "schedule run", shepherd, |round| {

@@ -10,6 +10,7 @@ mod git;
 mod hosts;
 mod run_briefly;
 mod sandbox;
+mod schedules;
 mod settings;
 mod store;
 
@@ -109,6 +110,7 @@ pub fn examine(home: &Home) -> Report {
     findings.extend(git::check());
     findings.extend(store::check(home));
     findings.extend(settings::check(home));
+    findings.extend(schedules::check(home));
     findings.extend(hosts);
     let worst = findings.iter().map(|f| f.level).max().unwrap_or(Level::Ok);
     Report { findings, worst, took_ms: started.elapsed().as_millis() as u64 }

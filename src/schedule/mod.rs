@@ -18,6 +18,7 @@ pub mod fire;
 pub mod firer;
 mod precheck;
 pub mod presets;
+pub mod timers;
 pub mod when;
 
 use std::time::Duration;
