@@ -129,7 +129,7 @@ fn decide(
             return Ok(Decided::skipped("skipped_paused", format!("paused since {since} ({why})")));
         }
         if let Some(limit) = settings.pause_after_failures.filter(|n| *n > 0) {
-            let failed = failed_in_a_row(store, name, fire.id)?;
+            let failed = failed_in_a_row(store, name, Some(fire.id))?;
             if failed >= limit as usize {
                 let why = format!("its last {failed} fires failed (pause_after_failures: {limit})");
                 store.set_schedule_paused(name, Some(&why))?;
@@ -228,13 +228,13 @@ fn decide(
     Ok(Decided { outcome, detail, runs })
 }
 
-/// How many of the schedule's fires before `this` failed in a row: a fire
-/// that launched nothing (`failed`), or whose runs ended other than
+/// How many of the schedule's latest fires (but `this`) failed in a row: a
+/// fire that launched nothing (`failed`), or whose runs ended other than
 /// completed. Skipped fires do not count either way; a fire still running
 /// ends the count.
-fn failed_in_a_row(store: &Store, name: &str, this: i64) -> Result<usize, ScheduleError> {
+pub fn failed_in_a_row(store: &Store, name: &str, this: Option<i64>) -> Result<usize, ScheduleError> {
     let mut failed = 0;
-    for fire in store.fires(name, 64)?.into_iter().filter(|f| f.id != this) {
+    for fire in store.fires(name, 64)?.into_iter().filter(|f| Some(f.id) != this) {
         match fire.outcome.as_str() {
             "failed" => failed += 1,
             "launched" => {

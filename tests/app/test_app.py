@@ -384,6 +384,14 @@ def test_the_tray_fires_schedules(session, env):
     fires = wait_until("a fire by the tray", fired_by_tray, timeout=20)
     run_id = fires[0]["runs"][0]["id"]
     wait_until("its run to end", lambda: env.show(run_id)["status"] == "completed")
+    # The menu says when it fires next.
+    item = wait_until("the tray", session.tray)
+
+    def next_fire_said():
+        _, entries = tray_menu(item)
+        return any(label.startswith("Next: tick ") for _, label in entries)
+
+    wait_until("the next fire in the menu", next_fire_said)
     env.cli("schedule", "rm", "tick")
     app.kill()
     app.wait()

@@ -30,7 +30,22 @@ pub struct TrayView {
     pub working: usize,
     /// Runs paused.
     pub paused: usize,
+    /// The schedules, soonest next fire first.
+    pub schedules: Vec<ScheduleLine>,
 }
+
+/// A schedule as the menu says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleLine {
+    pub name: String,
+    /// Its next fire, in local time (`None`: paused, or never again).
+    pub next: Option<String>,
+    /// Its latest fires failed in a row, this many (0: not failing).
+    pub failing: usize,
+}
+
+/// Fires in a row that failed before a schedule asks for attention.
+pub const FAILING: usize = 3;
 
 /// One preset the Launch submenu offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +64,8 @@ impl TrayView {
         let (working, paused) = (count(RunStatus::Running)?, count(RunStatus::Paused)?);
         let hosts = corral::config::Config::load(home).map(|c| c.hosts.into_iter().map(|h| h.name).collect());
         let hosts = hosts.unwrap_or_default();
-        Ok(TrayView { counts, recent, launchable: launchable(home), hosts, quiet, working, paused })
+        let schedules = schedules(store);
+        Ok(TrayView { counts, recent, launchable: launchable(home), hosts, quiet, working, paused, schedules })
     }
 
     /// The title beside the icon: `N running / M total`.
@@ -58,15 +74,35 @@ impl TrayView {
     }
 
     /// The icon's look: the running count, and red while something needs
-    /// the user (an unseen failure or denial, a run retrying).
+    /// the user (an unseen failure or denial, a run retrying, a schedule
+    /// whose last fires failed).
     pub fn look(&self) -> (u64, bool) {
-        (self.counts.running, self.counts.attention > 0)
+        let failing = self.schedules.iter().any(|s| s.failing >= FAILING);
+        (self.counts.running, self.counts.attention > 0 || failing)
     }
 }
 
 /// `N running / M total`.
 pub fn title(counts: &Counts) -> String {
     format!("{} running / {} total", counts.running, counts.total)
+}
+
+/// The schedules, soonest next fire first (a schedule that cannot be read
+/// is left out: `corral schedule ls` says why).
+fn schedules(store: &Store) -> Vec<ScheduleLine> {
+    let Ok(all) = corral::schedule::all(store) else { return Vec::new() };
+    let now = corral::schedule::now();
+    let mut lines: Vec<(Option<corral::time::Timestamp>, ScheduleLine)> = all
+        .iter()
+        .map(|s| {
+            let next = if s.paused_at.is_some() { None } else { s.next_due(now) };
+            let failing = corral::schedule::failed_in_a_row(store, &s.name, None).unwrap_or(0);
+            let shown = next.map(|at| at.with_timezone(&chrono::Local).format("%a %H:%M").to_string());
+            (next, ScheduleLine { name: s.name.clone(), next: shown, failing })
+        })
+        .collect();
+    lines.sort_by_key(|(next, line)| (next.is_none(), *next, line.name.clone()));
+    lines.into_iter().map(|(_, line)| line).collect()
 }
 
 /// Global presets, then each recent folder's project presets.
@@ -111,11 +147,15 @@ mod tests {
             quiet: false,
             working: 0,
             paused: 0,
+            schedules: Vec::new(),
         };
         assert_eq!(view.title(), "2 running / 5 total");
         assert_eq!(view.look(), (2, false));
         let attention = TrayView { counts: Counts { attention: 1, ..counts }, ..view.clone() };
         assert_eq!(attention.look(), (2, true), "red while something needs the user");
+        let line = ScheduleLine { name: "nightly".into(), next: None, failing: FAILING };
+        let failing = TrayView { schedules: vec![line], ..view.clone() };
+        assert_eq!(failing.look(), (2, true), "red while a schedule keeps failing");
     }
 
     #[test]

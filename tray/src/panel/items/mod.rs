@@ -9,6 +9,7 @@ pub mod problem;
 pub mod quiet;
 pub mod quit;
 pub mod recent;
+pub mod schedules;
 
 use super::menu::Line;
 use crate::state::TrayState;
@@ -20,6 +21,11 @@ pub fn lines(view: &TrayView) -> Vec<Line> {
         vec![counts::line(&view.counts), Line::Separator, launch::line(&view.launchable, &view.hosts), Line::Separator];
     lines.extend(recent::lines(&view.recent));
     lines.push(Line::Separator);
+    let scheduled = schedules::lines(&view.schedules);
+    if !scheduled.is_empty() {
+        lines.extend(scheduled);
+        lines.push(Line::Separator);
+    }
     lines.extend(pause::lines(view.working, view.paused));
     lines.extend([open::line(), clear::line(), quiet::line(view.quiet), quit::line()]);
     lines
@@ -35,7 +41,7 @@ pub fn clicked(state: &TrayState, id: &str) {
         launch::clicked_host(host);
     } else {
         match id {
-            open::ID => open::clicked(),
+            open::ID | schedules::ID => open::clicked(),
             clear::ID => clear::clicked(state),
             pause::PAUSE_ID => pause::clicked(state, true),
             pause::RESUME_ID => pause::clicked(state, false),
@@ -71,6 +77,7 @@ mod tests {
             quiet: true,
             working: 0,
             paused: 0,
+            schedules: Vec::new(),
         };
         assert_eq!(
             labels(&lines(&view)),
