@@ -130,8 +130,23 @@ impl Store {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let open_err = |source| StoreError::Open { path: path.clone(), source };
         let new = std::fs::metadata(&path).is_ok_and(|m| m.len() == 0);
-        let conn = Connection::open_with_flags(&path, flags).map_err(open_err)?;
-        configure(&conn, new).map_err(open_err)?;
+        // Another process making the same new store (a launcher and the
+        // copy it forked, a host's first commands) holds it for a moment
+        // in ways the busy handler does not wait for (setting WAL mode):
+        // try again, as long as a write would wait.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mut pause = Duration::from_millis(1);
+        let conn = loop {
+            let opened =
+                Connection::open_with_flags(&path, flags).and_then(|conn| configure(&conn, new).map(|()| conn));
+            match opened {
+                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                opened => break opened.map_err(open_err)?,
+            }
+        };
         let me = crate::process::ProcessId::of(std::process::id() as i32);
         let bell = home.bell();
         // Without a bell (a file system without FIFOs) waiters are told by
@@ -308,4 +323,33 @@ fn create_private_file(path: &Path) -> Result<(), StoreError> {
         .open(path)
         .map(drop)
         .map_err(|source| StoreError::Create { path: path.to_path_buf(), source })
+}
+
+#[cfg(test)]
+mod opening_tests {
+    use super::*;
+
+    /// Processes that open a store no one made yet, at the same instant (a
+    /// launcher and the copy it forks, a host's first commands), all get
+    /// it: "database is locked" while another makes it is waited out.
+    #[test]
+    fn many_opening_a_new_store_at_once_all_get_it() {
+        for _ in 0..40 {
+            let dir = tempfile::tempdir().unwrap();
+            let home = Home::at(dir.path());
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let openers: Vec<_> = (0..8)
+                .map(|_| {
+                    let (home, barrier) = (home.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        Store::open(&home).map(drop).map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            for opener in openers {
+                opener.join().unwrap().unwrap();
+            }
+        }
+    }
 }
