@@ -776,7 +776,7 @@ def main():
     session = Session()
     passed = failed = 0
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
-                 test_watcher_survives_a_broken_config, test_doctor_reads_the_desktop,
+                 test_watcher_survives_a_broken_config, test_the_tray_fires_schedules, test_doctor_reads_the_desktop,
                  test_one_notification_per_piece_of_work,
                  test_a_refused_notification_is_shown_later_once, test_a_hanging_notification_server_stalls_nothing,
                  test_a_window_that_cannot_start_is_said, test_window,
