@@ -1177,3 +1177,29 @@ fn a_corral_home_with_a_space_and_a_long_path_reaches_its_hosts() {
     assert!(env.ok(&["wait", &id]).contains("completed"));
     assert_eq!(env.json(&["ls"])[0]["status"], "completed");
 }
+
+#[test]
+fn a_schedule_fires_on_a_host_and_its_run_is_followed_here() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    remote.preset("echo-task", &["sh", "-c", "cat \"$CORRAL_TASK_FILE\""]);
+    let added =
+        env.ok(&["schedule", "add", "there", "--preset", "echo-task", "--host", "box", "--every", "10s", "hello"]);
+    assert!(added.starts_with("there"), "{added}");
+    let mut fire = env.command(&["schedule", "fire", "there", "--json"]);
+    fire.env("CORRAL_SCHEDULE_CLOCK_OFFSET", "11");
+    let out = fire.output().unwrap();
+    let fired: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(fired["outcome"], "launched", "{fired}");
+    let id = fired["runs"][0]["id"].as_str().unwrap().to_string();
+    let ended = env.wait_run(&id, Duration::from_secs(30), |r| r["status"] == "completed");
+    assert_eq!(ended["host"], "box");
+    assert_eq!(ended["final_text"].as_str().unwrap().trim(), "hello");
+    // The history says how it ended, as the mirror knows it once the host
+    // is followed (`ls` catches up, as the tray does all along).
+    env.ok(&["ls"]);
+    let shown = env.json(&["schedule", "show", "there"]);
+    assert_eq!(shown["host"], "box");
+    assert_eq!(shown["fires"][0]["runs"][0]["status"], "completed");
+}

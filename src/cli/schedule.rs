@@ -86,9 +86,14 @@ pub struct AddArgs {
     /// A period from now on: 30m, 2h, 1d.
     #[arg(long, group = "when", value_name = "PERIOD")]
     pub every: Option<String>,
-    /// Working folder of its runs (default: the current one).
+    /// Working folder of its runs (default: the current one; with --host,
+    /// a folder there, default its user's home).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
+    /// Fire on this host of config.toml (`[hosts.NAME]`), over SSH; the
+    /// precheck still runs here.
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
     /// When the last fire's runs still run: skip this fire (default), queue
     /// it until they end, or allow it beside them.
     #[arg(long, value_enum, default_value_t = Overlap::Skip)]
@@ -249,17 +254,23 @@ fn add(store: &mut Store, args: AddArgs, out: &mut impl Write) -> anyhow::Result
         }
         None => None,
     };
-    let cwd = match args.cwd {
-        Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
-        None => corral::launch::working_folder()?,
+    let cwd = match (&args.host, args.cwd) {
+        (Some(host), dir) => {
+            // A folder there, checked there at each fire.
+            corral::config::Config::load(store.home())?.host(host)?;
+            dir.map(|d| d.to_string_lossy().into_owned()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("~"))
+        }
+        (None, Some(dir)) => std::path::absolute(&dir).unwrap_or(dir),
+        (None, None) => corral::launch::working_folder()?,
     };
-    if !cwd.is_dir() {
+    if args.host.is_none() && !cwd.is_dir() {
         anyhow::bail!("--cwd {}: no such folder", cwd.display());
     }
     let settings = Settings {
         preset: args.preset,
         task: args.task.join(" "),
         cwd: cwd.to_string_lossy().into_owned(),
+        host: args.host.clone(),
         when,
         overlap: args.overlap,
         precheck,
@@ -268,9 +279,12 @@ fn add(store: &mut Store, args: AddArgs, out: &mut impl Write) -> anyhow::Result
         pause_after_failures: args.pause_after_failures,
         keep: Keep { last: args.keep_last, days: args.keep_days },
     };
-    // The preset must exist here and now, not at the first fire at 3 am.
-    let roots = corral::preset::Roots::new(store.home(), Some(&cwd));
-    corral::preset::discover(&roots).get(&settings.preset)?;
+    // The preset must exist here and now, not at the first fire at 3 am
+    // (a host's presets are the host's: its first fire says).
+    if args.host.is_none() {
+        let roots = corral::preset::Roots::new(store.home(), Some(&cwd));
+        corral::preset::discover(&roots).get(&settings.preset)?;
+    }
     let schedule = schedule::add(store, &args.name, &settings, std::env::vars_os())?;
     if args.json {
         super::print_json(out, &schedule)?;
@@ -333,7 +347,10 @@ fn show(store: &Store, name: &str, count: usize, json: bool, out: &mut impl Writ
     writeln!(out, "schedule  {}", schedule.name)?;
     writeln!(out, "preset    {}", s.preset)?;
     writeln!(out, "task      {}", s.task)?;
-    writeln!(out, "folder    {}", s.cwd)?;
+    match &s.host {
+        Some(host) => writeln!(out, "folder    {} on host {host}", s.cwd)?,
+        None => writeln!(out, "folder    {}", s.cwd)?,
+    }
     writeln!(out, "when      {}", s.when.describe())?;
     writeln!(out, "next      {}", next_fire(&schedule))?;
     if let Some(since) = &schedule.paused_at {

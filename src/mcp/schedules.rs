@@ -62,6 +62,7 @@ impl CorralTools {
                 preset: args.preset,
                 task: args.task,
                 cwd: cwd.to_string_lossy().into_owned(),
+                host: None,
                 when,
                 overlap: args.overlap.unwrap_or_default(),
                 precheck: args.precheck.map(|command| Precheck {

@@ -11,12 +11,14 @@
 //! schedule's finished runs beyond `keep` are removed as `rm` would.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::PathBuf;
 
 use super::precheck::{self, Checked};
 use super::{get, Overlap, Schedule, ScheduleError};
+use crate::config::Config;
 use crate::launch::{launch, LaunchRequest};
 use crate::queue::ShepherdCommand;
+use crate::remote::RemoteLaunch;
 use crate::run::RunStatus;
 use crate::store::{FireRow, Store};
 use crate::time;
@@ -164,7 +166,12 @@ fn decide(
         ));
     }
     let env = environment(store, name)?;
-    let cwd = Path::new(&settings.cwd);
+    // A host's schedule checks here, in the user's home; its runs work there.
+    let here = match &settings.host {
+        Some(_) => directories::BaseDirs::new().map(|d| d.home_dir().to_path_buf()).unwrap_or_else(|| "/".into()),
+        None => PathBuf::from(&settings.cwd),
+    };
+    let cwd = here.as_path();
     let mut items: Vec<Option<String>> = match &settings.precheck {
         None => vec![None],
         Some(check) => match precheck::run(check, &format!("precheck-{name}-{}", fire.id), cwd, &env) {
@@ -195,19 +202,25 @@ fn decide(
             Some(item) => settings.task.replace("{item}", item),
             None => settings.task.clone(),
         };
-        let request = LaunchRequest {
-            preset: settings.preset.clone(),
-            task,
-            cwd: cwd.to_path_buf(),
-            model: None,
-            parent: None,
-            env: Some(env.clone()),
-            worktree: None,
-            base: None,
+        let launched = match &settings.host {
+            Some(host) => launch_there(store, host, settings, &task),
+            None => {
+                let request = LaunchRequest {
+                    preset: settings.preset.clone(),
+                    task,
+                    cwd: cwd.to_path_buf(),
+                    model: None,
+                    parent: None,
+                    env: Some(env.clone()),
+                    worktree: None,
+                    base: None,
+                };
+                launch(store, &request, shepherd).map_err(|e| e.to_string())
+            }
         };
-        match launch(store, &request, shepherd) {
+        match launched {
             Ok(run) => runs.push((run.id, item)),
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(e),
         }
     }
     let mut detail = match runs.len() {
@@ -226,6 +239,22 @@ fn decide(
     }
     let outcome = if runs.is_empty() { "failed" } else { "launched" };
     Ok(Decided { outcome, detail, runs })
+}
+
+/// Launches a fire's run on `host` (recorded in this store's mirror, so it
+/// shows and is followed here).
+fn launch_there(store: &mut Store, host: &str, settings: &super::Settings, task: &str) -> Result<crate::Run, String> {
+    let home = store.home().clone();
+    let config = Config::load(&home).map_err(|e| e.to_string())?;
+    let host = config.host(host).map_err(|e| e.to_string())?;
+    crate::launch::check_task(task).map_err(|e| e.to_string())?;
+    let options = RemoteLaunch {
+        cwd: (settings.cwd != "~").then(|| settings.cwd.clone()),
+        model: None,
+        worktree: None,
+        base: None,
+    };
+    crate::remote::launch_for(&home, store, host, (&settings.preset, task), &options, None).map_err(|e| e.to_string())
 }
 
 /// How many of the schedule's latest fires (but `this`) failed in a row: a

@@ -110,8 +110,12 @@ pub struct Settings {
     pub preset: String,
     /// The task; `{item}` is a precheck line in `each` mode.
     pub task: String,
-    /// The folder its runs work in (absolute).
+    /// The folder its runs work in: absolute here; on a host, a folder
+    /// there (`~`: its user's home).
     pub cwd: String,
+    /// Fire on this host of config.toml (`[hosts.NAME]`), over SSH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub when: When,
     #[serde(default)]
     pub overlap: Overlap,

@@ -113,6 +113,7 @@ fn settings_of(preset: &Preset, written: &PresetSchedule, user_home: Option<&Pat
         preset: preset.name.clone(),
         task: written.task.clone(),
         cwd: cwd.to_string_lossy().into_owned(),
+        host: None,
         when,
         overlap,
         precheck,

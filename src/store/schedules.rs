@@ -339,7 +339,8 @@ impl Store {
         let mut stmt = self
             .conn()
             .prepare_cached(
-                "SELECT f.run_id, f.item, r.status FROM fire_runs f LEFT JOIN runs r ON r.id = f.run_id
+                "SELECT f.run_id, f.item, coalesce(r.status, there.status) FROM fire_runs f
+                 LEFT JOIN runs r ON r.id = f.run_id LEFT JOIN remote_runs there ON there.id = f.run_id
                  WHERE f.fire = ?1 ORDER BY f.rowid",
             )
             .doing("reading a fire's runs")?;
@@ -357,10 +358,14 @@ impl Store {
 
     /// The runs of schedule `name`'s fires that are still active.
     pub fn schedule_active_runs(&self, name: &str) -> Result<Vec<String>, StoreError> {
+        // Here, or on a host as its mirror last saw it.
         let sql = format!(
             "SELECT r.id FROM fire_runs f JOIN fires ON fires.id = f.fire JOIN runs r ON r.id = f.run_id
-             WHERE fires.schedule = ?1 AND r.status IN {}",
-            RunStatus::active_sql()
+             WHERE fires.schedule = ?1 AND r.status IN {active}
+             UNION ALL
+             SELECT r.id FROM fire_runs f JOIN fires ON fires.id = f.fire JOIN remote_runs r ON r.id = f.run_id
+             WHERE fires.schedule = ?1 AND r.status IN {active}",
+            active = RunStatus::active_sql()
         );
         let mut stmt = self.conn().prepare_cached(&sql).doing("reading a schedule's active runs")?;
         let rows = stmt.query_map([name], |r| r.get(0)).doing("reading a schedule's active runs")?;
