@@ -28,6 +28,9 @@ const COMMANDS: &[&str] = &[
     "run_replies",
     "worktrees_usage",
     "doctor",
+    "list_schedules",
+    "pause_schedule",
+    "run_schedule_now",
 ];
 
 fn main() {

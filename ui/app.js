@@ -6,9 +6,10 @@ import * as run from "./views/run.js";
 import * as presets from "./views/presets.js";
 import * as launch from "./views/launch.js";
 import * as timeline from "./views/timeline.js";
+import * as schedules from "./views/schedules.js";
 import { call, say } from "./kit.js";
 
-const routes = { runs, run, presets, launch, timeline };
+const routes = { runs, run, presets, launch, timeline, schedules };
 let current = null;
 
 function parseHash() {
@@ -106,7 +107,7 @@ async function follow() {
 window.addEventListener("hashchange", render);
 document.addEventListener("keydown", (e) => {
   if (e.target.matches("input, textarea, select")) return;
-  const keys = { "1": "#/runs", "2": "#/timeline", "3": "#/presets", "4": "#/launch" };
+  const keys = { "1": "#/runs", "2": "#/timeline", "3": "#/presets", "4": "#/launch", "5": "#/schedules" };
   if (keys[e.key] && !e.ctrlKey && !e.metaKey && !e.altKey) location.hash = keys[e.key];
 });
 render();

@@ -142,6 +142,9 @@ fn main() -> ExitCode {
             commands::settings::settings,
             commands::settings::set_autostart,
             commands::settings::doctor,
+            commands::schedules::list_schedules,
+            commands::schedules::pause_schedule,
+            commands::schedules::run_schedule_now,
         ])
         .setup(move |app| {
             let handle = app.handle().clone();

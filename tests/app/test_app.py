@@ -398,6 +398,32 @@ def test_the_tray_fires_schedules(session, env):
     session.watcher.items.clear()
 
 
+def test_the_schedules_view(session, env):
+    """The window's Schedules: each schedule with its next fire and its
+    fires; Run now launches, Pause pauses (the card says so), and a fire's
+    run opens from its line."""
+    env.cli("schedule", "add", "nightly", "--preset", "echo", "--cron", "0 3 * * *", "scheduled work")
+    driver = WebDriver(env, [])
+    try:
+        driver.js("location.hash = '#/schedules'")
+        wait_until("the schedule's card", lambda: driver.find("[data-schedule='nightly']"))
+        assert "next " in driver.text("[data-schedule='nightly'] [data-next]")
+        driver.click("[data-schedule='nightly'] [data-action='run-now']")
+        wait_until("the fire in the card", lambda: "launched" in driver.text("[data-schedule='nightly'] .fires"))
+        fire = json.loads(env.cli("schedule", "show", "nightly", "--json"))["fires"][0]
+        assert fire["firer"] == "run-now" and fire["outcome"] == "launched", fire
+        run_id = fire["runs"][0]["id"]
+        wait_until("its run done in the card", lambda: "completed" in driver.text("[data-schedule='nightly'] .fires"))
+        driver.click("[data-schedule='nightly'] [data-action='pause']")
+        wait_until("paused", lambda: "paused" in driver.text("[data-schedule='nightly'] [data-next]"))
+        assert json.loads(env.cli("schedule", "show", "nightly", "--json"))["paused_why"] == "by request"
+        driver.screenshot(ARTIFACTS / "window-schedules.png")
+        driver.click(f"[data-schedule='nightly'] a[href='#/run/{run_id}']")
+        wait_until("the run opened", lambda: run_id in driver.js("return location.hash"))
+    finally:
+        driver.quit()
+
+
 def test_doctor_reads_the_desktop(session, env):
     """`corral doctor` asks the session bus what the tray needs: a
     notification server with actions (a click opens the run) and a
@@ -779,7 +805,7 @@ def main():
                  test_watcher_survives_a_broken_config, test_the_tray_fires_schedules, test_doctor_reads_the_desktop,
                  test_one_notification_per_piece_of_work,
                  test_a_refused_notification_is_shown_later_once, test_a_hanging_notification_server_stalls_nothing,
-                 test_a_window_that_cannot_start_is_said, test_window,
+                 test_a_window_that_cannot_start_is_said, test_window, test_the_schedules_view,
                  test_review_and_reply]:
         env = Env()
         started = time.monotonic()

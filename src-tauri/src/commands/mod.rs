@@ -6,5 +6,6 @@ pub mod launch;
 pub mod presets;
 pub mod review;
 pub mod runs;
+pub mod schedules;
 pub mod settings;
 pub mod store;
