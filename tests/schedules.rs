@@ -63,13 +63,15 @@ fn each_slot_is_fired_once_however_many_firers_race_for_it() {
     let env = Env::new();
     env.config("max_parallel = 50\n");
     env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
-    env.ok(&["schedule", "add", "tick", "--preset", "quick", "--every", "10s", "--overlap", "allow", "tick"]);
+    // Slots 100 s apart on the moved clock: the test's own minute of real
+    // time never reaches the next slot.
+    env.ok(&["schedule", "add", "tick", "--preset", "quick", "--every", "100s", "--overlap", "allow", "tick"]);
 
-    // Three firers at each slot, let go at the same instant, for 100 slots.
-    let slots = 100;
+    // Three firers at each slot, let go at the same instant, for 200 slots.
+    let slots = 200;
     let corral = common::corral_bin();
     for slot in 1..=slots {
-        let offset = slot * 10 + 1;
+        let offset = slot * 100 + 1;
         let go = env.project.join(format!("go-{slot}"));
         let script = format!("while [ ! -e '{}' ]; do :; done; exec \"$0\" schedule fire tick", go.display());
         let firers: Vec<_> = (0..3)
@@ -459,5 +461,68 @@ fn each_schedule_gets_a_systemd_timer_that_systemd_reads() {
     assert_eq!(ok_at(&env, 24 * 3600, &["schedule", "timers"]).trim(), "the timers are up to date");
     env.ok(&["schedule", "rm", "nightly"]);
     assert!(!units.join("corral-schedule-nightly.timer").exists());
+    assert!(all_runs_ended(&env));
+}
+
+#[test]
+fn keep_never_takes_a_worktree_holding_unmerged_work() {
+    let env = Env::new();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&env.project)
+            .args(["-c", "user.name=T", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(env.project.join(".gitignore"), ".corral/\n").unwrap();
+    std::fs::write(env.project.join("README"), "hello\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-qm", "init"]);
+    env.command_preset_with("edit", &["sh", "-c", "echo work > result.txt"], "worktree: true\n");
+    env.ok(&["schedule", "add", "nightly", "--preset", "edit", "--every", "10s", "--keep-last", "1", "work"]);
+    let mut worktrees = Vec::new();
+    for slot in 1..=2 {
+        let fire = json_at(&env, slot * 10 + 1, &["schedule", "fire", "nightly"]);
+        let id = fire["runs"][0]["id"].as_str().unwrap().to_string();
+        let ended = env.wait_end(&id);
+        worktrees.push(std::path::PathBuf::from(ended["worktree"]["path"].as_str().unwrap()));
+    }
+    // A third fire: of the finished runs, the first is beyond `keep: last
+    // 1`; it goes, and its worktree holding unmerged work stays, work and all.
+    json_at(&env, 31, &["schedule", "fire", "nightly"]);
+    assert!(all_runs_ended(&env));
+    assert_eq!(runs(&env).len(), 2, "the last finished run and the new one");
+    assert_eq!(std::fs::read_to_string(worktrees[0].join("result.txt")).unwrap(), "work\n");
+    assert!(worktrees[1].exists());
+}
+
+#[test]
+fn a_schedule_follows_the_time_zone_it_is_fired_in() {
+    let env = Env::new();
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let now = chrono::Utc::now().timestamp();
+    let offset = |utc: &str| chrono::DateTime::parse_from_rfc3339(utc).unwrap().timestamp() - now;
+    let mut add = at(
+        &env,
+        offset("2027-06-01T00:00:00Z"),
+        &["schedule", "add", "morning", "--preset", "quick", "--cron", "0 9 * * *", "work"],
+    );
+    add.env("TZ", "Europe/Berlin");
+    assert!(add.output().unwrap().status.success());
+    let fire_in = |tz: &str, utc: &str| {
+        let mut cmd = at(&env, offset(utc), &["schedule", "fire", "morning", "--json"]);
+        cmd.env("TZ", tz);
+        serde_json::from_slice::<Value>(&cmd.output().unwrap().stdout).unwrap()
+    };
+    // 09:00 in Berlin (CEST) is 07:00 UTC.
+    assert_eq!(fire_in("Europe/Berlin", "2027-06-01T07:30:00Z")["due_at"], "2027-06-01T07:00:00.000Z");
+    assert!(all_runs_ended(&env));
+    // The user moved to New York: 09:00 there (EDT) is 13:00 UTC.
+    assert_eq!(fire_in("America/New_York", "2027-06-02T12:30:00Z"), Value::Null, "not yet 09:00 in New York");
+    assert_eq!(fire_in("America/New_York", "2027-06-02T13:30:00Z")["due_at"], "2027-06-02T13:00:00.000Z");
     assert!(all_runs_ended(&env));
 }

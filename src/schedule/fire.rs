@@ -35,15 +35,20 @@ pub fn fire_due(
     let now = super::now();
     let created = schedule.created();
     let when = schedule.settings.when.clone();
+    let due = |last: Option<(&str, Option<&str>)>| {
+        let at = last.and_then(|(at, _)| time::parse(at));
+        let local = last.and_then(|(_, local)| local).and_then(|l| l.parse::<chrono::NaiveDateTime>().ok());
+        when.latest_due(created, at, local, now)
+    };
     // Nothing due: no write (a firer looks at every schedule at each wake).
     let last = store.last_fire_due(name)?;
-    if when.latest_due(created, last.as_deref().and_then(time::parse), now).is_none() {
+    if due(last.as_ref().map(|(at, local)| (at.as_str(), local.as_deref()))).is_none() {
         return Ok(None);
     }
     let claimed = store.claim_fire(name, firer, &time::format(now), |last| {
-        let last = last.and_then(time::parse);
-        let due = when.latest_due(created, last, now)?;
-        Some((time::format(due), now.signed_duration_since(due).num_milliseconds().max(0)))
+        let slot = due(last)?;
+        let late = now.signed_duration_since(slot).num_milliseconds().max(0);
+        Some((time::format(slot), late, when.local_of(slot).map(|l| l.format("%Y-%m-%dT%H:%M:%S").to_string())))
     })?;
     match claimed {
         Some(fire) => carry_out(store, &schedule, fire, shepherd, true).map(Some),
@@ -56,7 +61,7 @@ pub fn fire_due(
 pub fn run_now(store: &mut Store, name: &str, shepherd: &ShepherdCommand) -> Result<FireRow, ScheduleError> {
     let schedule = get(store, name)?;
     let now = time::format(super::now());
-    let claimed = store.claim_fire(name, "run-now", &now, |_| Some((now.clone(), 0)))?;
+    let claimed = store.claim_fire(name, "run-now", &now, |_| Some((now.clone(), 0, None)))?;
     let Some(fire) = claimed else {
         return Err(ScheduleError::Invalid(format!("schedule '{name}' fired this very millisecond: try again")));
     };

@@ -11,7 +11,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{Local, SubsecRound, TimeZone};
+use chrono::{Local, NaiveDateTime, SubsecRound, TimeZone};
 
 use crate::time::Timestamp;
 
@@ -69,8 +69,16 @@ impl When {
 
     /// The latest slot at or before `now` that comes after the schedule's
     /// creation (`created`) and after `after` (the last slot fired), if
-    /// one is due.
-    pub fn latest_due(&self, created: Timestamp, after: Option<Timestamp>, now: Timestamp) -> Option<Timestamp> {
+    /// one is due. A cron slot must also come after the last one's
+    /// wall-clock time (`after_local`, where it fired): each wall-clock
+    /// slot fires once, even across a change of time zone.
+    pub fn latest_due(
+        &self,
+        created: Timestamp,
+        after: Option<Timestamp>,
+        after_local: Option<NaiveDateTime>,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
         let slot = match self {
             When::Cron(expr) => {
                 let cron = croner::Cron::from_str(expr).ok()?;
@@ -92,9 +100,10 @@ impl When {
                     };
                 }
                 // The second face of an hour that happens twice is the
-                // same slot as the first: it fires once.
-                let last = after.map(|after| Local.from_utc_datetime(&after.naive_utc()).naive_local());
-                if slot > now || last == Some(slot.naive_local()) {
+                // same slot as the first, and a slot at a wall-clock time
+                // already fired elsewhere (the user flew west) is too.
+                let last = after_local.or_else(|| after.map(|a| Local.from_utc_datetime(&a.naive_utc()).naive_local()));
+                if slot > now || last.is_some_and(|last| slot.naive_local() <= last) {
                     return None;
                 }
                 slot.to_utc()
@@ -111,6 +120,15 @@ impl When {
             }
         };
         (slot > created && after.is_none_or(|after| slot > after)).then_some(slot)
+    }
+
+    /// A slot's wall-clock time here, as kept with its fire (a cron
+    /// schedule's; a period's slots are absolute).
+    pub fn local_of(&self, slot: Timestamp) -> Option<NaiveDateTime> {
+        match self {
+            When::Cron(_) => Some(Local.from_utc_datetime(&slot.naive_utc()).naive_local()),
+            When::EverySecs(_) => None,
+        }
     }
 
     /// The first slot after `t` (and after the schedule's creation).
@@ -144,12 +162,12 @@ mod tests {
     fn a_period_counts_from_creation_and_many_missed_slots_are_one() {
         let every = When::every("10m").unwrap();
         let created = at("2026-11-25T10:00:00Z");
-        assert_eq!(every.latest_due(created, None, at("2026-11-25T10:09:59Z")), None);
-        assert_eq!(every.latest_due(created, None, at("2026-11-25T10:10:00Z")), Some(at("2026-11-25T10:10:00Z")));
+        assert_eq!(every.latest_due(created, None, None, at("2026-11-25T10:09:59Z")), None);
+        assert_eq!(every.latest_due(created, None, None, at("2026-11-25T10:10:00Z")), Some(at("2026-11-25T10:10:00Z")));
         // Asleep for hours: one slot, the latest.
         let last = Some(at("2026-11-25T10:10:00Z"));
-        assert_eq!(every.latest_due(created, last, at("2026-11-25T13:05:00Z")), Some(at("2026-11-25T13:00:00Z")));
-        assert_eq!(every.latest_due(created, Some(at("2026-11-25T13:00:00Z")), at("2026-11-25T13:05:00Z")), None);
+        assert_eq!(every.latest_due(created, last, None, at("2026-11-25T13:05:00Z")), Some(at("2026-11-25T13:00:00Z")));
+        assert_eq!(every.latest_due(created, Some(at("2026-11-25T13:00:00Z")), None, at("2026-11-25T13:05:00Z")), None);
         assert_eq!(every.next_after(created, at("2026-11-25T13:05:00Z")), Some(at("2026-11-25T13:10:00Z")));
     }
 
@@ -158,7 +176,10 @@ mod tests {
         let every = When::every("1s").unwrap();
         let created = at("2026-11-25T10:00:00.700Z");
         assert_eq!(every.next_after(created, created), Some(at("2026-11-25T10:00:01Z")));
-        assert_eq!(every.latest_due(created, None, at("2026-11-25T10:00:01.001Z")), Some(at("2026-11-25T10:00:01Z")));
+        assert_eq!(
+            every.latest_due(created, None, None, at("2026-11-25T10:00:01.001Z")),
+            Some(at("2026-11-25T10:00:01Z"))
+        );
     }
 
     #[test]

@@ -224,34 +224,45 @@ impl Store {
         self.schedule(name)
     }
 
-    /// The due time of the schedule's latest fire, if it fired.
-    pub fn last_fire_due(&self, name: &str) -> Result<Option<String>, StoreError> {
+    /// The slot of the schedule's latest fire, if it fired: its due time,
+    /// and its wall-clock time where it fired.
+    pub fn last_fire_due(&self, name: &str) -> Result<Option<(String, Option<String>)>, StoreError> {
         self.conn()
-            .prepare_cached("SELECT max(due_at) FROM fires WHERE schedule = ?1")
-            .and_then(|mut stmt| stmt.query_row([name], |r| r.get(0)))
+            .prepare_cached("SELECT due_at, due_local FROM fires WHERE schedule = ?1 ORDER BY due_at DESC LIMIT 1")
+            .and_then(|mut stmt| stmt.query_row([name], |r| Ok((r.get(0)?, r.get(1)?))).optional())
             .doing("reading a schedule's last fire")
     }
 
-    /// Claims a slot of schedule `name` for `firer` at `now`: the fire's id,
-    /// or `None` if another firer took this slot. `due` is asked in the
-    /// same transaction, with the due time of the schedule's latest fire,
-    /// so the slot is chosen against what the store holds, not a stale
-    /// read; it returns `None` when nothing is due.
+    /// Claims a slot of schedule `name` for `firer` at `now`: the fire, or
+    /// `None` if another firer took that slot. `due` is asked in the same
+    /// transaction, with the schedule's latest fire (its due time and
+    /// wall-clock time), so the slot is chosen against what the store
+    /// holds, not a stale read; it returns the slot (due time, how late,
+    /// wall-clock time), or `None` when nothing is due.
     pub fn claim_fire(
         &mut self,
         name: &str,
         firer: &str,
         now: &str,
-        due: impl FnOnce(Option<&str>) -> Option<(String, i64)>,
+        due: impl FnOnce(Option<(&str, Option<&str>)>) -> Option<(String, i64, Option<String>)>,
     ) -> Result<Option<FireRow>, StoreError> {
         let id = self.write("claiming a schedule's fire", |tx| {
-            let last: Option<String> =
-                tx.query_row("SELECT max(due_at) FROM fires WHERE schedule = ?1", [name], |r| r.get(0))?;
-            let Some((due_at, late_ms)) = due(last.as_deref()) else { return Ok(None) };
+            let last: Option<(String, Option<String>)> = tx
+                .query_row(
+                    "SELECT due_at, due_local FROM fires WHERE schedule = ?1 ORDER BY due_at DESC LIMIT 1",
+                    [name],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((due_at, late_ms, due_local)) =
+                due(last.as_ref().map(|(at, local)| (at.as_str(), local.as_deref())))
+            else {
+                return Ok(None);
+            };
             let inserted = tx.execute(
-                "INSERT INTO fires (schedule, due_at, fired_at, late_ms, firer, outcome)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'firing') ON CONFLICT (schedule, due_at) DO NOTHING",
-                params![name, due_at, now, late_ms, firer],
+                "INSERT INTO fires (schedule, due_at, due_local, fired_at, late_ms, firer, outcome)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'firing') ON CONFLICT (schedule, due_at) DO NOTHING",
+                params![name, due_at, due_local, now, late_ms, firer],
             )?;
             Ok((inserted == 1).then(|| tx.last_insert_rowid()))
         })?;

@@ -19,10 +19,14 @@ CREATE TABLE schedules (
 -- the last fire to end), `skipped_paused`, `skipped_overlap`,
 -- `skipped_precheck`, `skipped_nothing_new`, `skipped_limit` or `failed`
 -- (nothing could be launched), with `detail` in words.
+-- `due_local` is the slot's wall-clock time where it fired (a cron
+-- schedule's), so a slot fires once per wall-clock time even when the
+-- user's time zone changes.
 CREATE TABLE fires (
     id        INTEGER PRIMARY KEY,
     schedule  TEXT NOT NULL REFERENCES schedules (name) ON DELETE CASCADE,
     due_at    TEXT NOT NULL,
+    due_local TEXT,
     fired_at  TEXT NOT NULL,
     late_ms   INTEGER NOT NULL DEFAULT 0,
     firer     TEXT NOT NULL,
