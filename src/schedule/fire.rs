@@ -115,7 +115,7 @@ fn carry_out(
         Ok(decided) => decided,
         Err(e) => Decided::skipped("failed", e.to_string()),
     };
-    store.finish_fire(fire.id, decided.outcome, Some(&decided.detail), &decided.runs)?;
+    store.finish_fire(fire.id, decided.outcome, Some(&decided.detail))?;
     if !decided.runs.is_empty() {
         keep(store, schedule);
     }
@@ -224,7 +224,10 @@ fn decide(
             }
         };
         match launched {
-            Ok(run) => runs.push((run.id, item)),
+            Ok(run) => {
+                store.add_fire_run(fire.id, &run.id, item.as_deref())?;
+                runs.push((run.id, item));
+            }
             Err(e) => errors.push(e),
         }
     }

@@ -59,17 +59,28 @@ pub fn run(
 ) -> Result<(), ScheduleError> {
     let mut watcher = Watcher::new(store)?;
     loop {
+        // What a round depends on: schedules, fires and runs' statuses all
+        // move the status version; transcript lines do not.
+        let seen = store.status_version()?;
         let round = round(store, firer, shepherd)?;
         if !told(&round) {
             return Ok(());
         }
-        // Asleep until the next slot, or until the store changes.
-        let until = round.next_due.map(|at| {
+        let due = round.next_due;
+        let until = due.map(|at| {
             let wait = at.signed_duration_since(super::now()).to_std().unwrap_or_default();
             std::time::Instant::now() + wait
         });
-        if !watcher.heal_if_due(store, shepherd)? {
-            watcher.changed_before(store, until)?;
+        // Asleep until the next slot, or until something a round reads
+        // changed (a busy store's every commit is no reason to look).
+        loop {
+            let healed = watcher.heal_if_due(store, shepherd)?;
+            if !healed && !watcher.changed_before(store, until)? {
+                break; // the next slot is due
+            }
+            if healed || store.status_version()? != seen || due.is_some_and(|at| super::now() >= at) {
+                break;
+            }
         }
     }
 }

@@ -281,15 +281,27 @@ impl Store {
         Ok(taken == 1)
     }
 
-    /// Records what fire `id` came to: its outcome, in words, the runs it
-    /// launched (with their precheck items, now worked on).
-    pub fn finish_fire(
-        &mut self,
-        id: i64,
-        outcome: &str,
-        detail: Option<&str>,
-        runs: &[(String, Option<String>)],
-    ) -> Result<(), StoreError> {
+    /// Records that fire `id` launched run `run_id` (for precheck line
+    /// `item`, now worked on), as soon as it did: a firer that dies
+    /// between two launches leaves no run of its fire unaccounted for.
+    pub fn add_fire_run(&mut self, id: i64, run_id: &str, item: Option<&str>) -> Result<(), StoreError> {
+        self.write("recording a fire's run", |tx| {
+            tx.execute("INSERT INTO fire_runs (fire, run_id, item) VALUES (?1, ?2, ?3)", params![id, run_id, item])?;
+            if let Some(item) = item {
+                tx.execute(
+                    "INSERT INTO schedule_items (schedule, item, fire)
+                     SELECT schedule, ?2, id FROM fires WHERE id = ?1
+                     ON CONFLICT (schedule, item) DO NOTHING",
+                    params![id, item],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Records what fire `id` came to: its outcome, in words (its runs are
+    /// recorded as they are launched: see [`Store::add_fire_run`]).
+    pub fn finish_fire(&mut self, id: i64, outcome: &str, detail: Option<&str>) -> Result<(), StoreError> {
         self.write("recording a fire's outcome", |tx| {
             tx.execute("UPDATE fires SET outcome = ?2, detail = ?3 WHERE id = ?1", params![id, outcome, detail])?;
             let schedule: String = tx.query_row("SELECT schedule FROM fires WHERE id = ?1", [id], |r| r.get(0))?;
@@ -300,19 +312,6 @@ impl Store {
                    (SELECT id FROM fires WHERE schedule = ?1 ORDER BY due_at DESC LIMIT ?2)",
                 params![schedule, FIRE_HISTORY],
             )?;
-            for (run_id, item) in runs {
-                tx.execute(
-                    "INSERT INTO fire_runs (fire, run_id, item) VALUES (?1, ?2, ?3)",
-                    params![id, run_id, item],
-                )?;
-                if let Some(item) = item {
-                    tx.execute(
-                        "INSERT INTO schedule_items (schedule, item, fire) VALUES (?1, ?2, ?3)
-                         ON CONFLICT (schedule, item) DO NOTHING",
-                        params![schedule, item, id],
-                    )?;
-                }
-            }
             Ok(())
         })
     }

@@ -393,6 +393,16 @@ def test_the_tray_fires_schedules(session, env):
 
     wait_until("the next fire in the menu", next_fire_said)
     env.cli("schedule", "rm", "tick")
+    # A schedule added while nothing runs shows at once (no run moves).
+    env.cli("schedule", "add", "later", "--preset", "echo", "--every", "1d", "scheduled")
+
+    def later_said():
+        _, entries = tray_menu(item)
+        labels = [label for _, label in entries]
+        return any(l.startswith("Next: later ") for l in labels) and not any(l.startswith("Next: tick") for l in labels)
+
+    wait_until("the new schedule in the menu", later_said)
+    env.cli("schedule", "rm", "later")
     app.kill()
     app.wait()
     session.watcher.items.clear()

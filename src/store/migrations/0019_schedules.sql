@@ -52,3 +52,21 @@ CREATE TABLE schedule_items (
     fire     INTEGER NOT NULL,
     PRIMARY KEY (schedule, item)
 );
+
+-- The tray shows the schedules (the next fire, those failing): a change to
+-- one, or a fire, moves what it shows.
+CREATE TRIGGER schedules_added AFTER INSERT ON schedules BEGIN
+    UPDATE status_version SET version = version + 1;
+END;
+CREATE TRIGGER schedules_changed AFTER UPDATE OF settings, paused_at ON schedules BEGIN
+    UPDATE status_version SET version = version + 1;
+END;
+CREATE TRIGGER schedules_removed AFTER DELETE ON schedules BEGIN
+    UPDATE status_version SET version = version + 1;
+END;
+CREATE TRIGGER fires_added AFTER INSERT ON fires BEGIN
+    UPDATE status_version SET version = version + 1;
+END;
+CREATE TRIGGER fires_decided AFTER UPDATE OF outcome ON fires WHEN old.outcome IS NOT new.outcome BEGIN
+    UPDATE status_version SET version = version + 1;
+END;
