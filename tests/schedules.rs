@@ -526,3 +526,31 @@ fn a_schedule_follows_the_time_zone_it_is_fired_in() {
     assert_eq!(fire_in("America/New_York", "2027-06-02T13:30:00Z")["due_at"], "2027-06-02T13:00:00.000Z");
     assert!(all_runs_ended(&env));
 }
+
+#[test]
+fn an_idle_firer_takes_up_a_schedule_written_into_a_preset() {
+    let env = Env::new();
+    let mut firer = env.command(&["schedule", "run"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    // Nothing runs and nothing is scheduled: the firer looked and sleeps.
+    let wchan = format!("/proc/{}/wchan", firer.id());
+    let asleep = || std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("poll"));
+    assert!(eventually(Duration::from_secs(10), asleep), "the firer never went to sleep");
+    // Then a global preset gets `schedule:`, and nothing in the store moves.
+    let global = env.home.join("presets");
+    std::fs::create_dir_all(&global).unwrap();
+    let text = format!(
+        "---\nname: tick\ndescription: t\nagent: command\ncommand: [{}, \"0\"]\nschedule:\n  every: 1s\n  task: t\n  cwd: {}\n---\n",
+        fake_agent("exit-with"),
+        env.project.display()
+    );
+    std::fs::write(global.join("tick.md"), text).unwrap();
+    let fired = eventually(Duration::from_secs(20), || {
+        env.store()
+            .fires("tick", 10)
+            .is_ok_and(|f| f.iter().any(|f| f.firer == "schedule run" && f.outcome == "launched"))
+    });
+    let _ = firer.kill();
+    let _ = firer.wait();
+    assert!(fired, "the firer never took up the preset's schedule");
+    assert!(all_runs_ended(&env));
+}

@@ -13,6 +13,10 @@ use crate::watch::Watcher;
 
 use super::{all, fire, ScheduleError};
 
+/// How often a firer with nothing else to do reads the presets' files for
+/// `schedule:` (the store's safety net wakes it as often).
+const PRESETS_EVERY: std::time::Duration = crate::heal::HEAL_EVERY;
+
 /// One look at every schedule.
 #[derive(Debug, Default)]
 pub struct Round {
@@ -72,13 +76,16 @@ pub fn run(
             std::time::Instant::now() + wait
         });
         // Asleep until the next slot, or until something a round reads
-        // changed (a busy store's every commit is no reason to look).
+        // changed (a busy store's every commit is no reason to look), or
+        // the presets' files are due a look (they are not in the store).
+        let looked = std::time::Instant::now();
         loop {
             let healed = watcher.heal_if_due(store, shepherd)?;
             if !healed && !watcher.changed_before(store, until)? {
                 break; // the next slot is due
             }
-            if healed || store.status_version()? != seen || due.is_some_and(|at| super::now() >= at) {
+            let changed = healed || store.status_version()? != seen;
+            if changed || due.is_some_and(|at| super::now() >= at) || looked.elapsed() >= PRESETS_EVERY {
                 break;
             }
         }
