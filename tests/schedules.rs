@@ -9,6 +9,7 @@
 mod common;
 
 use std::collections::HashSet;
+use std::os::unix::ffi::OsStringExt;
 use std::process::Command;
 use std::time::Duration;
 
@@ -376,10 +377,23 @@ fn bad_schedules_are_refused_with_what_to_write() {
     refused(&["schedule", "add", "x", "--preset", "nope", "--every", "1h", "t"], "nope");
     refused(&["schedule", "add", "../x", "--preset", "quick", "--every", "1h", "t"], "cannot name a schedule");
     refused(&["schedule", "add", "x", "--preset", "quick", "t"], "--cron");
+    refused(&["schedule", "add", "x", "--preset", "quick", "--every", "10000000y", "t"], "100 years");
+    let odd = std::path::PathBuf::from(std::ffi::OsString::from_vec(b"folder-\xff".to_vec()));
+    std::fs::create_dir_all(env.project.join(&odd)).unwrap();
+    let odd_cwd = env.project.join(&odd);
+    let mut add = env.command(&["schedule", "add", "x", "--preset", "quick", "--every", "1h", "--cwd"]);
+    add.arg(&odd_cwd).arg("t");
+    let out = add.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not UTF-8"), "{out:?}");
+    // A day count past the end of time removes nothing, and fires on.
+    env.ok(&["schedule", "add", "forever", "--preset", "quick", "--every", "1h", "--keep-days", "4000000000", "t"]);
+    assert_eq!(json_at(&env, 3601, &["schedule", "fire", "forever"])["outcome"], "launched");
+    assert!(all_runs_ended(&env));
     refused(&["schedule", "fire", "ghost"], "no schedule 'ghost'");
     env.ok(&["schedule", "add", "x", "--preset", "quick", "--every", "1h", "t"]);
     refused(&["schedule", "add", "x", "--preset", "quick", "--every", "1h", "t"], "exists already");
-    assert!(runs(&env).is_empty());
+    assert_eq!(runs(&env).len(), 1, "only the fire of `forever`");
 }
 
 #[test]

@@ -266,6 +266,9 @@ fn add(store: &mut Store, args: AddArgs, out: &mut impl Write) -> anyhow::Result
     if args.host.is_none() && !cwd.is_dir() {
         anyhow::bail!("--cwd {}: no such folder", cwd.display());
     }
+    if cwd.to_str().is_none() {
+        return Err(corral::launch::LaunchError::CwdNotUtf8(cwd).into());
+    }
     let settings = Settings {
         preset: args.preset,
         task: args.task.join(" "),

@@ -309,7 +309,9 @@ fn keep(store: &mut Store, schedule: &Schedule) {
         return;
     }
     let Ok(ended) = store.schedule_ended_runs(&schedule.name) else { return };
-    let too_old = keep.days.map(|days| time::format(super::now() - chrono::Duration::days(days as i64)));
+    // Further back than time goes: nothing is too old.
+    let too_old = keep.days.and_then(|days| super::now().checked_sub_signed(chrono::Duration::try_days(days.into())?));
+    let too_old = too_old.map(time::format);
     for (index, (id, ended_at)) in ended.iter().enumerate() {
         let beyond_last = keep.last.is_some_and(|last| index >= last as usize);
         let beyond_days = too_old.as_ref().is_some_and(|limit| ended_at < limit);

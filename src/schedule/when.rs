@@ -37,6 +37,9 @@ pub enum WhenError {
     /// The period does not parse, or is zero.
     #[error("'{text}' is not a period: write e.g. --every 30m, --every 2h, --every 1d")]
     Every { text: String },
+    /// The period is longer than Corral takes.
+    #[error("'{text}' is longer than the longest period Corral takes (100 years): write e.g. --every 1d")]
+    TooLong { text: String },
 }
 
 impl When {
@@ -50,6 +53,7 @@ impl When {
     /// A period such as `2h` or `90s`, at least a second.
     pub fn every(text: &str) -> Result<When, WhenError> {
         match humantime::parse_duration(text.trim()) {
+            Ok(d) if crate::time::too_long(d).is_some() => Err(WhenError::TooLong { text: text.to_string() }),
             Ok(d) if d >= Duration::from_secs(1) => Ok(When::EverySecs(d.as_secs())),
             _ => Err(WhenError::Every { text: text.to_string() }),
         }
@@ -111,12 +115,12 @@ impl When {
             When::EverySecs(secs) => {
                 // Slots fall on whole seconds from the second it was made.
                 let anchor = created.trunc_subsecs(0);
-                let period = (*secs).max(1) as i64;
+                let period = i64::try_from((*secs).max(1)).ok()?;
                 let periods = now.signed_duration_since(anchor).num_seconds() / period;
                 if periods < 1 {
                     return None;
                 }
-                anchor + chrono::Duration::seconds(periods * period)
+                anchor.checked_add_signed(chrono::Duration::try_seconds(periods.checked_mul(period)?)?)?
             }
         };
         (slot > created && after.is_none_or(|after| slot > after)).then_some(slot)
@@ -142,9 +146,10 @@ impl When {
             }
             When::EverySecs(secs) => {
                 let anchor = created.trunc_subsecs(0);
-                let period = (*secs).max(1) as i64;
+                let period = i64::try_from((*secs).max(1)).ok()?;
                 let periods = t.signed_duration_since(anchor).num_seconds() / period + 1;
-                Some(anchor + chrono::Duration::seconds(periods * period))
+                // A slot past the end of time is never.
+                anchor.checked_add_signed(chrono::Duration::try_seconds(periods.checked_mul(period)?)?)
             }
         }
     }
