@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 use super::table::{cell, Table};
 use corral::queue::ShepherdCommand;
-use corral::schedule::{self, Keep, Overlap, Precheck, Schedule, Settings, When};
+use corral::schedule::{self, FireResult, Keep, Overlap, Precheck, Schedule, Settings, When};
 use corral::store::FireRow;
-use corral::{time, RunStatus, Store};
+use corral::{time, Store};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -411,13 +411,7 @@ fn fire_line(fire: &FireRow) -> String {
 /// A fire as one mark: ✓ its runs completed, ✗ failed, … still running,
 /// · skipped.
 fn mark(fire: &FireRow) -> char {
-    match fire.outcome.as_str() {
-        "launched" if fire.runs.iter().any(|r| r.status.is_some_and(RunStatus::is_active)) => '…',
-        "launched" if fire.runs.iter().all(|r| r.status.is_none_or(|s| s == RunStatus::Completed)) => '✓',
-        "launched" | "failed" => '✗',
-        "firing" | "queued" => '…',
-        _ => '·',
-    }
+    FireResult::of(fire).mark()
 }
 
 fn next_fire(schedule: &Schedule) -> String {

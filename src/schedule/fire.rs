@@ -265,25 +265,55 @@ fn launch_there(store: &mut Store, host: &str, settings: &super::Settings, task:
     crate::remote::launch_for(&home, store, host, (&settings.preset, task), &options, None).map_err(|e| e.to_string())
 }
 
-/// How many of the schedule's latest fires (but `this`) failed in a row: a
-/// fire that launched nothing (`failed`), or whose runs ended other than
-/// completed. Skipped fires do not count either way; a fire still running
-/// ends the count.
+/// What a fire came to, as the user reads it: the one rule for `schedule
+/// ls`'s marks, the tray's attention and `pause_after_failures`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FireResult {
+    /// Its runs completed (or were removed since: nothing says otherwise).
+    Completed,
+    /// It launched nothing, or a run of it ended other than completed.
+    Failed,
+    /// Its runs still run, or it is being fired or waits its turn.
+    Running,
+    /// It was skipped (paused, overlap, precheck, nothing new, a bound).
+    Skipped,
+}
+
+impl FireResult {
+    /// What `fire` came to.
+    pub fn of(fire: &FireRow) -> FireResult {
+        let status = |f: fn(RunStatus) -> bool| fire.runs.iter().any(|r| r.status.is_some_and(f));
+        match fire.outcome.as_str() {
+            "launched" if status(RunStatus::is_active) => FireResult::Running,
+            "launched" if status(|s| s.is_terminal() && s != RunStatus::Completed) => FireResult::Failed,
+            "launched" => FireResult::Completed,
+            "failed" => FireResult::Failed,
+            "firing" | "queued" => FireResult::Running,
+            _ => FireResult::Skipped,
+        }
+    }
+
+    /// As one mark: ✓ ✗ … ·.
+    pub fn mark(self) -> char {
+        match self {
+            FireResult::Completed => '✓',
+            FireResult::Failed => '✗',
+            FireResult::Running => '…',
+            FireResult::Skipped => '·',
+        }
+    }
+}
+
+/// How many of the schedule's latest fires (but `this`) failed in a row,
+/// counted back to the first that did not fail or still runs; skipped
+/// fires count neither way.
 pub fn failed_in_a_row(store: &Store, name: &str, this: Option<i64>) -> Result<usize, ScheduleError> {
     let mut failed = 0;
     for fire in store.fires(name, 64)?.into_iter().filter(|f| Some(f.id) != this) {
-        match fire.outcome.as_str() {
-            "failed" => failed += 1,
-            "launched" => {
-                if fire.runs.iter().any(|r| r.status.is_some_and(RunStatus::is_active)) {
-                    break;
-                }
-                if fire.runs.iter().all(|r| r.status == Some(RunStatus::Completed)) {
-                    break;
-                }
-                failed += 1;
-            }
-            _ => {}
+        match FireResult::of(&fire) {
+            FireResult::Failed => failed += 1,
+            FireResult::Skipped => {}
+            FireResult::Completed | FireResult::Running => break,
         }
     }
     Ok(failed)
