@@ -302,10 +302,7 @@ fn list(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<i32> 
     if json {
         let mut values = Vec::new();
         for schedule in &schedules {
-            let mut value = serde_json::to_value(schedule)?;
-            value["next_fire"] = schedule.next_due(schedule::now()).map(time::format).into();
-            value["last_fires"] = serde_json::to_value(store.fires(&schedule.name, 5)?)?;
-            values.push(value);
+            values.push(schedule::shown(store, schedule, "last_fires", 5)?);
         }
         super::print_json(out, &values)?;
         return Ok(0);
@@ -340,10 +337,7 @@ fn show(store: &Store, name: &str, count: usize, json: bool, out: &mut impl Writ
     let schedule = schedule::get(store, name)?;
     let fires = store.fires(name, count)?;
     if json {
-        let mut value = serde_json::to_value(&schedule)?;
-        value["next_fire"] = schedule.next_due(schedule::now()).map(time::format).into();
-        value["fires"] = serde_json::to_value(&fires)?;
-        super::print_json(out, &value)?;
+        super::print_json(out, &schedule::shown(store, &schedule, "fires", count)?)?;
         return Ok(0);
     }
     let s = &schedule.settings;

@@ -25,11 +25,7 @@ impl CorralTools {
             schedule::presets::sync(store)?;
             let mut values = Vec::new();
             for schedule in schedule::all(store)? {
-                let mut value = serde_json::to_value(&schedule).map_err(std::io::Error::other)?;
-                value["next_fire"] = schedule.next_due(schedule::now()).map(crate::time::format).into();
-                value["last_fires"] =
-                    serde_json::to_value(store.fires(&schedule.name, 5)?).map_err(std::io::Error::other)?;
-                values.push(value);
+                values.push(schedule::shown(store, &schedule, "last_fires", 5)?);
             }
             Ok(json_result(&values))
         })

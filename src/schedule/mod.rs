@@ -183,6 +183,30 @@ pub fn now() -> Timestamp {
     time::now() + chrono::Duration::seconds(offset)
 }
 
+/// A schedule as it is shown (`schedule ls --json` and `show --json`, MCP,
+/// the window): its settings, `describe`, `next_fire`, and its latest
+/// `count` fires under `fires_key`, each with its `mark` (see
+/// [`FireResult`]).
+pub fn shown(
+    store: &Store,
+    schedule: &Schedule,
+    fires_key: &str,
+    count: usize,
+) -> Result<serde_json::Value, ScheduleError> {
+    let json = |e: serde_json::Error| ScheduleError::Invalid(e.to_string());
+    let mut value = serde_json::to_value(schedule).map_err(json)?;
+    value["describe"] = schedule.settings.when.describe().into();
+    value["next_fire"] = schedule.next_due(now()).map(time::format).into();
+    let mut fires = Vec::new();
+    for fire in store.fires(&schedule.name, count)? {
+        let mut shown = serde_json::to_value(&fire).map_err(json)?;
+        shown["mark"] = FireResult::of(&fire).mark().to_string().into();
+        fires.push(shown);
+    }
+    value[fires_key] = fires.into();
+    Ok(value)
+}
+
 /// The longest a precheck may be given.
 pub const PRECHECK_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
 

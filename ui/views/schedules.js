@@ -22,18 +22,6 @@ export function cares(change) {
   return change.statuses;
 }
 
-/** A fire as one mark: ✓ completed, ✗ failed, … still running, · skipped. */
-function mark(fire) {
-  const active = (s) => ["queued", "starting", "running", "waiting", "paused"].includes(s);
-  if (fire.outcome === "launched") {
-    if (fire.runs.some((r) => active(r.status))) return "…";
-    return fire.runs.every((r) => r.status === null || r.status === "completed") ? "✓" : "✗";
-  }
-  if (fire.outcome === "failed") return "✗";
-  if (fire.outcome === "firing" || fire.outcome === "queued") return "…";
-  return "·";
-}
-
 export async function refresh(change) {
   if (!root || (change && !change.statuses)) return;
   const schedules = await call("list_schedules");
@@ -54,9 +42,9 @@ export async function refresh(change) {
 function card(s) {
   const paused = !!s.paused_at;
   const next = paused ? "paused" : (s.next_fire ? `next ${new Date(s.next_fire).toLocaleString()}` : "never again");
-  const marks = s.fires.slice().reverse().map(mark).join("");
+  const marks = s.fires.slice().reverse().map((f) => f.mark).join("");
   const fires = s.fires.map((f) => h("div", { class: "path", "data-fire": f.id },
-    `${mark(f)} ${new Date(f.due_at).toLocaleString()} `,
+    `${f.mark} ${new Date(f.due_at).toLocaleString()} `,
     f.late_ms >= 1000 ? `(late by ${Math.round(f.late_ms / 1000)}s) ` : "",
     h("strong", {}, f.outcome), f.detail ? `: ${f.detail} ` : " ",
     ...f.runs.map((r) => h("a", { href: `#/run/${encodeURIComponent(r.id)}`, style: "margin-right:0.5em" },

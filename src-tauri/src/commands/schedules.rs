@@ -10,18 +10,15 @@ use crate::state::AppState;
 /// Fires shown per schedule.
 const FIRES: usize = 10;
 
-/// Every schedule (presets' in step with their files), with `next_fire`
-/// and its latest fires (`fires`), newest first.
+/// Every schedule (presets' in step with their files), as
+/// `schedule::shown` has it, with its latest fires under `fires`.
 #[tauri::command(async)]
 pub fn list_schedules(state: State<'_, AppState>) -> Result<Vec<serde_json::Value>, AppError> {
     let mut store = state.store()?;
     let problems = schedule::presets::sync(&mut store)?;
     let mut values = Vec::new();
     for schedule in schedule::all(&store).map_err(invalid)? {
-        let mut value = serde_json::to_value(&schedule).map_err(invalid)?;
-        value["describe"] = schedule.settings.when.describe().into();
-        value["next_fire"] = schedule.next_due(schedule::now()).map(corral::time::format).into();
-        value["fires"] = serde_json::to_value(store.fires(&schedule.name, FIRES)?).map_err(invalid)?;
+        let mut value = schedule::shown(&store, &schedule, "fires", FIRES).map_err(invalid)?;
         value["problems"] = serde_json::to_value(&problems).map_err(invalid)?;
         values.push(value);
     }
