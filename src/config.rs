@@ -48,6 +48,12 @@ pub struct Config {
     /// user timer of Corral's making (see `schedule::timers`), so its slots
     /// fire with no Corral process running.
     pub systemd_timers: bool,
+    /// `[budget]`: what a run may spend when its preset and its launch say
+    /// nothing; unlimited by default.
+    pub budget: Option<crate::budget::Budget>,
+    /// `[budget] on_budget`: what crossing a budget does, for presets that
+    /// do not say (pause and ask by default).
+    pub on_budget: crate::budget::OnBudget,
 }
 
 /// A machine reached over SSH (`[hosts.NAME]`), running its own Corral.
@@ -144,6 +150,8 @@ impl Default for Config {
             retention: None,
             hosts: Vec::new(),
             systemd_timers: false,
+            budget: None,
+            on_budget: crate::budget::OnBudget::Pause,
         }
     }
 }
@@ -201,6 +209,16 @@ struct ConfigFile {
     retention: Option<RetentionFile>,
     hosts: std::collections::BTreeMap<String, HostConfig>,
     schedules: SchedulesFile,
+    budget: Option<BudgetFile>,
+}
+
+/// `[budget]`: the budget of a run whose preset and launch give none.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct BudgetFile {
+    usd: Option<crate::resources::LimitValue>,
+    tokens: Option<crate::resources::LimitValue>,
+    on_budget: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -312,6 +330,15 @@ impl Config {
             config.retention = Some(Retention { older_than: duration("retention.older_than", &r.older_than)?, status });
         }
         config.systemd_timers = file.schedules.systemd_timers.unwrap_or(false);
+        if let Some(b) = &file.budget {
+            if b.usd.is_some() || b.tokens.is_some() {
+                let written = crate::budget::WrittenBudget::Keys { usd: b.usd.clone(), tokens: b.tokens.clone() };
+                config.budget = Some(written.read().map_err(|e| invalid(format!("`[budget]`: {e}")))?);
+            }
+            if let Some(word) = &b.on_budget {
+                config.on_budget = word.trim().parse().map_err(|e| invalid(format!("`[budget] on_budget`: {e}")))?;
+            }
+        }
         for (name, host) in file.hosts {
             if let Some(why) = host_name_problem(&name) {
                 return Err(invalid(format!("`[hosts.{name}]`: {why}")));
@@ -342,6 +369,17 @@ impl Config {
             name: name.to_string(),
             known: self.hosts.iter().map(|h| h.name.clone()).collect::<Vec<_>>().join(", "),
         })
+    }
+
+    /// The budget a run of `preset` gets: the launch's (`--budget`), else
+    /// the preset's, else `[budget]`'s; and what crossing it does.
+    pub fn budget_for(
+        &self,
+        preset: &Preset,
+        asked: Option<crate::budget::Budget>,
+    ) -> Option<(crate::budget::Budget, crate::budget::OnBudget)> {
+        let budget = asked.or(preset.budget).or(self.budget)?;
+        Some((budget, preset.on_budget.unwrap_or(self.on_budget)))
     }
 
     /// The resource limits a run of `preset` gets: the preset's own, else

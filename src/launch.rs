@@ -32,6 +32,8 @@ pub struct LaunchRequest {
     pub worktree: Option<bool>,
     /// The commit its worktree starts from (default: HEAD).
     pub base: Option<String>,
+    /// What it may spend (`--budget`), over the preset's and config.toml's.
+    pub budget: Option<crate::budget::Budget>,
 }
 
 /// Why a launch did not happen.
@@ -150,6 +152,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         (false, Some(base)) => return Err(LaunchError::BaseWithoutWorktree(base.clone())),
         (false, None) => None,
     };
+    let config = Config::load(store.home())?;
     let new = NewRun {
         preset,
         task: &request.task,
@@ -157,8 +160,8 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         model: request.model.as_deref(),
         parent_id: parent.as_deref(),
         worktree: plan.as_ref(),
+        budget: config.budget_for(preset, request.budget),
     };
-    let config = Config::load(store.home())?;
     let env: Vec<(OsString, OsString)> = request.env.clone().unwrap_or_else(|| std::env::vars_os().collect());
     let home = store.home().clone();
     // The environment is kept before the row is visible: a queued run may
@@ -203,6 +206,7 @@ pub fn relaunch_with(
         env,
         worktree: Some(old.worktree_repo.is_some()),
         base: None,
+        budget: old.budget,
     };
     launch(store, &request, shepherd)
 }

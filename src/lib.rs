@@ -9,6 +9,7 @@ pub mod adapter;
 pub mod announce;
 pub mod autostart;
 pub mod blocking;
+pub mod budget;
 pub mod caller;
 pub mod config;
 pub mod doctor;

@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::budget::{BudgetChange, Crossing, PauseReason};
 use crate::heal::HealError;
 use crate::process::{self, ProcessId, Sig};
 use crate::queue::ShepherdCommand;
@@ -29,6 +30,24 @@ pub enum PauseError {
         status: RunStatus,
         /// What can be done instead.
         what: &'static str,
+    },
+    /// A run paused for its budget is resumed only with more allowed.
+    #[error("run {id} is paused: {words}. Allow more with `corral resume {id} --budget +N` (N more dollars), or stop it with `corral abort {id}`")]
+    BudgetSpent {
+        /// The run.
+        id: String,
+        /// The budget and what was spent, in words.
+        words: String,
+    },
+    /// The budget allowed is still spent.
+    #[error("run {id} stays paused: {words}, and the budget allowed ({allowed}) is spent too; allow more than that")]
+    StillOver {
+        /// The run.
+        id: String,
+        /// The budget and what was spent, in words.
+        words: String,
+        /// The budget that was asked for.
+        allowed: String,
     },
 }
 
@@ -83,6 +102,60 @@ pub fn pause(
             watcher.changed_before(store, Some(deadline))?;
         }
     }
+}
+
+/// Resumes run `id` (as [`pause`] with `pause = false`), first changing
+/// the budget it crossed by `change` when one is given. A run paused for a
+/// budget is resumed only once its budget allows more; every run of the
+/// same budget's tree paused for it goes on with it.
+pub fn resume(
+    store: &mut Store,
+    id: &str,
+    change: Option<BudgetChange>,
+    patience: Duration,
+    shepherd: &ShepherdCommand,
+) -> Result<Run, PauseError> {
+    let run = store.find_run(id)?;
+    let crossing = store.budget_crossed(&run.id)?;
+    let Some(change) = change else {
+        if let Some(crossing) = crossing.filter(|_| run.pause_reason == Some(PauseReason::Budget)) {
+            return Err(PauseError::BudgetSpent { words: crossing.words(&run.id), id: run.id });
+        }
+        return pause(store, &run.id, false, patience, shepherd);
+    };
+    let owner = match &crossing {
+        Some(crossing) => raise(store, &run.id, crossing, &change)?,
+        None => {
+            // Nothing crossed yet: the change is to the run's own budget.
+            let budget = change.applied_to(&store.budget_of(&run.id)?.unwrap_or_default());
+            store.set_budget(&run.id, &budget)?;
+            run.id.clone()
+        }
+    };
+    for other in store.paused_for_budget(&owner)? {
+        if other != run.id {
+            // Each goes on when its shepherd takes a slot; none is waited for.
+            if let Err(e) = pause(store, &other, false, Duration::ZERO, shepherd) {
+                tracing::warn!(run = %other, "cannot resume a run paused for the same budget: {e}");
+            }
+        }
+    }
+    if store.run(&run.id)?.status == RunStatus::Paused {
+        pause(store, &run.id, false, patience, shepherd)
+    } else {
+        Ok(store.run(&run.id)?)
+    }
+}
+
+/// Changes the budget `crossing` names, unless the new one is spent too;
+/// returns its owner.
+fn raise(store: &mut Store, id: &str, crossing: &Crossing, change: &BudgetChange) -> Result<String, PauseError> {
+    let budget = change.applied_to(&crossing.budget);
+    if Crossing::is_crossed(&budget, &crossing.spent) {
+        return Err(PauseError::StillOver { id: id.to_string(), words: crossing.words(id), allowed: budget.words() });
+    }
+    store.set_budget(&crossing.owner, &budget)?;
+    Ok(crossing.owner.clone())
 }
 
 /// Tells run's shepherd to look at its pause request.

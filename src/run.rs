@@ -191,6 +191,8 @@ word_enum! {
         /// The kernel's OOM killer ended the agent: the run used more than
         /// its memory limit.
         OutOfMemory = "out_of_memory",
+        /// It crossed its budget with `on_budget: stop`.
+        Budget = "budget",
     }
 }
 
@@ -317,6 +319,17 @@ pub struct Run {
     /// While it is `paused`: since when.
     #[serde(default)]
     pub paused_at: Option<String>,
+    /// Why it is paused, when Corral paused it (a budget crossed); `None`
+    /// for a pause by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_reason: Option<crate::budget::PauseReason>,
+    /// What it, with its child runs, may spend; `None`: no budget of its
+    /// own (a run that launched it may still have one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::Budget>,
+    /// What crossing its budget does (pause and ask, or stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_budget: Option<crate::budget::OnBudget>,
     /// How much of the database its transcript takes, and what a
     /// transcript cap left out.
     #[serde(default)]

@@ -21,6 +21,7 @@ fn request(env: &Env, task: String) -> LaunchRequest {
         env: Some(std::env::vars_os().collect()),
         worktree: None,
         base: None,
+        budget: None,
     }
 }
 

@@ -116,6 +116,7 @@ fn store_writer_child() {
                     model: None,
                     parent_id: None,
                     worktree: None,
+                    budget: None,
                 },
                 1_000_000,
                 |_| Ok(()),

@@ -36,6 +36,7 @@ fn launching_leaves_no_zombie_and_the_shepherd_is_not_our_child() {
         env: None,
         worktree: None,
         base: None,
+        budget: None,
     };
     let mut ids = Vec::new();
     for _ in 0..5 {

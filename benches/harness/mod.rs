@@ -155,6 +155,7 @@ impl Bench {
             env: None,
             worktree: None,
             base: None,
+            budget: None,
         };
         launch(store, &request, &self.shepherd).unwrap().id
     }

@@ -43,12 +43,22 @@ pub struct Args {
     /// With a worktree: the commit or branch to start from (default: HEAD).
     #[arg(long, value_name = "REF")]
     base: Option<String>,
+    /// What the run, with the runs it launches, may spend before it is
+    /// paused and you are asked: `$2`, `500k tokens`, `usd=2,tokens=2M`
+    /// (over the preset's `budget:` and config.toml's `[budget]`).
+    #[arg(long, value_name = "BUDGET", value_parser = parse_budget)]
+    budget: Option<corral::budget::Budget>,
     /// Block until the run ends; exit as `corral wait` does.
     #[arg(long)]
     wait: bool,
     /// Print the run as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// `--budget` as clap reads it.
+pub fn parse_budget(text: &str) -> Result<corral::budget::Budget, corral::budget::BadBudget> {
+    corral::budget::Budget::parse(text)
 }
 
 impl Args {
@@ -84,6 +94,7 @@ pub fn run(
             (false, false) => None,
         },
         base: args.base,
+        budget: args.budget,
     };
     let run = launch(store, &request, shepherd)?;
     shepherd.dismiss_forked();
@@ -134,6 +145,7 @@ fn launch_on_host(
             (false, false) => None,
         },
         base: args.base,
+        budget: args.budget,
     };
     // Launched from inside a run: that run waits for it, as for a child.
     let caller = corral::caller::caller_run(store)?;

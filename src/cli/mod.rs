@@ -62,7 +62,7 @@ enum Command {
     /// Freeze runs: every process stopped, clocks stopped, no slot held.
     Pause(pause::Args),
     /// Thaw paused runs (each takes a slot back before any queued run).
-    Resume(pause::Args),
+    Resume(pause::ResumeArgs),
     /// Stop runs and every process they started.
     Abort(abort::Args),
     /// Show what a run with a worktree changed: its commits, uncommitted and untracked files.
@@ -199,8 +199,10 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Tail(args) => tail::run(&mut store, args, &shepherd, &mut out)?,
         Command::Wait(args) => wait::run(&mut store, &args.runs, args.timeout, args.json, &shepherd, &mut out)?,
         Command::Abort(args) => abort::run(&mut store, &args.runs, args.json, &shepherd, &mut out)?,
-        Command::Pause(args) => pause::run(&mut store, &args.runs, true, args.json, &shepherd, &mut out)?,
-        Command::Resume(args) => pause::run(&mut store, &args.runs, false, args.json, &shepherd, &mut out)?,
+        Command::Pause(args) => pause::run(&mut store, &args.runs, true, args.json, None, &shepherd, &mut out)?,
+        Command::Resume(args) => {
+            pause::run(&mut store, &args.runs, false, args.json, args.budget, &shepherd, &mut out)?
+        }
         Command::Diff(args) => diff::run(&mut store, args, &mut out)?,
         Command::Merge(args) => merge::run(&mut store, args, &mut out)?,
         Command::Discard(args) => discard::run(&mut store, args, &mut out)?,

@@ -3,8 +3,9 @@
 
 use std::io::Write;
 
+use corral::budget::BudgetChange;
 use corral::heal::HealError;
-use corral::pause::{pause, PauseError, PATIENCE};
+use corral::pause::{pause, resume, PauseError, PATIENCE};
 use corral::queue::ShepherdCommand;
 use corral::store::StoreError;
 use corral::{RunStatus, Store};
@@ -19,11 +20,27 @@ pub struct Args {
     pub json: bool,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    /// Run ids (or unique prefixes).
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// Print JSON (an array of run objects).
+    #[arg(long)]
+    pub json: bool,
+    /// Allow more for a run paused at its budget: `+2` (two dollars
+    /// more), `+500k tokens`, or a whole new budget (`usd=5,tokens=3M`).
+    /// Every run paused for that budget goes on.
+    #[arg(long, value_name = "BUDGET", value_parser = BudgetChange::parse)]
+    pub budget: Option<BudgetChange>,
+}
+
 pub fn run(
     store: &mut Store,
     ids: &[String],
     paused: bool,
     json: bool,
+    budget: Option<BudgetChange>,
     shepherd: &ShepherdCommand,
     out: &mut impl Write,
 ) -> anyhow::Result<i32> {
@@ -33,10 +50,17 @@ pub fn run(
     for id in ids {
         // Each run is done or refused on its own: one that ended does not
         // leave the next one running.
-        let run = match pause(store, id, paused, PATIENCE, shepherd) {
+        let done = if paused {
+            pause(store, id, true, PATIENCE, shepherd)
+        } else {
+            resume(store, id, budget, PATIENCE, shepherd)
+        };
+        let run = match done {
             Ok(run) => run,
             Err(
                 e @ (PauseError::NotApplicable { .. }
+                | PauseError::BudgetSpent { .. }
+                | PauseError::StillOver { .. }
                 | PauseError::Heal(HealError::Store(StoreError::UnknownRun(_) | StoreError::AmbiguousRun { .. }))),
             ) => {
                 code = super::EXIT_ERROR;

@@ -33,6 +33,7 @@ impl CorralTools {
                     model: args.model.clone(),
                     worktree: args.worktree,
                     base: args.base.clone(),
+                    budget: budget_of(args.budget.as_deref())?,
                 };
                 let caller = caller_run(store)?;
                 let run = crate::remote::launch_for(
@@ -58,6 +59,7 @@ impl CorralTools {
                 env: None,
                 worktree: args.worktree,
                 base: args.base,
+                budget: budget_of(args.budget.as_deref())?,
             };
             let run = launch(store, &request, shepherd)?;
             Ok(json_result(&RunView::from(&run)))
@@ -87,4 +89,12 @@ pub struct LaunchArgs {
     /// Run it on this host of the user's config.toml (`[hosts.NAME]`), over SSH; cwd is then a folder there (default: its user's home). Your run waits for it as for a local one; read its result with wait_agents (it is not handed back in a follow-up turn).
     #[serde(default)]
     pub host: Option<String>,
+    /// What the run, with the runs it launches, may spend before it is paused and its launcher asked: `$2`, `500k tokens`, `usd=2,tokens=2M` (default: the preset's, else the user's config). A run paused for its budget waits for resume_agent with a budget raise, or abort_agent.
+    #[serde(default)]
+    pub budget: Option<String>,
+}
+
+/// The budget an MCP caller wrote, read as `--budget` is.
+pub(super) fn budget_of(text: Option<&str>) -> Result<Option<crate::budget::Budget>, crate::budget::BadBudget> {
+    text.map(crate::budget::Budget::parse).transpose()
 }

@@ -5,6 +5,8 @@ use super::server::{json_result, CorralTools, RunArgs, RunView};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 #[tool_router(router = pause_router, vis = "pub(super)")]
 impl CorralTools {
@@ -17,12 +19,33 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "Resume a paused run: it takes a slot back before any queued run and goes on where it stopped.",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+        description = "Resume a paused run: it takes a slot back before any queued run and goes on where it stopped. A run paused because it reached its budget (pause_reason: budget) goes on only with budget: \"+2\" (two dollars more), \"+500k tokens\", or a whole new budget; every run paused for that budget goes on with it.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
-    async fn resume_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
-        self.pause_or_resume(args.run_id, false).await
+    async fn resume_agent(&self, Parameters(args): Parameters<ResumeArgs>) -> CallToolResult {
+        self.with_store(move |store, shepherd| {
+            let run = run_for(store, &args.run_id, Access::Act)?;
+            let change = args.budget.as_deref().map(crate::budget::BudgetChange::parse).transpose()?;
+            let run = crate::pause::resume(store, &run.id, change, crate::pause::PATIENCE, shepherd)?;
+            Ok(json_result(&RunView::from(&run)))
+        })
+        .await
     }
+}
+
+/// The arguments of `resume_agent`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ResumeArgs {
+    /// The run's id (or a unique prefix).
+    pub run_id: String,
+    /// For a run paused at its budget: how much more to allow ("+2" dollars, "+500k tokens"), or a whole new budget ("usd=5").
+    #[serde(default)]
+    pub budget: Option<String>,
 }
 
 impl CorralTools {

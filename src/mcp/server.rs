@@ -39,6 +39,8 @@ pub(super) enum ToolFailure {
     Schedule(#[from] crate::schedule::ScheduleError),
     #[error(transparent)]
     When(#[from] crate::schedule::WhenError),
+    #[error(transparent)]
+    Budget(#[from] crate::budget::BadBudget),
     /// A host could not be reached, or refused.
     #[error(transparent)]
     Remote(#[from] crate::remote::RemoteError),
@@ -91,6 +93,13 @@ pub(super) struct RunView<'a> {
     /// Why its host cannot be followed, and what to do.
     #[serde(skip_serializing_if = "Option::is_none")]
     host_trouble: Option<&'a str>,
+    /// Why it is paused when Corral paused it (`budget`: it waits for
+    /// resume_agent with more budget, or abort_agent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pause_reason: Option<&'a str>,
+    /// What it, with the runs it launched, may spend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    budget: Option<&'a crate::budget::Budget>,
 }
 
 impl<'a> From<&'a Run> for RunView<'a> {
@@ -111,6 +120,8 @@ impl<'a> From<&'a Run> for RunView<'a> {
             created_at: &run.created_at,
             completed_at: run.completed_at.as_deref(),
             worktree: run.worktree.as_ref(),
+            pause_reason: run.pause_reason.map(|r| r.as_str()),
+            budget: run.budget.as_ref(),
             host: run.host.as_deref(),
             unreachable_since: run.unreachable_since.as_deref(),
             host_trouble: run.host_trouble.as_deref(),

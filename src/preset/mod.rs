@@ -126,6 +126,13 @@ pub struct Preset {
     /// (see `schedule::sync`). As written; read by the schedule module.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<PresetSchedule>,
+    /// What a run (with its child runs) may spend (`budget: {usd: 2,
+    /// tokens: 2M}`); `config.toml`'s `[budget]` when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::Budget>,
+    /// What crossing the budget does: `pause` (and ask) or `stop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_budget: Option<crate::budget::OnBudget>,
     /// The markdown body: appended to the agent's system prompt.
     pub system_prompt: String,
     /// Where it was found.

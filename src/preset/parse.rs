@@ -75,6 +75,8 @@ struct Frontmatter {
     limits: Option<crate::resources::WrittenLimits>,
     mcp: Option<String>,
     schedule: Option<super::PresetSchedule>,
+    budget: Option<crate::budget::WrittenBudget>,
+    on_budget: Option<String>,
 }
 
 /// Why a file is not a usable preset; each message says how to fix it.
@@ -98,6 +100,10 @@ pub enum PresetError {
     BadNotify(crate::run::UnknownWord),
     #[error("`mcp`: {0}")]
     BadMcp(crate::run::UnknownWord),
+    #[error("`budget`: {0}")]
+    BadBudget(#[from] crate::budget::BadBudget),
+    #[error("`on_budget`: {0}")]
+    BadOnBudget(crate::run::UnknownWord),
     #[error("missing `agent:` (one of pi, claude, codex, gemini, opencode, command)")]
     NoAgent,
     #[error("`command: {0}` must be a list of arguments, e.g. `command: [cargo, test]` (no shell is used)")]
@@ -170,6 +176,13 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         setup,
         limits: front.limits.as_ref().map(crate::resources::ResourceLimits::parse).transpose()?.unwrap_or_default(),
         schedule: front.schedule,
+        budget: front.budget.as_ref().map(crate::budget::WrittenBudget::read).transpose()?,
+        on_budget: front
+            .on_budget
+            .as_deref()
+            .map(|w| w.trim().parse())
+            .transpose()
+            .map_err(PresetError::BadOnBudget)?,
         system_prompt: body.trim().to_string(),
         source,
         path: path.to_string(),
@@ -196,6 +209,8 @@ const KEYS: &[&str] = &[
     "limits",
     "mcp",
     "schedule",
+    "budget",
+    "on_budget",
 ];
 
 /// A warning for each key that Corral does not read but that is one or two

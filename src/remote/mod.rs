@@ -148,6 +148,8 @@ pub struct RemoteLaunch {
     pub worktree: Option<bool>,
     /// The commit its worktree starts from.
     pub base: Option<String>,
+    /// What it may spend (kept by the host's shepherd).
+    pub budget: Option<crate::budget::Budget>,
 }
 
 /// Launches `preset` with `task` on `host`, records the run in this
@@ -189,6 +191,9 @@ pub fn launch_for(
     }
     if let Some(base) = &options.base {
         args.extend(["--base".into(), base.into()]);
+    }
+    if let Some(budget) = options.budget.filter(|b| !b.is_unlimited()) {
+        args.extend(["--budget".into(), budget.spec().into()]);
     }
     let output = ssh.run(&args, Some(task.as_bytes()))?;
     if !output.status.success() {

@@ -219,6 +219,7 @@ fn decide(
                     env: Some(env.clone()),
                     worktree: None,
                     base: None,
+                    budget: None,
                 };
                 launch(store, &request, shepherd).map_err(|e| e.to_string())
             }
@@ -261,6 +262,7 @@ fn launch_there(store: &mut Store, host: &str, settings: &super::Settings, task:
         model: None,
         worktree: None,
         base: None,
+        budget: None,
     };
     crate::remote::launch_for(&home, store, host, (&settings.preset, task), &options, None).map_err(|e| e.to_string())
 }

@@ -25,6 +25,8 @@ pub(super) enum StopCause {
     Idle(Duration),
     /// `startup_timeout`: no output at all this long after starting.
     Startup(Duration),
+    /// A budget crossed with `on_budget: stop`, in words.
+    Budget(String),
 }
 
 impl StopCause {
@@ -49,6 +51,7 @@ impl StopCause {
                 StopReason::StartupTimeout,
                 format!("no output within {} of starting (startup_timeout)", human(d)),
             ),
+            StopCause::Budget(words) => (RunStatus::Aborted, StopReason::Budget, format!("{words} (on_budget: stop)")),
         };
         Verdict { status, stop_reason, error: Some(error) }
     }

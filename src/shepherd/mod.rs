@@ -10,6 +10,7 @@
 //! its run. A run whose agent launched runs of its own waits for them, and
 //! hands their results back to the agent in a continuation turn.
 
+mod budget;
 mod child_runs;
 mod children;
 mod cleanup;

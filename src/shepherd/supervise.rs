@@ -19,6 +19,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::budget::Spending;
 use super::child_runs;
 use super::cleanup::Cleanup;
 use super::clock::{Clock, StopCause};
@@ -32,6 +33,7 @@ use super::streams::Streams;
 use super::turn::{self, Turn};
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{Adapter, EventKind, ProcessEnd, Report, StreamLine, Verdict};
+use crate::budget::{OnBudget, PauseReason};
 use crate::config::{Config, Limits};
 use crate::heal::HEAL_EVERY_AT_WORK;
 use crate::process::{self, Readiness, SignalPipe, StartedAgent};
@@ -87,6 +89,8 @@ pub(super) struct Supervisor {
     clock: Clock,
     streams: Streams,
     recorder: Recorder,
+    /// What the agent spent, as last recorded against the budgets.
+    spending: Spending,
     /// The verdict of a turn that ended with child runs to wait for or hand
     /// over; committed (or continued) once the turn's processes are gone.
     pub(super) held: Option<Verdict>,
@@ -122,6 +126,7 @@ impl Supervisor {
             clock: Clock::new(limits, Instant::now()),
             streams,
             recorder,
+            spending: Spending::default(),
             held: None,
             corral_exe: std::fs::canonicalize(&setup.shepherd.program).unwrap_or(setup.shepherd.program.clone()),
             shepherd: setup.shepherd,
@@ -201,7 +206,7 @@ impl Supervisor {
         let wanted = self.store.pause_requested(&self.run_id)?;
         if !self.clock.is_paused() {
             if wanted && !self.clock.turn_is_over() && !self.recorder.is_committed() {
-                self.pause()?;
+                self.pause("paused: every process of the run is frozen")?;
             }
         } else if !wanted && self.store.resume_paused(&self.run_id, self.config.max_parallel)? {
             self.cleanup.freeze(false);
@@ -212,13 +217,14 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Freezes the run and records it paused (see `freeze`).
-    fn pause(&mut self) -> Result<(), ShepherdError> {
+    /// Freezes the run and records it paused (see `freeze`), saying `why`
+    /// in its transcript.
+    fn pause(&mut self, why: &str) -> Result<(), ShepherdError> {
         self.flush_events()?;
         match freeze::freeze(&mut self.store, &mut self.cleanup, &self.run_id)? {
             Frozen::Paused => {
                 self.clock.pause(Instant::now());
-                self.note_event(EventKind::System, "paused: every process of the run is frozen".into())?;
+                self.note_event(EventKind::System, why.to_string())?;
                 // Its slot is free now: hand it on at once.
                 self.heal_if_due(Duration::ZERO);
             }
@@ -338,11 +344,41 @@ impl Supervisor {
     fn after_lines(&mut self) -> Result<(), ShepherdError> {
         self.clock.settling(self.session.adapter().settling(), Instant::now());
         if let Some(verdict) = self.session.take_verdict() {
-            self.conclude(verdict)
-        } else if self.recorder.batch_is_full() {
-            self.flush_events()
-        } else {
-            Ok(())
+            return self.conclude(verdict);
+        }
+        if self.recorder.batch_is_full() {
+            self.flush_events()?;
+        }
+        self.keep_budget()
+    }
+
+    /// Records what the agent reported spending, if it changed, and acts
+    /// on a budget it crossed: freezes the run and asks (see `budget`), or
+    /// stops it (`on_budget: stop`).
+    fn keep_budget(&mut self) -> Result<(), ShepherdError> {
+        if self.clock.is_paused() || self.clock.turn_is_over() || self.recorder.is_committed() {
+            return Ok(());
+        }
+        let report = self.session.report();
+        let model = self.session.launch().model.clone();
+        let looked = self.spending.look(&mut self.store, &self.run_id, &report, model.as_deref())?;
+        if let Some(note) = looked.note {
+            self.note_event(EventKind::System, note)?;
+        }
+        let Some(crossing) = looked.crossing else { return Ok(()) };
+        let words = crossing.words(&self.run_id);
+        match crossing.on_budget {
+            OnBudget::Stop => self.stop_for(StopCause::Budget(words)),
+            OnBudget::Pause => {
+                if self.store.request_pause_for(&self.run_id, PauseReason::Budget)? {
+                    let id = &self.run_id;
+                    let ask = format!(
+                        "paused: {words}. Allow more with `corral resume {id} --budget +N` (N more dollars), or stop it with `corral abort {id}`"
+                    );
+                    self.pause(&ask)?;
+                }
+                Ok(())
+            }
         }
     }
 

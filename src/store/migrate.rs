@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0017_merge_record.sql"),
     include_str!("migrations/0018_store_identity.sql"),
     include_str!("migrations/0019_schedules.sql"),
+    include_str!("migrations/0020_budgets.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -6,6 +6,7 @@
 //! timeout instead of failing on lock upgrades. Readers learn of changes from
 //! the database alone (see [`crate::watch`]).
 
+mod budgets;
 mod changes;
 mod desk;
 mod events;

@@ -18,7 +18,8 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     promoted_at, promoter_pid, promoter_start, worktree_path, worktree_branch, worktree_base, worktree_repo,
     worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated, retrying,
     containment, cpu_seconds, memory_peak_bytes, paused_at, transcript_bytes, transcript_dropped_events,
-    transcript_dropped_bytes, worktree_merged, worktree_merged_squashed";
+    transcript_dropped_bytes, worktree_merged, worktree_merged_squashed, budget_usd, budget_tokens, on_budget,
+    pause_reason";
 
 /// A run about to be launched.
 #[derive(Debug, Clone)]
@@ -37,6 +38,8 @@ pub struct NewRun<'a> {
     /// Where its worktree comes from, if it gets one (the agent then works
     /// in the same subfolder of it as `cwd` is of the repository).
     pub worktree: Option<&'a crate::worktree::Plan>,
+    /// What it (with its child runs) may spend, and what crossing it does.
+    pub budget: Option<(crate::budget::Budget, crate::budget::OnBudget)>,
 }
 
 /// Which runs to list.
@@ -114,8 +117,10 @@ impl Store {
                 let inserted = tx.execute(
                     "INSERT OR IGNORE INTO runs (id, parent_id, preset, preset_path, preset_json,
                        agent, task, cwd, model, status, created_at, promoted_at, promoter_pid, promoter_start,
-                       worktree_path, worktree_branch, worktree_base, worktree_repo, worktree_from_branch)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                       worktree_path, worktree_branch, worktree_base, worktree_repo, worktree_from_branch,
+                       budget_usd, budget_tokens, on_budget)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+                       ?20, ?21, ?22)",
                     params![
                         id,
                         new.parent_id,
@@ -136,6 +141,9 @@ impl Store {
                         worktree.as_ref().map(|w| &w.2.base),
                         worktree.as_ref().map(|w| w.2.repo.to_string_lossy().into_owned()),
                         worktree.as_ref().and_then(|w| w.2.from_branch.clone()),
+                        new.budget.and_then(|b| b.0.usd),
+                        new.budget.and_then(|b| b.0.tokens).map(|t| t as i64),
+                        new.budget.map(|b| b.1.as_str()),
                     ],
                 )?;
                 if inserted == 1 {
@@ -457,6 +465,13 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
             dropped_events: count(55)?,
             dropped_bytes: count(56)?,
         },
+        budget: Some(crate::budget::Budget {
+            usd: row.get(59)?,
+            tokens: row.get::<_, Option<i64>>(60)?.map(|t| t.max(0) as u64),
+        })
+        .filter(|b| !b.is_unlimited()),
+        on_budget: row.get::<_, Option<String>>(61)?.and_then(|w| w.parse().ok()),
+        pause_reason: row.get::<_, Option<String>>(62)?.and_then(|w| w.parse().ok()),
         host: None,
         unreachable_since: None,
         host_trouble: None,

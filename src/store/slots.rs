@@ -180,7 +180,13 @@ impl Store {
         };
         self.write("asking a run to pause or resume", |tx| {
             let n = tx.execute(
-                &format!("UPDATE runs SET pause_requested = ?2 WHERE id = ?1 AND status IN {from}"),
+                // A person's pause has no reason of Corral's; a resume keeps
+                // the reason until the run is running again.
+                &format!(
+                    "UPDATE runs SET pause_requested = ?2,
+                       pause_reason = CASE WHEN ?2 = 1 THEN NULL ELSE pause_reason END
+                     WHERE id = ?1 AND status IN {from}"
+                ),
                 params![id, want],
             )?;
             Ok(n == 1)
@@ -215,7 +221,8 @@ impl Store {
             }
             let n = tx.execute(
                 &format!(
-                    "UPDATE runs SET status = '{}', paused_at = NULL WHERE id = ?1 AND status = '{}' AND pause_requested = 0",
+                    "UPDATE runs SET status = '{}', paused_at = NULL, pause_reason = NULL
+                     WHERE id = ?1 AND status = '{}' AND pause_requested = 0",
                     RunStatus::Running,
                     RunStatus::Paused
                 ),

@@ -31,6 +31,7 @@ fn the_trays_own_shepherd_supervises_a_run_to_its_end() {
         env: None,
         worktree: None,
         base: None,
+        budget: None,
     };
     let run = launch(&mut store, &request, &shepherd).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -31,6 +31,7 @@ pub fn launch_run(
             model,
             worktree,
             base: None,
+            budget: None,
         };
         let mut store = state.store()?;
         return Ok(corral::remote::launch(&state.home, &mut store, host, &preset, &task, &options)?);
@@ -40,8 +41,17 @@ pub fn launch_run(
         return Err(AppError::Invalid(format!("choose a folder (an absolute path), not '{}'", cwd.display())));
     }
     let mut store = state.store()?;
-    let request =
-        LaunchRequest { preset, task, cwd: cwd.clone(), model, parent: None, env: None, worktree, base: None };
+    let request = LaunchRequest {
+        preset,
+        task,
+        cwd: cwd.clone(),
+        model,
+        parent: None,
+        env: None,
+        worktree,
+        base: None,
+        budget: None,
+    };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
     corral::recent_folders::remember(&state.home, &cwd)?;
     Ok(run)

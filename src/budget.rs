@@ -1,0 +1,345 @@
+//! Budgets: how much a run, with every run it launched, may spend before
+//! it is frozen and the user asked (`Allow $2 more` or `Stop`).
+//!
+//! A budget is written `usd=2,tokens=2M` (or `$2`, `2M tokens`) at launch,
+//! `budget: {usd: 2, tokens: 2M}` in a preset, `[budget]` in config.toml.
+//! Spend is what the agent reports, live, message by message; Corral's
+//! price table only where the agent reports tokens and no cost (an
+//! estimate, marked ≈), and a model the table does not know is said, never
+//! priced at zero. A run's budget covers its child runs: crossing it
+//! pauses whichever run of the tree spends next. Nothing is killed without
+//! the user's word, except by `on_budget: stop`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::run::word_enum;
+
+/// How much a run (with its child runs) may spend. A field left `None` is
+/// not limited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// US dollars, as the agent reports cost (or Corral estimates it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
+    /// Tokens of every kind (input, output, cache reads and writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+}
+
+word_enum! {
+    /// What happens when a run crosses its budget.
+    pub enum OnBudget as "on_budget" {
+        /// Frozen and the user asked (the default).
+        Pause = "pause",
+        /// Stopped at once: `aborted` with stop reason `budget`.
+        Stop = "stop",
+    }
+}
+
+word_enum! {
+    /// Why a run is paused, when not by a person's `pause`.
+    pub enum PauseReason as "pause reason" {
+        /// It (or a run it belongs to) crossed a budget: it waits for the
+        /// user to allow more or stop it.
+        Budget = "budget",
+    }
+}
+
+/// A budget that cannot be read, with how to write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("budget `{text}` {why}: write e.g. `$2`, `usd=2,tokens=2M` or `500k tokens`")]
+pub struct BadBudget {
+    /// What was written.
+    pub text: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
+impl Budget {
+    /// True if nothing is limited.
+    pub fn is_unlimited(&self) -> bool {
+        self.usd.is_none() && self.tokens.is_none()
+    }
+
+    /// Reads `usd=2,tokens=2M`, `$2`, `2`, `2usd`, `2M tokens`, `500k`
+    /// (a count with k/M/G is tokens; a plain number is dollars).
+    pub fn parse(text: &str) -> Result<Budget, BadBudget> {
+        let bad = |why| BadBudget { text: text.to_string(), why };
+        let mut budget = Budget::default();
+        for part in text.split(',').map(str::trim) {
+            if part.is_empty() {
+                return Err(bad("has an empty part"));
+            }
+            let (key, value) = match part.split_once('=') {
+                Some((k, v)) => (Some(k.trim().to_ascii_lowercase()), v.trim()),
+                None => (None, part),
+            };
+            let tokens_word = value.strip_suffix("tokens").or_else(|| value.strip_suffix("tok")).map(str::trim);
+            let scaled = value.ends_with(['k', 'K', 'm', 'M', 'g', 'G']);
+            let is_tokens = match key.as_deref() {
+                Some("usd" | "dollars") => false,
+                Some("tokens") => true,
+                Some(_) => return Err(bad("names something other than usd or tokens")),
+                None => tokens_word.is_some() || scaled,
+            };
+            if is_tokens {
+                let n = count(tokens_word.unwrap_or(value))
+                    .ok_or_else(|| bad("has a token count that is not a whole number"))?;
+                set(&mut budget.tokens, n, &bad)?;
+            } else {
+                let usd = dollars(value).ok_or_else(|| bad("is not a sum of dollars or a token count"))?;
+                set(&mut budget.usd, usd, &bad)?;
+            }
+        }
+        Ok(budget)
+    }
+
+    /// `self` with `more` added to each limit `more` sets (a limit `self`
+    /// does not have stays unlimited: more of nothing is still nothing).
+    pub fn raised_by(&self, more: &Budget) -> Budget {
+        Budget {
+            usd: self.usd.map(|u| u + more.usd.unwrap_or(0.0)),
+            tokens: self.tokens.map(|t| t.saturating_add(more.tokens.unwrap_or(0))),
+        }
+    }
+
+    /// `usd=2,tokens=2000000`: what [`Budget::parse`] reads back exactly
+    /// (for a launch on another host).
+    pub fn spec(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(usd) = self.usd {
+            parts.push(format!("usd={usd}"));
+        }
+        if let Some(tokens) = self.tokens {
+            parts.push(format!("tokens={tokens}"));
+        }
+        parts.join(",")
+    }
+
+    /// `$2.00 · 2.0M tokens`, for people.
+    pub fn words(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(usd) = self.usd {
+            parts.push(format!("${usd:.2}"));
+        }
+        if let Some(tokens) = self.tokens {
+            parts.push(format!("{} tokens", short_count(tokens)));
+        }
+        if parts.is_empty() {
+            "no limit".to_string()
+        } else {
+            parts.join(" · ")
+        }
+    }
+}
+
+fn set<T>(slot: &mut Option<T>, value: T, bad: &impl Fn(&'static str) -> BadBudget) -> Result<(), BadBudget> {
+    if slot.is_some() {
+        return Err(bad("gives the same limit twice"));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+/// `2`, `$2`, `2.50`, `2usd`: a positive sum of dollars.
+fn dollars(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let text = text.strip_prefix('$').unwrap_or(text);
+    let text = text.strip_suffix("usd").or_else(|| text.strip_suffix("USD")).unwrap_or(text).trim();
+    let value: f64 = text.parse().ok()?;
+    (value > 0.0 && value < 1e9).then_some(value)
+}
+
+/// `2000000`, `2M`, `500k`, `1.5M`: a positive whole number of tokens.
+fn count(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (number, scale) = match text.char_indices().last()? {
+        (i, 'k' | 'K') => (&text[..i], 1e3),
+        (i, 'm' | 'M') => (&text[..i], 1e6),
+        (i, 'g' | 'G') => (&text[..i], 1e9),
+        _ => (text, 1.0),
+    };
+    let value: f64 = number.trim().replace('_', "").parse().ok()?;
+    let tokens = value * scale;
+    ((1.0..1e15).contains(&tokens) && tokens.fract() == 0.0).then_some(tokens as u64)
+}
+
+/// 41k, 1.2M.
+fn short_count(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{}k", n / 1_000),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// How a budget is changed when the user allows more: `+2` adds two
+/// dollars to it, `5` makes it five.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BudgetChange {
+    /// Added to the budget as it is (`+2`, `+500k tokens`).
+    More(Budget),
+    /// The budget from now on (`5`, `usd=5,tokens=3M`).
+    To(Budget),
+}
+
+impl BudgetChange {
+    /// Reads `+2`, `+$2`, `+500k tokens`, or a whole budget.
+    pub fn parse(text: &str) -> Result<BudgetChange, BadBudget> {
+        match text.trim().strip_prefix('+') {
+            Some(more) => Budget::parse(more).map(BudgetChange::More),
+            None => Budget::parse(text).map(BudgetChange::To),
+        }
+    }
+
+    /// `budget` changed so.
+    pub fn applied_to(&self, budget: &Budget) -> Budget {
+        match self {
+            BudgetChange::More(more) => budget.raised_by(more),
+            BudgetChange::To(to) => *to,
+        }
+    }
+}
+
+/// A budget as written in a preset or config.toml: `{usd: 2, tokens: 2M}`
+/// or one text (`"$2"`, `"usd=2,tokens=2M"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum WrittenBudget {
+    /// `budget: "$2"`.
+    Text(String),
+    /// `budget: 2` (dollars).
+    Dollars(f64),
+    /// `budget: {usd: 2, tokens: 2M}`.
+    Keys {
+        /// Dollars.
+        #[serde(default)]
+        usd: Option<crate::resources::LimitValue>,
+        /// Tokens: a number, or `2M`, `500k`.
+        #[serde(default)]
+        tokens: Option<crate::resources::LimitValue>,
+    },
+}
+
+impl WrittenBudget {
+    /// The budget it says.
+    pub fn read(&self) -> Result<Budget, BadBudget> {
+        match self {
+            WrittenBudget::Text(text) => Budget::parse(text),
+            WrittenBudget::Dollars(usd) => Budget::parse(&usd.to_string()),
+            WrittenBudget::Keys { usd, tokens } => {
+                let mut parts = Vec::new();
+                if let Some(usd) = usd {
+                    parts.push(format!("usd={usd}"));
+                }
+                if let Some(tokens) = tokens {
+                    parts.push(format!("tokens={tokens}"));
+                }
+                if parts.is_empty() {
+                    return Err(BadBudget { text: "{}".into(), why: "sets neither usd nor tokens" });
+                }
+                Budget::parse(&parts.join(","))
+            }
+        }
+    }
+}
+
+/// What a run's tree has spent, as the store has it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spent {
+    /// Dollars reported (or estimated) so far.
+    pub usd: f64,
+    /// Some of it is Corral's estimate (≈).
+    pub estimated: bool,
+    /// Tokens of every kind.
+    pub tokens: u64,
+    /// Runs that counted tokens and have no cost, reported or estimated
+    /// (a model the price table does not know): their dollars are unknown.
+    pub unpriced_runs: u64,
+}
+
+/// A budget a run's tree has crossed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Crossing {
+    /// The run whose budget it is (the run itself, or one that launched it).
+    pub owner: String,
+    /// Its budget.
+    pub budget: Budget,
+    /// What its tree has spent.
+    pub spent: Spent,
+    /// What crossing it does.
+    pub on_budget: OnBudget,
+}
+
+impl Crossing {
+    /// "budget of $1.00 reached: $1.20 spent" ("run X's budget …" when
+    /// it is not `run`'s own).
+    pub fn words(&self, run: &str) -> String {
+        let whose = if self.owner == run { "budget".to_string() } else { format!("run {}'s budget", self.owner) };
+        let approx = if self.spent.estimated { "≈" } else { "" };
+        let mut spent = Vec::new();
+        if self.budget.usd.is_some() {
+            spent.push(format!("{approx}${:.2}", self.spent.usd));
+        }
+        if self.budget.tokens.is_some() {
+            spent.push(format!("{} tokens", short_count(self.spent.tokens)));
+        }
+        format!("{whose} of {} reached: {} spent", self.budget.words(), spent.join(" · "))
+    }
+
+    /// True if `spent` is past `budget` in any limit.
+    pub fn is_crossed(budget: &Budget, spent: &Spent) -> bool {
+        budget.usd.is_some_and(|usd| spent.usd >= usd) || budget.tokens.is_some_and(|t| spent.tokens >= t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_are_read_as_people_write_them() {
+        let b = |t: &str| Budget::parse(t).unwrap();
+        assert_eq!(b("$2"), Budget { usd: Some(2.0), tokens: None });
+        assert_eq!(b("2.5"), Budget { usd: Some(2.5), tokens: None });
+        assert_eq!(b("2usd"), Budget { usd: Some(2.0), tokens: None });
+        assert_eq!(b("2M tokens"), Budget { usd: None, tokens: Some(2_000_000) });
+        assert_eq!(b("500k"), Budget { usd: None, tokens: Some(500_000) });
+        assert_eq!(b("usd=2, tokens=1.5M"), Budget { usd: Some(2.0), tokens: Some(1_500_000) });
+        assert_eq!(b("tokens=2000"), Budget { usd: None, tokens: Some(2000) });
+        let both = b("usd=0.3,tokens=2M");
+        assert_eq!(b(&both.spec()), both);
+        for wrong in ["", "free", "$-1", "$0", "usd=2,usd=3", "euros=2", "1.5 tokens", "2,", "NaN", "inf"] {
+            assert!(Budget::parse(wrong).is_err(), "{wrong} was read");
+        }
+    }
+
+    #[test]
+    fn a_change_is_more_with_a_plus_and_a_new_budget_without() {
+        let now = Budget { usd: Some(1.0), tokens: Some(1000) };
+        let more = BudgetChange::parse("+2").unwrap();
+        assert_eq!(more.applied_to(&now), Budget { usd: Some(3.0), tokens: Some(1000) });
+        let to = BudgetChange::parse("usd=5").unwrap();
+        assert_eq!(to.applied_to(&now), Budget { usd: Some(5.0), tokens: None });
+        assert!(BudgetChange::parse("+").is_err());
+    }
+
+    #[test]
+    fn a_raise_adds_only_to_limits_that_exist() {
+        let budget = Budget { usd: Some(1.0), tokens: None };
+        let raised = budget.raised_by(&Budget { usd: Some(2.0), tokens: Some(5) });
+        assert_eq!(raised, Budget { usd: Some(3.0), tokens: None });
+    }
+
+    #[test]
+    fn a_crossing_says_what_was_spent_of_what() {
+        let c = Crossing {
+            owner: "lead".into(),
+            budget: Budget { usd: Some(1.0), tokens: Some(2_000_000) },
+            spent: Spent { usd: 1.2, estimated: true, tokens: 41_000, unpriced_runs: 0 },
+            on_budget: OnBudget::Pause,
+        };
+        assert_eq!(c.words("lead"), "budget of $1.00 · 2.0M tokens reached: ≈$1.20 · 41k tokens spent");
+        assert_eq!(c.words("kid"), "run lead's budget of $1.00 · 2.0M tokens reached: ≈$1.20 · 41k tokens spent");
+    }
+}

@@ -1,0 +1,160 @@
+//! Budgets in the store: each run's budget, the spend its shepherd writes
+//! live as the agent reports it, and whether a run's tree has crossed the
+//! budget of the run itself or of a run that launched it.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::{Doing, Store, StoreError};
+use crate::budget::{Budget, Crossing, OnBudget, PauseReason, Spent};
+use crate::run::{RunStatus, Usage};
+
+/// A run's budget row: its parent, its budget, what crossing it does.
+struct Owner {
+    parent: Option<String>,
+    budget: Budget,
+    on_budget: OnBudget,
+}
+
+impl Store {
+    /// Records what run `id` has spent so far, as its agent reports it
+    /// live (the outcome, when committed, writes the final figures).
+    pub fn record_spend(
+        &mut self,
+        id: &str,
+        usage: Usage,
+        cost_usd: Option<f64>,
+        estimated: bool,
+    ) -> Result<(), StoreError> {
+        self.write("recording what a run spent so far", |tx| {
+            tx.execute(
+                "UPDATE runs SET input_tokens = ?2, output_tokens = ?3, cache_read_tokens = ?4,
+                   cache_write_tokens = ?5, cost_usd = ?6, cost_estimated = ?7
+                 WHERE id = ?1 AND completed_at IS NULL",
+                params![
+                    id,
+                    usage.input_tokens as i64,
+                    usage.output_tokens as i64,
+                    usage.cache_read_tokens as i64,
+                    usage.cache_write_tokens as i64,
+                    cost_usd,
+                    estimated
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The nearest budget crossed by run `id`'s spend: its own (with its
+    /// child runs), else that of the run that launched it, and so on up.
+    pub fn budget_crossed(&self, id: &str) -> Result<Option<Crossing>, StoreError> {
+        let mut at = Some(id.to_string());
+        // A parent chain is short; the bound only guards a corrupt cycle.
+        for _ in 0..64 {
+            let Some(run) = at.take() else { break };
+            let Some(owner) = self.owner(&run)? else { break };
+            if !owner.budget.is_unlimited() {
+                let spent = self.tree_spent(&run)?;
+                if Crossing::is_crossed(&owner.budget, &spent) {
+                    return Ok(Some(Crossing { owner: run, budget: owner.budget, spent, on_budget: owner.on_budget }));
+                }
+            }
+            at = owner.parent;
+        }
+        Ok(None)
+    }
+
+    /// The budget run `id` has, if any (not those of runs above it).
+    pub fn budget_of(&self, id: &str) -> Result<Option<Budget>, StoreError> {
+        Ok(self.owner(id)?.map(|o| o.budget).filter(|b| !b.is_unlimited()))
+    }
+
+    /// Gives run `id` the budget `budget` (a raise the user allowed).
+    pub fn set_budget(&mut self, id: &str, budget: &Budget) -> Result<(), StoreError> {
+        self.write("changing a run's budget", |tx| {
+            let n = tx.execute(
+                "UPDATE runs SET budget_usd = ?2, budget_tokens = ?3 WHERE id = ?1",
+                params![id, budget.usd, budget.tokens.map(|t| t as i64)],
+            )?;
+            Ok(n)
+        })
+        .and_then(|n| if n == 1 { Ok(()) } else { Err(StoreError::UnknownRun(id.to_string())) })
+    }
+
+    /// What run `id` and every run below it have spent.
+    pub fn tree_spent(&self, id: &str) -> Result<Spent, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "WITH RECURSIVE tree(id) AS (
+                    SELECT ?1 UNION SELECT r.id FROM runs r JOIN tree ON r.parent_id = tree.id)
+                 SELECT coalesce(sum(cost_usd), 0.0), coalesce(max(cost_estimated), 0),
+                   coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0),
+                   coalesce(sum(cost_usd IS NULL
+                     AND input_tokens + output_tokens + cache_read_tokens + cache_write_tokens > 0), 0)
+                 FROM runs WHERE id IN tree",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([id], |r| {
+                    Ok(Spent {
+                        usd: r.get(0)?,
+                        estimated: r.get::<_, i64>(1)? != 0,
+                        tokens: r.get::<_, i64>(2)?.max(0) as u64,
+                        unpriced_runs: r.get::<_, i64>(3)?.max(0) as u64,
+                    })
+                })
+            })
+            .doing("adding up what a run's tree spent")
+    }
+
+    /// Runs of `owner`'s tree (itself included) paused for a budget.
+    pub fn paused_for_budget(&self, owner: &str) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached(&format!(
+                "WITH RECURSIVE tree(id) AS (
+                    SELECT ?1 UNION SELECT r.id FROM runs r JOIN tree ON r.parent_id = tree.id)
+                 SELECT id FROM runs WHERE id IN tree AND status IN {} AND pause_reason = ?2 ORDER BY num",
+                RunStatus::sql_list(&[RunStatus::Running, RunStatus::Paused])
+            ))
+            .doing("listing runs paused for a budget")?;
+        let ids = stmt
+            .query_map(params![owner, PauseReason::Budget.as_str()], |r| r.get(0))
+            .doing("listing runs paused for a budget")?
+            .collect::<Result<Vec<String>, _>>()
+            .doing("listing runs paused for a budget")?;
+        Ok(ids)
+    }
+
+    /// Asks run `id` to pause for `reason` (its shepherd's own request):
+    /// false if it is not running.
+    pub fn request_pause_for(&mut self, id: &str, reason: PauseReason) -> Result<bool, StoreError> {
+        self.write("asking a run to pause", |tx| {
+            let n = tx.execute(
+                &format!(
+                    "UPDATE runs SET pause_requested = 1, pause_reason = ?2 WHERE id = ?1 AND status = '{}'",
+                    RunStatus::Running
+                ),
+                params![id, reason.as_str()],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    fn owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT parent_id, budget_usd, budget_tokens, on_budget FROM runs WHERE id = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([id], |r| {
+                    Ok(Owner {
+                        parent: r.get(0)?,
+                        budget: Budget { usd: r.get(1)?, tokens: r.get::<_, Option<i64>>(2)?.map(|t| t.max(0) as u64) },
+                        on_budget: r
+                            .get::<_, Option<String>>(3)?
+                            .and_then(|w| w.parse().ok())
+                            .unwrap_or(OnBudget::Pause),
+                    })
+                })
+                .optional()
+            })
+            .doing("reading a run's budget")
+    }
+}

@@ -1,0 +1,162 @@
+//! Budgets that pause and ask, through the CLI as a user meets them: a run
+//! frozen within one message of crossing its budget, going on only when
+//! more is allowed, stopped instead with `on_budget: stop`, and a parent's
+//! budget covering the runs it launched.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Env;
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A pi preset whose agent is the fake `spender` ($0.25 and 1,100 tokens a
+/// message, 40 messages, 50 ms apart).
+fn spending_env(extra: &str) -> Env {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", extra);
+    env
+}
+
+/// Messages the agent got out, as the transcript has them.
+fn messages(env: &Env, id: &str) -> usize {
+    env.ok(&["tail", "-n", "all", id]).lines().filter(|l| l.contains("spent message")).count()
+}
+
+fn cost(run: &Value) -> f64 {
+    run["cost_usd"].as_f64().unwrap_or_else(|| panic!("no cost: {run:#}"))
+}
+
+#[test]
+fn a_run_is_frozen_at_its_budget_and_goes_on_only_when_more_is_allowed() {
+    let env = spending_env("");
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "spend freely"]).trim().to_string();
+    let paused = env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    assert_eq!(paused["pause_reason"], "budget", "{paused:#}");
+    // Frozen within one message of crossing: $1.00 is reached at the 4th.
+    assert!((1.0..=1.25).contains(&cost(&paused)), "spent past the budget: {paused:#}");
+    let at_pause = messages(&env, &id);
+    assert!((4..=5).contains(&at_pause), "{at_pause} messages before the pause");
+    let text = env.ok(&["tail", "-n", "all", &id]);
+    assert!(text.contains("paused: budget of $1.00 reached"), "{text}");
+    assert!(text.contains(&format!("corral resume {id} --budget +N")), "{text}");
+
+    // Plain resume does not spend past the budget: it says what to do.
+    let out = env.corral(&["resume", &id]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("budget of $1.00 reached") && err.contains("--budget +N"), "{err}");
+    // Nor does allowing less than was spent.
+    let out = env.corral(&["resume", &id, "--budget", "usd=0.5"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is spent too"), "{out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(messages(&env, &id), at_pause, "the frozen agent went on working");
+
+    // One dollar more: it goes on and stops again at $2.
+    let resumed = env.json(&["resume", &id, "--budget", "+1"]);
+    assert_eq!(resumed[0]["status"], "running", "{resumed:#}");
+    assert_eq!(resumed[0]["budget"]["usd"], 2.0, "{resumed:#}");
+    let again = env.wait_run(&id, LIMIT, |r| r["status"] == "paused" && cost(r) >= 2.0);
+    assert!(cost(&again) <= 2.25, "spent past the raised budget: {again:#}");
+
+    // A whole new budget: it finishes its work, none of it lost.
+    env.ok(&["resume", &id, "--budget", "usd=100"]);
+    let done = env.wait_end(&id);
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert_eq!(messages(&env, &id), 40);
+    assert!((cost(&done) - 10.0).abs() < 1e-6, "{done:#}");
+    assert!(done["pause_reason"].is_null(), "{done:#}");
+}
+
+#[test]
+fn a_token_budget_from_the_preset_pauses_and_on_budget_stop_ends_the_run() {
+    let env = spending_env("budget: {tokens: 3k}\n");
+    let id = env.launch("spend", "count tokens");
+    let paused = env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    assert_eq!(paused["pause_reason"], "budget");
+    assert_eq!(paused["budget"]["tokens"], 3000);
+    assert_eq!(messages(&env, &id), 3, "3,300 tokens cross 3k at the third message");
+    env.ok(&["abort", &id]);
+    assert_eq!(env.wait_end(&id)["status"], "aborted");
+
+    // `on_budget: stop` ends it instead, in words.
+    env.agent_preset("strict", "pi", "budget: {usd: 0.5}\non_budget: stop\n");
+    let id = env.launch("strict", "spend carefully");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "aborted", "{run:#}");
+    assert_eq!(run["stop_reason"], "budget", "{run:#}");
+    let error = run["error"].as_str().unwrap();
+    assert!(error.contains("budget of $0.50 reached") && error.contains("on_budget: stop"), "{error}");
+    assert!(cost(&run) <= 0.75, "{run:#}");
+}
+
+#[test]
+fn config_toml_gives_a_default_budget_and_launch_overrides_it() {
+    let env = spending_env("");
+    env.config("[budget]\nusd = 0.5\n");
+    let id = env.launch("spend", "default budget");
+    let paused = env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    assert_eq!(paused["budget"]["usd"], 0.5, "{paused:#}");
+    env.ok(&["abort", &id]);
+    let id = env.ok(&["launch", "--budget", "usd=100", "spend", "my own budget"]).trim().to_string();
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+}
+
+#[test]
+fn a_parents_budget_covers_the_runs_it_launched() {
+    let env = spending_env("");
+    // The parent launches three spenders and waits for them.
+    let script = "set -e\nfor i in 1 2 3; do corral launch spend \"child $i\" >> kids; done\ncorral wait $(cat kids)\n";
+    std::fs::write(env.project.join("lead.sh"), script).unwrap();
+    env.command_preset("lead", &["sh", "lead.sh"]);
+    let lead = env.ok(&["launch", "--budget", "$2", "lead", "delegate"]).trim().to_string();
+    let kids = || -> Vec<String> {
+        std::fs::read_to_string(env.project.join("kids")).unwrap_or_default().lines().map(str::to_string).collect()
+    };
+    assert!(common::eventually(LIMIT, || kids().len() == 3), "the lead did not launch three runs");
+    let kids = kids();
+    for kid in &kids {
+        let run = env.wait_run(kid, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+        assert_eq!(run["status"], "paused", "{run:#}");
+        assert_eq!(run["pause_reason"], "budget", "{run:#}");
+        assert!(run["budget"].is_null(), "a child has no budget of its own: {run:#}");
+    }
+    let spent: f64 = kids.iter().map(|k| cost(&env.show(k))).sum();
+    // Each child may finish the message it was in when the tree crossed.
+    assert!((2.0..=2.0 + 3.0 * 0.25).contains(&spent), "the tree spent {spent}");
+    let text = env.ok(&["tail", "-n", "all", &kids[0]]);
+    assert!(text.contains(&format!("run {lead}'s budget of $2.00 reached")), "{text}");
+
+    // Allowing more on one child raises the lead's budget: all three go on.
+    let out = env.ok(&["resume", &kids[0], "--budget", "+100"]);
+    assert!(out.contains("running"), "{out}");
+    assert_eq!(env.show(&lead)["budget"]["usd"], 102.0);
+    for kid in &kids {
+        assert_eq!(env.wait_end(kid)["status"], "completed");
+    }
+    let lead_run = env.wait_end(&lead);
+    assert_eq!(lead_run["status"], "completed", "{lead_run:#}");
+}
+
+#[test]
+fn a_budget_that_cannot_be_read_says_how_to_write_one() {
+    let env = spending_env("");
+    let out = env.corral(&["launch", "--budget", "plenty", "spend", "x"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("budget `plenty`") && err.contains("usd=2,tokens=2M"), "{err}");
+    env.agent_preset("broken", "pi", "budget: {usd: lots}\n");
+    let out = env.corral(&["launch", "broken", "x"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`budget`") && err.contains("lots"), "{err}");
+    env.config("[budget]\ntokens = \"many\"\n");
+    let out = env.corral(&["launch", "spend", "x"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[budget]"), "{out:?}");
+}
