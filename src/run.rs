@@ -216,6 +216,20 @@ impl Usage {
     }
 }
 
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    /// Each count added to the other's.
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens + other.input_tokens,
+            output_tokens: self.output_tokens + other.output_tokens,
+            cache_read_tokens: self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens: self.cache_write_tokens + other.cache_write_tokens,
+        }
+    }
+}
+
 /// "2 actions were denied: Bash(npm test), Edit(src/x.rs)" for refused tool
 /// calls, if there are any.
 pub fn denied_note(denied: &[String]) -> Option<String> {

@@ -145,6 +145,22 @@ fn claude_read_tool_success() {
 }
 
 #[test]
+fn claude_spend_is_counted_message_by_message_before_the_result() {
+    // What a budget sees live: each model message once (its two content
+    // blocks are two events), before the result's totals replace it.
+    let text = capture("claude-2.1-read-tool-success.jsonl");
+    let before_result: Vec<&str> = text.lines().take_while(|l| !l.contains(r#""type":"result""#)).collect();
+    let mut adapter = for_agent(AgentKind::Claude);
+    let mut events = Vec::new();
+    for line in &before_result {
+        assert!(adapter.read_line(StreamLine { bytes: line.as_bytes(), dropped: 0 }, &mut events).is_none());
+    }
+    let live = adapter.report().usage;
+    assert_eq!((live.input_tokens, live.output_tokens), (24, 2), "two messages of 12 input tokens each");
+    assert_eq!(adapter.report().resolved_model.as_deref(), Some("claude-sonnet-4-5"));
+}
+
+#[test]
 fn claude_partial_messages_success_takes_the_result_text() {
     let mut r = replay(AgentKind::Claude, "claude-2.1-partial-messages-success.jsonl");
     let v = outcome(&mut r, ProcessEnd::Exited(0));

@@ -27,6 +27,12 @@ pub struct ClaudeAdapter {
     /// Tool calls without a result yet, by id, with the tool's name.
     open_tools: HashMap<String, String>,
     last_error: Option<String>,
+    /// Usage of each model message so far, by message id, as its
+    /// `assistant` events say (one event per content block, each with the
+    /// message's usage): the live spend until `result` gives the totals.
+    /// Claude Code's stream says a message's input and cache tokens
+    /// exactly, its output tokens only as of the message's start.
+    live_usage: HashMap<String, crate::run::Usage>,
 }
 
 impl Adapter for ClaudeAdapter {
@@ -159,6 +165,7 @@ impl ClaudeAdapter {
         if let Some(model) = json::str_at(message, &["model"]) {
             self.report.resolved_model = Some(model.to_string());
         }
+        self.count_live(message);
         for block in message["content"].as_array().into_iter().flatten() {
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => {
@@ -181,6 +188,18 @@ impl ClaudeAdapter {
                 _ => {}
             }
         }
+    }
+
+    /// Adds a message's usage to the live spend (each message once, at the
+    /// most any of its events said).
+    fn count_live(&mut self, message: &Value) {
+        let (Some(id), Some(usage)) = (json::str_at(message, &["id"]), message.get("usage")) else { return };
+        let seen = self.live_usage.entry(id.to_string()).or_default();
+        seen.input_tokens = seen.input_tokens.max(json::u64_at(usage, &["input_tokens"]));
+        seen.output_tokens = seen.output_tokens.max(json::u64_at(usage, &["output_tokens"]));
+        seen.cache_read_tokens = seen.cache_read_tokens.max(json::u64_at(usage, &["cache_read_input_tokens"]));
+        seen.cache_write_tokens = seen.cache_write_tokens.max(json::u64_at(usage, &["cache_creation_input_tokens"]));
+        self.report.usage = self.live_usage.values().fold(Default::default(), |sum, u| sum + *u);
     }
 
     fn on_user(&mut self, message: &Value, out: &mut Vec<TranscriptEvent>) {

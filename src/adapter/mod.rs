@@ -255,13 +255,7 @@ impl Report {
         let (usage, cost_usd) = if cumulative {
             (next.usage, next.cost_usd.or(self.cost_usd))
         } else {
-            let (a, b) = (self.usage, next.usage);
-            let usage = crate::run::Usage {
-                input_tokens: a.input_tokens + b.input_tokens,
-                output_tokens: a.output_tokens + b.output_tokens,
-                cache_read_tokens: a.cache_read_tokens + b.cache_read_tokens,
-                cache_write_tokens: a.cache_write_tokens + b.cache_write_tokens,
-            };
+            let usage = self.usage + next.usage;
             let cost = match (self.cost_usd, next.cost_usd) {
                 (None, None) => None,
                 (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),

@@ -134,7 +134,10 @@ pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> 
                 }
             }
             (Some(retry), _) => format!("{} (retrying: {})", run.status, cell(retry, 40)),
-            _ => run.status.to_string(),
+            _ => match run.pause_reason {
+                Some(reason) if run.status == corral::RunStatus::Paused => format!("{} ({reason})", run.status),
+                _ => run.status.to_string(),
+            },
         };
         let folder = run.launch_folder();
         let folder = folder.file_name().map_or_else(|| "/".to_string(), |n| n.to_string_lossy().into_owned());

@@ -40,6 +40,9 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
             run.host_trouble.as_deref().unwrap_or("unreachable")
         ),
         (Some(reason), _) => format!("{} ({reason})", run.status),
+        _ if run.pause_reason.is_some() && run.status == corral::RunStatus::Paused => {
+            format!("{} ({})", run.status, run.pause_reason.map_or("", |r| r.as_str()))
+        }
         (None, Some(retry)) => format!("{} (retrying: {retry})", run.status),
         (None, None) => run.status.to_string(),
     };
@@ -77,6 +80,7 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
                 (None, _) => "-".into(),
             },
         ),
+        ("budget", budget(store, run)?),
         ("resources", resources(run)),
         ("contained", contained(run)),
         ("transcript", transcript(&run.transcript)),
@@ -108,6 +112,14 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
             writeln!(out, "  {}  {state}\n{text}", when(&Some(reply.created_at.clone())))?;
         }
     }
+    if run.pause_reason == Some(corral::budget::PauseReason::Budget) && run.status == corral::RunStatus::Paused {
+        if let Some(crossing) = store.budget_crossed(&run.id)? {
+            let words = crossing.words(&run.id);
+            let words = printable(&words);
+            let id = &run.id;
+            writeln!(out, "\npaused: {words}\n  (corral resume {id} --budget +N: allow N dollars more; corral abort {id}: stop it)")?;
+        }
+    }
     if let Some(error) = &run.error {
         writeln!(out, "\nerror:\n{}", indent(&printable(error)))?;
     }
@@ -115,6 +127,20 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
         writeln!(out, "\nfinal text:\n{}", indent(&printable(text)))?;
     }
     Ok(0)
+}
+
+/// `$2.00 (≈$1.20 spent with its child runs)`, or `-` without a budget.
+fn budget(store: &Store, run: &corral::Run) -> anyhow::Result<String> {
+    let Some(budget) = run.budget else { return Ok("-".into()) };
+    let spent = store.tree_spent(&run.id)?;
+    let approx = if spent.estimated { "≈" } else { "" };
+    let with = if run.children.is_empty() { "" } else { " with its child runs" };
+    let tokens = if spent.tokens >= 1000 { format!("{}k", spent.tokens / 1000) } else { spent.tokens.to_string() };
+    let on = match run.on_budget {
+        Some(corral::budget::OnBudget::Stop) => "; stops when reached",
+        _ => "",
+    };
+    Ok(format!("{} ({approx}${:.2} and {tokens} tokens spent{with}{on})", budget.words(), spent.usd))
 }
 
 /// `CPU 12.3 s, peak memory 1.2 GiB`, as last measured.

@@ -100,7 +100,15 @@ impl Real {
 
     /// Launches `preset` with `task` (after `--`), in the stub's world.
     fn launch(&self, preset: &str, task: &str) -> String {
-        let mut cmd = self.env.command(&["launch", preset, "--", task]);
+        self.launch_with(&[], preset, task)
+    }
+
+    /// As [`Real::launch`], with `options` for `corral launch`.
+    fn launch_with(&self, options: &[&str], preset: &str, task: &str) -> String {
+        let mut args = vec!["launch"];
+        args.extend(options);
+        args.extend([preset, "--", task]);
+        let mut cmd = self.env.command(&args);
         cmd.env("ANTHROPIC_BASE_URL", self.stub.base_url())
             .env("ANTHROPIC_API_KEY", "sk-stub")
             .env("STUB_API_KEY", "sk-stub")
@@ -241,6 +249,19 @@ fn real_claude_code() {
     let run = real.end(&id);
     assert_eq!(run["final_text"], "and a follow-up");
     assert_eq!(real.env.store().replies(&id).unwrap().len(), 2);
+
+    // A budget crossed mid-run: Claude Code's second model message (12
+    // input tokens each, as its stream says them live) crosses 20 tokens;
+    // the run is frozen, and goes on to its end once more is allowed.
+    real.preset("echoer", "claude", "args: [--allowedTools, \"Bash(echo:*)\"]\n");
+    let task = "stub> bash echo one stub> bash echo two stub> say spent";
+    let id = real.launch_with(&["--budget", "tokens=20"], "echoer", task);
+    let paused = real.env.wait_run(&id, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(paused["pause_reason"], "budget", "{paused:#}\n{}", real.transcript(&id));
+    real.env.ok(&["resume", &id, "--budget", "+1M tokens"]);
+    let run = real.end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}\n{}", real.transcript(&id));
+    assert_eq!(run["final_text"], "spent");
 }
 
 #[test]
