@@ -7,6 +7,7 @@ const COMMANDS: &[&str] = &[
     "transcript_size",
     "abort_run",
     "pause_run",
+    "answer_budget",
     "relaunch_run",
     "clear_finished",
     "timeline",

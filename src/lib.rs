@@ -7,6 +7,7 @@
 pub mod abort;
 pub mod adapter;
 pub mod announce;
+pub mod ask;
 pub mod autostart;
 pub mod blocking;
 pub mod budget;

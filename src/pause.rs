@@ -39,6 +39,13 @@ pub enum PauseError {
         /// The budget and what was spent, in words.
         words: String,
     },
+    /// Someone changed the budget while this change was being made (two
+    /// answers to one ask): it is changed once.
+    #[error("run {id}'s budget was changed meanwhile (answered elsewhere?): see `corral show {id}` and try again if more is still needed")]
+    BudgetChanged {
+        /// The budget's run.
+        id: String,
+    },
     /// The budget allowed is still spent.
     #[error("run {id} stays paused: {words}, and the budget allowed ({allowed}) is spent too; allow more than that")]
     StillOver {
@@ -127,8 +134,10 @@ pub fn resume(
         Some(crossing) => raise(store, &run.id, crossing, &change)?,
         None => {
             // Nothing crossed yet: the change is to the run's own budget.
-            let budget = change.applied_to(&store.budget_of(&run.id)?.unwrap_or_default());
-            store.set_budget(&run.id, &budget)?;
+            let now = store.budget_of(&run.id)?.unwrap_or_default();
+            if !store.change_budget(&run.id, &now, &change.applied_to(&now))? {
+                return Err(PauseError::BudgetChanged { id: run.id });
+            }
             run.id.clone()
         }
     };
@@ -154,7 +163,9 @@ fn raise(store: &mut Store, id: &str, crossing: &Crossing, change: &BudgetChange
     if Crossing::is_crossed(&budget, &crossing.spent) {
         return Err(PauseError::StillOver { id: id.to_string(), words: crossing.words(id), allowed: budget.words() });
     }
-    store.set_budget(&crossing.owner, &budget)?;
+    if !store.change_budget(&crossing.owner, &crossing.budget, &budget)? {
+        return Err(PauseError::BudgetChanged { id: crossing.owner.clone() });
+    }
     Ok(crossing.owner.clone())
 }
 

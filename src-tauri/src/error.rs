@@ -19,6 +19,8 @@ pub enum AppError {
     #[error(transparent)]
     Pause(#[from] corral::pause::PauseError),
     #[error(transparent)]
+    Answer(#[from] corral::ask::AnswerError),
+    #[error(transparent)]
     Autostart(#[from] corral::autostart::AutostartError),
     #[error(transparent)]
     Remote(#[from] corral::remote::RemoteError),

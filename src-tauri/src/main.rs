@@ -121,6 +121,7 @@ fn main() -> ExitCode {
             commands::runs::transcript_size,
             commands::runs::abort_run,
             commands::runs::pause_run,
+            commands::runs::answer_budget,
             commands::runs::relaunch_run,
             commands::runs::clear_finished,
             commands::runs::timeline,

@@ -68,16 +68,35 @@ impl Store {
         Ok(self.owner(id)?.map(|o| o.budget).filter(|b| !b.is_unlimited()))
     }
 
-    /// Gives run `id` the budget `budget` (a raise the user allowed).
-    pub fn set_budget(&mut self, id: &str, budget: &Budget) -> Result<(), StoreError> {
+    /// Gives run `id` the budget `to` (a raise the user allowed) if its
+    /// budget is still `from`: false if someone changed it meanwhile, so
+    /// two answers to one ask raise it once.
+    pub fn change_budget(&mut self, id: &str, from: &Budget, to: &Budget) -> Result<bool, StoreError> {
         self.write("changing a run's budget", |tx| {
             let n = tx.execute(
-                "UPDATE runs SET budget_usd = ?2, budget_tokens = ?3 WHERE id = ?1",
-                params![id, budget.usd, budget.tokens.map(|t| t as i64)],
+                "UPDATE runs SET budget_usd = ?4, budget_tokens = ?5
+                 WHERE id = ?1 AND budget_usd IS ?2 AND budget_tokens IS ?3",
+                params![id, from.usd, from.tokens.map(|t| t as i64), to.usd, to.tokens.map(|t| t as i64)],
             )?;
-            Ok(n)
+            Ok(n == 1)
         })
-        .and_then(|n| if n == 1 { Ok(()) } else { Err(StoreError::UnknownRun(id.to_string())) })
+    }
+
+    /// Every run paused for a budget, oldest first.
+    pub fn all_paused_for_budget(&self) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT id FROM runs WHERE status = '{}' AND pause_reason = ?1 ORDER BY num",
+                RunStatus::Paused
+            ))
+            .doing("listing runs paused for a budget")?;
+        let ids = stmt
+            .query_map([PauseReason::Budget.as_str()], |r| r.get(0))
+            .doing("listing runs paused for a budget")?
+            .collect::<Result<Vec<String>, _>>()
+            .doing("listing runs paused for a budget")?;
+        Ok(ids)
     }
 
     /// What run `id` and every run below it have spent.

@@ -64,6 +64,8 @@ class Notifications(dbus.service.Object):
         # calls wait in `held` until `answer_held`.
         self.hanging = False
         self.held = []
+        # Ids of the notifications the app took back.
+        self.closed = []
         self.next_id = 1
         super().__init__(dbus.service.BusName(NOTIFICATIONS, bus), "/org/freedesktop/Notifications")
 
@@ -95,6 +97,7 @@ class Notifications(dbus.service.Object):
 
     @dbus.service.method(NOTIFICATIONS, in_signature="u", out_signature="")
     def CloseNotification(self, nid):
+        self.closed.append(int(nid))
         self.NotificationClosed(nid, 3)
 
     @dbus.service.method(NOTIFICATIONS, in_signature="", out_signature="as")

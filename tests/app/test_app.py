@@ -510,6 +510,63 @@ def test_one_notification_per_piece_of_work(session, env):
     session.watcher.items.clear()
 
 
+def test_a_budget_reached_is_asked_on_the_desktop(session, env):
+    """A run that reaches its budget is frozen and asked about with real
+    buttons: "Allow $1.00 more" goes on; answered elsewhere (the CLI), the
+    ask is taken back."""
+    spend_bin = env.root / "spend-bin"
+    spend_bin.mkdir()
+    (spend_bin / "pi").symlink_to(FAKES / "spender")
+    (env.project / ".corral" / "presets" / "spend.md").write_text(
+        "---\nname: spend\ndescription: spends a dollar a second\nagent: pi\nbudget: {usd: 1}\n---\n")
+    app = env.start_tray()
+    wait_until("the tray", session.tray)
+    before = len(session.notifications.shown)
+    run = env.launch_with("spend", "spend", PATH=f"{spend_bin}:{env.env['PATH']}", SPEND_EVERY="0.1")
+
+    def ask_after(count):
+        asks = [n for n in session.notifications.shown[count:] if "budget reached" in n["summary"]]
+        return asks[0] if asks else None
+
+    ask = wait_until("the ask", lambda: ask_after(before))
+    assert env.show(run)["status"] == "paused", env.show(run)
+    assert ask["summary"] == "⏸ spend paused: budget reached", ask
+    assert "Budget of $1.00 reached" in ask["body"] and "1 run waits" in ask["body"], ask
+    actions = dict(zip(ask["actions"][::2], ask["actions"][1::2]))
+    assert actions["allow"] == "Allow $1.00 more" and actions["stop"] == "Stop", actions
+
+    # The button: one dollar more, and it goes on to the next dollar.
+    count = len(session.notifications.shown)
+    session.click_notification(ask["id"], "allow")
+    wait_until("the first ask taken back once answered", lambda: ask["id"] in session.notifications.closed)
+    second = wait_until("paused again at $2, and asked again", lambda: ask_after(count))
+    shown = env.show(run)
+    assert shown["status"] == "paused" and shown["budget"]["usd"] == 2.0, shown
+
+    # Answered in the window: its buttons, and the desktop's ask goes away.
+    count = len(session.notifications.shown)
+    driver = WebDriver(env, ["--open", run])
+    try:
+        wait_until("the window's ask", lambda: "budget of $2.00 reached" in driver.text("#budget-ask"))
+        # As much again as the budget now is.
+        assert driver.text("#allow-budget") == "Allow $2.00 more"
+        driver.click("#allow-budget")
+        wait_until("the second ask taken back", lambda: second["id"] in session.notifications.closed)
+        third = wait_until("paused again at $4", lambda: ask_after(count))
+    finally:
+        driver.quit()
+    assert env.show(run)["budget"]["usd"] == 4.0
+
+    # Answered at a terminal: the same.
+    env.cli("resume", run, "--budget", "usd=100")
+    wait_until("the third ask taken back", lambda: third["id"] in session.notifications.closed)
+    wait_until("the run to end", lambda: env.show(run)["exited_at"] is not None, timeout=30)
+    assert env.show(run)["status"] == "completed"
+    app.kill()
+    app.wait()
+    session.watcher.items.clear()
+
+
 def test_a_refused_notification_is_shown_later_once(session, env):
     """At login the notification server may not be up yet: an announcement
     it refuses is given back to the store and shown once it takes them,
@@ -813,10 +870,13 @@ def main():
     passed = failed = 0
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
                  test_watcher_survives_a_broken_config, test_the_tray_fires_schedules, test_doctor_reads_the_desktop,
-                 test_one_notification_per_piece_of_work,
+                 test_one_notification_per_piece_of_work, test_a_budget_reached_is_asked_on_the_desktop,
                  test_a_refused_notification_is_shown_later_once, test_a_hanging_notification_server_stalls_nothing,
                  test_a_window_that_cannot_start_is_said, test_window, test_the_schedules_view,
                  test_review_and_reply]:
+        # CORRAL_APP_ONLY=word: only the tests whose name has it (while working on one).
+        if os.environ.get("CORRAL_APP_ONLY", "") not in test.__name__:
+            continue
         env = Env()
         started = time.monotonic()
         try:

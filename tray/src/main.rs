@@ -10,6 +10,7 @@
 //! a shepherd (`corral-tray shepherd <id>`), as the tray starts queued runs
 //! when it heals the store.
 
+mod asks;
 mod error;
 mod hosts;
 mod instance;

@@ -21,6 +21,7 @@ use corral::queue::ShepherdCommand;
 use corral::watch::Follower;
 use corral::Store;
 
+use crate::asks::Asking;
 use crate::error::TrayError;
 use crate::notify::Herald;
 use crate::panel;
@@ -38,10 +39,11 @@ pub fn start(state: Arc<TrayState>) -> Result<(), TrayError> {
     let shepherd = ShepherdCommand::lightest().map_err(TrayError::Shepherd)?;
     let follower = Follower::new(state.home.clone(), shepherd, None).map_err(TrayError::Watcher)?;
     state.set_waker(follower.waker());
-    let herald = Herald::start(crate::window::open).map_err(TrayError::Watcher)?;
+    let herald = Herald::start(crate::window::open, crate::asks::answer).map_err(TrayError::Watcher)?;
     let spawned = std::thread::Builder::new().name("corral-watcher".into()).spawn(move || {
         let announcer = Announcer { herald, pacer: Pacer::default(), was_quiet: false, refused_until: None };
-        let mut watch = Watch { follower, announcer, announced_once: false, problem: None };
+        let asking = Asking::default();
+        let mut watch = Watch { follower, announcer, asking, announced_once: false, problem: None };
         loop {
             match watch.round(&state) {
                 Ok(()) => {
@@ -74,6 +76,8 @@ struct Watch {
     follower: Follower,
     /// Endings waiting to be announced.
     announcer: Announcer,
+    /// Budgets reached, asked on the desktop.
+    asking: Asking,
     /// The first round announces what ended while the tray was away.
     announced_once: bool,
     /// The error shown in the tray, while there is one.
@@ -94,6 +98,7 @@ impl Watch {
         self.announcer.release(store, quiet)?;
         let Some(counts) = change.counts else { return Ok(()) };
         panel::show(TrayView::read(store, &state.home, counts, quiet)?);
+        self.asking.follow(store, &self.announcer.herald, quiet)?;
         let mut claimed = store.claim_notifications(usize::MAX >> 1)?;
         // Other hosts' work: their top-level runs (a child's end is told
         // with its parent's, there as here).

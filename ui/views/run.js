@@ -89,7 +89,7 @@ function renderHeader() {
     h("button", { onclick: () => openWith("open_run_folder"), title: run.worktree ? "Its worktree" : "Its folder" }, "Open folder"),
     h("button", { onclick: () => openWith("open_run_terminal") }, "Open terminal"),
     run.status === "running" ? h("button", { id: "pause", onclick: () => pause(true), title: "Freeze every process of the run; it holds no slot and its clocks stop" }, "Pause") : null,
-    run.status === "paused" ? h("button", { id: "resume", onclick: () => pause(false) }, "Resume") : null,
+    run.status === "paused" && !detail.ask ? h("button", { id: "resume", onclick: () => pause(false) }, "Resume") : null,
     isActive(run.status) ? h("button", { class: "danger", id: "abort", onclick: abort }, "Abort") : null,
     h("button", { id: "relaunch", onclick: relaunch }, "Relaunch"),
   );
@@ -112,6 +112,14 @@ function renderHeader() {
     ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
   );
   const parts = [actions, meta];
+  if (detail.ask) {
+    const { ask } = detail;
+    const runs = ask.paused === 1 ? "" : ` (${ask.paused} runs paused for it)`;
+    parts.push(h("div", { class: "notice", id: "budget-ask" },
+      h("span", {}, `Paused: ${ask.words}${runs}.`),
+      h("button", { class: "primary", id: "allow-budget", onclick: () => answerBudget(ask.owner, true) }, ask.allow),
+      h("button", { class: "danger", id: "stop-budget", onclick: () => answerBudget(ask.owner, false) }, "Stop")));
+  }
   if (run.denied.length) {
     const n = run.denied.length;
     parts.push(h("div", { class: "notice", id: "denied" },
@@ -216,6 +224,19 @@ async function abort() {
   try {
     const run = await call("abort_run", { id: runId });
     say(`${run.id} ${run.status}`);
+  } catch (e) {
+    say(String(e), true);
+  }
+  await refresh();
+}
+
+/** Answers a budget reached: as much again, or stop its run. */
+async function answerBudget(owner, allow) {
+  for (const b of view.querySelectorAll("#budget-ask button")) b.disabled = true;
+  say(allow ? "allowing more…" : "stopping…");
+  try {
+    await call("answer_budget", { owner, allow });
+    say(allow ? "allowed: it goes on" : "stopped");
   } catch (e) {
     say(String(e), true);
   }

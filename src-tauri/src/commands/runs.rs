@@ -81,6 +81,21 @@ pub struct RunDetail {
     /// Transcript events (numbered 1..=count).
     event_count: i64,
     folder: String,
+    /// While it is paused for a budget: what the user is asked.
+    ask: Option<BudgetAsk>,
+}
+
+/// A budget reached, as the run view asks about it.
+#[derive(Serialize)]
+pub struct BudgetAsk {
+    /// The run whose budget it is (this run, or one that launched it).
+    owner: String,
+    /// "budget of $1.00 reached: $1.20 spent".
+    words: String,
+    /// "Allow $1.00 more".
+    allow: String,
+    /// Runs paused for it.
+    paused: usize,
 }
 
 /// One run, with its stderr tail and transcript size. Opening a run marks
@@ -94,7 +109,7 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
             Some(run) => {
                 let event_count = state.remote_transcript(&run, true)?.len() as i64;
                 let folder = format!("{}:{}", run.host.as_deref().unwrap_or_default(), run.cwd);
-                return Ok(RunDetail { run, stderr_tail: String::new(), event_count, folder });
+                return Ok(RunDetail { run, stderr_tail: String::new(), event_count, folder, ask: None });
             }
             None => return Err(corral::store::StoreError::UnknownRun(id).into()),
         },
@@ -102,7 +117,14 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
     };
     store.mark_seen(&run.id)?;
     let folder = state.home.run_dir(&run.id);
+    let ask = corral::ask::pending(&store)?.into_iter().find(|a| a.paused.contains(&run.id)).map(|a| BudgetAsk {
+        words: a.crossing.words(&run.id),
+        allow: a.allow_words(),
+        paused: a.paused.len(),
+        owner: a.owner().to_string(),
+    });
     Ok(RunDetail {
+        ask,
         event_count: store.event_count(&run.id)?,
         stderr_tail: store.stderr_tail(&run.id, 4096)?,
         folder: folder.display().to_string(),
@@ -160,6 +182,15 @@ pub fn abort_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError
 pub fn pause_run(state: State<'_, AppState>, id: String, paused: bool) -> Result<Run, AppError> {
     let mut store = state.store()?;
     Ok(corral::pause::pause(&mut store, &id, paused, corral::pause::PATIENCE, &state.shepherd()?)?)
+}
+
+/// Answers the ask of run `owner`'s budget: allow as much again
+/// (`allow`), or stop it. Acts once: a second answer is refused.
+#[tauri::command(async)]
+pub fn answer_budget(state: State<'_, AppState>, owner: String, allow: bool) -> Result<(), AppError> {
+    let mut store = state.store()?;
+    let answer = if allow { corral::ask::Answer::AllowMore } else { corral::ask::Answer::Stop };
+    Ok(corral::ask::answer(&mut store, &owner, answer, &state.shepherd()?)?)
 }
 
 /// Launches a run again with the same preset, task, folder, model,

@@ -3,9 +3,10 @@
 //! "Open transcript" action.
 
 use corral::announce::Announcement;
-use notify_rust::{Hint, Notification, Timeout, Urgency};
+use corral::ask::{Answer, Ask};
+use notify_rust::{ActionResponse, Hint, Notification, NotificationHandle, Timeout, Urgency};
 
-use super::{Opener, Refused};
+use super::{Answerer, Opener, Refused};
 use corral::window_route::Route;
 
 /// Shows `note`, then waits for a click to `open` the run on a thread of
@@ -45,6 +46,49 @@ pub fn show(note: Announcement, open: Opener) -> Result<(), Refused> {
         tracing::warn!("cannot wait for the notification's click: {e}");
     }
     Ok(())
+}
+
+/// An ask on the desktop, to be withdrawn once answered.
+pub struct Shown(NotificationHandle);
+
+/// Shows `ask` with its buttons ("Allow $2 more", "Stop", "Open"); a
+/// button calls `answer` (or `open`) on a thread of its own. It stays
+/// until answered.
+pub fn ask(ask: &Ask, open: Opener, answer: Answerer) -> Result<Shown, Refused> {
+    let handle = Notification::new()
+        .appname("Corral")
+        .summary(&ask.summary())
+        .body(&ask.body())
+        .icon("dialog-question")
+        .action("allow", &ask.allow_words())
+        .action("stop", "Stop")
+        .action("default", "Open")
+        .hint(Hint::Urgency(Urgency::Critical))
+        .timeout(Timeout::Never)
+        .show()
+        .map_err(|e| Refused(e.to_string()))?;
+    let id = handle.id();
+    let owner = ask.owner().to_string();
+    let waiter = std::thread::Builder::new().name("corral-ask".into()).spawn(move || {
+        let acted = notify_rust::handle_action(id, |response: &ActionResponse<'_>| match response {
+            ActionResponse::Custom("allow") => answer(&owner, Answer::AllowMore),
+            ActionResponse::Custom("stop") => answer(&owner, Answer::Stop),
+            ActionResponse::Custom("default" | "open") => open(&Route::Run(owner.clone())),
+            _ => {}
+        });
+        if let Err(e) = acted {
+            tracing::warn!("cannot wait for the ask's answer: {e}");
+        }
+    });
+    if let Err(e) = waiter {
+        tracing::warn!("cannot wait for the ask's answer: {e}");
+    }
+    Ok(Shown(handle))
+}
+
+/// Takes an ask off the desktop.
+pub fn withdraw(shown: Shown) {
+    shown.0.close();
 }
 
 /// A plain notification about a problem.
