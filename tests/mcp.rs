@@ -280,6 +280,34 @@ async fn an_agent_schedules_work_runs_it_now_and_pauses_it_through_mcp() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn an_agent_gives_a_run_a_budget_and_allows_more_through_mcp() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    let client = connect(&env, None).await;
+    let (error, launched) =
+        call(&client, "launch_agent", json!({"preset": "spend", "task": "spend", "budget": "$1", "cwd": env.project}))
+            .await;
+    assert!(!error, "{launched}");
+    assert_eq!(launched["budget"]["usd"], 1.0, "{launched}");
+    let id = launched["run_id"].as_str().unwrap().to_string();
+    env.wait_run(&id, Duration::from_secs(30), |r| r["status"] == "paused");
+    let (_, status) = call(&client, "agent_status", json!({"run_id": id})).await;
+    assert_eq!(status[0]["pause_reason"], "budget", "{status}");
+    // Resuming without more is refused, with what to do.
+    let (error, said) = call(&client, "resume_agent", json!({"run_id": id})).await;
+    assert!(error && said.to_string().contains("budget of $1.00 reached"), "{said}");
+    let (error, resumed) = call(&client, "resume_agent", json!({"run_id": id, "budget": "+100"})).await;
+    assert!(!error, "{resumed}");
+    assert_eq!(resumed["budget"]["usd"], 101.0, "{resumed}");
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+    let (error, said) = call(&client, "launch_agent", json!({"preset": "spend", "task": "x", "budget": "lots"})).await;
+    assert!(error && said.to_string().contains("usd=2,tokens=2M"), "{said}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn tools_say_what_they_change_and_answer_in_compact_json() {
     let env = Env::new();
     let client = connect(&env, None).await;
