@@ -36,15 +36,6 @@ word_enum! {
     }
 }
 
-word_enum! {
-    /// Why a run is paused, when not by a person's `pause`.
-    pub enum PauseReason as "pause reason" {
-        /// It (or a run it belongs to) crossed a budget: it waits for the
-        /// user to allow more or stop it.
-        Budget = "budget",
-    }
-}
-
 /// A budget that cannot be read, with how to write one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("budget `{text}` {why}: write e.g. `$2`, `usd=2,tokens=2M` or `500k tokens`")]

@@ -54,6 +54,12 @@ pub struct Config {
     /// `[budget] on_budget`: what crossing a budget does, for presets that
     /// do not say (pause and ask by default).
     pub on_budget: crate::budget::OnBudget,
+    /// `[usage_limits] retry`: how long a run whose agent's limit said no
+    /// reset time waits before trying again (doubled each time).
+    pub usage_limit_retry: Duration,
+    /// `[usage_limits] tries`: how many times such a run is tried again
+    /// before it fails with `usage_limit`.
+    pub usage_limit_tries: u32,
 }
 
 /// A machine reached over SSH (`[hosts.NAME]`), running its own Corral.
@@ -152,6 +158,8 @@ impl Default for Config {
             systemd_timers: false,
             budget: None,
             on_budget: crate::budget::OnBudget::Pause,
+            usage_limit_retry: Duration::from_secs(300),
+            usage_limit_tries: 3,
         }
     }
 }
@@ -210,6 +218,15 @@ struct ConfigFile {
     hosts: std::collections::BTreeMap<String, HostConfig>,
     schedules: SchedulesFile,
     budget: Option<BudgetFile>,
+    usage_limits: UsageLimitsFile,
+}
+
+/// `[usage_limits]`: how a limit without a reset time is tried again.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct UsageLimitsFile {
+    retry: Option<String>,
+    tries: Option<u32>,
 }
 
 /// `[budget]`: the budget of a run whose preset and launch give none.
@@ -330,6 +347,12 @@ impl Config {
             config.retention = Some(Retention { older_than: duration("retention.older_than", &r.older_than)?, status });
         }
         config.systemd_timers = file.schedules.systemd_timers.unwrap_or(false);
+        if let Some(v) = &file.usage_limits.retry {
+            config.usage_limit_retry = duration("usage_limits.retry", v)?;
+        }
+        if let Some(n) = file.usage_limits.tries {
+            config.usage_limit_tries = n;
+        }
         if let Some(b) = &file.budget {
             if b.usd.is_some() || b.tokens.is_some() {
                 let written = crate::budget::WrittenBudget::Keys { usd: b.usd.clone(), tokens: b.tokens.clone() };

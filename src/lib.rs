@@ -40,6 +40,7 @@ pub mod shepherd;
 pub mod store;
 pub mod time;
 pub mod trust;
+pub mod usage_limit;
 pub mod wait;
 pub mod watch;
 pub mod window_route;

@@ -7,10 +7,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::budget::{BudgetChange, Crossing, PauseReason};
+use crate::budget::{BudgetChange, Crossing};
 use crate::heal::HealError;
 use crate::process::{self, ProcessId, Sig};
 use crate::queue::ShepherdCommand;
+use crate::run::PauseReason;
 use crate::run::{Run, RunStatus};
 use crate::store::{Store, StoreError};
 use crate::watch::Watcher;

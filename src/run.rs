@@ -106,6 +106,18 @@ word_enum! {
     }
 }
 
+word_enum! {
+    /// Why a run is paused, when not by a person's `pause`.
+    pub enum PauseReason as "pause reason" {
+        /// It (or a run it belongs to) crossed a budget: it waits for the
+        /// user to allow more or stop it.
+        Budget = "budget",
+        /// Its agent's usage limit was reached: it goes on by itself at
+        /// `resumes_at`.
+        UsageLimit = "usage_limit",
+    }
+}
+
 impl RunStatus {
     /// True once the run's outcome is committed; it never changes after.
     pub fn is_terminal(self) -> bool {
@@ -193,6 +205,9 @@ word_enum! {
         OutOfMemory = "out_of_memory",
         /// It crossed its budget with `on_budget: stop`.
         Budget = "budget",
+        /// Its agent's usage or rate limit was reached, and it could not
+        /// be waited out (no reset time said, and the tries ran out).
+        UsageLimit = "usage_limit",
     }
 }
 
@@ -336,7 +351,10 @@ pub struct Run {
     /// Why it is paused, when Corral paused it (a budget crossed); `None`
     /// for a pause by hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pause_reason: Option<crate::budget::PauseReason>,
+    pub pause_reason: Option<crate::run::PauseReason>,
+    /// Paused at its agent's usage limit: when it goes on by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumes_at: Option<String>,
     /// What it, with its child runs, may spend; `None`: no budget of its
     /// own (a run that launched it may still have one).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -112,7 +112,7 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
             writeln!(out, "  {}  {state}\n{text}", when(&Some(reply.created_at.clone())))?;
         }
     }
-    if run.pause_reason == Some(corral::budget::PauseReason::Budget) && run.status == corral::RunStatus::Paused {
+    if run.pause_reason == Some(corral::run::PauseReason::Budget) && run.status == corral::RunStatus::Paused {
         if let Some(crossing) = store.budget_crossed(&run.id)? {
             let words = crossing.words(&run.id);
             let words = printable(&words);

@@ -35,7 +35,7 @@ pub(super) enum Next {
 }
 
 /// What a blocked shepherd waited for.
-enum Woken {
+pub(super) enum Woken {
     /// The store may have changed.
     Look,
     /// A stop signal arrived and was acted on: the run is over.
@@ -175,7 +175,11 @@ fn take_slot_back(sup: &mut Supervisor, watcher: &mut Watcher) -> Result<bool, S
 
 /// Blocks until the store changes, a stop signal arrives, `deadline`
 /// passes, or it is time to heal again; heals the store on the way.
-fn block(sup: &mut Supervisor, watcher: &mut Watcher, deadline: Option<Instant>) -> Result<Woken, ShepherdError> {
+pub(super) fn block(
+    sup: &mut Supervisor,
+    watcher: &mut Watcher,
+    deadline: Option<Instant>,
+) -> Result<Woken, ShepherdError> {
     // Child runs' shepherds may have been adopted (this shepherd is a
     // subreaper): reap those that ended, so none lingers as a zombie.
     while let Ok(Some(_)) = process::reap_any() {}

@@ -18,6 +18,7 @@ mod clock;
 pub mod forked;
 mod freeze;
 mod launchers;
+mod limit;
 mod lines;
 mod prepare;
 mod recorder;
@@ -276,6 +277,20 @@ fn live(mut sup: supervise::Supervisor) -> Result<(), ShepherdError> {
     sup.begin()?;
     loop {
         sup.supervise_turn()?;
+        // A turn that ended at the agent's usage limit waits it out.
+        if let Some(limited) = sup.limited.take() {
+            let tries = sup.limit_tries;
+            if limited.limit.resets_at.is_none() {
+                sup.limit_tries += 1;
+            }
+            match limit::wait_out(&mut sup, limited, tries)? {
+                Some(turn) => {
+                    sup.start_turn(turn)?;
+                    continue;
+                }
+                None => break,
+            }
+        }
         // Settling may hold the verdict again: a reply that came in as the
         // run was about to end.
         let next = loop {

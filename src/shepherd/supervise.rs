@@ -33,12 +33,13 @@ use super::streams::Streams;
 use super::turn::{self, Turn};
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{Adapter, EventKind, ProcessEnd, Report, StreamLine, Verdict};
-use crate::budget::{OnBudget, PauseReason};
+use crate::budget::OnBudget;
 use crate::config::{Config, Limits};
 use crate::heal::HEAL_EVERY_AT_WORK;
 use crate::process::{self, Readiness, SignalPipe, StartedAgent};
 use crate::queue::ShepherdCommand;
 use crate::resources::Resources;
+use crate::run::PauseReason;
 use crate::run::{RunStatus, StopReason};
 use crate::store::{Committed, Outcome, Store};
 
@@ -78,7 +79,7 @@ pub(super) struct Supervisor {
     pub(super) stop: SignalPipe,
     pub(super) sigchld: SignalPipe,
     /// SIGUSR1: a pause or resume request.
-    nudge: SignalPipe,
+    pub(super) nudge: SignalPipe,
     pub(super) cleanup: Cleanup,
     /// How to start shepherds of queued runs, when this one heals the store.
     pub(super) shepherd: ShepherdCommand,
@@ -94,6 +95,11 @@ pub(super) struct Supervisor {
     /// The verdict of a turn that ended with child runs to wait for or hand
     /// over; committed (or continued) once the turn's processes are gone.
     pub(super) held: Option<Verdict>,
+    /// A turn that ended at the agent's usage limit: waited out once the
+    /// turn's processes are gone (see `limit`).
+    pub(super) limited: Option<super::limit::Limited>,
+    /// Limits without a reset time waited out so far.
+    pub(super) limit_tries: u32,
     /// Corral's own executable: a process of the run running it may be
     /// recording a child run.
     corral_exe: PathBuf,
@@ -128,6 +134,8 @@ impl Supervisor {
             recorder,
             spending: Spending::default(),
             held: None,
+            limited: None,
+            limit_tries: 0,
             corral_exe: std::fs::canonicalize(&setup.shepherd.program).unwrap_or(setup.shepherd.program.clone()),
             shepherd: setup.shepherd,
             healed_at: Instant::now(),
@@ -449,6 +457,19 @@ impl Supervisor {
     /// (or goes on) instead of ending: see `children`.
     fn conclude(&mut self, verdict: Verdict) -> Result<(), ShepherdError> {
         self.clock.end_turn(Instant::now());
+        let verdict = match super::limit::decide(self, &verdict, self.limit_tries) {
+            Some(limit) => {
+                // Waited out once the agent is gone; nothing is committed.
+                self.flush_events()?;
+                self.cleanup.after_outcome(Instant::now());
+                self.limited = Some(super::limit::Limited { verdict, limit });
+                return Ok(());
+            }
+            None if crate::usage_limit::recognise(&verdict, chrono::Local::now()).is_some() => {
+                super::limit::failed(verdict, self.limit_tries)
+            }
+            None => verdict,
+        };
         await_launchers(&mut self.cleanup, &self.corral_exe, self.turn.agent.pid, self.config.exit_grace);
         self.cleanup.after_outcome(Instant::now());
         let kids = child_runs::tally(&mut self.store, &self.run_id)?;
@@ -567,6 +588,10 @@ impl Supervisor {
         let Verdict { status, stop_reason, error } = verdict.clone();
         let outcome = Outcome { status, stop_reason, exit_code, exit_signal, error, report };
         let committed = self.recorder.commit(&mut self.store, &self.run_id, &outcome, replies_first)?;
+        if status == RunStatus::Completed {
+            // The agent worked: a usage limit it had is over.
+            self.store.clear_agent_limit(self.session.launch().preset.agent)?;
+        }
         let note = match committed {
             Committed::ReplyWaits => {
                 self.held = Some(verdict);

@@ -5,7 +5,8 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::{Doing, Store, StoreError};
-use crate::budget::{Budget, Crossing, OnBudget, PauseReason, Spent};
+use crate::budget::{Budget, Crossing, OnBudget, Spent};
+use crate::run::PauseReason;
 use crate::run::{RunStatus, Usage};
 
 /// A run's budget row: its parent, its budget, what crossing it does.

@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0018_store_identity.sql"),
     include_str!("migrations/0019_schedules.sql"),
     include_str!("migrations/0020_budgets.sql"),
+    include_str!("migrations/0021_usage_limits.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -19,7 +19,7 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated, retrying,
     containment, cpu_seconds, memory_peak_bytes, paused_at, transcript_bytes, transcript_dropped_events,
     transcript_dropped_bytes, worktree_merged, worktree_merged_squashed, budget_usd, budget_tokens, on_budget,
-    pause_reason";
+    pause_reason, resumes_at";
 
 /// A run about to be launched.
 #[derive(Debug, Clone)]
@@ -99,7 +99,13 @@ impl Store {
             let id = new_run_id();
             let inserted = self.write("recording a new run", |tx| {
                 let slots = super::slots::slots_in(tx)?;
-                let status = if slots.free_for_queued(max_parallel) > 0 && slots.queued == 0 {
+                // An agent whose usage limit stands starts nothing new.
+                let limited: bool = tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM usage_limits WHERE agent = ?1 AND resets_at > ?2)",
+                    params![new.preset.agent.as_str(), now],
+                    |r| r.get(0),
+                )?;
+                let status = if slots.free_for_queued(max_parallel) > 0 && slots.queued == 0 && !limited {
                     RunStatus::Starting
                 } else {
                     RunStatus::Queued
@@ -472,6 +478,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         .filter(|b| !b.is_unlimited()),
         on_budget: row.get::<_, Option<String>>(61)?.and_then(|w| w.parse().ok()),
         pause_reason: row.get::<_, Option<String>>(62)?.and_then(|w| w.parse().ok()),
+        resumes_at: row.get(63)?,
         host: None,
         unreachable_since: None,
         host_trouble: None,

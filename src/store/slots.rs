@@ -120,9 +120,16 @@ impl Store {
             if free == 0 {
                 return Ok(Vec::new());
             }
+            // A queued run of an agent whose usage limit stands waits for
+            // it, rather than starting into the wall.
             let ids: Vec<String> = tx
-                .prepare(&format!("SELECT id FROM runs WHERE status = '{}' ORDER BY num LIMIT ?1", RunStatus::Queued))?
-                .query_map([free as i64], |r| r.get(0))?
+                .prepare(&format!(
+                    "SELECT id FROM runs WHERE status = '{}'
+                       AND agent NOT IN (SELECT agent FROM usage_limits WHERE resets_at > ?2)
+                     ORDER BY num LIMIT ?1",
+                    RunStatus::Queued
+                ))?
+                .query_map(params![free as i64, now], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
             for id in &ids {
                 tx.execute(

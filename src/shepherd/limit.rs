@@ -1,0 +1,118 @@
+//! A turn that ended at the agent's usage limit (see `usage_limit`): the
+//! run is paused until the limit resets, holding no slot and with no
+//! process of its own, then takes a slot back and goes on in the agent's
+//! own session ("continue where you stopped"). `corral resume` goes on at
+//! once; `corral abort` stops it where it waits.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Local};
+
+use super::children::{block, Woken};
+use super::replies::NextTurn;
+use super::supervise::Supervisor;
+use super::ShepherdError;
+use crate::adapter::{EventKind, TranscriptEvent, Verdict};
+use crate::run::{RunStatus, StopReason};
+use crate::usage_limit::{self, Limit};
+use crate::watch::Watcher;
+
+/// The prompt of the turn after a limit reset.
+const CONTINUE: &str = "Your usage limit has reset. Continue where you stopped.";
+
+/// How long after the reset time the agent is started again: a reset said
+/// to the minute ("try again at 5:40 PM") is over once that minute is.
+const MARGIN: Duration = Duration::from_secs(5);
+
+/// A turn held at a usage limit, to be waited out.
+pub(super) struct Limited {
+    /// The turn's verdict: committed (as `usage_limit`) if the limit
+    /// cannot be waited out.
+    pub verdict: Verdict,
+    /// What the agent said.
+    pub limit: Limit,
+}
+
+/// What to do with a turn that ended at a usage limit: wait it out
+/// (`Some`), or end the run (`None`: the verdict, marked `usage_limit`).
+/// `tries` counts the waits of limits that said no reset time.
+pub(super) fn decide(sup: &Supervisor, verdict: &Verdict, tries: u32) -> Option<Limit> {
+    let limit = usage_limit::recognise(verdict, Local::now())?;
+    // Only a session that can be resumed goes on where it stopped.
+    if !sup.session.can_resume() || (limit.resets_at.is_none() && tries >= sup.config.usage_limit_tries) {
+        return None;
+    }
+    Some(limit)
+}
+
+/// The verdict of a run whose limit cannot be waited out, in words.
+pub(super) fn failed(verdict: Verdict, tries: u32) -> Verdict {
+    let said = verdict.error.unwrap_or_default();
+    let error = match tries {
+        0 => format!("usage limit reached: {said}"),
+        n => format!("usage limit reached, and still after {n} tries spaced out: {said}"),
+    };
+    Verdict { status: RunStatus::Failed, stop_reason: StopReason::UsageLimit, error: Some(error) }
+}
+
+/// Pauses the run until the limit resets (or someone resumes or aborts
+/// it), then takes a slot back: the next turn, or `None` if the run ended
+/// meanwhile (aborted).
+pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Result<Option<NextTurn>, ShepherdError> {
+    let now = Local::now();
+    let resumes: DateTime<Local> = match limited.limit.resets_at {
+        Some(at) => at.max(now) + chrono::Duration::from_std(MARGIN).unwrap_or_default(),
+        None => {
+            now + chrono::Duration::from_std(usage_limit::backoff(sup.config.usage_limit_retry, tries))
+                .unwrap_or_default()
+        }
+    };
+    let resumes_text = crate::time::format(resumes.with_timezone(&chrono::Utc));
+    let agent = sup.session.launch().preset.agent;
+    let said = limited.limit.said.clone();
+    let shared = limited.limit.resets_at.map(|_| (agent, said.as_str()));
+    if !sup.store.mark_limited(&sup.run_id, &resumes_text, shared)? {
+        // Not running any more (aborted as the turn ended).
+        sup.commit_with_children(failed(limited.verdict, tries))?;
+        return Ok(None);
+    }
+    let when = resumes.format("%H:%M:%S");
+    let note = match limited.limit.resets_at {
+        Some(_) => format!("paused: usage limit reached ({said}); goes on by itself at {when} in its own session"),
+        None => format!(
+            "paused: usage limit reached with no reset time said ({said}); tried again at {when} (try {} of {})",
+            tries + 1,
+            sup.config.usage_limit_tries
+        ),
+    };
+    sup.note_event(EventKind::System, note)?;
+    // Its slot is free now: hand it on at once.
+    sup.heal_if_due(Duration::ZERO);
+    let deadline = Instant::now() + (resumes - Local::now()).to_std().unwrap_or_default();
+    let mut watcher = Watcher::new(&sup.store)?;
+    // Until the reset time, or a `corral resume` (which withdraws the
+    // pause request the limit made).
+    while Instant::now() < deadline && sup.store.pause_requested(&sup.run_id)? {
+        if let Woken::Stopped = block(sup, &mut watcher, Some(deadline))? {
+            return Ok(None);
+        }
+        if sup.store.run(&sup.run_id)?.status.is_terminal() {
+            return Ok(None);
+        }
+    }
+    sup.store.request_pause(&sup.run_id, false)?;
+    // A slot back, before any queued run.
+    while !sup.store.resume_paused(&sup.run_id, sup.config.max_parallel)? {
+        if sup.store.run(&sup.run_id)?.status != RunStatus::Paused {
+            return Ok(None);
+        }
+        if let Woken::Stopped = block(sup, &mut watcher, None)? {
+            return Ok(None);
+        }
+    }
+    let notes = vec![
+        TranscriptEvent::text(EventKind::System, "the usage limit is over: going on in the agent's session"),
+        TranscriptEvent::text(EventKind::System, format!("prompt: {CONTINUE}")),
+    ];
+    Ok(Some(NextTurn { prompt: CONTINUE.to_string(), allowed: None, notes, reply: false }))
+}

@@ -1,0 +1,91 @@
+//! Usage limits in the store: a run paused until its agent's limit resets,
+//! and each agent's limit while it stands (queued runs of that agent wait
+//! for it; see `slots`).
+
+use rusqlite::{params, OptionalExtension};
+
+use super::{Doing, Store, StoreError};
+use crate::run::{AgentKind, PauseReason, RunStatus};
+use crate::time;
+
+/// An agent's usage limit, while it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentLimit {
+    /// The agent.
+    pub agent: AgentKind,
+    /// When it resets (RFC 3339).
+    pub resets_at: String,
+    /// What the agent said.
+    pub said: String,
+}
+
+impl Store {
+    /// Run `id`'s turn ended at its agent's usage limit: it is `paused`
+    /// (pause reason `usage_limit`) until `resumes_at`, holding no slot.
+    /// With `limit` (the agent said when it resets), the agent's limit is
+    /// kept so its queued runs wait too. False if the run is not running.
+    pub fn mark_limited(
+        &mut self,
+        id: &str,
+        resumes_at: &str,
+        limit: Option<(AgentKind, &str)>,
+    ) -> Result<bool, StoreError> {
+        let now = time::format(time::now());
+        self.write("pausing a run at its usage limit", |tx| {
+            let n = tx.execute(
+                &format!(
+                    "UPDATE runs SET status = '{}', paused_at = ?2, pause_requested = 1, pause_reason = ?3,
+                       resumes_at = ?4
+                     WHERE id = ?1 AND status = '{}'",
+                    RunStatus::Paused,
+                    RunStatus::Running
+                ),
+                params![id, now, PauseReason::UsageLimit.as_str(), resumes_at],
+            )?;
+            if let (1, Some((agent, said))) = (n, limit) {
+                tx.execute(
+                    "INSERT INTO usage_limits (agent, resets_at, said, since) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (agent) DO UPDATE SET
+                       since = CASE WHEN resets_at < ?4 THEN excluded.since ELSE since END,
+                       resets_at = max(resets_at, excluded.resets_at), said = excluded.said",
+                    params![agent.as_str(), resumes_at, said, now],
+                )?;
+            }
+            Ok(n == 1)
+        })
+    }
+
+    /// The usage limit of `agent` if it stands now.
+    pub fn agent_limit(&self, agent: AgentKind) -> Result<Option<AgentLimit>, StoreError> {
+        let now = time::format(time::now());
+        self.conn()
+            .prepare_cached("SELECT resets_at, said FROM usage_limits WHERE agent = ?1 AND resets_at > ?2")
+            .and_then(|mut stmt| {
+                stmt.query_row(params![agent.as_str(), now], |r| {
+                    Ok(AgentLimit { agent, resets_at: r.get(0)?, said: r.get(1)? })
+                })
+                .optional()
+            })
+            .doing("reading an agent's usage limit")
+    }
+
+    /// When run `id`, paused at a usage limit, goes on by itself.
+    pub fn resumes_at(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT resumes_at FROM runs WHERE id = ?1")
+            .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)))
+            .doing("reading when a run resumes")
+    }
+
+    /// A turn of `agent` worked: its usage limit, if one stood, is over
+    /// (its queued runs may start).
+    pub fn clear_agent_limit(&mut self, agent: AgentKind) -> Result<(), StoreError> {
+        if self.agent_limit(agent)?.is_none() {
+            return Ok(());
+        }
+        self.write("ending an agent's usage limit", |tx| {
+            tx.execute("DELETE FROM usage_limits WHERE agent = ?1", [agent.as_str()])?;
+            Ok(())
+        })
+    }
+}

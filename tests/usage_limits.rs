@@ -1,0 +1,114 @@
+//! Usage limits waited out, through the CLI as a user meets them: a run at
+//! its agent's limit is paused (neither failed nor running), goes on in its
+//! own session at the reset by itself, or at once on `corral resume`;
+//! queued runs of that agent wait for the reset; a limit that says no reset
+//! time is tried again a few times, then fails in words.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::{Local, Timelike};
+use common::{processes_of_run, Env};
+
+const LIMIT: Duration = Duration::from_secs(40);
+
+/// A Codex preset whose agent is the fake `limited`.
+fn limited_env(config: &str) -> Env {
+    let env = Env::new();
+    env.config(config);
+    env.use_fake("codex", "limited");
+    env.agent_preset("cx", "codex", "");
+    env
+}
+
+/// "5:40 PM" for `minutes` from now, as Codex says a reset.
+fn clock_in(minutes: i64) -> String {
+    (Local::now() + chrono::Duration::minutes(minutes)).format("%-I:%M %p").to_string()
+}
+
+fn turns(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+#[test]
+fn a_run_at_its_usage_limit_is_paused_and_goes_on_in_its_session_at_the_reset() {
+    let env = limited_env("");
+    let log = env.project.join("turns.log");
+    // Said to the minute, and that minute is now: the reset is (about) now.
+    let at = clock_in(0);
+    let id = env.launch_env("cx", "do the work", &[("LIMIT_AT", &at), ("LIMIT_LOG", log.to_str().unwrap())]);
+    let paused = env.wait_run(&id, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(paused["status"], "paused", "{paused:#}");
+    assert_eq!(paused["pause_reason"], "usage_limit", "{paused:#}");
+    assert!(paused["resumes_at"].is_string(), "{paused:#}");
+    assert!(paused["error"].is_null() && paused["stop_reason"].is_null(), "not failed: {paused:#}");
+    let run = env.wait_run(&id, LIMIT, |r| common::is_terminal(r) && !r["exited_at"].is_null());
+    assert_eq!(run["status"], "completed", "{run:#}\n{}", env.ok(&["tail", "-n", "all", &id]));
+    assert_eq!(run["final_text"], "went on after the limit");
+    let turns = turns(&log);
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    assert!(turns[1].contains("resume 01a21394-322d-71a3-a5e0-20873b64d16b"), "its own session: {turns:?}");
+    let text = env.ok(&["tail", "-n", "all", &id]);
+    assert!(text.contains("paused: usage limit reached") && text.contains("goes on by itself at"), "{text}");
+    assert!(text.contains("Continue where you stopped"), "{text}");
+}
+
+#[test]
+fn resume_goes_on_at_once_and_runs_of_that_agent_wait_for_the_reset_meanwhile() {
+    let env = limited_env("");
+    env.command_preset("other", &["echo", "other agents go on"]);
+    // A reset two hours away (not wrapping past midnight in the fake's words).
+    let at = if Local::now().hour() < 21 { clock_in(120) } else { clock_in(30) };
+    let first = env.launch_env("cx", "first", &[("LIMIT_AT", &at)]);
+    let paused = env.wait_run(&first, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(paused["pause_reason"], "usage_limit", "{paused:#}");
+    assert!(processes_of_run(&first).is_empty(), "a paused-at-limit run holds no process");
+    // Another run of the same agent waits for the reset instead of
+    // starting into the wall; another agent's run goes.
+    let second = env.launch_env("cx", "second", &[("LIMIT_AT", &at)]);
+    let other = env.launch("other", "x");
+    assert_eq!(env.wait_end(&other)["status"], "completed");
+    assert_eq!(env.show(&second)["status"], "queued", "started into the wall");
+
+    let resumed = env.json(&["resume", &first]);
+    assert_eq!(resumed[0]["status"], "running", "{resumed:#}");
+    let run = env.wait_end(&first);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "went on after the limit");
+    // A turn of that agent that worked ends its limit: the queued run goes.
+    let second_run = env.wait_run(&second, LIMIT, |r| r["status"] != "queued");
+    assert_ne!(second_run["status"], "queued");
+    env.ok(&["abort", &second]);
+}
+
+#[test]
+fn a_run_waiting_out_a_limit_can_be_aborted() {
+    let env = limited_env("");
+    let at = if Local::now().hour() < 21 { clock_in(120) } else { clock_in(30) };
+    let id = env.launch_env("cx", "x", &[("LIMIT_AT", &at)]);
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let aborted = env.json(&["abort", &id]);
+    assert_eq!(aborted[0]["status"], "aborted", "{aborted:#}");
+    let run = env.wait_end(&id);
+    assert_eq!(run["stop_reason"], "user_abort");
+    assert!(run["resumes_at"].is_null() && run["pause_reason"].is_null(), "{run:#}");
+}
+
+#[test]
+fn a_limit_without_a_reset_time_is_tried_again_then_fails_in_words() {
+    let env = Env::new();
+    env.config("[usage_limits]\nretry = \"200ms\"\ntries = 2\n");
+    env.use_fake("claude", "rate-limited");
+    env.agent_preset("cl", "claude", "");
+    let log = env.project.join("turns.log");
+    let id = env.launch_env("cl", "x", &[("LIMIT_LOG", log.to_str().unwrap())]);
+    let run = env.wait_run(&id, LIMIT, |r| common::is_terminal(r) && !r["exited_at"].is_null());
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert_eq!(run["stop_reason"], "usage_limit", "{run:#}");
+    let error = run["error"].as_str().unwrap();
+    assert!(error.contains("still after 2 tries") && error.contains("rate limit"), "{error}");
+    let turns = turns(&log);
+    assert_eq!(turns.len(), 3, "the first turn and two tries: {turns:?}");
+    assert!(turns[1..].iter().all(|t| t.contains("--resume")), "{turns:?}");
+}
