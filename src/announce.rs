@@ -108,6 +108,31 @@ pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
     })
 }
 
+/// Runs paused at their agent's usage limit, one announcement per limit
+/// (agent and reset time), however many runs it paused: "⏸ 2 codex runs
+/// paused: usage limit, going on at 17:40". Each with its key, so it is
+/// said once.
+pub fn usage_limits(store: &Store) -> Result<Vec<(String, Announcement)>, StoreError> {
+    let filter = crate::store::RunFilter { status: Some(RunStatus::Paused), ..Default::default() };
+    let mut limits: std::collections::BTreeMap<(String, String), Vec<Run>> = Default::default();
+    for run in store.runs(&filter)? {
+        if let (Some(crate::run::PauseReason::UsageLimit), Some(at)) = (run.pause_reason, run.resumes_at.clone()) {
+            limits.entry((run.agent.to_string(), at)).or_default().push(run);
+        }
+    }
+    let mut out = Vec::new();
+    for ((agent, at), runs) in limits {
+        let when = time::parse(&at).map_or(at.clone(), time::clock);
+        let n = runs.len();
+        let summary = format!("⏸ {n} {agent} {} paused: usage limit, going on at {when}", plural(n, "run", "runs"));
+        let said = store.agent_limit(runs[0].agent)?.map(|l| format!("{}\n", l.said)).unwrap_or_default();
+        let body = format!("{said}They go on by themselves in their own sessions; `corral resume` goes on now.");
+        let run = (n == 1).then(|| runs[0].id.clone());
+        out.push((format!("{agent} {at}"), Announcement { summary, body, run, ended_since: None, urgent: false }));
+    }
+    Ok(out)
+}
+
 /// One announcement for many endings. `while_closed`: they ended while the
 /// app was not running.
 pub fn summary(runs: &[Run], while_closed: bool) -> Announcement {

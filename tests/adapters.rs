@@ -199,6 +199,29 @@ fn claude_retrying_then_killed_has_no_terminal_event() {
 }
 
 #[test]
+fn usage_limits_are_recognised_in_codex_and_claude_codes_own_words() {
+    use chrono::TimeZone;
+    let now = chrono::Local.with_ymd_and_hms(2026, 11, 25, 15, 10, 0).unwrap();
+    let mut r = replay(AgentKind::Codex, "codex-0.169-usage-limit.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(1));
+    assert_eq!(v.status, RunStatus::Failed);
+    let limit = corral::usage_limit::recognise(&v, now).expect("Codex's usage limit");
+    assert_eq!(limit.resets_at.unwrap().format("%H:%M").to_string(), "17:40", "try again at 5:40 PM");
+
+    let mut r = replay(AgentKind::Claude, "claude-2.1-rate-limit-429.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(1));
+    assert_eq!(v.status, RunStatus::Failed);
+    let limit = corral::usage_limit::recognise(&v, now).expect("Claude Code's rate limit");
+    assert_eq!(limit.resets_at, None, "no reset time said");
+    assert!(r.adapter.report().session_id.is_some(), "its session can go on");
+
+    // A failure that is not a limit is not taken for one.
+    let mut r = replay(AgentKind::Claude, "claude-2.1-http500-is-error.jsonl");
+    let v = outcome(&mut r, ProcessEnd::Exited(1));
+    assert!(corral::usage_limit::recognise(&v, now).is_none(), "{v:?}");
+}
+
+#[test]
 fn codex_plain_answer_success() {
     let mut r = replay(AgentKind::Codex, "codex-0.169-plain-answer-success.jsonl");
     let v = outcome(&mut r, ProcessEnd::Exited(0));

@@ -83,6 +83,20 @@ fn resume_goes_on_at_once_and_runs_of_that_agent_wait_for_the_reset_meanwhile() 
 }
 
 #[test]
+fn two_runs_paused_by_one_limit_are_one_announcement() {
+    let env = limited_env("");
+    let at = if Local::now().hour() < 21 { clock_in(120) } else { clock_in(30) };
+    let vars = [("LIMIT_AT", at.as_str()), ("LIMIT_DELAY", "0.5")];
+    let runs = [env.launch_env("cx", "one", &vars), env.launch_env("cx", "two", &vars)];
+    let paused: Vec<_> = runs.iter().map(|id| env.wait_run(id, LIMIT, |r| r["status"] == "paused")).collect();
+    assert_eq!(paused[0]["resumes_at"], paused[1]["resumes_at"], "one limit, one reset");
+    let notes = corral::announce::usage_limits(&env.store()).unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].1.summary.starts_with("⏸ 2 codex runs paused: usage limit, going on at"), "{notes:?}");
+    env.ok(&["abort", &runs[0], &runs[1]]);
+}
+
+#[test]
 fn a_run_waiting_out_a_limit_can_be_aborted() {
     let env = limited_env("");
     let at = if Local::now().hour() < 21 { clock_in(120) } else { clock_in(30) };

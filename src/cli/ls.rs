@@ -135,7 +135,14 @@ pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> 
             }
             (Some(retry), _) => format!("{} (retrying: {})", run.status, cell(retry, 40)),
             _ => match run.pause_reason {
-                Some(reason) if run.status == corral::RunStatus::Paused => format!("{} ({reason})", run.status),
+                Some(reason) if run.status == corral::RunStatus::Paused => match &run.resumes_at {
+                    Some(at) => format!(
+                        "{} ({reason} until {})",
+                        run.status,
+                        corral::time::parse(at).map_or(at.clone(), corral::time::clock)
+                    ),
+                    None => format!("{} ({reason})", run.status),
+                },
                 _ => run.status.to_string(),
             },
         };

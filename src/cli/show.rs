@@ -40,9 +40,15 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
             run.host_trouble.as_deref().unwrap_or("unreachable")
         ),
         (Some(reason), _) => format!("{} ({reason})", run.status),
-        _ if run.pause_reason.is_some() && run.status == corral::RunStatus::Paused => {
-            format!("{} ({})", run.status, run.pause_reason.map_or("", |r| r.as_str()))
-        }
+        _ if run.pause_reason.is_some() && run.status == corral::RunStatus::Paused => match &run.resumes_at {
+            Some(at) => format!(
+                "{} ({}; goes on by itself at {})",
+                run.status,
+                run.pause_reason.map_or("", |r| r.as_str()),
+                time::parse(at).map_or(at.clone(), time::clock)
+            ),
+            None => format!("{} ({})", run.status, run.pause_reason.map_or("", |r| r.as_str())),
+        },
         (None, Some(retry)) => format!("{} (retrying: {retry})", run.status),
         (None, None) => run.status.to_string(),
     };

@@ -43,7 +43,7 @@ impl Real {
     fn new() -> Real {
         let env = Env::new();
         // The raw streams are kept: a failing test leaves them as captures.
-        env.config("[transcripts]\nraw_logs = \"20M\"\n");
+        env.config("[transcripts]\nraw_logs = \"20M\"\n[usage_limits]\nretry = \"1s\"\n");
         let stub = StubModel::start();
         for agent in ["claude", "codex", "pi", "gemini", "opencode"] {
             let link = env.bin.join(agent);
@@ -250,6 +250,15 @@ fn real_claude_code() {
     assert_eq!(run["final_text"], "and a follow-up");
     assert_eq!(real.env.store().replies(&id).unwrap().len(), 2);
 
+    // The provider's rate limit, no reset time said: tried again later in
+    // its own session (config.toml's [usage_limits] retry, short here), and
+    // it goes on.
+    let id = real.launch("a", "stub> limit 1 stub> say after the rate limit");
+    let run = real.end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}\n{}", real.transcript(&id));
+    assert_eq!(run["final_text"], "after the rate limit");
+    assert!(real.transcript(&id).contains("usage limit reached with no reset time said"), "{}", real.transcript(&id));
+
     // A budget crossed mid-run: Claude Code's second model message (12
     // input tokens each, as its stream says them live) crosses 20 tokens;
     // the run is frozen, and goes on to its end once more is allowed.
@@ -274,6 +283,18 @@ fn real_codex() {
         "lead",
         r#"stub> mcp launch_agent {"preset": "quick", "task": "from-the-parent"} stub> say launched {last}"#,
     );
+
+    // The account's usage limit, resetting now: Codex says "try again at
+    // <this minute>"; the run is paused (not failed), then goes on in its
+    // own session by itself and finishes.
+    let id = real.launch("a", "stub> limit 1 stub> say after the limit");
+    let paused = real.env.wait_run(&id, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(paused["pause_reason"], "usage_limit", "{paused:#}\n{}", real.transcript(&id));
+    real.capture(&id, "codex", "usage-limit-now");
+    let run = real.end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}\n{}", real.transcript(&id));
+    assert_eq!(run["final_text"], "after the limit");
+    assert!(real.transcript(&id).contains("Continue where you stopped"));
 }
 
 #[test]

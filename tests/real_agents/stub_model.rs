@@ -10,6 +10,8 @@
 //! - `bash CMD`: call the agent's shell tool with CMD
 //! - `mcp NAME JSON`: call the tool whose name ends with NAME
 //! - `flaky N` (not a step): the first N requests fail with HTTP 500
+//! - `limit N` (not a step): the first N requests fail with HTTP 429 at
+//!   the account's usage limit, resetting now (as each API says it)
 //! - `error CODE`: fail with HTTP CODE
 //! - `hang`: answer nothing until the client goes away
 //!
@@ -82,8 +84,13 @@ enum Entry {
 /// What to answer.
 enum Answer {
     Say(String),
-    Tool { name: String, input: Value },
+    Tool {
+        name: String,
+        input: Value,
+    },
     Http(u16),
+    /// HTTP 429: the account's usage limit, resetting at this minute.
+    Limit,
     Hang,
 }
 
@@ -125,6 +132,7 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<String>>, attempts: &Mutex<HashM
     let answer = decide(api, &request, attempts);
     match answer {
         Answer::Http(code) => http_error(&mut stream, api, code),
+        Answer::Limit => limit_error(&mut stream, api),
         Answer::Hang => {
             // Until the client closes the connection (it was aborted).
             let _ = stream.set_read_timeout(None);
@@ -273,7 +281,10 @@ fn decide(api: Api, request: &Value, attempts: &Mutex<HashMap<String, usize>>) -
     if prompt.contains(CONTINUATION) {
         return Answer::Say(format!("Combined: {}", first_lines_after(prompt, "Final text:").join(" | ")));
     }
-    let steps: Vec<&str> = prompt.split(STEP).skip(1).map(str::trim).collect();
+    // A step ends with its line: what a CLI adds to the prompt after it
+    // (Claude Code's "Continue from where you left off." on a resumed
+    // session) is not part of it.
+    let steps: Vec<&str> = prompt.split(STEP).skip(1).map(|s| s.lines().next().unwrap_or("").trim()).collect();
     let attempt = {
         let mut attempts = attempts.lock().unwrap();
         let n = attempts.entry(format!("{prompt}#{}", results.len())).or_insert(0);
@@ -285,7 +296,13 @@ fn decide(api: Api, request: &Value, attempts: &Mutex<HashMap<String, usize>>) -
     if attempt <= flaky {
         return Answer::Http(500);
     }
-    let actions: Vec<&str> = steps.iter().copied().filter(|s| !s.starts_with("flaky")).collect();
+    let limited: usize =
+        steps.iter().find_map(|s| s.strip_prefix("limit ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+    if attempt <= limited {
+        return Answer::Limit;
+    }
+    let actions: Vec<&str> =
+        steps.iter().copied().filter(|s| !s.starts_with("flaky") && !s.starts_with("limit")).collect();
     let Some(step) = actions.get(results.len()) else { return Answer::Say("done".into()) };
     let last = results.last().map(|r| r.trim().chars().take(300).collect::<String>()).unwrap_or_default();
     let (verb, rest) = step.split_once(' ').unwrap_or((step, ""));
@@ -372,11 +389,35 @@ fn http_error(stream: &mut TcpStream, api: Api, code: u16) {
     respond_json(stream, &format!("{code} Stub"), &body);
 }
 
+/// HTTP 429 at the account's usage limit, as each API says it: the
+/// Responses API's `usage_limit_reached` with its reset time (now), the
+/// Messages API's `rate_limit_error`, Gemini's `RESOURCE_EXHAUSTED`.
+fn limit_error(stream: &mut TcpStream, api: Api) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let body = match api {
+        Api::Anthropic => json!({"type": "error", "error": {"type": "rate_limit_error",
+            "message": "This request would exceed your account's rate limit. Please try again later."}}),
+        Api::Responses => {
+            json!({"error": {"type": "usage_limit_reached", "message": "The usage limit has been reached",
+            "plan_type": "plus", "resets_at": now, "resets_in_seconds": 0}})
+        }
+        Api::Gemini => json!({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}}),
+    };
+    // A limit is not over in seconds: clients that would retry at once
+    // (Claude Code, on a short or no retry-after) give up.
+    respond_json_with(stream, "429 Too Many Requests", "retry-after: 3600\r\n", &body);
+}
+
 /// A whole JSON response, then the connection closes.
 fn respond_json(stream: &mut TcpStream, status: &str, body: &Value) {
+    respond_json_with(stream, status, "", body);
+}
+
+/// As [`respond_json`], with more header lines (each ending in CRLF).
+fn respond_json_with(stream: &mut TcpStream, status: &str, headers: &str, body: &Value) {
     let body = body.to_string();
     let head = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     );
     let _ = stream.write_all(head.as_bytes());

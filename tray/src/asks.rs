@@ -1,6 +1,8 @@
-//! Budgets reached, asked on the desktop: one notification per budget,
-//! with "Allow $2 more" and "Stop", taken back the moment it is answered
-//! anywhere (a button, the window, the CLI, a parent agent over MCP).
+//! What waits for the user, on the desktop: a budget reached (one
+//! notification per budget, with "Allow $2 more" and "Stop", taken back the
+//! moment it is answered anywhere: a button, the window, the CLI, a parent
+//! agent over MCP), and runs paused at a usage limit (one notification per
+//! limit, however many runs it paused).
 
 use std::collections::BTreeSet;
 
@@ -18,6 +20,9 @@ use crate::notify::Herald;
 #[derive(Debug, Default)]
 pub struct Asking {
     shown: BTreeSet<(String, String)>,
+    /// Usage limits said (agent and reset time): one notification each,
+    /// however many runs they paused.
+    limits_said: BTreeSet<String>,
 }
 
 impl Asking {
@@ -34,7 +39,14 @@ impl Asking {
             }
         }
         self.shown.retain(|shown| waiting.contains(shown));
+        let limits = corral::announce::usage_limits(store)?;
+        self.limits_said.retain(|key| limits.iter().any(|(k, _)| k == key));
         if !quiet {
+            for (key, note) in limits {
+                if self.limits_said.insert(key) {
+                    herald.announce(note, Vec::new());
+                }
+            }
             for ask in pending {
                 // A new budget of the same run replaces its old ask.
                 if self.shown.insert(key(&ask)) {
