@@ -60,6 +60,45 @@ pub struct Config {
     /// `[usage_limits] tries`: how many times such a run is tried again
     /// before it fails with `usage_limit`.
     pub usage_limit_tries: u32,
+    /// `[push]`: what needs the user, pushed to their phone (none unless
+    /// set; see `push`).
+    pub push: Option<PushConfig>,
+}
+
+/// `[push]`: a push channel to the user's phone.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushConfig {
+    /// An ntfy topic's address (`https://ntfy.sh/<random topic>`, or a
+    /// self-hosted server's): pushes go there, and answers come back on
+    /// the topic of the same name ending `-answers`.
+    #[serde(default)]
+    pub ntfy: Option<String>,
+    /// An address each push is also POSTed to, as JSON.
+    #[serde(default)]
+    pub webhook: Option<String>,
+    /// Put the task and what the agent said in pushes (off: only the
+    /// preset, the run id and what is asked).
+    #[serde(default)]
+    pub details: bool,
+    /// What is pushed: `budget` (a budget reached, with Allow more and
+    /// Stop), `usage_limit` (runs paused at a limit). Default: both.
+    #[serde(default = "PushConfig::everything")]
+    pub send: Vec<String>,
+}
+
+impl PushConfig {
+    /// Every kind of push.
+    pub const KINDS: &'static [&'static str] = &["budget", "usage_limit"];
+
+    fn everything() -> Vec<String> {
+        Self::KINDS.iter().map(|k| k.to_string()).collect()
+    }
+
+    /// True if pushes of `kind` are sent.
+    pub fn sends(&self, kind: &str) -> bool {
+        self.send.iter().any(|k| k == kind)
+    }
 }
 
 /// A machine reached over SSH (`[hosts.NAME]`), running its own Corral.
@@ -160,6 +199,7 @@ impl Default for Config {
             on_budget: crate::budget::OnBudget::Pause,
             usage_limit_retry: Duration::from_secs(300),
             usage_limit_tries: 3,
+            push: None,
         }
     }
 }
@@ -219,6 +259,7 @@ struct ConfigFile {
     schedules: SchedulesFile,
     budget: Option<BudgetFile>,
     usage_limits: UsageLimitsFile,
+    push: Option<PushConfig>,
 }
 
 /// `[usage_limits]`: how a limit without a reset time is tried again.
@@ -347,6 +388,29 @@ impl Config {
             config.retention = Some(Retention { older_than: duration("retention.older_than", &r.older_than)?, status });
         }
         config.systemd_timers = file.schedules.systemd_timers.unwrap_or(false);
+        if let Some(push) = file.push {
+            for (key, url) in [("ntfy", &push.ntfy), ("webhook", &push.webhook)] {
+                if let Some(url) = url {
+                    if !(url.starts_with("https://") || url.starts_with("http://")) {
+                        return Err(invalid(format!(
+                            "`[push] {key} = \"{url}\"` is not an address: write e.g. \"https://ntfy.sh/<a random topic>\""
+                        )));
+                    }
+                }
+            }
+            if push.ntfy.is_none() && push.webhook.is_none() {
+                return Err(invalid(
+                    "`[push]` needs `ntfy = \"https://ntfy.sh/<a random topic>\"` or `webhook = …`".into(),
+                ));
+            }
+            if let Some(kind) = push.send.iter().find(|k| !PushConfig::KINDS.contains(&k.as_str())) {
+                return Err(invalid(format!(
+                    "`[push] send` has \"{kind}\": write some of {}",
+                    PushConfig::KINDS.join(", ")
+                )));
+            }
+            config.push = Some(push);
+        }
         if let Some(v) = &file.usage_limits.retry {
             config.usage_limit_retry = duration("usage_limits.retry", v)?;
         }

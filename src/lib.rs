@@ -24,6 +24,7 @@ pub mod pause;
 pub mod preset;
 pub mod price;
 pub mod process;
+pub mod push;
 pub mod queue;
 pub mod recent_folders;
 pub mod reconcile;

@@ -15,6 +15,7 @@ mod merge;
 mod pause;
 mod presets;
 mod prune;
+mod push;
 mod relaunch;
 mod remote;
 mod reply;
@@ -82,6 +83,9 @@ enum Command {
     /// Presets launched by a clock: add, ls, show, pause, resume, rm,
     /// run-now, fire (a timer's), run (the firer without the tray).
     Schedule(schedule::Args),
+    /// Pushes to your phone (`[push]` in config.toml): `test` one, or
+    /// `listen` for answers and send what needs you without the tray.
+    Push(push::Args),
     /// Where Corral's disk space goes: database, run folders, worktrees,
     /// and the largest runs.
     Du(du::Args),
@@ -210,6 +214,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Relaunch(args) => relaunch::run(&mut store, args, &shepherd, &mut out)?,
         Command::Du(args) => du::run(&store, args, &mut out)?,
         Command::Schedule(args) => schedule::run(&mut store, args, &shepherd, &mut out)?,
+        Command::Push(args) => push::run(&home, args, &mut out)?,
         Command::Rm(args) => rm::run(&mut store, args, &mut out)?,
         Command::Prune(args) => prune::run(&mut store, args, &mut out)?,
         Command::Search(args) => search::run(&store, args, &mut out)?,

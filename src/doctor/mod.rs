@@ -8,6 +8,7 @@ mod containment;
 mod desktop;
 mod git;
 mod hosts;
+mod push;
 mod run_briefly;
 mod sandbox;
 mod schedules;
@@ -111,6 +112,7 @@ pub fn examine(home: &Home) -> Report {
     findings.extend(store::check(home));
     findings.extend(settings::check(home));
     findings.extend(schedules::check(home));
+    findings.extend(push::check(home));
     findings.extend(hosts);
     let worst = findings.iter().map(|f| f.level).max().unwrap_or(Level::Ok);
     Report { findings, worst, took_ms: started.elapsed().as_millis() as u64 }

@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0019_schedules.sql"),
     include_str!("migrations/0020_budgets.sql"),
     include_str!("migrations/0021_usage_limits.sql"),
+    include_str!("migrations/0022_pushes.sql"),
 ];
 
 /// The schema version this binary writes.

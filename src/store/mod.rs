@@ -13,6 +13,7 @@ mod events;
 mod health;
 mod limits;
 mod migrate;
+mod pushes;
 mod remote;
 mod removal;
 mod replies;

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod mcp;
+pub mod ntfy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

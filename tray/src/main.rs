@@ -86,6 +86,15 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     retention::start(state.home.clone()).map_err(error::TrayError::Retention)?;
     hosts::start(state.home.clone()).map_err(error::TrayError::Hosts)?;
     schedules::start(state.home.clone()).map_err(error::TrayError::Schedules)?;
+    // Answers from the phone and what needs the user pushed, while the tray
+    // runs (a change to [push] takes effect at the tray's next start).
+    match corral::push::listen::start(&state.home) {
+        Ok(_) | Err(corral::push::listen::ListenError::NoPush) => {}
+        Err(e) => {
+            tracing::warn!("pushes do not start: {e}");
+            notify::problem(&format!("Pushes to your phone do not start: {e}"));
+        }
+    }
     watcher::start(state)?;
     if open_window {
         window::open(&Route::Runs);

@@ -1,0 +1,195 @@
+//! Following the answers, and sending what needs the user: the two halves
+//! of a push channel at work, run by the tray (threads of its own) or by
+//! `corral push listen` on a headless box.
+//!
+//! Answers are read from the reply topic from where the last reader left
+//! off (`push.since` in the data folder), so an answer given while nothing
+//! followed is acted on when something starts. Each acts once: its push is
+//! marked answered in the store, and the ask it answers must still wait
+//! (see `ask::answer`).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::{outbox, token, Channel};
+use crate::ask::Answer;
+use crate::config::{Config, PushConfig};
+use crate::home::Home;
+use crate::queue::ShepherdCommand;
+use crate::store::{Store, StoreError};
+use crate::watch::Watcher;
+
+/// How soon a push the server did not take is tried again, at the latest.
+const SEND_AGAIN: Duration = Duration::from_secs(5);
+/// Longest wait before following the answers again after a failure.
+const MOST_BACKOFF: Duration = Duration::from_secs(60);
+
+/// What an answer came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acted {
+    /// It did what it said.
+    Done {
+        /// The push it answered.
+        key: String,
+        /// The answer.
+        action: String,
+    },
+    /// `corral push test`'s answer: nothing to do here.
+    Test(String),
+    /// Not acted on, and why (forged, expired, answered already, stale).
+    Refused(String),
+}
+
+/// Acts on one message of the reply topic.
+pub fn act(store: &mut Store, shepherd: &ShepherdCommand, secret: &[u8], text: &str) -> Result<Acted, StoreError> {
+    let signed = match token::verify(secret, text, chrono::Utc::now().timestamp()) {
+        Ok(signed) => signed,
+        Err(why) => return Ok(Acted::Refused(why.to_string())),
+    };
+    if signed.action == "test" {
+        return Ok(Acted::Test(signed.key));
+    }
+    let answer = match signed.action.as_str() {
+        "allow" => Answer::AllowMore,
+        "stop" => Answer::Stop,
+        other => return Ok(Acted::Refused(format!("no answer {other}"))),
+    };
+    let Some(ask) = crate::ask::pending(store)?.into_iter().find(|a| outbox::budget_key(a) == signed.key) else {
+        return Ok(Acted::Refused(format!("{} waits for no answer now (answered elsewhere, or over)", signed.key)));
+    };
+    if !store.answer_push(&signed.key)? {
+        return Ok(Acted::Refused(format!("{} was answered already", signed.key)));
+    }
+    if let Err(e) = crate::ask::answer(store, ask.owner(), answer, shepherd) {
+        return Ok(Acted::Refused(e.to_string()));
+    }
+    Ok(Acted::Done { key: signed.key, action: signed.action })
+}
+
+/// Why pushes cannot start, or a round of them stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// config.toml is broken.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// There is no `[push]` to follow.
+    #[error("no [push] in config.toml: add `ntfy = \"https://ntfy.sh/<a random topic>\"` under [push]")]
+    NoPush,
+    /// The channel is not usable.
+    #[error(transparent)]
+    Push(#[from] super::PushError),
+    /// The store failed.
+    #[error(transparent)]
+    Heal(#[from] crate::heal::HealError),
+    /// Something of this machine's: the secret, a thread, Corral's program.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+impl From<StoreError> for ListenError {
+    fn from(e: StoreError) -> Self {
+        ListenError::Heal(e.into())
+    }
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> ListenError {
+    move |source| ListenError::Io { what, source }
+}
+
+/// Starts following answers and sending pushes on two threads of their
+/// own; `Err(NoPush)` if `[push]` is not set.
+pub fn start(home: &Home) -> Result<[std::thread::JoinHandle<()>; 2], ListenError> {
+    let config = Config::load(home)?;
+    let push = config.push.ok_or(ListenError::NoPush)?;
+    let channel = Channel::new(&push)?;
+    let secret = token::secret(home).map_err(io("making the push secret"))?;
+    let (h1, h2) = (home.clone(), home.clone());
+    let (c1, c2) = (channel.clone(), channel);
+    let s1 = secret.clone();
+    let answers = std::thread::Builder::new()
+        .name("corral-push-answers".into())
+        .spawn(move || follow_answers(&h1, &c1, &s1))
+        .map_err(io("starting a thread"))?;
+    let pushes = std::thread::Builder::new()
+        .name("corral-push-send".into())
+        .spawn(move || send_pushes(&h2, &c2, &push, &secret))
+        .map_err(io("starting a thread"))?;
+    Ok([answers, pushes])
+}
+
+fn since_file(home: &Home) -> PathBuf {
+    home.data_dir().join("push.since")
+}
+
+/// Follows the reply topic for ever, acting on each answer; reconnects
+/// after a failure, waiting longer each time (at most a minute).
+fn follow_answers(home: &Home, channel: &Channel, secret: &[u8]) {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let since = std::fs::read_to_string(since_file(home)).map(|s| s.trim().to_string()).unwrap_or_default();
+        let since = if since.is_empty() { "all".to_string() } else { since };
+        let opened = Instant::now();
+        let followed = (|| -> Result<(), ListenError> {
+            let shepherd = ShepherdCommand::lightest().map_err(io("finding corral"))?;
+            let mut store = crate::heal::open_healed(home, &shepherd)?;
+            channel
+                .follow(&since, |id, text| {
+                    match act(&mut store, &shepherd, secret, text) {
+                        Ok(Acted::Done { key, action }) => tracing::info!("answer from the phone: {action} {key}"),
+                        Ok(Acted::Test(_)) => {}
+                        Ok(Acted::Refused(why)) => tracing::info!("an answer not acted on: {why}"),
+                        Err(e) => tracing::warn!("acting on an answer: {e}"),
+                    }
+                    if let Err(e) = std::fs::write(since_file(home), id) {
+                        tracing::warn!("cannot keep where the answers were read to: {e}");
+                    }
+                    true
+                })
+                .map_err(ListenError::from)
+        })();
+        if let Err(e) = followed {
+            tracing::warn!("following the answers: {e}");
+        }
+        // A connection that lived a while was fine: start over quickly.
+        backoff =
+            if opened.elapsed() > MOST_BACKOFF { Duration::from_secs(1) } else { (backoff * 2).min(MOST_BACKOFF) };
+        std::thread::sleep(backoff);
+    }
+}
+
+/// Keeps what needs the user in the store's outbox and sends it, at once
+/// after each change to the store; what the server did not take, again
+/// every little while.
+fn send_pushes(home: &Home, channel: &Channel, config: &PushConfig, secret: &[u8]) {
+    loop {
+        let worked = (|| -> Result<(), ListenError> {
+            let shepherd = ShepherdCommand::lightest().map_err(io("finding corral"))?;
+            let mut store = crate::heal::open_healed(home, &shepherd)?;
+            let mut watcher = Watcher::new(&store)?;
+            loop {
+                outbox::gather(&mut store, config, secret)?;
+                outbox::send(&mut store, channel)?;
+                let waiting = store.push_trouble()?.is_some();
+                let deadline = waiting.then(|| Instant::now() + SEND_AGAIN);
+                watcher.changed_before(&store, deadline)?;
+            }
+        })();
+        if let Err(e) = worked {
+            tracing::warn!("sending pushes: {e}");
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+}
+
+/// `corral push listen`'s work: both halves, for ever.
+pub fn run_for_ever(home: &Home) -> Result<(), ListenError> {
+    for thread in start(home)? {
+        let _ = thread.join();
+    }
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! What is pushed, and sending it: a budget reached (with "Allow $2 more"
+//! and "Stop") and runs paused at a usage limit, each kept in the store
+//! under its key (`budget:RUN:BUDGET`, `limit:AGENT RESET`) so it is sent
+//! once, by whichever process claims it; one the server did not take is
+//! sent again later.
+
+use serde_json::{json, Value};
+
+use super::{token, Channel};
+use crate::ask::Ask;
+use crate::config::PushConfig;
+use crate::store::{Store, StoreError};
+
+/// How long a push's buttons stand.
+pub const ANSWERS_STAND: i64 = 24 * 3600;
+
+/// The key of the push that asks about `ask`: the run whose budget it is
+/// and that budget, so an answer to an earlier ask of the same run (a
+/// budget since raised and reached again) acts on nothing.
+pub fn budget_key(ask: &Ask) -> String {
+    format!("budget:{}:{}", ask.owner(), ask.crossing.budget.spec())
+}
+
+/// Keeps in the store each push that needs sending now: returns how many
+/// are new.
+pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8]) -> Result<usize, StoreError> {
+    let expires = chrono::Utc::now().timestamp() + ANSWERS_STAND;
+    let mut wanted: Vec<(String, Value)> = Vec::new();
+    if config.sends("budget") {
+        for ask in crate::ask::pending(store)? {
+            let key = budget_key(&ask);
+            let mut message = ask.body();
+            if config.details {
+                let task = store.run(ask.owner())?.task;
+                message = format!("{message}\nTask: {}", task.chars().take(300).collect::<String>());
+            }
+            let actions = json!([
+                {"label": ask.allow_words(), "answer": token::sign(secret, &key, "allow", expires)},
+                {"label": "Stop", "answer": token::sign(secret, &key, "stop", expires)},
+            ]);
+            let message = json!({"key": key, "title": ask.summary(), "message": message, "priority": 4,
+                "tags": ["pause_button"], "run": ask.owner(), "actions": actions});
+            wanted.push((key, message));
+        }
+    }
+    if config.sends("usage_limit") {
+        for (key, note) in crate::announce::usage_limits(store)? {
+            let key = format!("limit:{key}");
+            let message = json!({"key": key, "title": note.summary, "message": note.body, "priority": 3,
+                "tags": ["hourglass"], "run": note.run, "actions": []});
+            wanted.push((key, message));
+        }
+    }
+    let mut new = 0;
+    for (key, message) in wanted {
+        if store.queue_push(&key, &message.to_string())? {
+            new += 1;
+        }
+    }
+    Ok(new)
+}
+
+/// Sends every push not sent yet; one the server did not take is given
+/// back (sent again at the next call). Returns how many were sent.
+pub fn send(store: &mut Store, channel: &Channel) -> Result<usize, StoreError> {
+    let mut sent = 0;
+    for (key, body) in store.claim_unsent_pushes()? {
+        let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        match channel.publish(&message) {
+            Ok(()) => sent += 1,
+            Err(e) => {
+                tracing::warn!("push {key} not sent, sent again later: {e}");
+                store.push_not_sent(&key, &e.to_string())?;
+            }
+        }
+    }
+    Ok(sent)
+}

@@ -1,0 +1,213 @@
+//! A local server that speaks the part of ntfy's protocol Corral uses (a
+//! test fixture; no ntfy server is packaged here): publish as JSON (`POST
+//! /` with the topic in the body) or as a plain body (`POST /TOPIC`, which
+//! is what a phone's `http` action does), follow a topic (`GET
+//! /TOPIC/json?since=all|ID|UNIX_TIME`, one JSON object per line, kept
+//! open), and `/v1/health`. It can be taken down and brought back up.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// One message as the server keeps it.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub id: String,
+    pub time: i64,
+    pub topic: String,
+    /// What was published (the JSON body, or `{"message": BODY}`).
+    pub body: Value,
+}
+
+#[derive(Default)]
+struct State {
+    messages: Mutex<Vec<Message>>,
+    arrived: Condvar,
+    down: AtomicBool,
+    next: AtomicU64,
+}
+
+/// The running fixture; it stops with the test process.
+pub struct Ntfy {
+    port: u16,
+    state: Arc<State>,
+}
+
+impl Ntfy {
+    pub fn start() -> Ntfy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the ntfy fixture");
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(State::default());
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let state = Arc::clone(&shared);
+                std::thread::spawn(move || serve(stream, &state));
+            }
+        });
+        Ntfy { port, state }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every message published to `topic`, oldest first.
+    pub fn messages(&self, topic: &str) -> Vec<Message> {
+        self.state.messages.lock().unwrap().iter().filter(|m| m.topic == topic).cloned().collect()
+    }
+
+    /// What a phone does when its button is pressed: the action's body
+    /// POSTed to the action's address (a topic of this server).
+    pub fn press(&self, action: &Value) {
+        let url = action["url"].as_str().expect("an http action");
+        let topic = url.rsplit('/').next().unwrap();
+        self.publish(topic, json!({"message": action["body"]}));
+    }
+
+    /// Publishes `body` to `topic` as the server would take it.
+    pub fn publish(&self, topic: &str, body: Value) -> Message {
+        let n = self.state.next.fetch_add(1, Ordering::SeqCst) + 1;
+        let time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let message = Message { id: format!("m{n:06}"), time, topic: topic.to_string(), body };
+        self.state.messages.lock().unwrap().push(message.clone());
+        self.state.arrived.notify_all();
+        message
+    }
+
+    /// Takes the server down (connections refused, followers cut) or
+    /// brings it back.
+    pub fn set_down(&self, down: bool) {
+        self.state.down.store(down, Ordering::SeqCst);
+        self.state.arrived.notify_all();
+    }
+}
+
+fn serve(mut stream: TcpStream, state: &Arc<State>) {
+    if state.down.load(Ordering::SeqCst) {
+        return; // closed at once, as a server that is down
+    }
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let Some((method, path, body)) = read_request(&mut stream) else { return };
+    let fixture = Ntfy { port: 0, state: Arc::clone(state) };
+    match (method.as_str(), path.split('?').next().unwrap_or("")) {
+        ("GET", "/v1/health") => respond(&mut stream, &json!({"healthy": true})),
+        ("POST", "/") => {
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let Some(topic) = body["topic"].as_str().map(str::to_string) else {
+                return respond_status(&mut stream, "400 Bad Request");
+            };
+            let m = fixture.publish(&topic, body);
+            respond(&mut stream, &json!({"id": m.id, "time": m.time, "event": "message", "topic": m.topic}));
+        }
+        ("POST", topic) => {
+            let text = String::from_utf8_lossy(&body).into_owned();
+            let m = fixture.publish(topic.trim_start_matches('/'), json!({"message": text}));
+            respond(&mut stream, &json!({"id": m.id, "time": m.time, "event": "message", "topic": m.topic}));
+        }
+        ("GET", route) if route.ends_with("/json") => {
+            let topic = route.trim_start_matches('/').trim_end_matches("/json").to_string();
+            let since = path.split("since=").nth(1).map(|s| s.split('&').next().unwrap_or("")).unwrap_or("all");
+            follow(&mut stream, state, &topic, since);
+        }
+        _ => respond_status(&mut stream, "404 Not Found"),
+    }
+}
+
+/// Streams `topic`'s messages after `since`, then each new one, until the
+/// client goes or the server is taken down.
+fn follow(stream: &mut TcpStream, state: &State, topic: &str, since: &str) {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\nconnection: close\r\n\r\n";
+    if stream.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let mut sent = {
+        let all = state.messages.lock().unwrap();
+        match since {
+            "all" => 0,
+            id if id.starts_with('m') => all.iter().position(|m| m.id == id).map_or(0, |at| at + 1),
+            time => {
+                let time: i64 = time.parse().unwrap_or(0);
+                all.iter().position(|m| m.time >= time).unwrap_or(all.len())
+            }
+        }
+    };
+    let open = json!({"id": "open", "event": "open", "topic": topic});
+    if stream.write_all(format!("{open}\n").as_bytes()).is_err() {
+        return;
+    }
+    loop {
+        let batch: Vec<Message> = {
+            let mut all = state.messages.lock().unwrap();
+            while all.len() <= sent && !state.down.load(Ordering::SeqCst) {
+                let (guard, timeout) = state.arrived.wait_timeout(all, Duration::from_secs(1)).unwrap();
+                all = guard;
+                if timeout.timed_out() {
+                    break;
+                }
+            }
+            if state.down.load(Ordering::SeqCst) {
+                return;
+            }
+            let batch = all[sent..].to_vec();
+            sent = all.len();
+            batch
+        };
+        let mut lines = String::new();
+        for m in batch.iter().filter(|m| m.topic == topic) {
+            let event = json!({"id": m.id, "time": m.time, "event": "message", "topic": m.topic,
+                "message": m.body["message"]});
+            lines.push_str(&format!("{event}\n"));
+        }
+        if lines.is_empty() {
+            lines = format!("{}\n", json!({"event": "keepalive", "topic": topic}));
+        }
+        if stream.write_all(lines.as_bytes()).and_then(|_| stream.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+fn respond(stream: &mut TcpStream, body: &Value) {
+    let body = body.to_string();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body.as_bytes());
+}
+
+fn respond_status(stream: &mut TcpStream, status: &str) {
+    let _ = stream.write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes());
+}
+
+fn read_request(stream: &mut TcpStream) -> Option<(String, String, Vec<u8>)> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next()?.to_string(), parts.next()?.to_string());
+    let mut length = 0;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).ok()?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            if name.trim().eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().ok()?;
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((method, path, body))
+}

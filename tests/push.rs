@@ -1,0 +1,177 @@
+//! Answers from the phone, against a local server speaking ntfy's
+//! protocol: a budget reached is pushed with its buttons, an answer acts
+//! once (a forged or expired one never), a server that is down loses
+//! nothing, and an answer given while nothing listened acts when a
+//! listener starts. Through `corral push listen` and `corral push test`, as
+//! a headless box runs them.
+
+mod common;
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::ntfy::{Message, Ntfy};
+use common::{eventually, Env};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// An installation pushing to `ntfy`'s topic `phone`, with a pi preset
+/// that spends $0.25 a message.
+fn pushing_env(ntfy: &Ntfy) -> Env {
+    let env = Env::new();
+    env.config(&format!("[push]\nntfy = \"{}/phone\"\n", ntfy.url()));
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    env
+}
+
+/// `corral push listen` in the background; killed when dropped.
+struct Listener(Child);
+
+impl Listener {
+    fn start(env: &Env) -> Listener {
+        let child = env.command(&["push", "listen"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        Listener(child)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The pushes asking about a budget, oldest first.
+fn asks(ntfy: &Ntfy) -> Vec<Message> {
+    ntfy.messages("phone")
+        .into_iter()
+        .filter(|m| m.body["title"].as_str().is_some_and(|t| t.contains("budget")))
+        .collect()
+}
+
+fn action<'a>(message: &'a Message, label_starts: &str) -> &'a Value {
+    message.body["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["label"].as_str().unwrap().starts_with(label_starts))
+        .unwrap_or_else(|| panic!("no {label_starts} in {:#}", message.body))
+}
+
+#[test]
+fn a_budget_reached_is_pushed_and_an_answer_from_the_phone_acts_once() {
+    let ntfy = Ntfy::start();
+    let env = pushing_env(&ntfy);
+    let _listener = Listener::start(&env);
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "a secret task"]).trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    assert!(eventually(LIMIT, || asks(&ntfy).len() == 1), "{:?}", ntfy.messages("phone"));
+    let push = &asks(&ntfy)[0];
+    assert_eq!(push.body["title"], "⏸ spend paused: budget reached", "{:#}", push.body);
+    assert!(!push.body.to_string().contains("a secret task"), "no task text unless details = true");
+    let allow = action(push, "Allow $1.00 more").clone();
+    assert_eq!(allow["action"], "http");
+    assert!(allow["url"].as_str().unwrap().ends_with("/phone-answers"), "{allow:#}");
+
+    // A forged answer, and an expired one, act on nothing.
+    let answer = allow["body"].as_str().unwrap();
+    let forged = answer.replace(" allow ", " stop ");
+    ntfy.publish("phone-answers", serde_json::json!({"message": forged}));
+    let expired = {
+        let mut words: Vec<&str> = answer.split(' ').collect();
+        words[1] = "1000";
+        words.join(" ")
+    };
+    ntfy.publish("phone-answers", serde_json::json!({"message": expired}));
+
+    // The button, pressed twice (two devices): it acts once.
+    ntfy.press(&allow);
+    ntfy.press(&allow);
+    let again = env.wait_run(&id, LIMIT, |r| r["status"] == "paused" && r["budget"]["usd"] == 2.0);
+    assert_eq!(again["budget"]["usd"], 2.0, "{again:#}");
+    assert!(eventually(LIMIT, || asks(&ntfy).len() == 2), "the second budget reached is pushed too");
+    // The old answer, replayed now, does not raise the new budget.
+    ntfy.press(&allow);
+    let second = &asks(&ntfy)[1];
+    ntfy.press(action(second, "Stop"));
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "aborted", "{run:#}");
+    assert_eq!(run["budget"]["usd"], 2.0, "a replayed or forged answer acted: {run:#}");
+}
+
+#[test]
+fn a_server_that_is_down_loses_nothing_and_delays_nothing() {
+    let ntfy = Ntfy::start();
+    ntfy.set_down(true);
+    let env = pushing_env(&ntfy);
+    let _listener = Listener::start(&env);
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "x"]).trim().to_string();
+    let started = std::time::Instant::now();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    assert!(started.elapsed() < Duration::from_secs(10), "the pause waited for the push");
+    let store = env.store();
+    assert!(eventually(LIMIT, || store.push_trouble().unwrap().is_some()), "the failed send is kept");
+    ntfy.set_down(false);
+    assert!(eventually(LIMIT, || asks(&ntfy).len() == 1), "sent once the server is back");
+    ntfy.press(action(&asks(&ntfy)[0], "Stop"));
+    assert_eq!(env.wait_end(&id)["status"], "aborted");
+}
+
+#[test]
+fn an_answer_given_while_nothing_listened_acts_when_a_listener_starts() {
+    let ntfy = Ntfy::start();
+    let env = pushing_env(&ntfy);
+    let listener = Listener::start(&env);
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "x"]).trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    assert!(eventually(LIMIT, || asks(&ntfy).len() == 1));
+    drop(listener);
+    let push = asks(&ntfy)[0].clone();
+    ntfy.press(action(&push, "Allow"));
+    // Nothing listens: the run waits.
+    assert_eq!(env.show(&id)["status"], "paused");
+    let _listener = Listener::start(&env);
+    let run = env.wait_run(&id, LIMIT, |r| r["budget"]["usd"] == 2.0);
+    assert_eq!(run["budget"]["usd"], 2.0);
+    env.ok(&["abort", &id]);
+}
+
+#[test]
+fn push_test_sends_one_and_waits_for_its_answer() {
+    let ntfy = Ntfy::start();
+    let env = pushing_env(&ntfy);
+    let child = env.command(&["push", "test", "--timeout", "30"]).stdout(Stdio::piped()).spawn().unwrap();
+    assert!(eventually(LIMIT, || !ntfy.messages("phone").is_empty()), "the test push");
+    let push = ntfy.messages("phone")[0].clone();
+    assert_eq!(push.body["title"], "Corral: a test push");
+    ntfy.press(action(&push, "Answer"));
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("answered after"), "{text}");
+
+    // Without [push]: what to write.
+    let bare = Env::new();
+    let out = bare.corral(&["push", "test"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[push]"), "{out:?}");
+}
+
+#[test]
+fn doctor_asks_the_push_server() {
+    let ntfy = Ntfy::start();
+    let env = pushing_env(&ntfy);
+    let finding = |env: &Env| -> Value {
+        let out = env.corral(&["doctor", "--json"]);
+        let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let findings = all["findings"].as_array().or(all.as_array()).cloned().unwrap_or_default();
+        findings.into_iter().find(|f| f["area"] == "push" && f["check"] == "channel").expect("a push finding")
+    };
+    assert_eq!(finding(&env)["level"], "ok", "{:#}", finding(&env));
+    ntfy.set_down(true);
+    let down = finding(&env);
+    assert_eq!(down["level"], "warn", "{down:#}");
+    assert!(down["detail"].as_str().unwrap().contains("does not answer"), "{down:#}");
+}
