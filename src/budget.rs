@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::word_enum;
+use crate::word::word_enum;
 
 /// How much a run (with its child runs) may spend. A field left `None` is
 /// not limited.

@@ -45,6 +45,7 @@ pub mod usage_limit;
 pub mod wait;
 pub mod watch;
 pub mod window_route;
+pub mod word;
 pub mod worktree;
 
 pub use home::Home;

@@ -20,9 +20,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::preset::Preset;
-use crate::run::word_enum;
 pub use crate::run::AgentKind;
 use crate::run::{RunStatus, StopReason, Usage};
+use crate::word::word_enum;
 
 pub use claude::ClaudeAdapter;
 pub use codex::CodexAdapter;

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::word_enum;
 use crate::run::AgentKind;
+use crate::word::word_enum;
 
 pub use discover::{discover, Roots};
 pub use parse::{parse_preset, PresetError};

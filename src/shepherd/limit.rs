@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Local};
 
 use super::children::{block, Woken};
+use super::limited::{failed, Limited};
 use super::replies::NextTurn;
 use super::supervise::Supervisor;
 use super::ShepherdError;
-use crate::adapter::{EventKind, TranscriptEvent, Verdict};
-use crate::run::{RunStatus, StopReason};
-use crate::usage_limit::{self, Limit};
+use crate::adapter::{EventKind, TranscriptEvent};
+use crate::run::RunStatus;
+use crate::usage_limit;
 use crate::watch::Watcher;
 
 /// The prompt of the turn after a limit reset.
@@ -23,37 +24,6 @@ const CONTINUE: &str = "Your usage limit has reset. Continue where you stopped."
 /// How long after the reset time the agent is started again: a reset said
 /// to the minute ("try again at 5:40 PM") is over once that minute is.
 const MARGIN: Duration = Duration::from_secs(5);
-
-/// A turn held at a usage limit, to be waited out.
-pub(super) struct Limited {
-    /// The turn's verdict: committed (as `usage_limit`) if the limit
-    /// cannot be waited out.
-    pub verdict: Verdict,
-    /// What the agent said.
-    pub limit: Limit,
-}
-
-/// What to do with a turn that ended at a usage limit: wait it out
-/// (`Some`), or end the run (`None`: the verdict, marked `usage_limit`).
-/// `tries` counts the waits of limits that said no reset time.
-pub(super) fn decide(sup: &Supervisor, verdict: &Verdict, tries: u32) -> Option<Limit> {
-    let limit = usage_limit::recognise(verdict, Local::now())?;
-    // Only a session that can be resumed goes on where it stopped.
-    if !sup.session.can_resume() || (limit.resets_at.is_none() && tries >= sup.config.usage_limit_tries) {
-        return None;
-    }
-    Some(limit)
-}
-
-/// The verdict of a run whose limit cannot be waited out, in words.
-pub(super) fn failed(verdict: Verdict, tries: u32) -> Verdict {
-    let said = verdict.error.unwrap_or_default();
-    let error = match tries {
-        0 => format!("usage limit reached: {said}"),
-        n => format!("usage limit reached, and still after {n} tries spaced out: {said}"),
-    };
-    Verdict { status: RunStatus::Failed, stop_reason: StopReason::UsageLimit, error: Some(error) }
-}
 
 /// Pauses the run until the limit resets (or someone resumes or aborts
 /// it), then takes a slot back: the next turn, or `None` if the run ended

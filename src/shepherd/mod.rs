@@ -19,6 +19,7 @@ pub mod forked;
 mod freeze;
 mod launchers;
 mod limit;
+mod limited;
 mod lines;
 mod prepare;
 mod recorder;

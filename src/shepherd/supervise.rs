@@ -25,6 +25,7 @@ use super::cleanup::Cleanup;
 use super::clock::{Clock, StopCause};
 use super::freeze::{self, Frozen};
 use super::launchers::await_launchers;
+use super::limited;
 use super::recorder::Recorder;
 use super::replies::NextTurn;
 use super::session::Session;
@@ -97,7 +98,7 @@ pub(super) struct Supervisor {
     pub(super) held: Option<Verdict>,
     /// A turn that ended at the agent's usage limit: waited out once the
     /// turn's processes are gone (see `limit`).
-    pub(super) limited: Option<super::limit::Limited>,
+    pub(super) limited: Option<limited::Limited>,
     /// Limits without a reset time waited out so far.
     pub(super) limit_tries: u32,
     /// Corral's own executable: a process of the run running it may be
@@ -457,16 +458,17 @@ impl Supervisor {
     /// (or goes on) instead of ending: see `children`.
     fn conclude(&mut self, verdict: Verdict) -> Result<(), ShepherdError> {
         self.clock.end_turn(Instant::now());
-        let verdict = match super::limit::decide(self, &verdict, self.limit_tries) {
+        let can_resume = self.session.can_resume();
+        let verdict = match limited::decide(&verdict, can_resume, self.limit_tries, self.config.usage_limit_tries) {
             Some(limit) => {
                 // Waited out once the agent is gone; nothing is committed.
                 self.flush_events()?;
                 self.cleanup.after_outcome(Instant::now());
-                self.limited = Some(super::limit::Limited { verdict, limit });
+                self.limited = Some(limited::Limited { verdict, limit });
                 return Ok(());
             }
             None if crate::usage_limit::recognise(&verdict, chrono::Local::now()).is_some() => {
-                super::limit::failed(verdict, self.limit_tries)
+                limited::failed(verdict, self.limit_tries)
             }
             None => verdict,
         };

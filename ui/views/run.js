@@ -112,6 +112,11 @@ function renderHeader() {
     ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
   );
   const parts = [actions, meta];
+  if (run.status === "paused" && run.pause_reason === "usage_limit" && run.resumes_at) {
+    const at = new Date(run.resumes_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    parts.push(h("div", { class: "notice", id: "usage-limit" },
+      h("span", {}, `Paused: usage limit, resumes ${at} by itself, in its own session.`)));
+  }
   if (detail.ask) {
     const { ask } = detail;
     const runs = ask.paused === 1 ? "" : ` (${ask.paused} runs paused for it)`;
