@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod http;
 pub mod mcp;
 pub mod ntfy;
 

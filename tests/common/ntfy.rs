@@ -5,7 +5,7 @@
 //! /TOPIC/json?since=all|ID|UNIX_TIME`, one JSON object per line, kept
 //! open), and `/v1/health`. It can be taken down and brought back up.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -93,7 +93,7 @@ fn serve(mut stream: TcpStream, state: &Arc<State>) {
         return; // closed at once, as a server that is down
     }
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let Some((method, path, body)) = read_request(&mut stream) else { return };
+    let Some((method, path, body)) = super::http::read_request(&mut stream) else { return };
     let fixture = Ntfy { port: 0, state: Arc::clone(state) };
     match (method.as_str(), path.split('?').next().unwrap_or("")) {
         ("GET", "/v1/health") => respond(&mut stream, &json!({"healthy": true})),
@@ -185,29 +185,4 @@ fn respond(stream: &mut TcpStream, body: &Value) {
 
 fn respond_status(stream: &mut TcpStream, status: &str) {
     let _ = stream.write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes());
-}
-
-fn read_request(stream: &mut TcpStream) -> Option<(String, String, Vec<u8>)> {
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next()?.to_string(), parts.next()?.to_string());
-    let mut length = 0;
-    loop {
-        let mut header = String::new();
-        reader.read_line(&mut header).ok()?;
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            if name.trim().eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().ok()?;
-            }
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some((method, path, body))
 }

@@ -20,7 +20,7 @@
 //! Anything else (a CLI's own side requests) is answered `ok`.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -96,7 +96,7 @@ enum Answer {
 
 fn serve(mut stream: TcpStream, log: &Mutex<Vec<String>>, attempts: &Mutex<HashMap<String, usize>>) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-    let Some((method, path, body)) = read_request(&mut stream) else { return };
+    let Some((method, path, body)) = crate::common::http::read_request(&mut stream) else { return };
     log.lock().unwrap().push(format!("{method} {path}"));
     if method != "POST" {
         let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
@@ -163,33 +163,6 @@ fn least_fitting(schema: &Value) -> Value {
             Value::Object(object)
         }
     }
-}
-
-fn read_request(stream: &mut TcpStream) -> Option<(String, String, Vec<u8>)> {
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next()?.to_string(), parts.next()?.to_string());
-    let mut length = 0;
-    loop {
-        let mut header = String::new();
-        reader.read_line(&mut header).ok()?;
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            match name.trim().to_ascii_lowercase().as_str() {
-                "content-length" => length = value.trim().parse().ok()?,
-                "content-encoding" => panic!("the stub cannot read a {value} request body"),
-                _ => {}
-            }
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some((method, path, body))
 }
 
 /// The conversation of a request, in order.
