@@ -82,14 +82,16 @@ pub struct PushConfig {
     #[serde(default)]
     pub details: bool,
     /// What is pushed: `budget` (a budget reached, with Allow more and
-    /// Stop), `usage_limit` (runs paused at a limit). Default: both.
+    /// Stop), `denied` (a run that ended with actions denied, with Allow
+    /// and continue), `failed` (a run that failed), `usage_limit` (runs
+    /// paused at a limit). Default: all.
     #[serde(default = "PushConfig::everything")]
     pub send: Vec<String>,
 }
 
 impl PushConfig {
     /// Every kind of push.
-    pub const KINDS: &'static [&'static str] = &["budget", "usage_limit"];
+    pub const KINDS: &'static [&'static str] = &["budget", "denied", "failed", "usage_limit"];
 
     fn everything() -> Vec<String> {
         Self::KINDS.iter().map(|k| k.to_string()).collect()

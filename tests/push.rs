@@ -175,3 +175,49 @@ fn doctor_asks_the_push_server() {
     assert_eq!(down["level"], "warn", "{down:#}");
     assert!(down["detail"].as_str().unwrap().contains("does not answer"), "{down:#}");
 }
+
+#[test]
+fn a_run_ended_with_actions_denied_is_pushed_and_allowed_from_the_phone_once() {
+    let ntfy = Ntfy::start();
+    let env = pushing_env(&ntfy);
+    env.command_preset("broken", &["false"]);
+    let stream =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures/claude-2.1-permission-denied.jsonl");
+    env.use_fake("claude", "replay");
+    env.agent_preset("careful", "claude", "");
+    let _listener = Listener::start(&env);
+    // Pushes are of endings after the sender started.
+    assert!(eventually(LIMIT, || env.home.join("push.key").exists()), "the listener is up");
+    let id = env.launch_env("careful", "touch a file", &[("FAKE_STREAM", stream.to_str().unwrap())]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["denied"].as_array().unwrap().len(), 1, "{run:#}");
+    let denied = || {
+        ntfy.messages("phone")
+            .into_iter()
+            .filter(|m| m.body["title"].as_str().unwrap().starts_with("✋"))
+            .collect::<Vec<_>>()
+    };
+    assert!(eventually(LIMIT, || denied().len() == 1), "{:?}", ntfy.messages("phone"));
+    let push = &denied()[0];
+    assert!(push.body["title"].as_str().unwrap().contains("1 action was denied: Bash(touch /tmp/corral-denied-probe)"));
+    let allow = action(push, "Allow and continue").clone();
+    ntfy.press(&allow);
+    ntfy.press(&allow);
+    let store = env.store();
+    assert!(eventually(LIMIT, || store.replies(&id).unwrap().len() == 1), "the reply turn");
+    assert_eq!(store.replies(&id).unwrap()[0].allow, vec!["Bash(touch /tmp/corral-denied-probe)".to_string()]);
+    env.wait_run(&id, LIMIT, |r| common::is_terminal(r) && !r["exited_at"].is_null() && !r["replied_at"].is_null());
+    assert_eq!(store.replies(&id).unwrap().len(), 1, "pressed twice, allowed once");
+
+    // A failure is pushed too, without buttons.
+    let failed = env.launch("broken", "x");
+    env.wait_end(&failed);
+    assert!(
+        eventually(LIMIT, || ntfy
+            .messages("phone")
+            .iter()
+            .any(|m| m.body["title"].as_str().unwrap().starts_with(&format!("✗ broken ({failed}) failed")))),
+        "{:?}",
+        ntfy.messages("phone").iter().map(|m| m.body["title"].clone()).collect::<Vec<_>>()
+    );
+}

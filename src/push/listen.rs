@@ -49,6 +49,9 @@ pub fn act(store: &mut Store, shepherd: &ShepherdCommand, secret: &[u8], text: &
     if signed.action == "test" {
         return Ok(Acted::Test(signed.key));
     }
+    if signed.action == "allow-denied" {
+        return allow_denied(store, shepherd, signed.key);
+    }
     let answer = match signed.action.as_str() {
         "allow" => Answer::AllowMore,
         "stop" => Answer::Stop,
@@ -64,6 +67,28 @@ pub fn act(store: &mut Store, shepherd: &ShepherdCommand, secret: &[u8], text: &
         return Ok(Acted::Refused(e.to_string()));
     }
     Ok(Acted::Done { key: signed.key, action: signed.action })
+}
+
+/// "Allow and continue" for the run and end `key` names: its denied
+/// actions allowed, in a new turn of its session (as `corral reply
+/// --allow-denied`), once.
+fn allow_denied(store: &mut Store, shepherd: &ShepherdCommand, key: String) -> Result<Acted, StoreError> {
+    let run_id = key.strip_prefix("denied:").and_then(|rest| rest.split(':').next()).unwrap_or("");
+    let run = match store.run(run_id) {
+        Ok(run) => run,
+        Err(StoreError::UnknownRun(_)) => return Ok(Acted::Refused(format!("run {run_id} is gone"))),
+        Err(e) => return Err(e),
+    };
+    if outbox::denied_key(&run) != key || run.denied.is_empty() {
+        return Ok(Acted::Refused(format!("{key} waits for no answer now (answered elsewhere, or over)")));
+    }
+    if !store.answer_push(&key)? {
+        return Ok(Acted::Refused(format!("{key} was answered already")));
+    }
+    match crate::reply::reply(store, &run.id, "", true, shepherd) {
+        Ok(_) => Ok(Acted::Done { key, action: "allow-denied".into() }),
+        Err(e) => Ok(Acted::Refused(e.to_string())),
+    }
 }
 
 /// Why pushes cannot start, or a round of them stopped.
@@ -166,13 +191,15 @@ fn follow_answers(home: &Home, channel: &Channel, secret: &[u8]) {
 /// after each change to the store; what the server did not take, again
 /// every little while.
 fn send_pushes(home: &Home, channel: &Channel, config: &PushConfig, secret: &[u8]) {
+    // Endings from now on: turning pushes on does not send the history.
+    let since = crate::time::format(crate::time::now());
     loop {
         let worked = (|| -> Result<(), ListenError> {
             let shepherd = ShepherdCommand::lightest().map_err(io("finding corral"))?;
             let mut store = crate::heal::open_healed(home, &shepherd)?;
             let mut watcher = Watcher::new(&store)?;
             loop {
-                outbox::gather(&mut store, config, secret)?;
+                outbox::gather(&mut store, config, secret, &since)?;
                 outbox::send(&mut store, channel)?;
                 let waiting = store.push_trouble()?.is_some();
                 let deadline = waiting.then(|| Instant::now() + SEND_AGAIN);

@@ -1,8 +1,11 @@
 //! What is pushed, and sending it: a budget reached (with "Allow $2 more"
-//! and "Stop") and runs paused at a usage limit, each kept in the store
-//! under its key (`budget:RUN:BUDGET`, `limit:AGENT RESET`) so it is sent
-//! once, by whichever process claims it; one the server did not take is
-//! sent again later.
+//! and "Stop"), a run that ended with actions denied (with "Allow and
+//! continue"), a run that failed, and runs paused at a usage limit, each
+//! kept in the store under its key (`budget:RUN:BUDGET`, `denied:RUN:END`,
+//! `failed:RUN`, `limit:AGENT RESET`) so it is sent once, by whichever
+//! process claims it; one the server did not take is sent again later.
+//! Endings are pushed from `since` on (when the sender started): turning
+//! pushes on does not send the history.
 
 use serde_json::{json, Value};
 
@@ -21,9 +24,16 @@ pub fn budget_key(ask: &Ask) -> String {
     format!("budget:{}:{}", ask.owner(), ask.crossing.budget.spec())
 }
 
+/// The key of the push that offers to allow run `run`'s denied actions,
+/// for the end it had (`completed_at`): an answer to an earlier end acts
+/// on nothing.
+pub fn denied_key(run: &crate::Run) -> String {
+    format!("denied:{}:{}", run.id, run.completed_at.as_deref().unwrap_or(""))
+}
+
 /// Keeps in the store each push that needs sending now: returns how many
-/// are new.
-pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8]) -> Result<usize, StoreError> {
+/// are new. Endings count from `since` (RFC 3339) on.
+pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str) -> Result<usize, StoreError> {
     let expires = chrono::Utc::now().timestamp() + ANSWERS_STAND;
     let mut wanted: Vec<(String, Value)> = Vec::new();
     if config.sends("budget") {
@@ -41,6 +51,33 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8]) -> Result<u
             let message = json!({"key": key, "title": ask.summary(), "message": message, "priority": 4,
                 "tags": ["pause_button"], "run": ask.owner(), "actions": actions});
             wanted.push((key, message));
+        }
+    }
+    if config.sends("denied") || config.sends("failed") {
+        let filter = crate::store::RunFilter { ended_since: Some(since.to_string()), ..Default::default() };
+        for run in store.runs(&filter)?.into_iter().filter(|r| r.parent_id.is_none() && r.host.is_none()) {
+            let what = if config.details {
+                format!("\nTask: {}", run.task.chars().take(300).collect::<String>())
+            } else {
+                String::new()
+            };
+            if config.sends("denied") && !run.denied.is_empty() && run.status.is_terminal() {
+                let key = denied_key(&run);
+                let note = run.denied_note().unwrap_or_default();
+                let actions = json!([{"label": "Allow and continue", "answer": token::sign(secret, &key, "allow-denied", expires)}]);
+                let message = json!({"key": key, "title": format!("✋ {} ({}) ended: {note}", run.preset, run.id),
+                    "message": format!("Allow them and it goes on in its own session.{what}"), "priority": 4,
+                    "tags": ["raised_hand"], "run": run.id, "actions": actions});
+                wanted.push((key, message));
+            } else if config.sends("failed") && matches!(run.status, crate::RunStatus::Failed | crate::RunStatus::Lost)
+            {
+                let key = format!("failed:{}", run.id);
+                let reason = run.stop_reason.map(|r| r.to_string()).unwrap_or_default();
+                let message = json!({"key": key, "title": format!("✗ {} ({}) {}: {reason}", run.preset, run.id, run.status),
+                    "message": format!("See it with `corral show {}`.{what}", run.id), "priority": 4,
+                    "tags": ["x"], "run": run.id, "actions": []});
+                wanted.push((key, message));
+            }
         }
     }
     if config.sends("usage_limit") {
