@@ -568,3 +568,26 @@ fn an_idle_firer_takes_up_a_schedule_written_into_a_preset() {
     assert!(fired, "the firer never took up the preset's schedule");
     assert!(all_runs_ended(&env));
 }
+
+#[test]
+fn a_schedules_budget_per_day_covers_its_fires() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    env.ok(&["schedule", "add", "nightly", "--preset", "spend", "--every", "1h", "--budget-per-day", "$1", "spend"]);
+    let fire = json_at(&env, 0, &["schedule", "run-now", "nightly"]);
+    assert_eq!(fire["outcome"], "launched", "{fire:#}");
+    let run = fire["runs"][0]["id"].as_str().unwrap().to_string();
+    let paused = env.wait_run(&run, Duration::from_secs(30), |r| r["status"] == "paused");
+    assert_eq!(paused["budget"]["usd"], 1.0, "the run gets what is left of the day: {paused:#}");
+    env.ok(&["abort", &run]);
+    env.wait_end(&run);
+    let next = json_at(&env, 0, &["schedule", "run-now", "nightly"]);
+    assert_eq!(next["outcome"], "skipped_budget", "{next:#}");
+    let detail = next["detail"].as_str().unwrap();
+    assert!(detail.contains("its budget of $1.00 a day is spent"), "{detail}");
+    let out =
+        env.corral(&["schedule", "add", "x", "--preset", "spend", "--every", "1h", "--budget-per-day", "lots", "t"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("budget `lots`"), "{out:?}");
+}

@@ -118,6 +118,11 @@ pub struct AddArgs {
     /// Pause itself once this many fires in a row failed.
     #[arg(long, value_name = "N")]
     pub pause_after_failures: Option<u32>,
+    /// What its fires' runs may spend in a day (`$5`, `usd=5,tokens=5M`):
+    /// each run gets what is left; once it is spent, fires launch nothing
+    /// until midnight.
+    #[arg(long, value_name = "BUDGET", value_parser = corral::budget::Budget::parse)]
+    pub budget_per_day: Option<corral::budget::Budget>,
     /// Keep this many of its finished runs; older ones are removed as `rm`
     /// removes them (a worktree with unmerged work stays).
     #[arg(long, value_name = "N")]
@@ -279,6 +284,7 @@ fn add(store: &mut Store, args: AddArgs, out: &mut impl Write) -> anyhow::Result
         precheck,
         max_runs_per_fire: args.max_runs_per_fire,
         max_runs_per_hour: args.max_runs_per_hour,
+        budget_per_day: args.budget_per_day,
         pause_after_failures: args.pause_after_failures,
         keep: Keep { last: args.keep_last, days: args.keep_days },
     };

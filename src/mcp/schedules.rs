@@ -68,6 +68,7 @@ impl CorralTools {
                 }),
                 max_runs_per_fire: args.max_runs_per_fire,
                 max_runs_per_hour: args.max_runs_per_hour,
+                budget_per_day: args.budget_per_day.as_deref().map(crate::budget::Budget::parse).transpose()?,
                 pause_after_failures: args.pause_after_failures,
                 keep: Keep::default(),
             };
@@ -156,4 +157,7 @@ pub struct AddScheduleArgs {
     pub max_runs_per_hour: Option<u32>,
     #[serde(default)]
     pub pause_after_failures: Option<u32>,
+    /// What its fires' runs may spend in a day: "$5", "usd=5,tokens=5M".
+    #[serde(default)]
+    pub budget_per_day: Option<String>,
 }

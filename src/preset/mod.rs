@@ -179,6 +179,9 @@ pub struct PresetSchedule {
     pub max_runs_per_hour: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_after_failures: Option<u32>,
+    /// What its fires' runs may spend in a day: `$5`, `usd=5,tokens=5M`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_per_day: Option<String>,
     /// `keep: {last: 10, days: 14}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep: Option<PresetKeep>,

@@ -170,6 +170,33 @@ fn decide(
             format!("{max} runs in the last hour already (max_runs_per_hour)"),
         ));
     }
+    // The day's budget: what is left goes to this fire's runs.
+    let budget = match settings.budget_per_day {
+        None => None,
+        Some(daily) => {
+            let now = super::now().with_timezone(&chrono::Local);
+            let midnight =
+                now.date_naive().and_hms_opt(0, 0, 0).and_then(|m| m.and_local_timezone(chrono::Local).earliest());
+            let since = time::format(midnight.map_or(super::now(), |m| m.with_timezone(&chrono::Utc)));
+            let spent = store.schedule_spent_since(name, &since)?;
+            if crate::budget::Crossing::is_crossed(&daily, &spent) {
+                let approx = if spent.estimated { "≈" } else { "" };
+                return Ok(Decided::skipped(
+                    "skipped_budget",
+                    format!(
+                        "its budget of {} a day is spent (today: {approx}${:.2}, {} tokens)",
+                        daily.words(),
+                        spent.usd,
+                        spent.tokens
+                    ),
+                ));
+            }
+            Some(crate::budget::Budget {
+                usd: daily.usd.map(|u| u - spent.usd),
+                tokens: daily.tokens.map(|t| t.saturating_sub(spent.tokens)),
+            })
+        }
+    };
     let env = environment(store, name)?;
     // A host's schedule checks here, in the user's home; its runs work there.
     let here = match &settings.host {
@@ -208,7 +235,7 @@ fn decide(
             None => settings.task.clone(),
         };
         let launched = match &settings.host {
-            Some(host) => launch_there(store, host, settings, &task),
+            Some(host) => launch_there(store, host, settings, &task, budget),
             None => {
                 let request = LaunchRequest {
                     preset: settings.preset.clone(),
@@ -219,7 +246,7 @@ fn decide(
                     env: Some(env.clone()),
                     worktree: None,
                     base: None,
-                    budget: None,
+                    budget,
                 };
                 launch(store, &request, shepherd).map_err(|e| e.to_string())
             }
@@ -252,7 +279,13 @@ fn decide(
 
 /// Launches a fire's run on `host` (recorded in this store's mirror, so it
 /// shows and is followed here).
-fn launch_there(store: &mut Store, host: &str, settings: &super::Settings, task: &str) -> Result<crate::Run, String> {
+fn launch_there(
+    store: &mut Store,
+    host: &str,
+    settings: &super::Settings,
+    task: &str,
+    budget: Option<crate::budget::Budget>,
+) -> Result<crate::Run, String> {
     let home = store.home().clone();
     let config = Config::load(&home).map_err(|e| e.to_string())?;
     let host = config.host(host).map_err(|e| e.to_string())?;
@@ -262,7 +295,7 @@ fn launch_there(store: &mut Store, host: &str, settings: &super::Settings, task:
         model: None,
         worktree: None,
         base: None,
-        budget: None,
+        budget,
     };
     crate::remote::launch_for(&home, store, host, (&settings.preset, task), &options, None).map_err(|e| e.to_string())
 }

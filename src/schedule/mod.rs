@@ -105,7 +105,7 @@ pub struct Keep {
 }
 
 /// What a schedule launches, when, and the rules of its fires.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     pub preset: String,
     /// The task; `{item}` is a precheck line in `each` mode.
@@ -130,6 +130,11 @@ pub struct Settings {
     pub pause_after_failures: Option<u32>,
     #[serde(default)]
     pub keep: Keep,
+    /// What its fires' runs may spend together in a day (local midnight
+    /// to midnight): each run gets what is left, and a fire once it is
+    /// spent launches nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_per_day: Option<crate::budget::Budget>,
 }
 
 /// A schedule: its settings and where it stands.

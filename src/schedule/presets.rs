@@ -119,6 +119,12 @@ fn settings_of(preset: &Preset, written: &PresetSchedule, user_home: Option<&Pat
         precheck,
         max_runs_per_fire: written.max_runs_per_fire,
         max_runs_per_hour: written.max_runs_per_hour,
+        budget_per_day: written
+            .budget_per_day
+            .as_deref()
+            .map(crate::budget::Budget::parse)
+            .transpose()
+            .map_err(|e| format!("`budget_per_day`: {e}"))?,
         pause_after_failures: written.pause_after_failures,
         keep: Keep { last: keep.last, days: keep.days },
     })

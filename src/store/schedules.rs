@@ -57,7 +57,7 @@ pub struct FireRow {
     /// Who fired it: `tray`, `schedule run`, `timer`, `run-now`, `fire`.
     pub firer: String,
     /// `firing`, `launched`, `queued`, `skipped_paused`, `skipped_overlap`,
-    /// `skipped_precheck`, `skipped_nothing_new`, `skipped_limit`, `failed`.
+    /// `skipped_precheck`, `skipped_nothing_new`, `skipped_limit`, `skipped_budget`, `failed`.
     pub outcome: String,
     pub detail: Option<String>,
     /// The runs it launched, with their status now.
@@ -402,6 +402,28 @@ impl Store {
             .and_then(|mut stmt| stmt.query_row(params![name, since], |r| r.get::<_, i64>(0)))
             .map(|n| n as usize)
             .doing("counting a schedule's runs")
+    }
+
+    /// What the runs of schedule `name`'s fires since `since` spent.
+    pub fn schedule_spent_since(&self, name: &str, since: &str) -> Result<crate::budget::Spent, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "SELECT coalesce(sum(r.cost_usd), 0.0), coalesce(max(r.cost_estimated), 0),
+                   coalesce(sum(r.input_tokens + r.output_tokens + r.cache_read_tokens + r.cache_write_tokens), 0)
+                 FROM fire_runs f JOIN fires ON fires.id = f.fire JOIN runs r ON r.id = f.run_id
+                 WHERE fires.schedule = ?1 AND fires.fired_at >= ?2",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(params![name, since], |r| {
+                    Ok(crate::budget::Spent {
+                        usd: r.get(0)?,
+                        estimated: r.get::<_, i64>(1)? != 0,
+                        tokens: r.get::<_, i64>(2)?.max(0) as u64,
+                        unpriced_runs: 0,
+                    })
+                })
+            })
+            .doing("adding up what a schedule's runs spent")
     }
 
     /// The ended runs of schedule `name`'s fires, newest fire first.
