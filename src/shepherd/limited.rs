@@ -17,18 +17,17 @@ pub(super) struct Limited {
     pub limit: Limit,
 }
 
-/// What to do with a turn that ended at a usage limit: wait it out
-/// (`Some`), or end the run (`None`: the verdict, marked `usage_limit`).
-/// `tries` counts the waits of limits that said no reset time.
-/// `can_resume`: the agent's session can take another turn; `max_tries`:
-/// `[usage_limits] tries`.
-pub(super) fn decide(verdict: &Verdict, can_resume: bool, tries: u32, max_tries: u32) -> Option<Limit> {
-    let limit = usage_limit::recognise(verdict, Local::now())?;
-    // Only a session that can be resumed goes on where it stopped.
-    if !can_resume || (limit.resets_at.is_none() && tries >= max_tries) {
-        return None;
-    }
-    Some(limit)
+/// The usage limit a turn's verdict reports, if it does.
+pub(super) fn reported(verdict: &Verdict) -> Option<Limit> {
+    usage_limit::recognise(verdict, Local::now())
+}
+
+/// True if a turn at `limit` is waited out; false: it ends the run (see
+/// [`failed`]). Only a session that can be resumed (`can_resume`) goes on
+/// where it stopped; a limit that said no reset time is waited out
+/// `max_tries` times (`[usage_limits] tries`), `tries` so far.
+pub(super) fn waits(limit: &Limit, can_resume: impl FnOnce() -> bool, tries: u32, max_tries: u32) -> bool {
+    (limit.resets_at.is_some() || tries < max_tries) && can_resume()
 }
 
 /// The verdict of a run whose limit cannot be waited out, in words.

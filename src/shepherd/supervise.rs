@@ -40,8 +40,7 @@ use crate::heal::HEAL_EVERY_AT_WORK;
 use crate::process::{self, Readiness, SignalPipe, StartedAgent};
 use crate::queue::ShepherdCommand;
 use crate::resources::Resources;
-use crate::run::PauseReason;
-use crate::run::{RunStatus, StopReason};
+use crate::run::{PauseReason, RunStatus, StopReason};
 use crate::store::{Committed, Outcome, Store};
 
 /// Bytes read per wake before looking at signals and clocks again.
@@ -80,7 +79,7 @@ pub(super) struct Supervisor {
     pub(super) stop: SignalPipe,
     pub(super) sigchld: SignalPipe,
     /// SIGUSR1: a pause or resume request.
-    pub(super) nudge: SignalPipe,
+    nudge: SignalPipe,
     pub(super) cleanup: Cleanup,
     /// How to start shepherds of queued runs, when this one heals the store.
     pub(super) shepherd: ShepherdCommand,
@@ -458,19 +457,17 @@ impl Supervisor {
     /// (or goes on) instead of ending: see `children`.
     fn conclude(&mut self, verdict: Verdict) -> Result<(), ShepherdError> {
         self.clock.end_turn(Instant::now());
-        let can_resume = self.session.can_resume();
-        let verdict = match limited::decide(&verdict, can_resume, self.limit_tries, self.config.usage_limit_tries) {
-            Some(limit) => {
+        let (tries, max_tries) = (self.limit_tries, self.config.usage_limit_tries);
+        let verdict = match limited::reported(&verdict) {
+            None => verdict,
+            Some(limit) if limited::waits(&limit, || self.session.can_resume(), tries, max_tries) => {
                 // Waited out once the agent is gone; nothing is committed.
                 self.flush_events()?;
                 self.cleanup.after_outcome(Instant::now());
                 self.limited = Some(limited::Limited { verdict, limit });
                 return Ok(());
             }
-            None if crate::usage_limit::recognise(&verdict, chrono::Local::now()).is_some() => {
-                limited::failed(verdict, self.limit_tries)
-            }
-            None => verdict,
+            Some(_) => limited::failed(verdict, tries),
         };
         await_launchers(&mut self.cleanup, &self.corral_exe, self.turn.agent.pid, self.config.exit_grace);
         self.cleanup.after_outcome(Instant::now());
