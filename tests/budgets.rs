@@ -160,3 +160,38 @@ fn a_budget_that_cannot_be_read_says_how_to_write_one() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("[budget]"), "{out:?}");
 }
+
+/// `corral launch OPTIONS... spend TASK` with the fake's settings.
+fn launch_spending(env: &Env, options: &[&str], vars: &[(&str, &str)]) -> String {
+    let mut args = vec!["launch"];
+    args.extend(options);
+    args.extend(["spend", "spend"]);
+    let out = env.command(&args).envs(vars.iter().copied()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn a_cost_the_agent_does_not_report_is_estimated_and_an_unknown_model_is_said_never_priced_at_zero() {
+    let env = spending_env("");
+    // Tokens and no cost, from a model the price table knows: ≈ priced
+    // ($0.0045 a message for claude-sonnet-4-5), and the budget keeps it.
+    let id = launch_spending(&env, &["--budget", "usd=0.01"], &[("SPEND_COST", "none")]);
+    let paused = env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    assert_eq!(paused["cost_estimated"], true, "{paused:#}");
+    assert_eq!(messages(&env, &id), 3, "$0.0135 crosses $0.01 at the third message");
+    assert!(env.ok(&["show", &id]).contains("≈$"), "show says the cost is an estimate");
+    env.ok(&["abort", &id]);
+
+    // A model the table does not know: said once, never priced at zero;
+    // its tokens still count against the token budget.
+    let vars = [("SPEND_COST", "none"), ("SPEND_MODEL", "mystery-model-9")];
+    let id = launch_spending(&env, &["--budget", "usd=0.01,tokens=4k"], &vars);
+    let paused = env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    assert!(paused["cost_usd"].is_null(), "priced at zero: {paused:#}");
+    assert_eq!(messages(&env, &id), 4, "4,400 tokens cross 4k at the fourth message");
+    let text = env.ok(&["tail", "-n", "all", &id]);
+    assert_eq!(text.matches("cannot be counted for this run").count(), 1, "{text}");
+    assert!(text.contains("does not know the model mystery-model-9"), "{text}");
+    env.ok(&["abort", &id]);
+}
