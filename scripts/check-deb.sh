@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 deb=$(./scripts/package-deb.sh --debug | tail -1)
 contents=$(dpkg-deb --contents "$deb" | awk '{print $6}')
 missing=0
-for path in ./usr/bin/corral ./usr/bin/corral-tray ./usr/bin/corral-app ./usr/share/applications/corral.desktop \
+for path in ./usr/bin/corral ./usr/bin/corral-push ./usr/bin/corral-tray ./usr/bin/corral-app ./usr/share/applications/corral.desktop \
   ./etc/xdg/autostart/corral.desktop ./usr/share/icons/hicolor/16x16/apps/corral.png \
   ./usr/share/icons/hicolor/32x32/apps/corral.png ./usr/share/icons/hicolor/48x48/apps/corral.png \
   ./usr/share/icons/hicolor/128x128/apps/corral.png ./usr/share/icons/hicolor/256x256/apps/corral.png \
@@ -27,6 +27,7 @@ mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
 touch "$root/var/lib/dpkg/status"
 dpkg --root="$root" --force-depends --force-not-root --log=/dev/null -i "$deb" >/dev/null
 "$root/usr/bin/corral" --version
+"$root/usr/bin/corral-push" --version
 zcat "$root/usr/share/man/man1/corral.1.gz" | grep -q '^\.TH corral' || { echo "check-deb: the man page is not a man page" >&2; exit 1; }
 "$root/usr/bin/corral-tray" --version
 echo "check-deb: $deb builds, lists what it must, and installs"

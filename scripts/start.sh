@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up Corral on a fresh Debian machine and starts the tray app.
-# Installs `corral` (CLI, MCP server), `corral-tray` (the tray) and
+# Installs `corral` (CLI, MCP server; `corral-push` beside it), `corral-tray` (the tray) and
 # `corral-app` (the window) into ~/.local/bin (or $CORRAL_INSTALL_ROOT/bin),
 # then starts the tray in the background.
 # Usage: ./scripts/start.sh   (as root, or a user with sudo)
@@ -13,7 +13,7 @@ root="${CORRAL_INSTALL_ROOT:-$HOME/.local}"
 cargo install --locked --path . --root "$root"
 cargo install --locked --path tray --root "$root"
 cargo install --locked --path src-tauri --root "$root"
-echo "Installed $root/bin/corral, $root/bin/corral-tray and $root/bin/corral-app"
+echo "Installed $root/bin/corral (and corral-push), $root/bin/corral-tray and $root/bin/corral-app"
 case ":$PATH:" in
   *":$root/bin:"*) ;;
   *) echo "Add $root/bin to your PATH to call 'corral' by name." ;;

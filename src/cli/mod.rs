@@ -214,7 +214,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Relaunch(args) => relaunch::run(&mut store, args, &shepherd, &mut out)?,
         Command::Du(args) => du::run(&store, args, &mut out)?,
         Command::Schedule(args) => schedule::run(&mut store, args, &shepherd, &mut out)?,
-        Command::Push(args) => push::run(&home, args, &mut out)?,
+        Command::Push(args) => push::run(args)?,
         Command::Rm(args) => rm::run(&mut store, args, &mut out)?,
         Command::Prune(args) => prune::run(&mut store, args, &mut out)?,
         Command::Search(args) => search::run(&store, args, &mut out)?,

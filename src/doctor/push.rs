@@ -1,10 +1,13 @@
-//! Pushes to the phone (`[push]`): whether the ntfy server answers, and
-//! pushes that could not be sent.
+//! Pushes to the phone (`[push]`): whether the ntfy server answers (asked
+//! by `corral-push check`, the program that speaks HTTPS, next to this
+//! one), and pushes that could not be sent.
 
+use std::process::Command;
+
+use super::run_briefly::{run, Answer};
 use super::{Finding, Level};
 use crate::config::Config;
 use crate::home::Home;
-use crate::push::Channel;
 use crate::store::Store;
 
 const AREA: &str = "push";
@@ -12,17 +15,36 @@ const AREA: &str = "push";
 /// The push channel asked now, if one is set.
 pub fn check(home: &Home) -> Vec<Finding> {
     let Ok(config) = Config::load(home) else { return Vec::new() };
-    let Some(push) = config.push else {
+    let Some(push) = config.push.as_ref() else {
         return vec![Finding::new(AREA, "channel", Level::Note, "no pushes to a phone".to_string())
             .fix("add [push] ntfy = \"https://ntfy.sh/<a random topic>\" to config.toml, then `corral push test`")];
     };
     let mut findings = Vec::new();
-    match Channel::new(&push).and_then(|c| c.check()) {
-        Ok(said) => findings.push(Finding::ok(AREA, "channel", said)),
-        Err(e) => findings.push(
-            Finding::new(AREA, "channel", Level::Warn, format!("the push server does not answer: {e}"))
+    let helper = std::env::current_exe().map(|me| me.with_file_name("corral-push"));
+    let answer = match helper {
+        Ok(helper) => {
+            let mut check = Command::new(helper);
+            check.arg("check");
+            run(check)
+        }
+        Err(e) => Answer::NotStarted(e),
+    };
+    match answer {
+        Answer::Said(said) => findings.push(Finding::ok(AREA, "channel", said)),
+        Answer::Failed(why) => findings.push(
+            Finding::new(AREA, "channel", Level::Warn, format!("the push server does not answer: {why}"))
                 .fix("check the address in [push]; pushes wait in the store and are sent once it answers"),
         ),
+        Answer::NotStarted(e) => findings.push(
+            Finding::new(AREA, "channel", Level::Warn, format!("corral-push could not be started: {e}"))
+                .fix("install Corral whole (corral-push sits next to corral)"),
+        ),
+        Answer::Hung => findings.push(Finding::new(
+            AREA,
+            "channel",
+            Level::Warn,
+            "the push server did not answer in time".to_string(),
+        )),
     }
     if let Some((n, trouble)) = Store::open(home).ok().and_then(|s| s.push_trouble().ok().flatten()) {
         findings.push(
