@@ -11,8 +11,7 @@ use crate::budget::{BudgetChange, Crossing};
 use crate::heal::HealError;
 use crate::process::{self, ProcessId, Sig};
 use crate::queue::ShepherdCommand;
-use crate::run::PauseReason;
-use crate::run::{Run, RunStatus};
+use crate::run::{PauseReason, Run, RunStatus};
 use crate::store::{Store, StoreError};
 use crate::watch::Watcher;
 
