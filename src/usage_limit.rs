@@ -52,8 +52,18 @@ pub fn recognise(verdict: &Verdict, now: DateTime<Local>) -> Option<Limit> {
         ]
         .iter()
         .any(|words| lower.contains(words));
-    limited.then(|| Limit { said: said.to_string(), resets_at: reset_from(said, now) })
+    // A reset further off than any plan's window is not believed (an
+    // agent's garbled words): tried again as with no reset said.
+    let resets_at = reset_from(said, now).filter(|at| *at - now <= chrono::Duration::days(FURTHEST_RESET_DAYS));
+    limited.then(|| Limit { said: said.to_string(), resets_at })
 }
+
+/// The furthest reset believed: a monthly plan's window, and a little.
+const FURTHEST_RESET_DAYS: i64 = 32;
+
+/// The longest wait between two tries of a limit that said no reset time,
+/// whatever `[usage_limits] retry` and the doubling make of it.
+const LONGEST_BACKOFF: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// When a limit resets, from the agent's words: "try again at 5:40 PM",
 /// "try again at Nov 26th, 2026 5:40 PM" (Codex), "resets 3pm",
@@ -65,7 +75,7 @@ pub fn reset_from(said: &str, now: DateTime<Local>) -> Option<DateTime<Local>> {
         if let Some(rest) = lower.split(marker).nth(1) {
             let words: String = rest.split(['.', ',', '·', ')']).next().unwrap_or("").trim().to_string();
             if let Ok(d) = humantime::parse_duration(&words.replace(" and ", " ")) {
-                return Some(now + chrono::Duration::from_std(d).ok()?);
+                return now.checked_add_signed(chrono::Duration::from_std(d).ok()?);
             }
         }
     }
@@ -85,7 +95,7 @@ pub fn reset_from(said: &str, now: DateTime<Local>) -> Option<DateTime<Local>> {
             return Some(match now - at {
                 past if past < chrono::Duration::zero() => at,
                 past if past < chrono::Duration::minutes(2) => now,
-                _ => at + chrono::Duration::days(1),
+                _ => at.checked_add_signed(chrono::Duration::days(1))?,
             });
         }
     }
@@ -117,7 +127,7 @@ fn time_of_day(text: &str) -> Option<NaiveTime> {
 /// How long to wait before trying again a run whose limit said no reset
 /// time: `base`, doubled each time (1st try after `base`, then 2×, 4×).
 pub fn backoff(base: Duration, tries_so_far: u32) -> Duration {
-    base.saturating_mul(1 << tries_so_far.min(16))
+    base.saturating_mul(1 << tries_so_far.min(16)).min(LONGEST_BACKOFF)
 }
 
 #[cfg(test)]
@@ -155,6 +165,10 @@ mod tests {
             Some(now + chrono::Duration::seconds(40))
         );
         assert!(recognise(&failed("the model said no"), now).is_none());
+        // Garbled or absurd resets panic nothing and are not believed.
+        let absurd = recognise(&failed("usage limit reached, try again in 200000000 years"), now).unwrap();
+        assert_eq!(absurd.resets_at, None);
+        assert_eq!(reset_from("usage limit · resets 99:99pm", now), None);
         let done = Verdict { status: RunStatus::Completed, stop_reason: StopReason::EndTurn, error: None };
         assert!(recognise(&done, now).is_none());
     }
@@ -163,5 +177,7 @@ mod tests {
     fn a_limit_without_a_reset_waits_longer_each_time() {
         let base = Duration::from_secs(60);
         assert_eq!([0, 1, 2].map(|n| backoff(base, n).as_secs()), [60, 120, 240]);
+        // However long the configured wait, never past a week (nor an overflow).
+        assert_eq!(backoff(Duration::from_secs(100 * 365 * 86400), 16), LONGEST_BACKOFF);
     }
 }
