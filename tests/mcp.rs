@@ -276,6 +276,30 @@ async fn an_agent_schedules_work_runs_it_now_and_pauses_it_through_mcp() {
         call(&client, "add_schedule", json!({"name": "x", "preset": "alpha", "task": "t", "cron": "daily"})).await;
     assert!(error);
     assert!(said.to_string().contains("--cron '0 9 * * 1-5'"), "{said}");
+    // A calendar phrase, read back in cron's words; one it cannot read is
+    // refused, naming the word.
+    let (error, added) = call(
+        &client,
+        "add_schedule",
+        json!({"name": "standup", "preset": "alpha", "task": "t", "at": "weekdays 09:00", "cwd": env.project}),
+    )
+    .await;
+    assert!(!error, "{added}");
+    let (_, listed) = call(&client, "list_schedules", json!({})).await;
+    let standup = listed.as_array().unwrap().iter().find(|s| s["name"] == "standup").unwrap().clone();
+    assert!(standup["describe"].as_str().unwrap().starts_with("weekdays 09:00 (At 09:00, on Monday"), "{standup}");
+    let (error, said) =
+        call(&client, "add_schedule", json!({"name": "y", "preset": "alpha", "task": "t", "at": "tomorrowish"})).await;
+    assert!(error);
+    assert!(said.to_string().contains("'tomorrowish' is not understood"), "{said}");
+    let (error, said) = call(
+        &client,
+        "add_schedule",
+        json!({"name": "y", "preset": "alpha", "task": "t", "at": "daily 9am", "every": "1h"}),
+    )
+    .await;
+    assert!(error);
+    assert!(said.to_string().contains("one of cron, every or at"), "{said}");
     client.cancel().await.unwrap();
 }
 

@@ -591,3 +591,69 @@ fn a_schedules_budget_per_day_covers_its_fires() {
         env.corral(&["schedule", "add", "x", "--preset", "spend", "--every", "1h", "--budget-per-day", "lots", "t"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("budget `lots`"), "{out:?}");
 }
+
+#[test]
+fn a_calendar_phrase_fires_on_the_days_it_names_and_says_how_it_was_read() {
+    let env = Env::new();
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let now = chrono::Utc::now().timestamp();
+    let offset = |utc: &str| chrono::DateTime::parse_from_rfc3339(utc).unwrap().timestamp() - now;
+    let berlin = |mut cmd: Command| {
+        cmd.env("TZ", "Europe/Berlin");
+        cmd
+    };
+    // Friday 2027-01-08, 10:00 in Berlin (CET, UTC+1).
+    let friday = offset("2027-01-08T09:00:00Z");
+    let out = berlin(at(
+        &env,
+        friday,
+        &["schedule", "add", "standup", "--preset", "quick", "--at", "weekdays 09:00", "work"],
+    ))
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut ls = berlin(at(&env, friday, &["schedule", "ls", "--json"]));
+    let listed: Value = serde_json::from_slice(&ls.output().unwrap().stdout).unwrap();
+    let describe = listed[0]["describe"].as_str().unwrap();
+    assert!(describe.starts_with("weekdays 09:00 ("), "{describe}");
+    assert!(describe.contains("Friday") && !describe.contains("Saturday"), "read as weekdays only: {describe}");
+    // Not on the weekend: Monday 09:00 CET is 08:00 UTC.
+    assert_eq!(listed[0]["next_fire"], "2027-01-11T08:00:00.000Z", "{listed}");
+    let fire_at = |utc: &str| {
+        let mut cmd = berlin(at(&env, offset(utc), &["schedule", "fire", "standup", "--json"]));
+        serde_json::from_slice::<Value>(&cmd.output().unwrap().stdout).unwrap()
+    };
+    assert_eq!(fire_at("2027-01-09T09:30:00Z"), Value::Null, "Saturday: nothing due");
+    assert_eq!(fire_at("2027-01-10T23:00:00Z"), Value::Null, "Sunday: nothing due");
+    assert_eq!(fire_at("2027-01-11T08:00:30Z")["due_at"], "2027-01-11T08:00:00.000Z");
+    assert!(all_runs_ended(&env));
+
+    // A period said as a phrase is a period.
+    env.ok(&["schedule", "add", "often", "--preset", "quick", "--at", "every 2h", "work"]);
+    assert_eq!(env.json(&["schedule", "show", "often"])["describe"], "every 2h");
+
+    // What is not understood is refused, naming the word; nothing is added.
+    let out = env.corral(&["schedule", "add", "x", "--preset", "quick", "--at", "every other tuesday 9am", "t"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("'other' is not understood") && said.contains("--at 'weekdays 09:00'"), "{said}");
+    let out =
+        env.corral(&["schedule", "add", "x", "--preset", "quick", "--at", "daily 9am", "--cron", "0 9 * * *", "t"]);
+    assert_eq!(out.status.code(), Some(2), "two whens at once: {out:?}");
+    assert!(env.json(&["schedule", "ls"]).as_array().unwrap().iter().all(|s| s["name"] != "x"));
+
+    // A global preset's `schedule:` takes `at:` too.
+    let global = env.home.join("presets");
+    std::fs::create_dir_all(&global).unwrap();
+    let exit = fake_agent("exit-with");
+    let cwd = env.project.to_str().unwrap();
+    std::fs::write(
+        global.join("triage.md"),
+        format!(
+            "---\nname: triage\ndescription: morning triage\nagent: command\ncommand: [{exit}, \"0\"]\nschedule:\n  at: mon,wed,fri 7:30am\n  task: triage\n  cwd: {cwd}\n---\n"
+        ),
+    )
+    .unwrap();
+    let shown = env.json(&["schedule", "show", "triage"]);
+    assert!(shown["describe"].as_str().unwrap().starts_with("mon,wed,fri 7:30am (At 07:30"), "{shown}");
+}

@@ -86,6 +86,11 @@ pub struct AddArgs {
     /// A period from now on: 30m, 2h, 1d.
     #[arg(long, group = "when", value_name = "PERIOD")]
     pub every: Option<String>,
+    /// A calendar phrase in this machine's time zone: 'weekdays 09:00',
+    /// 'mon,wed,fri 18:30', 'daily 7am', 'sundays noon', 'monthly 09:00',
+    /// 'hourly'. `schedule ls` says how it was read.
+    #[arg(long, group = "when", value_name = "PHRASE")]
+    pub at: Option<String>,
     /// Working folder of its runs (default: the current one; with --host,
     /// a folder there, default its user's home).
     #[arg(long)]
@@ -242,11 +247,8 @@ fn act(store: &mut Store, action: Action, shepherd: &ShepherdCommand, out: &mut 
 }
 
 fn add(store: &mut Store, args: AddArgs, out: &mut impl Write) -> anyhow::Result<i32> {
-    let when = match (&args.cron, &args.every) {
-        (Some(expr), _) => When::cron(expr)?,
-        (None, Some(period)) => When::every(period)?,
-        (None, None) => anyhow::bail!("say when: --cron '0 9 * * 1-5' or --every 2h"),
-    };
+    let when =
+        When::choose(args.cron.as_deref(), args.every.as_deref(), args.at.as_deref(), ["--cron", "--every", "--at"])?;
     let precheck = match &args.precheck {
         Some(text) => {
             let command = shlex::split(text)

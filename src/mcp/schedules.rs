@@ -33,7 +33,7 @@ impl CorralTools {
     }
 
     #[tool(
-        description = "Add a schedule: the preset launched with the task at each due time (a cron expression in the machine's time zone, or a period such as 2h), each slot once. Optional: a precheck command (non-zero exit: nothing to do; with each: one run per new line it prints, {item} in the task), overlap (skip, queue, allow), bounds on runs per fire and per hour.",
+        description = "Add a schedule: the preset launched with the task at each due time (a cron expression or a calendar phrase such as \"weekdays 09:00\" in the machine's time zone, or a period such as 2h), each slot once. Optional: a precheck command (non-zero exit: nothing to do; with each: one run per new line it prints, {item} in the task), overlap (skip, queue, allow), bounds on runs per fire and per hour.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -43,11 +43,9 @@ impl CorralTools {
     )]
     async fn add_schedule(&self, Parameters(args): Parameters<AddScheduleArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
-            let when = match (&args.cron, &args.every) {
-                (Some(expr), None) => When::cron(expr)?,
-                (None, Some(period)) => When::every(period)?,
-                _ => return Err(schedule::ScheduleError::Invalid("give one of cron or every".into()).into()),
-            };
+            let when =
+                When::choose(args.cron.as_deref(), args.every.as_deref(), args.at.as_deref(), ["cron", "every", "at"])
+                    .map_err(schedule::ScheduleError::from)?;
             let cwd = match args.cwd {
                 Some(dir) => std::path::PathBuf::from(dir),
                 None => crate::launch::working_folder()?,
@@ -136,6 +134,10 @@ pub struct AddScheduleArgs {
     /// A period from now on, e.g. "2h".
     #[serde(default)]
     pub every: Option<String>,
+    /// A calendar phrase in the machine's time zone, e.g. "weekdays 09:00",
+    /// "mon,wed,fri 18:30", "daily 7am", "monthly 09:00".
+    #[serde(default)]
+    pub at: Option<String>,
     /// Working folder of its runs (default: the server's).
     #[serde(default)]
     pub cwd: Option<String>,

@@ -156,6 +156,9 @@ pub struct PresetSchedule {
     /// A period: `2h`, `1d`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<String>,
+    /// A calendar phrase in the local time zone: `weekdays 09:00`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
     /// The task of each fire; `{item}` is a precheck line with `each`.
     pub task: String,
     /// The folder its runs work in (default: the user's home; `~/` works).

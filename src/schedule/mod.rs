@@ -14,6 +14,7 @@
 //! The settings are persisted (as JSON in the store); what a firer knows
 //! of the next due time is runtime state, computed again from the store.
 
+pub mod calendar;
 pub mod fire;
 pub mod firer;
 mod precheck;

@@ -70,11 +70,13 @@ pub fn sync(store: &mut Store) -> Result<Vec<String>, StoreError> {
 
 /// The settings a preset's `schedule:` says.
 fn settings_of(preset: &Preset, written: &PresetSchedule, user_home: Option<&PathBuf>) -> Result<Settings, String> {
-    let when = match (&written.cron, &written.every) {
-        (Some(expr), None) => When::cron(expr).map_err(|e| e.to_string())?,
-        (None, Some(period)) => When::every(period).map_err(|e| e.to_string())?,
-        _ => return Err("needs one of `cron:` or `every:`".to_string()),
-    };
+    let when = When::choose(
+        written.cron.as_deref(),
+        written.every.as_deref(),
+        written.at.as_deref(),
+        ["`cron:`", "`every:`", "`at:`"],
+    )
+    .map_err(|e| e.to_string())?;
     let home = user_home.cloned().unwrap_or_else(|| PathBuf::from("/"));
     let cwd = match written.cwd.as_deref() {
         None => home,

@@ -1,6 +1,7 @@
 //! When a schedule is due: a cron expression in the user's time zone
-//! (parsed and evaluated by `croner`, daylight-saving jumps included), or
-//! a fixed period from the schedule's creation (`every 2h`, read by
+//! (parsed and evaluated by `croner`, daylight-saving jumps included), a
+//! calendar phrase (`weekdays 09:00`, read into cron by `calendar`), or a
+//! fixed period from the schedule's creation (`every 2h`, read by
 //! `humantime`).
 //!
 //! A slot is a due time. A schedule's first slot comes after its creation;
@@ -24,6 +25,9 @@ pub enum When {
     Cron(String),
     /// Every so many seconds, counted from the schedule's creation.
     EverySecs(u64),
+    /// A calendar phrase as written (`weekdays 09:00`), due when the cron
+    /// expression it reads as is.
+    At(String),
 }
 
 /// Why a schedule's time cannot be read.
@@ -37,6 +41,14 @@ pub enum WhenError {
     /// The period does not parse, or is zero.
     #[error("'{text}' is not a period: write e.g. --every 30m, --every 2h, --every 1d")]
     Every { text: String },
+    /// The calendar phrase is not understood.
+    #[error(transparent)]
+    Phrase(#[from] super::calendar::PhraseError),
+    /// None, or more than one, of cron, period and phrase was given.
+    #[error(
+        "say when with one of {cron}, {every} or {at}: e.g. {at} 'weekdays 09:00', {every} 2h, {cron} '0 9 * * 1-5'"
+    )]
+    Choose { cron: &'static str, every: &'static str, at: &'static str },
     /// The period is longer than Corral takes.
     #[error("'{text}' is longer than the longest period Corral takes (100 years): write e.g. --every 1d")]
     TooLong { text: String },
@@ -59,13 +71,58 @@ impl When {
         }
     }
 
+    /// A calendar phrase (`weekdays 09:00`, `mon,wed 18:30`), or a period
+    /// said as one (`every 2h`).
+    pub fn at(phrase: &str) -> Result<When, WhenError> {
+        if let Some(period) = phrase.trim().strip_prefix("every ") {
+            if humantime::parse_duration(period.trim()).is_ok() {
+                return When::every(period);
+            }
+        }
+        super::calendar::to_cron(phrase)?;
+        Ok(When::At(phrase.trim().to_string()))
+    }
+
+    /// The one rule for saying when, wherever it is said (the CLI, MCP, a
+    /// preset's `schedule:`): exactly one of a cron expression, a period
+    /// and a calendar phrase. `names` are how the caller calls the three
+    /// (`--cron`, `cron:`…), for the error.
+    pub fn choose(
+        cron: Option<&str>,
+        every: Option<&str>,
+        at: Option<&str>,
+        names: [&'static str; 3],
+    ) -> Result<When, WhenError> {
+        match (cron, every, at) {
+            (Some(expr), None, None) => When::cron(expr),
+            (None, Some(period), None) => When::every(period),
+            (None, None, Some(phrase)) => When::at(phrase),
+            _ => Err(WhenError::Choose { cron: names[0], every: names[1], at: names[2] }),
+        }
+    }
+
+    /// The cron expression a cron schedule or a phrase is due by.
+    fn cron_expr(&self) -> Option<croner::Cron> {
+        let expr = match self {
+            When::Cron(expr) => expr.clone(),
+            When::At(phrase) => super::calendar::to_cron(phrase).ok()?,
+            When::EverySecs(_) => return None,
+        };
+        croner::Cron::from_str(&expr).ok()
+    }
+
     /// The schedule in words: `cron 0 9 * * 1-5 (At 09:00, on Monday
-    /// through Friday.)`, `every 2h`.
+    /// through Friday.)`, `weekdays 09:00 (At 09:00, on Monday, Tuesday…)`,
+    /// `every 2h`.
     pub fn describe(&self) -> String {
         match self {
-            When::Cron(expr) => match croner::Cron::from_str(expr) {
-                Ok(cron) => format!("cron {expr} ({})", cron.describe()),
-                Err(_) => format!("cron {expr}"),
+            When::Cron(expr) => match self.cron_expr() {
+                Some(cron) => format!("cron {expr} ({})", cron.describe()),
+                None => format!("cron {expr}"),
+            },
+            When::At(phrase) => match self.cron_expr() {
+                Some(cron) => format!("{phrase} ({})", cron.describe()),
+                None => phrase.clone(),
             },
             When::EverySecs(secs) => format!("every {}", humantime::format_duration(Duration::from_secs(*secs))),
         }
@@ -84,8 +141,8 @@ impl When {
         now: Timestamp,
     ) -> Option<Timestamp> {
         let slot = match self {
-            When::Cron(expr) => {
-                let cron = croner::Cron::from_str(expr).ok()?;
+            When::Cron(_) | When::At(_) => {
+                let cron = self.cron_expr()?;
                 let now = Local.from_utc_datetime(&now.naive_utc()).trunc_subsecs(0);
                 let mut slot = cron.find_previous_occurrence(&now, true).ok()?;
                 // Searching back across a wall-clock hour that happens
@@ -130,7 +187,7 @@ impl When {
     /// schedule's; a period's slots are absolute).
     pub fn local_of(&self, slot: Timestamp) -> Option<NaiveDateTime> {
         match self {
-            When::Cron(_) => Some(Local.from_utc_datetime(&slot.naive_utc()).naive_local()),
+            When::Cron(_) | When::At(_) => Some(Local.from_utc_datetime(&slot.naive_utc()).naive_local()),
             When::EverySecs(_) => None,
         }
     }
@@ -139,8 +196,8 @@ impl When {
     pub fn next_after(&self, created: Timestamp, t: Timestamp) -> Option<Timestamp> {
         let t = t.max(created);
         match self {
-            When::Cron(expr) => {
-                let cron = croner::Cron::from_str(expr).ok()?;
+            When::Cron(_) | When::At(_) => {
+                let cron = self.cron_expr()?;
                 let t = Local.from_utc_datetime(&t.naive_utc()).trunc_subsecs(0);
                 Some(cron.find_next_occurrence(&t, false).ok()?.to_utc())
             }
