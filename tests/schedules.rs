@@ -657,3 +657,25 @@ fn a_calendar_phrase_fires_on_the_days_it_names_and_says_how_it_was_read() {
     let shown = env.json(&["schedule", "show", "triage"]);
     assert!(shown["describe"].as_str().unwrap().starts_with("mon,wed,fri 7:30am (At 07:30"), "{shown}");
 }
+
+#[test]
+fn a_fire_whose_firer_died_is_shown_ended_not_running() {
+    let env = Env::new();
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    // The precheck holds the fire long enough for its firer to be killed.
+    env.ok(&["schedule", "add", "slow", "--preset", "quick", "--every", "1h", "--precheck", "sleep 5", "work"]);
+    let mut firer = at(&env, 3601, &["schedule", "fire", "slow"]).spawn().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || fires(&env, "slow").first().is_some_and(|f| f["outcome"] == "firing")),
+        "the fire is carried out: {:?}",
+        fires(&env, "slow")
+    );
+    firer.kill().unwrap();
+    firer.wait().unwrap();
+    let fire = fires(&env, "slow")[0].clone();
+    assert_eq!(fire["outcome"], "failed", "{fire}");
+    let detail = fire["detail"].as_str().unwrap();
+    assert!(detail.contains("its firer (fire, pid") && detail.contains("nothing was launched"), "{detail}");
+    assert_eq!(outcomes(&env, "slow"), ["failed"]);
+    assert!(runs(&env).is_empty());
+}

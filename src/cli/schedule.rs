@@ -148,6 +148,8 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     for problem in schedule::presets::sync(store)? {
         eprintln!("corral: {problem}");
     }
+    // A fire whose firer died is shown as it ended, never as running.
+    schedule::settle_orphans(store)?;
     let changes = matches!(
         args.action,
         Action::Add(_) | Action::Rm { .. } | Action::Fire { .. } | Action::RunNow { .. } | Action::Resume { .. }

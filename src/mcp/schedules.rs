@@ -23,6 +23,7 @@ impl CorralTools {
             // Presets' schedules as their files say now (problems are the
             // firer's to say).
             schedule::presets::sync(store)?;
+            schedule::settle_orphans(store)?;
             let mut values = Vec::new();
             for schedule in schedule::all(store)? {
                 values.push(schedule::shown(store, &schedule, "last_fires", 5)?);

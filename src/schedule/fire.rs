@@ -89,6 +89,40 @@ pub fn fire_queued(
     Ok(fired)
 }
 
+/// Settles the fires that their firer left `firing` and can no longer
+/// finish (it was killed, or the machine lost power mid-fire): one that
+/// launched runs is `launched` (each was recorded as it was launched), one
+/// that launched none `failed`, each saying so. Without this such a fire
+/// was shown running for ever. Returns the fires settled.
+pub fn settle_orphans(store: &mut Store) -> Result<Vec<FireRow>, ScheduleError> {
+    let mut settled = Vec::new();
+    // A fire of a Corral from before firers were recorded: gone once it is
+    // older than any precheck could have kept it.
+    let unknown_before =
+        time::format(super::now() - chrono::Duration::seconds(super::PRECHECK_TIMEOUT_MAX.as_secs() as i64 + 60));
+    for (fire, process) in store.firing_fires()? {
+        let gone = match process {
+            Some(process) => !process.is_alive(),
+            None => fire.fired_at < unknown_before,
+        };
+        if !gone {
+            continue;
+        }
+        let who = match process {
+            Some(process) => format!("its firer ({}, pid {})", fire.firer, process.pid),
+            None => format!("its firer ({})", fire.firer),
+        };
+        let (outcome, detail) = match fire.runs.len() {
+            0 => ("failed", format!("{who} ended before it finished: nothing was launched")),
+            n => ("launched", format!("{who} ended after launching {n} run(s), before it finished")),
+        };
+        if store.settle_fire(fire.id, outcome, &detail)? {
+            settled.push(store.fire(fire.id)?);
+        }
+    }
+    Ok(settled)
+}
+
 /// What a fire decided, before it is recorded.
 struct Decided {
     outcome: &'static str,

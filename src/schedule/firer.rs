@@ -36,6 +36,7 @@ pub fn round(store: &mut Store, firer: &str, shepherd: &ShepherdCommand) -> Resu
     for problem in super::presets::sync(store)? {
         round.errors.push(("presets".to_string(), ScheduleError::Invalid(problem)));
     }
+    super::settle_orphans(store)?;
     for schedule in all(store)? {
         let name = schedule.name.clone();
         let fired = fire::fire_queued(store, &name, firer, shepherd).and_then(|mut fired| {

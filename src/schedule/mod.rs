@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use crate::store::{ScheduleRow, Store, StoreError};
 use crate::time::{self, Timestamp};
-pub use fire::{failed_in_a_row, fire_due, fire_queued, run_now, FireResult};
+pub use fire::{failed_in_a_row, fire_due, fire_queued, run_now, settle_orphans, FireResult};
 pub use when::{When, WhenError};
 
 /// Why a schedule cannot be made, read or fired.

@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use rusqlite::{params, OptionalExtension};
 
 use super::{Doing, Store, StoreError};
+use crate::process::ProcessId;
 use crate::run::RunStatus;
 use crate::time;
 
@@ -246,6 +247,7 @@ impl Store {
         now: &str,
         due: impl FnOnce(Option<(&str, Option<&str>)>) -> Option<(String, i64, Option<String>)>,
     ) -> Result<Option<FireRow>, StoreError> {
+        let (pid, start) = self.me();
         let id = self.write("claiming a schedule's fire", |tx| {
             let last: Option<(String, Option<String>)> = tx
                 .query_row(
@@ -260,9 +262,9 @@ impl Store {
                 return Ok(None);
             };
             let inserted = tx.execute(
-                "INSERT INTO fires (schedule, due_at, due_local, fired_at, late_ms, firer, outcome)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'firing') ON CONFLICT (schedule, due_at) DO NOTHING",
-                params![name, due_at, due_local, now, late_ms, firer],
+                "INSERT INTO fires (schedule, due_at, due_local, fired_at, late_ms, firer, outcome, firer_pid, firer_start)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'firing', ?7, ?8) ON CONFLICT (schedule, due_at) DO NOTHING",
+                params![name, due_at, due_local, now, late_ms, firer, pid, start],
             )?;
             Ok((inserted == 1).then(|| tx.last_insert_rowid()))
         })?;
@@ -272,10 +274,12 @@ impl Store {
     /// Takes a fire that waited for the one before it (`overlap: queue`)
     /// for this firer: true if this process took it.
     pub fn take_queued_fire(&mut self, id: i64, firer: &str) -> Result<bool, StoreError> {
+        let (pid, start) = self.me();
         let taken = self.write("taking a queued fire", |tx| {
             tx.execute(
-                "UPDATE fires SET outcome = 'firing', firer = ?2 WHERE id = ?1 AND outcome = 'queued'",
-                params![id, firer],
+                "UPDATE fires SET outcome = 'firing', firer = ?2, firer_pid = ?3, firer_start = ?4
+                 WHERE id = ?1 AND outcome = 'queued'",
+                params![id, firer, pid, start],
             )
         })?;
         Ok(taken == 1)
@@ -314,6 +318,41 @@ impl Store {
             )?;
             Ok(())
         })
+    }
+
+    /// The fires being carried out now, each with its firer's process
+    /// (`None` where it was not known).
+    pub fn firing_fires(&self) -> Result<Vec<(FireRow, Option<ProcessId>)>, StoreError> {
+        let sql = format!("SELECT {FIRE_COLUMNS}, firer_pid, firer_start FROM fires WHERE outcome = 'firing'");
+        let mut stmt = self.conn().prepare(&sql).doing("reading fires being carried out")?;
+        let rows = stmt
+            .query_map([], |r| {
+                let process = match (r.get::<_, Option<i32>>(8)?, r.get::<_, Option<i64>>(9)?) {
+                    (Some(pid), Some(start)) => Some(ProcessId { pid, start: start as u64 }),
+                    _ => None,
+                };
+                Ok((fire_from_row(r)?, process))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .doing("reading fires being carried out")?;
+        let mut fires = Vec::with_capacity(rows.len());
+        for (mut fire, process) in rows {
+            fire.runs = self.fire_runs(fire.id)?;
+            fires.push((fire, process));
+        }
+        Ok(fires)
+    }
+
+    /// Settles fire `id` that its firer left `firing`: true if it still was
+    /// (no other process settled it, and its firer did not finish it).
+    pub fn settle_fire(&mut self, id: i64, outcome: &str, detail: &str) -> Result<bool, StoreError> {
+        let settled = self.write("settling a fire its firer left", |tx| {
+            tx.execute(
+                "UPDATE fires SET outcome = ?2, detail = ?3 WHERE id = ?1 AND outcome = 'firing'",
+                params![id, outcome, detail],
+            )
+        })?;
+        Ok(settled == 1)
     }
 
     /// Fire `id`, with its runs.
