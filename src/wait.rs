@@ -174,7 +174,11 @@ impl<'a> Waiting<'a> {
         mut blocked: Option<&mut Blocked>,
     ) -> Result<WaitResult, HealError> {
         loop {
-            let changed = self.heal(false)?;
+            // Looked at before healing: a wait whose runs ended is over
+            // whatever else a heal would find (their shepherds exit right
+            // after their outcome, so every waiter woken by an end would
+            // otherwise heal at once, together). A heal that changes
+            // anything is looked at again.
             let runs: Vec<Run> = ids.iter().map(|id| self.store.run(id)).collect::<Result<_, _>>()?;
             if all_over(self.store, &runs)? {
                 return Ok(WaitResult { runs, timed_out: false, cancelled: false });
@@ -185,6 +189,7 @@ impl<'a> Waiting<'a> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(WaitResult { runs, timed_out: true, cancelled: false });
             }
+            let changed = self.heal(false)?;
             if let Some(blocked) = blocked.as_deref_mut() {
                 if blocked.look_again(self.store)? {
                     self.heal(true)?;

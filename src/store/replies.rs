@@ -118,11 +118,10 @@ impl Store {
     /// last turn is reaped: a reply said to it waits. Waiting for it goes on.
     pub fn reopens_soon(&self, id: &str) -> Result<bool, StoreError> {
         self.conn()
-            .query_row(
+            .prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM replies WHERE run_id = ?1 AND delivered_at IS NULL AND reopens = 1)",
-                [id],
-                |r| r.get(0),
             )
+            .and_then(|mut stmt| stmt.query_row([id], |r| r.get(0)))
             .doing("reading replies")
     }
 

@@ -177,8 +177,11 @@ impl Store {
 
     /// The run with exactly this id.
     pub fn run(&self, id: &str) -> Result<Run, StoreError> {
+        // Cached: every verb, wait and shepherd reads runs by id, and the
+        // statement's column list costs more to prepare than to run.
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
-        let run = self.conn().query_row(&sql, [id], run_from_row).optional().doing("reading a run")?;
+        let mut stmt = self.conn().prepare_cached(&sql).doing("reading a run")?;
+        let run = stmt.query_row([id], run_from_row).optional().doing("reading a run")?;
         let mut run = run.ok_or_else(|| StoreError::UnknownRun(id.to_string()))??;
         run.children = self.children(&run.id)?;
         Ok(run)

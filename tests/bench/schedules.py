@@ -2,13 +2,17 @@
 """Schedules: how soon a due slot becomes a running agent, what 1,000
 schedules cost a sleeping firer, and a precheck's 100 items to 100 runs.
 
-    tests/bench/schedules.py target/release/corral [SLOTS]
+    tests/bench/schedules.py target/release/corral [SLOTS [TRAY]]
+
+With TRAY (the `corral-tray` program, run under a display and a D-Bus
+session: `xvfb-run -a dbus-run-session -- tests/bench/schedules.py
+target/release/corral 30 target/release/corral-tray`) the tray is the
+firer of parts 1 and 2, as on a desktop; without, `corral schedule run`.
 
 1. Due → fired and due → agent started, p50/p99 over SLOTS slots (default
-   30) of a schedule due every second, fired by `corral schedule run` in the
-   foreground (the tray runs the same firer on a thread of its own).
-2. 1,000 schedules due once a day: the CPU time, voluntary wakeups and
-   resident memory of `corral schedule run` over 10 s after 2 s of
+   30) of a schedule due every second, fired by the firer.
+2. 1,000 schedules due once a day: the CPU time, voluntary wakeups (of
+   every thread) and resident memory of the firer over 10 s after 2 s of
    settling (it sleeps until the next due time; nothing polls).
 3. A precheck that prints 100 lines, `--each`: the `corral schedule fire`
    that runs it and launches the 100 runs, wall time, median of 3.
@@ -26,6 +30,13 @@ from pathlib import Path
 
 corral = os.path.abspath(sys.argv[1])
 slots = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+tray = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
+
+
+def start_firer(env):
+    """The firer: the tray (a process of many threads), or `schedule run`."""
+    command = [tray] if tray else [corral, "schedule", "run"]
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/tmp")
 
 
 def installation():
@@ -57,7 +68,11 @@ def proc_stat(pid):
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])
     status = Path(f"/proc/{pid}/status").read_text()
-    wakeups = int(next(l for l in status.splitlines() if l.startswith("voluntary_ctxt_switches")).split()[1])
+    # Every thread's: the tray's firer is one thread among GTK's.
+    wakeups = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        task_status = (task / "status").read_text()
+        wakeups += int(next(l for l in task_status.splitlines() if l.startswith("voluntary_ctxt_switches")).split()[1])
     rss = int(next(l for l in status.splitlines() if l.startswith("VmRSS")).split()[1])
     return ticks / os.sysconf("SC_CLK_TCK"), wakeups, rss
 
@@ -65,7 +80,7 @@ def proc_stat(pid):
 # 1. Due → fired → agent started.
 home, env = installation()
 cli(env, "schedule", "add", "tick", "--preset", "noop", "--every", "1s", "--overlap", "allow", "tick")
-firer = subprocess.Popen([corral, "schedule", "run"], env=env, stdout=subprocess.DEVNULL, cwd="/tmp")
+firer = start_firer(env)
 deadline = time.monotonic() + slots + 30
 while time.monotonic() < deadline:
     fires = json.loads(cli(env, "schedule", "show", "tick", "-n", "1000", "--json"))["fires"]
@@ -90,13 +105,14 @@ print(f"due -> agent started ({len(started)} slots, ms): p50 {pct(started, 50):.
 home, env = installation()
 for i in range(1000):
     cli(env, "schedule", "add", f"s{i}", "--preset", "noop", "--every", "1d", "work")
-firer = subprocess.Popen([corral, "schedule", "run"], env=env, stdout=subprocess.DEVNULL, cwd="/tmp")
+firer = start_firer(env)
 time.sleep(2)
 cpu0, wake0, _ = proc_stat(firer.pid)
 time.sleep(10)
 cpu1, wake1, rss = proc_stat(firer.pid)
 firer.terminate()
 firer.wait()
+print(f"firer: {'the tray' if tray else 'corral schedule run'}")
 print(f"1,000 schedules, firer asleep for 10 s: {(cpu1 - cpu0) * 1000:.0f} ms CPU, {wake1 - wake0} wakeups, "
       f"RSS {rss / 1024:.1f} MiB")
 
