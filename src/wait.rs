@@ -179,8 +179,12 @@ impl<'a> Waiting<'a> {
             // after their outcome, so every waiter woken by an end would
             // otherwise heal at once, together). A heal that changes
             // anything is looked at again.
-            let runs: Vec<Run> = ids.iter().map(|id| self.store.run(id)).collect::<Result<_, _>>()?;
-            if all_over(self.store, &runs)? {
+            let (runs, over) = self.store.reading(|store| {
+                let runs: Vec<Run> = ids.iter().map(|id| store.run(id)).collect::<Result<_, _>>()?;
+                let over = all_over(store, &runs)?;
+                Ok::<_, StoreError>((runs, over))
+            })?;
+            if over {
                 return Ok(WaitResult { runs, timed_out: false, cancelled: false });
             }
             if self.cancelled.is_some_and(Cancel::is_cancelled) {
