@@ -507,8 +507,13 @@ fn keep_never_takes_a_worktree_holding_unmerged_work() {
     }
     // A third fire: of the finished runs, the first is beyond `keep: last
     // 1`; it goes, and its worktree holding unmerged work stays, work and all.
-    json_at(&env, 31, &["schedule", "fire", "nightly"]);
+    let third = json_at(&env, 31, &["schedule", "fire", "nightly"]);
     assert!(all_runs_ended(&env));
+    // Kept, and listed with the fire that pruned its run.
+    let detail = third["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("holding unmerged work") && detail.contains(worktrees[0].to_str().unwrap()), "{third}");
+    let shown = ok_at(&env, 31, &["schedule", "show", "nightly"]);
+    assert!(shown.contains(worktrees[0].to_str().unwrap()), "{shown}");
     assert_eq!(runs(&env).len(), 2, "the last finished run and the new one");
     assert_eq!(std::fs::read_to_string(worktrees[0].join("result.txt")).unwrap(), "work\n");
     assert!(worktrees[1].exists());

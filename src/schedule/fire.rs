@@ -145,14 +145,18 @@ fn carry_out(
     shepherd: &ShepherdCommand,
     honour_pause: bool,
 ) -> Result<FireRow, ScheduleError> {
-    let decided = match decide(store, schedule, &fire, shepherd, honour_pause) {
+    let mut decided = match decide(store, schedule, &fire, shepherd, honour_pause) {
         Ok(decided) => decided,
         Err(e) => Decided::skipped("failed", e.to_string()),
     };
-    store.finish_fire(fire.id, decided.outcome, Some(&decided.detail))?;
     if !decided.runs.is_empty() {
-        keep(store, schedule);
+        // Worktrees `keep` could not take are said with the fire that
+        // pruned their runs: the user finds them in its history.
+        if let Some(kept) = keep(store, schedule) {
+            decided.detail = if decided.detail.is_empty() { kept } else { format!("{}; {kept}", decided.detail) };
+        }
     }
+    store.finish_fire(fire.id, decided.outcome, Some(&decided.detail))?;
     Ok(store.fire(fire.id)?)
 }
 
@@ -402,12 +406,16 @@ fn environment(store: &Store, name: &str) -> Result<Vec<(OsString, OsString)>, S
 /// Removes the schedule's finished runs beyond `keep` (as `rm`: a worktree
 /// with unmerged work stays). Best effort: a run that cannot be removed
 /// now is tried at the next fire.
-fn keep(store: &mut Store, schedule: &Schedule) {
+/// Removes the schedule's finished runs beyond its `keep`, as `corral rm`
+/// does; says which worktrees it kept because they hold unmerged work
+/// (`None`: none).
+fn keep(store: &mut Store, schedule: &Schedule) -> Option<String> {
     let keep = schedule.settings.keep;
     if keep.last.is_none() && keep.days.is_none() {
-        return;
+        return None;
     }
-    let Ok(ended) = store.schedule_ended_runs(&schedule.name) else { return };
+    let ended = store.schedule_ended_runs(&schedule.name).ok()?;
+    let mut kept = Vec::new();
     // Further back than time goes: nothing is too old.
     let too_old = keep.days.and_then(|days| super::now().checked_sub_signed(chrono::Duration::try_days(days.into())?));
     let too_old = too_old.map(time::format);
@@ -415,9 +423,21 @@ fn keep(store: &mut Store, schedule: &Schedule) {
         let beyond_last = keep.last.is_some_and(|last| index >= last as usize);
         let beyond_days = too_old.as_ref().is_some_and(|limit| ended_at < limit);
         if beyond_last || beyond_days {
-            if let Err(e) = crate::remove::remove(store, id, false) {
-                tracing::info!(schedule = %schedule.name, run = %id, "cannot remove a run beyond `keep`: {e}");
+            match crate::remove::remove(store, id, false) {
+                Ok(removed) => kept.extend(
+                    removed.kept_worktrees.into_iter().map(|tree| format!("{} (branch {})", tree.path, tree.branch)),
+                ),
+                Err(e) => {
+                    tracing::info!(schedule = %schedule.name, run = %id, "cannot remove a run beyond `keep`: {e}")
+                }
             }
         }
     }
+    (!kept.is_empty()).then(|| {
+        format!(
+            "keep kept {} worktree(s) holding unmerged work: {} (merge it, or remove it with git worktree remove)",
+            kept.len(),
+            kept.join(", ")
+        )
+    })
 }
