@@ -403,6 +403,22 @@ def test_the_tray_fires_schedules(session, env):
 
     wait_until("the new schedule in the menu", later_said)
     env.cli("schedule", "rm", "later")
+    # The runs it fires are shepherded by the `corral` CLI beside the tray,
+    # which links no GTK (they were shepherded by the tray itself).
+    gate = env.root / "release-scheduled"
+    env.cli("schedule", "add", "held", "--preset", "slow", "--every", "1s", str(gate))
+
+    def held_fired_by_tray():
+        shown = json.loads(env.cli("schedule", "show", "held", "--json"))
+        return [f for f in shown["fires"] if f["firer"] == "tray" and f["outcome"] == "launched"]
+
+    held = wait_until("a held run fired by the tray", held_fired_by_tray, timeout=20)[-1]["runs"][0]["id"]
+    wait_until("the held run to run", lambda: env.show(held)["status"] == "running")
+    shepherd = env.show(held)["shepherd_pid"]
+    assert os.path.basename(os.readlink(f"/proc/{shepherd}/exe")) == "corral", os.readlink(f"/proc/{shepherd}/exe")
+    env.cli("schedule", "rm", "held")
+    gate.write_text("")
+    wait_until("the held run to end", lambda: env.show(held)["status"] == "completed")
     app.kill()
     app.wait()
     session.watcher.items.clear()

@@ -15,7 +15,10 @@ const RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Starts the schedules' firer.
 pub fn start(home: Home) -> std::io::Result<()> {
     std::thread::Builder::new().name("corral-schedules".into()).spawn(move || loop {
-        let fired = ShepherdCommand::current_exe().map_err(|e| e.to_string()).and_then(|shepherd| {
+        // Its runs' shepherds are the `corral` CLI beside the tray, not the
+        // tray: a shepherd that maps GTK starts ~20 ms later and holds
+        // more memory for the whole run.
+        let fired = ShepherdCommand::lightest().map_err(|e| e.to_string()).and_then(|shepherd| {
             let mut store = Store::open(&home).map_err(|e| e.to_string())?;
             corral::schedule::firer::run(&mut store, "tray", &shepherd, |round| {
                 for (name, e) in &round.errors {
