@@ -403,12 +403,10 @@ fn environment(store: &Store, name: &str) -> Result<Vec<(OsString, OsString)>, S
     }
 }
 
-/// Removes the schedule's finished runs beyond `keep` (as `rm`: a worktree
-/// with unmerged work stays). Best effort: a run that cannot be removed
-/// now is tried at the next fire.
 /// Removes the schedule's finished runs beyond its `keep`, as `corral rm`
-/// does; says which worktrees it kept because they hold unmerged work
-/// (`None`: none).
+/// does (a worktree with unmerged work stays), and says which worktrees it
+/// kept (`None`: none). Best effort: a run that cannot be removed now is
+/// tried at the next fire.
 fn keep(store: &mut Store, schedule: &Schedule) -> Option<String> {
     let keep = schedule.settings.keep;
     if keep.last.is_none() && keep.days.is_none() {
