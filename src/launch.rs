@@ -34,6 +34,9 @@ pub struct LaunchRequest {
     pub base: Option<String>,
     /// What it may spend (`--budget`), over the preset's and config.toml's.
     pub budget: Option<crate::budget::Budget>,
+    /// The schedule's fire launching it, and the precheck line it works on
+    /// (recorded with the run, in one write).
+    pub fire: Option<(i64, Option<String>)>,
 }
 
 /// Why a launch did not happen.
@@ -161,6 +164,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         parent_id: parent.as_deref(),
         worktree: plan.as_ref(),
         budget: config.budget_for(preset, request.budget),
+        fire: request.fire.as_ref().map(|(fire, item)| crate::store::FireLink { fire: *fire, item: item.as_deref() }),
     };
     let env: Vec<(OsString, OsString)> = request.env.clone().unwrap_or_else(|| std::env::vars_os().collect());
     let home = store.home().clone();
@@ -207,6 +211,7 @@ pub fn relaunch_with(
         worktree: Some(old.worktree_repo.is_some()),
         base: None,
         budget: old.budget,
+        fire: None,
     };
     launch(store, &request, shepherd)
 }

@@ -22,6 +22,7 @@ fn request(env: &Env, task: String) -> LaunchRequest {
         worktree: None,
         base: None,
         budget: None,
+        fire: None,
     }
 }
 

@@ -117,6 +117,7 @@ fn store_writer_child() {
                     parent_id: None,
                     worktree: None,
                     budget: None,
+                    fire: None,
                 },
                 1_000_000,
                 |_| Ok(()),

@@ -37,6 +37,7 @@ fn launching_leaves_no_zombie_and_the_shepherd_is_not_our_child() {
         worktree: None,
         base: None,
         budget: None,
+        fire: None,
     };
     let mut ids = Vec::new();
     for _ in 0..5 {

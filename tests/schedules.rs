@@ -684,3 +684,33 @@ fn a_fire_whose_firer_died_is_shown_ended_not_running() {
     assert_eq!(outcomes(&env, "slow"), ["failed"]);
     assert!(runs(&env).is_empty());
 }
+
+#[test]
+fn a_firer_killed_the_moment_its_run_exists_leaves_that_run_in_its_fire() {
+    let env = Env::new();
+    env.config("max_parallel = 50\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    env.ok(&["schedule", "add", "tick", "--preset", "quick", "--every", "100s", "--overlap", "allow", "tick"]);
+    let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
+    let count = || db.query_row("SELECT count(*) FROM runs", [], |r| r.get::<_, i64>(0)).unwrap_or(-1);
+    // Each firer is killed as soon as the run it launches can be seen: the
+    // run and the fire it belongs to are one record, or a killed firer
+    // leaves a run no fire owns (found by three `schedule run`s killed at
+    // the end of a test: 5 runs, 4 in fires).
+    for slot in 1..=10 {
+        let mut firer = at(&env, slot * 100 + 1, &["schedule", "fire", "tick"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while count() < slot && std::time::Instant::now() < deadline {}
+        firer.kill().unwrap();
+        firer.wait().unwrap();
+    }
+    assert!(all_runs_ended(&env));
+    let fired = fires(&env, "tick");
+    let launched: usize = fired.iter().map(|f| f["runs"].as_array().unwrap().len()).sum();
+    assert_eq!(runs(&env).len(), 10, "{fired:?}");
+    assert_eq!(launched, 10, "every run is in the fire that launched it: {fired:?}");
+    assert!(fired.iter().all(|f| f["outcome"] == "launched"), "{fired:?}");
+}

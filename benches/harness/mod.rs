@@ -156,6 +156,7 @@ impl Bench {
             worktree: None,
             base: None,
             budget: None,
+            fire: None,
         };
         launch(store, &request, &self.shepherd).unwrap().id
     }

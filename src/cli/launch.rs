@@ -95,6 +95,7 @@ pub fn run(
         },
         base: args.base,
         budget: args.budget,
+        fire: None,
     };
     let run = launch(store, &request, shepherd)?;
     shepherd.dismiss_forked();

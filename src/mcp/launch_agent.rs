@@ -60,6 +60,7 @@ impl CorralTools {
                 worktree: args.worktree,
                 base: args.base,
                 budget: budget_of(args.budget.as_deref())?,
+                fire: None,
             };
             let run = launch(store, &request, shepherd)?;
             Ok(json_result(&RunView::from(&run)))

@@ -285,13 +285,17 @@ fn decide(
                     worktree: None,
                     base: None,
                     budget,
+                    fire: Some((fire.id, item.clone())),
                 };
                 launch(store, &request, shepherd).map_err(|e| e.to_string())
             }
         };
         match launched {
             Ok(run) => {
-                store.add_fire_run(fire.id, &run.id, item.as_deref())?;
+                if settings.host.is_some() {
+                    // A host's run is written there, then mirrored here.
+                    store.add_fire_run(fire.id, &run.id, item.as_deref())?;
+                }
                 runs.push((run.id, item));
             }
             Err(e) => errors.push(e),

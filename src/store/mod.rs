@@ -43,7 +43,7 @@ pub use remote::{HostHistory, HostState, HostTrouble};
 pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};
 pub use runs::{NewRun, RunFilter};
-pub use schedules::{FireRow, FireRun, PresetSchedulePut, ScheduleRow};
+pub use schedules::{FireLink, FireRow, FireRun, PresetSchedulePut, ScheduleRow};
 pub use search::SearchHit;
 pub use slots::Slots;
 pub use transitions::{AbortRequest, Committed, Outcome};

@@ -40,6 +40,10 @@ pub struct NewRun<'a> {
     pub worktree: Option<&'a crate::worktree::Plan>,
     /// What it (with its child runs) may spend, and what crossing it does.
     pub budget: Option<(crate::budget::Budget, crate::budget::OnBudget)>,
+    /// The schedule's fire that launches it: recorded in the same write as
+    /// the run, so a firer killed at any moment leaves no run its fire does
+    /// not list.
+    pub fire: Option<super::FireLink<'a>>,
 }
 
 /// Which runs to list.
@@ -153,6 +157,9 @@ impl Store {
                     ],
                 )?;
                 if inserted == 1 {
+                    if let Some(link) = &new.fire {
+                        super::schedules::record_fire_run(tx, link, &id)?;
+                    }
                     // Rolls the insert back if the folder cannot be readied.
                     prepare(&id).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
                 }

@@ -286,21 +286,11 @@ impl Store {
     }
 
     /// Records that fire `id` launched run `run_id` (for precheck line
-    /// `item`, now worked on), as soon as it did: a firer that dies
-    /// between two launches leaves no run of its fire unaccounted for.
+    /// `item`, now worked on), for a run this store did not write itself (a
+    /// host's, mirrored here). A run launched here is recorded with its
+    /// fire as it is written: see [`NewRun::fire`](super::NewRun::fire).
     pub fn add_fire_run(&mut self, id: i64, run_id: &str, item: Option<&str>) -> Result<(), StoreError> {
-        self.write("recording a fire's run", |tx| {
-            tx.execute("INSERT INTO fire_runs (fire, run_id, item) VALUES (?1, ?2, ?3)", params![id, run_id, item])?;
-            if let Some(item) = item {
-                tx.execute(
-                    "INSERT INTO schedule_items (schedule, item, fire)
-                     SELECT schedule, ?2, id FROM fires WHERE id = ?1
-                     ON CONFLICT (schedule, item) DO NOTHING",
-                    params![id, item],
-                )?;
-            }
-            Ok(())
-        })
+        self.write("recording a fire's run", |tx| record_fire_run(tx, &FireLink { fire: id, item }, run_id))
     }
 
     /// Records what fire `id` came to: its outcome, in words (its runs are
@@ -477,4 +467,35 @@ impl Store {
         let rows = stmt.query_map([name], |r| Ok((r.get(0)?, r.get(1)?))).doing("reading a schedule's ended runs")?;
         rows.collect::<Result<_, _>>().doing("reading a schedule's ended runs")
     }
+}
+
+/// The fire a new run is launched by, and the precheck line it works on.
+#[derive(Debug, Clone, Copy)]
+pub struct FireLink<'a> {
+    /// The fire's id.
+    pub fire: i64,
+    /// The precheck's output line (`{item}`), in `each` mode.
+    pub item: Option<&'a str>,
+}
+
+/// Records run `run_id` as launched by `link`'s fire, and its item as worked
+/// on, inside the caller's transaction.
+pub(super) fn record_fire_run(
+    tx: &rusqlite::Transaction<'_>,
+    link: &FireLink<'_>,
+    run_id: &str,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO fire_runs (fire, run_id, item) VALUES (?1, ?2, ?3)",
+        params![link.fire, run_id, link.item],
+    )?;
+    if let Some(item) = link.item {
+        tx.execute(
+            "INSERT INTO schedule_items (schedule, item, fire)
+             SELECT schedule, ?2, id FROM fires WHERE id = ?1
+             ON CONFLICT (schedule, item) DO NOTHING",
+            params![link.fire, item],
+        )?;
+    }
+    Ok(())
 }

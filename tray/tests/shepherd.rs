@@ -32,6 +32,7 @@ fn the_trays_own_shepherd_supervises_a_run_to_its_end() {
         worktree: None,
         base: None,
         budget: None,
+        fire: None,
     };
     let run = launch(&mut store, &request, &shepherd).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -51,6 +51,7 @@ pub fn launch_run(
         worktree,
         base: None,
         budget: None,
+        fire: None,
     };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
     corral::recent_folders::remember(&state.home, &cwd)?;
