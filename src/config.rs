@@ -54,6 +54,9 @@ pub struct Config {
     /// `[budget] on_budget`: what crossing a budget does, for presets that
     /// do not say (pause and ask by default).
     pub on_budget: crate::budget::OnBudget,
+    /// `[sandbox]`: what runs may touch when their preset says nothing;
+    /// unsandboxed by default.
+    pub sandbox: Option<crate::sandbox::Sandbox>,
     /// `[usage_limits] retry`: how long a run whose agent's limit said no
     /// reset time waits before trying again (doubled each time).
     pub usage_limit_retry: Duration,
@@ -198,6 +201,7 @@ impl Default for Config {
             hosts: Vec::new(),
             systemd_timers: false,
             budget: None,
+            sandbox: None,
             on_budget: crate::budget::OnBudget::Pause,
             usage_limit_retry: Duration::from_secs(300),
             usage_limit_tries: 3,
@@ -260,6 +264,7 @@ struct ConfigFile {
     hosts: std::collections::BTreeMap<String, HostConfig>,
     schedules: SchedulesFile,
     budget: Option<BudgetFile>,
+    sandbox: Option<crate::sandbox::WrittenRules>,
     usage_limits: UsageLimitsFile,
     push: Option<PushConfig>,
 }
@@ -428,6 +433,9 @@ impl Config {
                 config.on_budget = word.trim().parse().map_err(|e| invalid(format!("`[budget] on_budget`: {e}")))?;
             }
         }
+        if let Some(rules) = &file.sandbox {
+            config.sandbox = Some(rules.read().map_err(|e| invalid(format!("`[sandbox]`: {e}")))?);
+        }
         for (name, host) in file.hosts {
             if let Some(why) = host_name_problem(&name) {
                 return Err(invalid(format!("`[hosts.{name}]`: {why}")));
@@ -469,6 +477,26 @@ impl Config {
     ) -> Option<(crate::budget::Budget, crate::budget::OnBudget)> {
         let budget = asked.or(preset.budget).or(self.budget)?;
         Some((budget, preset.on_budget.unwrap_or(self.on_budget)))
+    }
+
+    /// What a run of `preset` may touch: the preset's `sandbox:`, else
+    /// `[sandbox]`'s; `None` runs it unsandboxed. `sandbox: optional` takes
+    /// `[sandbox]`'s rules, else writes its worktree and /tmp and reaches
+    /// any host, where an engine works.
+    pub fn sandbox_for(&self, preset: &Preset) -> Option<crate::sandbox::Sandbox> {
+        use crate::sandbox::{Asked, Sandbox};
+        match &preset.sandbox {
+            Some(Asked::Rules(rules)) => Some(rules.clone()),
+            Some(Asked::None) => None,
+            Some(Asked::Optional) => {
+                let builder = || Sandbox {
+                    network: crate::sandbox::Network::All,
+                    ..Sandbox::profile("builder").expect("builder is shipped")
+                };
+                Some(Sandbox { optional: true, ..self.sandbox.clone().unwrap_or_else(builder) })
+            }
+            None => self.sandbox.clone(),
+        }
     }
 
     /// The resource limits a run of `preset` gets: the preset's own, else

@@ -78,6 +78,12 @@ pub enum LaunchError {
     /// A project's preset that runs code the user has not trusted.
     #[error(transparent)]
     Untrusted(#[from] crate::trust::Untrusted),
+    /// The preset asks for a sandbox and none can be made here.
+    #[error("preset {preset} runs sandboxed, and {source} (or write `sandbox: optional` in the preset to run it unsandboxed where no sandbox can be made)")]
+    NoSandbox { preset: String, source: crate::sandbox::engine::NoEngine },
+    /// The preset's sandbox lists hosts, which this version cannot enforce.
+    #[error("preset {preset}'s sandbox reaches only {hosts}: a host allowlist needs the sandbox's proxy, which this version of Corral does not have yet; write `network: all` or `network: none` in its sandbox (e.g. `sandbox: {{profile: builder, network: all}}`)")]
+    SandboxHosts { preset: String, hosts: String },
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -148,6 +154,8 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     if let Some(why) = preset::available::unavailable(preset, path.as_deref(), &cwd) {
         return Err(LaunchError::Unavailable { preset: preset.name.clone(), why });
     }
+    let config = Config::load(store.home())?;
+    check_sandbox(&config, preset, path.as_deref())?;
     let parent = parent.map(|p| p.id);
     let cwd_text = cwd.to_string_lossy().into_owned();
     let plan = match (request.worktree.unwrap_or(preset.worktree), &request.base) {
@@ -155,7 +163,6 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         (false, Some(base)) => return Err(LaunchError::BaseWithoutWorktree(base.clone())),
         (false, None) => None,
     };
-    let config = Config::load(store.home())?;
     let new = NewRun {
         preset,
         task: &request.task,
@@ -180,6 +187,23 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         start_or_fail(store, &run.id, shepherd)?;
     }
     Ok(store.run(&run.id)?)
+}
+
+/// Refuses a preset whose sandbox cannot be had here: none can be made
+/// (unless it is optional), or it lists hosts.
+fn check_sandbox(
+    config: &Config,
+    preset: &crate::preset::Preset,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<(), LaunchError> {
+    let Some(sandbox) = config.sandbox_for(preset) else { return Ok(()) };
+    if let crate::sandbox::Network::Hosts(hosts) = &sandbox.network {
+        return Err(LaunchError::SandboxHosts { preset: preset.name.clone(), hosts: hosts.join(", ") });
+    }
+    match crate::sandbox::engine::bwrap(path) {
+        Err(source) if !sandbox.optional => Err(LaunchError::NoSandbox { preset: preset.name.clone(), source }),
+        _ => Ok(()),
+    }
 }
 
 /// Launches run `id` (or a unique prefix) again: the same preset, task,

@@ -36,6 +36,7 @@ pub mod retention;
 pub mod review;
 pub mod run;
 pub mod run_env;
+pub mod sandbox;
 pub mod schedule;
 pub mod shepherd;
 pub mod store;

@@ -96,13 +96,15 @@ pub fn reply(
         return Err(ReplyError::NoSession { run: run.id });
     }
     let allowed = if allow_denied {
-        if run.denied.is_empty() {
+        // What the sandbox refused is not a tool the agent can be allowed.
+        let denied: Vec<String> = run.denied.iter().filter(|d| !crate::sandbox::denial::is_entry(d)).cloned().collect();
+        if denied.is_empty() {
             return Err(ReplyError::NothingDenied { run: run.id });
         }
         if !adapter.allows_tools() {
             return Err(ReplyError::CannotAllow { agent: run.agent });
         }
-        run.denied.clone()
+        denied
     } else {
         Vec::new()
     };

@@ -36,6 +36,22 @@ pub struct ClaudeAdapter {
 }
 
 impl Adapter for ClaudeAdapter {
+    fn own_files(&self) -> &'static [&'static str] {
+        &[
+            "~/.claude",
+            "~/.claude.json",
+            "~/.claude.json.backup",
+            "~/.config/claude",
+            "~/.cache/claude",
+            "~/.local/share/claude",
+            "~/.local/state/claude",
+        ]
+    }
+
+    fn own_env(&self) -> &'static [&'static str] {
+        &["ANTHROPIC_", "CLAUDE_", "DISABLE_", "MCP_"]
+    }
+
     fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
         let preset = ctx.preset;
         let mut args: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"].map(str::to_string).to_vec();

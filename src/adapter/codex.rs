@@ -27,6 +27,14 @@ pub struct CodexAdapter {
 }
 
 impl Adapter for CodexAdapter {
+    fn own_files(&self) -> &'static [&'static str] {
+        &["~/.codex"]
+    }
+
+    fn own_env(&self) -> &'static [&'static str] {
+        &["OPENAI_", "CODEX_"]
+    }
+
     fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
         let preset = ctx.preset;
         let mut args: Vec<String> = ["exec", "--json", "--skip-git-repo-check"].map(str::to_string).to_vec();

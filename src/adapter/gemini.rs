@@ -28,6 +28,14 @@ pub struct GeminiAdapter {
 }
 
 impl Adapter for GeminiAdapter {
+    fn own_files(&self) -> &'static [&'static str] {
+        &["~/.gemini"]
+    }
+
+    fn own_env(&self) -> &'static [&'static str] {
+        &["GEMINI_", "GOOGLE_"]
+    }
+
     fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
         let preset = ctx.preset;
         let mut args: Vec<String> = ["--output-format", "stream-json"].map(str::to_string).to_vec();

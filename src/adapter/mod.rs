@@ -104,6 +104,8 @@ word_enum! {
         /// What the agent's process wrote to its standard error, in order
         /// with the rest.
         Stderr = "stderr",
+        /// Something the run's sandbox refused (a write, a read, a host).
+        Denial = "denial",
     }
 }
 
@@ -226,6 +228,18 @@ pub trait Adapter: Send {
     /// SIGTERM (Codex).
     fn interrupts_first(&self) -> bool {
         false
+    }
+
+    /// The places under the user's home the agent writes to work (its
+    /// config, sessions, credentials): a sandbox always lets it.
+    fn own_files(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The prefixes of the variables the agent reads (keys, base URLs): a
+    /// sandbox that keeps only some variables keeps these too.
+    fn own_env(&self) -> &'static [&'static str] {
+        &[]
     }
 
     /// The verdict when the process ended without a terminal event.

@@ -24,6 +24,14 @@ pub struct OpencodeAdapter {
 }
 
 impl Adapter for OpencodeAdapter {
+    fn own_files(&self) -> &'static [&'static str] {
+        &["~/.config/opencode", "~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode"]
+    }
+
+    fn own_env(&self) -> &'static [&'static str] {
+        &["OPENCODE_", "ANTHROPIC_", "OPENAI_"]
+    }
+
     fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
         let preset = ctx.preset;
         let mut args: Vec<String> = ["run", "--format", "json"].map(str::to_string).to_vec();

@@ -35,6 +35,14 @@ pub struct PiAdapter {
 }
 
 impl Adapter for PiAdapter {
+    fn own_files(&self) -> &'static [&'static str] {
+        &["~/.pi"]
+    }
+
+    fn own_env(&self) -> &'static [&'static str] {
+        &["PI_", "ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "OPENROUTER_", "GROQ_", "XAI_", "MISTRAL_"]
+    }
+
     fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
         let preset = ctx.preset;
         let mut args = vec!["--mode".to_string(), "json".to_string()];

@@ -133,6 +133,10 @@ pub struct Preset {
     /// What crossing the budget does: `pause` (and ask) or `stop`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_budget: Option<crate::budget::OnBudget>,
+    /// `sandbox:`: what its runs may touch (a profile, rules, `optional`
+    /// or `none`); `None` leaves it to `[sandbox]` in config.toml.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::Asked>,
     /// The markdown body: appended to the agent's system prompt.
     pub system_prompt: String,
     /// Where it was found.

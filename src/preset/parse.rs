@@ -77,6 +77,7 @@ struct Frontmatter {
     schedule: Option<super::PresetSchedule>,
     budget: Option<crate::budget::WrittenBudget>,
     on_budget: Option<String>,
+    sandbox: Option<crate::sandbox::WrittenSandbox>,
 }
 
 /// Why a file is not a usable preset; each message says how to fix it.
@@ -104,6 +105,8 @@ pub enum PresetError {
     BadBudget(#[from] crate::budget::BadBudget),
     #[error("`on_budget`: {0}")]
     BadOnBudget(crate::run::UnknownWord),
+    #[error("`sandbox`: {0}")]
+    BadSandbox(#[from] crate::sandbox::BadSandbox),
     #[error("missing `agent:` (one of pi, claude, codex, gemini, opencode, command)")]
     NoAgent,
     #[error("`command: {0}` must be a list of arguments, e.g. `command: [cargo, test]` (no shell is used)")]
@@ -183,6 +186,7 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
             .map(|w| w.trim().parse())
             .transpose()
             .map_err(PresetError::BadOnBudget)?,
+        sandbox: front.sandbox.as_ref().map(crate::sandbox::WrittenSandbox::read).transpose()?,
         system_prompt: body.trim().to_string(),
         source,
         path: path.to_string(),
@@ -211,6 +215,7 @@ const KEYS: &[&str] = &[
     "schedule",
     "budget",
     "on_budget",
+    "sandbox",
 ];
 
 /// A warning for each key that Corral does not read but that is one or two

@@ -32,9 +32,9 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 #[derive(Debug)]
 pub struct AgentStart<'a> {
     /// The program, looked up on the environment's `PATH` if it has no slash.
-    pub program: &'a str,
+    pub program: &'a OsStr,
     /// Its arguments.
-    pub args: &'a [String],
+    pub args: &'a [OsString],
     /// Its whole environment.
     pub env: Vec<(OsString, OsString)>,
     /// Its working folder.
@@ -130,7 +130,7 @@ impl Prepared {
         let path = start.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_os_str());
         let candidates = candidates(start.program, path).iter().map(|p| c(p.as_bytes())).collect::<Result<_, _>>()?;
         let argv: Vec<CString> = std::iter::once(start.program)
-            .chain(start.args.iter().map(String::as_str))
+            .chain(start.args.iter().map(OsString::as_os_str))
             .map(|a| c(a.as_bytes()))
             .collect::<Result<_, _>>()?;
         let envp: Vec<CString> =
@@ -150,8 +150,8 @@ impl Prepared {
 
 /// Where `program` may be: itself when it has a slash, else each folder of
 /// `path` (the shell's default when unset), in order, as `execvp` looks.
-fn candidates(program: &str, path: Option<&OsStr>) -> Vec<OsString> {
-    if program.contains('/') {
+fn candidates(program: &OsStr, path: Option<&OsStr>) -> Vec<OsString> {
+    if program.as_bytes().contains(&b'/') {
         return vec![OsString::from(program)];
     }
     let path = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
@@ -282,16 +282,23 @@ mod tests {
 
     #[test]
     fn a_bare_name_is_looked_up_on_path_in_order() {
-        let found = candidates("pi", Some(OsStr::new("/a:/b")));
+        let found = candidates(OsStr::new("pi"), Some(OsStr::new("/a:/b")));
         assert_eq!(found, vec![OsString::from("/a/pi"), OsString::from("/b/pi")]);
-        assert_eq!(candidates("./x/pi", Some(OsStr::new("/a"))), vec![OsString::from("./x/pi")]);
+        assert_eq!(candidates(OsStr::new("./x/pi"), Some(OsStr::new("/a"))), vec![OsString::from("./x/pi")]);
     }
 
     fn started(program: &str) -> io::Result<(StartedAgent, String)> {
         let join = Join::default();
         let env = vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
-        let args = ["-c".to_string(), "echo out; echo err >&2; echo $$".to_string()];
-        let start = AgentStart { program, args: &args, env, cwd: Path::new("/"), stdin: None, join: &join };
+        let args = ["-c".into(), "echo out; echo err >&2; echo $$".into()];
+        let start = AgentStart {
+            program: OsStr::new(program),
+            args: &args,
+            env,
+            cwd: Path::new("/"),
+            stdin: None,
+            join: &join,
+        };
         let agent = start_agent(start)?;
         let mut out = String::new();
         io::Read::read_to_string(&mut &agent.stdout, &mut out)?;

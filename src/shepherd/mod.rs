@@ -178,6 +178,22 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     };
     // `show` says where each limit came from.
     containment.notes.extend(sources);
+    let sandbox = match sandbox_of(&config, &preset, &run_dir) {
+        Ok(Some((sandbox, bwrap))) => {
+            containment.notes.push(format!("sandbox: {}", sandbox.describe()));
+            Some((sandbox, bwrap))
+        }
+        Ok(None) => None,
+        Err(Unsandboxed::Allowed(e)) => {
+            containment.notes.push(format!("sandbox: none ({e}); running unsandboxed, as `sandbox: optional` allows"));
+            None
+        }
+        Err(Unsandboxed::Refused(e)) => {
+            store.record_containment(run_id, &containment)?;
+            let error = format!("preset {} runs sandboxed, and {e}", preset.name);
+            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
+        }
+    };
     store.record_containment(run_id, &containment)?;
     let first_signal = if adapter::for_agent(preset.agent).interrupts_first() { Sig::Int } else { Sig::Term };
     let mut cleanup = Cleanup::new(
@@ -201,6 +217,7 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
         }
     };
     launch.limits = limits;
+    launch.sandbox = sandbox;
     launch.join = early.cleanup.cgroup().map(|g| g.join()).unwrap_or_default();
     match prepare::prepare(early.store, &run, &launch, !reopened, (&mut sigchld, &mut stop)) {
         Ok(()) => {}
@@ -306,6 +323,34 @@ fn live(mut sup: supervise::Supervisor) -> Result<(), ShepherdError> {
         }
     }
     sup.finish()
+}
+
+/// Why a run that asks for a sandbox goes without one.
+enum Unsandboxed {
+    /// None can be made here, and its preset allows that.
+    Allowed(crate::sandbox::engine::NoEngine),
+    /// None can be made here: it does not start.
+    Refused(crate::sandbox::engine::NoEngine),
+}
+
+/// The run's sandbox and the bubblewrap that makes it, found on the PATH
+/// the run was launched with; `None` if it runs unsandboxed.
+fn sandbox_of(
+    config: &Config,
+    preset: &crate::preset::Preset,
+    run_dir: &std::path::Path,
+) -> Result<Option<(crate::sandbox::Sandbox, std::path::PathBuf)>, Unsandboxed> {
+    let Some(sandbox) = config.sandbox_for(preset) else { return Ok(None) };
+    let env = crate::run_env::load(run_dir).ok().flatten();
+    let path = match &env {
+        Some(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
+        None => std::env::var_os("PATH"),
+    };
+    match crate::sandbox::engine::bwrap(path.as_deref()) {
+        Ok(bwrap) => Ok(Some((sandbox, bwrap))),
+        Err(e) if sandbox.optional => Err(Unsandboxed::Allowed(e)),
+        Err(e) => Err(Unsandboxed::Refused(e)),
+    }
 }
 
 /// The run's cgroup with its limits, and how the run is held (recorded with

@@ -29,6 +29,8 @@ pub(super) struct Session {
     /// Continuation turns taken so far, of at most `max_continuations`.
     continuations: usize,
     max_continuations: usize,
+    /// What the sandbox refused, over every turn, in order.
+    refused: Vec<crate::sandbox::denial::Denial>,
 }
 
 impl Session {
@@ -39,7 +41,16 @@ impl Session {
         earlier: Option<Report>,
         max_continuations: usize,
     ) -> Session {
-        Session { launch, adapter, earlier, verdict: None, frozen: None, continuations: 0, max_continuations }
+        Session {
+            launch,
+            adapter,
+            earlier,
+            verdict: None,
+            frozen: None,
+            continuations: 0,
+            max_continuations,
+            refused: Vec::new(),
+        }
     }
 
     /// How the agent is started (its preset, limits, cgroup).
@@ -56,10 +67,37 @@ impl Session {
     /// terminal event's verdict is kept with what the turn reported as of
     /// it (the first one only, and none once the turn is `over`).
     pub fn read_line(&mut self, line: StreamLine<'_>, out: &mut Vec<TranscriptEvent>, over: bool) {
+        let from = out.len();
         let verdict = self.adapter.read_line(line, out);
+        self.note_denials(out, from);
         if self.verdict.is_none() && !over && verdict.is_some() {
             self.frozen = Some(self.adapter.report());
             self.verdict = verdict;
+        }
+    }
+
+    /// Adds a denial after each event from `from` on in which a tool says
+    /// the sandbox refused it (each refusal once per run).
+    pub fn note_denials(&mut self, out: &mut Vec<TranscriptEvent>, from: usize) {
+        let Some((sandbox, _)) = &self.launch.sandbox else { return };
+        let home = self.launch.user_home();
+        let mut found = Vec::new();
+        for event in &out[from..] {
+            if matches!(event.kind, EventKind::ToolResult | EventKind::Output | EventKind::Stderr) {
+                found.extend(crate::sandbox::denial::in_text(&event.text, sandbox, &home));
+            }
+        }
+        for denial in found {
+            if self.refused.contains(&denial) {
+                continue;
+            }
+            let json = serde_json::json!({"sandbox": denial.entry()});
+            out.push(TranscriptEvent {
+                kind: EventKind::Denial,
+                text: denial.describe(&self.launch.run_id),
+                json: Some(json),
+            });
+            self.refused.push(denial);
         }
     }
 
@@ -70,7 +108,8 @@ impl Session {
 
     /// What the stream said, over every turn.
     pub fn report(&self) -> Report {
-        let now = self.frozen.clone().unwrap_or_else(|| self.adapter.report());
+        let mut now = self.frozen.clone().unwrap_or_else(|| self.adapter.report());
+        now.denied.extend(self.refused.iter().map(|d| d.entry()));
         match &self.earlier {
             Some(earlier) => earlier.then(&now, false),
             None => now,

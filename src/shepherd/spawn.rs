@@ -36,6 +36,12 @@ pub(super) struct AgentLaunch {
     pub join: process::cgroup::Join,
     /// The run's resource limits (what its cgroup was given).
     pub limits: crate::resources::ResourceLimits,
+    /// Its sandbox, and the bubblewrap that makes it (`None`: unsandboxed).
+    pub sandbox: Option<(crate::sandbox::Sandbox, PathBuf)>,
+    /// Its worktree, when it has one.
+    pub worktree: Option<PathBuf>,
+    /// Corral's data and worktree folders, for the sandbox's view.
+    pub corral_dirs: (PathBuf, PathBuf),
 }
 
 impl AgentLaunch {
@@ -65,6 +71,9 @@ impl AgentLaunch {
             allowed: Vec::new(),
             join: Default::default(),
             limits: Default::default(),
+            sandbox: None,
+            worktree: run.worktree.as_ref().map(|w| PathBuf::from(&w.path)),
+            corral_dirs: (home.data_dir().to_path_buf(), home.worktrees_dir()),
         })
     }
 
@@ -78,6 +87,13 @@ impl AgentLaunch {
             system_prompt_file: self.system_prompt_file.clone(),
             allowed: &self.allowed,
         }
+    }
+
+    /// The user's home, as the run's environment says.
+    pub fn user_home(&self) -> PathBuf {
+        let home =
+            self.env.as_ref().and_then(|env| env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v)));
+        home.or_else(|| std::env::var_os("HOME").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/"))
     }
 
     /// Why the agent cannot start in the run's folder, if it cannot.
@@ -109,9 +125,13 @@ impl AgentLaunch {
         if let Some(root) = &self.home_env {
             env.insert(home::HOME_ENV.into(), root.into());
         }
+        let (program, args) = match &self.sandbox {
+            Some((sandbox, bwrap)) => self.sandboxed(invocation, sandbox, bwrap, &mut env)?,
+            None => (invocation.program.clone().into(), invocation.args.iter().map(OsString::from).collect()),
+        };
         process::start_agent(AgentStart {
-            program: &invocation.program,
-            args: &invocation.args,
+            program: &program,
+            args: &args,
             env: env.into_iter().collect(),
             cwd: Path::new(&self.cwd),
             stdin: self.stdin_for(invocation)?,
@@ -121,6 +141,53 @@ impl AgentLaunch {
 }
 
 impl AgentLaunch {
+    /// Bubblewrap and its arguments around the invocation, and the
+    /// environment cut to what the sandbox keeps.
+    fn sandboxed(
+        &self,
+        invocation: &Invocation,
+        sandbox: &crate::sandbox::Sandbox,
+        bwrap: &Path,
+        env: &mut BTreeMap<OsString, OsString>,
+    ) -> io::Result<(OsString, Vec<OsString>)> {
+        // Found here, so a missing binary is said as one (bubblewrap would
+        // only say that its exec failed).
+        let path = env.get(OsStr::new("PATH")).cloned();
+        let program = crate::preset::available::locate(&invocation.program, path.as_deref(), Path::new(&self.cwd))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let adapter = crate::adapter::for_agent(self.preset.agent);
+        if let Some(keep) = &sandbox.env_keep {
+            env.retain(|name, _| crate::sandbox::keeps(keep, &name.to_string_lossy(), adapter.own_env()));
+        }
+        let user_home = self.user_home();
+        if !crate::sandbox::bwrap::writes_tmp(sandbox) {
+            let tmp = self.run_dir.join("tmp");
+            home::ensure_private_dir(&tmp).map_err(io::Error::other)?;
+            env.insert("TMPDIR".into(), tmp.into());
+        }
+        let unreadable = self.run_dir.join("unreadable");
+        if !unreadable.exists() {
+            File::create(&unreadable)?;
+            std::fs::set_permissions(&unreadable, std::os::unix::fs::PermissionsExt::from_mode(0o000))?;
+        }
+        let view = crate::sandbox::bwrap::RunView {
+            user_home: &user_home,
+            cwd: Path::new(&self.cwd),
+            worktree: self.worktree.as_deref(),
+            corral_home: &self.corral_dirs.0,
+            worktrees: &self.corral_dirs.1,
+            agent_files: adapter.own_files(),
+            unreadable: &unreadable,
+        };
+        let (mut args, notes) = crate::sandbox::bwrap::arguments(sandbox, &view);
+        for note in notes {
+            tracing::warn!(run = self.run_id, "{note}");
+        }
+        args.push(program.into());
+        args.extend(invocation.args.iter().map(OsString::from));
+        Ok((bwrap.into(), args))
+    }
+
     /// The agent's standard input: nothing, or the invocation's text from a
     /// private file in the run's folder (a file, so no write can block).
     fn stdin_for(&self, invocation: &Invocation) -> io::Result<Option<File>> {

@@ -406,10 +406,12 @@ impl Supervisor {
             return;
         }
         // What the agent wrote to stdout before comes first.
+        let from = self.recorder.pending().len();
         self.session.adapter().flush(self.recorder.pending());
         for text in events {
             self.recorder.push(EventKind::Stderr, text);
         }
+        self.session.note_denials(self.recorder.pending(), from);
     }
 
     /// The settle window and the time limits (stopped while paused).

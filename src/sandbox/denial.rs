@@ -1,0 +1,164 @@
+//! What the sandbox refused, recognised in what the agent's tools said: a
+//! write outside what it may write ("Read-only file system"), a read of a
+//! denied place ("Permission denied" on a path the sandbox masks), a host
+//! it may not reach. Bubblewrap keeps no log of its own; the tools' errors
+//! name the path or host, and the sandbox's rules say whether the refusal
+//! was the sandbox's.
+
+use std::path::{Path, PathBuf};
+
+use super::{expand, Network, Read, Sandbox};
+
+/// One refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denial {
+    /// A write to this path.
+    Write(PathBuf),
+    /// A read of this path.
+    Read(PathBuf),
+    /// A connection to this host.
+    Connect(String),
+}
+
+impl Denial {
+    /// How it is shown, with what widens the sandbox for the run.
+    pub fn describe(&self, run_id: &str) -> String {
+        match self {
+            Denial::Write(path) => format!(
+                "sandbox refused writing {}: to allow it, corral allow {run_id} --write {}",
+                path.display(),
+                allowable(path).display()
+            ),
+            Denial::Read(path) => format!("sandbox refused reading {} (a denied place)", path.display()),
+            Denial::Connect(host) => {
+                format!("sandbox refused connecting to {host}: to allow it, corral allow {run_id} --host {host}")
+            }
+        }
+    }
+
+    /// As the run's list of refusals keeps it (`denied`).
+    pub fn entry(&self) -> String {
+        match self {
+            Denial::Write(path) => format!("sandbox: write {}", path.display()),
+            Denial::Read(path) => format!("sandbox: read {}", path.display()),
+            Denial::Connect(host) => format!("sandbox: connect {host}"),
+        }
+    }
+}
+
+/// Whether an entry of a run's `denied` list is the sandbox's.
+pub fn is_entry(entry: &str) -> bool {
+    entry.starts_with("sandbox: ")
+}
+
+/// The folder to allow for a refused write: the file's folder (a tool
+/// that writes a file also makes its temporary files beside it).
+fn allowable(path: &Path) -> &Path {
+    if path.is_dir() {
+        path
+    } else {
+        path.parent().unwrap_or(path)
+    }
+}
+
+/// The refusals `text` (a tool's result or output) says were the
+/// sandbox's, for a run whose user's home is `home`.
+pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path) -> Vec<Denial> {
+    let mut found = Vec::new();
+    for line in text.lines() {
+        if let Some(path) = path_said_with(line, "Read-only file system") {
+            found.push(Denial::Write(path));
+        }
+        if let Some(path) = path_said_with(line, "Permission denied") {
+            if let Read::Deny(places) = &sandbox.read {
+                if places.iter().any(|p| path.starts_with(expand(p, home))) {
+                    found.push(Denial::Read(path));
+                }
+            }
+        }
+        if sandbox.network != Network::All {
+            if let Some(host) = host_refused(line) {
+                found.push(Denial::Connect(host));
+            }
+        }
+    }
+    found.dedup();
+    found
+}
+
+/// The path an error line names beside `error`: quoted after it
+/// (`Errno 30] Read-only file system: '/x'`) or the last word before it
+/// (`cannot create /x: Read-only file system`, `touch: cannot touch '/x':
+/// …`).
+fn path_said_with(line: &str, error: &str) -> Option<PathBuf> {
+    let (before, after) = line.split_once(error)?;
+    let unquote = |w: &str| w.trim_matches(|c: char| matches!(c, '\'' | '"' | '`' | ':' | ',' | '(' | ')')).to_string();
+    let candidates = [
+        after.trim_start_matches([':', ' ']).split_whitespace().next().map(unquote),
+        before.trim_end().trim_end_matches(':').split_whitespace().last().map(unquote),
+    ];
+    candidates.into_iter().flatten().find(|w| w.starts_with('/')).map(PathBuf::from)
+}
+
+/// The host a connection error names: curl's, Node's and Python's words
+/// for a name that cannot be resolved, and the proxy's refusal.
+fn host_refused(line: &str) -> Option<String> {
+    const SAID: &[&str] = &[
+        "Could not resolve host: ",
+        "getaddrinfo EAI_AGAIN ",
+        "getaddrinfo ENOTFOUND ",
+        "Failed to resolve '",
+        "Temporary failure in name resolution",
+        "not in the sandbox's network allowlist: ",
+    ];
+    for said in SAID {
+        if let Some((before, after)) = line.split_once(said) {
+            let word = if after.is_empty() || said.starts_with("Temporary") {
+                // Python: "…HTTPSConnection(host='example.com', port=443)…"
+                before.split("host='").nth(1).and_then(|h| h.split('\'').next()).unwrap_or("")
+            } else {
+                after
+                    .split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ':' | ')' | ','))
+                    .next()
+                    .unwrap_or("")
+            };
+            let host = word.trim_end_matches('.');
+            if !host.is_empty() && host.contains('.') {
+                return Some(host.to_ascii_lowercase());
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builder() -> Sandbox {
+        Sandbox { network: Network::None, ..Sandbox::profile("builder").unwrap() }
+    }
+
+    #[test]
+    fn the_tools_words_for_a_refusal_are_read() {
+        let home = Path::new("/home/u");
+        let said = "sh: 1: cannot create /etc/x: Read-only file system\n\
+                    touch: cannot touch '/usr/y': Read-only file system\n\
+                    OSError: [Errno 30] Read-only file system: '/opt/z'\n\
+                    cat: /home/u/.ssh/id_ed25519: Permission denied\n\
+                    cat: /root/other: Permission denied\n\
+                    curl: (6) Could not resolve host: example.com\n";
+        assert_eq!(
+            in_text(said, &builder(), home),
+            [
+                Denial::Write("/etc/x".into()),
+                Denial::Write("/usr/y".into()),
+                Denial::Write("/opt/z".into()),
+                Denial::Read("/home/u/.ssh/id_ed25519".into()),
+                Denial::Connect("example.com".into()),
+            ]
+        );
+        let all = Sandbox { network: Network::All, ..builder() };
+        assert!(in_text("curl: (6) Could not resolve host: example.com", &all, home).is_empty());
+    }
+}

@@ -1,0 +1,187 @@
+//! What an agent may touch: the files it may write, the files it may not
+//! read, the hosts it may reach and the variables it keeps, per preset
+//! (`sandbox:`) or for every run (`[sandbox]` in config.toml).
+//!
+//! Corral decides and shows; existing engines enforce. The file system view
+//! and the namespaces are bubblewrap's ([`bwrap`]); a host allowlist is a
+//! proxy of the shepherd's, reached from inside the sandbox's own network
+//! ([`proxy`]). Where no engine works, a run that asks for a sandbox does
+//! not start ([`engine`]) unless its preset says the sandbox is optional.
+//! What the sandbox refused is recognised in the agent's own words and
+//! shown as a denial ([`denial`]).
+
+pub mod bwrap;
+pub mod denial;
+pub mod engine;
+mod written;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use written::{Asked, BadSandbox, WrittenRules, WrittenSandbox};
+
+/// What a sandboxed run may touch, as decided before it starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sandbox {
+    /// The profile it came from, if any (for `show`).
+    pub profile: Option<String>,
+    /// What it may write besides what its agent needs to run.
+    pub write: Vec<Place>,
+    /// What it may read.
+    pub read: Read,
+    /// Where it may connect.
+    pub network: Network,
+    /// The only variables it keeps (besides those its agent needs); `None`
+    /// keeps the launcher's environment.
+    pub env_keep: Option<Vec<String>>,
+    /// Runs unsandboxed where no engine works here, instead of failing.
+    pub optional: bool,
+}
+
+/// A place a run may write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Place {
+    /// The run's working folder: its worktree when it has one.
+    Worktree,
+    /// A path; `~` is the user's home.
+    Path(String),
+}
+
+/// What a run may read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Read {
+    /// Everything but these (`~` is the user's home).
+    Deny(Vec<String>),
+    /// Only these, the system's programs and libraries, and what its agent
+    /// needs.
+    Only(Vec<String>),
+}
+
+/// Where a run may connect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// Nowhere: the sandbox has only its own loopback.
+    None,
+    /// Anywhere, as unsandboxed.
+    All,
+    /// Only these hosts (`*.example.com` for its subdomains; `agent` for
+    /// its agent's API), through the shepherd's proxy.
+    Hosts(Vec<String>),
+}
+
+/// Secrets no sandboxed agent reads unless its sandbox says `read: only`
+/// with them listed: keys, cloud and registry credentials.
+pub const SECRETS: &[&str] = &[
+    "~/.ssh",
+    "~/.aws",
+    "~/.gnupg",
+    "~/.azure",
+    "~/.kube",
+    "~/.config/gcloud",
+    "~/.config/gh",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.cargo/credentials.toml",
+    "~/.password-store",
+];
+
+/// The package registries a builder reaches.
+const REGISTRIES: &[&str] = &[
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "pypi.org",
+    "files.pythonhosted.org",
+    "crates.io",
+    "index.crates.io",
+    "static.crates.io",
+    "proxy.golang.org",
+    "sum.golang.org",
+    "deb.debian.org",
+];
+
+impl Sandbox {
+    /// The profiles shipped, by name: `reviewer` reads the project, writes
+    /// nothing and reaches only its agent's API; `builder` writes its
+    /// worktree and /tmp and reaches its API and the package registries.
+    pub fn profile(name: &str) -> Option<Sandbox> {
+        let secrets = || Read::Deny(SECRETS.iter().map(|s| s.to_string()).collect());
+        match name {
+            "reviewer" => Some(Sandbox {
+                profile: Some("reviewer".into()),
+                write: Vec::new(),
+                read: secrets(),
+                network: Network::Hosts(vec!["agent".into()]),
+                env_keep: None,
+                optional: false,
+            }),
+            "builder" => Some(Sandbox {
+                profile: Some("builder".into()),
+                write: vec![Place::Worktree, Place::Path("/tmp".into())],
+                read: secrets(),
+                network: Network::Hosts(
+                    std::iter::once("agent").chain(REGISTRIES.iter().copied()).map(str::to_string).collect(),
+                ),
+                env_keep: None,
+                optional: false,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The names of the shipped profiles.
+    pub const PROFILES: &'static [&'static str] = &["reviewer", "builder"];
+
+    /// One line for `show`: what it may write and reach.
+    pub fn describe(&self) -> String {
+        let write: Vec<String> = self.write.iter().map(Place::to_string).collect();
+        let write = if write.is_empty() { "nothing".to_string() } else { write.join(", ") };
+        let network = match &self.network {
+            Network::None => "no network".to_string(),
+            Network::All => "any host".to_string(),
+            Network::Hosts(hosts) => hosts.join(", "),
+        };
+        let read = match &self.read {
+            Read::Deny(list) => format!("reads all but {} places", list.len()),
+            Read::Only(list) => format!("reads only {}", list.join(", ")),
+        };
+        let profile = self.profile.as_deref().map(|p| format!("{p}: ")).unwrap_or_default();
+        format!("{profile}writes {write}; {read}; reaches {network}")
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Worktree => f.write_str("worktree"),
+            Place::Path(path) => f.write_str(path),
+        }
+    }
+}
+
+/// `path` with a leading `~` made the user's home `home`.
+pub fn expand(path: &str, home: &Path) -> PathBuf {
+    match path.strip_prefix('~') {
+        Some("") => home.to_path_buf(),
+        Some(rest) if rest.starts_with('/') => home.join(rest.trim_start_matches('/')),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// The variables every sandboxed run keeps, whatever `env: keep` lists:
+/// what programs need to start and find things, and Corral's own.
+const ALWAYS_KEPT: &[&str] =
+    &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_", "TERM", "TZ", "TMPDIR", "XDG_", "CORRAL_"];
+
+/// Whether a sandbox that keeps `keep` keeps variable `name`, for an agent
+/// that reads the variables starting with `own`.
+pub fn keeps(keep: &[String], name: &str, own: &[&str]) -> bool {
+    let prefix = |p: &&str| if p.ends_with('_') { name.starts_with(*p) } else { name == *p };
+    keep.iter().any(|k| k == name) || ALWAYS_KEPT.iter().any(prefix) || own.iter().any(prefix)
+}
