@@ -38,7 +38,7 @@ pub struct ClaudeAdapter {
 impl Adapter for ClaudeAdapter {
     fn own_files(&self) -> &'static [&'static str] {
         &[
-            "~/.claude",
+            "~/.claude/",
             "~/.claude.json",
             "~/.claude.json.backup",
             "~/.config/claude",

@@ -28,7 +28,7 @@ pub struct CodexAdapter {
 
 impl Adapter for CodexAdapter {
     fn own_files(&self) -> &'static [&'static str] {
-        &["~/.codex"]
+        &["~/.codex/"]
     }
 
     fn own_env(&self) -> &'static [&'static str] {

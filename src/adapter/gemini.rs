@@ -29,7 +29,7 @@ pub struct GeminiAdapter {
 
 impl Adapter for GeminiAdapter {
     fn own_files(&self) -> &'static [&'static str] {
-        &["~/.gemini"]
+        &["~/.gemini/"]
     }
 
     fn own_env(&self) -> &'static [&'static str] {

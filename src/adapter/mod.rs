@@ -231,7 +231,8 @@ pub trait Adapter: Send {
     }
 
     /// The places under the user's home the agent writes to work (its
-    /// config, sessions, credentials): a sandbox always lets it.
+    /// config, sessions, credentials; a folder ends with `/`): a sandbox
+    /// always lets it.
     fn own_files(&self) -> &'static [&'static str] {
         &[]
     }

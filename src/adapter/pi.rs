@@ -36,7 +36,7 @@ pub struct PiAdapter {
 
 impl Adapter for PiAdapter {
     fn own_files(&self) -> &'static [&'static str] {
-        &["~/.pi"]
+        &["~/.pi/"]
     }
 
     fn own_env(&self) -> &'static [&'static str] {

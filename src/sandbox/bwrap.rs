@@ -27,7 +27,8 @@ pub struct RunView<'a> {
     /// Where Corral keeps runs' worktrees: every other run's is read-only.
     pub worktrees: &'a Path,
     /// Places under the user's home the agent itself writes (its config,
-    /// sessions, credentials): its adapter's.
+    /// sessions, credentials): its adapter's; a folder ends with `/` and is
+    /// made if missing (an agent's first run makes its own).
     pub agent_files: &'a [&'a str],
     /// A file no one may read, bound over each denied file.
     pub unreadable: &'a Path,
@@ -81,7 +82,11 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
     // the store (its children are runs too); other runs' worktrees stay
     // out of reach.
     for file in view.agent_files {
-        args.bind("--bind-try", &expand(file, home));
+        let path = expand(file.trim_end_matches('/'), home);
+        if file.ends_with('/') {
+            let _ = std::fs::create_dir_all(&path);
+        }
+        args.bind("--bind-try", &path);
     }
     args.bind("--bind", view.corral_home);
     if let Ok(entries) = std::fs::read_dir(view.worktrees) {

@@ -25,13 +25,13 @@ impl Denial {
     pub fn describe(&self, run_id: &str) -> String {
         match self {
             Denial::Write(path) => format!(
-                "sandbox refused writing {}: to allow it, corral allow {run_id} --write {}",
+                "sandbox refused writing {} (run {run_id}): to allow it, add {} to its preset's `sandbox: write`",
                 path.display(),
                 allowable(path).display()
             ),
-            Denial::Read(path) => format!("sandbox refused reading {} (a denied place)", path.display()),
+            Denial::Read(path) => format!("sandbox refused reading {} (run {run_id}): a denied place", path.display()),
             Denial::Connect(host) => {
-                format!("sandbox refused connecting to {host}: to allow it, corral allow {run_id} --host {host}")
+                format!("sandbox refused connecting to {host} (run {run_id}): its sandbox has no network")
             }
         }
     }
@@ -86,18 +86,18 @@ pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path) -> Vec<Denial> {
     found
 }
 
-/// The path an error line names beside `error`: quoted after it
-/// (`Errno 30] Read-only file system: '/x'`) or the last word before it
-/// (`cannot create /x: Read-only file system`, `touch: cannot touch '/x':
-/// …`).
+/// The path an error line names beside `error` (any case): after it
+/// (`[Errno 30] Read-only file system: '/x'`, Node's `EROFS: read-only file
+/// system, open '/x'`) or the last word before it (`cannot create /x:
+/// Read-only file system`, `touch: cannot touch '/x': …`).
 fn path_said_with(line: &str, error: &str) -> Option<PathBuf> {
-    let (before, after) = line.split_once(error)?;
+    // ASCII lowercase keeps every byte where it was.
+    let at = line.to_ascii_lowercase().find(&error.to_ascii_lowercase())?;
+    let (before, after) = (&line[..at], &line[at + error.len()..]);
     let unquote = |w: &str| w.trim_matches(|c: char| matches!(c, '\'' | '"' | '`' | ':' | ',' | '(' | ')')).to_string();
-    let candidates = [
-        after.trim_start_matches([':', ' ']).split_whitespace().next().map(unquote),
-        before.trim_end().trim_end_matches(':').split_whitespace().last().map(unquote),
-    ];
-    candidates.into_iter().flatten().find(|w| w.starts_with('/')).map(PathBuf::from)
+    let after = after.split_whitespace().map(unquote).find(|w| w.starts_with('/'));
+    let before = before.trim_end().trim_end_matches(':').split_whitespace().last().map(unquote);
+    after.into_iter().chain(before).find(|w| w.starts_with('/')).map(PathBuf::from)
 }
 
 /// The host a connection error names: curl's, Node's and Python's words
@@ -145,6 +145,7 @@ mod tests {
         let said = "sh: 1: cannot create /etc/x: Read-only file system\n\
                     touch: cannot touch '/usr/y': Read-only file system\n\
                     OSError: [Errno 30] Read-only file system: '/opt/z'\n\
+                    EROFS: read-only file system, open '/srv/n'\n\
                     cat: /home/u/.ssh/id_ed25519: Permission denied\n\
                     cat: /root/other: Permission denied\n\
                     curl: (6) Could not resolve host: example.com\n";
@@ -154,6 +155,7 @@ mod tests {
                 Denial::Write("/etc/x".into()),
                 Denial::Write("/usr/y".into()),
                 Denial::Write("/opt/z".into()),
+                Denial::Write("/srv/n".into()),
                 Denial::Read("/home/u/.ssh/id_ed25519".into()),
                 Denial::Connect("example.com".into()),
             ]

@@ -207,7 +207,7 @@ mod tests {
         assert_eq!(read("optional").unwrap(), Asked::Optional);
         assert_eq!(read("none").unwrap(), Asked::None);
         let Asked::Rules(s) =
-            read("{write: [worktree, /tmp], read: deny [~/.ssh, ~/.aws], network: none, env: keep [PATH, HOME]}")
+            read("write: [worktree, /tmp]\nread: deny [~/.ssh, ~/.aws]\nnetwork: none\nenv: keep [PATH, HOME]\n")
                 .unwrap()
         else {
             panic!()
@@ -232,7 +232,7 @@ mod tests {
         assert!(matches!(read("{network: some}"), Err(BadSandbox::BadNetwork(_))));
         assert!(matches!(read("{network: ['https://github.com']}"), Err(BadSandbox::BadHost(_))));
         assert!(matches!(read("{write: [tmp]}"), Err(BadSandbox::Relative { .. })));
-        assert!(matches!(read("{read: allow [~/.ssh]}"), Err(BadSandbox::BadList { .. })));
+        assert!(matches!(read("read: allow [~/.ssh]\n"), Err(BadSandbox::BadList { .. })));
         assert!(serde_saphyr::from_str::<WrittenSandbox>("{writes: [/tmp]}").is_err());
     }
 }

@@ -9,7 +9,8 @@ launch` is started (so the launcher's own start counts) and stops at the
 time `date` printed. Launches are 100 ms apart, as a person's are (a
 burst of launches shares the kernel's cgroup bookkeeping and is faster).
 Printed for both ways a run is held: its own cgroup, and the process tree
-(`cgroups = false`).
+(`cgroups = false`); and sandboxed by bubblewrap (`[sandbox]`), with and
+without a network of its own.
 """
 
 import json
@@ -55,10 +56,13 @@ def measure(root, config):
 
 def main():
     print(f"corral launch -> agent running, {N} launches 100 ms apart ({CORRAL})")
-    for name, config in [("own cgroup", ""), ("process tree", "cgroups = false\n")]:
+    sandbox = '[sandbox]\nwrite = ["worktree"]\n'
+    for name, config in [("own cgroup", ""), ("process tree", "cgroups = false\n"),
+                         ("sandboxed", sandbox + 'network = "all"\n'),
+                         ("sandbox+netns", sandbox + 'network = "none"\n')]:
         with tempfile.TemporaryDirectory() as tmp:
             p50, p90, p99 = measure(Path(tmp), config)
-        print(f"  {name:13} p50 {p50:6.2f} ms   p90 {p90:6.2f} ms   p99 {p99:6.2f} ms")
+        print(f"  {name:14} p50 {p50:6.2f} ms   p90 {p90:6.2f} ms   p99 {p99:6.2f} ms")
 
 
 if __name__ == "__main__":

@@ -336,3 +336,42 @@ fn real_opencode() {
     real.basics("opencode", "");
     real.follow_up("a");
 }
+
+/// A sandboxed real agent: its own work (the folder it may write, its stub
+/// API) works; a write outside and a read of `~/.ssh` fail and are shown as
+/// the sandbox's denials.
+fn sandboxed(real: &Real, agent: &str, args: &str) {
+    std::fs::create_dir_all(real.env.user_home.join(".ssh")).unwrap();
+    std::fs::write(real.env.user_home.join(".ssh/id_ed25519"), "PRIVATE KEY").unwrap();
+    let outside = real.env.user_home.join(format!("{agent}-outside.txt"));
+    real.preset("boxed", agent, &format!("{args}sandbox: {{write: [worktree], network: all}}\n"));
+    let task = format!(
+        "stub> bash echo mine > {agent}-inside.txt; echo x > {}; cat ~/.ssh/id_ed25519 stub> say sandboxed {{last}}",
+        outside.display()
+    );
+    let id = real.launch("boxed", &task);
+    let run = real.end(&id);
+    let transcript = real.transcript(&id);
+    assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{transcript}");
+    assert!(real.env.project.join(format!("{agent}-inside.txt")).exists(), "{agent}: {transcript}");
+    assert!(!outside.exists(), "{agent} wrote outside its sandbox");
+    assert!(!run["final_text"].as_str().unwrap_or("").contains("PRIVATE KEY"), "{agent}: {run:#}");
+    let denied: Vec<&str> = run["denied"].as_array().unwrap().iter().filter_map(|d| d.as_str()).collect();
+    assert!(
+        denied.contains(&format!("sandbox: write {}", outside.display()).as_str()),
+        "{agent}: {denied:?}\n{transcript}"
+    );
+    assert!(
+        denied.iter().any(|d| d.starts_with("sandbox: read") && d.ends_with(".ssh/id_ed25519")),
+        "{agent}: {denied:?}"
+    );
+    assert!(transcript.contains("sandbox refused writing"), "{agent}: {transcript}");
+}
+
+#[test]
+fn real_agents_in_a_sandbox() {
+    let real = Real::new();
+    sandboxed(&real, "claude", "args: [--allowedTools, Bash]\n");
+    sandboxed(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
+    sandboxed(&real, "pi", "tools: bash\n");
+}
