@@ -81,9 +81,6 @@ pub enum LaunchError {
     /// The preset asks for a sandbox and none can be made here.
     #[error("preset {preset} runs sandboxed, and {source} (or write `sandbox: optional` in the preset to run it unsandboxed where no sandbox can be made)")]
     NoSandbox { preset: String, source: crate::sandbox::engine::NoEngine },
-    /// The preset's sandbox lists hosts, which this version cannot enforce.
-    #[error("preset {preset}'s sandbox reaches only {hosts}: a host allowlist needs the sandbox's proxy, which this version of Corral does not have yet; write `network: all` or `network: none` in its sandbox (e.g. `sandbox: {{profile: builder, network: all}}`)")]
-    SandboxHosts { preset: String, hosts: String },
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -189,17 +186,14 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     Ok(store.run(&run.id)?)
 }
 
-/// Refuses a preset whose sandbox cannot be had here: none can be made
-/// (unless it is optional), or it lists hosts.
+/// Refuses a preset whose sandbox cannot be made here (unless it is
+/// optional), before anything is recorded.
 fn check_sandbox(
     config: &Config,
     preset: &crate::preset::Preset,
     path: Option<&std::ffi::OsStr>,
 ) -> Result<(), LaunchError> {
     let Some(sandbox) = config.sandbox_for(preset) else { return Ok(()) };
-    if let crate::sandbox::Network::Hosts(hosts) = &sandbox.network {
-        return Err(LaunchError::SandboxHosts { preset: preset.name.clone(), hosts: hosts.join(", ") });
-    }
     match crate::sandbox::engine::bwrap(path) {
         Err(source) if !sandbox.optional => Err(LaunchError::NoSandbox { preset: preset.name.clone(), source }),
         _ => Ok(()),

@@ -139,11 +139,49 @@ fn a_sandboxed_preset_does_not_start_where_no_sandbox_can_be_made_unless_optiona
 fn a_broken_sandbox_is_refused_with_what_to_write() {
     let env = Env::new();
     env.command_preset_with("bad", &["echo"], "sandbox: {network: some}\n");
-    env.command_preset_with("hosts", &["echo"], "sandbox: builder\n");
     let out = env.command(&["launch", "bad", "work"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("network: some") && err.contains("none, all"), "{err}");
-    let out = env.command(&["launch", "hosts", "work"]).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("network: all"), "{err}");
+}
+
+/// A server on this machine's loopback answering every request with `hello`.
+fn hello_server() -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\nhello\n");
+        }
+    });
+    port
+}
+
+#[test]
+fn a_run_reaches_the_hosts_its_sandbox_lists_and_no_other() {
+    let env = Env::new();
+    let port = hello_server();
+    let script = format!(
+        "curl -sS http://127.0.0.1:{port}/ok; curl -sS -o /dev/null https://example.com/ 2>&1; \
+         curl -sS http://127.0.0.1:{port}/again; exit 0"
+    );
+    env.command_preset_with("listed", &["sh", "-c", &script], "sandbox: {network: [127.0.0.1]}\n");
+    let id = env.launch("listed", "reach");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let events = transcript(&env, &id);
+    let said: Vec<&str> = events.iter().map(|e| e["text"].as_str().unwrap_or("")).collect();
+    // The listed host answers, through the proxy, twice.
+    assert_eq!(said.iter().filter(|l| l.trim() == "hello").count(), 2, "{said:?}");
+    assert!(said.iter().any(|l| l.contains("sandbox: reaches only 127.0.0.1")), "{said:?}");
+    // Another is refused, and said once.
+    let denials = denials(&env, &id);
+    assert_eq!(denials.len(), 1, "{denials:?}\n{said:?}");
+    assert!(denials[0].contains("refused connecting to example.com"), "{denials:?}");
+    assert_eq!(run["denied"], serde_json::json!(["sandbox: connect example.com"]), "{run:#}");
+    // Nothing of Corral's stays in the sandbox after its agent.
+    assert!(!env.run_dir(&id).join("net.sock").exists());
 }

@@ -36,6 +36,10 @@ pub struct ClaudeAdapter {
 }
 
 impl Adapter for ClaudeAdapter {
+    fn api_hosts(&self, env: &crate::sandbox::AgentEnv<'_>) -> Vec<String> {
+        env.hosts(&["api.anthropic.com", "statsig.anthropic.com"], &["ANTHROPIC_BASE_URL"])
+    }
+
     fn own_files(&self) -> &'static [&'static str] {
         &[
             "~/.claude/",

@@ -27,6 +27,17 @@ pub struct CodexAdapter {
 }
 
 impl Adapter for CodexAdapter {
+    fn api_hosts(&self, env: &crate::sandbox::AgentEnv<'_>) -> Vec<String> {
+        let mut hosts = env.hosts(&["api.openai.com", "chatgpt.com", "auth.openai.com"], &["OPENAI_BASE_URL"]);
+        // Providers of its own config: `[model_providers.X] base_url`.
+        let config = std::fs::read_to_string(env.home.join(".codex/config.toml")).unwrap_or_default();
+        if let Ok(config) = config.parse::<toml::Table>() {
+            let providers = config.get("model_providers").and_then(|p| p.as_table()).into_iter().flatten();
+            hosts.extend(providers.filter_map(|(_, p)| p.get("base_url")?.as_str().and_then(crate::sandbox::url_host)));
+        }
+        hosts
+    }
+
     fn own_files(&self) -> &'static [&'static str] {
         &["~/.codex/"]
     }

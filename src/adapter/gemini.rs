@@ -28,6 +28,11 @@ pub struct GeminiAdapter {
 }
 
 impl Adapter for GeminiAdapter {
+    fn api_hosts(&self, env: &crate::sandbox::AgentEnv<'_>) -> Vec<String> {
+        let vendors = ["generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com"];
+        env.hosts(&vendors, &["GOOGLE_GEMINI_BASE_URL"])
+    }
+
     fn own_files(&self) -> &'static [&'static str] {
         &["~/.gemini/"]
     }

@@ -243,6 +243,13 @@ pub trait Adapter: Send {
         &[]
     }
 
+    /// The hosts of the agent's API, for a sandbox's `network: [agent]`:
+    /// its vendor's, and those its environment (`env`) and config files
+    /// under `home` point it at.
+    fn api_hosts(&self, _env: &crate::sandbox::AgentEnv<'_>) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The verdict when the process ended without a terminal event.
     fn verdict_on_exit(&mut self, end: ProcessEnd, stderr_tail: &str) -> Verdict;
 

@@ -24,6 +24,11 @@ pub struct OpencodeAdapter {
 }
 
 impl Adapter for OpencodeAdapter {
+    fn api_hosts(&self, env: &crate::sandbox::AgentEnv<'_>) -> Vec<String> {
+        let vendors = ["api.anthropic.com", "api.openai.com", "models.dev", "opencode.ai"];
+        env.hosts(&vendors, &["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"])
+    }
+
     fn own_files(&self) -> &'static [&'static str] {
         &["~/.config/opencode/", "~/.local/share/opencode/", "~/.local/state/opencode", "~/.cache/opencode"]
     }

@@ -35,6 +35,18 @@ pub struct PiAdapter {
 }
 
 impl Adapter for PiAdapter {
+    fn api_hosts(&self, env: &crate::sandbox::AgentEnv<'_>) -> Vec<String> {
+        let vendors = ["api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "openrouter.ai"];
+        let mut hosts = env.hosts(&vendors, &["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"]);
+        // Providers of its own `models.json`: `providers.X.baseUrl`.
+        let models = std::fs::read_to_string(env.home.join(".pi/agent/models.json")).unwrap_or_default();
+        if let Ok(models) = serde_json::from_str::<serde_json::Value>(&models) {
+            let providers = models["providers"].as_object().into_iter().flatten();
+            hosts.extend(providers.filter_map(|(_, p)| p["baseUrl"].as_str().and_then(crate::sandbox::url_host)));
+        }
+        hosts
+    }
+
     fn own_files(&self) -> &'static [&'static str] {
         &["~/.pi/"]
     }

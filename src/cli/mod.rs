@@ -128,11 +128,28 @@ enum Command {
     /// direct use).
     #[command(hide = true)]
     RemoteExec,
+    /// Inside a run's sandbox: hand its loopback listener to the shepherd's
+    /// proxy, then become the agent (not for direct use).
+    #[command(hide = true)]
+    SandboxNet {
+        /// The shepherd's socket.
+        socket: std::path::PathBuf,
+        /// The agent's program.
+        program: std::ffi::OsString,
+        /// Its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
     let mut cli = Cli::parse();
+    if let Command::SandboxNet { socket, program, args } = &cli.command {
+        let e = corral::sandbox::proxy::enter(socket, program, args);
+        eprintln!("corral: cannot start {} in its sandbox: {e}", program.to_string_lossy());
+        return EXIT_ERROR;
+    }
     if let Command::RemoteExec = &cli.command {
         cli = match remote::command() {
             Ok(cli) => cli,
@@ -224,6 +241,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Mcp
         | Command::Shepherd { .. }
         | Command::RemoteExec
+        | Command::SandboxNet { .. }
         | Command::Completions { .. }
         | Command::Man
         | Command::Doctor(_) => {

@@ -5,11 +5,13 @@
 //! any Unix has; `linux.rs` what needs Linux (subreaper, PDEATHSIG, `/proc`).
 
 pub mod cgroup;
+mod fd_pass;
 mod linux;
 mod start;
 mod told;
 mod unix;
 
+pub use fd_pass::{recv_fd, send_fd};
 pub use linux::{
     age, ancestry, children_cpu_seconds, children_of, descendants, disk_free, env_var_of, exe_of, group_members,
     group_of, has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time, state_of, try_user_namespace,

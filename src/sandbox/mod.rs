@@ -13,6 +13,7 @@
 pub mod bwrap;
 pub mod denial;
 pub mod engine;
+pub mod proxy;
 mod written;
 
 use std::path::{Path, PathBuf};
@@ -184,4 +185,49 @@ const ALWAYS_KEPT: &[&str] =
 pub fn keeps(keep: &[String], name: &str, own: &[&str]) -> bool {
     let prefix = |p: &&str| if p.ends_with('_') { name.starts_with(*p) } else { name == *p };
     keep.iter().any(|k| k == name) || ALWAYS_KEPT.iter().any(prefix) || own.iter().any(prefix)
+}
+
+/// What an agent's API hosts are read from: the run's environment and the
+/// user's home.
+pub struct AgentEnv<'a> {
+    /// The run's environment.
+    pub vars: &'a [(std::ffi::OsString, std::ffi::OsString)],
+    /// The user's home.
+    pub home: &'a Path,
+}
+
+impl AgentEnv<'_> {
+    /// `vendors`, and the host of each URL in variables `urls` that is set.
+    pub fn hosts(&self, vendors: &[&str], urls: &[&str]) -> Vec<String> {
+        let set =
+            urls.iter().filter_map(|name| self.vars.iter().find(|(k, _)| k == name)?.1.to_str().and_then(url_host));
+        vendors.iter().map(|v| v.to_string()).chain(set).collect()
+    }
+}
+
+/// The host of a URL (`https://host:port/path` → `host`).
+pub fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => authority.split(':').next()?,
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+impl Network {
+    /// The hosts allowed, `agent` made its agent's API hosts (`None`: no
+    /// list — none or all).
+    pub fn hosts_for(&self, agent_hosts: impl FnOnce() -> Vec<String>) -> Option<Vec<String>> {
+        let Network::Hosts(hosts) = self else { return None };
+        let mut all: Vec<String> = hosts.iter().filter(|h| *h != "agent").cloned().collect();
+        if hosts.iter().any(|h| h == "agent") {
+            all.extend(agent_hosts());
+        }
+        all.sort();
+        all.dedup();
+        Some(all)
+    }
 }

@@ -218,6 +218,21 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     };
     launch.limits = limits;
     launch.sandbox = sandbox;
+    match launch.start_proxy() {
+        Ok(Some(hosts)) => {
+            let note = format!("sandbox: reaches only {}", hosts.join(", "));
+            early.store.append_events(
+                run_id,
+                early.store.last_event_seq(run_id)? + 1,
+                &[crate::adapter::TranscriptEvent::text(crate::adapter::EventKind::System, note)],
+            )?;
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let error = format!("cannot start the sandbox's proxy in {}: {e}", home.run_dir(run_id).display());
+            return early.end(RunStatus::Failed, StopReason::SpawnFailed, &error);
+        }
+    }
     launch.join = early.cleanup.cgroup().map(|g| g.join()).unwrap_or_default();
     match prepare::prepare(early.store, &run, &launch, !reopened, (&mut sigchld, &mut stop)) {
         Ok(()) => {}

@@ -87,6 +87,17 @@ impl Session {
                 found.extend(crate::sandbox::denial::in_text(&event.text, sandbox, &home));
             }
         }
+        self.add_denials(found, out);
+    }
+
+    /// Denials for hosts the sandbox's proxy refused.
+    pub fn refused_hosts(&mut self, hosts: Vec<String>, out: &mut Vec<TranscriptEvent>) {
+        let found = hosts.into_iter().map(crate::sandbox::denial::Denial::Connect).collect();
+        self.add_denials(found, out);
+    }
+
+    /// Each new refusal, as an event after `out`'s and in the run's list.
+    fn add_denials(&mut self, found: Vec<crate::sandbox::denial::Denial>, out: &mut Vec<TranscriptEvent>) {
         for denial in found {
             if self.refused.contains(&denial) {
                 continue;

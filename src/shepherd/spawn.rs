@@ -42,6 +42,8 @@ pub(super) struct AgentLaunch {
     pub worktree: Option<PathBuf>,
     /// Corral's data and worktree folders, for the sandbox's view.
     pub corral_dirs: (PathBuf, PathBuf),
+    /// The proxy a sandbox that reaches only some hosts goes out through.
+    pub proxy: Option<crate::sandbox::proxy::Proxy>,
 }
 
 impl AgentLaunch {
@@ -74,6 +76,7 @@ impl AgentLaunch {
             sandbox: None,
             worktree: run.worktree.as_ref().map(|w| PathBuf::from(&w.path)),
             corral_dirs: (home.data_dir().to_path_buf(), home.worktrees_dir()),
+            proxy: None,
         })
     }
 
@@ -87,6 +90,20 @@ impl AgentLaunch {
             system_prompt_file: self.system_prompt_file.clone(),
             allowed: &self.allowed,
         }
+    }
+
+    /// Starts the proxy of a sandbox that may reach only some hosts (its
+    /// agent's API hosts read from the run's environment and config).
+    pub fn start_proxy(&mut self) -> io::Result<Option<Vec<String>>> {
+        let Some((sandbox, _)) = &self.sandbox else { return Ok(None) };
+        let home = self.user_home();
+        let vars: Vec<(OsString, OsString)> = self.env.clone().unwrap_or_else(|| std::env::vars_os().collect());
+        let adapter = crate::adapter::for_agent(self.preset.agent);
+        let env = crate::sandbox::AgentEnv { vars: &vars, home: &home };
+        let Some(hosts) = sandbox.network.hosts_for(|| adapter.api_hosts(&env)) else { return Ok(None) };
+        let socket = crate::sandbox::proxy::socket_in(&self.run_dir);
+        self.proxy = Some(crate::sandbox::proxy::Proxy::start(socket, hosts.clone())?);
+        Ok(Some(hosts))
     }
 
     /// The user's home, as the run's environment says.
@@ -182,6 +199,12 @@ impl AgentLaunch {
         let (mut args, notes) = crate::sandbox::bwrap::arguments(sandbox, &view);
         for note in notes {
             tracing::warn!(run = self.run_id, "{note}");
+        }
+        if self.proxy.is_some() {
+            // Inside, the agent's way out is handed to the proxy first.
+            let helper = crate::queue::ShepherdCommand::lightest()?.program;
+            let socket = crate::sandbox::proxy::socket_in(&self.run_dir);
+            args.extend([helper.into(), "sandbox-net".into(), socket.into(), "--".into()]);
         }
         args.push(program.into());
         args.extend(invocation.args.iter().map(OsString::from));

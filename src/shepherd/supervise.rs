@@ -190,9 +190,13 @@ impl Supervisor {
             let wait = self.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
             let ready = {
                 let mut fds = vec![self.sigchld.fd(), self.stop.fd(), self.nudge.fd()];
+                fds.extend(self.session.launch().proxy.as_ref().map(|p| p.fd()));
                 fds.extend(self.streams.fds());
                 process::wait_readable(&fds, wait).doing("waiting for the agent")?
             };
+            if self.session.launch().proxy.is_some() && ready[3] {
+                self.note_refused_hosts()?;
+            }
             if ready[1] && self.stop.drain() {
                 self.on_stop_signal()?;
             }
@@ -396,6 +400,15 @@ impl Supervisor {
             self.clock.saw_output(Instant::now());
         }
         self.stderr_events(read.events);
+        Ok(())
+    }
+
+    /// Hosts the sandbox's proxy refused become denials in the transcript.
+    fn note_refused_hosts(&mut self) -> Result<(), ShepherdError> {
+        let hosts = self.session.launch().proxy.as_ref().map(|p| p.take_refused()).unwrap_or_default();
+        // Written with the next flush, after what the agent said before.
+        self.session.adapter().flush(self.recorder.pending());
+        self.session.refused_hosts(hosts, self.recorder.pending());
         Ok(())
     }
 
