@@ -6,6 +6,7 @@
 
 pub mod abort;
 pub mod adapter;
+pub mod allow;
 pub mod announce;
 pub mod ask;
 pub mod autostart;

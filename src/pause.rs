@@ -169,8 +169,9 @@ fn raise(store: &mut Store, id: &str, crossing: &Crossing, change: &BudgetChange
     Ok(crossing.owner.clone())
 }
 
-/// Tells run's shepherd to look at its pause request.
-fn nudge(run: &Run) {
+/// Tells run's shepherd to look at the store again (its pause request, its
+/// sandbox's allowances).
+pub fn nudge(run: &Run) {
     if let (Some(pid), Some(start)) = (run.shepherd_pid, run.shepherd_start) {
         if (ProcessId { pid, start }).is_alive() {
             // An error means the shepherd just exited; healing finds out.

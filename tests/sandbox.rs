@@ -70,7 +70,7 @@ fn a_sandboxed_run_writes_its_worktree_only_and_what_it_was_refused_is_shown() {
     let denials = denials(&env, &id);
     assert!(!denials.is_empty(), "{said}");
     assert!(denials.iter().any(|d| d.contains(&format!("refused writing {}", outside.display()))), "{denials:?}");
-    assert!(denials.iter().any(|d| d.contains("to its preset's `sandbox: write`")), "{denials:?}");
+    assert!(denials.iter().any(|d| d.contains(&format!("corral allow {id} --write"))), "{denials:?}");
     assert!(denials.iter().any(|d| d.contains("refused reading") && d.contains(".ssh/id_ed25519")), "{denials:?}");
     assert!(denials.iter().any(|d| d.contains(&format!("refused writing {}", hooks.display()))), "{denials:?}");
     // Counted as the run's denials (the tray's attention), and `show` says

@@ -3,6 +3,7 @@
 
 mod abort;
 mod about;
+mod allow;
 mod colour;
 mod diff;
 mod discard;
@@ -77,6 +78,9 @@ enum Command {
     Relaunch(relaunch::Args),
     /// Say one more thing to a run's agent, in a new turn of its own session.
     Reply(reply::Args),
+    /// Widen a sandboxed run's sandbox (`--write PATH`, `--host HOST`) and
+    /// let its agent go on in its session.
+    Allow(allow::Args),
     /// Remove ended runs for good, with the runs they launched: rows,
     /// transcripts, folders, and worktrees holding nothing unmerged.
     Rm(rm::Args),
@@ -228,6 +232,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Merge(args) => merge::run(&mut store, args, &mut out)?,
         Command::Discard(args) => discard::run(&mut store, args, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
+        Command::Allow(args) => allow::run(&mut store, args, &shepherd, &mut out)?,
         Command::Relaunch(args) => relaunch::run(&mut store, args, &shepherd, &mut out)?,
         Command::Du(args) => du::run(&store, args, &mut out)?,
         Command::Schedule(args) => schedule::run(&mut store, args, &shepherd, &mut out)?,

@@ -89,6 +89,7 @@ pub(super) fn target(
         Command::Resume(args) => args.runs.iter().collect(),
         Command::Rm(args) => args.runs.iter().collect(),
         Command::Reply(args) => vec![args.run()],
+        Command::Allow(args) => vec![args.run()],
         _ => return Ok(None),
     };
     let mut hosts = Vec::new();

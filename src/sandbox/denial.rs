@@ -25,13 +25,15 @@ impl Denial {
     pub fn describe(&self, run_id: &str) -> String {
         match self {
             Denial::Write(path) => format!(
-                "sandbox refused writing {} (run {run_id}): to allow it, add {} to its preset's `sandbox: write`",
+                "sandbox refused writing {}: to allow it and go on, corral allow {run_id} --write {}",
                 path.display(),
                 allowable(path).display()
             ),
-            Denial::Read(path) => format!("sandbox refused reading {} (run {run_id}): a denied place", path.display()),
+            Denial::Read(path) => format!("sandbox refused reading {} (a denied place)", path.display()),
             Denial::Connect(host) => {
-                format!("sandbox refused connecting to {host} (run {run_id}): its sandbox has no network")
+                format!(
+                    "sandbox refused connecting to {host}: to allow it and go on, corral allow {run_id} --host {host}"
+                )
             }
         }
     }

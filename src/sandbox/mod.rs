@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use written::{Asked, BadSandbox, WrittenRules, WrittenSandbox};
+pub use written::{host_name, Asked, BadSandbox, WrittenRules, WrittenSandbox};
 
 /// What a sandboxed run may touch, as decided before it starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,5 +229,52 @@ impl Network {
         all.sort();
         all.dedup();
         Some(all)
+    }
+}
+
+/// What a run's sandbox was widened to after it started (`corral allow`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Widening {
+    /// Full paths it may write too.
+    pub write: Vec<String>,
+    /// Hosts it may reach too.
+    pub hosts: Vec<String>,
+}
+
+impl Widening {
+    /// Each allowance as the store keeps it: (`write` | `host`, value).
+    pub fn entries(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.write.iter().map(|w| ("write", w.as_str())).chain(self.hosts.iter().map(|h| ("host", h.as_str())))
+    }
+
+    /// True if it allows nothing.
+    pub fn is_empty(&self) -> bool {
+        self.write.is_empty() && self.hosts.is_empty()
+    }
+}
+
+impl Sandbox {
+    /// This sandbox with `widening` allowed too: its paths writable, its
+    /// hosts reachable (a run without the network gets only them).
+    pub fn widened(&self, widening: &Widening) -> Sandbox {
+        let mut sandbox = self.clone();
+        for path in &widening.write {
+            let place = Place::Path(path.clone());
+            if !sandbox.write.contains(&place) {
+                sandbox.write.push(place);
+            }
+        }
+        if !widening.hosts.is_empty() {
+            sandbox.network = match &sandbox.network {
+                Network::All => Network::All,
+                Network::None => Network::Hosts(widening.hosts.clone()),
+                Network::Hosts(hosts) => {
+                    let mut all = hosts.clone();
+                    all.extend(widening.hosts.iter().filter(|h| !hosts.contains(h)).cloned());
+                    Network::Hosts(all)
+                }
+            };
+        }
+        sandbox
     }
 }

@@ -180,7 +180,8 @@ fn full_path(key: &'static str, path: &str) -> Result<String, BadSandbox> {
     }
 }
 
-fn host_name(host: &str) -> Result<String, BadSandbox> {
+/// `host` as a host name (lowercase), or why it is not one.
+pub fn host_name(host: &str) -> Result<String, BadSandbox> {
     let name = host.strip_prefix("*.").unwrap_or(host);
     let ok = !name.is_empty()
         && name

@@ -178,7 +178,8 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     };
     // `show` says where each limit came from.
     containment.notes.extend(sources);
-    let sandbox = match sandbox_of(&config, &preset, &run_dir) {
+    let widening = store.sandbox_allows(run_id)?;
+    let sandbox = match sandbox_of(&config, &preset, &run_dir, &widening) {
         Ok(Some((sandbox, bwrap))) => {
             containment.notes.push(format!("sandbox: {}", sandbox.describe()));
             Some((sandbox, bwrap))
@@ -348,14 +349,17 @@ enum Unsandboxed {
     Refused(crate::sandbox::engine::NoEngine),
 }
 
-/// The run's sandbox and the bubblewrap that makes it, found on the PATH
-/// the run was launched with; `None` if it runs unsandboxed.
+/// The run's sandbox (widened by what `corral allow` added) and the
+/// bubblewrap that makes it, found on the PATH the run was launched with;
+/// `None` if it runs unsandboxed.
 fn sandbox_of(
     config: &Config,
     preset: &crate::preset::Preset,
     run_dir: &std::path::Path,
+    widening: &crate::sandbox::Widening,
 ) -> Result<Option<(crate::sandbox::Sandbox, std::path::PathBuf)>, Unsandboxed> {
     let Some(sandbox) = config.sandbox_for(preset) else { return Ok(None) };
+    let sandbox = sandbox.widened(widening);
     let env = crate::run_env::load(run_dir).ok().flatten();
     let path = match &env {
         Some(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),

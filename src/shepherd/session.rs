@@ -58,6 +58,12 @@ impl Session {
         &self.launch
     }
 
+    /// How the agent is started, to change for the next turn (a widened
+    /// sandbox).
+    pub fn launch_mut(&mut self) -> &mut AgentLaunch {
+        &mut self.launch
+    }
+
     /// The current turn's adapter.
     pub fn adapter(&mut self) -> &mut dyn Adapter {
         self.adapter.as_mut()

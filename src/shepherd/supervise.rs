@@ -201,8 +201,12 @@ impl Supervisor {
                 self.on_stop_signal()?;
             }
             // A resume waiting for a slot looks again at every wake.
-            if (ready[2] && self.nudge.drain()) || self.clock.is_paused() {
+            let nudged = ready[2] && self.nudge.drain();
+            if nudged || self.clock.is_paused() {
                 self.follow_pause()?;
+            }
+            if nudged {
+                self.follow_allows()?;
             }
             self.sigchld.drain();
             self.read_stdout(READ_BUDGET)?;
@@ -401,6 +405,35 @@ impl Supervisor {
         }
         self.stderr_events(read.events);
         Ok(())
+    }
+
+    /// Widens the run's sandbox as `corral allow` asked: hosts reachable at
+    /// once, paths writable from the next turn on.
+    fn follow_allows(&mut self) -> Result<(), ShepherdError> {
+        let launch = self.session.launch_mut();
+        let Some((sandbox, _)) = &launch.sandbox else { return Ok(()) };
+        let widening = self.store.sandbox_allows(&self.run_id)?;
+        let widened = sandbox.widened(&widening);
+        if &widened == sandbox {
+            return Ok(());
+        }
+        if let Some(proxy) = &launch.proxy {
+            for host in &widening.hosts {
+                proxy.allow(host);
+            }
+        }
+        if let Some((sandbox, _)) = &mut launch.sandbox {
+            *sandbox = widened;
+        }
+        if launch.proxy.is_none() {
+            // A run that had no network gets its way out from the next turn.
+            launch.start_proxy().doing("starting the sandbox's proxy")?;
+        }
+        let note = format!(
+            "sandbox widened: {}",
+            widening.entries().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+        );
+        self.note_event(EventKind::System, note)
     }
 
     /// Hosts the sandbox's proxy refused become denials in the transcript.

@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0021_usage_limits.sql"),
     include_str!("migrations/0022_pushes.sql"),
     include_str!("migrations/0023_fire_firer_process.sql"),
+    include_str!("migrations/0024_sandbox_allows.sql"),
 ];
 
 /// The schema version this binary writes.

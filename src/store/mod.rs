@@ -19,6 +19,7 @@ mod remote;
 mod removal;
 mod replies;
 mod runs;
+mod sandbox_allows;
 mod schedules;
 mod search;
 mod slots;

@@ -368,10 +368,51 @@ fn sandboxed(real: &Real, agent: &str, args: &str) {
     assert!(transcript.contains("sandbox refused writing"), "{agent}: {transcript}");
 }
 
+/// A real agent whose sandbox reaches only its API: the stub answers, a
+/// host not listed is refused and shown.
+fn reaching_only_its_api(real: &Real, agent: &str, args: &str) {
+    real.preset("api-only", agent, &format!("{args}sandbox: {{write: [worktree], network: [agent]}}\n"));
+    let task = "stub> bash curl -sS -o /dev/null https://example.com/ 2>&1; echo tried stub> say reached {last}";
+    let id = real.launch("api-only", task);
+    let run = real.end(&id);
+    let transcript = real.transcript(&id);
+    assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{transcript}");
+    assert!(run["final_text"].as_str().unwrap_or("").starts_with("reached"), "{agent}: {run:#}");
+    assert!(transcript.contains("sandbox refused connecting to example.com"), "{agent}: {transcript}");
+}
+
+/// Allow and go on: a write refused, widened with `corral allow`, and the
+/// agent's session goes on to write it.
+fn allowed_and_going_on(real: &Real, agent: &str, args: &str) {
+    let shared = real.env.user_home.join(format!("{agent}-shared"));
+    std::fs::create_dir_all(&shared).unwrap();
+    real.preset("narrow", agent, &format!("{args}sandbox: {{write: [worktree], network: [agent]}}\n"));
+    let task = format!("stub> bash echo first > {}/a.txt stub> say refused {{last}}", shared.display());
+    let id = real.launch("narrow", &task);
+    let run = real.end(&id);
+    assert!(!shared.join("a.txt").exists(), "{agent}");
+    let transcript = real.transcript(&id);
+    assert!(transcript.contains(&format!("corral allow {id} --write {}", shared.display())), "{agent}: {transcript}");
+    let again = format!("stub> bash echo second > {}/a.txt stub> say wrote it", shared.display());
+    let shared_text = shared.to_string_lossy().into_owned();
+    let out = real.env.ok(&["allow", &id, "--write", &shared_text, "--", &again]);
+    assert!(out.contains(&format!("its sandbox now allows write {shared_text}")), "{out}");
+    let run2 = real.env.wait_run(&id, LIMIT, |r| r["final_text"] == "wrote it" && !r["exited_at"].is_null());
+    assert_eq!(run2["status"], "completed", "{agent}: {run:#}\n{run2:#}\n{}", real.transcript(&id));
+    assert_eq!(std::fs::read_to_string(shared.join("a.txt")).unwrap().trim(), "second", "{agent}");
+    assert_eq!(run2["session_id"], run["session_id"], "{agent}: the same session went on");
+}
+
 #[test]
 fn real_agents_in_a_sandbox() {
     let real = Real::new();
     sandboxed(&real, "claude", "args: [--allowedTools, Bash]\n");
     sandboxed(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
     sandboxed(&real, "pi", "tools: bash\n");
+    reaching_only_its_api(&real, "claude", "args: [--allowedTools, Bash]\n");
+    reaching_only_its_api(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
+    reaching_only_its_api(&real, "pi", "tools: bash\n");
+    allowed_and_going_on(&real, "claude", "args: [--allowedTools, Bash]\n");
+    allowed_and_going_on(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
+    allowed_and_going_on(&real, "pi", "tools: bash\n");
 }

@@ -1,0 +1,104 @@
+//! Widening one run's sandbox after it refused something (`corral allow RUN
+//! --write PATH | --host HOST`), and letting its agent go on in its session.
+//!
+//! The widening is kept with the run: a host is reachable at once (the
+//! shepherd's proxy is told), a path is writable from the agent's next
+//! turn, which a reply starts in the same session ("the sandbox now lets
+//! you …; go on").
+
+use std::path::Path;
+
+use crate::config::{Config, ConfigError};
+use crate::queue::ShepherdCommand;
+use crate::reply::{self, Replied, ReplyError};
+use crate::sandbox::{expand, BadSandbox, Widening};
+use crate::store::{Store, StoreError};
+
+/// Why a sandbox could not be widened.
+#[derive(Debug, thiserror::Error)]
+pub enum AllowError {
+    /// The store failed, or no such run.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The settings file is broken.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Nothing asked.
+    #[error("say what to allow: corral allow RUN --write PATH or --host HOST")]
+    Nothing,
+    /// The run has no sandbox to widen.
+    #[error("run {0} is not sandboxed: it may already write and reach what its user can")]
+    NotSandboxed(String),
+    /// A path that is not a full path, or does not exist.
+    #[error("--write {0}: {1}")]
+    BadPath(String, &'static str),
+    /// A host that is not a host name.
+    #[error("--host: {0}")]
+    BadHost(#[from] BadSandbox),
+    /// The reply that lets the agent go on was refused.
+    #[error("allowed, but the agent cannot go on in its session: {0}")]
+    Reply(#[from] ReplyError),
+}
+
+/// What was allowed, and the reply that lets the agent go on (if asked).
+#[derive(Debug)]
+pub struct Allowed {
+    /// What the run's sandbox was widened by.
+    pub widening: Widening,
+    /// The reply placed, when the agent was told to go on.
+    pub replied: Option<Replied>,
+}
+
+/// Widens run `id`'s sandbox by `asked` (paths with `~` are the user's
+/// home), and unless `quiet`, tells its agent to go on with `message` (or
+/// with what it may do now).
+pub fn allow(
+    store: &mut Store,
+    id: &str,
+    asked: &Widening,
+    message: Option<&str>,
+    quiet: bool,
+    shepherd: &ShepherdCommand,
+) -> Result<Allowed, AllowError> {
+    if asked.is_empty() {
+        return Err(AllowError::Nothing);
+    }
+    let run = store.find_run(id)?;
+    let config = Config::load(store.home())?;
+    if config.sandbox_for(&store.run_preset(&run.id)?).is_none() {
+        return Err(AllowError::NotSandboxed(run.id));
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_else(|| "/".into());
+    let mut widening = Widening::default();
+    for path in &asked.write {
+        if !(path.starts_with('/') || path == "~" || path.starts_with("~/")) {
+            return Err(AllowError::BadPath(path.clone(), "write a full path (from / or ~)"));
+        }
+        let full = expand(path, &home);
+        if !Path::new(&full).exists() {
+            return Err(AllowError::BadPath(path.clone(), "it does not exist: create it first, or allow its folder"));
+        }
+        widening.write.push(full.to_string_lossy().into_owned());
+    }
+    for host in &asked.hosts {
+        widening.hosts.push(crate::sandbox::host_name(host.trim())?);
+    }
+    store.allow_in_sandbox(&run.id, &widening)?;
+    crate::pause::nudge(&store.run(&run.id)?);
+    if quiet {
+        return Ok(Allowed { widening, replied: None });
+    }
+    let mut may = Vec::new();
+    if !widening.write.is_empty() {
+        may.push(format!("write {}", widening.write.join(", ")));
+    }
+    if !widening.hosts.is_empty() {
+        may.push(format!("reach {}", widening.hosts.join(", ")));
+    }
+    let text = match message {
+        Some(text) if !text.trim().is_empty() => text.to_string(),
+        _ => format!("The sandbox now lets you {}. Go on with your task.", may.join(" and ")),
+    };
+    let replied = reply::reply(store, &run.id, &text, false, shepherd)?;
+    Ok(Allowed { widening, replied: Some(replied) })
+}
