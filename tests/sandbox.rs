@@ -185,3 +185,91 @@ fn a_run_reaches_the_hosts_its_sandbox_lists_and_no_other() {
     // Nothing of Corral's stays in the sandbox after its agent.
     assert!(!env.run_dir(&id).join("net.sock").exists());
 }
+
+#[test]
+fn a_host_allowed_while_the_agent_runs_is_reachable_at_once() {
+    let env = Env::new();
+    let port = hello_server();
+    // The agent tries `localhost` (not listed) until it answers.
+    let script = format!("until curl -fsS http://localhost:{port}/late; do sleep 0.1; done");
+    env.command_preset_with("patient", &["sh", "-c", &script], "sandbox: {network: [127.0.0.1]}\n");
+    let id = env.launch("patient", "reach");
+    env.wait_run(&id, std::time::Duration::from_secs(20), |_| {
+        denials(&env, &id).iter().any(|d| d.contains("localhost"))
+    });
+    let denials_before = denials(&env, &id);
+    assert!(denials_before[0].contains(&format!("corral allow {id} --host localhost")), "{denials_before:?}");
+    let out = env.ok(&["allow", &id, "--host", "localhost", "--quiet"]);
+    assert!(out.contains("its sandbox now allows host localhost"), "{out}");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let said: Vec<String> =
+        transcript(&env, &id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect();
+    assert!(said.iter().any(|l| l.trim() == "hello"), "{said:?}");
+    assert!(said.iter().any(|l| l.contains("sandbox widened: host localhost")), "{said:?}");
+}
+
+#[test]
+fn allow_refuses_what_it_cannot_do_and_says_what_to_write() {
+    let env = Env::new();
+    env.command_preset_with("boxed", &["true"], "sandbox: {write: [worktree]}\n");
+    env.command_preset("open", &["true"]);
+    let boxed = env.launch("boxed", "x");
+    let open = env.launch("open", "x");
+    env.wait_end(&boxed);
+    env.wait_end(&open);
+    let refused = |args: &[&str], said: &str| {
+        let out = env.command(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(said), "{args:?}: {err}");
+    };
+    refused(&["allow", "nosuchrun", "--host", "github.com"], "nosuchrun");
+    refused(&["allow", &open, "--host", "github.com"], "is not sandboxed");
+    refused(&["allow", &boxed], "say what to allow");
+    refused(&["allow", &boxed, "--write", "relative/dir"], "write a full path");
+    refused(&["allow", &boxed, "--write", "/no/such/folder"], "does not exist");
+    refused(&["allow", &boxed, "--host", "https://github.com"], "is not a host name");
+    // A command cannot go on in a session: the widening is kept, and said.
+    refused(&["allow", &boxed, "--host", "github.com"], "allowed, but the agent cannot go on in its session");
+}
+
+#[test]
+fn where_user_namespaces_are_refused_a_sandboxed_launch_fails_with_doctors_fix() {
+    let env = Env::new();
+    env.command_preset_with("boxed", &["echo", "ran"], "sandbox: {write: [worktree]}\n");
+    // Another user's process on a machine that refuses them new user
+    // namespaces: bubblewrap's own `--disable-userns` (the kernel answers
+    // ENOSPC, as with `user.max_user_namespaces = 0`).
+    let refusing = |args: &[&str]| {
+        let inner = env.command(args);
+        let mut outer = Command::new("bwrap");
+        outer.args(["--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534"]);
+        outer.args(["--unshare-pid", "--dev-bind", "/", "/", "--proc", "/proc", "--"]);
+        outer.arg(inner.get_program()).args(inner.get_args());
+        outer.envs(inner.get_envs().filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))));
+        outer.current_dir(&env.project);
+        outer.output().unwrap()
+    };
+    let out = refusing(&["launch", "boxed", "work"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("preset boxed runs sandboxed, and no sandbox can be made here"), "{err}");
+    assert!(err.contains("max_*_namespaces exceeded") || err.contains("refused"), "{err}");
+    assert!(err.contains("sudo sysctl -w") && err.contains("corral doctor"), "{err}");
+    assert!(env.json(&["ls", "--all"]).as_array().unwrap().is_empty(), "nothing was recorded");
+    // `doctor` says the same there, with the same fix.
+    let out = refusing(&["doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["area"] == "sandbox" && f["check"] == "user namespaces")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(finding["level"], "warn", "{report:#}");
+    assert!(finding["fix"].as_str().unwrap_or("").contains("sudo sysctl -w"), "{finding:#}");
+    // Where they are not refused, the same launch runs sandboxed.
+    let id = env.launch("boxed", "work");
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+}
