@@ -88,6 +88,44 @@ pub fn allow(
     if quiet {
         return Ok(Allowed { widening, replied: None });
     }
+    let text = match message {
+        Some(text) if !text.trim().is_empty() => text.to_string(),
+        _ => go_on(&widening),
+    };
+    let replied = reply::reply(store, &run.id, &text, false, shepherd)?;
+    Ok(Allowed { widening, replied: Some(replied) })
+}
+
+/// "Allow and continue" for everything run `id` was refused: its tool calls
+/// (as `reply --allow-denied`) and its sandbox's refusals (writes and hosts,
+/// as `corral allow`; never a denied read), in one new turn of its session.
+pub fn allow_denied(
+    store: &mut Store,
+    id: &str,
+    text: &str,
+    shepherd: &ShepherdCommand,
+) -> Result<Replied, AllowError> {
+    let run = store.find_run(id)?;
+    let mut widening = Widening::default();
+    for denial in run.denied.iter().filter_map(|d| crate::sandbox::denial::Denial::from_entry(d)) {
+        match denial.allowance() {
+            Some(("write", path)) if !widening.write.contains(&path) => widening.write.push(path),
+            Some(("host", host)) if !widening.hosts.contains(&host) => widening.hosts.push(host),
+            _ => {}
+        }
+    }
+    let tools = run.denied.iter().any(|d| !crate::sandbox::denial::is_entry(d));
+    if widening.is_empty() {
+        return Ok(reply::reply(store, &run.id, text, true, shepherd)?);
+    }
+    // The sandbox first, so the turn the reply starts has it.
+    let allowed = allow(store, &run.id, &widening, None, true, shepherd)?;
+    let text = if text.trim().is_empty() { go_on(&allowed.widening) } else { text.to_string() };
+    Ok(reply::reply(store, &run.id, &text, tools, shepherd)?)
+}
+
+/// What the agent is told when its sandbox was widened.
+fn go_on(widening: &Widening) -> String {
     let mut may = Vec::new();
     if !widening.write.is_empty() {
         may.push(format!("write {}", widening.write.join(", ")));
@@ -95,10 +133,5 @@ pub fn allow(
     if !widening.hosts.is_empty() {
         may.push(format!("reach {}", widening.hosts.join(", ")));
     }
-    let text = match message {
-        Some(text) if !text.trim().is_empty() => text.to_string(),
-        _ => format!("The sandbox now lets you {}. Go on with your task.", may.join(" and ")),
-    };
-    let replied = reply::reply(store, &run.id, &text, false, shepherd)?;
-    Ok(Allowed { widening, replied: Some(replied) })
+    format!("The sandbox now lets you {}. Go on with your task.", may.join(" and "))
 }

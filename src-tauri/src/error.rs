@@ -17,6 +17,8 @@ pub enum AppError {
     #[error(transparent)]
     Reply(#[from] corral::reply::ReplyError),
     #[error(transparent)]
+    Allow(#[from] corral::allow::AllowError),
+    #[error(transparent)]
     Pause(#[from] corral::pause::PauseError),
     #[error(transparent)]
     Answer(#[from] corral::ask::AnswerError),

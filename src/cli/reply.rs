@@ -17,7 +17,8 @@ pub struct Args {
     /// What to tell the agent. Several words are joined with spaces.
     #[arg(num_args = 0..)]
     text: Vec<String>,
-    /// Allow exactly the tool calls the agent was refused, for the new turn.
+    /// Allow exactly the tool calls the agent was refused, for the new turn,
+    /// and what its sandbox refused (writes and hosts; see `corral allow`).
     #[arg(long)]
     allow_denied: bool,
     /// Block until the run ends again; exit as `corral wait` does.
@@ -36,7 +37,12 @@ impl Args {
 }
 
 pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
-    let replied = reply(store, &args.run, &args.text.join(" "), args.allow_denied, shepherd)?;
+    let text = args.text.join(" ");
+    let replied = if args.allow_denied {
+        corral::allow::allow_denied(store, &args.run, &text, shepherd)?
+    } else {
+        reply(store, &args.run, &text, false, shepherd)?
+    };
     let id = replied.run.id.clone();
     if args.wait {
         let caller = corral::caller::caller_run(store)?;

@@ -42,7 +42,8 @@ pub struct ReplyArgs {
     /// What to tell its agent next. May be empty with allow_denied.
     #[serde(default)]
     pub text: String,
-    /// Allow exactly the tool calls the agent was refused, for the new turn.
+    /// Allow exactly the tool calls the agent was refused, for the new turn
+    /// (not what its sandbox refused: only a person widens a sandbox).
     #[serde(default)]
     pub allow_denied: Option<bool>,
 }

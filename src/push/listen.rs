@@ -70,8 +70,8 @@ pub fn act(store: &mut Store, shepherd: &ShepherdCommand, secret: &[u8], text: &
 }
 
 /// "Allow and continue" for the run and end `key` names: its denied
-/// actions allowed, in a new turn of its session (as `corral reply
-/// --allow-denied`), once.
+/// actions allowed (tool calls, and what its sandbox refused), in a new
+/// turn of its session (as `corral reply --allow-denied`), once.
 fn allow_denied(store: &mut Store, shepherd: &ShepherdCommand, key: String) -> Result<Acted, StoreError> {
     let run_id = key.strip_prefix("denied:").and_then(|rest| rest.split(':').next()).unwrap_or("");
     let run = match store.run(run_id) {
@@ -85,8 +85,9 @@ fn allow_denied(store: &mut Store, shepherd: &ShepherdCommand, key: String) -> R
     if !store.answer_push(&key)? {
         return Ok(Acted::Refused(format!("{key} was answered already")));
     }
-    match crate::reply::reply(store, &run.id, "", true, shepherd) {
+    match crate::allow::allow_denied(store, &run.id, "", shepherd) {
         Ok(_) => Ok(Acted::Done { key, action: "allow-denied".into() }),
+        Err(crate::allow::AllowError::Store(e)) => Err(e),
         Err(e) => Ok(Acted::Refused(e.to_string())),
     }
 }

@@ -53,14 +53,44 @@ pub fn is_entry(entry: &str) -> bool {
     entry.starts_with("sandbox: ")
 }
 
-/// The folder to allow for a refused write: the file's folder (a tool
-/// that writes a file also makes its temporary files beside it).
-fn allowable(path: &Path) -> &Path {
-    if path.is_dir() {
-        path
-    } else {
-        path.parent().unwrap_or(path)
+impl Denial {
+    /// The refusal an entry of a run's `denied` list ([`Denial::entry`])
+    /// names, if it is the sandbox's.
+    pub fn from_entry(entry: &str) -> Option<Denial> {
+        let rest = entry.strip_prefix("sandbox: ")?;
+        let (kind, value) = rest.split_once(' ')?;
+        match kind {
+            "write" => Some(Denial::Write(value.into())),
+            "read" => Some(Denial::Read(value.into())),
+            "connect" => Some(Denial::Connect(value.into())),
+            _ => None,
+        }
     }
+
+    /// What "allow and continue" widens the sandbox by for it: the folder
+    /// of a refused write, a refused host; never a denied read (those are
+    /// the user's secrets: only their sandbox's `read:` lets one be read).
+    pub fn allowance(&self) -> Option<(&'static str, String)> {
+        match self {
+            Denial::Write(path) => Some(("write", allowable(path).to_string_lossy().into_owned())),
+            Denial::Connect(host) => Some(("host", host.clone())),
+            Denial::Read(_) => None,
+        }
+    }
+}
+
+/// The folder to allow for a refused write: the file's folder (a tool
+/// that writes a file also makes its temporary files beside it), the
+/// nearest that exists.
+fn allowable(path: &Path) -> &Path {
+    let mut at = path;
+    while !at.is_dir() {
+        match at.parent() {
+            Some(parent) => at = parent,
+            None => break,
+        }
+    }
+    at
 }
 
 /// The refusals `text` (a tool's result or output) says were the

@@ -381,26 +381,37 @@ fn reaching_only_its_api(real: &Real, agent: &str, args: &str) {
     assert!(transcript.contains("sandbox refused connecting to example.com"), "{agent}: {transcript}");
 }
 
-/// Allow and go on: a write refused, widened with `corral allow`, and the
-/// agent's session goes on to write it.
-fn allowed_and_going_on(real: &Real, agent: &str, args: &str) {
+/// Allow and go on: a write refused, widened with `corral allow` (or with
+/// `reply --allow-denied`, the window's and the phone's "Allow and
+/// continue"), and the agent's session goes on to write it; a denied read
+/// is never allowed that way.
+fn allowed_and_going_on(real: &Real, agent: &str, args: &str, by_reply: bool) {
     let shared = real.env.user_home.join(format!("{agent}-shared"));
     std::fs::create_dir_all(&shared).unwrap();
     real.preset("narrow", agent, &format!("{args}sandbox: {{write: [worktree], network: [agent]}}\n"));
-    let task = format!("stub> bash echo first > {}/a.txt stub> say refused {{last}}", shared.display());
+    let task =
+        format!("stub> bash echo first > {}/a.txt; cat ~/.ssh/id_ed25519 stub> say refused {{last}}", shared.display());
     let id = real.launch("narrow", &task);
     let run = real.end(&id);
     assert!(!shared.join("a.txt").exists(), "{agent}");
     let transcript = real.transcript(&id);
     assert!(transcript.contains(&format!("corral allow {id} --write {}", shared.display())), "{agent}: {transcript}");
-    let again = format!("stub> bash echo second > {}/a.txt stub> say wrote it", shared.display());
+    let again =
+        format!("stub> bash echo second > {}/a.txt; cat ~/.ssh/id_ed25519 stub> say wrote it", shared.display());
     let shared_text = shared.to_string_lossy().into_owned();
-    let out = real.env.ok(&["allow", &id, "--write", &shared_text, "--", &again]);
-    assert!(out.contains(&format!("its sandbox now allows write {shared_text}")), "{out}");
+    if by_reply {
+        real.env.ok(&["reply", &id, "--allow-denied", "--", &again]);
+    } else {
+        let out = real.env.ok(&["allow", &id, "--write", &shared_text, "--", &again]);
+        assert!(out.contains(&format!("its sandbox now allows write {shared_text}")), "{out}");
+    }
     let run2 = real.env.wait_run(&id, LIMIT, |r| r["final_text"] == "wrote it" && !r["exited_at"].is_null());
     assert_eq!(run2["status"], "completed", "{agent}: {run:#}\n{run2:#}\n{}", real.transcript(&id));
     assert_eq!(std::fs::read_to_string(shared.join("a.txt")).unwrap().trim(), "second", "{agent}");
     assert_eq!(run2["session_id"], run["session_id"], "{agent}: the same session went on");
+    let denied: Vec<&str> = run2["denied"].as_array().unwrap().iter().filter_map(|d| d.as_str()).collect();
+    assert!(denied.iter().any(|d| d.starts_with("sandbox: read") && d.ends_with("id_ed25519")), "{agent}: {denied:?}");
+    assert!(!real.transcript(&id).contains("PRIVATE KEY"), "{agent}");
 }
 
 #[test]
@@ -412,7 +423,7 @@ fn real_agents_in_a_sandbox() {
     reaching_only_its_api(&real, "claude", "args: [--allowedTools, Bash]\n");
     reaching_only_its_api(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
     reaching_only_its_api(&real, "pi", "tools: bash\n");
-    allowed_and_going_on(&real, "claude", "args: [--allowedTools, Bash]\n");
-    allowed_and_going_on(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
-    allowed_and_going_on(&real, "pi", "tools: bash\n");
+    allowed_and_going_on(&real, "claude", "args: [--allowedTools, Bash]\n", false);
+    allowed_and_going_on(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n", false);
+    allowed_and_going_on(&real, "pi", "tools: bash\n", true);
 }

@@ -61,11 +61,16 @@ fn work_folder(state: &AppState, id: &str) -> Result<PathBuf, AppError> {
 }
 
 /// Says `text` to run `id`'s agent in a new turn of its session; with
-/// `allow_denied`, that turn may use the tool calls it was refused.
+/// `allow_denied`, that turn may use the tool calls it was refused and
+/// what its sandbox refused.
 #[tauri::command(async)]
 pub fn reply_run(state: State<'_, AppState>, id: String, text: String, allow_denied: bool) -> Result<Run, AppError> {
     let mut store = state.store()?;
-    Ok(corral::reply::reply(&mut store, &id, &text, allow_denied, &state.shepherd()?)?.run)
+    let shepherd = state.shepherd()?;
+    if allow_denied {
+        return Ok(corral::allow::allow_denied(&mut store, &id, &text, &shepherd)?.run);
+    }
+    Ok(corral::reply::reply(&mut store, &id, &text, false, &shepherd)?.run)
 }
 
 /// Replies said to run `id`, oldest first.
