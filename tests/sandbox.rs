@@ -273,3 +273,29 @@ fn where_user_namespaces_are_refused_a_sandboxed_launch_fails_with_doctors_fix()
     let id = env.launch("boxed", "work");
     assert_eq!(env.wait_end(&id)["status"], "completed");
 }
+
+#[test]
+fn a_sandboxed_run_is_held_in_its_cgroup_and_abort_leaves_nothing_of_it() {
+    let env = Env::new();
+    let port = hello_server();
+    // A sandbox with the proxy, a child in the background, and a wait.
+    let script = format!("curl -sS http://127.0.0.1:{port}/; sleep 300 & sleep 300");
+    env.command_preset_with("held", &["sh", "-c", &script], "sandbox: {network: [127.0.0.1]}\n");
+    let id = env.launch("held", "hold");
+    env.wait_run(&id, std::time::Duration::from_secs(20), |r| r["status"] == "running");
+    let found = common::eventually(std::time::Duration::from_secs(20), || common::processes_of_run(&id).len() >= 3);
+    let processes = common::processes_of_run(&id);
+    assert!(found, "{processes:?}");
+    let shown = env.show(&id);
+    let cgroup = shown["containment"]["cgroup"].as_str().map(str::to_string);
+    if let Some(cgroup) = &cgroup {
+        let members = std::fs::read_to_string(format!("{cgroup}/cgroup.procs")).unwrap();
+        for pid in &processes {
+            assert!(members.lines().any(|l| l == pid.to_string()), "pid {pid} is not in the run's cgroup {cgroup}");
+        }
+    }
+    env.ok(&["abort", &id]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "aborted", "{run:#}");
+    assert!(processes.iter().all(|pid| !common::alive(*pid)), "left alive: {processes:?}");
+}

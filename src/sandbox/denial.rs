@@ -94,14 +94,16 @@ fn allowable(path: &Path) -> &Path {
 }
 
 /// The refusals `text` (a tool's result or output) says were the
-/// sandbox's, for a run whose user's home is `home`.
-pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path) -> Vec<Denial> {
+/// sandbox's, for a run whose user's home is `home` and whose agent works
+/// in `cwd` (a tool names a path as it was given: `reviewed.txt: Read-only
+/// file system`).
+pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path, cwd: &Path) -> Vec<Denial> {
     let mut found = Vec::new();
     for line in text.lines() {
-        if let Some(path) = path_said_with(line, "Read-only file system") {
+        if let Some(path) = path_said_with(line, "Read-only file system", cwd) {
             found.push(Denial::Write(path));
         }
-        if let Some(path) = path_said_with(line, "Permission denied") {
+        if let Some(path) = path_said_with(line, "Permission denied", cwd) {
             if let Read::Deny(places) = &sandbox.read {
                 if places.iter().any(|p| path.starts_with(expand(p, home))) {
                     found.push(Denial::Read(path));
@@ -122,14 +124,23 @@ pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path) -> Vec<Denial> {
 /// (`[Errno 30] Read-only file system: '/x'`, Node's `EROFS: read-only file
 /// system, open '/x'`) or the last word before it (`cannot create /x:
 /// Read-only file system`, `touch: cannot touch '/x': …`).
-fn path_said_with(line: &str, error: &str) -> Option<PathBuf> {
+fn path_said_with(line: &str, error: &str, cwd: &Path) -> Option<PathBuf> {
     // ASCII lowercase keeps every byte where it was.
     let at = line.to_ascii_lowercase().find(&error.to_ascii_lowercase())?;
     let (before, after) = (&line[..at], &line[at + error.len()..]);
     let unquote = |w: &str| w.trim_matches(|c: char| matches!(c, '\'' | '"' | '`' | ':' | ',' | '(' | ')')).to_string();
     let after = after.split_whitespace().map(unquote).find(|w| w.starts_with('/'));
-    let before = before.trim_end().trim_end_matches(':').split_whitespace().last().map(unquote);
-    after.into_iter().chain(before).find(|w| w.starts_with('/')).map(PathBuf::from)
+    if let Some(path) = after {
+        return Some(PathBuf::from(path));
+    }
+    // The word before: `cannot create X:`, `bash: line 1: X:`.
+    let word = before.trim_end().strip_suffix(':')?.split_whitespace().last().map(unquote)?;
+    let looks_like_a_path = !word.is_empty() && !word.ends_with(':') && word != "1" && !word.contains('=');
+    match word.starts_with('/') {
+        true => Some(PathBuf::from(word)),
+        false if looks_like_a_path && word.chars().any(|c| c == '.' || c == '/') => Some(cwd.join(word)),
+        false => None,
+    }
 }
 
 /// The host a connection error names: curl's, Node's and Python's words
@@ -182,7 +193,7 @@ mod tests {
                     cat: /root/other: Permission denied\n\
                     curl: (6) Could not resolve host: example.com\n";
         assert_eq!(
-            in_text(said, &builder(), home),
+            in_text(said, &builder(), home, Path::new("/w")),
             [
                 Denial::Write("/etc/x".into()),
                 Denial::Write("/usr/y".into()),
@@ -193,6 +204,8 @@ mod tests {
             ]
         );
         let all = Sandbox { network: Network::All, ..builder() };
-        assert!(in_text("curl: (6) Could not resolve host: example.com", &all, home).is_empty());
+        assert!(in_text("curl: (6) Could not resolve host: example.com", &all, home, Path::new("/w")).is_empty());
+        let relative = "/bin/bash: line 1: reviewed.txt: Read-only file system";
+        assert_eq!(in_text(relative, &all, home, Path::new("/w")), [Denial::Write("/w/reviewed.txt".into())]);
     }
 }

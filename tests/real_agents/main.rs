@@ -414,6 +414,30 @@ fn allowed_and_going_on(real: &Real, agent: &str, args: &str, by_reply: bool) {
     assert!(!real.transcript(&id).contains("PRIVATE KEY"), "{agent}");
 }
 
+/// The shipped profiles: a reviewer reads the project and writes nothing;
+/// a builder writes its folder and /tmp; both reach their agent's API.
+fn profiles(real: &Real, agent: &str, args: &str) {
+    std::fs::write(real.env.project.join("notes.txt"), "the project's own words").unwrap();
+    real.preset("rev", agent, &format!("{args}sandbox: reviewer\n"));
+    let id = real.launch("rev", "stub> bash cat notes.txt; echo x > reviewed.txt stub> say reviewed {last}");
+    let run = real.end(&id);
+    let transcript = real.transcript(&id);
+    assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{transcript}");
+    assert!(transcript.contains("the project's own words"), "{agent}: {transcript}");
+    assert!(!real.env.project.join("reviewed.txt").exists(), "{agent}: a reviewer wrote");
+    assert!(transcript.contains("sandbox refused writing"), "{agent}: {transcript}");
+    real.preset("bld", agent, &format!("{args}sandbox: builder\n"));
+    let id = real.launch(
+        "bld",
+        "stub> bash echo x > built.txt && echo y > /tmp/corral-built && echo done stub> say built {last}",
+    );
+    let run = real.end(&id);
+    let said = run["final_text"].as_str().unwrap_or("");
+    assert!(said.starts_with("built") && said.ends_with("done"), "{agent}: {run:#}\n{}", real.transcript(&id));
+    assert!(real.env.project.join("built.txt").exists());
+    let _ = std::fs::remove_file("/tmp/corral-built");
+}
+
 #[test]
 fn real_agents_in_a_sandbox() {
     let real = Real::new();
@@ -426,4 +450,6 @@ fn real_agents_in_a_sandbox() {
     allowed_and_going_on(&real, "claude", "args: [--allowedTools, Bash]\n", false);
     allowed_and_going_on(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n", false);
     allowed_and_going_on(&real, "pi", "tools: bash\n", true);
+    profiles(&real, "claude", "args: [--allowedTools, Bash]\n");
+    profiles(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
 }
