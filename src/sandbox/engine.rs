@@ -23,18 +23,22 @@ pub struct NoEngine {
     pub fix: String,
 }
 
-/// The bubblewrap on `path`, if it makes a sandbox here (it is tried: a
-/// sandbox with its own network that runs `true`).
+/// The bubblewrap on `path`, if it is installed.
+pub fn locate(path: Option<&OsStr>) -> Result<PathBuf, NoEngine> {
+    crate::preset::available::locate("bwrap", path, Path::new("/")).ok_or_else(|| NoEngine {
+        why: "bubblewrap (bwrap) is not installed".into(),
+        fix: "sudo apt install bubblewrap".into(),
+    })
+}
+
+/// The bubblewrap on `path`, if it makes a sandbox here: tried with the
+/// namespaces every sandbox needs (a user namespace where this user is not
+/// root, and a mount namespace), running `true` (~3.5 ms).
 pub fn bwrap(path: Option<&OsStr>) -> Result<PathBuf, NoEngine> {
-    let Some(bwrap) = crate::preset::available::locate("bwrap", path, Path::new("/")) else {
-        return Err(NoEngine {
-            why: "bubblewrap (bwrap) is not installed".into(),
-            fix: "sudo apt install bubblewrap".into(),
-        });
-    };
+    let bwrap = locate(path)?;
     let mut command = Command::new(&bwrap);
     command
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--unshare-net", "--cap-drop", "ALL", "--", "true"])
+        .args(["--ro-bind", "/", "/", "--", "true"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

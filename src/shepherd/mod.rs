@@ -365,7 +365,14 @@ fn sandbox_of(
         Some(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
         None => std::env::var_os("PATH"),
     };
-    match crate::sandbox::engine::bwrap(path.as_deref()) {
+    // A sandbox that must be was tried by its launch (a failure at start
+    // now is said by bubblewrap itself); an optional one is tried here, to
+    // know whether to go without.
+    let engine = match sandbox.optional {
+        true => crate::sandbox::engine::bwrap(path.as_deref()),
+        false => crate::sandbox::engine::locate(path.as_deref()),
+    };
+    match engine {
         Ok(bwrap) => Ok(Some((sandbox, bwrap))),
         Err(e) if sandbox.optional => Err(Unsandboxed::Allowed(e)),
         Err(e) => Err(Unsandboxed::Refused(e)),

@@ -9,8 +9,8 @@ launch` is started (so the launcher's own start counts) and stops at the
 time `date` printed. Launches are 100 ms apart, as a person's are (a
 burst of launches shares the kernel's cgroup bookkeeping and is faster).
 Printed for both ways a run is held: its own cgroup, and the process tree
-(`cgroups = false`); and sandboxed by bubblewrap (`[sandbox]`), with and
-without a network of its own.
+(`cgroups = false`); and sandboxed by bubblewrap (`[sandbox]`): any
+network, a network of its own, and a host allowlist (the shepherd's proxy).
 """
 
 import json
@@ -47,7 +47,7 @@ def measure(root, config):
         run = json.loads(out.stdout)["id"]
         subprocess.run([CORRAL, "wait", run], env=env, capture_output=True, check=True)
         text = subprocess.run([CORRAL, "tail", run, "-n", "all"], env=env, capture_output=True, text=True).stdout
-        printed = float(next(line for line in text.split() if line.replace(".", "").isdigit()))
+        printed = float(next(w for w in text.split() if w.count(".") == 1 and w.replace(".", "", 1).isdigit()))
         delays.append((printed - before) * 1000)
     delays.sort()
     pick = lambda q: delays[min(len(delays) - 1, int(len(delays) * q))]
@@ -59,7 +59,8 @@ def main():
     sandbox = '[sandbox]\nwrite = ["worktree"]\n'
     for name, config in [("own cgroup", ""), ("process tree", "cgroups = false\n"),
                          ("sandboxed", sandbox + 'network = "all"\n'),
-                         ("sandbox+netns", sandbox + 'network = "none"\n')]:
+                         ("sandbox+netns", sandbox + 'network = "none"\n'),
+                         ("sandbox+proxy", sandbox + 'network = ["127.0.0.1"]\n')]:
         with tempfile.TemporaryDirectory() as tmp:
             p50, p90, p99 = measure(Path(tmp), config)
         print(f"  {name:14} p50 {p50:6.2f} ms   p90 {p90:6.2f} ms   p99 {p99:6.2f} ms")
