@@ -51,7 +51,7 @@ Architecture: $arch
 Maintainer: Corral developers <corral@localhost>
 Installed-Size: $size_kb
 Depends: libgtk-3-0, libwebkit2gtk-4.1-0, libayatana-appindicator3-1, git
-Recommends: xdg-utils, openssh-client
+Recommends: xdg-utils, openssh-client, bubblewrap
 Section: devel
 Priority: optional
 Description: run coding agents in the background, supervised to a truthful end

@@ -10,9 +10,9 @@ if ! command -v cargo >/dev/null; then
   exit 1
 fi
 packages=(build-essential pkg-config libssl-dev libgtk-3-dev libwebkit2gtk-4.1-dev
-  libayatana-appindicator3-dev librsvg2-dev libxdo-dev util-linux procps openssh-client)
+  libayatana-appindicator3-dev librsvg2-dev libxdo-dev util-linux procps openssh-client bubblewrap)
 if [ "$mode" = test ]; then
-  packages+=(xvfb xauth dbus-x11 webkit2gtk-driver imagemagick x11-utils python3 python3-dbus python3-gi python3-xlib gir1.2-gtk-3.0 libglib2.0-bin openssh-server acl passwd fish tcsh zsh netcat-openbsd systemd)
+  packages+=(xvfb xauth dbus-x11 webkit2gtk-driver imagemagick x11-utils python3 python3-dbus python3-gi python3-xlib gir1.2-gtk-3.0 libglib2.0-bin openssh-server acl passwd fish tcsh zsh netcat-openbsd systemd curl)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,8 @@
-//! Whether the agents' own sandboxes can work here. Claude Code's sandbox
-//! runs commands under bubblewrap (with socat for its network proxy), and
-//! Codex's Linux sandbox needs user namespaces too; both break, the most
+//! Whether sandboxes can work here: Corral's own (a preset's `sandbox:`,
+//! made by bubblewrap; see `crate::sandbox::engine`) and the agents' own.
+//! Claude Code's sandbox runs commands under bubblewrap (with socat for
+//! its network proxy), and Codex's Linux sandbox needs user namespaces
+//! too; all of them break, the most
 //! reported way on Linux, where unprivileged user namespaces are off or
 //! restricted (Debian's `unprivileged_userns_clone`, Ubuntu 23.10+'s
 //! AppArmor rule `apparmor_restrict_unprivileged_userns`).
