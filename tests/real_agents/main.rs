@@ -344,9 +344,18 @@ fn sandboxed(real: &Real, agent: &str, args: &str) {
     std::fs::create_dir_all(real.env.user_home.join(".ssh")).unwrap();
     std::fs::write(real.env.user_home.join(".ssh/id_ed25519"), "PRIVATE KEY").unwrap();
     let outside = real.env.user_home.join(format!("{agent}-outside.txt"));
+    // The project is a repository: the agent writes it, never its hooks.
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git").args(args).current_dir(&real.env.project).status().unwrap();
+        assert!(ok.success(), "git {args:?}");
+    };
+    if !real.env.project.join(".git").exists() {
+        git(&["init", "-q"]);
+    }
+    let hook = real.env.project.join(".git/hooks/pre-commit");
     real.preset("boxed", agent, &format!("{args}sandbox: {{write: [worktree], network: all}}\n"));
     let task = format!(
-        "stub> bash echo mine > {agent}-inside.txt; echo x > {}; cat ~/.ssh/id_ed25519 stub> say sandboxed {{last}}",
+        "stub> bash echo mine > {agent}-inside.txt; echo x > {}; cat ~/.ssh/id_ed25519 stub> bash echo touch-pwned > .git/hooks/pre-commit stub> say sandboxed {{last}}",
         outside.display()
     );
     let id = real.launch("boxed", &task);
@@ -366,6 +375,11 @@ fn sandboxed(real: &Real, agent: &str, args: &str) {
         "{agent}: {denied:?}"
     );
     assert!(transcript.contains("sandbox refused writing"), "{agent}: {transcript}");
+    assert!(!hook.exists(), "{agent} planted a hook");
+    // Claude Code refuses a write into `.git` itself, before the sandbox.
+    let refused_hook =
+        |d: &&str| d.contains("pre-commit") && (d.starts_with("sandbox: write") || d.starts_with("Bash("));
+    assert!(denied.iter().any(refused_hook), "{agent}: {denied:?}\n{transcript}");
 }
 
 /// A real agent whose sandbox reaches only its API: the stub answers, a
