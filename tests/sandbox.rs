@@ -299,3 +299,20 @@ fn a_sandboxed_run_is_held_in_its_cgroup_and_abort_leaves_nothing_of_it() {
     assert_eq!(run["status"], "aborted", "{run:#}");
     assert!(processes.iter().all(|pid| !common::alive(*pid)), "left alive: {processes:?}");
 }
+
+#[test]
+fn read_only_shows_the_run_only_what_it_lists() {
+    let env = Env::new();
+    std::fs::write(env.project.join("notes.txt"), "the project's notes").unwrap();
+    std::fs::write(env.user_home.join("diary.txt"), "the user's diary").unwrap();
+    let only = format!("sandbox: {{read: {{only: [{}]}}, write: [worktree]}}\n", env.project.display());
+    env.command_preset_with("narrow", &["sh", "-c", "cat notes.txt; cat ~/diary.txt || echo no-diary"], &only);
+    let id = env.launch("narrow", "read");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let said: Vec<String> =
+        transcript(&env, &id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect();
+    assert!(said.iter().any(|l| l.contains("the project's notes")), "{said:?}");
+    assert!(said.iter().any(|l| l.contains("no-diary")), "{said:?}");
+    assert!(!said.iter().any(|l| l.contains("the user's diary")), "{said:?}");
+}

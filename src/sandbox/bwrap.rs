@@ -32,6 +32,9 @@ pub struct RunView<'a> {
     pub agent_files: &'a [&'a str],
     /// A file no one may read, bound over each denied file.
     pub unreadable: &'a Path,
+    /// The programs the sandbox starts (the agent's, Corral's helper):
+    /// readable under `read: only`, with the package each belongs to.
+    pub programs: &'a [&'a Path],
 }
 
 /// Whether the sandbox writes /tmp; where it does not, the run's own
@@ -60,6 +63,17 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             }
             for place in places {
                 args.bind("--ro-bind-try", &expand(place, home));
+            }
+            for program in view.programs {
+                // A CLI from npm is a link into its package (`bin/x.js`
+                // beside `node_modules/`): the link's folder, and the
+                // package's (the target's folder and the one above) —
+                // never a folder holding the user's home.
+                let target = std::fs::canonicalize(program).unwrap_or_default();
+                let dirs = program.parent().into_iter().chain(target.ancestors().skip(1).take(2));
+                for dir in dirs.filter(|d| d.parent().is_some() && !home.starts_with(d)) {
+                    args.bind("--ro-bind-try", dir);
+                }
             }
             args.bind("--ro-bind-try", view.cwd);
         }

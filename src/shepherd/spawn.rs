@@ -187,6 +187,11 @@ impl AgentLaunch {
             File::create(&unreadable)?;
             std::fs::set_permissions(&unreadable, std::os::unix::fs::PermissionsExt::from_mode(0o000))?;
         }
+        // Inside, the agent's way out is handed to the proxy first.
+        let helper = match &self.proxy {
+            Some(_) => Some(crate::queue::ShepherdCommand::lightest()?.program),
+            None => None,
+        };
         let view = crate::sandbox::bwrap::RunView {
             user_home: &user_home,
             cwd: Path::new(&self.cwd),
@@ -195,14 +200,13 @@ impl AgentLaunch {
             worktrees: &self.corral_dirs.1,
             agent_files: adapter.own_files(),
             unreadable: &unreadable,
+            programs: &[Some(program.as_path()), helper.as_deref()].into_iter().flatten().collect::<Vec<_>>(),
         };
         let (mut args, notes) = crate::sandbox::bwrap::arguments(sandbox, &view);
         for note in notes {
             tracing::warn!(run = self.run_id, "{note}");
         }
-        if self.proxy.is_some() {
-            // Inside, the agent's way out is handed to the proxy first.
-            let helper = crate::queue::ShepherdCommand::lightest()?.program;
+        if let Some(helper) = helper {
             let socket = crate::sandbox::proxy::socket_in(&self.run_dir);
             args.extend([helper.into(), "sandbox-net".into(), socket.into(), "--".into()]);
         }

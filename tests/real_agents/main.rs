@@ -452,6 +452,23 @@ fn profiles(real: &Real, agent: &str, args: &str) {
     let _ = std::fs::remove_file("/tmp/corral-built");
 }
 
+/// `read: only`: a real agent still runs (its CLI, Node and its own files
+/// are let in) and sees only what is listed.
+fn reading_only(real: &Real, agent: &str, args: &str) {
+    std::fs::write(real.env.project.join("notes.txt"), "the project's own words").unwrap();
+    std::fs::write(real.env.user_home.join("diary.txt"), "the user's diary").unwrap();
+    let only =
+        format!("sandbox: {{read: {{only: [{}]}}, write: [worktree], network: [agent]}}\n", real.env.project.display());
+    real.preset("only", agent, &format!("{args}{only}"));
+    let id = real.launch("only", "stub> bash cat notes.txt; cat ~/diary.txt || echo no-diary stub> say read {last}");
+    let run = real.end(&id);
+    let transcript = real.transcript(&id);
+    assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{transcript}");
+    let said = run["final_text"].as_str().unwrap_or("");
+    assert!(said.contains("the project's own words") && said.contains("no-diary"), "{agent}: {transcript}");
+    assert!(!said.contains("the user's diary"), "{agent}: {transcript}");
+}
+
 #[test]
 fn real_agents_in_a_sandbox() {
     let real = Real::new();
@@ -466,4 +483,7 @@ fn real_agents_in_a_sandbox() {
     allowed_and_going_on(&real, "pi", "tools: bash\n", true);
     profiles(&real, "claude", "args: [--allowedTools, Bash]\n");
     profiles(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
+    reading_only(&real, "claude", "args: [--allowedTools, Bash]\n");
+    reading_only(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
+    reading_only(&real, "pi", "tools: bash\n");
 }
