@@ -667,11 +667,35 @@ fn a_calendar_phrase_fires_on_the_days_it_names_and_says_how_it_was_read() {
 fn a_fire_whose_firer_died_is_shown_ended_not_running() {
     let env = Env::new();
     env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
-    // The precheck holds the fire long enough for its firer to be killed.
-    env.ok(&["schedule", "add", "slow", "--preset", "quick", "--every", "1h", "--precheck", "sleep 5", "work"]);
+    // The precheck holds the fire long enough for its firer to be killed;
+    // its odd length finds its process among the machine's. Its shell dies
+    // with the firer; the `sleep` it started would live on.
+    env.ok(&[
+        "schedule",
+        "add",
+        "slow",
+        "--preset",
+        "quick",
+        "--every",
+        "1h",
+        "--precheck",
+        "sh -c 'sleep 31.77; true'",
+        "work",
+    ]);
     let mut firer = at(&env, 3601, &["schedule", "fire", "slow"]).spawn().unwrap();
+    let precheck = || {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if cmdline == b"sleep\x0031.77\x00" {
+                found.push(entry.file_name().to_string_lossy().parse::<i32>().unwrap());
+            }
+        }
+        found.into_iter().filter(|pid| common::alive(*pid)).collect::<Vec<_>>()
+    };
     assert!(
-        eventually(Duration::from_secs(10), || fires(&env, "slow").first().is_some_and(|f| f["outcome"] == "firing")),
+        eventually(Duration::from_secs(10), || fires(&env, "slow").first().is_some_and(|f| f["outcome"] == "firing")
+            && !precheck().is_empty()),
         "the fire is carried out: {:?}",
         fires(&env, "slow")
     );
@@ -683,6 +707,8 @@ fn a_fire_whose_firer_died_is_shown_ended_not_running() {
     assert!(detail.contains("its firer (fire, pid") && detail.contains("nothing was launched"), "{detail}");
     assert_eq!(outcomes(&env, "slow"), ["failed"]);
     assert!(runs(&env).is_empty());
+    // The precheck the dead firer left is stopped with its fire.
+    assert!(eventually(Duration::from_secs(10), || precheck().is_empty()), "still running: {:?}", precheck());
 }
 
 #[test]

@@ -117,6 +117,9 @@ pub fn settle_orphans(store: &mut Store) -> Result<Vec<FireRow>, ScheduleError> 
             n => ("launched", format!("{who} ended after launching {n} run(s), before it finished")),
         };
         if store.settle_fire(fire.id, outcome, &detail)? {
+            // What the dead firer left running stops with its fire.
+            let (precheck, cgroup) = store.fire_precheck(fire.id)?;
+            precheck::stop_left(precheck, cgroup.as_deref());
             settled.push(store.fire(fire.id)?);
         }
     }
@@ -244,23 +247,33 @@ fn decide(
     let cwd = here.as_path();
     let mut items: Vec<Option<String>> = match &settings.precheck {
         None => vec![None],
-        Some(check) => match precheck::run(check, &format!("precheck-{name}-{}", fire.id), cwd, &env) {
-            Checked::Nothing(why) => return Ok(Decided::skipped("skipped_precheck", why)),
-            Checked::Work(lines) if check.each => {
-                let known = store.schedule_items(name)?;
-                let mut new: Vec<Option<String>> = Vec::new();
-                for line in lines {
-                    if !known.contains(&line) && !new.iter().any(|n| n.as_deref() == Some(&line)) {
-                        new.push(Some(line));
+        Some(check) => {
+            match precheck::run(check, &format!("precheck-{name}-{}", fire.id), cwd, &env, |process, cgroup| {
+                let cgroup = cgroup.map(|c| c.to_string_lossy().into_owned());
+                if let Err(e) = store.record_precheck(fire.id, process, cgroup.as_deref()) {
+                    tracing::warn!("cannot record the precheck of fire {}: {e}", fire.id);
+                }
+            }) {
+                Checked::Nothing(why) => return Ok(Decided::skipped("skipped_precheck", why)),
+                Checked::Work(lines) if check.each => {
+                    let known = store.schedule_items(name)?;
+                    let mut new: Vec<Option<String>> = Vec::new();
+                    for line in lines {
+                        if !known.contains(&line) && !new.iter().any(|n| n.as_deref() == Some(&line)) {
+                            new.push(Some(line));
+                        }
                     }
+                    if new.is_empty() {
+                        return Ok(Decided::skipped(
+                            "skipped_nothing_new",
+                            "every item the precheck listed was worked on",
+                        ));
+                    }
+                    new
                 }
-                if new.is_empty() {
-                    return Ok(Decided::skipped("skipped_nothing_new", "every item the precheck listed was worked on"));
-                }
-                new
+                Checked::Work(_) => vec![None],
             }
-            Checked::Work(_) => vec![None],
-        },
+        }
     };
     let cap = room_this_hour.min(settings.max_runs_per_fire.map_or(usize::MAX, |m| m as usize));
     let left = items.len().saturating_sub(cap);

@@ -29,7 +29,15 @@ pub(super) enum Checked {
 }
 
 /// Runs `precheck` in `cwd` with `env`; `label` names its cgroup.
-pub(super) fn run(precheck: &Precheck, label: &str, cwd: &Path, env: &[(OsString, OsString)]) -> Checked {
+/// `started` is told its process and cgroup as soon as it runs (so a
+/// settler can stop it if this process dies).
+pub(super) fn run(
+    precheck: &Precheck,
+    label: &str,
+    cwd: &Path,
+    env: &[(OsString, OsString)],
+    started: impl FnOnce(ProcessId, Option<&Path>),
+) -> Checked {
     let Some((program, args)) = precheck.command.split_first() else {
         return Checked::Nothing("the precheck is empty".into());
     };
@@ -39,7 +47,12 @@ pub(super) fn run(precheck: &Precheck, label: &str, cwd: &Path, env: &[(OsString
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     process::prepare_run_command(&mut command, group.as_ref().map(RunCgroup::join).unwrap_or_default());
     let checked = match command.spawn() {
-        Ok(child) => wait(child, Duration::from_secs(precheck.timeout_secs), group.as_ref()),
+        Ok(child) => {
+            if let Some(process) = ProcessId::of(child.id() as i32) {
+                started(process, group.as_ref().map(RunCgroup::dir));
+            }
+            wait(child, Duration::from_secs(precheck.timeout_secs), group.as_ref())
+        }
         Err(e) => Checked::Nothing(format!("the precheck '{program}' cannot start: {e}")),
     };
     if let Some(group) = group {
@@ -122,5 +135,21 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
             "the precheck did not finish within {} and was stopped",
             humantime::format_duration(timeout)
         ))),
+    }
+}
+
+/// Stops a precheck whose firer died: its cgroup killed and removed, else
+/// its process group, if it is still that very process.
+pub(super) fn stop_left(process: Option<ProcessId>, cgroup: Option<&str>) {
+    if let Some(dir) = cgroup {
+        let containment = crate::resources::Containment { cgroup: Some(dir.to_string()), ..Default::default() };
+        if let Some(group) = RunCgroup::open(&containment) {
+            let _ = group.kill();
+            let _ = group.remove();
+            return;
+        }
+    }
+    if let Some(process) = process.filter(|p| p.is_alive()) {
+        let _ = process::signal_group(process.pid, Sig::Kill);
     }
 }

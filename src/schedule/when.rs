@@ -74,7 +74,9 @@ impl When {
     /// A calendar phrase (`weekdays 09:00`, `mon,wed 18:30`), or a period
     /// said as one (`every 2h`).
     pub fn at(phrase: &str) -> Result<When, WhenError> {
-        if let Some(period) = phrase.trim().strip_prefix("every ") {
+        // Any case, as calendar phrases are read: `Every 2h`.
+        let words = phrase.trim();
+        if let Some(period) = words.get(..6).filter(|w| w.eq_ignore_ascii_case("every ")).map(|_| &words[6..]) {
             if humantime::parse_duration(period.trim()).is_ok() {
                 return When::every(period);
             }
@@ -215,6 +217,14 @@ impl When {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_period_said_as_a_phrase_is_a_period_in_any_case() {
+        assert_eq!(When::at("every 2h").unwrap(), When::every("2h").unwrap());
+        assert_eq!(When::at("Every 2h").unwrap(), When::every("2h").unwrap());
+        assert_eq!(When::at("EVERY 90m").unwrap(), When::every("90m").unwrap());
+        assert!(matches!(When::at("Weekdays 09:00").unwrap(), When::At(_)));
+    }
 
     fn at(text: &str) -> Timestamp {
         crate::time::parse(text).unwrap()

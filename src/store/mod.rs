@@ -224,10 +224,14 @@ impl Store {
     pub fn reading<T, E: From<StoreError>>(&self, f: impl FnOnce(&Store) -> Result<T, E>) -> Result<T, E> {
         self.conn.execute_batch("BEGIN DEFERRED").doing("beginning a read")?;
         let result = f(self);
-        // Ending a transaction that only read loses nothing, whichever way.
+        // Ending a transaction that only read loses nothing, whichever way;
+        // when the reads failed, theirs is the error said.
         let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-        self.conn.execute_batch(end).doing("ending a read")?;
-        result
+        let ended = self.conn.execute_batch(end).doing("ending a read");
+        match (result, ended) {
+            (Ok(_), Err(e)) => Err(e.into()),
+            (result, _) => result,
+        }
     }
 
     /// Runs `f` like [`Store::write`]; if the disk is full, gives up the

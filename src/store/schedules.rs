@@ -333,6 +333,31 @@ impl Store {
         Ok(fires)
     }
 
+    /// Records the precheck fire `id` runs: its process (the leader of its
+    /// process group) and its cgroup, if one was made.
+    pub fn record_precheck(&mut self, id: i64, process: ProcessId, cgroup: Option<&str>) -> Result<(), StoreError> {
+        self.write("recording a fire's precheck", |tx| {
+            tx.execute(
+                "UPDATE fires SET precheck_pid = ?2, precheck_start = ?3, precheck_cgroup = ?4 WHERE id = ?1",
+                params![id, process.pid, process.start as i64, cgroup],
+            )
+        })
+        .map(drop)
+    }
+
+    /// The precheck fire `id` ran or runs: its process and its cgroup.
+    pub fn fire_precheck(&self, id: i64) -> Result<(Option<ProcessId>, Option<String>), StoreError> {
+        self.conn()
+            .query_row("SELECT precheck_pid, precheck_start, precheck_cgroup FROM fires WHERE id = ?1", [id], |r| {
+                let process = match (r.get::<_, Option<i32>>(0)?, r.get::<_, Option<i64>>(1)?) {
+                    (Some(pid), Some(start)) => Some(ProcessId { pid, start: start as u64 }),
+                    _ => None,
+                };
+                Ok((process, r.get(2)?))
+            })
+            .doing("reading a fire's precheck")
+    }
+
     /// Settles fire `id` that its firer left `firing`: true if it still was
     /// (no other process settled it, and its firer did not finish it).
     pub fn settle_fire(&mut self, id: i64, outcome: &str, detail: &str) -> Result<bool, StoreError> {
