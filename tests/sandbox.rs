@@ -316,3 +316,32 @@ fn read_only_shows_the_run_only_what_it_lists() {
     assert!(said.iter().any(|l| l.contains("no-diary")), "{said:?}");
     assert!(!said.iter().any(|l| l.contains("the user's diary")), "{said:?}");
 }
+
+#[test]
+fn a_secret_or_a_writable_folder_behind_a_link_is_as_the_sandbox_says() {
+    let env = Env::new();
+    // ~/.ssh and ~/.netrc kept elsewhere (a dotfiles repository), linked.
+    let dotfiles = env.project.join("dotfiles");
+    std::fs::create_dir_all(dotfiles.join("ssh")).unwrap();
+    std::fs::write(dotfiles.join("ssh/id_ed25519"), "KEY").unwrap();
+    std::fs::write(dotfiles.join("netrc"), "machine x password PASS").unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("ssh"), env.user_home.join(".ssh")).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("netrc"), env.user_home.join(".netrc")).unwrap();
+    // And a folder it may write, linked too.
+    let real_out = env.project.join("real-out");
+    std::fs::create_dir_all(&real_out).unwrap();
+    std::os::unix::fs::symlink(&real_out, env.user_home.join("out")).unwrap();
+    env.command_preset_with(
+        "boxed",
+        &["sh", "-c", "cat ~/.ssh/id_ed25519; cat ~/.netrc; echo x > ~/out/made; echo done"],
+        "sandbox: {write: [~/out], network: none}\n",
+    );
+    let id = env.launch("boxed", "look");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let said: Vec<String> =
+        transcript(&env, &id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect();
+    assert!(said.iter().any(|l| l.trim() == "done"), "{said:?}");
+    assert!(!said.iter().any(|l| l.contains("KEY") || l.contains("PASS")), "{said:?}");
+    assert!(real_out.join("made").exists(), "{said:?}");
+}

@@ -85,7 +85,8 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             Place::Worktree => view.worktree.unwrap_or(view.cwd).to_path_buf(),
             Place::Path(path) => expand(path, home),
         };
-        if path.exists() {
+        // Bubblewrap mounts on no link: what a link points at is bound.
+        if let Ok(path) = std::fs::canonicalize(&path) {
             args.bind("--bind", &path);
             written.push(path);
         } else {
@@ -100,7 +101,7 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         if file.ends_with('/') {
             let _ = std::fs::create_dir_all(&path);
         }
-        args.bind("--bind-try", &path);
+        args.bind("--bind-try", &std::fs::canonicalize(&path).unwrap_or(path));
     }
     args.bind("--bind", view.corral_home);
     if let Ok(entries) = std::fs::read_dir(view.worktrees) {
@@ -115,8 +116,10 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
     }
     if let Read::Deny(places) = &sandbox.read {
         for place in places {
-            let path = expand(place, home);
-            match std::fs::symlink_metadata(&path) {
+            // Through a link (a dotfiles repository's ~/.ssh), what it
+            // points at is masked: bubblewrap mounts on no link.
+            let Ok(path) = std::fs::canonicalize(expand(place, home)) else { continue };
+            match std::fs::metadata(&path) {
                 Ok(meta) if meta.is_dir() => {
                     args.push_os(["--perms".into(), "0000".into(), "--tmpfs".into(), path.into()])
                 }

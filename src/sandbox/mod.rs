@@ -136,9 +136,6 @@ impl Sandbox {
         }
     }
 
-    /// The names of the shipped profiles.
-    pub const PROFILES: &'static [&'static str] = &["reviewer", "builder"];
-
     /// One line for `show`: what it may write and reach.
     pub fn describe(&self) -> String {
         let write: Vec<String> = self.write.iter().map(Place::to_string).collect();
