@@ -147,6 +147,7 @@ fn launch_on_host(
         },
         base: args.base,
         budget: args.budget,
+        fire: None,
     };
     // Launched from inside a run: that run waits for it, as for a child.
     let caller = corral::caller::caller_run(store)?;

@@ -34,6 +34,7 @@ impl CorralTools {
                     worktree: args.worktree,
                     base: args.base.clone(),
                     budget: budget_of(args.budget.as_deref())?,
+                    fire: None,
                 };
                 let caller = caller_run(store)?;
                 let run = crate::remote::launch_for(

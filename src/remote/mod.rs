@@ -150,6 +150,9 @@ pub struct RemoteLaunch {
     pub base: Option<String>,
     /// What it may spend (kept by the host's shepherd).
     pub budget: Option<crate::budget::Budget>,
+    /// The schedule's fire launching it, and its precheck line: recorded
+    /// here in the same write as the run's mirror.
+    pub fire: Option<(i64, Option<String>)>,
 }
 
 /// Launches `preset` with `task` on `host`, records the run in this
@@ -205,7 +208,8 @@ pub fn launch_for(
         detail: e.to_string(),
     })?;
     // It answered: a trouble recorded a moment ago is over.
-    store.record_remote_launch(&host.name, &run, launched_by)?;
+    let fire = options.fire.as_ref().map(|(fire, item)| crate::store::FireLink { fire: *fire, item: item.as_deref() });
+    store.record_remote_launch(&host.name, &run, launched_by, fire.as_ref())?;
     run.host = Some(host.name.clone());
     Ok(run)
 }

@@ -286,7 +286,7 @@ fn decide(
             None => settings.task.clone(),
         };
         let launched = match &settings.host {
-            Some(host) => launch_there(store, host, settings, &task, budget),
+            Some(host) => launch_there(store, host, settings, &task, budget, (fire.id, item.clone())),
             None => {
                 let request = LaunchRequest {
                     preset: settings.preset.clone(),
@@ -304,13 +304,7 @@ fn decide(
             }
         };
         match launched {
-            Ok(run) => {
-                if settings.host.is_some() {
-                    // A host's run is written there, then mirrored here.
-                    store.add_fire_run(fire.id, &run.id, item.as_deref())?;
-                }
-                runs.push((run.id, item));
-            }
+            Ok(run) => runs.push((run.id, item)),
             Err(e) => errors.push(e),
         }
     }
@@ -333,13 +327,14 @@ fn decide(
 }
 
 /// Launches a fire's run on `host` (recorded in this store's mirror, so it
-/// shows and is followed here).
+/// shows and is followed here, with its fire in the same write).
 fn launch_there(
     store: &mut Store,
     host: &str,
     settings: &super::Settings,
     task: &str,
     budget: Option<crate::budget::Budget>,
+    fire: (i64, Option<String>),
 ) -> Result<crate::Run, String> {
     let home = store.home().clone();
     let config = Config::load(&home).map_err(|e| e.to_string())?;
@@ -351,6 +346,7 @@ fn launch_there(
         worktree: None,
         base: None,
         budget,
+        fire: Some(fire),
     };
     crate::remote::launch_for(&home, store, host, (&settings.preset, task), &options, None).map_err(|e| e.to_string())
 }

@@ -127,7 +127,13 @@ impl Store {
     /// Records a run just launched on `host` (before its follower sees it),
     /// so it shows at once.
     /// The host answered: a trouble recorded before is over.
-    pub fn record_remote_launch(&mut self, host: &str, run: &Run, launched_by: Option<&str>) -> Result<(), StoreError> {
+    pub fn record_remote_launch(
+        &mut self,
+        host: &str,
+        run: &Run,
+        launched_by: Option<&str>,
+        fire: Option<&super::FireLink<'_>>,
+    ) -> Result<(), StoreError> {
         let now = time::format(time::now());
         self.write("recording a run launched on a host", |tx| {
             upsert(tx, host, 0, run)?;
@@ -140,6 +146,9 @@ impl Store {
                 "UPDATE remote_runs SET launched_by = ?3 WHERE host = ?1 AND id = ?2",
                 params![host, run.id, launched_by],
             )?;
+            if let Some(link) = fire {
+                super::schedules::record_fire_run(tx, link, &run.id)?;
+            }
             Ok(())
         })
     }

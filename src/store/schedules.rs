@@ -285,16 +285,8 @@ impl Store {
         Ok(taken == 1)
     }
 
-    /// Records that fire `id` launched run `run_id` (for precheck line
-    /// `item`, now worked on), for a run this store did not write itself (a
-    /// host's, mirrored here). A run launched here is recorded with its
-    /// fire as it is written: see [`NewRun::fire`](super::NewRun::fire).
-    pub fn add_fire_run(&mut self, id: i64, run_id: &str, item: Option<&str>) -> Result<(), StoreError> {
-        self.write("recording a fire's run", |tx| record_fire_run(tx, &FireLink { fire: id, item }, run_id))
-    }
-
     /// Records what fire `id` came to: its outcome, in words (its runs are
-    /// recorded as they are launched: see [`Store::add_fire_run`]).
+    /// recorded with them, as they are launched: see [`FireLink`]).
     pub fn finish_fire(&mut self, id: i64, outcome: &str, detail: Option<&str>) -> Result<(), StoreError> {
         self.write("recording a fire's outcome", |tx| {
             tx.execute("UPDATE fires SET outcome = ?2, detail = ?3 WHERE id = ?1", params![id, outcome, detail])?;
@@ -504,7 +496,8 @@ pub struct FireLink<'a> {
 }
 
 /// Records run `run_id` as launched by `link`'s fire, and its item as worked
-/// on, inside the caller's transaction.
+/// on, inside the caller's transaction: the one that writes the run (or,
+/// for a host's run, its mirror).
 pub(super) fn record_fire_run(
     tx: &rusqlite::Transaction<'_>,
     link: &FireLink<'_>,
