@@ -32,6 +32,7 @@ pub fn launch_run(
             worktree,
             base: None,
             budget: None,
+            fire: None,
         };
         let mut store = state.store()?;
         return Ok(corral::remote::launch(&state.home, &mut store, host, &preset, &task, &options)?);
