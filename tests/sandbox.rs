@@ -93,10 +93,13 @@ fn a_run_without_the_network_reaches_no_host() {
             "-c",
             "getent hosts localhost >/dev/null && echo resolved; cat < /dev/tcp/1.1.1.1/80 2>&1; cat /proc/net/dev",
         ],
-        "sandbox: {network: none}\n",
+        "sandbox: {write: [/no/such/place], network: none}\n",
     );
     let id = env.launch("offline", "look");
     let run = env.wait_end(&id);
+    // A place it may write that does not exist is said where the user looks.
+    let shown = env.ok(&["show", &id]);
+    assert!(shown.contains("/no/such/place does not exist, so it is not writable"), "{shown}");
     let said: Vec<String> =
         transcript(&env, &id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect();
     // Only its own loopback.

@@ -90,7 +90,7 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             args.bind("--bind", &path);
             written.push(path);
         } else {
-            notes.push(format!("sandbox: {} does not exist, so it is not writable", path.display()));
+            notes.push(super::not_writable(&path));
         }
     }
     // What the agent and Corral need to work: the agent's own files, and

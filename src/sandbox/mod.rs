@@ -136,6 +136,16 @@ impl Sandbox {
         }
     }
 
+    /// What it may write that does not exist here, so is not writable, in
+    /// words (`show` says it; a worktree is made after this is asked).
+    pub fn missing_writes(&self, home: &Path) -> Vec<String> {
+        let paths = self.write.iter().filter_map(|p| match p {
+            Place::Path(path) => Some(expand(path, home)),
+            Place::Worktree => None,
+        });
+        paths.filter(|p| !p.exists()).map(|p| not_writable(&p)).collect()
+    }
+
     /// One line for `show`: what it may write and reach.
     pub fn describe(&self) -> String {
         let write: Vec<String> = self.write.iter().map(Place::to_string).collect();
@@ -161,6 +171,11 @@ impl std::fmt::Display for Place {
             Place::Path(path) => f.write_str(path),
         }
     }
+}
+
+/// Why a place the sandbox lists is not writable.
+pub fn not_writable(path: &Path) -> String {
+    format!("sandbox: {} does not exist, so it is not writable (create it, then launch again)", path.display())
 }
 
 /// `path` with a leading `~` made the user's home `home`.

@@ -180,8 +180,9 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     containment.notes.extend(sources);
     let widening = store.sandbox_allows(run_id)?;
     let sandbox = match sandbox_of(&config, &preset, &run_dir, &widening) {
-        Ok(Some((sandbox, bwrap))) => {
+        Ok(Some((sandbox, bwrap, home))) => {
             containment.notes.push(format!("sandbox: {}", sandbox.describe()));
+            containment.notes.extend(sandbox.missing_writes(&home));
             Some((sandbox, bwrap))
         }
         Ok(None) => None,
@@ -349,22 +350,23 @@ enum Unsandboxed {
     Refused(crate::sandbox::engine::NoEngine),
 }
 
-/// The run's sandbox (widened by what `corral allow` added) and the
-/// bubblewrap that makes it, found on the PATH the run was launched with;
-/// `None` if it runs unsandboxed.
+/// The run's sandbox (widened by what `corral allow` added), the
+/// bubblewrap that makes it, found on the PATH the run was launched with,
+/// and the user's home it had; `None` if it runs unsandboxed.
 fn sandbox_of(
     config: &Config,
     preset: &crate::preset::Preset,
     run_dir: &std::path::Path,
     widening: &crate::sandbox::Widening,
-) -> Result<Option<(crate::sandbox::Sandbox, std::path::PathBuf)>, Unsandboxed> {
+) -> Result<Option<(crate::sandbox::Sandbox, std::path::PathBuf, std::path::PathBuf)>, Unsandboxed> {
     let Some(sandbox) = config.sandbox_for(preset) else { return Ok(None) };
     let sandbox = sandbox.widened(widening);
     let env = crate::run_env::load(run_dir).ok().flatten();
-    let path = match &env {
-        Some(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
-        None => std::env::var_os("PATH"),
+    let var = |name: &str| match &env {
+        Some(env) => env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()),
+        None => std::env::var_os(name),
     };
+    let (path, home) = (var("PATH"), var("HOME").map(std::path::PathBuf::from).unwrap_or_else(|| "/".into()));
     // A sandbox that must be was tried by its launch (a failure at start
     // now is said by bubblewrap itself); an optional one is tried here, to
     // know whether to go without.
@@ -373,7 +375,7 @@ fn sandbox_of(
         false => crate::sandbox::engine::locate(path.as_deref()),
     };
     match engine {
-        Ok(bwrap) => Ok(Some((sandbox, bwrap))),
+        Ok(bwrap) => Ok(Some((sandbox, bwrap, home))),
         Err(e) if sandbox.optional => Err(Unsandboxed::Allowed(e)),
         Err(e) => Err(Unsandboxed::Refused(e)),
     }
