@@ -35,9 +35,13 @@ pub enum AllowError {
     /// A host that is not a host name.
     #[error("--host: {0}")]
     BadHost(#[from] BadSandbox),
-    /// The reply that lets the agent go on was refused.
-    #[error("allowed, but the agent cannot go on in its session: {0}")]
+    /// The reply was refused (nothing of the sandbox was widened).
+    #[error(transparent)]
     Reply(#[from] ReplyError),
+    /// The sandbox was widened, and the reply that lets the agent go on
+    /// was refused.
+    #[error("allowed, but the agent cannot go on in its session: {0}")]
+    NotContinued(ReplyError),
 }
 
 /// What was allowed, and the reply that lets the agent go on (if asked).
@@ -92,7 +96,7 @@ pub fn allow(
         Some(text) if !text.trim().is_empty() => text.to_string(),
         _ => go_on(&widening),
     };
-    let replied = reply::reply(store, &run.id, &text, false, shepherd)?;
+    let replied = reply::reply(store, &run.id, &text, false, shepherd).map_err(AllowError::NotContinued)?;
     Ok(Allowed { widening, replied: Some(replied) })
 }
 
@@ -121,7 +125,7 @@ pub fn allow_denied(
     // The sandbox first, so the turn the reply starts has it.
     let allowed = allow(store, &run.id, &widening, None, true, shepherd)?;
     let text = if text.trim().is_empty() { go_on(&allowed.widening) } else { text.to_string() };
-    Ok(reply::reply(store, &run.id, &text, tools, shepherd)?)
+    reply::reply(store, &run.id, &text, tools, shepherd).map_err(AllowError::NotContinued)
 }
 
 /// What the agent is told when its sandbox was widened.
