@@ -178,19 +178,18 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     };
     // `show` says where each limit came from.
     containment.notes.extend(sources);
-    let widening = store.sandbox_allows(run_id)?;
-    let sandbox = match sandbox_of(&config, &preset, &run_dir, &widening) {
-        Ok(Some((sandbox, bwrap, home))) => {
+    let sandbox = match sandbox_of(&store, run_id, &config, &preset, &run_dir)? {
+        Sandboxing::Made { sandbox, bwrap, home } => {
             containment.notes.push(format!("sandbox: {}", sandbox.describe()));
             containment.notes.extend(sandbox.missing_writes(&home));
             Some((sandbox, bwrap))
         }
-        Ok(None) => None,
-        Err(Unsandboxed::Allowed(e)) => {
+        Sandboxing::NotAsked => None,
+        Sandboxing::Without(e) => {
             containment.notes.push(format!("sandbox: none ({e}); running unsandboxed, as `sandbox: optional` allows"));
             None
         }
-        Err(Unsandboxed::Refused(e)) => {
+        Sandboxing::Refused(e) => {
             store.record_containment(run_id, &containment)?;
             let error = format!("preset {} runs sandboxed, and {e}", preset.name);
             return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
@@ -342,25 +341,31 @@ fn live(mut sup: supervise::Supervisor) -> Result<(), ShepherdError> {
     sup.finish()
 }
 
-/// Why a run that asks for a sandbox goes without one.
-enum Unsandboxed {
-    /// None can be made here, and its preset allows that.
-    Allowed(crate::sandbox::engine::NoEngine),
+/// Whether a run is sandboxed, and how.
+enum Sandboxing {
+    /// Its preset and `[sandbox]` ask for none.
+    NotAsked,
+    /// Its sandbox (widened by what `corral allow` added), the bubblewrap
+    /// that makes it, and the user's home the run has.
+    Made { sandbox: crate::sandbox::Sandbox, bwrap: std::path::PathBuf, home: std::path::PathBuf },
+    /// None can be made here, and its preset allows going without.
+    Without(crate::sandbox::engine::NoEngine),
     /// None can be made here: it does not start.
     Refused(crate::sandbox::engine::NoEngine),
 }
 
-/// The run's sandbox (widened by what `corral allow` added), the
-/// bubblewrap that makes it, found on the PATH the run was launched with,
-/// and the user's home it had; `None` if it runs unsandboxed.
+/// How run `run_id` is sandboxed, bubblewrap found on the PATH it was
+/// launched with.
 fn sandbox_of(
+    store: &Store,
+    run_id: &str,
     config: &Config,
     preset: &crate::preset::Preset,
     run_dir: &std::path::Path,
-    widening: &crate::sandbox::Widening,
-) -> Result<Option<(crate::sandbox::Sandbox, std::path::PathBuf, std::path::PathBuf)>, Unsandboxed> {
-    let Some(sandbox) = config.sandbox_for(preset) else { return Ok(None) };
-    let sandbox = sandbox.widened(widening);
+) -> Result<Sandboxing, StoreError> {
+    // Only a sandboxed run's start reads what its sandbox was widened by.
+    let Some(sandbox) = config.sandbox_for(preset) else { return Ok(Sandboxing::NotAsked) };
+    let sandbox = sandbox.widened(&store.sandbox_allows(run_id)?);
     let env = crate::run_env::load(run_dir).ok().flatten();
     let var = |name: &str| match &env {
         Some(env) => env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()),
@@ -374,11 +379,11 @@ fn sandbox_of(
         true => crate::sandbox::engine::bwrap(path.as_deref()),
         false => crate::sandbox::engine::locate(path.as_deref()),
     };
-    match engine {
-        Ok(bwrap) => Ok(Some((sandbox, bwrap, home))),
-        Err(e) if sandbox.optional => Err(Unsandboxed::Allowed(e)),
-        Err(e) => Err(Unsandboxed::Refused(e)),
-    }
+    Ok(match engine {
+        Ok(bwrap) => Sandboxing::Made { sandbox, bwrap, home },
+        Err(e) if sandbox.optional => Sandboxing::Without(e),
+        Err(e) => Sandboxing::Refused(e),
+    })
 }
 
 /// The run's cgroup with its limits, and how the run is held (recorded with
