@@ -86,12 +86,11 @@ impl Session {
     /// the sandbox refused it (each refusal once per run).
     pub fn note_denials(&mut self, out: &mut Vec<TranscriptEvent>, from: usize) {
         let Some((sandbox, _)) = &self.launch.sandbox else { return };
-        let home = self.launch.user_home();
-        let cwd = std::path::Path::new(&self.launch.cwd);
+        let (home, cwd) = (&self.launch.user_home, std::path::Path::new(&self.launch.cwd));
         let mut found = Vec::new();
         for event in &out[from..] {
             if matches!(event.kind, EventKind::ToolResult | EventKind::Output | EventKind::Stderr) {
-                found.extend(crate::sandbox::denial::in_text(&event.text, sandbox, &home, cwd));
+                found.extend(crate::sandbox::denial::in_text(&event.text, sandbox, home, cwd));
             }
         }
         self.add_denials(found, out);

@@ -44,6 +44,9 @@ pub(super) struct AgentLaunch {
     pub corral_dirs: (PathBuf, PathBuf),
     /// The proxy a sandbox that reaches only some hosts goes out through.
     pub proxy: Option<crate::sandbox::proxy::Proxy>,
+    /// The user's home, as the run's environment says (what `~` is in its
+    /// sandbox; read from every tool result of a sandboxed run).
+    pub user_home: PathBuf,
 }
 
 impl AgentLaunch {
@@ -51,6 +54,10 @@ impl AgentLaunch {
     /// `system-prompt.md` for agents that read it from a file.
     pub fn new(home: &Home, run: &Run, preset: Preset, run_dir: PathBuf) -> io::Result<AgentLaunch> {
         let env = run_env::load(&run_dir)?;
+        let user_home =
+            env.as_ref().and_then(|env| env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v)));
+        let user_home =
+            user_home.or_else(|| std::env::var_os("HOME").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/"));
         // The task whole, private to the user, for programs that read it
         // from a file (`CORRAL_TASK_FILE`).
         home::create_private(&run_dir.join(crate::adapter::TASK_FILE))?.write_all(run.task.as_bytes())?;
@@ -77,6 +84,7 @@ impl AgentLaunch {
             worktree: run.worktree.as_ref().map(|w| PathBuf::from(&w.path)),
             corral_dirs: (home.data_dir().to_path_buf(), home.worktrees_dir()),
             proxy: None,
+            user_home,
         })
     }
 
@@ -96,21 +104,14 @@ impl AgentLaunch {
     /// agent's API hosts read from the run's environment and config).
     pub fn start_proxy(&mut self) -> io::Result<Option<Vec<String>>> {
         let Some((sandbox, _)) = &self.sandbox else { return Ok(None) };
-        let home = self.user_home();
+        let home = &self.user_home;
         let vars: Vec<(OsString, OsString)> = self.env.clone().unwrap_or_else(|| std::env::vars_os().collect());
         let adapter = crate::adapter::for_agent(self.preset.agent);
-        let env = crate::sandbox::AgentEnv { vars: &vars, home: &home };
+        let env = crate::sandbox::AgentEnv { vars: &vars, home };
         let Some(hosts) = sandbox.network.hosts_for(|| adapter.api_hosts(&env)) else { return Ok(None) };
         let socket = crate::sandbox::proxy::socket_in(&self.run_dir);
         self.proxy = Some(crate::sandbox::proxy::Proxy::start(socket, hosts.clone())?);
         Ok(Some(hosts))
-    }
-
-    /// The user's home, as the run's environment says.
-    pub fn user_home(&self) -> PathBuf {
-        let home =
-            self.env.as_ref().and_then(|env| env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v)));
-        home.or_else(|| std::env::var_os("HOME").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/"))
     }
 
     /// Why the agent cannot start in the run's folder, if it cannot.
@@ -176,7 +177,7 @@ impl AgentLaunch {
         if let Some(keep) = &sandbox.env_keep {
             env.retain(|name, _| crate::sandbox::keeps(keep, &name.to_string_lossy(), adapter.own_env()));
         }
-        let user_home = self.user_home();
+        let user_home = &self.user_home;
         if !crate::sandbox::bwrap::writes_tmp(sandbox) {
             let tmp = self.run_dir.join("tmp");
             home::ensure_private_dir(&tmp).map_err(io::Error::other)?;
@@ -193,7 +194,7 @@ impl AgentLaunch {
             None => None,
         };
         let view = crate::sandbox::bwrap::RunView {
-            user_home: &user_home,
+            user_home,
             cwd: Path::new(&self.cwd),
             worktree: self.worktree.as_deref(),
             corral_home: &self.corral_dirs.0,
