@@ -47,6 +47,8 @@ pub enum AllowError {
 /// What was allowed, and the reply that lets the agent go on (if asked).
 #[derive(Debug)]
 pub struct Allowed {
+    /// The run's id.
+    pub run_id: String,
     /// What the run's sandbox was widened by.
     pub widening: Widening,
     /// The reply placed, when the agent was told to go on.
@@ -75,7 +77,7 @@ pub fn allow(
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_else(|| "/".into());
     let mut widening = Widening::default();
     for path in &asked.write {
-        if !(path.starts_with('/') || path == "~" || path.starts_with("~/")) {
+        if !crate::sandbox::is_full_path(path) {
             return Err(AllowError::BadPath(path.clone(), "write a full path (from / or ~)"));
         }
         let full = expand(path, &home);
@@ -88,16 +90,16 @@ pub fn allow(
         widening.hosts.push(crate::sandbox::host_name(host.trim())?);
     }
     store.allow_in_sandbox(&run.id, &widening)?;
-    crate::pause::nudge(&store.run(&run.id)?);
+    crate::pause::nudge(&run);
     if quiet {
-        return Ok(Allowed { widening, replied: None });
+        return Ok(Allowed { run_id: run.id, widening, replied: None });
     }
     let text = match message {
         Some(text) if !text.trim().is_empty() => text.to_string(),
         _ => go_on(&widening),
     };
     let replied = reply::reply(store, &run.id, &text, false, shepherd).map_err(AllowError::NotContinued)?;
-    Ok(Allowed { widening, replied: Some(replied) })
+    Ok(Allowed { run_id: run.id, widening, replied: Some(replied) })
 }
 
 /// "Allow and continue" for everything run `id` was refused: its tool calls

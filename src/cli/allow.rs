@@ -39,7 +39,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     let message = (!text.trim().is_empty()).then_some(text.as_str());
     let allowed = corral::allow::allow(store, &args.run, &asked, message, args.quiet, shepherd)?;
     let what: Vec<String> = allowed.widening.entries().map(|(kind, value)| format!("{kind} {value}")).collect();
-    let id = store.find_run(&args.run)?.id;
+    let id = &allowed.run_id;
     writeln!(out, "{id}: its sandbox now allows {}", what.join(", "))?;
     match allowed.replied.map(|r| (r.placed, r.run.status)) {
         None => {}

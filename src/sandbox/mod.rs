@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use written::{host_name, Asked, BadSandbox, WrittenRules, WrittenSandbox};
+pub use written::{host_name, is_full_path, Asked, BadSandbox, WrittenRules, WrittenSandbox};
 
 /// What a sandboxed run may touch, as decided before it starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

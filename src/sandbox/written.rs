@@ -173,11 +173,16 @@ impl WrittenList {
 }
 
 fn full_path(key: &'static str, path: &str) -> Result<String, BadSandbox> {
-    if path.starts_with('/') || path == "~" || path.starts_with("~/") {
-        Ok(path.trim_end_matches('/').to_string()).map(|p| if p.is_empty() { "/".to_string() } else { p })
-    } else {
-        Err(BadSandbox::Relative { key, path: path.into() })
+    if !is_full_path(path) {
+        return Err(BadSandbox::Relative { key, path: path.into() });
     }
+    let trimmed = path.trim_end_matches('/');
+    Ok(if trimmed.is_empty() { "/".to_string() } else { trimmed.to_string() })
+}
+
+/// Whether `path` is written from `/` or `~`, as a sandbox's places are.
+pub fn is_full_path(path: &str) -> bool {
+    path.starts_with('/') || path == "~" || path.starts_with("~/")
 }
 
 /// `host` as a host name (lowercase), or why it is not one.
