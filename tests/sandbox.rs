@@ -15,6 +15,11 @@ fn transcript(env: &Env, id: &str) -> Vec<Value> {
     env.ok(&["tail", id, "--json", "-n", "1000"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// What the run's transcript says, event by event.
+fn said(env: &Env, id: &str) -> Vec<String> {
+    transcript(env, id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect()
+}
+
 fn denials(env: &Env, id: &str) -> Vec<String> {
     transcript(env, id)
         .iter()
@@ -56,8 +61,7 @@ fn a_sandboxed_run_writes_its_worktree_only_and_what_it_was_refused_is_shown() {
     let id = env.launch("boxed", "work");
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
-    let said: Vec<String> =
-        transcript(&env, &id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect();
+    let said = said(&env, &id);
     let said = said.join("\n");
     // Its own work: written and committed on its branch.
     assert!(said.contains("wrote-mine") && said.contains("committed"), "{said}");
@@ -100,8 +104,7 @@ fn a_run_without_the_network_reaches_no_host() {
     // A place it may write that does not exist is said where the user looks.
     let shown = env.ok(&["show", &id]);
     assert!(shown.contains("/no/such/place does not exist, so it is not writable"), "{shown}");
-    let said: Vec<String> =
-        transcript(&env, &id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect();
+    let said = said(&env, &id);
     // Only its own loopback.
     assert!(said.iter().any(|l| l.trim().starts_with("lo:")), "{said:?} {run:#}");
     assert!(!said.iter().any(|l| l.trim().starts_with("eth") || l.trim().starts_with("en")), "{said:?}");
@@ -175,8 +178,7 @@ fn a_run_reaches_the_hosts_its_sandbox_lists_and_no_other() {
     let id = env.launch("listed", "reach");
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
-    let events = transcript(&env, &id);
-    let said: Vec<&str> = events.iter().map(|e| e["text"].as_str().unwrap_or("")).collect();
+    let said = said(&env, &id);
     // The listed host answers, through the proxy, twice.
     assert_eq!(said.iter().filter(|l| l.trim() == "hello").count(), 2, "{said:?}");
     assert!(said.iter().any(|l| l.contains("sandbox: reaches only 127.0.0.1")), "{said:?}");
@@ -206,8 +208,7 @@ fn a_host_allowed_while_the_agent_runs_is_reachable_at_once() {
     assert!(out.contains("its sandbox now allows host localhost"), "{out}");
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
-    let said: Vec<String> =
-        transcript(&env, &id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect();
+    let said = said(&env, &id);
     assert!(said.iter().any(|l| l.trim() == "hello"), "{said:?}");
     assert!(said.iter().any(|l| l.contains("sandbox widened: host localhost")), "{said:?}");
 }
@@ -313,8 +314,7 @@ fn read_only_shows_the_run_only_what_it_lists() {
     let id = env.launch("narrow", "read");
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
-    let said: Vec<String> =
-        transcript(&env, &id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect();
+    let said = said(&env, &id);
     assert!(said.iter().any(|l| l.contains("the project's notes")), "{said:?}");
     assert!(said.iter().any(|l| l.contains("no-diary")), "{said:?}");
     assert!(!said.iter().any(|l| l.contains("the user's diary")), "{said:?}");
@@ -342,8 +342,7 @@ fn a_secret_or_a_writable_folder_behind_a_link_is_as_the_sandbox_says() {
     let id = env.launch("boxed", "look");
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
-    let said: Vec<String> =
-        transcript(&env, &id).iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect();
+    let said = said(&env, &id);
     assert!(said.iter().any(|l| l.trim() == "done"), "{said:?}");
     assert!(!said.iter().any(|l| l.contains("KEY") || l.contains("PASS")), "{said:?}");
     assert!(real_out.join("made").exists(), "{said:?}");
