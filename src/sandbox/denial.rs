@@ -121,7 +121,8 @@ pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path, cwd: &Path) -> Vec<De
 }
 
 /// The path an error line names beside `error` (any case): after it
-/// (`[Errno 30] Read-only file system: '/x'`, Node's `EROFS: read-only file
+/// (`[Errno 30] Read-only file system: '/x'`, zsh's `read-only file
+/// system: x`, Node's `EROFS: read-only file
 /// system, open '/x'`) or the last word before it (`cannot create /x:
 /// Read-only file system`, `touch: cannot touch '/x': …`).
 fn path_said_with(line: &str, error: &str, cwd: &Path) -> Option<PathBuf> {
@@ -129,6 +130,13 @@ fn path_said_with(line: &str, error: &str, cwd: &Path) -> Option<PathBuf> {
     let at = line.to_ascii_lowercase().find(&error.to_ascii_lowercase())?;
     let (before, after) = (&line[..at], &line[at + error.len()..]);
     let unquote = |w: &str| w.trim_matches(|c: char| matches!(c, '\'' | '"' | '`' | ':' | ',' | '(' | ')')).to_string();
+    // zsh and Python say the path, as given, right after a colon:
+    // `read-only file system: reviewed.txt`, `…: 'out/rel.txt'`.
+    if let Some(word) = after.strip_prefix(':').and_then(|rest| rest.split_whitespace().next()).map(unquote) {
+        if !word.is_empty() {
+            return Some(cwd.join(word));
+        }
+    }
     let after = after.split_whitespace().map(unquote).find(|w| w.starts_with('/'));
     if let Some(path) = after {
         return Some(PathBuf::from(path));
@@ -207,5 +215,26 @@ mod tests {
         assert!(in_text("curl: (6) Could not resolve host: example.com", &all, home, Path::new("/w")).is_empty());
         let relative = "/bin/bash: line 1: reviewed.txt: Read-only file system";
         assert_eq!(in_text(relative, &all, home, Path::new("/w")), [Denial::Write("/w/reviewed.txt".into())]);
+    }
+
+    /// zsh (Claude Code's shell where zsh is installed and SHELL does not
+    /// name bash) says the error first and the path after it, as given.
+    #[test]
+    fn zshs_words_for_a_refusal_are_read() {
+        let home = Path::new("/home/u");
+        let said = "(eval):1: read-only file system: reviewed.txt
+                    zsh:1: read-only file system: /tmp/zz
+                    zsh:1: permission denied: /home/u/.ssh/id_ed25519
+                    OSError: [Errno 30] Read-only file system: 'out/rel.txt'
+";
+        assert_eq!(
+            in_text(said, &builder(), home, Path::new("/w")),
+            [
+                Denial::Write("/w/reviewed.txt".into()),
+                Denial::Write("/tmp/zz".into()),
+                Denial::Read("/home/u/.ssh/id_ed25519".into()),
+                Denial::Write("/w/out/rel.txt".into()),
+            ]
+        );
     }
 }

@@ -105,10 +105,17 @@ impl Real {
 
     /// As [`Real::launch`], with `options` for `corral launch`.
     fn launch_with(&self, options: &[&str], preset: &str, task: &str) -> String {
+        self.launch_in(&[], options, preset, task)
+    }
+
+    /// As [`Real::launch_with`], with `vars` set in the launcher's
+    /// environment (which the run's agent inherits).
+    fn launch_in(&self, vars: &[(&str, &str)], options: &[&str], preset: &str, task: &str) -> String {
         let mut args = vec!["launch"];
         args.extend(options);
         args.extend([preset, "--", task]);
         let mut cmd = self.env.command(&args);
+        cmd.envs(vars.iter().copied());
         cmd.env("ANTHROPIC_BASE_URL", self.stub.base_url())
             .env("ANTHROPIC_API_KEY", "sk-stub")
             .env("STUB_API_KEY", "sk-stub")
@@ -431,15 +438,7 @@ fn allowed_and_going_on(real: &Real, agent: &str, args: &str, by_reply: bool) {
 /// The shipped profiles: a reviewer reads the project and writes nothing;
 /// a builder writes its folder and /tmp; both reach their agent's API.
 fn profiles(real: &Real, agent: &str, args: &str) {
-    std::fs::write(real.env.project.join("notes.txt"), "the project's own words").unwrap();
-    real.preset("rev", agent, &format!("{args}sandbox: reviewer\n"));
-    let id = real.launch("rev", "stub> bash cat notes.txt; echo x > reviewed.txt stub> say reviewed {last}");
-    let run = real.end(&id);
-    let transcript = real.transcript(&id);
-    assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{transcript}");
-    assert!(transcript.contains("the project's own words"), "{agent}: {transcript}");
-    assert!(!real.env.project.join("reviewed.txt").exists(), "{agent}: a reviewer wrote");
-    assert!(transcript.contains("sandbox refused writing"), "{agent}: {transcript}");
+    reviewed(real, agent, args, &[]);
     real.preset("bld", agent, &format!("{args}sandbox: builder\n"));
     let id = real.launch(
         "bld",
@@ -450,6 +449,23 @@ fn profiles(real: &Real, agent: &str, args: &str) {
     assert!(said.starts_with("built") && said.ends_with("done"), "{agent}: {run:#}\n{}", real.transcript(&id));
     assert!(real.env.project.join("built.txt").exists());
     let _ = std::fs::remove_file("/tmp/corral-built");
+}
+
+/// A reviewer's run: it reads the project, its write is refused, and the
+/// refusal is said in its transcript, in the words of the shell its agent
+/// chose (`vars`: `SHELL`; Claude Code runs zsh where SHELL is not bash
+/// and zsh is installed, and zsh words a refusal its own way).
+fn reviewed(real: &Real, agent: &str, args: &str, vars: &[(&str, &str)]) {
+    std::fs::write(real.env.project.join("notes.txt"), "the project's own words").unwrap();
+    real.preset("rev", agent, &format!("{args}sandbox: reviewer\n"));
+    let id =
+        real.launch_in(vars, &[], "rev", "stub> bash cat notes.txt; echo x > reviewed.txt stub> say reviewed {last}");
+    let run = real.end(&id);
+    let transcript = real.transcript(&id);
+    assert_eq!(run["status"], "completed", "{agent} {vars:?}: {run:#}\n{transcript}");
+    assert!(transcript.contains("the project's own words"), "{agent} {vars:?}: {transcript}");
+    assert!(!real.env.project.join("reviewed.txt").exists(), "{agent} {vars:?}: a reviewer wrote");
+    assert!(transcript.contains("sandbox refused writing"), "{agent} {vars:?}: {transcript}");
 }
 
 /// `read: only`: a real agent still runs (its CLI, Node and its own files
@@ -483,6 +499,7 @@ fn real_agents_in_a_sandbox() {
     allowed_and_going_on(&real, "pi", "tools: bash\n", true);
     profiles(&real, "claude", "args: [--allowedTools, Bash]\n");
     profiles(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
+    reviewed(&real, "claude", "args: [--allowedTools, Bash]\n", &[("SHELL", "/usr/bin/zsh")]);
     reading_only(&real, "claude", "args: [--allowedTools, Bash]\n");
     reading_only(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
     reading_only(&real, "pi", "tools: bash\n");
