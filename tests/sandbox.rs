@@ -213,6 +213,50 @@ fn a_host_allowed_while_the_agent_runs_is_reachable_at_once() {
     assert!(said.iter().any(|l| l.contains("sandbox widened: host localhost")), "{said:?}");
 }
 
+/// An agent that opens hundreds of connections to its proxy and says
+/// nothing on them spends none of its shepherd's threads beyond the
+/// proxy's bound: the rest are answered "busy" at once, and once it lets
+/// them go its requests go through again.
+#[test]
+fn a_flood_of_silent_connections_costs_the_shepherd_a_bounded_few_threads() {
+    let env = Env::new();
+    let port = hello_server();
+    let go = env.project.join("go");
+    let script = format!(
+        r#"
+import os, select, socket, sys, time, urllib.request
+proxy = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+held = [socket.create_connection(("127.0.0.1", proxy)) for _ in range(300)]
+got, deadline = {{s: b"" for s in held}}, time.time() + 20
+busy = lambda: [s for s in held if b" 503 " in got[s]]
+while len(busy()) < 300 - 64 and time.time() < deadline:
+    ready, _, _ = select.select([s for s in held if s not in busy()], [], [], 0.5)
+    for s in ready:
+        got[s] += s.recv(4096)
+print("busy", len(busy()), flush=True)
+while not os.path.exists("{go}"):
+    time.sleep(0.05)
+for s in held:
+    s.close()
+print(urllib.request.urlopen("http://127.0.0.1:{port}/after").read().decode().strip(), flush=True)
+"#,
+        go = go.display()
+    );
+    env.command_preset_with("flood", &["python3", "-c", &script], "sandbox: {network: [127.0.0.1]}\n");
+    let id = env.launch("flood", "flood");
+    env.wait_run(&id, std::time::Duration::from_secs(30), |_| said(&env, &id).iter().any(|l| l.starts_with("busy")));
+    let held = said(&env, &id);
+    assert!(held.iter().any(|l| l.trim() == "busy 236"), "{held:?}");
+    let run = env.show(&id);
+    let shepherd = run["shepherd_pid"].as_i64().unwrap();
+    let threads = std::fs::read_dir(format!("/proc/{shepherd}/task")).unwrap().count();
+    assert!(threads < 64 + 16, "the shepherd holds {threads} threads for 300 connections");
+    std::fs::write(&go, "").unwrap();
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}\n{:?}", said(&env, &id));
+    assert!(said(&env, &id).iter().any(|l| l.trim() == "hello"), "{:?}", said(&env, &id));
+}
+
 #[test]
 fn allow_refuses_what_it_cannot_do_and_says_what_to_write() {
     let env = Env::new();

@@ -13,10 +13,11 @@
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -31,6 +32,14 @@ const CONNECT_WITHIN: Duration = Duration::from_secs(15);
 /// The longest request head the proxy reads.
 const MAX_HEAD: usize = 64 * 1024;
 
+/// How long an agent's connection may take to send its request head.
+const HEAD_WITHIN: Duration = Duration::from_secs(30);
+
+/// The most connections served at once for one run: each holds a thread of
+/// the shepherd's, which an agent, hostile or looping, must not spend
+/// (more are answered 503 at once, without a thread).
+pub const MAX_AT_ONCE: usize = 64;
+
 /// The shepherd's proxy for one run.
 pub struct Proxy {
     shared: Arc<Shared>,
@@ -40,6 +49,11 @@ pub struct Proxy {
 
 struct Shared {
     allowed: RwLock<Vec<String>>,
+    /// Connections being served now (at most [`MAX_AT_ONCE`]).
+    serving: AtomicUsize,
+    /// The sandbox's listener being served: one, its latest turn's (an
+    /// earlier turn's, its sandbox gone, is shut so its thread ends).
+    listening: Mutex<Option<OwnedFd>>,
     /// Hosts refused and not yet shown.
     refused: Mutex<Vec<String>>,
     wake: UnixStream,
@@ -54,15 +68,27 @@ impl Proxy {
         let (wake, wake_write) = UnixStream::pair()?;
         wake.set_nonblocking(true)?;
         wake_write.set_nonblocking(true)?;
-        let shared =
-            Arc::new(Shared { allowed: RwLock::new(hosts), refused: Mutex::new(Vec::new()), wake: wake_write });
+        let shared = Arc::new(Shared {
+            allowed: RwLock::new(hosts),
+            serving: AtomicUsize::new(0),
+            listening: Mutex::new(None),
+            refused: Mutex::new(Vec::new()),
+            wake: wake_write,
+        });
         let for_thread = Arc::clone(&shared);
         std::thread::Builder::new().name("proxy-handoff".into()).spawn(move || {
             for stream in handoff.incoming().flatten() {
                 let Ok(Some(fd)) = crate::process::recv_fd(&stream) else { continue };
+                let Ok(kept) = fd.try_clone() else { continue };
                 let listener = TcpListener::from(fd);
                 let shared = Arc::clone(&for_thread);
-                let _ = std::thread::Builder::new().name("proxy".into()).spawn(move || serve(listener, shared));
+                if std::thread::Builder::new().name("proxy".into()).spawn(move || serve(listener, shared)).is_ok() {
+                    let earlier = for_thread.listening.lock().unwrap_or_else(|e| e.into_inner()).replace(kept);
+                    if let Some(earlier) = earlier {
+                        // Wakes its thread's accept with an error: it ends.
+                        let _ = nix::sys::socket::shutdown(earlier.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+                    }
+                }
             }
         })?;
         Ok(Proxy { shared, wake, socket })
@@ -105,17 +131,53 @@ pub fn allows(allowed: &[String], host: &str) -> bool {
     })
 }
 
+/// Accepts the agent's connections until its listener is shut (a later
+/// turn's replaced it) or fails.
 fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    for client in listener.incoming().flatten() {
+    loop {
+        let client = match listener.accept() {
+            Ok((client, _)) => client,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted || e.kind() == io::ErrorKind::ConnectionAborted => {
+                continue
+            }
+            Err(_) => return,
+        };
+        let Some(slot) = Serving::take(&shared) else {
+            let _ = client.set_write_timeout(Some(Duration::from_secs(1)));
+            let busy = format!("more than {MAX_AT_ONCE} connections at once through the sandbox's proxy");
+            let _ = answer(&client, "503 Service Unavailable", &busy);
+            continue;
+        };
         let shared = Arc::clone(&shared);
         let _ = std::thread::Builder::new().name("proxy-conn".into()).spawn(move || {
+            let _slot = slot;
             let _ = handle(client, &shared);
         });
     }
 }
 
+/// One of the [`MAX_AT_ONCE`] connections served at once, given back when
+/// dropped.
+struct Serving(Arc<Shared>);
+
+impl Serving {
+    fn take(shared: &Arc<Shared>) -> Option<Serving> {
+        let taken =
+            shared.serving.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_AT_ONCE).then_some(n + 1));
+        taken.ok().map(|_| Serving(Arc::clone(shared)))
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.serving.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// One connection of the agent's: its request read, allowed or refused.
 fn handle(client: TcpStream, shared: &Shared) -> io::Result<()> {
+    // A connection that says nothing gives its place back.
+    client.set_read_timeout(Some(HEAD_WITHIN))?;
     let mut reader = BufReader::new(client.try_clone()?);
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") && !head.ends_with(b"\n\n") {
@@ -123,6 +185,7 @@ fn handle(client: TcpStream, shared: &Shared) -> io::Result<()> {
             return Ok(());
         }
     }
+    client.set_read_timeout(None)?;
     let text = String::from_utf8_lossy(&head).into_owned();
     let first = text.lines().next().unwrap_or("");
     let mut words = first.split_whitespace();
@@ -185,13 +248,15 @@ fn split_port(authority: &str, default: u16) -> (String, u16) {
     }
 }
 
+/// Answers the agent and closes: one write, so the answer arrives whole
+/// (`write!` on a socket sends each formatted piece on its own).
 fn answer(mut client: &TcpStream, status: &str, text: &str) -> io::Result<()> {
     let body = format!("corral: {text}\n");
-    write!(
-        client,
+    let whole = format!(
         "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
-    )
+    );
+    client.write_all(whole.as_bytes())
 }
 
 /// Inside the sandbox, before its agent: listens on loopback, hands the
