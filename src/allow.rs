@@ -26,6 +26,12 @@ pub enum AllowError {
     /// Nothing asked.
     #[error("say what to allow: corral allow RUN --write PATH or --host HOST")]
     Nothing,
+    /// Asked from inside a run: a sandbox is widened by its user only.
+    #[error(
+        "a sandbox is widened by you, not from inside run {0} (its agent could widen its own): \
+         run `corral allow` in your own terminal"
+    )]
+    InsideRun(String),
     /// The run has no sandbox to widen.
     #[error("run {0} is not sandboxed: it may already write and reach what its user can")]
     NotSandboxed(String),
@@ -68,6 +74,9 @@ pub fn allow(
 ) -> Result<Allowed, AllowError> {
     if asked.is_empty() {
         return Err(AllowError::Nothing);
+    }
+    if let Some(caller) = crate::caller::caller_run(store)? {
+        return Err(AllowError::InsideRun(caller));
     }
     let run = store.find_run(id)?;
     let config = Config::load(store.home())?;

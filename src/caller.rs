@@ -10,6 +10,7 @@
 //! `CORRAL_RUN_ID` is used only when neither says, for a run's process that
 //! escaped its tree.
 
+use crate::config::Config;
 use crate::home::{Home, HomeError, HOME_ENV};
 use crate::process::{self, ProcessId};
 use crate::run_env::RUN_ID_ENV;
@@ -31,6 +32,21 @@ fn run_home() -> Option<std::ffi::OsString> {
         .skip(1)
         .find(|p| process::has_env_var(p.pid, RUN_ID_ENV))?;
     process::env_var_of(runner.pid, HOME_ENV)
+}
+
+/// The run whose sandbox holds this process, if any: its own run, or the
+/// nearest of that run's parents whose preset is sandboxed (a run launched
+/// from inside a sandbox starts there). What would widen a sandbox or make
+/// work that starts outside it is refused to such a process.
+pub fn sandboxed_caller(store: &Store, config: &Config) -> Result<Option<String>, StoreError> {
+    let mut at = caller_run(store)?;
+    while let Some(id) = at {
+        if config.sandbox_for(&store.run_preset(&id)?).is_some() {
+            return Ok(Some(id));
+        }
+        at = store.run(&id)?.parent_id;
+    }
+    Ok(None)
 }
 
 /// The run this process works for, if any.

@@ -391,3 +391,57 @@ fn a_secret_or_a_writable_folder_behind_a_link_is_as_the_sandbox_says() {
     assert!(!said.iter().any(|l| l.contains("KEY") || l.contains("PASS")), "{said:?}");
     assert!(real_out.join("made").exists(), "{said:?}");
 }
+
+/// A sandboxed agent cannot let itself out with Corral's own verbs: it
+/// cannot widen its own sandbox (`corral allow`), add or resume a schedule
+/// (whose runs would start outside it) from the CLI or over MCP, and a run
+/// it launches stays inside its sandbox.
+#[test]
+fn a_sandboxed_agent_cannot_widen_its_sandbox_or_schedule_work_outside_it() {
+    let env = Env::new();
+    let outside = env.user_home.join("escaped.txt");
+    env.command_preset_with("open", &["sh", "-c", &format!("echo out > {}; echo child-ran", outside.display())], "");
+    let agent = r#"
+import json, os, subprocess
+def corral(*args):
+    done = subprocess.run(["corral", *args], capture_output=True, text=True)
+    print(args[0], done.returncode, (done.stdout + done.stderr).strip().replace("\n", " "), flush=True)
+corral("allow", os.environ["CORRAL_RUN_ID"], "--host", "evil.example.com", "--quiet")
+corral("schedule", "add", "later", "--preset", "open", "--every", "1h", "--", "x")
+corral("launch", "--wait", "open", "--", "x")
+p = subprocess.Popen(["corral", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def call(i, method, params):
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
+    p.stdin.flush()
+    while True:
+        m = json.loads(p.stdout.readline())
+        if m.get("id") == i:
+            return m
+call(1, "initialize", {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}})
+p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+added = call(2, "tools/call", {"name": "add_schedule", "arguments": {"name": "later", "preset": "open", "task": "x", "every": "1h"}})
+print("mcp", json.dumps(added["result"]), flush=True)
+"#;
+    env.command_preset_with("boxed", &["python3", "-c", agent], "sandbox: {write: [worktree], network: none}\n");
+    let id = env.launch("boxed", "x");
+    let run = env.wait_end(&id);
+    let said = said(&env, &id);
+    let line = |verb: &str| said.iter().find(|l| l.starts_with(verb)).cloned().unwrap_or_default();
+    assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
+    assert!(
+        line("allow ").starts_with("allow 2 ") && line("allow ").contains("a sandbox is widened by you"),
+        "{said:?}"
+    );
+    assert!(!said.iter().any(|l| l.contains("sandbox widened")), "{said:?}");
+    let schedule = line("schedule ");
+    assert!(schedule.contains("start outside the sandbox of run") && schedule.contains(&id), "{said:?}");
+    let mcp = line("mcp ");
+    assert!(mcp.contains(r#""isError": true"#) && mcp.contains("start outside the sandbox"), "{said:?}");
+    assert!(env.json(&["schedule", "ls"]).as_array().unwrap().is_empty());
+    // The child ran, inside its parent's sandbox.
+    assert!(line("launch ").starts_with("launch 0 ") && line("launch ").contains("child-ran"), "{said:?}");
+    assert!(!outside.exists(), "a child of a sandboxed run wrote outside it");
+    // The user, in their own terminal, may.
+    let out = env.ok(&["allow", &id, "--host", "example.com", "--quiet"]);
+    assert!(out.contains("its sandbox now allows host example.com"), "{out}");
+}

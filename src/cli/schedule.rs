@@ -198,8 +198,7 @@ fn act(store: &mut Store, action: Action, shepherd: &ShepherdCommand, out: &mut 
             Ok(0)
         }
         Action::Resume { name } => {
-            let row = store.set_schedule_paused(&name, None)?;
-            let schedule = Schedule::from_row(row)?;
+            let schedule = schedule::resume(store, &name)?;
             writeln!(out, "{}  resumed; next fire {}", schedule.name, next_fire(&schedule))?;
             Ok(0)
         }

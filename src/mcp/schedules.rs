@@ -107,11 +107,7 @@ impl CorralTools {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn resume_schedule(&self, Parameters(args): Parameters<ScheduleArgs>) -> CallToolResult {
-        self.with_store(move |store, _| {
-            let row = store.set_schedule_paused(&args.name, None)?;
-            Ok(json_result(&schedule::Schedule::from_row(row)?))
-        })
-        .await
+        self.with_store(move |store, _| Ok(json_result(&schedule::resume(store, &args.name)?))).await
     }
 }
 

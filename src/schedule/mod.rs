@@ -53,6 +53,16 @@ pub enum ScheduleError {
     /// A setting is out of range.
     #[error("{0}")]
     Invalid(String),
+    /// The settings file is broken.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Asked from inside a sandboxed run: a schedule's runs start where its
+    /// firer is, outside that sandbox.
+    #[error(
+        "a schedule's runs start outside the sandbox of run {0}, so it cannot add or resume one: \
+         do it in your own terminal"
+    )]
+    InsideSandbox(String),
 }
 
 /// What to do when a fire is due while the runs of the last one still run.
@@ -225,6 +235,7 @@ pub fn add(
     env: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
 ) -> Result<Schedule, ScheduleError> {
     check_name(name)?;
+    refuse_inside_a_sandbox(store)?;
     if let Some(precheck) = &settings.precheck {
         if precheck.command.is_empty() {
             return Err(ScheduleError::Invalid("the precheck is empty: give the command and its arguments".into()));
@@ -242,6 +253,22 @@ pub fn add(
     match store.add_schedule(name, &json, &time::format(now())) {
         Ok(row) => Schedule::from_row(row),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Resumes schedule `name` (its fires launch again).
+pub fn resume(store: &mut Store, name: &str) -> Result<Schedule, ScheduleError> {
+    refuse_inside_a_sandbox(store)?;
+    Schedule::from_row(store.set_schedule_paused(name, None)?)
+}
+
+/// Refuses, to a process inside a sandboxed run, what makes work that starts
+/// outside its sandbox.
+fn refuse_inside_a_sandbox(store: &Store) -> Result<(), ScheduleError> {
+    let config = crate::config::Config::load(store.home())?;
+    match crate::caller::sandboxed_caller(store, &config)? {
+        Some(run) => Err(ScheduleError::InsideSandbox(run)),
+        None => Ok(()),
     }
 }
 
