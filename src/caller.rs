@@ -39,7 +39,14 @@ fn run_home() -> Option<std::ffi::OsString> {
 /// from inside a sandbox starts there). What would widen a sandbox or make
 /// work that starts outside it is refused to such a process.
 pub fn sandboxed_caller(store: &Store, config: &Config) -> Result<Option<String>, StoreError> {
-    let mut at = caller_run(store)?;
+    confining(store, config, caller_run(store)?)
+}
+
+/// The sandboxed run whose sandbox holds a process of run `run` (`None`:
+/// of no run): `run` itself, or the nearest of its parents whose preset is
+/// sandboxed.
+pub fn confining(store: &Store, config: &Config, run: Option<String>) -> Result<Option<String>, StoreError> {
+    let mut at = run;
     while let Some(id) = at {
         if config.sandbox_for(&store.run_preset(&id)?).is_some() {
             return Ok(Some(id));

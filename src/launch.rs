@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::config::{Config, ConfigError};
 use crate::home;
-use crate::preset::{self, Roots, UnknownPreset};
+use crate::preset::{self, Preset, Roots, UnknownPreset};
 use crate::queue::{start_or_fail, ShepherdCommand};
 use crate::run::{Run, RunStatus};
 use crate::store::{NewRun, Store, StoreError};
@@ -152,7 +152,20 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         return Err(LaunchError::Unavailable { preset: preset.name.clone(), why });
     }
     let config = Config::load(store.home())?;
-    check_sandbox(&config, preset, path.as_deref())?;
+    // Launched from inside a sandbox, it runs in that sandbox wherever it
+    // starts (a run started from the queue starts outside it): its own
+    // preset cannot widen it.
+    let confined;
+    let preset = match crate::caller::sandboxed_caller(store, &config)? {
+        Some(within) => {
+            confined = confine(store, &config, preset, &within)?;
+            &confined
+        }
+        None => {
+            check_sandbox(&config, preset, path.as_deref())?;
+            preset
+        }
+    };
     let parent = parent.map(|p| p.id);
     let cwd_text = cwd.to_string_lossy().into_owned();
     let plan = match (request.worktree.unwrap_or(preset.worktree), &request.base) {
@@ -184,6 +197,27 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         start_or_fail(store, &run.id, shepherd)?;
     }
     Ok(store.run(&run.id)?)
+}
+
+/// `preset` as it runs when launched from inside run `within`'s sandbox:
+/// with that sandbox (as widened by `corral allow`), its worktree being
+/// `within`'s folder.
+fn confine(store: &Store, config: &Config, preset: &Preset, within: &str) -> Result<Preset, LaunchError> {
+    use crate::sandbox::{Asked, Place, Sandbox};
+    let Some(rules) = config.sandbox_for(&store.run_preset(within)?) else { return Ok(preset.clone()) };
+    let rules = rules.widened(&store.sandbox_allows(within)?);
+    let run = store.run(within)?;
+    let folder = run.worktree.map(|w| w.path).unwrap_or(run.cwd);
+    let write = rules
+        .write
+        .iter()
+        .map(|place| match place {
+            Place::Worktree => Place::Path(folder.clone()),
+            place => place.clone(),
+        })
+        .collect();
+    let profile = Some(format!("run {within}'s sandbox, where it was launched"));
+    Ok(Preset { sandbox: Some(Asked::Rules(Sandbox { profile, write, ..rules })), ..preset.clone() })
 }
 
 /// Refuses a preset whose sandbox cannot be made here (unless it is

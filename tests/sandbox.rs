@@ -445,3 +445,49 @@ print("mcp", json.dumps(added["result"]), flush=True)
     let out = env.ok(&["allow", &id, "--host", "example.com", "--quiet"]);
     assert!(out.contains("its sandbox now allows host example.com"), "{out}");
 }
+
+/// A run launched from inside a sandbox stays in that sandbox: started
+/// there at once (even where its own preset asks for a sandbox, which
+/// cannot nest), or later from the queue by a process outside it.
+#[test]
+fn a_run_launched_inside_a_sandbox_stays_in_it_wherever_it_starts() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let outside = env.user_home.join("escaped.txt");
+    let write_outside = format!("echo out > {}; echo child-ran", outside.display());
+    env.command_preset_with("open", &["sh", "-c", &write_outside], "");
+    env.command_preset_with("boxed-too", &["sh", "-c", &write_outside], "sandbox: builder\n");
+    // The parent holds the only slot: its child waits in the queue, and
+    // the parent's shepherd, outside the sandbox, starts it as it ends.
+    env.command_preset_with(
+        "boxed",
+        &["sh", "-c", "corral launch open -- queued"],
+        "sandbox: {write: [worktree], network: none}\n",
+    );
+    let id = env.launch("boxed", "x");
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+    let children = env.json(&["ls", "--all"]);
+    let child = children.as_array().unwrap().iter().find(|r| r["task"] == "queued").cloned().unwrap();
+    let child = env.wait_end(child["id"].as_str().unwrap());
+    assert_eq!(child["status"], "completed", "{child:#}");
+    assert!(!outside.exists(), "a run launched inside a sandbox wrote outside it, started from the queue");
+    let notes = env.ok(&["show", child["id"].as_str().unwrap()]);
+    assert!(notes.contains(&format!("run {id}'s sandbox, where it was launched")), "{notes}");
+    // Started at once inside it, a sandboxed preset's run is held by it.
+    env.config("max_parallel = 4\n");
+    env.command_preset_with(
+        "boxed2",
+        &["sh", "-c", "corral launch --wait boxed-too -- inner"],
+        "sandbox: {write: [worktree], network: none}\n",
+    );
+    let id = env.launch("boxed2", "x");
+    assert_eq!(env.wait_end(&id)["status"], "completed", "{:?}", said(&env, &id));
+    let children = env.json(&["ls", "--all"]);
+    let inner = children.as_array().unwrap().iter().find(|r| r["task"] == "inner").cloned().unwrap();
+    let inner_id = inner["id"].as_str().unwrap().to_string();
+    let inner = env.wait_end(&inner_id);
+    assert_eq!(inner["status"], "completed", "{inner:#}\n{:?}", said(&env, &inner_id));
+    assert!(!outside.exists(), "a run started inside a sandbox wrote outside it");
+    let notes = env.ok(&["show", &inner_id]);
+    assert!(notes.contains(&format!("run {id}'s, inside which it was started")), "{notes}");
+}
