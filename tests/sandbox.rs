@@ -446,6 +446,33 @@ print("mcp", json.dumps(added["result"]), flush=True)
     assert!(out.contains("its sandbox now allows host example.com"), "{out}");
 }
 
+/// A sandboxed preset's `setup` (an `npm ci` runs the project's own
+/// scripts) runs in the run's sandbox, as its agent does, and reaches the
+/// hosts it lists through the same proxy.
+#[test]
+fn a_sandboxed_runs_setup_runs_in_its_sandbox() {
+    let env = Env::new();
+    let port = hello_server();
+    let outside = env.user_home.join("escaped-by-setup.txt");
+    let setup = format!(
+        "[sh, -c, 'echo out > {}; echo in > made-by-setup; curl -sS http://127.0.0.1:{port}/setup']",
+        outside.display()
+    );
+    env.command_preset_with(
+        "prepared",
+        &["sh", "-c", "cat made-by-setup"],
+        &format!("setup: {setup}\nsandbox: {{write: [worktree], network: [127.0.0.1]}}\n"),
+    );
+    let id = env.launch("prepared", "x");
+    let run = env.wait_end(&id);
+    let said = said(&env, &id);
+    assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
+    assert!(!outside.exists(), "setup wrote outside the sandbox");
+    assert!(said.iter().any(|l| l.contains("Read-only file system")), "{said:?}");
+    assert!(said.iter().any(|l| l.trim() == "hello"), "setup reached a listed host: {said:?}");
+    assert!(said.iter().any(|l| l.trim() == "in"), "the agent read what setup made: {said:?}");
+}
+
 /// A run launched from inside a sandbox stays in that sandbox: started
 /// there at once (even where its own preset asks for a sandbox, which
 /// cannot nest), or later from the queue by a process outside it.

@@ -69,20 +69,35 @@ pub(super) fn prepare(
     }
     notes.push(format!("setup: {}", setup.join(" ")));
     note(store, &run.id, std::mem::take(&mut notes))?;
-    let mut command = Command::new(&setup[0]);
-    command.args(&setup[1..]).current_dir(&run.cwd).stdin(Stdio::null());
-    if let Some(env) = &launch.env {
-        command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-    }
-    command.env(crate::run_env::RUN_ID_ENV, &run.id);
-    process::prepare_run_command(&mut command, launch.join.clone());
-    let log = launch.run_dir.join("setup.log");
+    // In the run's sandbox, as its agent: a setup (`npm ci`) runs the
+    // project's own scripts.
+    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> = match &launch.env {
+        Some(env) => env.iter().cloned().collect(),
+        None => std::env::vars_os().collect(),
+    };
+    env.remove(std::ffi::OsStr::new(crate::run_env::SHEPHERD_ENV));
+    env.insert(crate::run_env::RUN_ID_ENV.into(), run.id.clone().into());
     let cannot = |e: std::io::Error| {
         NotPrepared::Failed(format!(
             "cannot run setup '{}': {e}; fix `setup:` in the preset {}",
             setup[0], launch.preset.path
         ))
     };
+    let mut command = match launch.in_sandbox(&setup[0], &setup[1..], &mut env).map_err(cannot)? {
+        Some((bwrap, args)) => {
+            let mut command = Command::new(bwrap);
+            command.args(args);
+            command
+        }
+        None => {
+            let mut command = Command::new(&setup[0]);
+            command.args(&setup[1..]);
+            command
+        }
+    };
+    command.current_dir(&run.cwd).stdin(Stdio::null()).env_clear().envs(env);
+    process::prepare_run_command(&mut command, launch.join.clone());
+    let log = launch.run_dir.join("setup.log");
     let Some(status) = run_setup(&mut command, &log, signals).map_err(cannot)? else {
         return Err(NotPrepared::Stopped);
     };

@@ -144,7 +144,9 @@ impl AgentLaunch {
             env.insert(home::HOME_ENV.into(), root.into());
         }
         let (program, args) = match &self.sandbox {
-            Some((sandbox, bwrap)) => self.sandboxed(invocation, sandbox, bwrap, &mut env)?,
+            Some((sandbox, bwrap)) => {
+                self.sandboxed(&invocation.program, &invocation.args, sandbox, bwrap, &mut env)?
+            }
             None => (invocation.program.clone().into(), invocation.args.iter().map(OsString::from).collect()),
         };
         process::start_agent(AgentStart {
@@ -159,11 +161,25 @@ impl AgentLaunch {
 }
 
 impl AgentLaunch {
-    /// Bubblewrap and its arguments around the invocation, and the
+    /// `program` and `args` as the run's sandbox runs them (bubblewrap and
+    /// its arguments), `env` cut to what it keeps; `None` for a run that is
+    /// not sandboxed. The preset's `setup` runs so, as its agent does.
+    pub fn in_sandbox(
+        &self,
+        program: &str,
+        args: &[String],
+        env: &mut BTreeMap<OsString, OsString>,
+    ) -> io::Result<Option<(OsString, Vec<OsString>)>> {
+        let Some((sandbox, bwrap)) = &self.sandbox else { return Ok(None) };
+        self.sandboxed(program, args, sandbox, bwrap, env).map(Some)
+    }
+
+    /// Bubblewrap and its arguments around `program` and `args`, and the
     /// environment cut to what the sandbox keeps.
     fn sandboxed(
         &self,
-        invocation: &Invocation,
+        program: &str,
+        arguments: &[String],
         sandbox: &crate::sandbox::Sandbox,
         bwrap: &Path,
         env: &mut BTreeMap<OsString, OsString>,
@@ -171,7 +187,7 @@ impl AgentLaunch {
         // Found here, so a missing binary is said as one (bubblewrap would
         // only say that its exec failed).
         let path = env.get(OsStr::new("PATH")).cloned();
-        let program = crate::preset::available::locate(&invocation.program, path.as_deref(), Path::new(&self.cwd))
+        let program = crate::preset::available::locate(program, path.as_deref(), Path::new(&self.cwd))
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         let adapter = crate::adapter::for_agent(self.preset.agent);
         if let Some(keep) = &sandbox.env_keep {
@@ -212,7 +228,7 @@ impl AgentLaunch {
             args.extend([helper.into(), "sandbox-net".into(), socket.into(), "--".into()]);
         }
         args.push(program.into());
-        args.extend(invocation.args.iter().map(OsString::from));
+        args.extend(arguments.iter().map(OsString::from));
         Ok((bwrap.into(), args))
     }
 
