@@ -22,6 +22,13 @@ pub enum ReviewError {
         "run {run} was launched on a detached HEAD, so there is no branch to merge into: merge by hand with `git -C {repo} merge {branch}`"
     )]
     NoBranch { run: String, repo: String, branch: String },
+    /// Asked from inside a sandboxed run: a merge writes the user's
+    /// repository, outside its sandbox.
+    #[error("a merge writes your repository, outside the sandbox of run {0}: merge in your own terminal")]
+    Sandboxed(String),
+    /// The settings file is broken.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// The run's worktree, or why it has none.
@@ -68,6 +75,9 @@ pub struct Merged {
 /// uncommitted changes of the user's in the files it touches, it changes
 /// nothing and says why.
 pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, ReviewError> {
+    if let Some(caller) = crate::caller::sandboxed_caller(store, &crate::config::Config::load(store.home())?)? {
+        return Err(ReviewError::Sandboxed(caller));
+    }
     let run = store.find_run(id)?;
     let worktree = worktree_of(&run)?;
     if run.status.is_active() {

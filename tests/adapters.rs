@@ -334,7 +334,7 @@ fn continuation_turns_resume_the_same_session() {
 
     let pi = preset("pi");
     let inv = for_agent(AgentKind::Pi).resume_invocation(&ctx(&pi), "").unwrap();
-    assert!(inv.args.windows(2).any(|w| w == ["--session", "/runs/r1/session.jsonl"]), "the same session file");
+    assert!(inv.args.windows(2).any(|w| w == ["--session", "/runs/r1/agent/session.jsonl"]), "the same session file");
     assert_eq!(inv.stdin.as_deref(), Some("results of the children"), "pi reads its prompt on stdin");
     assert!(!inv.args.iter().any(|a| a == "results of the children"));
 

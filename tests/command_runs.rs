@@ -114,7 +114,8 @@ fn corral_home_keeps_installations_apart_and_private() {
         files.push(entry.unwrap().path());
     }
     for file in files {
-        assert_eq!(mode(&file), 0o600, "{}", file.display());
+        let private = if file.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&file), private, "{}", file.display());
     }
 }
 

@@ -63,7 +63,7 @@ fn pi_auto_retry_then_success_completes_with_the_retried_answer() {
 
     let args = std::fs::read_to_string(args_file).unwrap();
     let args: Vec<&str> = args.lines().collect();
-    let session = env.run_dir(&id).join("session.jsonl");
+    let session = env.run_dir(&id).join("agent/session.jsonl");
     let prompt = env.run_dir(&id).join("system-prompt.md");
     assert_eq!(
         args,

@@ -338,7 +338,8 @@ fn a_sandboxed_run_is_held_in_its_cgroup_and_abort_leaves_nothing_of_it() {
     let cgroup = shown["containment"]["cgroup"].as_str().map(str::to_string);
     if let Some(cgroup) = &cgroup {
         let members = std::fs::read_to_string(format!("{cgroup}/cgroup.procs")).unwrap();
-        for pid in &processes {
+        // One that ended after it was listed (curl) is in no group.
+        for pid in processes.iter().filter(|pid| common::alive(**pid)) {
             assert!(members.lines().any(|l| l == pid.to_string()), "pid {pid} is not in the run's cgroup {cgroup}");
         }
     }
@@ -428,13 +429,11 @@ print("mcp", json.dumps(added["result"]), flush=True)
     let said = said(&env, &id);
     let line = |verb: &str| said.iter().find(|l| l.starts_with(verb)).cloned().unwrap_or_default();
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
-    assert!(
-        line("allow ").starts_with("allow 2 ") && line("allow ").contains("a sandbox is widened by you"),
-        "{said:?}"
-    );
+    let allow = line("allow ");
+    assert!(allow.starts_with("allow 2 ") && allow.contains(&format!("inside the sandbox of run {id}")), "{said:?}");
     assert!(!said.iter().any(|l| l.contains("sandbox widened")), "{said:?}");
     let schedule = line("schedule ");
-    assert!(schedule.contains("start outside the sandbox of run") && schedule.contains(&id), "{said:?}");
+    assert!(schedule.starts_with("schedule 2 ") && schedule.contains(&format!("sandbox of run {id}")), "{said:?}");
     let mcp = line("mcp ");
     assert!(mcp.contains(r#""isError": true"#) && mcp.contains("start outside the sandbox"), "{said:?}");
     assert!(env.json(&["schedule", "ls"]).as_array().unwrap().is_empty());
@@ -473,9 +472,9 @@ fn a_sandboxed_runs_setup_runs_in_its_sandbox() {
     assert!(said.iter().any(|l| l.trim() == "in"), "the agent read what setup made: {said:?}");
 }
 
-/// A run launched from inside a sandbox stays in that sandbox: started
-/// there at once (even where its own preset asks for a sandbox, which
-/// cannot nest), or later from the queue by a process outside it.
+/// A run launched from inside a sandbox stays in that sandbox, whoever
+/// starts it: at once (its own preset's sandbox cannot widen it), or later
+/// from the queue by a process outside it.
 #[test]
 fn a_run_launched_inside_a_sandbox_stays_in_it_wherever_it_starts() {
     let env = Env::new();
@@ -483,7 +482,7 @@ fn a_run_launched_inside_a_sandbox_stays_in_it_wherever_it_starts() {
     let outside = env.user_home.join("escaped.txt");
     let write_outside = format!("echo out > {}; echo child-ran", outside.display());
     env.command_preset_with("open", &["sh", "-c", &write_outside], "");
-    env.command_preset_with("boxed-too", &["sh", "-c", &write_outside], "sandbox: builder\n");
+    env.command_preset_with("wide", &["sh", "-c", &write_outside], "sandbox: {write: [worktree, \"~\"]}\n");
     // The parent holds the only slot: its child waits in the queue, and
     // the parent's shepherd, outside the sandbox, starts it as it ends.
     env.command_preset_with(
@@ -500,11 +499,12 @@ fn a_run_launched_inside_a_sandbox_stays_in_it_wherever_it_starts() {
     assert!(!outside.exists(), "a run launched inside a sandbox wrote outside it, started from the queue");
     let notes = env.ok(&["show", child["id"].as_str().unwrap()]);
     assert!(notes.contains(&format!("run {id}'s sandbox, where it was launched")), "{notes}");
-    // Started at once inside it, a sandboxed preset's run is held by it.
+    // Started at once, a preset whose own sandbox writes the home is held
+    // by its launcher's.
     env.config("max_parallel = 4\n");
     env.command_preset_with(
         "boxed2",
-        &["sh", "-c", "corral launch --wait boxed-too -- inner"],
+        &["sh", "-c", "corral launch --wait wide -- inner"],
         "sandbox: {write: [worktree], network: none}\n",
     );
     let id = env.launch("boxed2", "x");
@@ -514,7 +514,65 @@ fn a_run_launched_inside_a_sandbox_stays_in_it_wherever_it_starts() {
     let inner_id = inner["id"].as_str().unwrap().to_string();
     let inner = env.wait_end(&inner_id);
     assert_eq!(inner["status"], "completed", "{inner:#}\n{:?}", said(&env, &inner_id));
-    assert!(!outside.exists(), "a run started inside a sandbox wrote outside it");
+    assert!(!outside.exists(), "a run launched inside a sandbox wrote outside it");
     let notes = env.ok(&["show", &inner_id]);
-    assert!(notes.contains(&format!("run {id}'s, inside which it was started")), "{notes}");
+    assert!(notes.contains(&format!("run {id}'s sandbox, where it was launched")), "{notes}");
+}
+
+/// Corral's store and run folders are read-only inside a sandbox: an agent
+/// that writes them directly (to widen its sandbox, or to queue a run for a
+/// process outside to start) is refused, while its `corral` — the CLI and
+/// an MCP server — is carried out by its shepherd, outside, as its own.
+#[test]
+fn a_sandboxed_agent_reads_corrals_store_and_writes_it_only_through_corral() {
+    let env = Env::new();
+    env.command_preset("quick", &["sh", "-c", "echo child says hi"]);
+    let agent = r#"
+import json, os, sqlite3, subprocess
+home = os.environ["CORRAL_HOME"]
+try:
+    db = sqlite3.connect(os.path.join(home, "corral.db"))
+    db.execute("INSERT INTO sandbox_allows (run_id, kind, value, allowed_at) VALUES (?, 'host', 'evil.example.com', 'now')", (os.environ["CORRAL_RUN_ID"],))
+    db.commit()
+    print("store written", flush=True)
+except Exception as e:
+    print("store refused:", e, flush=True)
+try:
+    open(os.path.join(home, "runs", "planted"), "w").write("x")
+    print("folder written", flush=True)
+except OSError as e:
+    print("folder refused:", e.strerror, flush=True)
+listed = subprocess.run(["corral", "ls", "--json"], capture_output=True, text=True)
+print("ls", listed.returncode, len(json.loads(listed.stdout)), flush=True)
+removed = subprocess.run(["corral", "rm", "--all"], capture_output=True, text=True)
+print("rm", removed.returncode, removed.stderr.strip(), flush=True)
+p = subprocess.Popen(["corral", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def call(i, method, params):
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
+    p.stdin.flush()
+    while True:
+        m = json.loads(p.stdout.readline())
+        if m.get("id") == i:
+            return m
+call(1, "initialize", {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}})
+p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+launched = call(2, "tools/call", {"name": "launch_agent", "arguments": {"preset": "quick", "task": "hi"}})
+child = json.loads(launched["result"]["content"][0]["text"])["run_id"]
+waited = call(3, "tools/call", {"name": "wait_agents", "arguments": {"run_ids": [child], "timeout_s": 30}})
+print("mcp", json.loads(waited["result"]["content"][0]["text"])["runs"][0]["status"], flush=True)
+"#;
+    env.command_preset_with("boxed", &["python3", "-c", agent], "sandbox: {write: [worktree], network: none}\n");
+    let id = env.launch("boxed", "x");
+    let run = env.wait_end(&id);
+    let said = said(&env, &id);
+    assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
+    assert!(said.iter().any(|l| l.starts_with("store refused") && l.contains("readonly")), "{said:?}");
+    assert!(said.iter().any(|l| l == "folder refused: Read-only file system"), "{said:?}");
+    assert!(!env.home.join("runs/planted").exists());
+    assert!(said.iter().any(|l| l == "ls 0 1"), "corral ls works inside, forwarded: {said:?}");
+    assert!(said.iter().any(|l| l.starts_with("rm 2 ") && l.contains(&format!("sandbox of run {id}"))), "{said:?}");
+    assert!(said.iter().any(|l| l == "mcp completed"), "an MCP server inside works, forwarded: {said:?}");
+    // Its sandbox was not widened, and nothing of its commands is left.
+    assert!(!said.iter().any(|l| l.contains("sandbox widened")), "{said:?}");
+    assert!(!env.run_dir(&id).join("corral.sock").exists());
 }

@@ -60,13 +60,19 @@ pub struct InvocationContext<'a> {
     pub task: &'a str,
     /// The model override of this launch, else the preset's.
     pub model: Option<&'a str>,
-    /// The run's folder, for session files.
+    /// The run's folder (its files the agent reads: the task, settings).
     pub run_dir: PathBuf,
     /// The preset's body written to a file, for agents that read it from one.
     pub system_prompt_file: Option<PathBuf>,
     /// Tools allowed for this turn besides the preset's (a reply's
     /// `--allow-denied`), as the agent's permission rules write them.
     pub allowed: &'a [String],
+}
+
+/// The folder of the run's folder its agent writes (pi's session): the
+/// only one of Corral's a sandboxed agent may write.
+pub fn agent_dir(run_dir: &std::path::Path) -> PathBuf {
+    run_dir.join("agent")
 }
 
 /// Why an invocation cannot be built from a preset.

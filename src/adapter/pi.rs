@@ -58,8 +58,11 @@ impl Adapter for PiAdapter {
     fn invocation(&self, ctx: &InvocationContext<'_>) -> Result<Invocation, InvocationError> {
         let preset = ctx.preset;
         let mut args = vec!["--mode".to_string(), "json".to_string()];
+        // A run from before sessions moved to the agent's folder keeps its.
+        let earlier = ctx.run_dir.join("session.jsonl");
+        let session = if earlier.exists() { earlier } else { super::agent_dir(&ctx.run_dir).join("session.jsonl") };
         args.push("--session".into());
-        args.push(ctx.run_dir.join("session.jsonl").to_string_lossy().into_owned());
+        args.push(session.to_string_lossy().into_owned());
         if let Some(model) = ctx.model {
             args.extend(["--model".to_string(), model.to_string()]);
         }

@@ -148,7 +148,48 @@ enum Command {
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
-    let mut cli = Cli::parse();
+    let forwarded = corral::sandbox::broker::Forwarded::take();
+    let code = run(&forwarded);
+    forwarded.report(code);
+    code
+}
+
+fn run(forwarded: &corral::sandbox::broker::Forwarded) -> i32 {
+    use corral::sandbox::broker;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let verb = args.first().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
+    // Inside a sandbox, Corral is carried out by the run's shepherd, outside
+    // (but its proxy's helper, which is what starts the agent there).
+    if forwarded.run.is_none() && verb != "sandbox-net" {
+        if let Some(socket) = broker::socket_for_this_process() {
+            return broker::forward(&socket, &args);
+        }
+    }
+    let refuse = |what: &str, run: &str| {
+        eprintln!(
+            "corral: {what} is not done from inside the sandbox of run {run}: it would reach past it. \
+             Do it in your own terminal"
+        );
+        EXIT_ERROR
+    };
+    if let Some(run) = &forwarded.run {
+        if !(verb.starts_with('-') || verb == "help" || broker::may_forward(&verb)) {
+            return refuse(&format!("corral {verb}"), run);
+        }
+    }
+    // Parsed here, so its own errors and `--help` end through `report`.
+    let mut cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    if let (Some(run), Command::Launch(args)) = (&forwarded.run, &cli.command) {
+        if !args.is_local() {
+            return refuse("a launch on another machine", run);
+        }
+    }
     if let Command::SandboxNet { socket, program, args } = &cli.command {
         let e = corral::sandbox::proxy::enter(socket, program, args);
         eprintln!("corral: cannot start {} in its sandbox: {e}", program.to_string_lossy());

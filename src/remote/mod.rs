@@ -96,6 +96,10 @@ pub enum RemoteError {
     /// The settings file is broken.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Asked from inside a sandboxed run: a run on another machine would
+    /// not be in its sandbox.
+    #[error("run {0} is sandboxed, and a run on another machine would not be: launch there from your own terminal")]
+    Sandboxed(String),
 }
 
 impl RemoteError {
@@ -108,7 +112,10 @@ impl RemoteError {
             RemoteError::Ssh(SshError::NoCorral { .. }) => HostTrouble::NoCorral,
             RemoteError::Ssh(SshError::OtherCorral { .. }) | RemoteError::Version { .. } => HostTrouble::OtherVersion,
             RemoteError::Ssh(_) | RemoteError::Refused { .. } | RemoteError::Garbled { .. } => HostTrouble::Unreachable,
-            RemoteError::Store(_) | RemoteError::Config(_) | RemoteError::HostGone { .. } => return None,
+            RemoteError::Store(_)
+            | RemoteError::Config(_)
+            | RemoteError::HostGone { .. }
+            | RemoteError::Sandboxed(_) => return None,
         })
     }
 }
@@ -179,6 +186,9 @@ pub fn launch_for(
     options: &RemoteLaunch,
     launched_by: Option<&str>,
 ) -> Result<Run, RemoteError> {
+    if let Some(run) = crate::caller::sandboxed_caller(store, &crate::config::Config::load(home)?)? {
+        return Err(RemoteError::Sandboxed(run));
+    }
     let ssh = Ssh::new(home, host);
     let mut args: Vec<OsString> = vec!["launch".into(), preset.into(), "-".into(), "--json".into()];
     if let Some(cwd) = &options.cwd {

@@ -21,9 +21,14 @@ pub struct RunView<'a> {
     pub cwd: &'a Path,
     /// The run's worktree, when it has one.
     pub worktree: Option<&'a Path>,
-    /// Corral's data: the store and run folders (an agent launches and
-    /// waits for runs of its own through it).
+    /// Corral's data: the store and run folders, read-only (an agent's
+    /// `corral` is carried out by its shepherd: see `broker`).
     pub corral_home: &'a Path,
+    /// The run's folder its agent writes (its session, its temporary
+    /// files where /tmp is not written): writable.
+    pub scratch: &'a Path,
+    /// The shepherd's broker's socket, named to the sandbox's `corral`.
+    pub broker: Option<&'a Path>,
     /// Where Corral keeps runs' worktrees: every other run's is read-only.
     pub worktrees: &'a Path,
     /// Places under the user's home the agent itself writes (its config,
@@ -79,6 +84,9 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         }
     }
     args.push(["--dev", "/dev", "--proc", "/proc"]);
+    // Corral's data is read, never written, from inside: what is written
+    // below (the run's own worktree is there) is bound over it.
+    args.bind("--ro-bind", view.corral_home);
     let mut written: Vec<PathBuf> = Vec::new();
     for place in &sandbox.write {
         let path = match place {
@@ -93,9 +101,8 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             notes.push(super::not_writable(&path));
         }
     }
-    // What the agent and Corral need to work: the agent's own files, and
-    // the store (its children are runs too); other runs' worktrees stay
-    // out of reach.
+    // What the agent needs to work: its own files, its temporary folder;
+    // other runs' worktrees stay out of reach.
     for file in view.agent_files {
         let path = expand(file.trim_end_matches('/'), home);
         if file.ends_with('/') {
@@ -103,7 +110,10 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         }
         args.bind("--bind-try", &std::fs::canonicalize(&path).unwrap_or(path));
     }
-    args.bind("--bind", view.corral_home);
+    args.bind("--bind-try", view.scratch);
+    if let Some(socket) = view.broker {
+        args.push_os(["--setenv".into(), super::broker::SOCKET_ENV.into(), socket.into()]);
+    }
     if let Ok(entries) = std::fs::read_dir(view.worktrees) {
         for entry in entries.flatten() {
             if view.worktree.is_none_or(|own| own != entry.path()) {

@@ -10,6 +10,7 @@
 //! What the sandbox refused is recognised in the agent's own words and
 //! shown as a denial ([`denial`]).
 
+pub mod broker;
 pub mod bwrap;
 pub mod denial;
 pub mod engine;

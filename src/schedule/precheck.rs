@@ -29,19 +29,23 @@ pub(super) enum Checked {
 }
 
 /// Runs `precheck` in `cwd` with `env`; `label` names its cgroup.
-/// `started` is told its process and cgroup as soon as it runs (so a
-/// settler can stop it if this process dies).
+/// `started` is told its cgroup before it starts, then its process as soon
+/// as it runs (so a settler can stop it if this process dies at any time:
+/// the cgroup holds all it starts).
 pub(super) fn run(
     precheck: &Precheck,
     label: &str,
     cwd: &Path,
     env: &[(OsString, OsString)],
-    started: impl FnOnce(ProcessId, Option<&Path>),
+    mut started: impl FnMut(Option<ProcessId>, Option<&Path>),
 ) -> Checked {
     let Some((program, args)) = precheck.command.split_first() else {
         return Checked::Nothing("the precheck is empty".into());
     };
     let group = RunCgroup::create(label, &ResourceLimits::default()).ok().map(|(group, _)| group);
+    if let Some(group) = &group {
+        started(None, Some(group.dir()));
+    }
     let mut command = Command::new(program);
     command.args(args).current_dir(cwd).env_clear().envs(env.iter().cloned());
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -49,7 +53,7 @@ pub(super) fn run(
     let checked = match command.spawn() {
         Ok(child) => {
             if let Some(process) = ProcessId::of(child.id() as i32) {
-                started(process, group.as_ref().map(RunCgroup::dir));
+                started(Some(process), group.as_ref().map(RunCgroup::dir));
             }
             wait(child, Duration::from_secs(precheck.timeout_secs), group.as_ref())
         }

@@ -152,13 +152,6 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
         }
     }
     let config = Config::load(home)?;
-    // Started inside a sandboxed run (the kernel's word: that run's
-    // cgroup), its agent is held in that sandbox already: bubblewrap does
-    // not nest.
-    let inside = match (&outer, inside_stranger) {
-        (Some(outer), false) => crate::caller::confining(&store, &config, Some(outer.clone()))?,
-        _ => None,
-    };
 
     if store.run(run_id)?.abort_requested_at.is_some() {
         return end_unstarted(
@@ -185,21 +178,13 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     };
     // `show` says where each limit came from.
     containment.notes.extend(sources);
-    let sandboxing = match inside {
-        Some(within) => Sandboxing::Inside(within),
-        None => sandbox_of(&store, run_id, &config, &preset, &run_dir)?,
-    };
-    let sandbox = match sandboxing {
+    let sandbox = match sandbox_of(&store, run_id, &config, &preset, &run_dir)? {
         Sandboxing::Made { sandbox, bwrap, home } => {
             containment.notes.push(format!("sandbox: {}", sandbox.describe()));
             containment.notes.extend(sandbox.missing_writes(&home));
             Some((sandbox, bwrap))
         }
         Sandboxing::NotAsked => None,
-        Sandboxing::Inside(within) => {
-            containment.notes.push(format!("sandbox: run {within}'s, inside which it was started"));
-            None
-        }
         Sandboxing::Without(e) => {
             containment.notes.push(format!("sandbox: none ({e}); running unsandboxed, as `sandbox: optional` allows"));
             None
@@ -234,6 +219,10 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     };
     launch.limits = limits;
     launch.sandbox = sandbox;
+    if let Err(e) = launch.start_broker() {
+        let error = format!("cannot start the sandbox's broker in {}: {e}", home.run_dir(run_id).display());
+        return early.end(RunStatus::Failed, StopReason::SpawnFailed, &error);
+    }
     match launch.start_proxy() {
         Ok(Some(hosts)) => {
             let note = format!("sandbox: reaches only {}", hosts.join(", "));
@@ -360,8 +349,6 @@ fn live(mut sup: supervise::Supervisor) -> Result<(), ShepherdError> {
 enum Sandboxing {
     /// Its preset and `[sandbox]` ask for none.
     NotAsked,
-    /// Its shepherd started inside this run's sandbox, which holds it.
-    Inside(String),
     /// Its sandbox (widened by what `corral allow` added), the bubblewrap
     /// that makes it, and the user's home the run has.
     Made { sandbox: crate::sandbox::Sandbox, bwrap: std::path::PathBuf, home: std::path::PathBuf },

@@ -44,6 +44,8 @@ pub(super) struct AgentLaunch {
     pub corral_dirs: (PathBuf, PathBuf),
     /// The proxy a sandbox that reaches only some hosts goes out through.
     pub proxy: Option<crate::sandbox::proxy::Proxy>,
+    /// The broker that carries out a sandboxed agent's `corral` outside.
+    pub broker: Option<crate::sandbox::broker::Broker>,
     /// The user's home, as the run's environment says (what `~` is in its
     /// sandbox; read from every tool result of a sandboxed run).
     pub user_home: PathBuf,
@@ -58,6 +60,7 @@ impl AgentLaunch {
             env.as_ref().and_then(|env| env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v)));
         let user_home =
             user_home.or_else(|| std::env::var_os("HOME").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/"));
+        home::ensure_private_dir(&crate::adapter::agent_dir(&run_dir)).map_err(io::Error::other)?;
         // The task whole, private to the user, for programs that read it
         // from a file (`CORRAL_TASK_FILE`).
         home::create_private(&run_dir.join(crate::adapter::TASK_FILE))?.write_all(run.task.as_bytes())?;
@@ -84,6 +87,7 @@ impl AgentLaunch {
             worktree: run.worktree.as_ref().map(|w| PathBuf::from(&w.path)),
             corral_dirs: (home.data_dir().to_path_buf(), home.worktrees_dir()),
             proxy: None,
+            broker: None,
             user_home,
         })
     }
@@ -112,6 +116,31 @@ impl AgentLaunch {
         let socket = crate::sandbox::proxy::socket_in(&self.run_dir);
         self.proxy = Some(crate::sandbox::proxy::Proxy::start(socket, hosts.clone())?);
         Ok(Some(hosts))
+    }
+
+    /// Starts the broker of a sandboxed run: its agent's `corral` is
+    /// carried out outside the sandbox, with the run's environment.
+    pub fn start_broker(&mut self) -> io::Result<()> {
+        if self.sandbox.is_none() || self.broker.is_some() {
+            return Ok(());
+        }
+        let mut env: BTreeMap<OsString, OsString> = match &self.env {
+            Some(env) => env.iter().cloned().collect(),
+            None => std::env::vars_os().collect(),
+        };
+        env.remove(OsStr::new(SHEPHERD_ENV));
+        env.remove(OsStr::new(crate::sandbox::broker::SOCKET_ENV));
+        if let Some(root) = &self.home_env {
+            env.insert(home::HOME_ENV.into(), root.into());
+        }
+        let forwarding = crate::sandbox::broker::Forwarding {
+            program: crate::queue::ShepherdCommand::lightest()?.program,
+            run_id: self.run_id.clone(),
+            env: env.into_iter().collect(),
+        };
+        let socket = crate::sandbox::broker::socket_in(&self.run_dir);
+        self.broker = Some(crate::sandbox::broker::Broker::start(socket, forwarding)?);
+        Ok(())
     }
 
     /// Why the agent cannot start in the run's folder, if it cannot.
@@ -194,11 +223,13 @@ impl AgentLaunch {
             env.retain(|name, _| crate::sandbox::keeps(keep, &name.to_string_lossy(), adapter.own_env()));
         }
         let user_home = &self.user_home;
+        let scratch = crate::adapter::agent_dir(&self.run_dir);
         if !crate::sandbox::bwrap::writes_tmp(sandbox) {
-            let tmp = self.run_dir.join("tmp");
+            let tmp = scratch.join("tmp");
             home::ensure_private_dir(&tmp).map_err(io::Error::other)?;
             env.insert("TMPDIR".into(), tmp.into());
         }
+        let broker = self.broker.as_ref().map(|_| crate::sandbox::broker::socket_in(&self.run_dir));
         let unreadable = self.run_dir.join("unreadable");
         if !unreadable.exists() {
             File::create(&unreadable)?;
@@ -214,6 +245,8 @@ impl AgentLaunch {
             cwd: Path::new(&self.cwd),
             worktree: self.worktree.as_deref(),
             corral_home: &self.corral_dirs.0,
+            scratch: &scratch,
+            broker: broker.as_deref(),
             worktrees: &self.corral_dirs.1,
             agent_files: adapter.own_files(),
             unreadable: &unreadable,

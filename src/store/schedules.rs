@@ -327,11 +327,16 @@ impl Store {
 
     /// Records the precheck fire `id` runs: its process (the leader of its
     /// process group) and its cgroup, if one was made.
-    pub fn record_precheck(&mut self, id: i64, process: ProcessId, cgroup: Option<&str>) -> Result<(), StoreError> {
+    pub fn record_precheck(
+        &mut self,
+        id: i64,
+        process: Option<ProcessId>,
+        cgroup: Option<&str>,
+    ) -> Result<(), StoreError> {
         self.write("recording a fire's precheck", |tx| {
             tx.execute(
                 "UPDATE fires SET precheck_pid = ?2, precheck_start = ?3, precheck_cgroup = ?4 WHERE id = ?1",
-                params![id, process.pid, process.start as i64, cgroup],
+                params![id, process.map(|p| p.pid), process.map(|p| p.start as i64), cgroup],
             )
         })
         .map(drop)

@@ -500,6 +500,24 @@ fn real_agents_in_a_sandbox() {
     profiles(&real, "claude", "args: [--allowedTools, Bash]\n");
     profiles(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
     reviewed(&real, "claude", "args: [--allowedTools, Bash]\n", &[("SHELL", "/usr/bin/zsh")]);
+    // A sandboxed agent launches a run over MCP and its shell, its
+    // `corral` carried out by its shepherd outside the sandbox (Codex
+    // starts its MCP server with a scrubbed environment: found by its
+    // cgroup), and is handed the child's result.
+    real.preset("boxedlead", "codex", "sandbox: {write: [worktree], network: [agent]}\n");
+    real.parent_gets_child_result(
+        "boxedlead",
+        r#"stub> mcp launch_agent {"preset": "quick", "task": "from-the-parent"} stub> say launched {last}"#,
+    );
+    real.preset(
+        "boxedlead",
+        "claude",
+        "args: [--allowedTools, Bash]\nsandbox: {write: [worktree], network: [agent]}\n",
+    );
+    real.parent_gets_child_result(
+        "boxedlead",
+        "stub> bash corral launch quick from-the-parent stub> say launched {last}",
+    );
     reading_only(&real, "claude", "args: [--allowedTools, Bash]\n");
     reading_only(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
     reading_only(&real, "pi", "tools: bash\n");
