@@ -56,8 +56,23 @@ fn confining(store: &Store, config: &Config, run: Option<String>) -> Result<Opti
     Ok(None)
 }
 
+/// The run a sandboxed agent's `corral`, carried out outside its sandbox
+/// by the run's shepherd, works for: set once, from what that shepherd said
+/// (see `sandbox::broker`). Outside the sandbox, neither its cgroup nor its
+/// ancestry is the run's.
+static FORWARDED_FOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Says that this process works for run `run`, as the broker that started
+/// it said.
+pub fn works_for(run: String) {
+    let _ = FORWARDED_FOR.set(run);
+}
+
 /// The run this process works for, if any.
 pub fn caller_run(store: &Store) -> Result<Option<String>, StoreError> {
+    if let Some(run) = FORWARDED_FOR.get() {
+        return Ok(Some(store.run(run)?.id));
+    }
     caller_of(store, std::process::id() as i32)
 }
 

@@ -293,6 +293,9 @@ impl Forwarded {
     /// the process has one thread.
     pub fn take() -> Forwarded {
         let run = std::env::var(FORWARDED_ENV).ok().filter(|r| !r.is_empty());
+        if let Some(run) = &run {
+            crate::caller::works_for(run.clone());
+        }
         let exit_fd = std::env::var(EXIT_FD_ENV).is_ok_and(|fd| fd == EXIT_FD.to_string());
         std::env::remove_var(FORWARDED_ENV);
         std::env::remove_var(EXIT_FD_ENV);
