@@ -158,7 +158,8 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     let confined;
     let preset = match crate::caller::sandboxed_caller(store, &config)? {
         Some(within) => {
-            confined = confine(store, &config, preset, &within)?;
+            let own_worktree = request.worktree.unwrap_or(preset.worktree);
+            confined = confine(store, &config, preset, &within, own_worktree)?;
             &confined
         }
         None => {
@@ -201,14 +202,21 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
 
 /// `preset` as it runs when launched from inside run `within`'s sandbox:
 /// with that sandbox (as widened by `corral allow`), its worktree being
-/// `within`'s folder.
-fn confine(store: &Store, config: &Config, preset: &Preset, within: &str) -> Result<Preset, LaunchError> {
+/// `within`'s folder — and, with `own_worktree`, the worktree Corral makes
+/// for it too (a copy only a merge of yours brings back).
+fn confine(
+    store: &Store,
+    config: &Config,
+    preset: &Preset,
+    within: &str,
+    own_worktree: bool,
+) -> Result<Preset, LaunchError> {
     use crate::sandbox::{Asked, Place, Sandbox};
     let Some(rules) = config.sandbox_for(&store.run_preset(within)?) else { return Ok(preset.clone()) };
     let rules = rules.widened(&store.sandbox_allows(within)?);
     let run = store.run(within)?;
     let folder = run.worktree.map(|w| w.path).unwrap_or(run.cwd);
-    let write = rules
+    let mut write: Vec<Place> = rules
         .write
         .iter()
         .map(|place| match place {
@@ -216,6 +224,9 @@ fn confine(store: &Store, config: &Config, preset: &Preset, within: &str) -> Res
             place => place.clone(),
         })
         .collect();
+    if own_worktree {
+        write.push(Place::Worktree);
+    }
     let profile = Some(format!("run {within}'s sandbox, where it was launched"));
     Ok(Preset { sandbox: Some(Asked::Rules(Sandbox { profile, write, ..rules })), ..preset.clone() })
 }

@@ -576,3 +576,32 @@ print("mcp", json.loads(waited["result"]["content"][0]["text"])["runs"][0]["stat
     assert!(!said.iter().any(|l| l.contains("sandbox widened")), "{said:?}");
     assert!(!env.run_dir(&id).join("corral.sock").exists());
 }
+
+/// A run with a worktree of its own, launched from inside a sandbox, writes
+/// that worktree (a copy only the user's merge brings back) and nothing
+/// its launcher could not.
+#[test]
+fn a_worker_launched_inside_a_sandbox_writes_its_own_worktree() {
+    let env = Env::new();
+    git(&env.project, &["init", "-q", "-b", "main"]);
+    std::fs::write(env.project.join("README"), "hi\n").unwrap();
+    git(&env.project, &["add", "."]);
+    git(&env.project, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first"]);
+    let outside = env.user_home.join("escaped.txt");
+    let work = format!("echo out > {} 2>/dev/null; echo work > done.txt && echo done", outside.display());
+    env.command_preset_with("worker", &["sh", "-c", &work], "worktree: true\n");
+    env.command_preset_with(
+        "lead",
+        &["sh", "-c", "corral launch --wait worker -- w"],
+        "sandbox: {write: [worktree], network: none}\n",
+    );
+    let id = env.launch("lead", "x");
+    assert_eq!(env.wait_end(&id)["status"], "completed", "{:?}", said(&env, &id));
+    let runs = env.json(&["ls", "--all"]);
+    let worker = runs.as_array().unwrap().iter().find(|r| r["task"] == "w").cloned().unwrap();
+    let worker = env.wait_end(worker["id"].as_str().unwrap());
+    let worktree = worker["worktree"]["path"].as_str().unwrap();
+    assert_eq!(worker["final_text"], "done", "{worker:#}");
+    assert!(std::path::Path::new(worktree).join("done.txt").exists(), "{worker:#}");
+    assert!(!outside.exists(), "a worker launched inside a sandbox wrote outside it");
+}
