@@ -45,7 +45,7 @@ pub fn sandboxed_caller(store: &Store, config: &Config) -> Result<Option<String>
 /// The sandboxed run whose sandbox holds a process of run `run` (`None`:
 /// of no run): `run` itself, or the nearest of its parents whose preset is
 /// sandboxed.
-fn confining(store: &Store, config: &Config, run: Option<String>) -> Result<Option<String>, StoreError> {
+pub fn confining(store: &Store, config: &Config, run: Option<String>) -> Result<Option<String>, StoreError> {
     let mut at = run;
     while let Some(id) = at {
         if config.sandbox_for(&store.run_preset(&id)?).is_some() {

@@ -152,11 +152,10 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         return Err(LaunchError::Unavailable { preset: preset.name.clone(), why });
     }
     let config = Config::load(store.home())?;
-    // Launched from inside a sandbox, it runs in that sandbox wherever it
-    // starts (a run started from the queue starts outside it): its own
-    // preset cannot widen it.
+    // Launched from inside a sandbox (its parent's, or an ancestor's), it
+    // runs in that sandbox whoever starts it: its own preset cannot widen it.
     let confined;
-    let preset = match crate::caller::sandboxed_caller(store, &config)? {
+    let preset = match crate::caller::confining(store, &config, parent.as_ref().map(|p| p.id.clone()))? {
         Some(within) => {
             let own_worktree = request.worktree.unwrap_or(preset.worktree);
             confined = confine(store, &config, preset, &within, own_worktree)?;
