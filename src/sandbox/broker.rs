@@ -49,6 +49,10 @@ const MAX_AT_ONCE: usize = 32;
 /// How long a forwarded `corral` whose caller went away has after SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
+/// How long a forwarded `corral` whose caller went away may take to end
+/// by itself before it is stopped: one that wrote its exit code is ending.
+const ENDING: Duration = Duration::from_millis(100);
+
 /// The longest request (arguments and folder) read.
 const MAX_REQUEST: u64 = 1 << 20;
 
@@ -193,12 +197,12 @@ fn serve(conn: &UnixStream, forwarding: &Forwarding) -> io::Result<()> {
         // command ends first.
         loop {
             let ready = process::wait_readable(&[conn.as_fd(), exit.as_fd()], None)?;
-            if ready[0] && !matches!((&*conn).read(&mut sink), Ok(n) if n > 0) {
-                stop(exit.process);
-                return Ok(());
-            }
             if ready[1] {
                 break;
+            }
+            if ready[0] && !matches!((&*conn).read(&mut sink), Ok(n) if n > 0) {
+                stop(exit);
+                return Ok(());
             }
         }
     }
@@ -210,18 +214,15 @@ fn serve(conn: &UnixStream, forwarding: &Forwarding) -> io::Result<()> {
 }
 
 /// Stops a forwarded `corral` whose caller went away, with what it
-/// started in its process group.
-fn stop(leader: ProcessId) {
-    if !leader.is_alive() {
+/// started in its process group, unless it is ending by itself.
+fn stop(exit: &PidFd) {
+    let ended = |within| process::wait_readable(&[exit.as_fd()], Some(within)).is_ok_and(|ready| ready[0]);
+    if ended(ENDING) || !exit.process.is_alive() {
         return;
     }
-    let _ = process::signal_group(leader.pid, Sig::Term);
-    let deadline = std::time::Instant::now() + STOP_GRACE;
-    while leader.is_alive() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if leader.is_alive() {
-        let _ = process::signal_group(leader.pid, Sig::Kill);
+    let _ = process::signal_group(exit.process.pid, Sig::Term);
+    if !ended(STOP_GRACE) && exit.process.is_alive_or_zombie() {
+        let _ = process::signal_group(exit.process.pid, Sig::Kill);
     }
 }
 

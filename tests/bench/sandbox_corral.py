@@ -3,12 +3,12 @@
 `corral launch` + `corral wait` on a one-line child, N times each, timed by
 the agent itself (p50/max) — unsandboxed (the store opened by the agent's
 own `corral`) and sandboxed (handed to the shepherd's broker and carried
-out outside). Also the shepherd's PSS while a sandboxed agent waits.
+out outside).
 
 Prints figures; asserts nothing.
 Usage: tests/bench/sandbox_corral.py CORRAL_BINARY [N]
 """
-import json, os, statistics, subprocess, sys, tempfile, time
+import json, os, statistics, subprocess, sys, tempfile
 from pathlib import Path
 
 CORRAL = os.path.abspath(sys.argv[1])
@@ -32,16 +32,6 @@ print("FIGURES " + json.dumps({"ls": ls, "launch": launch}), flush=True)
 """
 
 
-def pss_kb(pid):
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def measure(sandbox):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -60,26 +50,22 @@ def measure(sandbox):
         subprocess.run([CORRAL, "presets", "trust"], cwd=project, env=env, capture_output=True, check=True)
         run = subprocess.run([CORRAL, "launch", "agent", "x"], cwd=project, env=env, capture_output=True,
                              text=True, check=True).stdout.strip()
-        shown = json.loads(subprocess.run([CORRAL, "show", run, "--json"], env=env, capture_output=True, text=True).stdout)
-        time.sleep(0.3)
-        shepherd = pss_kb(shown.get("shepherd_pid") or 0)
         subprocess.run([CORRAL, "wait", run], env=env, capture_output=True)
         text = subprocess.run([CORRAL, "tail", run, "-n", "all"], env=env, capture_output=True, text=True).stdout
         line = next((l for l in text.splitlines() if "FIGURES " in l), None)
         if line is None:
             raise SystemExit(f"no figures from the agent:\n{text}")
-        return json.loads(line.split("FIGURES ", 1)[1]), shepherd
+        return json.loads(line.split("FIGURES ", 1)[1])
 
 
 def main():
     print(f"corral from inside a run, {N} calls each ({CORRAL})")
     modes = [("unsandboxed", ""), ("sandboxed", '[sandbox]\nwrite = ["worktree"]\nnetwork = "none"\n')]
     for name, sandbox in modes:
-        figures, shepherd = measure(sandbox)
+        figures = measure(sandbox)
         ls, launch = figures["ls"], figures["launch"]
         print(f"  {name:12} ls p50 {statistics.median(ls):6.1f} ms (max {max(ls):6.1f})   "
-              f"launch+wait p50 {statistics.median(launch):6.1f} ms (max {max(launch):6.1f})   "
-              f"shepherd PSS {shepherd} KB")
+              f"launch+wait p50 {statistics.median(launch):6.1f} ms (max {max(launch):6.1f})")
 
 
 if __name__ == "__main__":
