@@ -28,6 +28,29 @@ fn denials(env: &Env, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// Python for an agent that speaks MCP to `corral mcp` as a client does,
+/// over stdio: `mcp(tool, arguments)` calls a tool and returns its result
+/// (the server started at the first call).
+const MCP_CLIENT: &str = r#"
+import json, os, subprocess
+server = None
+def mcp(tool, arguments):
+    global server
+    def call(i, method, params):
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
+        server.stdin.flush()
+        while True:
+            m = json.loads(server.stdout.readline())
+            if m.get("id") == i:
+                return m
+    if server is None:
+        server = subprocess.Popen(["corral", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        call(0, "initialize", {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}})
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    mcp.calls = getattr(mcp, "calls", 0) + 1
+    return call(mcp.calls, "tools/call", {"name": tool, "arguments": arguments})["result"]
+"#;
+
 fn git(dir: &std::path::Path, args: &[&str]) {
     let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -402,28 +425,21 @@ fn a_sandboxed_agent_cannot_widen_its_sandbox_or_schedule_work_outside_it() {
     let env = Env::new();
     let outside = env.user_home.join("escaped.txt");
     env.command_preset_with("open", &["sh", "-c", &format!("echo out > {}; echo child-ran", outside.display())], "");
-    let agent = r#"
-import json, os, subprocess
+    let agent = [
+        MCP_CLIENT,
+        r#"
 def corral(*args):
     done = subprocess.run(["corral", *args], capture_output=True, text=True)
     print(args[0], done.returncode, (done.stdout + done.stderr).strip().replace("\n", " "), flush=True)
 corral("allow", os.environ["CORRAL_RUN_ID"], "--host", "evil.example.com", "--quiet")
 corral("schedule", "add", "later", "--preset", "open", "--every", "1h", "--", "x")
 corral("launch", "--wait", "open", "--", "x")
-p = subprocess.Popen(["corral", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-def call(i, method, params):
-    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
-    p.stdin.flush()
-    while True:
-        m = json.loads(p.stdout.readline())
-        if m.get("id") == i:
-            return m
-call(1, "initialize", {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}})
-p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-added = call(2, "tools/call", {"name": "add_schedule", "arguments": {"name": "later", "preset": "open", "task": "x", "every": "1h"}})
-print("mcp", json.dumps(added["result"]), flush=True)
-"#;
-    env.command_preset_with("boxed", &["python3", "-c", agent], "sandbox: {write: [worktree], network: none}\n");
+added = mcp("add_schedule", {"name": "later", "preset": "open", "task": "x", "every": "1h"})
+print("mcp", json.dumps(added), flush=True)
+"#,
+    ]
+    .concat();
+    env.command_preset_with("boxed", &["python3", "-c", &agent], "sandbox: {write: [worktree], network: none}\n");
     let id = env.launch("boxed", "x");
     let run = env.wait_end(&id);
     let said = said(&env, &id);
@@ -527,8 +543,8 @@ fn a_run_launched_inside_a_sandbox_stays_in_it_wherever_it_starts() {
 fn a_sandboxed_agent_reads_corrals_store_and_writes_it_only_through_corral() {
     let env = Env::new();
     env.command_preset("quick", &["sh", "-c", "echo child says hi"]);
-    let agent = r#"
-import json, os, sqlite3, subprocess
+    let agent = [MCP_CLIENT, r#"
+import sqlite3
 home = os.environ["CORRAL_HOME"]
 try:
     db = sqlite3.connect(os.path.join(home, "corral.db"))
@@ -546,22 +562,13 @@ listed = subprocess.run(["corral", "ls", "--json"], capture_output=True, text=Tr
 print("ls", listed.returncode, len(json.loads(listed.stdout)), flush=True)
 removed = subprocess.run(["corral", "rm", "--all"], capture_output=True, text=True)
 print("rm", removed.returncode, removed.stderr.strip(), flush=True)
-p = subprocess.Popen(["corral", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-def call(i, method, params):
-    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
-    p.stdin.flush()
-    while True:
-        m = json.loads(p.stdout.readline())
-        if m.get("id") == i:
-            return m
-call(1, "initialize", {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}})
-p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-launched = call(2, "tools/call", {"name": "launch_agent", "arguments": {"preset": "quick", "task": "hi"}})
-child = json.loads(launched["result"]["content"][0]["text"])["run_id"]
-waited = call(3, "tools/call", {"name": "wait_agents", "arguments": {"run_ids": [child], "timeout_s": 30}})
-print("mcp", json.loads(waited["result"]["content"][0]["text"])["runs"][0]["status"], flush=True)
-"#;
-    env.command_preset_with("boxed", &["python3", "-c", agent], "sandbox: {write: [worktree], network: none}\n");
+launched = mcp("launch_agent", {"preset": "quick", "task": "hi"})
+child = json.loads(launched["content"][0]["text"])["run_id"]
+waited = mcp("wait_agents", {"run_ids": [child], "timeout_s": 30})
+print("mcp", json.loads(waited["content"][0]["text"])["runs"][0]["status"], flush=True)
+"#]
+    .concat();
+    env.command_preset_with("boxed", &["python3", "-c", &agent], "sandbox: {write: [worktree], network: none}\n");
     let id = env.launch("boxed", "x");
     let run = env.wait_end(&id);
     let said = said(&env, &id);
