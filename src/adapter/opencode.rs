@@ -30,7 +30,7 @@ impl Adapter for OpencodeAdapter {
     }
 
     fn own_files(&self) -> &'static [&'static str] {
-        &["~/.config/opencode/", "~/.local/share/opencode/", "~/.local/state/opencode", "~/.cache/opencode"]
+        &["~/.config/opencode/", "~/.local/share/opencode/", "~/.local/state/opencode/", "~/.cache/opencode/"]
     }
 
     fn own_env(&self) -> &'static [&'static str] {

@@ -335,6 +335,7 @@ fn real_gemini_cli() {
     let real = Real::new();
     real.basics("gemini", "");
     real.follow_up("a");
+    answers_through_the_sandboxs_proxy(&real, "gemini");
 }
 
 #[test]
@@ -342,6 +343,26 @@ fn real_opencode() {
     let real = Real::new();
     real.basics("opencode", "");
     real.follow_up("a");
+    answers_through_the_sandboxs_proxy(&real, "opencode");
+}
+
+/// Sandboxed with only its API reachable, the agent talks to the stub
+/// through the shepherd's proxy (the sandbox has no other way out) and
+/// writes only its own folders (opencode's `~/.cache/opencode`, made if
+/// missing: it failed the run before).
+fn answers_through_the_sandboxs_proxy(real: &Real, agent: &str) {
+    // As on a fresh home: the caches and state earlier runs made are gone.
+    for made in [".cache", ".local/state"] {
+        let _ = std::fs::remove_dir_all(real.env.user_home.join(made));
+    }
+    real.preset("api-only", agent, "sandbox: {write: [worktree], network: [agent]}\n");
+    let id = real.launch("api-only", "stub> say hello there");
+    let run = real.end(&id);
+    let transcript = real.transcript(&id);
+    assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{transcript}");
+    assert_eq!(run["final_text"], "hello there", "{agent}: {transcript}");
+    assert!(transcript.contains("sandbox: reaches only 127.0.0.1"), "{agent}: {transcript}");
+    assert!(!transcript.contains("sandbox refused writing"), "{agent}: {transcript}");
 }
 
 /// A sandboxed real agent: its own work (the folder it may write, its stub
