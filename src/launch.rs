@@ -157,8 +157,16 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     let confined;
     let preset = match crate::caller::confining(store, &config, parent.as_ref().map(|p| p.id.clone()))? {
         Some(within) => {
-            let own_worktree = request.worktree.unwrap_or(preset.worktree);
-            confined = confine(store, &config, preset, &within, own_worktree)?;
+            let home = match &request.env {
+                Some(env) => env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v)),
+                None => std::env::var_os("HOME").map(PathBuf::from),
+            };
+            let at = crate::sandbox::Folders {
+                home: home.as_deref().unwrap_or(std::path::Path::new("/")),
+                cwd: &cwd,
+                own_worktree: request.worktree.unwrap_or(preset.worktree),
+            };
+            confined = confine(store, &config, preset, &within, &at)?;
             &confined
         }
         None => {
@@ -200,15 +208,16 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
 }
 
 /// `preset` as it runs when launched from inside run `within`'s sandbox:
-/// with that sandbox (as widened by `corral allow`), its worktree being
-/// `within`'s folder — and, with `own_worktree`, the worktree Corral makes
-/// for it too (a copy only a merge of yours brings back).
+/// in that sandbox (as widened by `corral allow`), its worktree being
+/// `within`'s folder — and the worktree Corral makes the run, if it makes
+/// one (a copy only a merge of yours brings back) — narrowed by the
+/// preset's own sandbox, if it asks for one.
 fn confine(
     store: &Store,
     config: &Config,
     preset: &Preset,
     within: &str,
-    own_worktree: bool,
+    at: &crate::sandbox::Folders<'_>,
 ) -> Result<Preset, LaunchError> {
     use crate::sandbox::{Asked, Place, Sandbox};
     let Some(rules) = config.sandbox_for(&store.run_preset(within)?) else { return Ok(preset.clone()) };
@@ -223,11 +232,16 @@ fn confine(
             place => place.clone(),
         })
         .collect();
-    if own_worktree {
+    if at.own_worktree {
         write.push(Place::Worktree);
     }
     let profile = Some(format!("run {within}'s sandbox, where it was launched"));
-    Ok(Preset { sandbox: Some(Asked::Rules(Sandbox { profile, write, ..rules })), ..preset.clone() })
+    let outer = Sandbox { profile, write, ..rules };
+    let sandbox = match config.sandbox_for(preset) {
+        Some(own) => own.within(&outer, at),
+        None => outer,
+    };
+    Ok(Preset { sandbox: Some(Asked::Rules(sandbox)), ..preset.clone() })
 }
 
 /// Refuses a preset whose sandbox cannot be made here (unless it is

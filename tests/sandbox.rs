@@ -612,3 +612,28 @@ fn a_worker_launched_inside_a_sandbox_writes_its_own_worktree() {
     assert!(std::path::Path::new(worktree).join("done.txt").exists(), "{worker:#}");
     assert!(!outside.exists(), "a worker launched inside a sandbox wrote outside it");
 }
+
+/// A run launched inside a sandbox whose own preset asks for a narrower
+/// one gets the narrower: a reviewer launched by a run that writes the
+/// project writes nothing.
+#[test]
+fn a_reviewer_launched_inside_a_writing_sandbox_writes_nothing() {
+    let env = Env::new();
+    env.command_preset_with("reviewer", &["sh", "-c", "echo x > reviewed.txt; echo reviewed"], "sandbox: reviewer\n");
+    env.command_preset_with(
+        "lead",
+        &["sh", "-c", "echo lead > lead.txt; corral launch --wait reviewer -- r; true"],
+        "sandbox: {write: [worktree], network: none}\n",
+    );
+    let id = env.launch("lead", "x");
+    assert_eq!(env.wait_end(&id)["status"], "completed", "{:?}", said(&env, &id));
+    assert!(env.project.join("lead.txt").exists(), "the lead writes its folder");
+    let runs = env.json(&["ls", "--all"]);
+    let reviewer = runs.as_array().unwrap().iter().find(|r| r["task"] == "r").cloned().unwrap();
+    let reviewer_id = reviewer["id"].as_str().unwrap().to_string();
+    env.wait_end(&reviewer_id);
+    assert!(!env.project.join("reviewed.txt").exists(), "a reviewer wrote, launched inside a sandbox that writes");
+    let notes = env.ok(&["show", &reviewer_id]);
+    assert!(notes.contains(&format!("reviewer within run {id}'s sandbox, where it was launched")), "{notes}");
+    assert!(denials(&env, &reviewer_id).iter().any(|d| d.contains("refused writing")), "{notes}");
+}

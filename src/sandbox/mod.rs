@@ -15,12 +15,14 @@ pub mod bwrap;
 pub mod denial;
 pub mod engine;
 pub mod proxy;
+mod within;
 mod written;
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use within::Folders;
 pub use written::{host_name, is_full_path, Asked, BadSandbox, WrittenRules, WrittenSandbox};
 
 /// What a sandboxed run may touch, as decided before it starts.

@@ -1,0 +1,206 @@
+//! One sandbox inside another: a run launched from inside a sandbox whose
+//! own preset asks for a sandbox too gets what both allow — never more than
+//! the sandbox it was launched in, never more than its own preset says.
+
+use std::path::{Path, PathBuf};
+
+use super::{expand, keeps, Network, Place, Read, Sandbox};
+
+/// Where the two sandboxes' places are, for comparing them.
+pub struct Folders<'a> {
+    /// The user's home (`~`).
+    pub home: &'a Path,
+    /// What the inner sandbox's `worktree` is when Corral makes the run no
+    /// worktree of its own: its working folder.
+    pub cwd: &'a Path,
+    /// Whether Corral makes the run a worktree of its own (then `worktree`
+    /// stays `worktree`, where the outer sandbox allows it).
+    pub own_worktree: bool,
+}
+
+impl Sandbox {
+    /// This sandbox, narrowed to what `outer` allows too. `outer`'s
+    /// `worktree` is its run's own folder (a path), or `worktree` where it
+    /// lets the inner run write a worktree Corral makes it.
+    pub fn within(&self, outer: &Sandbox, at: &Folders<'_>) -> Sandbox {
+        Sandbox {
+            profile: Some(format!(
+                "{} within {}",
+                self.profile.as_deref().unwrap_or("its own"),
+                outer.profile.as_deref().unwrap_or("another")
+            )),
+            write: writes_within(&self.write, &outer.write, at),
+            read: reads_within(&self.read, &outer.read, at.home),
+            network: network_within(&self.network, &outer.network),
+            env_keep: match (&self.env_keep, &outer.env_keep) {
+                (Some(inner), Some(outer)) => {
+                    Some(inner.iter().filter(|name| keeps(outer, name, &[])).cloned().collect())
+                }
+                (inner, outer) => inner.clone().or_else(|| outer.clone()),
+            },
+            optional: self.optional && outer.optional,
+        }
+    }
+}
+
+/// The places both let a run write: each one's places that lie in one of
+/// the other's.
+fn writes_within(inner: &[Place], outer: &[Place], at: &Folders<'_>) -> Vec<Place> {
+    let path = |place: &Place, worktree: Option<&Path>| -> Option<PathBuf> {
+        match place {
+            Place::Path(path) => Some(expand(path, at.home)),
+            Place::Worktree => worktree.map(Path::to_path_buf),
+        }
+    };
+    let inner_worktree = (!at.own_worktree).then_some(at.cwd);
+    let inner_paths: Vec<PathBuf> = inner.iter().filter_map(|p| path(p, inner_worktree)).collect();
+    let outer_paths: Vec<PathBuf> = outer.iter().filter_map(|p| path(p, None)).collect();
+    let mut both = Vec::new();
+    if at.own_worktree && inner.contains(&Place::Worktree) && outer.contains(&Place::Worktree) {
+        both.push(Place::Worktree);
+    }
+    let lies_in = |path: &PathBuf, others: &[PathBuf]| others.iter().any(|other| path.starts_with(other));
+    for path in inner_paths.iter().filter(|p| lies_in(p, &outer_paths)) {
+        both.push(Place::Path(path.to_string_lossy().into_owned()));
+    }
+    for path in outer_paths.iter().filter(|p| lies_in(p, &inner_paths)) {
+        let place = Place::Path(path.to_string_lossy().into_owned());
+        if !both.contains(&place) {
+            both.push(place);
+        }
+    }
+    both
+}
+
+/// What both let a run read: everything but what either denies; under a
+/// list of what alone may be read, what that list (or both lists) allow,
+/// less what the other denies.
+fn reads_within(inner: &Read, outer: &Read, home: &Path) -> Read {
+    let lies_in = |place: &String, others: &[String]| {
+        let place = expand(place, home);
+        others.iter().any(|other| place.starts_with(expand(other, home)))
+    };
+    match (inner, outer) {
+        (Read::Deny(inner), Read::Deny(outer)) => {
+            let mut denied = inner.clone();
+            denied.extend(outer.iter().filter(|p| !inner.contains(p)).cloned());
+            Read::Deny(denied)
+        }
+        (Read::Only(only), Read::Deny(denied)) | (Read::Deny(denied), Read::Only(only)) => {
+            Read::Only(only.iter().filter(|p| !lies_in(p, denied)).cloned().collect())
+        }
+        (Read::Only(inner), Read::Only(outer)) => {
+            let mut both: Vec<String> = inner.iter().filter(|p| lies_in(p, outer)).cloned().collect();
+            for place in outer.iter().filter(|p| lies_in(p, inner)) {
+                if !both.contains(place) {
+                    both.push(place.clone());
+                }
+            }
+            Read::Only(both)
+        }
+    }
+}
+
+/// Where both let a run connect: nowhere if either says so; the hosts
+/// each lists that the other lets through (`agent` where both list it).
+fn network_within(inner: &Network, outer: &Network) -> Network {
+    match (inner, outer) {
+        (Network::None, _) | (_, Network::None) => Network::None,
+        (Network::All, other) | (other, Network::All) => other.clone(),
+        (Network::Hosts(inner), Network::Hosts(outer)) => {
+            let covers = |list: &[String], host: &String| {
+                list.contains(host)
+                    || (host != "agent" && super::proxy::allows(list, host.trim_start_matches("*.")))
+                    || host.strip_prefix("*.").is_some_and(|domain| {
+                        list.iter().any(|l| l.strip_prefix("*.").is_some_and(|d| domain.ends_with(&format!(".{d}"))))
+                    })
+            };
+            let mut both: Vec<String> = inner.iter().filter(|h| covers(outer, h)).cloned().collect();
+            for host in outer.iter().filter(|h| covers(inner, h)) {
+                if !both.contains(host) {
+                    both.push(host.clone());
+                }
+            }
+            if both.is_empty() {
+                Network::None
+            } else {
+                Network::Hosts(both)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(own_worktree: bool) -> Folders<'static> {
+        Folders { home: Path::new("/home/u"), cwd: Path::new("/home/u/app"), own_worktree }
+    }
+
+    fn outer() -> Sandbox {
+        Sandbox {
+            profile: Some("run abc's sandbox, where it was launched".into()),
+            write: vec![Place::Path("/home/u/app".into()), Place::Path("/tmp".into()), Place::Worktree],
+            ..Sandbox::profile("builder").unwrap()
+        }
+    }
+
+    #[test]
+    fn a_reviewer_inside_a_builder_writes_nothing_and_reaches_its_api() {
+        let reviewer = Sandbox::profile("reviewer").unwrap();
+        let both = reviewer.within(&outer(), &at(false));
+        assert!(both.write.is_empty(), "{both:?}");
+        assert_eq!(both.network, Network::Hosts(vec!["agent".into()]));
+        assert_eq!(both.read, reviewer.read);
+        assert_eq!(both.profile.as_deref(), Some("reviewer within run abc's sandbox, where it was launched"));
+    }
+
+    #[test]
+    fn a_wider_preset_inside_a_sandbox_gets_only_what_the_sandbox_allows() {
+        let wide = Sandbox {
+            profile: None,
+            write: vec![Place::Worktree, Place::Path("~".into())],
+            read: Read::Deny(vec![]),
+            network: Network::All,
+            env_keep: None,
+            optional: true,
+        };
+        let both = wide.within(&outer(), &at(false));
+        // Its folder lies in the outer's; the outer's folders lie in `~`.
+        assert_eq!(both.write, [Place::Path("/home/u/app".into())], "never the whole home, nor /tmp: {both:?}");
+        assert_eq!(both.read, outer().read, "the outer's secrets stay denied");
+        assert_eq!(both.network, outer().network);
+        assert!(!both.optional, "the outer is not optional");
+        // With a worktree Corral makes it, that worktree is its too.
+        let both = wide.within(&outer(), &at(true));
+        assert!(both.write.contains(&Place::Worktree), "{both:?}");
+    }
+
+    #[test]
+    fn hosts_reads_and_variables_are_what_both_allow() {
+        let inner = Sandbox {
+            profile: None,
+            write: vec![],
+            read: Read::Only(vec!["~/app".into(), "~/.ssh".into(), "/srv".into()]),
+            network: Network::Hosts(vec!["agent".into(), "api.github.com".into(), "*.example.com".into()]),
+            env_keep: Some(vec!["GITHUB_TOKEN".into(), "FOO".into()]),
+            optional: false,
+        };
+        let outer = Sandbox {
+            network: Network::Hosts(vec!["agent".into(), "*.github.com".into(), "x.example.com".into()]),
+            env_keep: Some(vec!["GITHUB_TOKEN".into()]),
+            ..outer()
+        };
+        let both = inner.within(&outer, &at(false));
+        assert_eq!(both.read, Read::Only(vec!["~/app".into(), "/srv".into()]), "~/.ssh is the outer's secret");
+        assert_eq!(
+            both.network,
+            Network::Hosts(vec!["agent".into(), "api.github.com".into(), "x.example.com".into()]),
+            "{both:?}"
+        );
+        assert_eq!(both.env_keep, Some(vec!["GITHUB_TOKEN".into()]));
+        let offline = Sandbox { network: Network::None, ..outer.clone() };
+        assert_eq!(inner.within(&offline, &at(false)).network, Network::None);
+    }
+}
