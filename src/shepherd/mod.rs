@@ -178,7 +178,15 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     };
     // `show` says where each limit came from.
     containment.notes.extend(sources);
-    let sandbox = match sandbox_of(&store, run_id, &config, &preset, &run_dir)? {
+    // The environment the run was launched with, read once.
+    let kept_env = match crate::run_env::load(&run_dir) {
+        Ok(env) => env,
+        Err(e) => {
+            let error = format!("cannot prepare the run's folder {}: {e}", run_dir.display());
+            return end_unstarted(&mut store, run_id, RunStatus::Failed, StopReason::SpawnFailed, &error);
+        }
+    };
+    let sandbox = match sandbox_of(&store, run_id, &config, &preset, kept_env.as_deref())? {
         Sandboxing::Made { sandbox, bwrap, home } => {
             containment.notes.push(format!("sandbox: {}", sandbox.describe()));
             containment.notes.extend(sandbox.missing_writes(&home));
@@ -210,7 +218,7 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     // A run that started before was reopened by a reply: its first turn
     // here delivers the reply in the agent's session.
     let reopened = run.started_at.is_some();
-    let mut launch = match spawn::AgentLaunch::new(home, &run, preset, run_dir) {
+    let mut launch = match spawn::AgentLaunch::new(home, &run, preset, run_dir, kept_env) {
         Ok(launch) => launch,
         Err(e) => {
             let error = format!("cannot prepare the run's folder {}: {e}", home.run_dir(run_id).display());
@@ -359,23 +367,22 @@ enum Sandboxing {
 }
 
 /// How run `run_id` is sandboxed, bubblewrap found on the PATH it was
-/// launched with.
+/// launched with (`env`, kept with it).
 fn sandbox_of(
     store: &Store,
     run_id: &str,
     config: &Config,
     preset: &crate::preset::Preset,
-    run_dir: &std::path::Path,
+    env: Option<&[(std::ffi::OsString, std::ffi::OsString)]>,
 ) -> Result<Sandboxing, StoreError> {
     // Only a sandboxed run's start reads what its sandbox was widened by.
     let Some(sandbox) = config.sandbox_for(preset) else { return Ok(Sandboxing::NotAsked) };
     let sandbox = sandbox.widened(&store.sandbox_allows(run_id)?);
-    let env = crate::run_env::load(run_dir).ok().flatten();
-    let var = |name: &str| match &env {
-        Some(env) => env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()),
-        None => std::env::var_os(name),
+    let path = match env {
+        Some(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
+        None => std::env::var_os("PATH"),
     };
-    let (path, home) = (var("PATH"), var("HOME").map(std::path::PathBuf::from).unwrap_or_else(|| "/".into()));
+    let home = spawn::user_home(env);
     // A sandbox that must be was tried by its launch (a failure at start
     // now is said by bubblewrap itself); an optional one is tried here, to
     // know whether to go without.

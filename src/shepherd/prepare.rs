@@ -71,12 +71,7 @@ pub(super) fn prepare(
     note(store, &run.id, std::mem::take(&mut notes))?;
     // In the run's sandbox, as its agent: a setup (`npm ci`) runs the
     // project's own scripts.
-    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> = match &launch.env {
-        Some(env) => env.iter().cloned().collect(),
-        None => std::env::vars_os().collect(),
-    };
-    env.remove(std::ffi::OsStr::new(crate::run_env::SHEPHERD_ENV));
-    env.insert(crate::run_env::RUN_ID_ENV.into(), run.id.clone().into());
+    let mut env = launch.run_environment();
     let cannot = |e: std::io::Error| {
         NotPrepared::Failed(format!(
             "cannot run setup '{}': {e}; fix `setup:` in the preset {}",

@@ -13,7 +13,7 @@ use crate::home::{self, Home};
 use crate::preset::Preset;
 use crate::process::{self, AgentStart, StartedAgent};
 use crate::run::Run;
-use crate::run_env::{self, RUN_ID_ENV, SHEPHERD_ENV};
+use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
 
 /// Everything needed to start the run's agent, any number of times.
 pub(super) struct AgentLaunch {
@@ -52,14 +52,17 @@ pub(super) struct AgentLaunch {
 }
 
 impl AgentLaunch {
-    /// Reads the run's kept environment, and writes the preset's body to
-    /// `system-prompt.md` for agents that read it from a file.
-    pub fn new(home: &Home, run: &Run, preset: Preset, run_dir: PathBuf) -> io::Result<AgentLaunch> {
-        let env = run_env::load(&run_dir)?;
-        let user_home =
-            env.as_ref().and_then(|env| env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v)));
-        let user_home =
-            user_home.or_else(|| std::env::var_os("HOME").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/"));
+    /// With the run's kept environment `env` (read once by the shepherd);
+    /// writes the preset's body to `system-prompt.md` for agents that read
+    /// it from a file.
+    pub fn new(
+        home: &Home,
+        run: &Run,
+        preset: Preset,
+        run_dir: PathBuf,
+        env: Option<Vec<(OsString, OsString)>>,
+    ) -> io::Result<AgentLaunch> {
+        let user_home = user_home(env.as_deref());
         home::ensure_private_dir(&crate::adapter::agent_dir(&run_dir)).map_err(io::Error::other)?;
         // The task whole, private to the user, for programs that read it
         // from a file (`CORRAL_TASK_FILE`).
@@ -118,21 +121,30 @@ impl AgentLaunch {
         Ok(Some(hosts))
     }
 
+    /// The environment a process of the run starts with: the launcher's,
+    /// kept with the run (else this process's), without the shepherd's
+    /// mark, with the run's id and this installation's `CORRAL_HOME`.
+    pub fn run_environment(&self) -> BTreeMap<OsString, OsString> {
+        let mut env: BTreeMap<OsString, OsString> = match &self.env {
+            Some(env) => env.iter().cloned().collect(),
+            None => std::env::vars_os().collect(),
+        };
+        env.remove(OsStr::new(SHEPHERD_ENV));
+        env.insert(RUN_ID_ENV.into(), self.run_id.clone().into());
+        if let Some(root) = &self.home_env {
+            env.insert(home::HOME_ENV.into(), root.into());
+        }
+        env
+    }
+
     /// Starts the broker of a sandboxed run: its agent's `corral` is
     /// carried out outside the sandbox, with the run's environment.
     pub fn start_broker(&mut self) -> io::Result<()> {
         if self.sandbox.is_none() || self.broker.is_some() {
             return Ok(());
         }
-        let mut env: BTreeMap<OsString, OsString> = match &self.env {
-            Some(env) => env.iter().cloned().collect(),
-            None => std::env::vars_os().collect(),
-        };
-        env.remove(OsStr::new(SHEPHERD_ENV));
+        let mut env = self.run_environment();
         env.remove(OsStr::new(crate::sandbox::broker::SOCKET_ENV));
-        if let Some(root) = &self.home_env {
-            env.insert(home::HOME_ENV.into(), root.into());
-        }
         let forwarding = crate::sandbox::broker::Forwarding {
             program: crate::queue::ShepherdCommand::lightest()?.program,
             run_id: self.run_id.clone(),
@@ -159,19 +171,11 @@ impl AgentLaunch {
     pub fn spawn(&self, invocation: &Invocation) -> io::Result<StartedAgent> {
         // The program is looked up on this environment's PATH, as the
         // launcher would have.
-        let mut env: BTreeMap<OsString, OsString> = match &self.env {
-            Some(env) => env.iter().cloned().collect(),
-            None => std::env::vars_os().collect(),
-        };
+        let mut env = self.run_environment();
         for (path, text) in &invocation.files {
             home::create_private(path)?.write_all(text.as_bytes())?;
         }
-        env.remove(OsStr::new(SHEPHERD_ENV));
-        env.insert(RUN_ID_ENV.into(), self.run_id.clone().into());
         env.extend(invocation.env.iter().map(|(k, v)| (k.into(), v.into())));
-        if let Some(root) = &self.home_env {
-            env.insert(home::HOME_ENV.into(), root.into());
-        }
         let (program, args) = match &self.sandbox {
             Some((sandbox, bwrap)) => {
                 self.sandboxed(&invocation.program, &invocation.args, sandbox, bwrap, &mut env)?
@@ -187,6 +191,13 @@ impl AgentLaunch {
             join: &self.join,
         })
     }
+}
+
+/// The user's home as the run's kept environment `env` says (else this
+/// process's): what `~` is in its sandbox.
+pub(super) fn user_home(env: Option<&[(OsString, OsString)]>) -> PathBuf {
+    let kept = env.and_then(|env| env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v)));
+    kept.or_else(|| std::env::var_os("HOME").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/"))
 }
 
 impl AgentLaunch {
