@@ -144,10 +144,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         tracing::warn!("{shadow}");
     }
     // With the PATH the run will have: the launcher's.
-    let path = match &request.env {
-        Some(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
-        None => std::env::var_os("PATH"),
-    };
+    let path = crate::run_env::var(request.env.as_deref(), "PATH");
     if let Some(why) = preset::available::unavailable(preset, path.as_deref(), &cwd) {
         return Err(LaunchError::Unavailable { preset: preset.name.clone(), why });
     }
@@ -157,10 +154,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     let confined;
     let preset = match crate::caller::confining(store, &config, parent.as_ref().map(|p| p.id.clone()))? {
         Some(within) => {
-            let home = match &request.env {
-                Some(env) => env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v)),
-                None => std::env::var_os("HOME").map(PathBuf::from),
-            };
+            let home = crate::run_env::var(request.env.as_deref(), "HOME").map(PathBuf::from);
             let at = crate::sandbox::Folders {
                 home: home.as_deref().unwrap_or(std::path::Path::new("/")),
                 cwd: &cwd,

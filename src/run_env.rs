@@ -50,6 +50,15 @@ pub fn save(run_dir: &Path, vars: impl IntoIterator<Item = (OsString, OsString)>
     std::fs::rename(tmp, path)
 }
 
+/// Variable `name` as a run's environment `env` has it (`None`: a run
+/// without a kept environment, which gets this process's).
+pub fn var(env: Option<&[(OsString, OsString)]>, name: &str) -> Option<OsString> {
+    match env {
+        Some(env) => env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()),
+        None => std::env::var_os(name),
+    }
+}
+
 /// The run's kept environment, or `None` for a run launched before Corral
 /// kept one (it then gets its starter's environment, as it used to).
 pub fn load(run_dir: &Path) -> io::Result<Option<Vec<(OsString, OsString)>>> {

@@ -378,11 +378,7 @@ fn sandbox_of(
     // Only a sandboxed run's start reads what its sandbox was widened by.
     let Some(sandbox) = config.sandbox_for(preset) else { return Ok(Sandboxing::NotAsked) };
     let sandbox = sandbox.widened(&store.sandbox_allows(run_id)?);
-    let path = match env {
-        Some(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
-        None => std::env::var_os("PATH"),
-    };
-    let home = spawn::user_home(env);
+    let (path, home) = (crate::run_env::var(env, "PATH"), spawn::user_home(env));
     // A sandbox that must be was tried by its launch (a failure at start
     // now is said by bubblewrap itself); an optional one is tried here, to
     // know whether to go without.

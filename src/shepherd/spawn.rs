@@ -13,7 +13,7 @@ use crate::home::{self, Home};
 use crate::preset::Preset;
 use crate::process::{self, AgentStart, StartedAgent};
 use crate::run::Run;
-use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
+use crate::run_env::{self, RUN_ID_ENV, SHEPHERD_ENV};
 
 /// Everything needed to start the run's agent, any number of times.
 pub(super) struct AgentLaunch {
@@ -196,8 +196,8 @@ impl AgentLaunch {
 /// The user's home as the run's kept environment `env` says (else this
 /// process's): what `~` is in its sandbox.
 pub(super) fn user_home(env: Option<&[(OsString, OsString)]>) -> PathBuf {
-    let kept = env.and_then(|env| env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v)));
-    kept.or_else(|| std::env::var_os("HOME").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("/"))
+    let home = run_env::var(env, "HOME").or_else(|| std::env::var_os("HOME"));
+    home.map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"))
 }
 
 impl AgentLaunch {
