@@ -83,7 +83,7 @@ pub fn allow(
     if config.sandbox_for(&store.run_preset(&run.id)?).is_none() {
         return Err(AllowError::NotSandboxed(run.id));
     }
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_else(|| "/".into());
+    let home = user_home();
     let mut widening = Widening::default();
     for path in &asked.write {
         if !crate::sandbox::is_full_path(path) {
@@ -92,6 +92,14 @@ pub fn allow(
         let full = expand(path, &home);
         if !Path::new(&full).exists() {
             return Err(AllowError::BadPath(path.clone(), "it does not exist: create it first, or allow its folder"));
+        }
+        let full = std::fs::canonicalize(&full).unwrap_or(full);
+        if full.parent().is_none() || home.starts_with(&full) {
+            return Err(AllowError::BadPath(
+                path.clone(),
+                "that is / or a folder holding your home: a sandbox that writes it is no sandbox. Allow the folder \
+                 the run needs",
+            ));
         }
         widening.write.push(full.to_string_lossy().into_owned());
     }
@@ -120,12 +128,24 @@ pub fn allow_denied(
     text: &str,
     shepherd: &ShepherdCommand,
 ) -> Result<Replied, AllowError> {
+    use crate::sandbox::denial::{Allowance, Denial};
     let run = store.find_run(id)?;
+    let home = user_home();
     let mut widening = Widening::default();
-    for denial in run.denied.iter().filter_map(|d| crate::sandbox::denial::Denial::from_entry(d)) {
-        match denial.allowance() {
-            Some(("write", path)) if !widening.write.contains(&path) => widening.write.push(path),
-            Some(("host", host)) if !widening.hosts.contains(&host) => widening.hosts.push(host),
+    for denial in run.denied.iter().filter_map(|d| Denial::from_entry(d)) {
+        let allowance = denial.allowance(&home);
+        match &allowance {
+            Some(Allowance::Write { path, .. }) => {
+                let path = path.to_string_lossy().into_owned();
+                if widening.write.contains(&path) {
+                    continue;
+                }
+                allowance.as_ref().map(Allowance::make).transpose().map_err(|e| {
+                    AllowError::BadPath(format!("{path} ({e})"), "it cannot be made: make it yourself, then allow it")
+                })?;
+                widening.write.push(path);
+            }
+            Some(Allowance::Host(host)) if !widening.hosts.contains(host) => widening.hosts.push(host.clone()),
             _ => {}
         }
     }
@@ -137,6 +157,11 @@ pub fn allow_denied(
     let allowed = allow(store, &run.id, &widening, None, true, shepherd)?;
     let text = if text.trim().is_empty() { go_on(&allowed.widening) } else { text.to_string() };
     reply::reply(store, &run.id, &text, tools, shepherd).map_err(AllowError::NotContinued)
+}
+
+/// The user's home, as this process's environment says.
+fn user_home() -> std::path::PathBuf {
+    std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_else(|| "/".into())
 }
 
 /// What the agent is told when its sandbox was widened.

@@ -68,6 +68,12 @@ pub fn works_for(run: String) {
     let _ = FORWARDED_FOR.set(run);
 }
 
+/// The run this process works for if it is a sandboxed agent's `corral`
+/// carried out by the run's broker (`None` for any other process).
+pub fn forwarded_run() -> Option<&'static str> {
+    FORWARDED_FOR.get().map(String::as_str)
+}
+
 /// The run this process works for, if any.
 pub fn caller_run(store: &Store) -> Result<Option<String>, StoreError> {
     if let Some(run) = FORWARDED_FOR.get() {

@@ -39,6 +39,7 @@ pub mod run;
 pub mod run_env;
 pub mod sandbox;
 pub mod schedule;
+pub mod scope;
 pub mod shepherd;
 pub mod store;
 pub mod time;

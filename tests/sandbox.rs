@@ -197,14 +197,14 @@ fn a_run_reaches_the_hosts_its_sandbox_lists_and_no_other() {
         "curl -sS http://127.0.0.1:{port}/ok; curl -sS -o /dev/null https://example.com/ 2>&1; \
          curl -sS http://127.0.0.1:{port}/again; exit 0"
     );
-    env.command_preset_with("listed", &["sh", "-c", &script], "sandbox: {network: [127.0.0.1]}\n");
+    env.command_preset_with("listed", &["sh", "-c", &script], &format!("sandbox: {{network: ['127.0.0.1:{port}']}}\n"));
     let id = env.launch("listed", "reach");
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
     let said = said(&env, &id);
     // The listed host answers, through the proxy, twice.
     assert_eq!(said.iter().filter(|l| l.trim() == "hello").count(), 2, "{said:?}");
-    assert!(said.iter().any(|l| l.contains("sandbox: reaches only 127.0.0.1")), "{said:?}");
+    assert!(said.iter().any(|l| l.contains(&format!("sandbox: reaches only 127.0.0.1:{port}"))), "{said:?}");
     // Another is refused, and said once.
     let denials = denials(&env, &id);
     assert_eq!(denials.len(), 1, "{denials:?}\n{said:?}");
@@ -220,15 +220,20 @@ fn a_host_allowed_while_the_agent_runs_is_reachable_at_once() {
     let port = hello_server();
     // The agent tries `localhost` (not listed) until it answers.
     let script = format!("until curl -fsS http://localhost:{port}/late; do sleep 0.1; done");
-    env.command_preset_with("patient", &["sh", "-c", &script], "sandbox: {network: [127.0.0.1]}\n");
+    env.command_preset_with(
+        "patient",
+        &["sh", "-c", &script],
+        &format!("sandbox: {{network: ['127.0.0.1:{port}']}}\n"),
+    );
     let id = env.launch("patient", "reach");
     env.wait_run(&id, std::time::Duration::from_secs(20), |_| {
         denials(&env, &id).iter().any(|d| d.contains("localhost"))
     });
     let denials_before = denials(&env, &id);
-    assert!(denials_before[0].contains(&format!("corral allow {id} --host localhost")), "{denials_before:?}");
-    let out = env.ok(&["allow", &id, "--host", "localhost", "--quiet"]);
-    assert!(out.contains("its sandbox now allows host localhost"), "{out}");
+    // Its own port: the refusal names it, and allowing it opens that port alone.
+    assert!(denials_before[0].contains(&format!("corral allow {id} --host localhost:{port}")), "{denials_before:?}");
+    let out = env.ok(&["allow", &id, "--host", &format!("localhost:{port}"), "--quiet"]);
+    assert!(out.contains(&format!("its sandbox now allows host localhost:{port}")), "{out}");
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "completed", "{run:#}");
     let said = said(&env, &id);
@@ -265,7 +270,11 @@ print(urllib.request.urlopen("http://127.0.0.1:{port}/after").read().decode().st
 "#,
         go = go.display()
     );
-    env.command_preset_with("flood", &["python3", "-c", &script], "sandbox: {network: [127.0.0.1]}\n");
+    env.command_preset_with(
+        "flood",
+        &["python3", "-c", &script],
+        &format!("sandbox: {{network: ['127.0.0.1:{port}']}}\n"),
+    );
     let id = env.launch("flood", "flood");
     env.wait_run(&id, std::time::Duration::from_secs(30), |_| said(&env, &id).iter().any(|l| l.starts_with("busy")));
     let held = said(&env, &id);
@@ -351,7 +360,7 @@ fn a_sandboxed_run_is_held_in_its_cgroup_and_abort_leaves_nothing_of_it() {
     let port = hello_server();
     // A sandbox with the proxy, a child in the background, and a wait.
     let script = format!("curl -sS http://127.0.0.1:{port}/; sleep 300 & sleep 300");
-    env.command_preset_with("held", &["sh", "-c", &script], "sandbox: {network: [127.0.0.1]}\n");
+    env.command_preset_with("held", &["sh", "-c", &script], &format!("sandbox: {{network: ['127.0.0.1:{port}']}}\n"));
     let id = env.launch("held", "hold");
     env.wait_run(&id, std::time::Duration::from_secs(20), |r| r["status"] == "running");
     let found = common::eventually(std::time::Duration::from_secs(20), || common::processes_of_run(&id).len() >= 3);
@@ -476,7 +485,7 @@ fn a_sandboxed_runs_setup_runs_in_its_sandbox() {
     env.command_preset_with(
         "prepared",
         &["sh", "-c", "cat made-by-setup"],
-        &format!("setup: {setup}\nsandbox: {{write: [worktree], network: [127.0.0.1]}}\n"),
+        &format!("setup: {setup}\nsandbox: {{write: [worktree], network: ['127.0.0.1:{port}']}}\n"),
     );
     let id = env.launch("prepared", "x");
     let run = env.wait_end(&id);
@@ -535,17 +544,20 @@ fn a_run_launched_inside_a_sandbox_stays_in_it_wherever_it_starts() {
     assert!(notes.contains(&format!("run {id}'s sandbox, where it was launched")), "{notes}");
 }
 
-/// Corral's store and run folders are read-only inside a sandbox: an agent
-/// that writes them directly (to widen its sandbox, or to queue a run for a
-/// process outside to start) is refused, while its `corral` — the CLI and
-/// an MCP server — is carried out by its shepherd, outside, as its own.
+/// Corral's store and other runs' folders are not seen inside a sandbox:
+/// an agent that would write them directly (to widen its sandbox, or to
+/// queue a run for a process outside to start) finds nothing to write, while
+/// its `corral` — the CLI and an MCP server — is carried out by its
+/// shepherd, outside, as its own, and lists only its own runs.
 #[test]
-fn a_sandboxed_agent_reads_corrals_store_and_writes_it_only_through_corral() {
+fn a_sandboxed_agent_sees_nothing_of_corrals_store_and_acts_only_through_corral() {
     let env = Env::new();
     env.command_preset("quick", &["sh", "-c", "echo child says hi"]);
     let agent = [MCP_CLIENT, r#"
 import sqlite3
 home = os.environ["CORRAL_HOME"]
+print("store seen" if os.path.exists(os.path.join(home, "corral.db")) else "store unseen", flush=True)
+print("others seen" if len(os.listdir(os.path.join(home, "runs"))) > 1 else "others unseen", flush=True)
 try:
     db = sqlite3.connect(os.path.join(home, "corral.db"))
     db.execute("INSERT INTO sandbox_allows (run_id, kind, value, allowed_at) VALUES (?, 'host', 'evil.example.com', 'now')", (os.environ["CORRAL_RUN_ID"],))
@@ -569,14 +581,18 @@ print("mcp", json.loads(waited["content"][0]["text"])["runs"][0]["status"], flus
 "#]
     .concat();
     env.command_preset_with("boxed", &["python3", "-c", &agent], "sandbox: {write: [worktree], network: none}\n");
+    let other = env.launch("quick", "another run's folder");
+    env.wait_end(&other);
     let id = env.launch("boxed", "x");
     let run = env.wait_end(&id);
     let said = said(&env, &id);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
-    assert!(said.iter().any(|l| l.starts_with("store refused") && l.contains("readonly")), "{said:?}");
+    // Corral's data is not seen inside: not the store, not another run's folder.
+    assert!(said.iter().any(|l| l == "store unseen") && said.iter().any(|l| l == "others unseen"), "{said:?}");
+    assert!(said.iter().any(|l| l.starts_with("store refused")), "{said:?}");
     assert!(said.iter().any(|l| l == "folder refused: Read-only file system"), "{said:?}");
     assert!(!env.home.join("runs/planted").exists());
-    assert!(said.iter().any(|l| l == "ls 0 1"), "corral ls works inside, forwarded: {said:?}");
+    assert!(said.iter().any(|l| l == "ls 0 1"), "corral ls works inside, forwarded, its own runs only: {said:?}");
     assert!(said.iter().any(|l| l.starts_with("rm 2 ") && l.contains(&format!("sandbox of run {id}"))), "{said:?}");
     assert!(said.iter().any(|l| l == "mcp completed"), "an MCP server inside works, forwarded: {said:?}");
     // Its sandbox was not widened, and nothing of its commands is left.

@@ -66,6 +66,16 @@ impl Args {
     pub fn is_local(&self) -> bool {
         self.host.is_none()
     }
+
+    /// The parent run named with `--parent`, if one is.
+    pub fn parent(&self) -> Option<&String> {
+        self.parent.as_ref()
+    }
+
+    /// The file named with `--task-file`, if one is.
+    pub fn task_file(&self) -> Option<&std::path::Path> {
+        self.task_file.as_deref()
+    }
 }
 
 pub fn run(

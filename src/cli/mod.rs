@@ -189,6 +189,11 @@ fn run(forwarded: &corral::sandbox::broker::Forwarded) -> i32 {
         if !args.is_local() {
             return refuse("a launch on another machine", run);
         }
+        // Read inside the sandbox, by the `corral` that forwarded it (see
+        // `broker::forward`); read here, it would be read as the user.
+        if args.task_file().is_some_and(|f| f != std::path::Path::new("-")) {
+            return refuse("reading a --task-file outside the sandbox", run);
+        }
     }
     if let Command::SandboxNet { socket, program, args } = &cli.command {
         let e = corral::sandbox::proxy::enter(socket, program, args);
@@ -252,6 +257,9 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
     let mut store = corral::heal::open_healed(&home, &shepherd)?;
     let shepherd = shepherd.with_forked(forked);
+    if corral::caller::forwarded_run().is_some() {
+        within_scope(&store, &command)?;
+    }
     // A verb on runs of another host is that host's to carry out.
     if let Some(host) = remote::target(&home, &mut store, &command)? {
         return remote::carry_out(&home, &mut store, &host, &command);
@@ -296,6 +304,30 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
     };
     out.flush()?;
     Ok(code)
+}
+
+/// A sandboxed agent's `corral`, carried out outside by its run's broker,
+/// touches only what the agent's MCP server may (one rule, `scope`): it
+/// acts on the runs its run launched, and their runs, and sees those and
+/// its own run; a launch's `--parent` is one of them.
+fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> {
+    use corral::scope::Access::{Act, Read};
+    let (ids, access): (Vec<&String>, _) = match command {
+        Command::Show(args) => (vec![&args.run], Read),
+        Command::Diff(args) => (vec![&args.run], Read),
+        Command::Tail(args) => (args.runs.iter().collect(), Read),
+        Command::Wait(args) => (args.runs.iter().collect(), Read),
+        Command::Abort(args) => (args.runs.iter().collect(), Act),
+        Command::Pause(args) => (args.runs.iter().collect(), Act),
+        Command::Resume(args) => (args.runs.iter().collect(), Act),
+        Command::Reply(args) => (vec![args.run()], Act),
+        Command::Launch(args) => (args.parent().into_iter().collect(), Act),
+        _ => return Ok(()),
+    };
+    for id in ids {
+        corral::scope::may(store, id, access)?;
+    }
+    Ok(())
 }
 
 /// Prints one JSON document.

@@ -5,10 +5,10 @@ use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 use std::time::Duration;
 
-use super::scope::{run_for, Access};
 use super::server::{json_result, CorralTools, RunArgs, RunView};
 use crate::abort::{abort, Aborted};
 use crate::config::Config;
+use crate::scope::{run_for, Access};
 
 #[tool_router(router = abort_agent_router, vis = "pub(super)")]
 impl CorralTools {

@@ -6,9 +6,9 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::scope::{remote_run_for, run_for, Access};
 use super::server::{garbled, json_result, CorralTools, RunView};
 use crate::caller::caller_run;
+use crate::scope::{remote_run_for, run_for, Access};
 use crate::store::RunFilter;
 use crate::Run;
 

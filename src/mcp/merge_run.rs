@@ -6,8 +6,8 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::scope::{run_for, Access};
 use super::server::{json_result, CorralTools};
+use crate::scope::{run_for, Access};
 
 #[tool_router(router = merge_run_router, vis = "pub(super)")]
 impl CorralTools {

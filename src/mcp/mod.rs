@@ -23,7 +23,6 @@ mod pause;
 mod reply_agent;
 mod run_changes;
 mod schedules;
-mod scope;
 mod server;
 mod wait_agents;
 

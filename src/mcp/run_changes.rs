@@ -1,8 +1,8 @@
 //! `run_changes`: what a run's worktree changed, files and the unified diff.
 
-use super::scope::{run_for, Access};
 use super::server::{json_result, CorralTools, RunArgs};
 use crate::review::ReviewError;
+use crate::scope::{run_for, Access};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};

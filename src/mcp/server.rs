@@ -34,7 +34,7 @@ pub(super) enum ToolFailure {
     #[error(transparent)]
     Pause(#[from] crate::pause::PauseError),
     #[error(transparent)]
-    Refused(#[from] super::scope::Refused),
+    Refused(#[from] crate::scope::Refused),
     #[error(transparent)]
     Schedule(#[from] crate::schedule::ScheduleError),
     #[error(transparent)]

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::scope::{remote_run_for, run_for, Access};
 use super::server::{garbled, json_result, tool_error, CorralTools, RunView, ToolFailure};
 use crate::caller::caller_run;
+use crate::scope::{remote_run_for, run_for, Access};
 use crate::store::Store;
 use crate::wait::{collected_by, wait_for, Cancel};
 use crate::Run;

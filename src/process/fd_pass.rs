@@ -47,3 +47,11 @@ pub fn recv_fds(stream: &UnixStream, most: usize) -> io::Result<Vec<OwnedFd>> {
     }
     Ok(received)
 }
+
+/// The pid of the process at the other end of `stream`, as the kernel
+/// recorded it when it connected (`SO_PEERCRED`), in this process's pid
+/// namespace.
+pub fn peer_pid(stream: &UnixStream) -> io::Result<i32> {
+    let creds = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)?;
+    Ok(creds.pid())
+}

@@ -11,7 +11,7 @@ mod start;
 mod told;
 mod unix;
 
-pub use fd_pass::{recv_fd, recv_fds, send_fd, send_fds};
+pub use fd_pass::{peer_pid, recv_fd, recv_fds, send_fd, send_fds};
 pub use linux::{
     age, ancestry, children_cpu_seconds, children_of, descendants, disk_free, env_var_of, exe_of, group_members,
     group_of, has_env_var, is_alive, pids_with_env, set_child_subreaper, start_time, state_of, try_user_namespace,

@@ -229,6 +229,9 @@ unsafe fn exec_child(prepared: &Prepared, fds: &ChildFds, join: &Join, write_v2:
         if libc::getppid() != shepherd {
             libc::_exit(137);
         }
+        // Nothing but its standard three: a descriptor the launcher held
+        // (a folder, a terminal, a socket) is no door for the agent.
+        close_above_stderr();
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
@@ -244,6 +247,28 @@ unsafe fn exec_child(prepared: &Prepared, fds: &ChildFds, join: &Join, write_v2:
             *libc::__errno_location() = libc::EACCES;
         }
         fail(fds)
+    }
+}
+
+/// Marks every descriptor above 2 close-on-exec (`close_range`, Linux
+/// 5.11; else one by one up to the limit): the report pipe stays open
+/// until the exec it reports on.
+///
+/// # Safety
+/// Only between fork and exec: async-signal-safe calls only.
+unsafe fn close_above_stderr() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range, getrlimit and fcntl are async-signal-safe
+    // system calls on descriptor numbers.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
+            return;
+        }
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 { limit.rlim_cur.min(65536) } else { 4096 };
+        for fd in 3..max as libc::c_int {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
     }
 }
 

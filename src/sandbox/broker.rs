@@ -32,6 +32,10 @@ use crate::process::{self, PidFd, ProcessId, Sig};
 /// Set inside a sandbox: the socket its `corral` forwards through.
 pub const SOCKET_ENV: &str = "CORRAL_BROKER";
 
+/// Where the run's broker socket is inside its sandbox (its `/run` is its
+/// own): the only broker socket it can reach.
+pub const SOCKET_INSIDE: &str = "/run/corral/broker.sock";
+
 /// Set by the broker on the `corral` it runs outside: the run it runs for.
 const FORWARDED_ENV: &str = "CORRAL_FORWARDED";
 
@@ -80,6 +84,8 @@ pub struct Forwarding {
     pub run_id: String,
     /// Their environment: the run's own (what it was launched with).
     pub env: Vec<(OsString, OsString)>,
+    /// Whether the run has a cgroup of its own: then a caller must be in it.
+    pub cgroup: bool,
 }
 
 /// The shepherd's broker for one sandboxed run: listens on `corral.sock`
@@ -147,6 +153,18 @@ fn refuse(mut conn: &UnixStream, why: &str) -> io::Result<()> {
 /// exit code to the caller itself) or the caller goes away (then it is
 /// stopped).
 fn serve(conn: &UnixStream, forwarding: &Forwarding) -> io::Result<()> {
+    // Only the run's own processes: its sandbox alone shows the socket,
+    // and where the run has a cgroup the kernel says whose the caller is.
+    if forwarding.cgroup {
+        let peer = process::peer_pid(conn)?;
+        let of = process::cgroup::run_of(peer);
+        if of.as_deref() != Some(forwarding.run_id.as_str()) {
+            return Err(io::Error::other(format!(
+                "this socket carries out corral for run {} only, and the caller is not one of its processes",
+                forwarding.run_id
+            )));
+        }
+    }
     let fds = process::recv_fds(conn, 3)?;
     let [stdin, stdout, stderr]: [OwnedFd; 3] =
         fds.try_into().map_err(|_| io::Error::other("the caller sent no standard descriptors"))?;
@@ -228,11 +246,16 @@ fn stop(exit: &PidFd) {
 
 /// The socket this process must forward through, if it is a `corral`
 /// inside a sandbox: the one its sandbox names, or, where its agent
-/// scrubbed the environment (Codex does, for MCP servers), its run's
-/// (found from its cgroup: only a sandboxed run has one).
+/// scrubbed the environment (Codex does, for MCP servers), the one every
+/// sandbox has at [`SOCKET_INSIDE`], or its run's (found from its cgroup:
+/// only a sandboxed run has one).
 pub fn socket_for_this_process() -> Option<PathBuf> {
     if let Some(socket) = std::env::var_os(SOCKET_ENV).filter(|s| !s.is_empty()) {
         return Some(PathBuf::from(socket));
+    }
+    let inside = Path::new(SOCKET_INSIDE);
+    if inside.symlink_metadata().is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
+        return Some(inside.to_path_buf());
     }
     let run = process::cgroup::run_of(std::process::id() as i32)?;
     let home = crate::caller::home().ok()?;
@@ -256,6 +279,7 @@ pub fn forward(socket: &Path, args: &[OsString]) -> i32 {
 }
 
 fn forwarded(socket: &Path, args: &[OsString]) -> io::Result<i32> {
+    let args = read_here(args)?;
     let conn = UnixStream::connect(socket)?;
     let (stdin, stdout, stderr) = (io::stdin(), io::stdout(), io::stderr());
     let standard: [BorrowedFd<'_>; 3] = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
@@ -277,6 +301,30 @@ fn forwarded(socket: &Path, args: &[OsString]) -> io::Result<i32> {
     }
     eprintln!("corral: ended without an exit code (killed?)");
     Ok(1)
+}
+
+/// `args` with the file a launch's `--task-file` names read here, inside
+/// the sandbox, as the agent may read it, and given as the task's words:
+/// outside, the broker's `corral` would read it as the user (a denied key
+/// would come back as the new run's task), so it reads none.
+fn read_here(args: &[OsString]) -> io::Result<Vec<OsString>> {
+    let words: Vec<&str> = args.iter().map(|a| a.to_str().unwrap_or("")).collect();
+    let ends = words.iter().position(|w| *w == "--").unwrap_or(words.len());
+    let named = words[..ends].iter().enumerate().find_map(|(at, word)| match word.strip_prefix("--task-file") {
+        Some("") => words.get(at + 1).map(|file| (at, 2, *file)),
+        Some(rest) => rest.strip_prefix('=').map(|file| (at, 1, file)),
+        None => None,
+    });
+    let Some((at, taken, file)) = named.filter(|(_, _, file)| *file != "-") else { return Ok(args.to_vec()) };
+    if words.first() != Some(&"launch") || ends < words.len() {
+        return Ok(args.to_vec());
+    }
+    let task = std::fs::read_to_string(file)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot read the task file {file}: {e}")))?;
+    let mut rewritten: Vec<OsString> = args[..at].to_vec();
+    rewritten.extend(args[at + taken..].iter().cloned());
+    rewritten.extend(["--".into(), task.into()]);
+    Ok(rewritten)
 }
 
 /// What this process was given by the broker that runs it, taken out of
@@ -336,8 +384,6 @@ pub fn may_forward(verb: &str) -> bool {
             | "resume"
             | "reply"
             | "diff"
-            | "search"
-            | "watch"
             | "about"
             | "presets"
             | "mcp"

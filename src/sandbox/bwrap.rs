@@ -1,8 +1,9 @@
 //! A sandbox as bubblewrap's arguments: the file system read-only (or only
-//! what may be read), what may be written bound writable over it, secrets
-//! masked unreadable, the repository's hooks and config read-only even
-//! where its worktree is written, no capabilities, and a network of its own
-//! unless any host may be reached.
+//! what may be read), what may be written bound writable over it, the
+//! host's `/tmp`, `/run`, processes and IPC replaced by the run's own,
+//! Corral's data unseen, git's metadata read-only but for the run's own
+//! branch, secrets masked unreadable, no capabilities, and a network of its
+//! own unless any host may be reached.
 //!
 //! Later mounts cover earlier ones, so the order is the rule: what is
 //! readable, then what is writable, then what stays the user's alone.
@@ -21,15 +22,24 @@ pub struct RunView<'a> {
     pub cwd: &'a Path,
     /// The run's worktree, when it has one.
     pub worktree: Option<&'a Path>,
-    /// Corral's data: the store and run folders, read-only (an agent's
-    /// `corral` is carried out by its shepherd: see `broker`).
+    /// Its worktree's branch (`corral/<id>`), as Corral recorded it.
+    pub branch: Option<&'a str>,
+    /// Corral's data: the store, every run's folder and worktree. Never
+    /// seen inside (an agent's `corral` is carried out by its shepherd:
+    /// see `broker`), but for what of the run's own is shown again.
     pub corral_home: &'a Path,
-    /// The run's folder its agent writes (its session, its temporary
-    /// files where /tmp is not written): writable.
+    /// Corral's settings and global presets (and the push key's
+    /// neighbours): never seen inside.
+    pub corral_config: &'a Path,
+    /// The run's own folder: readable (its task, its system prompt, the
+    /// sockets of its proxy and broker), but for the environment it keeps.
+    pub run_dir: &'a Path,
+    /// The run's folder its agent writes (its session, its own `/tmp`).
     pub scratch: &'a Path,
     /// The shepherd's broker's socket, named to the sandbox's `corral`.
     pub broker: Option<&'a Path>,
-    /// Where Corral keeps runs' worktrees: every other run's is read-only.
+    /// Where Corral keeps runs' worktrees: only a written place there (the
+    /// run's own worktree, its launcher's) is shown inside.
     pub worktrees: &'a Path,
     /// Places under the user's home the agent itself writes (its config,
     /// sessions, credentials): its adapter's; a folder ends with `/` and is
@@ -37,56 +47,91 @@ pub struct RunView<'a> {
     pub agent_files: &'a [&'a str],
     /// A file no one may read, bound over each denied file.
     pub unreadable: &'a Path,
-    /// The programs the sandbox starts (the agent's, Corral's helper):
-    /// readable under `read: only`, with the package each belongs to.
+    /// The programs the sandbox starts (the agent's, Corral's helper),
+    /// readable with the package each belongs to.
     pub programs: &'a [&'a Path],
+    /// The folders of the run's `PATH`: where its programs are found
+    /// (shown again where they lie in `/tmp`, under `read:` all but).
+    pub search_path: &'a [PathBuf],
 }
 
-/// Whether the sandbox writes /tmp; where it does not, the run's own
-/// temporary folder is its `TMPDIR` (the host's /tmp stays as it is, and
-/// folders under it stay visible).
-pub fn writes_tmp(sandbox: &Sandbox) -> bool {
-    sandbox.write.iter().any(|p| matches!(p, Place::Path(p) if p == "/tmp"))
+/// The run's own `/tmp`, in its scratch folder: every sandbox has one, so
+/// nothing of the host's `/tmp` (another program's socket, a file another
+/// user left) is seen, and a `write: [/tmp]` writes only the run's.
+pub fn own_tmp(scratch: &Path) -> PathBuf {
+    scratch.join("tmp")
 }
 
 /// The system's programs, libraries and settings: readable under `read:
 /// only`, as an agent cannot start without them.
-const SYSTEM: &[&str] =
-    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run", "/var/lib"];
+const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/var/lib"];
+
+/// What of the host's `/run` a sandbox sees: name resolution (where
+/// `/etc/resolv.conf` points) and a NixOS system's programs. Nothing else:
+/// `/run/user/<uid>` holds the session bus, the keyring, the ssh and gpg
+/// agents; `/run/docker.sock` is root on the machine.
+const RUN_KEPT: &[&str] = &["/run/systemd/resolve", "/run/resolvconf", "/run/current-system", "/run/wrappers"];
+
+/// The host's places every sandbox replaces with its own: what lies under
+/// them and is readable or written is shown again afterwards.
+const REPLACED: &[&str] = &["/tmp", "/run", "/dev", "/proc"];
 
 /// Bubblewrap's arguments for `sandbox` around a run (the agent's program
 /// and arguments follow them), and what could not be granted, said.
+///
+/// The order is the rule, as later mounts cover earlier ones: what may be
+/// read; what may be written; the host's shared places replaced by the
+/// sandbox's own (`/tmp`, `/run`, `/dev`, `/proc`), and what of the above
+/// lay under them shown again; Corral's data and settings hidden, whatever
+/// written place holds them, and the run's own part of them shown again;
+/// git's metadata made read-only but for the run's own branch; what is
+/// denied masked; then the namespaces.
 pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<String>) {
     let mut args = Args::default();
     let mut notes = Vec::new();
     let home = view.user_home;
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    // An agent's first run makes its own folder: made before anything of
+    // the home is read.
+    for file in view.agent_files.iter().filter(|f| f.ends_with('/')) {
+        let _ = std::fs::create_dir_all(expand(file.trim_end_matches('/'), home));
+    }
+    // What is read, as bound.
+    let mut read: Vec<PathBuf> = Vec::new();
     match &sandbox.read {
-        Read::Deny(_) => args.push(["--ro-bind", "/", "/"]),
+        Read::Deny(denied) => {
+            args.push(["--ro-bind", "/", "/"]);
+            read.push(canonical(home));
+            read.extend(view.search_path.iter().filter(|d| d.is_absolute() && d.is_dir()).map(|d| canonical(d)));
+            for folder in holding_missing(denied, home) {
+                as_of_now(&mut args, &folder);
+            }
+        }
         Read::Only(places) => {
             for dir in SYSTEM {
                 args.bind("--ro-bind-try", Path::new(dir));
             }
-            for place in places {
-                args.bind("--ro-bind-try", &expand(place, home));
-            }
-            for program in view.programs {
-                // A CLI from npm is a link into its package (`bin/x.js`
-                // beside `node_modules/`): the link's folder, and the
-                // package's (the target's folder and the one above) —
-                // never a folder holding the user's home.
-                let target = std::fs::canonicalize(program).unwrap_or_default();
-                let dirs = program.parent().into_iter().chain(target.ancestors().skip(1).take(2));
-                for dir in dirs.filter(|d| d.parent().is_some() && !home.starts_with(d)) {
-                    args.bind("--ro-bind-try", dir);
-                }
-            }
-            args.bind("--ro-bind-try", view.cwd);
+            read.extend(places.iter().map(|place| canonical(&expand(place, home))));
         }
     }
-    args.push(["--dev", "/dev", "--proc", "/proc"]);
-    // Corral's data is read, never written, from inside: what is written
-    // below (the run's own worktree is there) is bound over it.
-    args.bind("--ro-bind", view.corral_home);
+    for program in view.programs {
+        // A CLI from npm is a link into its package (`bin/x.js` beside
+        // `node_modules/`): the link's folder, and the package's (the
+        // target's folder and the one above) — never a folder holding the
+        // user's home.
+        let target = std::fs::canonicalize(program).unwrap_or_default();
+        let dirs = program.parent().into_iter().chain(target.ancestors().skip(1).take(2));
+        read.extend(dirs.filter(|d| d.parent().is_some() && !home.starts_with(d)).map(canonical));
+    }
+    read.push(canonical(view.cwd));
+    if matches!(sandbox.read, Read::Only(_)) {
+        for place in &read {
+            args.bind("--ro-bind-try", place);
+        }
+    }
+    // What is written, as bound: never Corral's own data or settings.
+    let private = [canonical(view.corral_home), canonical(view.corral_config)];
+    let worktrees = canonical(view.worktrees);
     let mut written: Vec<PathBuf> = Vec::new();
     for place in &sandbox.write {
         let path = match place {
@@ -94,41 +139,89 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             Place::Path(path) => expand(path, home),
         };
         // Bubblewrap mounts on no link: what a link points at is bound.
-        if let Ok(path) = std::fs::canonicalize(&path) {
-            args.bind("--bind", &path);
-            written.push(path);
-        } else {
+        let Ok(path) = std::fs::canonicalize(&path) else {
             notes.push(super::not_writable(&path));
+            continue;
+        };
+        if path == Path::new("/tmp") {
+            continue; // the run's own, below
         }
+        if private.iter().any(|p| path.starts_with(p)) && !path.starts_with(&worktrees) {
+            notes.push(format!(
+                "sandbox: {} is Corral's own data, never writable inside a sandbox (a run's \
+                 agent that could write it could widen its own sandbox)",
+                path.display()
+            ));
+            continue;
+        }
+        args.bind("--bind", &path);
+        written.push(path);
     }
-    // What the agent needs to work: its own files, its temporary folder;
-    // other runs' worktrees stay out of reach.
+    // What the agent needs to work: its own files.
+    let mut agent_files = Vec::new();
     for file in view.agent_files {
-        let path = expand(file.trim_end_matches('/'), home);
-        if file.ends_with('/') {
-            let _ = std::fs::create_dir_all(&path);
-        }
-        args.bind("--bind-try", &std::fs::canonicalize(&path).unwrap_or(path));
+        let path = canonical(&expand(file.trim_end_matches('/'), home));
+        args.bind("--bind-try", &path);
+        agent_files.push(path);
     }
-    args.bind("--bind-try", view.scratch);
+    // The host's shared places replaced by the run's own, and what was
+    // bound under them bound again, in the same order.
+    args.push(["--dev", "/dev", "--proc", "/proc"]);
+    args.push_os(["--bind".into(), own_tmp(view.scratch).into(), "/tmp".into()]);
+    args.push(["--tmpfs", "/run"]);
+    for kept in RUN_KEPT {
+        args.bind("--ro-bind-try", Path::new(kept));
+    }
+    let under_replaced = |p: &Path| REPLACED.iter().any(|r| p.starts_with(r));
+    for place in read.iter().filter(|p| under_replaced(p)) {
+        args.bind("--ro-bind-try", place);
+    }
+    for place in written.iter().filter(|p| under_replaced(p)) {
+        args.bind("--bind", place);
+    }
+    for place in agent_files.iter().filter(|p| under_replaced(p)) {
+        args.bind("--bind-try", place);
+    }
+    // Corral's data and settings: nothing of them inside (the store, the
+    // push key, every run's folder, worktree and kept environment), but
+    // the run's own folder, read-only, its scratch, and the worktrees it
+    // reads or writes.
+    for dir in &private {
+        args.push_os(["--perms".into(), "0700".into(), "--tmpfs".into(), dir.into()]);
+    }
+    let run_dir = canonical(view.run_dir);
+    args.bind("--ro-bind", &run_dir);
+    let kept_env = crate::run_env::env_file(&run_dir);
+    if kept_env.exists() {
+        args.push_os(["--ro-bind".into(), view.unreadable.into(), kept_env.into()]);
+    }
+    let scratch = canonical(view.scratch);
+    args.bind("--bind", &scratch);
+    let in_private = |p: &Path| private.iter().any(|d| p.starts_with(d));
+    for place in read.iter().filter(|p| in_private(p) && p.starts_with(&worktrees)) {
+        args.bind("--ro-bind-try", place);
+    }
+    for place in written.iter().filter(|p| in_private(p)) {
+        args.bind("--bind", place);
+    }
     if let Some(socket) = view.broker {
-        args.push_os(["--setenv".into(), super::broker::SOCKET_ENV.into(), socket.into()]);
+        // At one place in every sandbox, so a `corral` whose agent scrubbed
+        // its environment (Codex does, for MCP servers) finds it too.
+        let inside = Path::new(super::broker::SOCKET_INSIDE);
+        args.push_os(["--bind".into(), socket.into(), inside.into()]);
+        args.push_os(["--setenv".into(), super::broker::SOCKET_ENV.into(), inside.into()]);
     }
-    if let Ok(entries) = std::fs::read_dir(view.worktrees) {
-        for entry in entries.flatten() {
-            if view.worktree.is_none_or(|own| own != entry.path()) {
-                args.bind("--ro-bind", &entry.path());
-            }
-        }
-    }
-    for repo in git_dirs(view, &written) {
-        protect_git(&mut args, &repo, view.worktree);
-    }
+    protect_git(&mut args, view, &written);
     if let Read::Deny(places) = &sandbox.read {
         for place in places {
             // Through a link (a dotfiles repository's ~/.ssh), what it
             // points at is masked: bubblewrap mounts on no link.
             let Ok(path) = std::fs::canonicalize(expand(place, home)) else { continue };
+            // The agent's own credentials: read, never written.
+            if agent_files.iter().any(|own| path.starts_with(own)) {
+                args.bind("--ro-bind", &path);
+                continue;
+            }
             match std::fs::metadata(&path) {
                 Ok(meta) if meta.is_dir() => {
                     args.push_os(["--perms".into(), "0000".into(), "--tmpfs".into(), path.into()])
@@ -138,70 +231,127 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             }
         }
     }
+    // What was made for the sandbox is read-only once all is bound in it.
+    for dir in private.iter().map(PathBuf::as_path).chain([Path::new("/run")]) {
+        args.push_os(["--remount-ro".into(), dir.into()]);
+    }
     if sandbox.network != Network::All {
         args.push(["--unshare-net"]);
     }
+    // Its own processes, System V IPC, host name and cgroup view: no
+    // other process of the user's is seen, signalled or traced.
+    args.push(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
     args.push(["--cap-drop", "ALL", "--die-with-parent"]);
     args.push_os(["--chdir".into(), view.cwd.into()]);
     args.push(["--"]);
     (args.0, notes)
 }
 
-/// The repositories whose `.git` an agent could reach through what it
-/// writes: the one its worktree belongs to, and any inside a written place.
-fn git_dirs(view: &RunView<'_>, written: &[PathBuf]) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(common) = view.worktree.and_then(common_git_dir) {
-        dirs.push(common);
-    }
-    for place in written {
-        // The repository a written folder is in, or the one it is.
-        let mut at = Some(place.as_path());
-        while let Some(dir) = at {
-            let git = dir.join(".git");
-            if git.is_dir() {
-                dirs.push(git);
-                break;
-            }
-            at = dir.parent();
-        }
-    }
-    dirs.sort();
-    dirs.dedup();
-    dirs
+/// The folders holding a denied place that does not exist yet (`aws
+/// configure` may make it while the run goes on): the nearest existing
+/// folder above each, outermost first, never `/`.
+fn holding_missing(denied: &[String], home: &Path) -> Vec<PathBuf> {
+    let mut folders: Vec<PathBuf> = denied
+        .iter()
+        .map(|place| expand(place, home))
+        .filter(|path| path.symlink_metadata().is_err())
+        .filter_map(|path| path.ancestors().skip(1).find(|a| a.is_dir()).and_then(|a| std::fs::canonicalize(a).ok()))
+        .filter(|folder| folder.parent().is_some())
+        .collect();
+    folders.sort();
+    folders.dedup();
+    folders
 }
 
-/// The repository's `.git` a linked worktree's `.git` file points into.
-fn common_git_dir(worktree: &Path) -> Option<PathBuf> {
+/// `folder` as it is now, read-only: what is in it is shown, and nothing
+/// made in it later (a denied file made while the run goes on). What is
+/// written there is bound over it afterwards, live.
+fn as_of_now(args: &mut Args, folder: &Path) {
+    args.push_os(["--tmpfs".into(), folder.into()]);
+    for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
+        let path = entry.path();
+        match std::fs::read_link(&path) {
+            Ok(target) => args.push_os(["--symlink".into(), target.into(), path.into()]),
+            Err(_) => args.bind("--ro-bind", &path),
+        }
+    }
+    args.push_os(["--remount-ro".into(), folder.into()]);
+}
+
+/// The variables of a sandboxed process's git: the objects it writes go
+/// to its worktree's own store, the repository's read through (see
+/// [`protect_git`]). Empty for a run without a worktree.
+pub fn git_env(view: &RunView<'_>) -> Vec<(OsString, OsString)> {
+    let Some(own) = view.worktree.and_then(own_git_dir) else { return Vec::new() };
+    let Some(common) = common_of(&own) else { return Vec::new() };
+    vec![
+        ("GIT_OBJECT_DIRECTORY".into(), crate::worktree::agent_objects(&own).into()),
+        ("GIT_ALTERNATE_OBJECT_DIRECTORIES".into(), common.join("objects").into()),
+    ]
+}
+
+/// The repository whose `.git` (a folder, or a linked worktree's file)
+/// holds `place`: the nearest `.git` at or above it.
+fn dot_git_of(place: &Path) -> Option<PathBuf> {
+    place.ancestors().map(|dir| dir.join(".git")).find(|git| git.symlink_metadata().is_ok())
+}
+
+/// The administrative folder a linked worktree's `.git` file names.
+fn own_git_dir(worktree: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(worktree.join(".git")).ok()?;
-    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
-    // `<repo>/.git/worktrees/<name>`
-    Some(gitdir.parent()?.parent()?.to_path_buf())
+    let dir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    std::fs::canonicalize(dir).ok()
 }
 
-/// A worktree writes its commits into the repository's objects, refs and
-/// logs and its own folder under `worktrees/`; nothing else of `.git` —
-/// hooks (code run at the user's next commit), config, other worktrees'
-/// folders — is writable, whatever else the sandbox lets it write.
-fn protect_git(args: &mut Args, git: &Path, worktree: Option<&Path>) {
-    let own = worktree.and_then(|w| {
-        let text = std::fs::read_to_string(w.join(".git")).ok()?;
-        Some(PathBuf::from(text.strip_prefix("gitdir:")?.trim()))
-    });
-    if own.as_deref().is_some_and(|own| own.starts_with(git)) {
-        for dir in ["objects", "refs", "logs"] {
-            args.bind("--bind-try", &git.join(dir));
-        }
-        if let Some(own) = &own {
-            args.bind("--bind", own);
-        }
+/// The repository's `.git` a linked worktree's administrative folder
+/// belongs to: `<repo>/.git/worktrees/<name>`.
+fn common_of(own: &Path) -> Option<PathBuf> {
+    let worktrees = own.parent()?;
+    (worktrees.file_name()? == "worktrees").then(|| worktrees.parent().map(Path::to_path_buf)).flatten()
+}
+
+/// Git's metadata, read-only wherever the sandbox writes: code the user's
+/// next `git` runs (hooks, config, a `commondir` or `.git` file pointing at
+/// a repository the agent made), other branches and existing objects are
+/// not the agent's to change. A run's own worktree writes its index, its
+/// HEAD and its branch; the objects it makes go to its own store (see
+/// [`git_env`]), which Corral copies into the repository, checked, when it
+/// merges.
+fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) {
+    // Every repository (or `.git` file) a written place is in or holds at
+    // its top: read-only.
+    let mut dots: Vec<PathBuf> = written.iter().filter_map(|p| dot_git_of(p)).collect();
+    dots.sort();
+    dots.dedup();
+    for dot in dots.iter().filter(|d| written.iter().any(|w| d.starts_with(w))) {
+        args.bind("--ro-bind", dot);
     }
-    for part in ["hooks", "config", "info"] {
-        args.bind("--ro-bind-try", &git.join(part));
+    let Some(worktree) = view.worktree else { return };
+    let Some(own) = own_git_dir(worktree) else { return };
+    let Some(common) = common_of(&own) else { return };
+    args.bind("--ro-bind", &worktree.join(".git"));
+    args.bind("--ro-bind", &common);
+    // Its own folder: its index, HEAD, logs and object store; what points
+    // elsewhere (`commondir`, `gitdir`) and settings (`config.worktree`,
+    // which git reads where `extensions.worktreeConfig` is on) stay as
+    // Corral made them.
+    let _ = std::fs::create_dir_all(crate::worktree::agent_objects(&own));
+    args.bind("--bind", &own);
+    for file in ["commondir", "gitdir", "config.worktree", "hooks"] {
+        args.bind("--ro-bind-try", &own.join(file));
     }
-    if let Ok(entries) = std::fs::read_dir(git.join("worktrees")) {
-        for entry in entries.flatten() {
-            if own.as_deref() != Some(entry.path().as_path()) {
+    // Its branch: the folder its ref is written in (a lock file, then a
+    // rename), every other ref there held as it is.
+    let Some(branch) = view.branch else { return };
+    for base in ["refs/heads", "logs/refs/heads"] {
+        let own_ref = common.join(base).join(branch);
+        let Some(folder) = own_ref.parent() else { continue };
+        if !folder.is_dir() {
+            continue;
+        }
+        args.bind("--bind", folder);
+        for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
+            if entry.path() != own_ref {
                 args.bind("--ro-bind", &entry.path());
             }
         }

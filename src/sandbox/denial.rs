@@ -21,14 +21,23 @@ pub enum Denial {
 }
 
 impl Denial {
-    /// How it is shown, with what widens the sandbox for the run.
-    pub fn describe(&self, run_id: &str) -> String {
+    /// How it is shown, with what widens the sandbox for the run (whose
+    /// user's home is `home`), exactly what allowing it would.
+    pub fn describe(&self, run_id: &str, home: &Path) -> String {
         match self {
-            Denial::Write(path) => format!(
-                "sandbox refused writing {}: to allow it and go on, corral allow {run_id} --write {}",
-                path.display(),
-                allowable(path).display()
-            ),
+            Denial::Write(path) => match self.allowance(home) {
+                Some(Allowance::Write { path: allowed, make }) => format!(
+                    "sandbox refused writing {}: to allow it and go on, {}corral allow {run_id} --write {}",
+                    path.display(),
+                    if make { format!("mkdir {} && ", allowed.display()) } else { String::new() },
+                    allowed.display()
+                ),
+                _ => format!(
+                    "sandbox refused writing {}: no folder of it can be allowed (it is /, your home or above it, or \
+                     its folder does not exist); make the folder yourself and `corral allow {run_id} --write` it",
+                    path.display()
+                ),
+            },
             Denial::Read(path) => format!("sandbox refused reading {} (a denied place)", path.display()),
             Denial::Connect(host) => {
                 format!(
@@ -67,30 +76,56 @@ impl Denial {
         }
     }
 
-    /// What "allow and continue" widens the sandbox by for it: the folder
-    /// of a refused write, a refused host; never a denied read (those are
-    /// the user's secrets: only their sandbox's `read:` lets one be read).
-    pub fn allowance(&self) -> Option<(&'static str, String)> {
+    /// What "allow and continue" widens the sandbox by for it: for a
+    /// refused write, the file's folder (a tool that writes a file also
+    /// makes its temporary files beside it), or where that is `/`, the
+    /// user's home or above it, the refused path itself (made as a folder
+    /// if missing: see [`Allowance::make`]); a refused host. Never a denied
+    /// read (those are the user's secrets: only their sandbox's `read:`
+    /// lets one be read), never `/` or a folder holding the user's home
+    /// (`home`), and never a path whose folder does not exist.
+    pub fn allowance(&self, home: &Path) -> Option<Allowance> {
         match self {
-            Denial::Write(path) => Some(("write", allowable(path).to_string_lossy().into_owned())),
-            Denial::Connect(host) => Some(("host", host.clone())),
+            Denial::Write(path) => {
+                let too_wide = |p: &Path| p.parent().is_none() || home.starts_with(p);
+                let folder = path.parent().filter(|f| f.is_dir() && !too_wide(f));
+                match folder {
+                    Some(folder) => Some(Allowance::Write { path: folder.to_path_buf(), make: false }),
+                    None if too_wide(path) => None,
+                    None if path.exists() => Some(Allowance::Write { path: path.clone(), make: false }),
+                    None if path.parent().is_some_and(Path::is_dir) => {
+                        Some(Allowance::Write { path: path.clone(), make: true })
+                    }
+                    None => None,
+                }
+            }
+            Denial::Connect(host) => Some(Allowance::Host(host.clone())),
             Denial::Read(_) => None,
         }
     }
 }
 
-/// The folder to allow for a refused write: the file's folder (a tool
-/// that writes a file also makes its temporary files beside it), the
-/// nearest that exists.
-fn allowable(path: &Path) -> &Path {
-    let mut at = path;
-    while !at.is_dir() {
-        match at.parent() {
-            Some(parent) => at = parent,
-            None => break,
+/// What allowing one refusal widens a sandbox by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowance {
+    /// A path written; `make`: the refused path itself, made as a folder
+    /// first (it did not exist: a `mkdir` refused).
+    Write { path: PathBuf, make: bool },
+    /// A host reached.
+    Host(String),
+}
+
+impl Allowance {
+    /// Makes the folder a refused `mkdir` asked for, if it is one to make.
+    pub fn make(&self) -> std::io::Result<()> {
+        match self {
+            Allowance::Write { path, make: true } => match std::fs::create_dir(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+                _ => Ok(()),
+            },
+            _ => Ok(()),
         }
     }
-    at
 }
 
 /// The refusals `text` (a tool's result or output) says were the

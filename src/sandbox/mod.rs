@@ -93,7 +93,46 @@ pub const SECRETS: &[&str] = &[
     "~/.npmrc",
     "~/.pypirc",
     "~/.cargo/credentials.toml",
+    "~/.cargo/credentials",
     "~/.password-store",
+    "~/.pgpass",
+    "~/.my.cnf",
+    "~/.vault-token",
+    "~/.config/rclone",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.config/hub",
+    "~/.config/op",
+    "~/.local/share/keyrings",
+    "~/.mozilla",
+    "~/.config/google-chrome",
+    "~/.config/chromium",
+    // The agents' own: each agent reads its own (read-only), no other.
+    "~/.claude/.credentials.json",
+    "~/.codex/auth.json",
+    "~/.gemini/oauth_creds.json",
+    "~/.gemini/google_accounts.json",
+    "~/.local/share/opencode/auth.json",
+    "~/.pi/agent/auth.json",
+];
+
+/// Variables that name a socket of the host's (an agent of keys, a session
+/// bus, a display, a container engine): a sandbox shows none of them, so
+/// it is not handed their names either.
+pub const HOST_SOCKETS: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "TMUX",
+    "STY",
+    "KRB5CCNAME",
+    "XDG_RUNTIME_DIR",
 ];
 
 /// The package registries a builder reaches.
@@ -220,16 +259,37 @@ impl AgentEnv<'_> {
     }
 }
 
-/// The host of a URL (`https://host:port/path` → `host`).
+/// A URL's host as a network allowlist entry: `https://host/path` →
+/// `host`, `http://127.0.0.1:4000` → `127.0.0.1:4000` (a port of its own is
+/// the only one it opens; without one, the web's).
 pub fn url_host(url: &str) -> Option<String> {
-    let rest = url.split_once("://")?.1;
+    let (scheme, rest) = url.split_once("://")?;
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next()?,
-        None => authority.split(':').next()?,
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let (host, after) = v6.split_once(']')?;
+            (host, after.strip_prefix(':'))
+        }
+        None => match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
     };
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+    if host.is_empty() {
+        return None;
+    }
+    let host = host.to_ascii_lowercase();
+    let default: u16 = if scheme.eq_ignore_ascii_case("http") { 80 } else { 443 };
+    let port: u16 = match port.filter(|p| !p.is_empty()) {
+        Some(port) => port.parse().ok()?,
+        None => default,
+    };
+    Some(match (port == default, host.contains(':')) {
+        (true, _) => host,
+        (false, true) => format!("[{host}]:{port}"),
+        (false, false) => format!("{host}:{port}"),
+    })
 }
 
 impl Network {

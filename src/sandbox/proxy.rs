@@ -121,14 +121,54 @@ impl Drop for Proxy {
     }
 }
 
-/// Whether `host` is one of `allowed` (`*.example.com` covers its
-/// subdomains, not itself).
-pub fn allows(allowed: &[String], host: &str) -> bool {
+/// The ports an allowlist entry without one lets through: the web's.
+const WEB_PORTS: [u16; 2] = [443, 80];
+
+/// An allowlist entry as its host (or `*.domain`) and port: `host:8443`,
+/// `[::1]:8080`; `None` for an entry without one (the web's ports).
+pub fn entry_parts(entry: &str) -> (&str, Option<u16>) {
+    if let Some(v6) = entry.strip_prefix('[') {
+        return match v6.split_once("]:") {
+            Some((host, port)) => (host, port.parse().ok()),
+            None => (v6.trim_end_matches(']'), None),
+        };
+    }
+    match entry.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => match port.parse() {
+            Ok(port) => (host, Some(port)),
+            Err(_) => (entry, None),
+        },
+        _ => (entry, None),
+    }
+}
+
+/// Whether `host` on `port` is one of `allowed`: an entry's host (a
+/// `*.example.com` covers its subdomains, not itself) on its port, or on
+/// 443 or 80 where it names none. A local gateway's `127.0.0.1:4000`
+/// opens that port alone; `github.com` is not `github.com:22`.
+pub fn allows(allowed: &[String], host: &str, port: u16) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
-    allowed.iter().any(|a| match a.strip_prefix("*.") {
-        Some(domain) => host.ends_with(&format!(".{domain}")),
-        None => *a == host,
+    allowed.iter().any(|a| {
+        let (name, on) = entry_parts(a);
+        let port_ok = match on {
+            Some(on) => on == port,
+            None => WEB_PORTS.contains(&port),
+        };
+        port_ok
+            && match name.strip_prefix("*.") {
+                Some(domain) => host.ends_with(&format!(".{domain}")),
+                None => name.eq_ignore_ascii_case(&host),
+            }
     })
+}
+
+/// How a refused `host` on `port` is said, as an entry that would allow it.
+fn entry_for(host: &str, port: u16) -> String {
+    match (WEB_PORTS.contains(&port), host.contains(':')) {
+        (true, _) => host.to_string(),
+        (false, true) => format!("[{host}]:{port}"),
+        (false, false) => format!("{host}:{port}"),
+    }
 }
 
 /// Accepts the agent's connections until its listener is shut (a later
@@ -203,11 +243,12 @@ fn handle(client: TcpStream, shared: &Shared) -> io::Result<()> {
         let (host, port) = split_port(authority, 80);
         (host, port, path)
     };
-    let allowed = allows(&shared.allowed.read().unwrap_or_else(|e| e.into_inner()), &host);
+    let allowed = allows(&shared.allowed.read().unwrap_or_else(|e| e.into_inner()), &host, port);
     if !allowed {
-        shared.refused.lock().unwrap_or_else(|e| e.into_inner()).push(host.clone());
+        let entry = entry_for(&host, port);
+        shared.refused.lock().unwrap_or_else(|e| e.into_inner()).push(entry.clone());
         let _ = (&shared.wake).write(b"!");
-        let why = format!("{host} is not in the sandbox's network allowlist: {host}");
+        let why = format!("{entry} is not in the sandbox's network allowlist: {entry}");
         return answer(&client, "403 Forbidden", &why);
     }
     let upstream = match (host.as_str(), port).to_socket_addrs().and_then(|mut addrs| {
@@ -296,13 +337,26 @@ mod tests {
     #[test]
     fn hosts_and_their_subdomains_are_matched_exactly() {
         let allowed = vec!["api.anthropic.com".to_string(), "*.npmjs.org".to_string()];
-        assert!(allows(&allowed, "api.anthropic.com"));
-        assert!(allows(&allowed, "API.Anthropic.com"));
-        assert!(allows(&allowed, "registry.npmjs.org"));
-        assert!(!allows(&allowed, "npmjs.org"));
-        assert!(!allows(&allowed, "anthropic.com"));
-        assert!(!allows(&allowed, "api.anthropic.com.evil.io"));
+        assert!(allows(&allowed, "api.anthropic.com", 443));
+        assert!(allows(&allowed, "API.Anthropic.com", 443));
+        assert!(allows(&allowed, "registry.npmjs.org", 80));
+        assert!(!allows(&allowed, "npmjs.org", 443));
+        assert!(!allows(&allowed, "anthropic.com", 443));
+        assert!(!allows(&allowed, "api.anthropic.com.evil.io", 443));
         assert_eq!(split_port("example.com:8443", 443), ("example.com".into(), 8443));
         assert_eq!(split_port("example.com", 443), ("example.com".into(), 443));
+    }
+
+    #[test]
+    fn a_host_is_allowed_on_its_own_port_only() {
+        let allowed = vec!["github.com".to_string(), "127.0.0.1:4000".to_string(), "[::1]:5000".to_string()];
+        assert!(allows(&allowed, "github.com", 443));
+        assert!(!allows(&allowed, "github.com", 22), "CONNECT github.com:22 is not the web");
+        assert!(allows(&allowed, "127.0.0.1", 4000));
+        assert!(!allows(&allowed, "127.0.0.1", 5432), "a local gateway opens its own port, no other service");
+        assert!(!allows(&allowed, "127.0.0.1", 443));
+        assert!(allows(&allowed, "::1", 5000));
+        assert_eq!(entry_for("github.com", 22), "github.com:22");
+        assert_eq!(entry_for("github.com", 443), "github.com");
     }
 }

@@ -110,7 +110,11 @@ fn network_within(inner: &Network, outer: &Network) -> Network {
         (Network::Hosts(inner), Network::Hosts(outer)) => {
             let covers = |list: &[String], host: &String| {
                 list.contains(host)
-                    || (host != "agent" && super::proxy::allows(list, host.trim_start_matches("*.")))
+                    || (host != "agent" && {
+                        let (name, port) = super::proxy::entry_parts(host);
+                        super::proxy::allows(list, name.trim_start_matches("*."), port.unwrap_or(443))
+                            && (port.is_some() || super::proxy::allows(list, name.trim_start_matches("*."), 80))
+                    })
                     || host.strip_prefix("*.").is_some_and(|domain| {
                         list.iter().any(|l| l.strip_prefix("*.").is_some_and(|d| domain.ends_with(&format!(".{d}"))))
                     })

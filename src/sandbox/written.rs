@@ -60,7 +60,7 @@ pub enum BadSandbox {
     )]
     BadNetwork(String),
     /// A host that is not a host name.
-    #[error("`network`: '{0}' is not a host name: write names such as github.com or *.example.com (no scheme, port or path)")]
+    #[error("`network`: '{0}' is not a host name: write names such as github.com or *.example.com (the web's ports, 443 and 80), or host:port for another port (no scheme or path)")]
     BadHost(String),
     /// A relative path.
     #[error("`{key}`: '{path}' is not a full path: write it from / or ~ (or `worktree` for the run's folder)")]
@@ -187,8 +187,12 @@ pub fn is_full_path(path: &str) -> bool {
 
 /// `host` as a host name (lowercase), or why it is not one.
 pub fn host_name(host: &str) -> Result<String, BadSandbox> {
-    let name = host.strip_prefix("*.").unwrap_or(host);
-    let ok = !name.is_empty()
+    // `host:port` opens that port alone; a host alone, the web's.
+    let (name, port) = super::proxy::entry_parts(host);
+    let port_ok = name.len() == host.len() || port.is_some_and(|p| p > 0);
+    let name = name.strip_prefix("*.").unwrap_or(name);
+    let ok = port_ok
+        && !name.is_empty()
         && name
             .split('.')
             .all(|label| !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));

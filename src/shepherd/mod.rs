@@ -227,6 +227,7 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     };
     launch.limits = limits;
     launch.sandbox = sandbox;
+    launch.join = early.cleanup.cgroup().map(|g| g.join()).unwrap_or_default();
     if let Err(e) = launch.start_broker() {
         let error = format!("cannot start the sandbox's broker in {}: {e}", home.run_dir(run_id).display());
         return early.end(RunStatus::Failed, StopReason::SpawnFailed, &error);
@@ -246,7 +247,6 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
             return early.end(RunStatus::Failed, StopReason::SpawnFailed, &error);
         }
     }
-    launch.join = early.cleanup.cgroup().map(|g| g.join()).unwrap_or_default();
     match prepare::prepare(early.store, &run, &launch, !reopened, (&mut sigchld, &mut stop)) {
         Ok(()) => {}
         Err(prepare::NotPrepared::Store(e)) => return Err(e.into()),

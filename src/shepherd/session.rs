@@ -111,7 +111,7 @@ impl Session {
             let json = serde_json::json!({"sandbox": denial.entry()});
             out.push(TranscriptEvent {
                 kind: EventKind::Denial,
-                text: denial.describe(&self.launch.run_id),
+                text: denial.describe(&self.launch.run_id, &self.launch.user_home),
                 json: Some(json),
             });
             self.refused.push(denial);

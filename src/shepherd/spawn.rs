@@ -40,8 +40,10 @@ pub(super) struct AgentLaunch {
     pub sandbox: Option<(crate::sandbox::Sandbox, PathBuf)>,
     /// Its worktree, when it has one.
     pub worktree: Option<PathBuf>,
-    /// Corral's data and worktree folders, for the sandbox's view.
-    pub corral_dirs: (PathBuf, PathBuf),
+    /// Its worktree's branch, as recorded (not as the worktree says).
+    pub branch: Option<String>,
+    /// Corral's data, worktree and settings folders, for the sandbox's view.
+    pub corral_dirs: (PathBuf, PathBuf, PathBuf),
     /// The proxy a sandbox that reaches only some hosts goes out through.
     pub proxy: Option<crate::sandbox::proxy::Proxy>,
     /// The broker that carries out a sandboxed agent's `corral` outside.
@@ -88,7 +90,8 @@ impl AgentLaunch {
             limits: Default::default(),
             sandbox: None,
             worktree: run.worktree.as_ref().map(|w| PathBuf::from(&w.path)),
-            corral_dirs: (home.data_dir().to_path_buf(), home.worktrees_dir()),
+            branch: run.worktree.as_ref().map(|w| w.branch.clone()),
+            corral_dirs: (home.data_dir().to_path_buf(), home.worktrees_dir(), home.config_dir().to_path_buf()),
             proxy: None,
             broker: None,
             user_home,
@@ -149,6 +152,7 @@ impl AgentLaunch {
             program: crate::queue::ShepherdCommand::lightest()?.program,
             run_id: self.run_id.clone(),
             env: env.into_iter().collect(),
+            cgroup: self.join.into.is_some() || self.join.v2_procs.is_some(),
         };
         let socket = crate::sandbox::broker::socket_in(&self.run_dir);
         self.broker = Some(crate::sandbox::broker::Broker::start(socket, forwarding)?);
@@ -233,13 +237,14 @@ impl AgentLaunch {
         if let Some(keep) = &sandbox.env_keep {
             env.retain(|name, _| crate::sandbox::keeps(keep, &name.to_string_lossy(), adapter.own_env()));
         }
+        // Sockets of the host's the sandbox does not show, and would name.
+        for name in crate::sandbox::HOST_SOCKETS {
+            env.remove(OsStr::new(name));
+        }
         let user_home = &self.user_home;
         let scratch = crate::adapter::agent_dir(&self.run_dir);
-        if !crate::sandbox::bwrap::writes_tmp(sandbox) {
-            let tmp = scratch.join("tmp");
-            home::ensure_private_dir(&tmp).map_err(io::Error::other)?;
-            env.insert("TMPDIR".into(), tmp.into());
-        }
+        home::ensure_private_dir(&crate::sandbox::bwrap::own_tmp(&scratch)).map_err(io::Error::other)?;
+        env.insert("TMPDIR".into(), "/tmp".into());
         let broker = self.broker.as_ref().map(|_| crate::sandbox::broker::socket_in(&self.run_dir));
         let unreadable = self.run_dir.join("unreadable");
         if !unreadable.exists() {
@@ -255,14 +260,19 @@ impl AgentLaunch {
             user_home,
             cwd: Path::new(&self.cwd),
             worktree: self.worktree.as_deref(),
+            branch: self.branch.as_deref(),
             corral_home: &self.corral_dirs.0,
+            corral_config: &self.corral_dirs.2,
+            run_dir: &self.run_dir,
             scratch: &scratch,
             broker: broker.as_deref(),
             worktrees: &self.corral_dirs.1,
             agent_files: adapter.own_files(),
             unreadable: &unreadable,
             programs: &[Some(program.as_path()), helper.as_deref()].into_iter().flatten().collect::<Vec<_>>(),
+            search_path: &path.as_deref().map(|p| std::env::split_paths(p).collect::<Vec<_>>()).unwrap_or_default(),
         };
+        env.extend(crate::sandbox::bwrap::git_env(&view));
         let (mut args, notes) = crate::sandbox::bwrap::arguments(sandbox, &view);
         for note in notes {
             tracing::warn!(run = self.run_id, "{note}");

@@ -12,7 +12,9 @@ use super::WorktreeError;
 /// writes, set to git's defaults on every call. Textconv drivers and
 /// external diffs are turned off by the commands that diff
 /// (`--no-textconv --no-ext-diff`); hooks stay the repository's.
-const NEUTRAL: [&str; 14] = [
+/// `core.fsmonitor` is off too: it names a program git runs, and a run's
+/// worktree is the agent's.
+const NEUTRAL: [&str; 16] = [
     "-c",
     "diff.noprefix=false",
     "-c",
@@ -27,6 +29,8 @@ const NEUTRAL: [&str; 14] = [
     "apply.whitespace=nowarn",
     "-c",
     "color.ui=false",
+    "-c",
+    "core.fsmonitor=false",
 ];
 
 /// What git is asked to run with, besides its arguments.
@@ -65,15 +69,72 @@ pub(super) fn git_in(dir: &Path, args: &[&str], env: &Env<'_>, doing: &'static s
 
 /// Runs git with `args` in `dir` and `env`, whatever it answers.
 pub(super) fn output(dir: &Path, args: &[&str], env: &Env<'_>, doing: &'static str) -> Result<Output, WorktreeError> {
+    let linked = linked_worktree(dir).map_err(|detail| WorktreeError::Git { doing, detail })?;
     let mut command = Command::new("git");
     command.arg("-C").arg(dir).args(NEUTRAL).args(args).env("GIT_TERMINAL_PROMPT", "0");
     for (key, value) in &env.vars {
         command.env(key, value);
     }
+    if let Some(linked) = &linked {
+        // The folders as checked, not as a file in the worktree says.
+        command.env("GIT_DIR", &linked.own).env("GIT_COMMON_DIR", &linked.common).env("GIT_WORK_TREE", dir);
+    }
     if let Some(objects) = env.objects {
         command.env("GIT_OBJECT_DIRECTORY", &objects.dir).env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects.repository);
+    } else if let Some(linked) = &linked {
+        // What a sandboxed agent committed is in the worktree's own store.
+        command.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", super::agent_objects(&linked.own));
     }
     command.output().map_err(|source| WorktreeError::NoGit { doing, source })
+}
+
+/// A linked worktree's administrative folders, checked.
+struct Linked {
+    /// `<repo>/.git/worktrees/<name>`.
+    own: PathBuf,
+    /// `<repo>/.git`.
+    common: PathBuf,
+}
+
+/// The folders of the linked worktree at `dir` (`None`: `dir` is none),
+/// refused unless they point at each other as `git worktree add` made
+/// them: its `.git` file names `<common>/worktrees/<name>`, whose `gitdir`
+/// names that `.git` file back and whose `commondir` is `<common>`, a
+/// repository outside the worktree. An agent that rewrote one of them to
+/// a repository of its own (its config naming programs git runs) would
+/// have Corral's git run them as the user.
+fn linked_worktree(dir: &Path) -> Result<Option<Linked>, String> {
+    let dot_git = dir.join(".git");
+    if !dot_git.symlink_metadata().is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let refused = |what: &str| {
+        format!(
+            "the worktree {} does not point at its repository as git made it ({what}): something in it rewrote              git's own files, so Corral runs no git there. Remove the worktree (`git worktree prune` in your              repository)",
+            dir.display()
+        )
+    };
+    let read = |path: &Path| std::fs::read_to_string(path).map(|t| t.trim().to_string()).ok();
+    let named = read(&dot_git).ok_or_else(|| refused("its .git file cannot be read"))?;
+    let named = named.strip_prefix("gitdir:").ok_or_else(|| refused("its .git file names no folder"))?.trim();
+    let own = std::fs::canonicalize(dir.join(named)).map_err(|_| refused("its .git file names no folder"))?;
+    let worktrees = own.parent().filter(|p| p.file_name().is_some_and(|n| n == "worktrees"));
+    let common =
+        worktrees.and_then(Path::parent).ok_or_else(|| refused("its .git file names no worktree of a repository"))?;
+    let back = read(&own.join("gitdir")).map(|g| std::fs::canonicalize(own.join(g)));
+    let here = std::fs::canonicalize(&dot_git).map_err(|_| refused("its .git file cannot be read"))?;
+    if !matches!(back, Some(Ok(back)) if back == here) {
+        return Err(refused("the repository does not name it back"));
+    }
+    let shared = read(&own.join("commondir")).map(|c| std::fs::canonicalize(own.join(c)));
+    if !matches!(shared, Some(Ok(shared)) if shared == common) {
+        return Err(refused("its commondir names another repository"));
+    }
+    let top = std::fs::canonicalize(dir).map_err(|_| refused("it cannot be read"))?;
+    if common.starts_with(&top) {
+        return Err(refused("its repository lies inside it"));
+    }
+    Ok(Some(Linked { common: common.to_path_buf(), own }))
 }
 
 /// The last line git wrote to stderr (else to stdout): what it said.
@@ -133,13 +194,23 @@ impl ScratchObjects {
         args.extend(roots);
         args.extend(["--not", "HEAD"]);
         let listed = git_in(repo, &args, &Env::default().scratch(self), "listing the merge's objects")?;
-        for id in listed.lines().map(str::trim).filter(|l| l.len() > 2) {
+        let wanted: Vec<&str> = listed
+            .lines()
+            .map(str::trim)
+            .filter(|id| id.len() > 2)
+            .filter(|id| {
+                let (fan, rest) = id.split_at(2);
+                self.dir.join(fan).join(rest).exists() && !self.repository.join(fan).join(rest).exists()
+            })
+            .collect();
+        // Written by an agent, maybe: an object whose content is not what
+        // its name says would stand, in the repository, for the content
+        // that name is of.
+        self.check(&wanted)?;
+        for id in wanted {
             let (fan, rest) = id.split_at(2);
             let source = self.dir.join(fan).join(rest);
             let target = self.repository.join(fan).join(rest);
-            if !source.exists() || target.exists() {
-                continue;
-            }
             std::fs::create_dir_all(self.repository.join(fan)).map_err(fail)?;
             // A hard link where the folders share a disk, else a copy.
             if std::fs::hard_link(&source, &target).is_err() {
@@ -150,6 +221,77 @@ impl ScratchObjects {
         }
         Ok(())
     }
+}
+
+impl ScratchObjects {
+    /// Refuses unless each object `ids` names, as stored here, is the
+    /// content its id is the hash of.
+    fn check(&self, ids: &[&str]) -> Result<(), WorktreeError> {
+        use std::io::{BufRead, Read, Write};
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let fail = |detail: String| WorktreeError::Git { doing: "checking the run's objects", detail };
+        let mut cat = Command::new("git")
+            .args(["cat-file", "--batch"])
+            .current_dir(&self.dir)
+            .env("GIT_DIR", self.dir.parent().unwrap_or(&self.dir))
+            .env("GIT_OBJECT_DIRECTORY", &self.dir)
+            .env_remove("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|source| WorktreeError::NoGit { doing: "checking the run's objects", source })?;
+        let mut stdin = cat.stdin.take().expect("piped");
+        let list: String = ids.iter().map(|id| format!("{id}\n")).collect();
+        let writer = std::thread::spawn(move || stdin.write_all(list.as_bytes()));
+        let mut out = std::io::BufReader::new(cat.stdout.take().expect("piped"));
+        let mut result = Ok(());
+        for id in ids {
+            let mut header = String::new();
+            out.read_line(&mut header).map_err(|e| fail(e.to_string()))?;
+            let mut words = header.split_whitespace();
+            let (Some(_), Some(kind), Some(size)) = (words.next(), words.next(), words.next()) else {
+                result = Err(fail(format!("object {id} cannot be read")));
+                break;
+            };
+            let size: usize = size.parse().map_err(|_| fail(format!("object {id} cannot be read")))?;
+            let mut content = vec![0; size + 1];
+            out.read_exact(&mut content).map_err(|e| fail(e.to_string()))?;
+            content.truncate(size);
+            if object_id(kind, &content, id.len()) != *id {
+                result = Err(fail(format!(
+                    "object {id} is not what its name says: the run's worktree was tampered with, so nothing is \
+                     merged. Review its files by hand"
+                )));
+                break;
+            }
+        }
+        drop(out);
+        let _ = cat.kill();
+        let _ = cat.wait();
+        let _ = writer.join();
+        result
+    }
+}
+
+/// The id git gives an object of `kind` with `content`: SHA-1, or SHA-256
+/// in a repository of 64-digit ids.
+fn object_id(kind: &str, content: &[u8], digits: usize) -> String {
+    let header = format!("{kind} {}\0", content.len());
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    if digits == 64 {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        hash.update(header.as_bytes());
+        hash.update(content);
+        return hex(&hash.finalize());
+    }
+    let mut hash = sha1_smol::Sha1::new();
+    hash.update(header.as_bytes());
+    hash.update(content);
+    hash.digest().to_string()
 }
 
 /// A private temporary file holding `bytes`.

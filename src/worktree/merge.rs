@@ -176,6 +176,9 @@ pub fn merge_squashed(
     // holds its work, and the commit is written.
     objects.keep(repo, &[&tree, &merged_tree])?;
     let merged = commit_run_branch(worktree, run_id, &snap, &objects)?;
+    // The commits a sandboxed agent made are in the worktree's own store:
+    // what the merge brings in is copied into the repository, checked.
+    objects.keep(repo, &[&merged])?;
     let mut args = committer(repo)?.to_vec();
     args.extend(["commit-tree", &merged_tree, "-p", &head, "-F", &message_path]);
     let commit = git(repo, &args, "committing the run's changes")?.trim().to_string();
@@ -245,6 +248,9 @@ pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &st
         return Err(nested_refused(worktree, &nested));
     }
     let merged = commit_run_branch(worktree, run_id, &snap, &objects)?;
+    // The commits a sandboxed agent made are in the worktree's own store:
+    // what the merge brings in is copied into the repository, checked.
+    objects.keep(repo, &[&merged])?;
     let mut args = committer(repo)?.to_vec();
     args.extend(["merge", "--no-ff", "--no-edit", &worktree.branch]);
     let out = output(repo, &args, &Env::default(), "merging")?;

@@ -140,6 +140,15 @@ pub fn plan(cwd: &Path, base: Option<&str>) -> Result<Plan, WorktreeError> {
     Ok(Plan { repo: top, prefix, base, from_branch })
 }
 
+/// The object store of a worktree's own, in its administrative folder
+/// `own` (`<repo>/.git/worktrees/<name>`): what Corral writes only to read
+/// (a snapshot, a merge tried), and what a sandboxed agent commits (the
+/// repository's own objects are read-only in its sandbox). A merge copies
+/// in what it needs, each object checked against its name.
+pub fn agent_objects(own: &Path) -> PathBuf {
+    own.join("corral-objects")
+}
+
 /// The branch of run `id`.
 pub fn branch_of(id: &str) -> String {
     format!("corral/{id}")

@@ -1,6 +1,8 @@
-//! Which runs an agent may see and act on over MCP.
+//! Which runs an agent may see and act on: one rule for its MCP server and
+//! for the `corral` its sandbox's broker carries out.
 //!
-//! An MCP server started by a run's agent speaks for that run: it sees and
+//! An MCP server (or a forwarded `corral`) started by a run's agent speaks
+//! for that run: it sees and
 //! acts on the run's descendants, and sees (never acts on) the run itself,
 //! unless the run's preset grants every run (`mcp: all`) — and so did every
 //! run above it: a child's scope is at most its parent's, so an `mcp: own`
@@ -15,7 +17,7 @@ use crate::store::{Store, StoreError};
 
 /// What a tool does with a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Access {
+pub enum Access {
     /// Reads it: status, result, changes, waits on it.
     Read,
     /// Changes it: abort, pause, resume, merge, discard, reply.
@@ -24,7 +26,7 @@ pub(super) enum Access {
 
 /// A run the calling agent may not see or act on.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum Refused {
+pub enum Refused {
     /// The store failed, or no such run.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -54,7 +56,7 @@ fn grants_all(store: &Store, caller: &str) -> Result<bool, StoreError> {
 /// Run `id` of another host, if it is one and the caller may see it (or act
 /// on it): a person's client, an `mcp: all` preset, or the agent that
 /// launched it. `None` when no host has such a run.
-pub(super) fn remote_run_for(store: &Store, id: &str, access: Access) -> Result<Option<Run>, Refused> {
+pub fn remote_run_for(store: &Store, id: &str, access: Access) -> Result<Option<Run>, Refused> {
     let Some(run) = store.find_remote_run(id)? else { return Ok(None) };
     let Some(caller) = caller_run(store)? else { return Ok(Some(run)) };
     if grants_all(store, &caller)? || store.remote_launched_by(&run.id)?.as_deref() == Some(caller.as_str()) {
@@ -66,7 +68,7 @@ pub(super) fn remote_run_for(store: &Store, id: &str, access: Access) -> Result<
 
 /// Run `id` (or a unique prefix), if the calling agent may have `access`
 /// to it.
-pub(super) fn run_for(store: &Store, id: &str, access: Access) -> Result<Run, Refused> {
+pub fn run_for(store: &Store, id: &str, access: Access) -> Result<Run, Refused> {
     let run = store.find_run(id)?;
     let Some(caller) = caller_run(store)? else { return Ok(run) };
     if grants_all(store, &caller)? {
@@ -90,4 +92,16 @@ pub(super) fn run_for(store: &Store, id: &str, access: Access) -> Result<Run, Re
         Access::Act => ("acts on", ""),
     };
     Err(Refused::NotYours { target: run.id, caller, what, itself })
+}
+
+/// Whether the calling agent may have `access` to run `id` of this machine
+/// or another host's: `Ok` if so, else why not (an unknown id says so).
+pub fn may(store: &Store, id: &str, access: Access) -> Result<(), Refused> {
+    match run_for(store, id, access) {
+        Err(Refused::Store(StoreError::UnknownRun(unknown))) => match remote_run_for(store, id, access)? {
+            Some(_) => Ok(()),
+            None => Err(Refused::Store(StoreError::UnknownRun(unknown))),
+        },
+        result => result.map(|_| ()),
+    }
 }
