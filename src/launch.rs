@@ -81,6 +81,14 @@ pub enum LaunchError {
     /// The preset asks for a sandbox and none can be made here.
     #[error("preset {preset} runs sandboxed, and {source} (or write `sandbox: optional` in the preset to run it unsandboxed where no sandbox can be made)")]
     NoSandbox { preset: String, source: crate::sandbox::engine::NoEngine },
+    /// A worktree, asked from inside a sandbox, of a repository that
+    /// sandbox may not read all of: its checkout would show what it hides.
+    #[error(
+        "a worktree of {repo} is not made from inside run {within}'s sandbox: that sandbox may not read all of \
+             the repository, and the worktree would be a copy of it. Launch without --worktree, or from your own \
+             terminal"
+    )]
+    WorktreeUnreadable { repo: PathBuf, within: String },
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -152,7 +160,8 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     // Launched from inside a sandbox (its parent's, or an ancestor's), it
     // runs in that sandbox whoever starts it: its own preset cannot widen it.
     let confined;
-    let preset = match crate::caller::confining(store, &config, parent.as_ref().map(|p| p.id.clone()))? {
+    let within = crate::caller::confining(store, &config, parent.as_ref().map(|p| p.id.clone()))?;
+    let preset = match &within {
         Some(within) => {
             let home = crate::run_env::var(request.env.as_deref(), "HOME").map(PathBuf::from);
             let at = crate::sandbox::Folders {
@@ -160,7 +169,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
                 cwd: &cwd,
                 own_worktree: request.worktree.unwrap_or(preset.worktree),
             };
-            confined = confine(store, &config, preset, &within, &at)?;
+            confined = confine(store, &config, preset, within, &at)?;
             &confined
         }
         None => {
@@ -175,6 +184,14 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         (false, Some(base)) => return Err(LaunchError::BaseWithoutWorktree(base.clone())),
         (false, None) => None,
     };
+    // A worktree is a copy of its repository: made inside a sandbox only of
+    // one that sandbox reads whole.
+    if let (Some(within), Some(plan), Some(crate::sandbox::Asked::Rules(sandbox))) = (&within, &plan, &preset.sandbox) {
+        let home = crate::run_env::var(request.env.as_deref(), "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
+        if !sandbox.read.reads_all_of(&plan.repo, &home) {
+            return Err(LaunchError::WorktreeUnreadable { repo: plan.repo.clone(), within: within.clone() });
+        }
+    }
     let new = NewRun {
         preset,
         task: &request.task,

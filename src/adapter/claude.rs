@@ -52,6 +52,24 @@ impl Adapter for ClaudeAdapter {
         ]
     }
 
+    fn own_history(&self) -> &'static [&'static str] {
+        &[
+            "~/.claude/projects",
+            "~/.claude/todos",
+            "~/.claude/shell-snapshots",
+            "~/.claude/statsig",
+            "~/.claude/file-history",
+            "~/.claude/debug",
+            "~/.claude/logs",
+            "~/.claude/session-env",
+            "~/.claude/plans",
+            "~/.claude/local",
+            "~/.claude/ide",
+            "~/.claude/history.jsonl",
+            "~/.local/share/claude/versions",
+        ]
+    }
+
     fn own_env(&self) -> &'static [&'static str] {
         &["ANTHROPIC_", "CLAUDE_", "DISABLE_", "MCP_"]
     }

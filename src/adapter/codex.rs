@@ -42,6 +42,10 @@ impl Adapter for CodexAdapter {
         &["~/.codex/"]
     }
 
+    fn own_history(&self) -> &'static [&'static str] {
+        &["~/.codex/sessions", "~/.codex/archived_sessions", "~/.codex/log", "~/.codex/history.jsonl"]
+    }
+
     fn own_env(&self) -> &'static [&'static str] {
         &["OPENAI_", "CODEX_"]
     }

@@ -37,6 +37,10 @@ impl Adapter for GeminiAdapter {
         &["~/.gemini/"]
     }
 
+    fn own_history(&self) -> &'static [&'static str] {
+        &["~/.gemini/tmp", "~/.gemini/history"]
+    }
+
     fn own_env(&self) -> &'static [&'static str] {
         &["GEMINI_", "GOOGLE_"]
     }

@@ -243,6 +243,13 @@ pub trait Adapter: Send {
         &[]
     }
 
+    /// What of its own files is its history (other sessions' transcripts,
+    /// logs, an installed copy of itself): not carried into a sandboxed
+    /// run's copy of them.
+    fn own_history(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// The prefixes of the variables the agent reads (keys, base URLs): a
     /// sandbox that keeps only some variables keeps these too.
     fn own_env(&self) -> &'static [&'static str] {

@@ -33,6 +33,10 @@ impl Adapter for OpencodeAdapter {
         &["~/.config/opencode/", "~/.local/share/opencode/", "~/.local/state/opencode/", "~/.cache/opencode/"]
     }
 
+    fn own_history(&self) -> &'static [&'static str] {
+        &["~/.local/share/opencode/storage", "~/.local/share/opencode/log", "~/.local/share/opencode/snapshot"]
+    }
+
     fn own_env(&self) -> &'static [&'static str] {
         &["OPENCODE_", "ANTHROPIC_", "OPENAI_"]
     }

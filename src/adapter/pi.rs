@@ -51,6 +51,10 @@ impl Adapter for PiAdapter {
         &["~/.pi/"]
     }
 
+    fn own_history(&self) -> &'static [&'static str] {
+        &["~/.pi/agent/sessions"]
+    }
+
     fn own_env(&self) -> &'static [&'static str] {
         &["PI_", "ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "OPENROUTER_", "GROQ_", "XAI_", "MISTRAL_"]
     }

@@ -266,7 +266,14 @@ pub fn socket_for_this_process() -> Option<PathBuf> {
 /// with this process's standard descriptors and folder, and returns its
 /// exit code.
 pub fn forward(socket: &Path, args: &[OsString]) -> i32 {
-    match forwarded(socket, args) {
+    let args = match read_here(args) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("corral: {e}");
+            return 2;
+        }
+    };
+    match forwarded(socket, &args) {
         Ok(code) => code,
         Err(e) => {
             eprintln!(
@@ -279,7 +286,6 @@ pub fn forward(socket: &Path, args: &[OsString]) -> i32 {
 }
 
 fn forwarded(socket: &Path, args: &[OsString]) -> io::Result<i32> {
-    let args = read_here(args)?;
     let conn = UnixStream::connect(socket)?;
     let (stdin, stdout, stderr) = (io::stdin(), io::stdout(), io::stderr());
     let standard: [BorrowedFd<'_>; 3] = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];

@@ -43,8 +43,11 @@ pub struct RunView<'a> {
     pub worktrees: &'a Path,
     /// Places under the user's home the agent itself writes (its config,
     /// sessions, credentials): its adapter's; a folder ends with `/` and is
-    /// made if missing (an agent's first run makes its own).
+    /// made if missing (an agent's first run makes its own). The run gets
+    /// its own copy of each (see `own`).
     pub agent_files: &'a [&'a str],
+    /// What of those is the agent's history, not carried into the copies.
+    pub agent_history: &'a [&'a str],
     /// A file no one may read, bound over each denied file.
     pub unreadable: &'a Path,
     /// The programs the sandbox starts (the agent's, Corral's helper),
@@ -96,15 +99,17 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
     for file in view.agent_files.iter().filter(|f| f.ends_with('/')) {
         let _ = std::fs::create_dir_all(expand(file.trim_end_matches('/'), home));
     }
-    // What is read, as bound.
+    // What is read, as bound; the folders shown as they are now.
     let mut read: Vec<PathBuf> = Vec::new();
+    let mut holding: Vec<PathBuf> = Vec::new();
     match &sandbox.read {
         Read::Deny(denied) => {
             args.push(["--ro-bind", "/", "/"]);
             read.push(canonical(home));
             read.extend(view.search_path.iter().filter(|d| d.is_absolute() && d.is_dir()).map(|d| canonical(d)));
-            for folder in holding_missing(denied, home) {
-                as_of_now(&mut args, &folder);
+            holding = holding_missing(denied, home);
+            for folder in &holding {
+                as_of_now(&mut args, folder);
             }
         }
         Read::Only(places) => {
@@ -114,6 +119,7 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             read.extend(places.iter().map(|place| canonical(&expand(place, home))));
         }
     }
+    let mut program_dirs: Vec<PathBuf> = Vec::new();
     for program in view.programs {
         // A CLI from npm is a link into its package (`bin/x.js` beside
         // `node_modules/`): the link's folder, and the package's (the
@@ -121,8 +127,9 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         // user's home.
         let target = std::fs::canonicalize(program).unwrap_or_default();
         let dirs = program.parent().into_iter().chain(target.ancestors().skip(1).take(2));
-        read.extend(dirs.filter(|d| d.parent().is_some() && !home.starts_with(d)).map(canonical));
+        program_dirs.extend(dirs.filter(|d| d.parent().is_some() && !home.starts_with(d)).map(canonical));
     }
+    read.extend(program_dirs.iter().cloned());
     read.push(canonical(view.cwd));
     if matches!(sandbox.read, Read::Only(_)) {
         for place in &read {
@@ -157,12 +164,25 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         args.bind("--bind", &path);
         written.push(path);
     }
-    // What the agent needs to work: its own files.
-    let mut agent_files = Vec::new();
+    // What the agent needs to work: its own files, the run's copies of
+    // them (the user's stay as they are), and its program where it lies
+    // in them (an agent installed in its own folder).
+    let copies = super::own::copies_in(view.scratch);
+    let history: Vec<PathBuf> = view.agent_history.iter().map(|h| canonical(&expand(h, home))).collect();
+    let mut agent_files: Vec<(PathBuf, PathBuf)> = Vec::new();
     for file in view.agent_files {
-        let path = canonical(&expand(file.trim_end_matches('/'), home));
-        args.bind("--bind-try", &path);
-        agent_files.push(path);
+        let real = canonical(&expand(file.trim_end_matches('/'), home));
+        match super::own::copy_of(&real, &canonical(home), &copies, &history) {
+            Ok(Some(copy)) => {
+                args.push_os(["--bind".into(), copy.clone().into(), real.clone().into()]);
+                agent_files.push((copy, real));
+            }
+            Ok(None) => {}
+            Err(e) => notes.push(format!("sandbox: cannot make the run's copy of {}: {e}", real.display())),
+        }
+    }
+    for dir in program_dirs.iter().filter(|d| agent_files.iter().any(|(_, real)| d.starts_with(real))) {
+        args.bind("--ro-bind-try", dir);
     }
     // The host's shared places replaced by the run's own, and what was
     // bound under them bound again, in the same order.
@@ -175,12 +195,18 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
     let under_replaced = |p: &Path| REPLACED.iter().any(|r| p.starts_with(r));
     for place in read.iter().filter(|p| under_replaced(p)) {
         args.bind("--ro-bind-try", place);
+        for folder in holding.iter().filter(|f| f.starts_with(place)) {
+            as_of_now(&mut args, folder);
+        }
     }
     for place in written.iter().filter(|p| under_replaced(p)) {
         args.bind("--bind", place);
     }
-    for place in agent_files.iter().filter(|p| under_replaced(p)) {
-        args.bind("--bind-try", place);
+    for (copy, real) in agent_files.iter().filter(|(_, real)| under_replaced(real)) {
+        args.push_os(["--bind".into(), copy.into(), real.into()]);
+    }
+    for dir in program_dirs.iter().filter(|d| under_replaced(d)) {
+        args.bind("--ro-bind-try", dir);
     }
     // Corral's data and settings: nothing of them inside (the store, the
     // push key, every run's folder, worktree and kept environment), but
@@ -218,7 +244,7 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             // points at is masked: bubblewrap mounts on no link.
             let Ok(path) = std::fs::canonicalize(expand(place, home)) else { continue };
             // The agent's own credentials: read, never written.
-            if agent_files.iter().any(|own| path.starts_with(own)) {
+            if agent_files.iter().any(|(_, own)| path.starts_with(own)) {
                 args.bind("--ro-bind", &path);
                 continue;
             }

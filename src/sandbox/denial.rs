@@ -164,7 +164,10 @@ fn path_said_with(line: &str, error: &str, cwd: &Path) -> Option<PathBuf> {
     // ASCII lowercase keeps every byte where it was.
     let at = line.to_ascii_lowercase().find(&error.to_ascii_lowercase())?;
     let (before, after) = (&line[..at], &line[at + error.len()..]);
-    let unquote = |w: &str| w.trim_matches(|c: char| matches!(c, '\'' | '"' | '`' | ':' | ',' | '(' | ')')).to_string();
+    // GNU tools in a UTF-8 locale quote with ‘ ’.
+    let unquote = |w: &str| {
+        w.trim_matches(|c: char| matches!(c, '\'' | '"' | '`' | ':' | ',' | '(' | ')' | '‘' | '’')).to_string()
+    };
     // zsh and Python say the path, as given, right after a colon:
     // `read-only file system: reviewed.txt`, `…: 'out/rel.txt'`.
     if let Some(word) = after.strip_prefix(':').and_then(|rest| rest.split_whitespace().next()).map(unquote) {
@@ -270,6 +273,16 @@ mod tests {
                 Denial::Read("/home/u/.ssh/id_ed25519".into()),
                 Denial::Write("/w/out/rel.txt".into()),
             ]
+        );
+    }
+
+    /// GNU tools in a UTF-8 locale quote a path with ‘ ’.
+    #[test]
+    fn a_path_in_typographic_quotes_is_read() {
+        let said = "mkdir: cannot create directory ‘/made-up’: Read-only file system";
+        assert_eq!(
+            in_text(said, &builder(), Path::new("/home/u"), Path::new("/w")),
+            [Denial::Write("/made-up".into())]
         );
     }
 }

@@ -14,6 +14,7 @@ pub mod broker;
 pub mod bwrap;
 pub mod denial;
 pub mod engine;
+pub mod own;
 pub mod proxy;
 mod within;
 mod written;
@@ -203,6 +204,22 @@ impl Sandbox {
         };
         let profile = self.profile.as_deref().map(|p| format!("{p}: ")).unwrap_or_default();
         format!("{profile}writes {write}; {read}; reaches {network}")
+    }
+}
+
+impl Read {
+    /// Whether everything under `path` may be read (`~` is `home`): no
+    /// denied place lies in it or holds it, or a place listed holds it.
+    pub fn reads_all_of(&self, path: &Path, home: &Path) -> bool {
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let place = |p: &String| {
+            let p = expand(p, home);
+            std::fs::canonicalize(&p).unwrap_or(p)
+        };
+        match self {
+            Read::Deny(denied) => !denied.iter().map(place).any(|d| d.starts_with(&path) || path.starts_with(&d)),
+            Read::Only(listed) => listed.iter().map(place).any(|l| path.starts_with(&l)),
+        }
     }
 }
 

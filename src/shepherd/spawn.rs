@@ -268,6 +268,7 @@ impl AgentLaunch {
             broker: broker.as_deref(),
             worktrees: &self.corral_dirs.1,
             agent_files: adapter.own_files(),
+            agent_history: adapter.own_history(),
             unreadable: &unreadable,
             programs: &[Some(program.as_path()), helper.as_deref()].into_iter().flatten().collect::<Vec<_>>(),
             search_path: &path.as_deref().map(|p| std::env::split_paths(p).collect::<Vec<_>>()).unwrap_or_default(),
