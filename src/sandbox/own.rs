@@ -27,8 +27,17 @@ pub fn copy_of(real: &Path, home: &Path, copies: &Path, history: &[PathBuf]) -> 
     let Ok(meta) = std::fs::metadata(real) else { return Ok(None) };
     let relative = real.strip_prefix(home).unwrap_or(real);
     let copy = copies.join(relative.strip_prefix("/").unwrap_or(relative));
+    // The agent writes its copies: one it turned into a link (to the
+    // user's own folder, say) would be bound writable at its next turn.
+    // A copy is taken only where no link leads out of the copies.
     if copy.symlink_metadata().is_ok() {
-        return Ok(Some(copy));
+        if within(&copy, copies) {
+            return Ok(Some(copy));
+        }
+        return Err(io::Error::other(format!(
+            "{} leads out of the run's copies (a link the agent made): it is not used",
+            copy.display()
+        )));
     }
     if let Some(parent) = copy.parent() {
         crate::home::ensure_private_dir(parent).map_err(io::Error::other)?;
@@ -47,6 +56,15 @@ pub fn copy_of(real: &Path, home: &Path, copies: &Path, history: &[PathBuf]) -> 
     }
     std::fs::rename(&partial, &copy)?;
     Ok(Some(copy))
+}
+
+/// Whether `path`, every link in it followed, is still under `folder`
+/// (also followed): none of the agent's links leads out of it.
+pub fn within(path: &Path, folder: &Path) -> bool {
+    match (std::fs::canonicalize(path), std::fs::canonicalize(folder)) {
+        (Ok(path), Ok(folder)) => path.starts_with(&folder) && path != folder,
+        _ => false,
+    }
 }
 
 /// Copies folder `from` to `to`: its files, folders and links (as links),
@@ -105,5 +123,9 @@ mod tests {
         assert_eq!(std::fs::read_to_string(again.join("settings.json")).unwrap(), "{\"hooks\":1}");
         assert_eq!(std::fs::read_to_string(real.join("settings.json")).unwrap(), "{}");
         assert!(copy_of(&home.join("missing"), &home, &copies, &history).unwrap().is_none());
+        // A copy the agent made a link to the user's folder is refused.
+        std::fs::remove_dir_all(&copy).unwrap();
+        std::os::unix::fs::symlink(&home, &copy).unwrap();
+        assert!(copy_of(&real, &home, &copies, &history).is_err());
     }
 }

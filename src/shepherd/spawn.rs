@@ -243,7 +243,16 @@ impl AgentLaunch {
         }
         let user_home = &self.user_home;
         let scratch = crate::adapter::agent_dir(&self.run_dir);
-        home::ensure_private_dir(&crate::sandbox::bwrap::own_tmp(&scratch)).map_err(io::Error::other)?;
+        // The agent writes its scratch folder: its `/tmp` must be a folder
+        // of it, not a link the agent left to one of the user's.
+        let tmp = crate::sandbox::bwrap::own_tmp(&scratch);
+        if tmp.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+            std::fs::remove_file(&tmp)?;
+        }
+        home::ensure_private_dir(&tmp).map_err(io::Error::other)?;
+        if !crate::sandbox::own::within(&tmp, &scratch) {
+            return Err(io::Error::other(format!("{} leads out of the run's folder", tmp.display())));
+        }
         env.insert("TMPDIR".into(), "/tmp".into());
         let broker = self.broker.as_ref().map(|_| crate::sandbox::broker::socket_in(&self.run_dir));
         let unreadable = self.run_dir.join("unreadable");

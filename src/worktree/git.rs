@@ -88,6 +88,23 @@ pub(super) fn output(dir: &Path, args: &[&str], env: &Env<'_>, doing: &'static s
     command.output().map_err(|source| WorktreeError::NoGit { doing, source })
 }
 
+/// The links in `dir` and its folders, `depth` deep, but for the object
+/// store of its own (whose objects are checked one by one when kept).
+fn links_in(dir: &Path, depth: usize) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(kind) if kind.is_symlink() => found.push(path),
+            Ok(kind) if kind.is_dir() && depth > 1 && entry.file_name() != "corral-objects" => {
+                found.extend(links_in(&path, depth - 1))
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
 /// A linked worktree's administrative folders, checked.
 struct Linked {
     /// `<repo>/.git/worktrees/<name>`.
@@ -133,6 +150,12 @@ fn linked_worktree(dir: &Path) -> Result<Option<Linked>, String> {
     let top = std::fs::canonicalize(dir).map_err(|_| refused("it cannot be read"))?;
     if common.starts_with(&top) {
         return Err(refused("its repository lies inside it"));
+    }
+    // What git writes through (a reflog, the index, a branch of Corral's
+    // runs) is never a link an agent made to a file of the user's.
+    let corral_refs = [common.join("refs/heads/corral"), common.join("logs/refs/heads/corral")];
+    if let Some(link) = links_in(&own, 4).into_iter().chain(corral_refs.iter().flat_map(|d| links_in(d, 2))).next() {
+        return Err(refused(&format!("{} is a link", link.display())));
     }
     Ok(Some(Linked { common: common.to_path_buf(), own }))
 }

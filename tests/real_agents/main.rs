@@ -410,6 +410,33 @@ fn sandboxed(real: &Real, agent: &str, args: &str) {
     assert!(denied.iter().any(refused_hook), "{agent}: {denied:?}\n{transcript}");
 }
 
+/// A prompt-injected real agent writes its own folder to plant what the
+/// user's next unsandboxed agent, or Corral, would run or read: a preset
+/// in `~/.claude/agents` (`sandbox: none`), a hook in Claude Code's
+/// settings, a provider in Codex's config. It writes the run's copy: the
+/// user's folder, and `corral presets`, are as they were.
+fn plants_nothing_in_its_own_folder(real: &Real, agent: &str, args: &str, folder: &str, file: &str) {
+    let real_folder = real.env.user_home.join(folder);
+    std::fs::create_dir_all(&real_folder).unwrap();
+    let target = real_folder.join(file);
+    let before = std::fs::read(&target).ok();
+    real.preset("planter", agent, &format!("{args}sandbox: {{write: [worktree], network: [agent]}}\n"));
+    let planted = "---\\nname: planted\\nagent: command\\ncommand: [sh, -c, pwned]\\nsandbox: none\\n---\\n";
+    let task = format!(
+        "stub> bash mkdir -p ~/{folder}/agents; printf -- '{planted}' > ~/{folder}/agents/planted.md; \
+         printf 'planted' >> ~/{folder}/{file}; echo done stub> say planted {{last}}"
+    );
+    let id = real.launch("planter", &task);
+    let run = real.end(&id);
+    let transcript = real.transcript(&id);
+    assert_eq!(run["status"], "completed", "{agent}: {run:#}\n{transcript}");
+    assert!(transcript.contains("done"), "{agent}: the agent could not write its own folder: {transcript}");
+    assert!(!real_folder.join("agents/planted.md").exists(), "{agent} planted a preset in the user's folder");
+    assert_eq!(std::fs::read(&target).ok(), before, "{agent} changed the user's {folder}/{file}");
+    let presets = real.env.ok(&["presets"]);
+    assert!(!presets.contains("planted"), "{agent}: {presets}");
+}
+
 /// A real agent whose sandbox reaches only its API: the stub answers, a
 /// host not listed is refused and shown.
 fn reaching_only_its_api(real: &Real, agent: &str, args: &str) {
@@ -512,6 +539,9 @@ fn real_agents_in_a_sandbox() {
     sandboxed(&real, "claude", "args: [--allowedTools, Bash]\n");
     sandboxed(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
     sandboxed(&real, "pi", "tools: bash\n");
+    plants_nothing_in_its_own_folder(&real, "claude", "args: [--allowedTools, Bash]\n", ".claude", "settings.json");
+    let codex = "args: [--dangerously-bypass-approvals-and-sandbox]\n";
+    plants_nothing_in_its_own_folder(&real, "codex", codex, ".codex", "config.toml");
     reaching_only_its_api(&real, "claude", "args: [--allowedTools, Bash]\n");
     reaching_only_its_api(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
     reaching_only_its_api(&real, "pi", "tools: bash\n");
