@@ -89,6 +89,10 @@ pub enum LaunchError {
              terminal"
     )]
     WorktreeUnreadable { repo: PathBuf, within: String },
+    /// A folder, asked from inside a sandbox, that sandbox does not show.
+    #[error("{} is not a folder run {within}'s sandbox reads, so no run is launched there from inside it: \
+             launch it from your own terminal", folder.display())]
+    FolderHidden { folder: PathBuf, within: String },
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -161,6 +165,12 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     // runs in that sandbox whoever starts it: its own preset cannot widen it.
     let confined;
     let within = crate::caller::confining(store, &config, parent.as_ref().map(|p| p.id.clone()))?;
+    // Inside a sandbox a run is launched only where that sandbox reads, as
+    // the folder is on disk (not `proj/..`, not a link out of `proj`).
+    let cwd = match &within {
+        Some(within) => folder_within(store, &config, within, &cwd, request.env.as_deref())?,
+        None => cwd,
+    };
     let preset = match &within {
         Some(within) => {
             let home = crate::run_env::var(request.env.as_deref(), "HOME").map(PathBuf::from);
@@ -253,6 +263,42 @@ fn confine(
         None => outer,
     };
     Ok(Preset { sandbox: Some(Asked::Rules(sandbox)), ..preset.clone() })
+}
+
+/// `cwd` as it is on disk, if run `within`'s sandbox may read it and it is
+/// not in Corral's own folders (but the launching run's own folder): a run
+/// launched from inside that sandbox works there.
+fn folder_within(
+    store: &Store,
+    config: &Config,
+    within: &str,
+    cwd: &std::path::Path,
+    env: Option<&[(OsString, OsString)]>,
+) -> Result<PathBuf, LaunchError> {
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let real = canonical(cwd);
+    let hidden = || LaunchError::FolderHidden { folder: cwd.to_path_buf(), within: within.to_string() };
+    let Some(rules) = config.sandbox_for(&store.run_preset(within)?) else { return Ok(real) };
+    let rules = rules.widened(&store.sandbox_allows(within)?);
+    let run = store.run(within)?;
+    let own = canonical(std::path::Path::new(&run.worktree.map(|w| w.path).unwrap_or(run.cwd)));
+    let home = crate::run_env::var(env, "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
+    let corral = [canonical(store.home().data_dir()), canonical(store.home().config_dir())];
+    if corral.iter().any(|c| real.starts_with(c)) && !real.starts_with(&own) {
+        return Err(hidden());
+    }
+    let place = |p: &String| canonical(&crate::sandbox::expand(p, &home));
+    let readable = match &rules.read {
+        crate::sandbox::Read::Deny(denied) => !denied.iter().map(place).any(|d| real.starts_with(d)),
+        crate::sandbox::Read::Only(listed) => {
+            real.starts_with(&own) || listed.iter().map(place).any(|l| real.starts_with(l))
+        }
+    };
+    if readable {
+        Ok(real)
+    } else {
+        Err(hidden())
+    }
 }
 
 /// Refuses a preset whose sandbox cannot be made here (unless it is

@@ -68,6 +68,12 @@ pub fn runs_code(preset: &Preset) -> Option<&'static str> {
         Some("runs a `setup` command")
     } else if !preset.args.is_empty() {
         Some("passes arguments of its own to the agent (args)")
+    } else if preset.sandbox == Some(crate::sandbox::Asked::None) {
+        // A sandboxed run writing its project could plant one, for your
+        // next launch to run unsandboxed.
+        Some("runs unsandboxed whatever [sandbox] says (sandbox: none)")
+    } else if preset.mcp == Some(crate::preset::McpScope::All) {
+        Some("lets its agent act on every run (mcp: all)")
     } else {
         None
     }

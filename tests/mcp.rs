@@ -300,6 +300,17 @@ async fn an_agent_schedules_work_runs_it_now_and_pauses_it_through_mcp() {
     .await;
     assert!(error);
     assert!(said.to_string().contains("one of cron, every or at"), "{said}");
+    // A folder that is relative, or is not there, is refused: its runs
+    // could not start there.
+    for cwd in ["project", "/no/such/folder"] {
+        let (error, said) = call(
+            &client,
+            "add_schedule",
+            json!({"name": "z", "preset": "alpha", "task": "t", "every": "1h", "cwd": cwd}),
+        )
+        .await;
+        assert!(error && said.to_string().contains("not a full path to an existing folder"), "{cwd}: {said}");
+    }
     client.cancel().await.unwrap();
 }
 

@@ -574,3 +574,62 @@ print("pgpass", read(".pgpass"), flush=True)
     assert!(has(&said, "codex refused"), "{said:?}");
     assert!(has(&said, "aws refused") && has(&said, "pgpass refused"), "{said:?}");
 }
+
+/// A link the agent leaves where its copies of its own folders are (to a
+/// folder of yours) is never followed: no copy made there, none bound.
+#[test]
+fn a_link_left_among_the_agents_copies_is_not_followed() {
+    let env = Env::new();
+    env.use_fake("claude", "conversing");
+    env.agent_preset("talker", "claude", "sandbox: {write: [worktree], network: none}\n");
+    let log = env.project.join("converse.log");
+    let id = env.launch_env("talker", "first", &[("CONVERSE_LOG", log.to_str().unwrap())]);
+    assert_eq!(env.wait_end(&id)["status"], "completed");
+    let copies = env.run_dir(&id).join("agent/own");
+    assert!(copies.join(".claude").is_dir(), "the run has its own copy of ~/.claude");
+    // What the agent could do from inside: its copies made a link out.
+    let elsewhere = env.user_home.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::remove_dir_all(&copies).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &copies).unwrap();
+    env.ok(&["reply", &id, "again", "--wait"]);
+    assert!(!elsewhere.join(".claude").exists(), "Corral copied the user's ~/.claude through the agent's link");
+}
+
+/// A run launched from inside a sandbox works only in a folder that
+/// sandbox reads, as the folder is on disk: not `proj/..` (your home
+/// written), not a link out of the project, not a folder `read: only`
+/// hides, not another run's worktree.
+#[test]
+fn a_child_is_launched_only_where_its_launchers_sandbox_reads() {
+    let env = Env::new();
+    let secret = env.user_home.join("secretproj");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("s.txt"), "TOPSECRET\n").unwrap();
+    std::os::unix::fs::symlink(&env.user_home, env.project.join("link")).unwrap();
+    env.preset_file(
+        env.home.join("presets"),
+        "writer.md",
+        "---\nname: writer\ndescription: w\nagent: command\ncommand: [sh, -c, 'echo RAN > planted.txt; cat s.txt 2>/dev/null']\nsandbox: {write: [worktree], network: none}\n---\n",
+    );
+    let project = env.project.display().to_string();
+    let script = format!(
+        r##"
+for cwd in ["{project}/..", "{project}/link", "{secret}"]:
+    r = subprocess.run(["{corral}", "launch", "writer", "x", "--cwd", cwd, "--wait"], capture_output=True, text=True)
+    print("child", cwd.rsplit("/", 1)[-1], r.returncode, (r.stdout + r.stderr).strip().replace("\n", " "), flush=True)
+"##,
+        secret = secret.display(),
+        // Under `read: only`, Corral's own program is there, not the
+        // test's folder of links on PATH.
+        corral = common::corral_bin().display()
+    );
+    let sandbox = format!("\n  write: [worktree]\n  read: only ['{project}']\n  network: none");
+    let (_, run, said) = run_agent(&env, "launcher", &sandbox, "", &script);
+    assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
+    assert!(!env.user_home.join("planted.txt").exists(), "a child wrote the user's home: {said:?}");
+    assert!(!said.iter().any(|l| l.contains("TOPSECRET")), "{said:?}");
+    let refused: Vec<&String> =
+        said.iter().filter(|l| l.starts_with("child ") && l.contains("is not a folder run")).collect();
+    assert_eq!(refused.len(), 3, "{said:?}");
+}

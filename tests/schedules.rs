@@ -740,3 +740,44 @@ fn a_firer_killed_the_moment_its_run_exists_leaves_that_run_in_its_fire() {
     assert_eq!(launched, 10, "every run is in the fire that launched it: {fired:?}");
     assert!(fired.iter().all(|f| f["outcome"] == "launched"), "{fired:?}");
 }
+
+/// A refused `schedule add` (the name is taken) changes nothing of the
+/// schedule that has it: its runs keep the environment they were given.
+#[test]
+fn a_refused_add_leaves_the_existing_schedules_environment() {
+    let env = Env::new();
+    env.command_preset("quick", &["sh", "-c", "echo key=$SCHEDULE_KEY"]);
+    let mut first = env.command(&["schedule", "add", "nightly", "--preset", "quick", "--every", "1h", "work"]);
+    first.env("SCHEDULE_KEY", "the-first");
+    assert!(first.output().unwrap().status.success());
+    let mut second = env.command(&["schedule", "add", "nightly", "--preset", "quick", "--every", "1h", "other"]);
+    second.env("SCHEDULE_KEY", "the-second").env("PATH", "/nowhere");
+    let out = second.output().unwrap();
+    assert!(!out.status.success(), "a second schedule of the same name was added");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exists already"), "{out:?}");
+    let fire = json_at(&env, 0, &["schedule", "run-now", "nightly"]);
+    let run = env.wait_end(fire["runs"][0]["id"].as_str().unwrap());
+    assert_eq!(run["final_text"], "key=the-first", "{run:#}");
+}
+
+/// Settings that can never work are refused when the schedule is added,
+/// with what to write instead, and nothing is added.
+#[test]
+fn settings_that_can_never_work_are_refused() {
+    let env = Env::new();
+    env.command_preset("quick", &["true"]);
+    let refused = |args: &[&str], said: &str| {
+        let mut all = vec!["schedule", "add", "never", "--preset", "quick"];
+        all.extend(args);
+        all.push("work");
+        let out = env.corral(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(said), "{args:?}: {err}");
+    };
+    refused(&["--cron", "0 0 31 2 *"], "never fire");
+    refused(&["--every", "1500ms"], "whole seconds");
+    refused(&["--every", "1h", "--max-runs-per-fire", "0"], "--max-runs-per-fire 0");
+    refused(&["--every", "1h", "--max-runs-per-hour", "0"], "--max-runs-per-hour 0");
+    refused(&["--every", "1h", "--cwd", "/no/such/folder"], "no such folder");
+    assert!(env.json(&["schedule", "ls"]).as_array().unwrap().is_empty());
+}

@@ -187,6 +187,12 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
     // The host's shared places replaced by the run's own, and what was
     // bound under them bound again, in the same order.
     args.push(["--dev", "/dev", "--proc", "/proc"]);
+    // The host's cgroups name every run of Corral's (and what they hold).
+    let cgroups = Path::new("/sys/fs/cgroup");
+    let hides_cgroups = matches!(sandbox.read, Read::Deny(_)) && cgroups.is_dir();
+    if hides_cgroups {
+        args.push_os(["--tmpfs".into(), cgroups.into()]);
+    }
     args.push_os(["--bind".into(), own_tmp(view.scratch).into(), "/tmp".into()]);
     args.push(["--tmpfs", "/run"]);
     for kept in RUN_KEPT {
@@ -258,7 +264,8 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         }
     }
     // What was made for the sandbox is read-only once all is bound in it.
-    for dir in private.iter().map(PathBuf::as_path).chain([Path::new("/run")]) {
+    let made = private.iter().map(PathBuf::as_path).chain([Path::new("/run")]);
+    for dir in made.chain(hides_cgroups.then_some(cgroups)) {
         args.push_os(["--remount-ro".into(), dir.into()]);
     }
     if sandbox.network != Network::All {

@@ -13,6 +13,7 @@
 //! are neither needed nor the run's to read — is not carried over.
 
 use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// Where the copies of a run's agent folders are, in its scratch folder.
@@ -26,21 +27,24 @@ pub fn copies_in(scratch: &Path) -> PathBuf {
 pub fn copy_of(real: &Path, home: &Path, copies: &Path, history: &[PathBuf]) -> io::Result<Option<PathBuf>> {
     let Ok(meta) = std::fs::metadata(real) else { return Ok(None) };
     let relative = real.strip_prefix(home).unwrap_or(real);
-    let copy = copies.join(relative.strip_prefix("/").unwrap_or(relative));
-    // The agent writes its copies: one it turned into a link (to the
-    // user's own folder, say) would be bound writable at its next turn.
-    // A copy is taken only where no link leads out of the copies.
-    if copy.symlink_metadata().is_ok() {
-        if within(&copy, copies) {
-            return Ok(Some(copy));
-        }
+    let relative = relative.strip_prefix("/").unwrap_or(relative);
+    // The agent writes its copies, and the folder they are in: a link it
+    // left there (to your own folder, say) would be bound writable at its
+    // next turn, or copied into. Every folder on the way is made here as a
+    // folder, and any link on it refused.
+    let Some(parent) = real_folders(copies, relative.parent().unwrap_or(Path::new("")))? else {
         return Err(io::Error::other(format!(
-            "{} leads out of the run's copies (a link the agent made): it is not used",
-            copy.display()
+            "a link the agent made lies on the way to its copy of {}: the copy is not used",
+            real.display()
         )));
-    }
-    if let Some(parent) = copy.parent() {
-        crate::home::ensure_private_dir(parent).map_err(io::Error::other)?;
+    };
+    let Some(name) = relative.file_name() else { return Ok(None) };
+    let copy = parent.join(name);
+    if let Ok(kind) = copy.symlink_metadata() {
+        if kind.file_type().is_symlink() {
+            return Err(io::Error::other(format!("{} is a link the agent made: it is not used", copy.display())));
+        }
+        return Ok(Some(copy));
     }
     // Made beside, then renamed: a copy cut short by a crash is never
     // taken for a whole one.
@@ -56,6 +60,32 @@ pub fn copy_of(real: &Path, home: &Path, copies: &Path, history: &[PathBuf]) -> 
     }
     std::fs::rename(&partial, &copy)?;
     Ok(Some(copy))
+}
+
+/// `base` and `relative` under it made as real folders (0700), none of
+/// them a link: the folder, or `None` where a link is on the way.
+fn real_folders(base: &Path, relative: &Path) -> io::Result<Option<PathBuf>> {
+    let mut at = base.to_path_buf();
+    let mut parts = vec![base.to_path_buf()];
+    for part in relative.components() {
+        at.push(part);
+        parts.push(at.clone());
+    }
+    for folder in parts {
+        match folder.symlink_metadata() {
+            Ok(kind) if kind.file_type().is_symlink() || !kind.is_dir() => return Ok(None),
+            Ok(_) => {}
+            Err(_) => {
+                let made = std::fs::DirBuilder::new().mode(crate::home::DIR_MODE).create(&folder);
+                match made {
+                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                    _ if folder.symlink_metadata().is_ok_and(|k| k.file_type().is_symlink()) => return Ok(None),
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(Some(at))
 }
 
 /// Whether `path`, every link in it followed, is still under `folder`
@@ -123,9 +153,15 @@ mod tests {
         assert_eq!(std::fs::read_to_string(again.join("settings.json")).unwrap(), "{\"hooks\":1}");
         assert_eq!(std::fs::read_to_string(real.join("settings.json")).unwrap(), "{}");
         assert!(copy_of(&home.join("missing"), &home, &copies, &history).unwrap().is_none());
-        // A copy the agent made a link to the user's folder is refused.
+        // A copy the agent made a link to the user's folder is refused,
+        // and so is one under a folder of copies it made a link.
         std::fs::remove_dir_all(&copy).unwrap();
         std::os::unix::fs::symlink(&home, &copy).unwrap();
         assert!(copy_of(&real, &home, &copies, &history).is_err());
+        std::fs::remove_file(&copy).unwrap();
+        std::fs::remove_dir(&copies).unwrap();
+        std::os::unix::fs::symlink(&home, &copies).unwrap();
+        assert!(copy_of(&real, &home, &copies, &history).is_err());
+        assert!(!home.join(".agent/.agent").exists(), "nothing was copied through the link");
     }
 }

@@ -46,11 +46,14 @@ impl Sandbox {
 /// The places both let a run write: each one's places that lie in one of
 /// the other's.
 fn writes_within(inner: &[Place], outer: &[Place], at: &Folders<'_>) -> Vec<Place> {
+    // Compared as they are on disk: `proj/..` or a link in `proj` is
+    // not in `proj`.
     let path = |place: &Place, worktree: Option<&Path>| -> Option<PathBuf> {
-        match place {
-            Place::Path(path) => Some(expand(path, at.home)),
-            Place::Worktree => worktree.map(Path::to_path_buf),
-        }
+        let path = match place {
+            Place::Path(path) => expand(path, at.home),
+            Place::Worktree => worktree?.to_path_buf(),
+        };
+        Some(std::fs::canonicalize(&path).unwrap_or(path))
     };
     let inner_worktree = (!at.own_worktree).then_some(at.cwd);
     let inner_paths: Vec<PathBuf> = inner.iter().filter_map(|p| path(p, inner_worktree)).collect();

@@ -245,15 +245,54 @@ pub fn add(
         }
     }
     crate::launch::check_task(&settings.task).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
+    check_bounds(settings)?;
+    let json = serde_json::to_string(settings).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
+    // Refused if the name is taken, before anything of the schedule that
+    // has it (its kept environment) is touched.
+    match store.schedule(name) {
+        Ok(_) => return Err(StoreError::ScheduleExists(name.to_string()).into()),
+        Err(StoreError::UnknownSchedule(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
     let dir = store.home().schedule_dir(name);
     let folder = |source| ScheduleError::Folder { name: name.to_string(), path: dir.clone(), source };
-    crate::home::ensure_private_dir(&dir).map_err(|e| folder(std::io::Error::other(e)))?;
-    crate::run_env::save(&dir, without_run_marks(env)).map_err(folder)?;
-    let json = serde_json::to_string(settings).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
-    match store.add_schedule(name, &json, &time::format(now())) {
-        Ok(row) => Schedule::from_row(row),
-        Err(e) => Err(e.into()),
+    // Kept beside, and put in place once the schedule is this adder's: two
+    // adds of one name at once leave the winner's environment.
+    let staged = dir.with_file_name(format!(".{name}.adding-{}", std::process::id()));
+    crate::home::ensure_private_dir(&staged).map_err(|e| folder(std::io::Error::other(e)))?;
+    let kept = crate::run_env::save(&staged, without_run_marks(env)).map_err(folder);
+    let added = kept.and_then(|()| Ok(store.add_schedule(name, &json, &time::format(now()))?));
+    let placed = added.and_then(|row| {
+        crate::home::ensure_private_dir(&dir).map_err(|e| folder(std::io::Error::other(e)))?;
+        std::fs::rename(crate::run_env::env_file(&staged), crate::run_env::env_file(&dir)).map_err(folder)?;
+        Ok(row)
+    });
+    let _ = std::fs::remove_dir_all(&staged);
+    Schedule::from_row(placed?)
+}
+
+/// Refuses settings that can never work: a bound of 0 (no run would ever
+/// start, or every fire would pause it), a folder that is not a full path
+/// to a folder of this machine.
+fn check_bounds(settings: &Settings) -> Result<(), ScheduleError> {
+    let zero = [
+        ("--max-runs-per-fire", settings.max_runs_per_fire),
+        ("--max-runs-per-hour", settings.max_runs_per_hour),
+        ("--pause-after-failures", settings.pause_after_failures),
+    ];
+    if let Some((name, _)) = zero.iter().find(|(_, n)| *n == Some(0)) {
+        return Err(ScheduleError::Invalid(format!(
+            "{name} 0 would never let a run start: give 1 or more, or leave it out"
+        )));
     }
+    let cwd = std::path::Path::new(&settings.cwd);
+    if settings.host.is_none() && !(cwd.is_absolute() && cwd.is_dir()) {
+        return Err(ScheduleError::Invalid(format!(
+            "the folder {} is not a full path to an existing folder: its runs could not start there",
+            settings.cwd
+        )));
+    }
+    Ok(())
 }
 
 /// Resumes schedule `name` (its fires launch again).

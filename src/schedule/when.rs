@@ -38,9 +38,12 @@ pub enum WhenError {
         "'{expr}' is not a cron expression ({why}): write five fields, e.g. --cron '0 9 * * 1-5' for weekdays at 09:00"
     )]
     Cron { expr: String, why: String },
-    /// The period does not parse, or is zero.
-    #[error("'{text}' is not a period: write e.g. --every 30m, --every 2h, --every 1d")]
+    /// The period does not parse, or is not a whole number of seconds.
+    #[error("'{text}' is not a period of whole seconds: write e.g. --every 30m, --every 2h, --every 1d")]
     Every { text: String },
+    /// The cron expression names no time that comes.
+    #[error("'{expr}' names no time that comes (no such day), so it would never fire: check its day and month")]
+    Never { expr: String },
     /// The calendar phrase is not understood.
     #[error(transparent)]
     Phrase(#[from] super::calendar::PhraseError),
@@ -57,16 +60,22 @@ pub enum WhenError {
 impl When {
     /// A cron expression, checked.
     pub fn cron(expr: &str) -> Result<When, WhenError> {
-        croner::Cron::from_str(expr)
+        let when = croner::Cron::from_str(expr)
             .map_err(|e| WhenError::Cron { expr: expr.to_string(), why: e.to_string() })
-            .map(|_| When::Cron(expr.trim().to_string()))
+            .map(|_| When::Cron(expr.trim().to_string()))?;
+        // One that names no day that comes (`0 0 31 2 *`) would never fire.
+        let now = crate::time::now();
+        match when.next_after(now, now) {
+            Some(_) => Ok(when),
+            None => Err(WhenError::Never { expr: expr.to_string() }),
+        }
     }
 
     /// A period such as `2h` or `90s`, at least a second.
     pub fn every(text: &str) -> Result<When, WhenError> {
         match humantime::parse_duration(text.trim()) {
             Ok(d) if crate::time::too_long(d).is_some() => Err(WhenError::TooLong { text: text.to_string() }),
-            Ok(d) if d >= Duration::from_secs(1) => Ok(When::EverySecs(d.as_secs())),
+            Ok(d) if d >= Duration::from_secs(1) && d.subsec_nanos() == 0 => Ok(When::EverySecs(d.as_secs())),
             _ => Err(WhenError::Every { text: text.to_string() }),
         }
     }

@@ -260,10 +260,11 @@ impl AgentLaunch {
             File::create(&unreadable)?;
             std::fs::set_permissions(&unreadable, std::os::unix::fs::PermissionsExt::from_mode(0o000))?;
         }
-        // Inside, the agent's way out is handed to the proxy first.
-        let helper = match &self.proxy {
-            Some(_) => Some(crate::queue::ShepherdCommand::lightest()?.program),
-            None => None,
+        // Inside, the agent's way out is handed to the proxy first; and
+        // its `corral` (handed to the broker) is there under `read: only`.
+        let helper = match (&self.proxy, &self.broker) {
+            (None, None) => None,
+            _ => Some(crate::queue::ShepherdCommand::lightest()?.program),
         };
         let view = crate::sandbox::bwrap::RunView {
             user_home,
@@ -287,7 +288,7 @@ impl AgentLaunch {
         for note in notes {
             tracing::warn!(run = self.run_id, "{note}");
         }
-        if let Some(helper) = helper {
+        if let Some(helper) = helper.filter(|_| self.proxy.is_some()) {
             let socket = crate::sandbox::proxy::socket_in(&self.run_dir);
             args.extend([helper.into(), "sandbox-net".into(), socket.into(), "--".into()]);
         }
