@@ -342,7 +342,8 @@ print("child", r.returncode, (r.stdout + r.stderr).strip().replace("\n", " "), f
 "##,
         outside = outside.display()
     );
-    let sandbox = format!("\n  read: deny ['{}']\n  network: none", outside.display());
+    // The folder is read, a file of it is not: a worktree would hold it.
+    let sandbox = format!("\n  read: deny ['{}']\n  network: none", outside.join("secret.txt").display());
     let (_, run, said) = run_agent(&env, "narrow", &sandbox, "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(said.iter().any(|l| l.starts_with("child 2 ") && l.contains("may not read all of")), "{said:?}");
@@ -632,4 +633,34 @@ for cwd in ["{project}/..", "{project}/link", "{secret}"]:
     let refused: Vec<&String> =
         said.iter().filter(|l| l.starts_with("child ") && l.contains("is not a folder run")).collect();
     assert_eq!(refused.len(), 3, "{said:?}");
+}
+
+/// What an agent writes reaches your terminal as text: `corral diff` at a
+/// terminal shows an escape sequence in a changed file (a clipboard write,
+/// OSC 52) as `\x1b`, never sends it; piped, the patch is git's own.
+#[test]
+fn a_diff_at_a_terminal_sends_no_escape_sequence_of_the_agents() {
+    let env = Env::new();
+    repository(&env);
+    let script = r##"
+open("notes.txt", "w").write("\x1b]52;c;cm0gLXJmIH4K\x07 looks harmless\n")
+"##;
+    let (id, run, said) = run_agent(&env, "inkjet", "{write: [worktree], network: none}", "worktree: true\n", script);
+    assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
+    let at_terminal = format!("{} diff {id}", common::corral_bin().display());
+    // The environment a `corral` of this installation runs with.
+    let corral = env.command(&[]);
+    let out = Command::new("script")
+        .args(["-qec", &at_terminal, "/dev/null"])
+        .envs(corral.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+        .env("NO_COLOR", "1")
+        .current_dir(&env.project)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("looks harmless"), "{shown}");
+    assert!(!shown.contains("\x1b]52"), "the agent's escape sequence reached the terminal");
+    assert!(shown.contains("\\x1b]52"), "{shown}");
+    let piped = env.ok(&["diff", &id]);
+    assert!(piped.contains("\x1b]52"), "piped, the patch is as git wrote it");
 }

@@ -41,6 +41,12 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         writeln!(out, " {} files changed, +{} -{}", changes.files.len(), changes.added, changes.removed)?;
     } else {
         let patch = worktree::patch(worktree)?;
+        // At a terminal, what the agent wrote cannot rewrite the screen or
+        // the clipboard (OSC 52); piped, the patch stays one `git apply` takes.
+        let patch = match std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            true => super::table::printable(&patch).into_owned(),
+            false => patch,
+        };
         let patch = if super::colour::wanted() { super::colour::diff(&patch) } else { patch };
         out.write_all(patch.as_bytes())?;
     }

@@ -51,6 +51,7 @@ impl CorralTools {
                 Some(dir) => std::path::PathBuf::from(dir),
                 None => crate::launch::working_folder()?,
             };
+            schedule::check_folder(&cwd)?;
             let roots = crate::preset::Roots::new(store.home(), Some(&cwd));
             crate::preset::discover(&roots).get(&args.preset).map_err(crate::launch::LaunchError::from)?;
             let settings = Settings {

@@ -379,7 +379,9 @@ fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) {
     for base in ["refs/heads", "logs/refs/heads"] {
         let own_ref = common.join(base).join(branch);
         let Some(folder) = own_ref.parent() else { continue };
-        if !folder.is_dir() {
+        // A branch packed away (`git gc`) has no folder of loose refs: it
+        // gets one, for its next commit's.
+        if std::fs::create_dir_all(folder).is_err() {
             continue;
         }
         args.bind("--bind", folder);

@@ -285,14 +285,22 @@ fn check_bounds(settings: &Settings) -> Result<(), ScheduleError> {
             "{name} 0 would never let a run start: give 1 or more, or leave it out"
         )));
     }
-    let cwd = std::path::Path::new(&settings.cwd);
-    if settings.host.is_none() && !(cwd.is_absolute() && cwd.is_dir()) {
-        return Err(ScheduleError::Invalid(format!(
-            "the folder {} is not a full path to an existing folder: its runs could not start there",
-            settings.cwd
-        )));
+    match settings.host {
+        None => check_folder(std::path::Path::new(&settings.cwd)),
+        Some(_) => Ok(()),
     }
-    Ok(())
+}
+
+/// Refuses a schedule's folder on this machine that its runs could not
+/// start in: not a full path, or no folder.
+pub fn check_folder(cwd: &std::path::Path) -> Result<(), ScheduleError> {
+    if cwd.is_absolute() && cwd.is_dir() {
+        return Ok(());
+    }
+    Err(ScheduleError::Invalid(format!(
+        "the folder {} is not a full path to an existing folder: its runs could not start there",
+        cwd.display()
+    )))
 }
 
 /// Resumes schedule `name` (its fires launch again).
