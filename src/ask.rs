@@ -28,6 +28,9 @@ pub struct Ask {
     pub paused: Vec<String>,
     /// What "Allow more" adds: the budget's own size.
     pub more: Budget,
+    /// When its first run paused for it: this ask, not an earlier one at
+    /// the same budget (a run resumed without more, paused again).
+    pub since: String,
 }
 
 /// The user's answer to an [`Ask`].
@@ -100,7 +103,8 @@ pub fn pending(store: &Store) -> Result<Vec<Ask>, StoreError> {
         }
         let preset = store.run(&crossing.owner)?.preset;
         let more = crossing.budget;
-        asks.insert(crossing.owner.clone(), Ask { crossing, preset, paused: vec![id], more });
+        let since = store.run(&id)?.paused_at.unwrap_or_default();
+        asks.insert(crossing.owner.clone(), Ask { crossing, preset, paused: vec![id], more, since });
     }
     Ok(asks.into_values().collect())
 }

@@ -781,3 +781,24 @@ fn settings_that_can_never_work_are_refused() {
     refused(&["--every", "1h", "--cwd", "/no/such/folder"], "no such folder");
     assert!(env.json(&["schedule", "ls"]).as_array().unwrap().is_empty());
 }
+
+/// `pause_after_failures`: the fire that makes the failures reach the
+/// bound pauses the schedule at once; resumed, it counts its failures
+/// afresh, and is not paused again for the old ones.
+#[test]
+fn a_schedule_paused_after_failures_pauses_at_once_and_resumes_afresh() {
+    let env = Env::new();
+    env.command_preset("broken", &["/no/such/program"]);
+    env.ok(&["schedule", "add", "flaky", "--preset", "broken", "--every", "1h", "--pause-after-failures", "2", "t"]);
+    let paused = |env: &Env| {
+        let all = env.json(&["schedule", "ls"]);
+        !all[0]["paused_at"].is_null()
+    };
+    assert_eq!(json_at(&env, 0, &["schedule", "run-now", "flaky"])["outcome"], "failed");
+    assert!(!paused(&env), "one failure of two");
+    assert_eq!(json_at(&env, 0, &["schedule", "run-now", "flaky"])["outcome"], "failed");
+    assert!(paused(&env), "the second failure pauses it at once");
+    env.ok(&["schedule", "resume", "flaky"]);
+    assert_eq!(json_at(&env, 0, &["schedule", "run-now", "flaky"])["outcome"], "failed");
+    assert!(!paused(&env), "resumed, the old failures no longer count");
+}

@@ -17,11 +17,13 @@ use crate::store::{Store, StoreError};
 /// How long a push's buttons stand.
 pub const ANSWERS_STAND: i64 = 24 * 3600;
 
-/// The key of the push that asks about `ask`: the run whose budget it is
-/// and that budget, so an answer to an earlier ask of the same run (a
-/// budget since raised and reached again) acts on nothing.
+/// The key of the push that asks about `ask`: the run whose budget it is,
+/// that budget and when the ask began, so an answer to an earlier ask of
+/// the same run (a budget since raised and reached again, or the same
+/// budget reached again after a resume) acts on nothing, and the new ask
+/// is pushed.
 pub fn budget_key(ask: &Ask) -> String {
-    format!("budget:{}:{}", ask.owner(), ask.crossing.budget.spec())
+    format!("budget:{}:{}:{}", ask.owner(), ask.crossing.budget.spec(), ask.since)
 }
 
 /// The key of the push that offers to allow run `run`'s denied actions,
@@ -63,7 +65,15 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
             };
             if config.sends("denied") && !run.denied.is_empty() && run.status.is_terminal() {
                 let key = denied_key(&run);
-                let note = run.denied_note().unwrap_or_default();
+                // What was denied (a command line, its tokens with it) is
+                // a detail: without details, only how many.
+                let note = match config.details {
+                    true => run.denied_note().unwrap_or_default(),
+                    false => match run.denied.len() {
+                        1 => "1 action was denied".to_string(),
+                        n => format!("{n} actions were denied"),
+                    },
+                };
                 let actions = json!([{"label": "Allow and continue", "answer": token::sign(secret, &key, "allow-denied", expires)}]);
                 let message = json!({"key": key, "title": format!("✋ {} ({}) ended: {note}", run.preset, run.id),
                     "message": format!("Allow them and it goes on in its own session.{what}"), "priority": 4,

@@ -37,12 +37,13 @@ pub struct Signed {
 /// user alone) in the data folder.
 pub fn secret(home: &Home) -> std::io::Result<Vec<u8>> {
     let path = home.data_dir().join("push.key");
-    match std::fs::read(&path) {
+    // One cut short (a crash, a restore) is no secret: it is made anew.
+    let short = match std::fs::read(&path) {
         Ok(key) if key.len() >= 32 => return Ok(key),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(e),
-    }
+    };
     let mut key = vec![0u8; 32];
     std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))?;
     crate::home::ensure_private_dir(home.data_dir()).map_err(std::io::Error::other)?;
@@ -52,12 +53,20 @@ pub fn secret(home: &Home) -> std::io::Result<Vec<u8>> {
         let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
         std::io::Write::write_all(&mut file, &key)?;
     }
-    // Two processes making it at once: the first one in wins.
-    if std::fs::hard_link(&tmp, &path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        return std::fs::read(&path);
-    }
+    // Two processes making it at once: the first one in wins (a short one
+    // is replaced whole; whoever replaced it last, both read the same).
+    let made = match short {
+        true => std::fs::rename(&tmp, &path),
+        false => std::fs::hard_link(&tmp, &path),
+    };
     let _ = std::fs::remove_file(&tmp);
+    if made.is_err() || short {
+        let key = std::fs::read(&path)?;
+        if key.len() < 32 {
+            return Err(std::io::Error::other(format!("{} is too short to be a secret", path.display())));
+        }
+        return Ok(key);
+    }
     Ok(key)
 }
 

@@ -160,6 +160,15 @@ fn carry_out(
         }
     }
     store.finish_fire(fire.id, decided.outcome, Some(&decided.detail))?;
+    // The fire that makes the failures reach the bound pauses it now, not
+    // the next one.
+    if let Some(limit) = schedule.settings.pause_after_failures.filter(|_| decided.outcome == "failed") {
+        let failed = failed_in_a_row(store, &schedule.name, None)?;
+        if failed >= limit as usize {
+            let why = format!("its last {failed} fires failed (pause_after_failures: {limit})");
+            store.set_schedule_paused(&schedule.name, Some(&why))?;
+        }
+    }
     Ok(store.fire(fire.id)?)
 }
 
@@ -395,7 +404,10 @@ impl FireResult {
 /// fires count neither way.
 pub fn failed_in_a_row(store: &Store, name: &str, this: Option<i64>) -> Result<usize, ScheduleError> {
     let mut failed = 0;
-    for fire in store.fires(name, 64)?.into_iter().filter(|f| Some(f.id) != this) {
+    // Fires before the schedule was last resumed are behind it.
+    let resumed = store.schedule_resumed_at(name)?;
+    let since_resumed = |fire: &FireRow| resumed.as_deref().is_none_or(|at| fire.fired_at.as_str() > at);
+    for fire in store.fires(name, 64)?.into_iter().filter(|f| Some(f.id) != this).take_while(since_resumed) {
         match FireResult::of(&fire) {
             FireResult::Failed => failed += 1,
             FireResult::Skipped => {}

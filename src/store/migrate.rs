@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0023_fire_firer_process.sql"),
     include_str!("migrations/0024_sandbox_allows.sql"),
     include_str!("migrations/0025_fire_precheck_process.sql"),
+    include_str!("migrations/0026_schedule_resumed_at.sql"),
 ];
 
 /// The schema version this binary writes.

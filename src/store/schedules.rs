@@ -217,12 +217,24 @@ impl Store {
                 "UPDATE schedules SET paused_at = coalesce(paused_at, ?2), paused_why = ?3 WHERE name = ?1",
                 params![name, now, why],
             ),
-            None => tx.execute("UPDATE schedules SET paused_at = NULL, paused_why = NULL WHERE name = ?1", [name]),
+            None => tx.execute(
+                "UPDATE schedules SET paused_at = NULL, paused_why = NULL, resumed_at = ?2 WHERE name = ?1",
+                params![name, now],
+            ),
         })?;
         if changed == 0 {
             return Err(StoreError::UnknownSchedule(name.to_string()));
         }
         self.schedule(name)
+    }
+
+    /// When schedule `name` was last resumed, if it was.
+    pub fn schedule_resumed_at(&self, name: &str) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT resumed_at FROM schedules WHERE name = ?1")
+            .and_then(|mut stmt| stmt.query_row([name], |r| r.get::<_, Option<String>>(0)).optional())
+            .doing("reading when a schedule was resumed")
+            .map(Option::flatten)
     }
 
     /// The slot of the schedule's latest fire, if it fired: its due time,
