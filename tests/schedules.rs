@@ -802,3 +802,30 @@ fn a_schedule_paused_after_failures_pauses_at_once_and_resumes_afresh() {
     assert_eq!(json_at(&env, 0, &["schedule", "run-now", "flaky"])["outcome"], "failed");
     assert!(!paused(&env), "resumed, the old failures no longer count");
 }
+
+/// A typo in a global preset's `schedule:` (or a YAML slip) keeps the
+/// schedule it had, with its fires; fixed, it goes on where it was.
+#[test]
+fn a_preset_that_cannot_be_read_keeps_its_schedule_and_history() {
+    let env = Env::new();
+    let global = env.home.join("presets");
+    std::fs::create_dir_all(&global).unwrap();
+    let file = global.join("tick.md");
+    let text = format!(
+        "---\nname: tick\ndescription: t\nagent: command\ncommand: [{}, \"0\"]\nschedule:\n  every: 1h\n  task: t\n  cwd: {}\n---\n",
+        fake_agent("exit-with"),
+        env.project.display()
+    );
+    std::fs::write(&file, &text).unwrap();
+    let fire = json_at(&env, 0, &["schedule", "run-now", "tick"]);
+    assert_eq!(fire["outcome"], "launched", "{fire:#}");
+    for broken in [text.replace("  every: 1h", "  every: 1h\n  evry: 2h"), text.replace("task: t", "task: [t")] {
+        std::fs::write(&file, broken).unwrap();
+        let out = env.corral(&["schedule", "ls"]);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("tick"), "the schedule was dropped: {out:?}");
+        assert_eq!(fires(&env, "tick").len(), 1, "its history was dropped");
+    }
+    std::fs::write(&file, &text).unwrap();
+    env.ok(&["schedule", "ls"]);
+    assert_eq!(fires(&env, "tick").len(), 1, "fixed, it has the fires it had");
+}

@@ -137,7 +137,9 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         }
     }
     // What is written, as bound: never Corral's own data or settings.
-    let private = [canonical(view.corral_home), canonical(view.corral_config)];
+    let mut private = vec![canonical(view.corral_home), canonical(view.corral_config)];
+    // One folder under CORRAL_HOME: hidden once (each mount costs ~0.1 ms).
+    private.dedup();
     let worktrees = canonical(view.worktrees);
     let mut written: Vec<PathBuf> = Vec::new();
     for place in &sandbox.write {
@@ -263,9 +265,11 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             }
         }
     }
-    // What was made for the sandbox is read-only once all is bound in it.
-    let made = private.iter().map(PathBuf::as_path).chain([Path::new("/run")]);
-    for dir in made.chain(hides_cgroups.then_some(cgroups)) {
+    // Corral's folders, made for the sandbox, are read-only once all is
+    // bound in them: a write there is refused, not kept in memory. (The
+    // sandbox's own empty `/run` and cgroup folder may stay writable: what
+    // is written there is the sandbox's, and gone with it.)
+    for dir in &private {
         args.push_os(["--remount-ro".into(), dir.into()]);
     }
     if sandbox.network != Network::All {

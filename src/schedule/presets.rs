@@ -64,7 +64,11 @@ pub fn sync(store: &mut Store) -> Result<Vec<String>, StoreError> {
             PresetSchedulePut::Changed | PresetSchedulePut::Same => {}
         }
     }
-    store.remove_preset_schedules_except(&keep)?;
+    // A preset that cannot be read now (a YAML slip, a key mistyped) keeps
+    // its schedule, fires and items, as it keeps a `schedule:` it cannot
+    // read: fixed, the schedule goes on where it was.
+    let broken: Vec<&str> = set.problems.iter().map(|p| p.path.as_str()).collect();
+    store.remove_preset_schedules_except(&keep, &broken)?;
     Ok(problems)
 }
 

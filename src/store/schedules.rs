@@ -177,17 +177,27 @@ impl Store {
     }
 
     /// Removes the schedules of presets that no longer define one (their
-    /// file gone, or its `schedule:`): every preset schedule not in `keep`.
-    pub fn remove_preset_schedules_except(&mut self, keep: &[String]) -> Result<Vec<String>, StoreError> {
-        let held: Vec<String> = {
+    /// file gone, or its `schedule:`): every preset schedule not in `keep`,
+    /// but those of the files in `unreadable` (a file that cannot be read
+    /// now says nothing of its schedule).
+    pub fn remove_preset_schedules_except(
+        &mut self,
+        keep: &[String],
+        unreadable: &[&str],
+    ) -> Result<Vec<String>, StoreError> {
+        let held: Vec<(String, String)> = {
             let mut stmt = self
                 .conn()
-                .prepare_cached("SELECT name FROM schedules WHERE source IS NOT NULL")
+                .prepare_cached("SELECT name, source FROM schedules WHERE source IS NOT NULL")
                 .doing("listing presets' schedules")?;
-            let rows = stmt.query_map([], |r| r.get(0)).doing("listing presets' schedules")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).doing("listing presets' schedules")?;
             rows.collect::<Result<_, _>>().doing("listing presets' schedules")?
         };
-        let gone: Vec<String> = held.into_iter().filter(|name| !keep.contains(name)).collect();
+        let gone: Vec<String> = held
+            .into_iter()
+            .filter(|(name, source)| !keep.contains(name) && !unreadable.contains(&source.as_str()))
+            .map(|(name, _)| name)
+            .collect();
         if !gone.is_empty() {
             self.write("removing presets' schedules", |tx| {
                 for name in &gone {
