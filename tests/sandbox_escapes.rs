@@ -664,3 +664,22 @@ open("notes.txt", "w").write("\x1b]52;c;cm0gLXJmIH4K\x07 looks harmless\n")
     let piped = env.ok(&["diff", &id]);
     assert!(piped.contains("\x1b]52"), "piped, the patch is as git wrote it");
 }
+
+/// The sandbox's `/tmp` is its own even where its agent's program lies in
+/// a folder of the host's `/tmp`: that folder is shown, never `/tmp`.
+#[test]
+fn a_program_in_the_hosts_tmp_shows_its_folder_not_tmp() {
+    let env = Env::new();
+    let marker = std::env::temp_dir().join(format!("corral-host-tmp-{}", std::process::id()));
+    std::fs::write(&marker, "the host's").unwrap();
+    let tool = tempfile::tempdir().unwrap();
+    let program = tool.path().join("agent.sh");
+    std::fs::write(&program, format!("#!/bin/sh\ncat {} 2>/dev/null || echo unseen\n", marker.display())).unwrap();
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    env.command_preset_with("tmpish", &[program.to_str().unwrap()], "sandbox: {network: none}\n");
+    let id = env.launch("tmpish", "x");
+    let run = env.wait_end(&id);
+    let _ = std::fs::remove_file(&marker);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["final_text"], "unseen", "the host's /tmp was shown: {run:#}");
+}

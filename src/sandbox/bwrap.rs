@@ -127,7 +127,10 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         // user's home.
         let target = std::fs::canonicalize(program).unwrap_or_default();
         let dirs = program.parent().into_iter().chain(target.ancestors().skip(1).take(2));
-        program_dirs.extend(dirs.filter(|d| d.parent().is_some() && !home.starts_with(d)).map(canonical));
+        // Nor `/tmp`, `/run` or a folder above them: a program in
+        // `/tmp/x/` shows `/tmp/x`, never the host's `/tmp`.
+        let too_wide = |d: &Path| home.starts_with(d) || REPLACED.iter().any(|r| Path::new(r).starts_with(d));
+        program_dirs.extend(dirs.map(canonical).filter(|d| d.parent().is_some() && !too_wide(d)));
     }
     read.extend(program_dirs.iter().cloned());
     read.push(canonical(view.cwd));
