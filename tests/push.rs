@@ -241,3 +241,33 @@ fn a_short_push_key_is_made_anew() {
         std::fs::read(&key)
     );
 }
+
+/// A sender with a server that refuses every push, after a run it followed
+/// ended, tries again a little later each time: it neither spins nor posts
+/// in a loop, and sends the push once the server is back.
+#[test]
+fn a_refused_push_is_tried_again_later_not_in_a_loop() {
+    let ntfy = Ntfy::start();
+    ntfy.set_down(true);
+    let env = pushing_env(&ntfy);
+    env.command_preset("broken", &["false"]);
+    let _listener = Listener::start(&env);
+    assert!(eventually(LIMIT, || env.home.join("push.key").exists()), "the listener is up");
+    // A run that ends (a process the sender followed, gone) and fails (a push).
+    let failed = env.launch("broken", "x");
+    env.wait_end(&failed);
+    let store = env.store();
+    assert!(eventually(LIMIT, || store.push_trouble().unwrap().is_some()), "the failed send is kept");
+    let before = ntfy.connections();
+    let watched = std::time::Instant::now();
+    while watched.elapsed() < Duration::from_secs(4) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let tried = ntfy.connections() - before;
+    assert!(tried <= 8, "{tried} connections in 4 s: the sender posts in a loop");
+    ntfy.set_down(false);
+    let title = format!("✗ broken ({failed}) failed");
+    let sent =
+        || ntfy.messages("phone").iter().filter(|m| m.body["title"].as_str().unwrap().starts_with(&title)).count();
+    assert!(eventually(LIMIT, || sent() == 1), "sent once the server is back");
+}

@@ -95,7 +95,7 @@ fn test(home: &Home, timeout: Duration, out: &mut impl Write) -> anyhow::Result<
     // behind this one's).
     let since = (chrono::Utc::now().timestamp() - 10).to_string();
     let sent = Instant::now();
-    channel.publish(&message)?;
+    channel.publish(&message, false).map_err(|failed| failed.error)?;
     writeln!(
         out,
         "sent; waiting up to {}s for its answer ({})",

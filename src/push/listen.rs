@@ -19,8 +19,9 @@ use crate::queue::ShepherdCommand;
 use crate::store::{Store, StoreError};
 use crate::watch::Watcher;
 
-/// How soon a push the server did not take is tried again, at the latest.
-const SEND_AGAIN: Duration = Duration::from_secs(5);
+/// The longest the sender waits before it looks at the pushes again while
+/// one waits to be sent (one given back, or one a dead sender claimed).
+const CLAIM_CHECK: Duration = Duration::from_secs(60);
 /// Longest wait before following the answers again after a failure.
 const MOST_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -200,11 +201,12 @@ fn send_pushes(home: &Home, channel: &Channel, config: &PushConfig, secret: &[u8
             let mut store = crate::heal::open_healed(home, &shepherd)?;
             let mut watcher = Watcher::new(&store)?;
             loop {
+                // A followed process that ended is healed for, once: the
+                // watcher would otherwise say "changed" at once, for ever.
+                watcher.heal_if_due(&mut store, &shepherd)?;
                 outbox::gather(&mut store, config, secret, &since)?;
                 outbox::send(&mut store, channel)?;
-                let waiting = store.push_trouble()?.is_some();
-                let deadline = waiting.then(|| Instant::now() + SEND_AGAIN);
-                watcher.changed_before(&store, deadline)?;
+                watcher.changed_before(&store, next_try(&store)?)?;
             }
         })();
         if let Err(e) = worked {
@@ -212,6 +214,16 @@ fn send_pushes(home: &Home, channel: &Channel, config: &PushConfig, secret: &[u8
         }
         std::thread::sleep(Duration::from_secs(5));
     }
+}
+
+/// When the sender next has a push to try again (a claim a dead sender
+/// left stands [`CLAIM_CHECK`] at most).
+fn next_try(store: &Store) -> Result<Option<Instant>, ListenError> {
+    let Some(at) = store.next_push_try()?.and_then(|at| crate::time::parse(&at)) else {
+        return Ok(store.push_trouble()?.map(|_| Instant::now() + CLAIM_CHECK));
+    };
+    let wait = (at - crate::time::now()).to_std().unwrap_or_default();
+    Ok(Some(Instant::now() + wait.min(CLAIM_CHECK)))
 }
 
 /// `corral push listen`'s work: both halves, for ever.

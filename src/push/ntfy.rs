@@ -17,6 +17,16 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// longer than this is a dead connection, opened again.
 const SILENCE: Duration = Duration::from_secs(120);
 
+/// A push not published, and whether the phone took it (then only the
+/// webhook failed).
+#[derive(Debug)]
+pub struct NotPublished {
+    /// What failed.
+    pub error: PushError,
+    /// The phone has it: the webhook alone is left to send it to.
+    pub phone_took: bool,
+}
+
 /// Why a push or a subscription failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
@@ -77,10 +87,11 @@ impl Channel {
     }
 
     /// Sends `message` (`{title, message, actions: [{label, answer}]}`) to
-    /// the topic and the webhook. The ntfy message's buttons publish their
-    /// answer on the reply topic.
-    pub fn publish(&self, message: &Value) -> Result<(), PushError> {
-        if let Some((server, topic)) = &self.ntfy {
+    /// the topic and the webhook (`webhook_only`: the webhook alone, the
+    /// phone having it). The ntfy message's buttons publish their answer on
+    /// the reply topic.
+    pub fn publish(&self, message: &Value, webhook_only: bool) -> Result<(), NotPublished> {
+        if let Some((server, topic)) = self.ntfy.as_ref().filter(|_| !webhook_only) {
             let reply = format!("{server}/{topic}-answers");
             let actions: Vec<Value> = message["actions"]
                 .as_array()
@@ -94,10 +105,13 @@ impl Channel {
             let body = json!({"topic": topic, "title": message["title"], "message": message["message"],
                 "tags": message["tags"], "priority": message["priority"], "actions": actions});
             let url = format!("{server}/");
-            self.post(&url, &body, "publishing to")?;
+            self.post(&url, &body, "publishing to").map_err(|error| NotPublished { error, phone_took: false })?;
         }
         if let Some(url) = &self.webhook {
-            self.post(url, message, "posting to the webhook")?;
+            // The phone has it (or there is none): a webhook that fails gets
+            // it again, the phone does not.
+            self.post(url, message, "posting to the webhook")
+                .map_err(|error| NotPublished { error, phone_took: true })?;
         }
         Ok(())
     }

@@ -107,17 +107,22 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
     Ok(new)
 }
 
-/// Sends every push not sent yet; one the server did not take is given
-/// back (sent again at the next call). Returns how many were sent.
+/// Sends every push not sent yet whose try is due; one the server did not
+/// take is given back, tried again a little later each time (one the phone
+/// took and the webhook did not goes again to the webhook alone). Returns
+/// how many were sent.
 pub fn send(store: &mut Store, channel: &Channel) -> Result<usize, StoreError> {
     let mut sent = 0;
-    for (key, body) in store.claim_unsent_pushes()? {
-        let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        match channel.publish(&message) {
-            Ok(()) => sent += 1,
-            Err(e) => {
-                tracing::warn!("push {key} not sent, sent again later: {e}");
-                store.push_not_sent(&key, &e.to_string())?;
+    for push in store.claim_unsent_pushes()? {
+        let message: Value = serde_json::from_str(&push.body).unwrap_or(Value::Null);
+        match channel.publish(&message, push.webhook_only) {
+            Ok(()) => {
+                store.push_sent(&push.key)?;
+                sent += 1;
+            }
+            Err(failed) => {
+                tracing::warn!("push {} not sent, sent again later: {}", push.key, failed.error);
+                store.push_not_sent(&push.key, &failed.error.to_string(), failed.phone_took)?;
             }
         }
     }

@@ -20,29 +20,59 @@ impl Store {
         })
     }
 
-    /// Claims every push not sent yet (oldest first): they are this
-    /// process's to send, and [`Store::push_not_sent`] gives one back.
-    pub fn claim_unsent_pushes(&mut self) -> Result<Vec<(String, String)>, StoreError> {
-        let now = time::format(time::now());
+    /// Claims every push not sent yet whose next try is due (oldest
+    /// first): this process's to send, until it says it was sent
+    /// ([`Store::push_sent`]) or gives it back ([`Store::push_not_sent`]);
+    /// a claim a dead sender left is taken again after [`CLAIM_STANDS`].
+    pub fn claim_unsent_pushes(&mut self) -> Result<Vec<UnsentPush>, StoreError> {
+        let now = time::now();
+        let (at, stale) = (time::format(now), time::format(now - chrono::Duration::seconds(CLAIM_STANDS)));
         self.write("claiming pushes to send", |tx| {
-            let claimed: Vec<(String, String)> = tx
-                .prepare("SELECT key, body FROM pushes WHERE sent_at IS NULL ORDER BY created_at")?
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            let due = "sent_at IS NULL AND (next_try_at IS NULL OR next_try_at <= ?1) \
+                       AND (claimed_at IS NULL OR claimed_at < ?2)";
+            let claimed: Vec<UnsentPush> = tx
+                .prepare(&format!("SELECT key, body, webhook_only FROM pushes WHERE {due} ORDER BY created_at"))?
+                .query_map(params![at, stale], |r| {
+                    Ok(UnsentPush { key: r.get(0)?, body: r.get(1)?, webhook_only: r.get(2)? })
+                })?
                 .collect::<Result<_, _>>()?;
-            tx.execute("UPDATE pushes SET sent_at = ?1 WHERE sent_at IS NULL", [now])?;
+            tx.execute(&format!("UPDATE pushes SET claimed_at = ?1 WHERE {due}"), params![at, stale])?;
             Ok(claimed)
         })
     }
 
-    /// A claimed push the server did not take: sent again later.
-    pub fn push_not_sent(&mut self, key: &str, trouble: &str) -> Result<(), StoreError> {
+    /// A claimed push the server took.
+    pub fn push_sent(&mut self, key: &str) -> Result<(), StoreError> {
+        let now = time::format(time::now());
+        self.write("recording a push sent", |tx| {
+            tx.execute("UPDATE pushes SET sent_at = ?2, claimed_at = NULL WHERE key = ?1", params![key, now])?;
+            Ok(())
+        })
+    }
+
+    /// A claimed push the server did not take (or, `webhook_only`, that the
+    /// phone took and the webhook did not): tried again later, a little
+    /// longer after each failure (1 s, 2 s, 4 s, … at most 10 min).
+    pub fn push_not_sent(&mut self, key: &str, trouble: &str, webhook_only: bool) -> Result<(), StoreError> {
+        let now = time::now();
         self.write("giving back a push", |tx| {
+            let tries: i64 = tx.query_row("SELECT tries FROM pushes WHERE key = ?1", [key], |r| r.get(0))?;
+            let wait = (1i64 << tries.clamp(0, 10)).min(MOST_BETWEEN_TRIES);
+            let next = time::format(now + chrono::Duration::seconds(wait));
             tx.execute(
-                "UPDATE pushes SET sent_at = NULL, tries = tries + 1, trouble = ?2 WHERE key = ?1",
-                params![key, trouble],
+                "UPDATE pushes SET claimed_at = NULL, tries = tries + 1, trouble = ?2, next_try_at = ?3, \
+                 webhook_only = ?4 WHERE key = ?1",
+                params![key, trouble, next, webhook_only],
             )?;
             Ok(())
         })
+    }
+
+    /// When the next push given back is due, if one is.
+    pub fn next_push_try(&self) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .query_row("SELECT min(next_try_at) FROM pushes WHERE sent_at IS NULL", [], |r| r.get(0))
+            .doing("reading when a push is tried again")
     }
 
     /// Records the answer to push `key`: true if this is the first, false
@@ -73,4 +103,22 @@ impl Store {
                 _ => None,
             })
     }
+}
+
+/// How long a sender's claim on a push stands before another takes it (a
+/// sender that died mid-send).
+const CLAIM_STANDS: i64 = 60;
+
+/// The longest wait between two tries of a push, in seconds.
+const MOST_BETWEEN_TRIES: i64 = 600;
+
+/// A push claimed to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsentPush {
+    /// Its key.
+    pub key: String,
+    /// The message, as JSON.
+    pub body: String,
+    /// The phone took it: the webhook alone is left.
+    pub webhook_only: bool,
 }

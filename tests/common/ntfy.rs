@@ -29,6 +29,8 @@ struct State {
     arrived: Condvar,
     down: AtomicBool,
     next: AtomicU64,
+    /// Connections made to it, whatever they asked.
+    connections: AtomicU64,
 }
 
 /// The running fixture; it stops with the test process.
@@ -80,6 +82,12 @@ impl Ntfy {
         message
     }
 
+    /// How many connections were made to it.
+    #[allow(dead_code)]
+    pub fn connections(&self) -> u64 {
+        self.state.connections.load(Ordering::SeqCst)
+    }
+
     /// Takes the server down (connections refused, followers cut) or
     /// brings it back.
     pub fn set_down(&self, down: bool) {
@@ -89,6 +97,7 @@ impl Ntfy {
 }
 
 fn serve(mut stream: TcpStream, state: &Arc<State>) {
+    state.connections.fetch_add(1, Ordering::SeqCst);
     if state.down.load(Ordering::SeqCst) {
         return; // closed at once, as a server that is down
     }
