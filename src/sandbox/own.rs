@@ -105,7 +105,7 @@ fn copy_folder(from: &Path, to: &Path, history: &[PathBuf]) -> io::Result<()> {
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let path = entry.path();
-        if history.iter().any(|h| *h == path) {
+        if history.contains(&path) {
             continue;
         }
         let target = to.join(entry.file_name());
