@@ -140,7 +140,14 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     // Inside a parent's worktree, project presets are those of the folder
     // it mirrors (a worktree has no untracked `.corral/` of its own).
     let presets_from = parent.as_ref().and_then(|p| p.folder_launched_for(&cwd)).unwrap_or_else(|| cwd.clone());
-    let presets = preset::discover(&Roots::new(store.home(), Some(&presets_from)));
+    // A preset's own `schedule:` launches that preset, the global one: the
+    // repository it works in does not decide what runs (its prompt, its
+    // `sandbox: none`).
+    let project = match &request.fire {
+        Some((fire, _)) if store.schedule(&store.fire(*fire)?.schedule)?.source.is_some() => None,
+        _ => Some(presets_from.as_path()),
+    };
+    let presets = preset::discover(&Roots::new(store.home(), project));
     let preset = presets.get(&request.preset)?;
     for warning in &preset.warnings {
         tracing::warn!("preset {} ({}): {warning}", preset.name, preset.path);

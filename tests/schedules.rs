@@ -829,3 +829,22 @@ fn a_preset_that_cannot_be_read_keeps_its_schedule_and_history() {
     env.ok(&["schedule", "ls"]);
     assert_eq!(fires(&env, "tick").len(), 1, "fixed, it has the fires it had");
 }
+
+/// A global preset's `schedule:` launches that preset: a same-named preset
+/// of the repository its runs work in (trusted or not) does not replace it.
+#[test]
+fn a_presets_schedule_runs_the_global_preset_not_the_repositorys() {
+    let env = Env::new();
+    let global = env.home.join("presets");
+    std::fs::create_dir_all(&global).unwrap();
+    let text = format!(
+        "---\nname: tick\ndescription: t\nagent: command\ncommand: [sh, -c, 'echo global']\nschedule:\n  every: 1h\n  task: t\n  cwd: {}\n---\n",
+        env.project.display()
+    );
+    std::fs::write(global.join("tick.md"), text).unwrap();
+    // The repository's own `tick`, trusted: still not the schedule's.
+    env.command_preset_with("tick", &["sh", "-c", "echo the repository's"], "sandbox: none\n");
+    let fire = json_at(&env, 0, &["schedule", "run-now", "tick"]);
+    let run = env.wait_end(fire["runs"][0]["id"].as_str().unwrap());
+    assert_eq!(run["final_text"], "global", "{run:#}");
+}
