@@ -848,3 +848,41 @@ fn a_presets_schedule_runs_the_global_preset_not_the_repositorys() {
     let run = env.wait_end(fire["runs"][0]["id"].as_str().unwrap());
     assert_eq!(run["final_text"], "global", "{run:#}");
 }
+
+/// A precheck's output past its 64 KiB bound: the line cut there is no
+/// item; and what it printed reaches the terminal as text, never as an
+/// escape sequence (a screen clear, a clipboard write).
+#[test]
+fn a_prechecks_cut_line_is_no_item_and_its_words_are_shown_not_sent() {
+    let env = Env::new();
+    env.config("max_parallel = 20\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    // A whole line, then one longer than what is kept: cut, it is no item.
+    let list = env.project.join("many.txt");
+    std::fs::write(&list, format!("first\n{}\n", "a".repeat(70 << 10))).unwrap();
+    let precheck = format!("cat {}", list.display());
+    let args =
+        ["schedule", "add", "many", "--preset", "quick", "--every", "1h", "--precheck", &precheck, "--each", "{item}"];
+    env.ok(&args);
+    let fire = json_at(&env, 0, &["schedule", "run-now", "many"]);
+    assert_eq!(fire["runs"].as_array().unwrap().len(), 1, "{fire:#}");
+    let items = env.store().schedule_items("many").unwrap();
+    assert_eq!(items.into_iter().collect::<Vec<_>>(), vec!["first".to_string()], "a cut line was taken as an item");
+    // A precheck that refuses with an escape sequence in its words.
+    let noisy = "printf '\\033[2J\\033]52;c;aGk=\\007nothing to do'; exit 3";
+    env.ok(&[
+        "schedule",
+        "add",
+        "noisy",
+        "--preset",
+        "quick",
+        "--every",
+        "1h",
+        "--precheck",
+        &format!("sh -c \"{noisy}\""),
+        "t",
+    ]);
+    json_at(&env, 0, &["schedule", "run-now", "noisy"]);
+    let shown = env.ok(&["schedule", "show", "noisy"]);
+    assert!(shown.contains("nothing to do") && !shown.contains('\x1b'), "{shown:?}");
+}

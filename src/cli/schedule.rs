@@ -352,7 +352,7 @@ fn show(store: &Store, name: &str, count: usize, json: bool, out: &mut impl Writ
     let s = &schedule.settings;
     writeln!(out, "schedule  {}", schedule.name)?;
     writeln!(out, "preset    {}", s.preset)?;
-    writeln!(out, "task      {}", s.task)?;
+    writeln!(out, "task      {}", super::table::printable(&s.task))?;
     match &s.host {
         Some(host) => writeln!(out, "folder    {} on host {host}", s.cwd)?,
         None => writeln!(out, "folder    {}", s.cwd)?,
@@ -407,7 +407,14 @@ fn fire_line(fire: &FireRow) -> String {
         })
         .collect();
     let runs = if runs.is_empty() { String::new() } else { format!(" [{}]", runs.join(", ")) };
-    let detail = fire.detail.as_deref().filter(|d| !d.is_empty()).map(|d| format!(": {d}")).unwrap_or_default();
+    // What a precheck printed is the program's: shown, never sent to the
+    // terminal as it is (a screen clear, a clipboard write).
+    let detail = fire
+        .detail
+        .as_deref()
+        .filter(|d| !d.is_empty())
+        .map(|d| format!(": {}", super::table::printable(d)))
+        .unwrap_or_default();
     format!("{} {} {}{late} {}{detail}{runs}", mark(fire), fire.schedule, fire.due_at, fire.outcome)
 }
 

@@ -75,9 +75,15 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
             let Some(mut pipe) = pipe else { return kept };
             // Read to the end (a full pipe must not stall it), keep the head.
             let mut chunk = [0u8; 8192];
+            let mut cut = false;
             while let Ok(n @ 1..) = pipe.read(&mut chunk) {
                 let room = OUTPUT_MAX.saturating_sub(kept.len());
+                cut |= n > room;
                 kept.extend_from_slice(&chunk[..n.min(room)]);
+            }
+            // A line cut at the bound is not an item: only whole lines are.
+            if cut {
+                kept.truncate(kept.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1));
             }
             kept
         })
