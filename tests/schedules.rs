@@ -886,3 +886,30 @@ fn a_prechecks_cut_line_is_no_item_and_its_words_are_shown_not_sent() {
     let shown = env.ok(&["schedule", "show", "noisy"]);
     assert!(shown.contains("nothing to do") && !shown.contains('\x1b'), "{shown:?}");
 }
+
+/// `--budget-per-day` is shared by a fire's runs (one per item), and what
+/// the schedule's runs still going may spend is theirs: three runs never
+/// get the whole day each.
+#[test]
+fn a_days_budget_is_shared_by_a_fires_runs() {
+    let env = Env::new();
+    env.config("max_parallel = 20\n");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    let args = ["schedule", "add", "fanout", "--preset", "spend", "--every", "1h", "--budget-per-day", "$1"];
+    let mut all = args.to_vec();
+    all.extend(["--precheck", "printf 'a\\nb\\nc\\n'", "--each", "--overlap", "allow", "work {item}"]);
+    env.ok(&all);
+    let fire = json_at(&env, 0, &["schedule", "run-now", "fanout"]);
+    let runs: Vec<String> =
+        fire["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(runs.len(), 3, "{fire:#}");
+    let given: f64 = runs.iter().map(|id| env.show(id)["budget"]["usd"].as_f64().unwrap_or(f64::MAX)).sum();
+    assert!(given <= 1.0 + 1e-9, "the runs of one fire were given ${given:.2} of a $1 day");
+    // A second fire while they hold the day: nothing is left to give.
+    let next = json_at(&env, 0, &["schedule", "run-now", "fanout"]);
+    assert_eq!(next["outcome"], "skipped_budget", "{next:#}");
+    for id in &runs {
+        env.ok(&["abort", id]);
+    }
+}

@@ -241,10 +241,29 @@ fn decide(
                     ),
                 ));
             }
-            Some(crate::budget::Budget {
-                usd: daily.usd.map(|u| u - spent.usd),
-                tokens: daily.tokens.map(|t| t.saturating_sub(spent.tokens)),
-            })
+            // What the schedule's runs still going may yet spend is theirs:
+            // only the rest is this fire's.
+            let (mut held_usd, mut held_tokens) = (0.0, 0u64);
+            for id in &active {
+                let (Some(given), run) = (store.budget_of(id)?, store.run(id)?) else { continue };
+                held_usd += given.usd.map_or(0.0, |u| (u - run.cost_usd.unwrap_or(0.0)).max(0.0));
+                held_tokens += given.tokens.map_or(0, |t| t.saturating_sub(run.usage.total()));
+            }
+            let left = crate::budget::Budget {
+                usd: daily.usd.map(|u| u - spent.usd - held_usd),
+                tokens: daily.tokens.map(|t| t.saturating_sub(spent.tokens).saturating_sub(held_tokens)),
+            };
+            if left.usd.is_some_and(|u| u <= 0.0) || left.tokens == Some(0) {
+                return Ok(Decided::skipped(
+                    "skipped_budget",
+                    format!(
+                        "its budget of {} a day is held by its runs still going: {}",
+                        daily.words(),
+                        active.join(", ")
+                    ),
+                ));
+            }
+            Some(left)
         }
     };
     let env = environment(store, name)?;
@@ -287,6 +306,12 @@ fn decide(
     let cap = room_this_hour.min(settings.max_runs_per_fire.map_or(usize::MAX, |m| m as usize));
     let left = items.len().saturating_sub(cap);
     items.truncate(cap);
+    // The day's budget left is shared by this fire's runs, never given
+    // whole to each.
+    let budget = budget.map(|left| {
+        let n = items.len().max(1);
+        crate::budget::Budget { usd: left.usd.map(|u| u / n as f64), tokens: left.tokens.map(|t| t / n as u64) }
+    });
     let mut runs = Vec::new();
     let mut errors = Vec::new();
     for item in items {
