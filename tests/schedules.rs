@@ -449,8 +449,9 @@ fn each_schedule_gets_a_systemd_timer_that_systemd_reads() {
     let out = env.corral(&["schedule", "add", "nightly", "--preset", "quick", "--cron", "0 3 * * *", "check"]);
     assert!(out.status.success(), "{out:?}");
     let units = env.user_home.join(".config/systemd/user");
-    let timer = std::fs::read_to_string(units.join("corral-schedule-nightly.timer")).unwrap();
-    let service = std::fs::read_to_string(units.join("corral-schedule-nightly.service")).unwrap();
+    let unit = |kind: &str| unit_file(&units, "nightly", kind).unwrap();
+    let timer = std::fs::read_to_string(unit("timer")).unwrap();
+    let service = std::fs::read_to_string(unit("service")).unwrap();
     assert_eq!(timer.matches("OnCalendar=").count(), 20, "{timer}");
     assert!(timer.contains("Persistent=true"));
     assert!(service.contains("schedule fire nightly"), "{service}");
@@ -459,8 +460,8 @@ fn each_schedule_gets_a_systemd_timer_that_systemd_reads() {
     // systemd running).
     let verify = Command::new("systemd-analyze")
         .arg("verify")
-        .arg(units.join("corral-schedule-nightly.timer"))
-        .arg(units.join("corral-schedule-nightly.service"))
+        .arg(unit("timer"))
+        .arg(unit("service"))
         .output()
         .expect("systemd-analyze (Debian's systemd package) is installed by ./scripts/setup.sh test");
     assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stderr));
@@ -474,8 +475,50 @@ fn each_schedule_gets_a_systemd_timer_that_systemd_reads() {
     // The fire wrote the timer's next slots from its own time.
     assert_eq!(ok_at(&env, 24 * 3600, &["schedule", "timers"]).trim(), "the timers are up to date");
     env.ok(&["schedule", "rm", "nightly"]);
-    assert!(!units.join("corral-schedule-nightly.timer").exists());
+    assert!(unit_file(&units, "nightly", "timer").is_none());
     assert!(all_runs_ended(&env));
+}
+
+/// The unit file of kind `kind` for schedule `escaped` (as systemd names
+/// it) of whichever installation, if there is one.
+fn unit_file(units: &std::path::Path, escaped: &str, kind: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(units).ok()?.flatten().map(|e| e.path()).find(|p| {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        name.starts_with("corral-schedule-") && name.ends_with(&format!("-{escaped}.{kind}"))
+    })
+}
+
+/// A schedule's timer is a unit systemd takes whatever the preset's name
+/// (`c++fix%h`: escaped, its `%` never a specifier), and two installations
+/// (`CORRAL_HOME`) of one user keep each their own timers.
+#[test]
+fn timers_take_any_name_and_each_installation_keeps_its_own() {
+    let first = Env::new();
+    first.config("[schedules]\nsystemd_timers = true\n");
+    let global = first.home.join("presets");
+    std::fs::create_dir_all(&global).unwrap();
+    let text = format!(
+        "---\nname: c++fix%h\ndescription: t\nagent: command\ncommand: [{}, \"0\"]\nschedule:\n  every: 1h\n  task: t\n  cwd: {}\n---\n",
+        fake_agent("exit-with"),
+        first.project.display()
+    );
+    std::fs::write(global.join("c++fix%h.md"), text).unwrap();
+    first.ok(&["schedule", "timers"]);
+    let units = first.user_home.join(".config/systemd/user");
+    let timer = unit_file(&units, "c\\x2b\\x2bfix\\x25h", "timer").expect("an escaped unit name");
+    let service = unit_file(&units, "c\\x2b\\x2bfix\\x25h", "service").unwrap();
+    let verify = Command::new("systemd-analyze").arg("verify").arg(&timer).arg(&service).output().unwrap();
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stderr));
+    let exec = std::fs::read_to_string(&service).unwrap();
+    assert!(exec.contains("schedule fire \"c++fix%%h\""), "{exec}");
+    // Another installation of the same user keeps its timers beside.
+    let second = Env::new();
+    second.config("[schedules]\nsystemd_timers = true\n");
+    second.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let mut add = second.command(&["schedule", "add", "other", "--preset", "quick", "--every", "1h", "t"]);
+    assert!(add.env("HOME", &first.user_home).output().unwrap().status.success());
+    assert!(timer.exists(), "the second installation removed the first's timer");
+    assert!(unit_file(&units, "other", "timer").is_some());
 }
 
 #[test]

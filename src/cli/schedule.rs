@@ -166,7 +166,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
 /// given (else only trouble, on stderr).
 fn keep_timers(store: &Store, out: Option<&mut dyn Write>) -> anyhow::Result<()> {
     let corral = std::env::current_exe()?;
-    let kept = schedule::timers::keep(&schedule::all(store)?, &corral)?;
+    let kept = schedule::timers::keep(&schedule::all(store)?, &corral, store.home())?;
     if let Some(out) = out {
         for file in &kept.written {
             writeln!(out, "wrote {}", file.display())?;

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::Schedule;
+use crate::home::Home;
 use crate::time::Timestamp;
 
 /// How many slots ahead a timer lists.
@@ -29,7 +30,8 @@ pub fn units_dir() -> Option<PathBuf> {
 
 /// The unit files of `schedule`: the service, the timer.
 pub fn units(schedule: &Schedule, corral: &Path, now: Timestamp) -> (String, String) {
-    let name = &schedule.name;
+    // Said in a unit file, a `%` would be one of systemd's specifiers.
+    let name = &schedule.name.replace('%', "%%");
     let mut env = String::new();
     // The timer's firer must read the same store, in the same time zone.
     for key in ["CORRAL_HOME", "TZ"] {
@@ -40,8 +42,9 @@ pub fn units(schedule: &Schedule, corral: &Path, now: Timestamp) -> (String, Str
     let service = format!(
         "# Written by Corral for schedule {name}; `corral schedule timers` writes it again.\n\
          [Unit]\nDescription=Corral schedule {name}: fire it if a slot is due\n\n\
-         [Service]\nType=oneshot\n{env}ExecStart={} schedule fire {name}\n",
-        quoted(&corral.to_string_lossy())
+         [Service]\nType=oneshot\n{env}ExecStart={} schedule fire {}\n",
+        quoted(&corral.to_string_lossy()),
+        quoted(&schedule.name)
     );
     let mut slots = String::new();
     let created = schedule.created();
@@ -75,40 +78,91 @@ pub struct Kept {
 /// Writes the timers of `schedules` (those whose files changed) and
 /// removes Corral's timers of schedules not among them, then tells the
 /// user's systemd (reload, enable and start the timers).
-pub fn keep(schedules: &[Schedule], corral: &Path) -> io::Result<Kept> {
+pub fn keep(schedules: &[Schedule], corral: &Path, home: &Home) -> io::Result<Kept> {
     let dir = units_dir().ok_or_else(|| io::Error::other("no home folder to keep systemd units in"))?;
     std::fs::create_dir_all(&dir)?;
     let mut kept = Kept::default();
     let now = super::now();
+    let prefix = prefix_of(home);
     for schedule in schedules {
         let (service, timer) = units(schedule, corral, now);
-        for (file, text) in
-            [(unit(&dir, &schedule.name, "service"), service), (unit(&dir, &schedule.name, "timer"), timer)]
-        {
+        for (file, text) in [
+            (unit(&dir, &prefix, &schedule.name, "service"), service),
+            (unit(&dir, &prefix, &schedule.name, "timer"), timer),
+        ] {
             if std::fs::read_to_string(&file).ok().as_deref() != Some(text.as_str()) {
                 write_atomically(&file, &text)?;
                 kept.written.push(file);
             }
         }
     }
+    // Only this installation's: another `CORRAL_HOME`'s timers are its own.
+    let ours = format!("{}={}", crate::home::HOME_ENV, home.data_dir().display());
     for entry in std::fs::read_dir(&dir)?.flatten() {
         let file_name = entry.file_name();
-        let Some(name) = file_name.to_str().and_then(|f| f.strip_prefix(PREFIX)) else { continue };
-        let Some(schedule) = name.strip_suffix(".timer").or_else(|| name.strip_suffix(".service")) else { continue };
-        if !schedules.iter().any(|s| s.name == schedule) {
+        let Some(file) = file_name.to_str() else { continue };
+        let Some(unit_name) = file.strip_suffix(".timer").or_else(|| file.strip_suffix(".service")) else { continue };
+        let gone = match unit_name.strip_prefix(&prefix) {
+            Some(escaped) => !schedules.iter().any(|s| escape(&s.name) == escaped),
+            // A unit an earlier Corral wrote (no installation in its name)
+            // is this one's if it names this installation's store.
+            None => {
+                unit_name.starts_with(PREFIX)
+                    && !unit_name[PREFIX.len()..].contains('-')
+                    && names_home(&entry.path(), &ours, home.env_value().is_none())
+            }
+        };
+        if gone {
             std::fs::remove_file(entry.path())?;
             kept.removed.push(entry.path());
         }
     }
     if !kept.written.is_empty() || !kept.removed.is_empty() {
-        let timers: Vec<String> = schedules.iter().map(|s| format!("{PREFIX}{}.timer", s.name)).collect();
+        let timers: Vec<String> = schedules.iter().map(|s| format!("{prefix}{}.timer", escape(&s.name))).collect();
         kept.not_loaded = load(&timers).err();
     }
     Ok(kept)
 }
 
-fn unit(dir: &Path, name: &str, kind: &str) -> PathBuf {
-    dir.join(format!("{PREFIX}{name}.{kind}"))
+/// The start of this installation's unit names: Corral's, then 8 hex
+/// digits of its data folder's path, so two installations (`CORRAL_HOME`)
+/// keep their own timers.
+fn prefix_of(home: &Home) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(home.data_dir().as_os_str().as_encoded_bytes());
+    let short: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    format!("{PREFIX}{short}-")
+}
+
+/// Whether the unit file at `path` is for the installation `ours`
+/// (`CORRAL_HOME=…`), or names none and this is the default one.
+fn names_home(path: &Path, ours: &str, default: bool) -> bool {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    match text.lines().find(|l| l.contains(crate::home::HOME_ENV)) {
+        Some(line) => line.contains(ours),
+        None => default,
+    }
+}
+
+fn unit(dir: &Path, prefix: &str, name: &str, kind: &str) -> PathBuf {
+    dir.join(format!("{prefix}{}.{kind}", escape(name)))
+}
+
+/// A schedule's name as a unit name may hold it: what systemd does not
+/// take (`+`, `%`, a space, …) written as `\xNN`, as `systemd-escape` does.
+fn escape(name: &str) -> String {
+    let mut escaped = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b':' | b'_' | b'.' | b'-'
+                if !(byte == b'.' && escaped.is_empty()) =>
+            {
+                escaped.push(byte as char)
+            }
+            _ => escaped.push_str(&format!("\\x{byte:02x}")),
+        }
+    }
+    escaped
 }
 
 /// `systemctl --user daemon-reload`, then enables and starts `timers`.
