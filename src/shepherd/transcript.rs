@@ -44,7 +44,10 @@ impl TranscriptBudget {
         for event in events.drain(..) {
             let size = event_bytes(&event);
             let vital = matches!(event.kind, EventKind::Error | EventKind::System) && size <= VITAL_MAX;
-            if self.kept + size <= max || vital {
+            // Once the cap is reached, nothing more is kept (but how the run
+            // ended): a later, smaller event that would still fit is not
+            // kept after the note that says nothing is.
+            if (!self.said && self.kept + size <= max) || vital {
                 self.kept += size;
                 kept.push(event);
                 continue;
@@ -134,6 +137,22 @@ mod tests {
 
     fn output(text: &str) -> TranscriptEvent {
         TranscriptEvent::text(EventKind::Output, text)
+    }
+
+    /// After the note that says nothing more is kept, a smaller event
+    /// that would still fit is not kept either (the note stays the end).
+    #[test]
+    fn nothing_is_kept_after_the_cap_is_said() {
+        let mut budget = TranscriptBudget::new(Some(10), 0, false);
+        let mut events = vec![output("1234"), output("this one is too long"), output("ab")];
+        budget.admit(&mut events);
+        let texts: Vec<&str> = events.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(texts[1].contains("cap of 10 B"), "{texts:?}");
+        let mut later = vec![output("c")];
+        budget.admit(&mut later);
+        assert!(later.is_empty());
+        assert_eq!(budget.take_dropped().events, 3);
     }
 
     #[test]
