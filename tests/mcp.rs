@@ -417,3 +417,29 @@ fn a_wait_cancelled_by_the_client_gives_the_slot_back_at_once() {
     std::fs::write(&files[2].1, "").unwrap();
     assert!(freed, "a wait the client cancelled is still registered: run {lead} holds no slot while its agent works");
 }
+
+/// Where systemd timers fire the schedules, one added over MCP gets its
+/// timer, as one added with `corral schedule add` does.
+#[tokio::test(flavor = "current_thread")]
+async fn a_schedule_added_over_mcp_gets_its_systemd_timer() {
+    let env = Env::new();
+    env.config("[schedules]\nsystemd_timers = true\n");
+    env.command_preset("alpha", &[&fake_agent("child"), "alpha-result"]);
+    let client = connect(&env, None).await;
+    let (error, added) = call(
+        &client,
+        "add_schedule",
+        json!({"name": "nightly", "preset": "alpha", "task": "check", "cron": "0 3 * * *", "cwd": env.project}),
+    )
+    .await;
+    assert!(!error, "{added}");
+    client.cancel().await.unwrap();
+    let units = env.user_home.join(".config/systemd/user");
+    let timers: Vec<String> = std::fs::read_dir(&units)
+        .map(|dir| dir.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(timers.iter().any(|t| t.ends_with("-nightly.timer")), "no timer: {timers:?}");
+    let service = timers.iter().find(|t| t.ends_with("-nightly.service")).expect("its service");
+    let text = std::fs::read_to_string(units.join(service)).unwrap();
+    assert!(text.contains("schedule fire nightly"), "{text}");
+}

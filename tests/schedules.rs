@@ -956,3 +956,123 @@ fn a_days_budget_is_shared_by_a_fires_runs() {
         env.ok(&["abort", id]);
     }
 }
+
+/// A precheck that says it started (a file of its own in `dir`), waits for
+/// `dir/go`, then prints `lines`.
+fn gated_precheck(dir: &std::path::Path, lines: &str) -> String {
+    format!(
+        "sh -c 'd={}; touch \"$d/started.$$\"; while [ ! -e \"$d/go\" ]; do sleep 0.02; done; printf \"{lines}\"'",
+        dir.display()
+    )
+}
+
+/// `cmd` started, its output read when it is waited for.
+fn spawned(mut cmd: Command) -> std::process::Child {
+    cmd.stdout(std::process::Stdio::piped()).spawn().unwrap()
+}
+
+fn started(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("started."))
+        .count()
+}
+
+#[test]
+fn two_fires_at_once_launch_as_the_overlap_and_items_say() {
+    let env = Env::new();
+    env.config("max_parallel = 20\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    let gate = env.project.join("gate");
+    std::fs::create_dir(&gate).unwrap();
+
+    // `overlap: skip`: a fire in its precheck counts as running.
+    let precheck = gated_precheck(&gate, "ok\\n");
+    env.ok(&["schedule", "add", "guard", "--preset", "slow", "--every", "1h", "--precheck", &precheck, "work"]);
+    let first = spawned(at(&env, 0, &["schedule", "run-now", "guard", "--json"]));
+    assert!(eventually(Duration::from_secs(10), || started(&gate) == 1), "the first fire's precheck runs");
+    let mut second = spawned(at(&env, 0, &["schedule", "run-now", "guard", "--json"]));
+    // The second decides at once; before, it ran its own precheck beside
+    // the first and waited in it.
+    let decided = eventually(Duration::from_secs(10), || second.try_wait().unwrap().is_some());
+    std::fs::write(gate.join("go"), "").unwrap();
+    let outcomes: Vec<String> = [first, second]
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            let fire: Value = serde_json::from_slice(&out.stdout).unwrap();
+            fire["outcome"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert!(decided, "the second fire ran its precheck while the first was in its own");
+    assert_eq!(outcomes, ["launched", "skipped_overlap"]);
+    assert_eq!(runs(&env).len(), 1, "two fires at once under `overlap: skip`");
+
+    // `overlap: allow` with `each`: two fires listing the same items at
+    // once work on each item once.
+    std::fs::remove_file(gate.join("go")).unwrap();
+    for entry in std::fs::read_dir(&gate).unwrap().flatten() {
+        std::fs::remove_file(entry.path()).unwrap();
+    }
+    let precheck = gated_precheck(&gate, "a\\nb\\nc\\n");
+    let args = ["schedule", "add", "triage", "--preset", "slow", "--every", "1h", "--overlap", "allow"];
+    let mut all = args.to_vec();
+    all.extend(["--precheck", &precheck, "--each", "issue {item}"]);
+    env.ok(&all);
+    let fires: Vec<_> = (0..2).map(|_| spawned(at(&env, 0, &["schedule", "run-now", "triage", "--json"]))).collect();
+    assert!(eventually(Duration::from_secs(10), || started(&gate) == 2), "both prechecks run");
+    std::fs::write(gate.join("go"), "").unwrap();
+    for child in fires {
+        assert!(child.wait_with_output().unwrap().status.success());
+    }
+    let mut tasks: Vec<String> = runs(&env)
+        .iter()
+        .map(|r| r["task"].as_str().unwrap().to_string())
+        .filter(|t| t.starts_with("issue "))
+        .collect();
+    tasks.sort();
+    assert_eq!(tasks, ["issue a", "issue b", "issue c"], "each item once");
+    std::fs::write(&release, "").unwrap();
+    assert!(all_runs_ended(&env));
+}
+
+#[test]
+fn a_queued_fire_goes_when_its_turn_comes_with_no_firer_running() {
+    let env = Env::new();
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.ok(&["schedule", "add", "queuer", "--preset", "slow", "--every", "10s", "--overlap", "queue", "work"]);
+    assert_eq!(json_at(&env, 11, &["schedule", "fire", "queuer"])["outcome"], "launched");
+    assert_eq!(json_at(&env, 21, &["schedule", "fire", "queuer"])["outcome"], "queued");
+    // Only timers fire here: the run's end is what lets the queued fire go.
+    std::fs::write(&release, "").unwrap();
+    let went = eventually(Duration::from_secs(20), || outcomes(&env, "queuer") == ["launched", "launched"]);
+    assert!(went, "{:?}", outcomes(&env, "queuer"));
+    assert!(eventually(Duration::from_secs(20), || runs(&env).len() == 2));
+    assert!(all_runs_ended(&env));
+}
+
+/// A fire queued for hours counts in the hour its runs start in, not the
+/// hour it was queued in: `max_runs_per_hour` holds across it.
+#[test]
+fn a_queued_fires_runs_count_in_the_hour_they_start() {
+    let env = Env::new();
+    env.config("max_parallel = 20\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    let args = ["schedule", "add", "hourly", "--preset", "slow", "--every", "1h", "--overlap", "queue"];
+    let mut all = args.to_vec();
+    all.extend(["--max-runs-per-hour", "2", "work"]);
+    env.ok(&all);
+    // Five hours on, a run; a fire queued behind it from hours before.
+    assert_eq!(json_at(&env, 5 * 3600, &["schedule", "run-now", "hourly"])["outcome"], "launched");
+    assert_eq!(json_at(&env, 3601, &["schedule", "run-now", "hourly"])["outcome"], "queued");
+    std::fs::write(&release, "").unwrap();
+    assert!(eventually(Duration::from_secs(20), || runs(&env).len() == 2), "the queued fire goes");
+    assert!(all_runs_ended(&env));
+    // Two runs started this hour: a third is one too many.
+    let third = json_at(&env, 5 * 3600 + 1, &["schedule", "run-now", "hourly"]);
+    assert_eq!(third["outcome"], "skipped_limit", "{third:#}");
+}

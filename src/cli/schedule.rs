@@ -150,23 +150,24 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     }
     // A fire whose firer died is shown as it ended, never as running.
     schedule::settle_orphans(store)?;
-    let changes = matches!(
-        args.action,
-        Action::Add(_) | Action::Rm { .. } | Action::Fire { .. } | Action::RunNow { .. } | Action::Resume { .. }
-    );
     let code = act(store, args.action, shepherd, out)?;
-    // The timers follow what changed, when they are asked for.
-    if changes && corral::config::Config::load(store.home())?.systemd_timers {
-        keep_timers(store, None)?;
+    // The timers follow what changed (a preset's schedule taken up above
+    // too), when they are asked for.
+    if let Some(kept) = schedule::timers::follow(store, &shepherd.program)? {
+        said_timers(&kept, None)?;
     }
     Ok(code)
 }
 
-/// Writes the schedules' systemd timers, saying what it did to `out` if
-/// given (else only trouble, on stderr).
-fn keep_timers(store: &Store, out: Option<&mut dyn Write>) -> anyhow::Result<()> {
-    let corral = std::env::current_exe()?;
-    let kept = schedule::timers::keep(&schedule::all(store)?, &corral, store.home())?;
+/// Writes the schedules' systemd timers, saying what it did to `out`.
+fn keep_timers(store: &Store, shepherd: &ShepherdCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    let kept = schedule::timers::keep(&schedule::all(store)?, &shepherd.program, store.home())?;
+    said_timers(&kept, Some(out))
+}
+
+/// Says what keeping the timers did to `out` if given (else only trouble,
+/// on stderr).
+fn said_timers(kept: &schedule::timers::Kept, out: Option<&mut dyn Write>) -> anyhow::Result<()> {
     if let Some(out) = out {
         for file in &kept.written {
             writeln!(out, "wrote {}", file.display())?;
@@ -211,7 +212,7 @@ fn act(store: &mut Store, action: Action, shepherd: &ShepherdCommand, out: &mut 
             let fire = schedule::run_now(store, &name, shepherd)?;
             print_fire(&fire, json, out)
         }
-        Action::Fire { name, json } => match schedule::fire_due(store, &name, "fire", shepherd)? {
+        Action::Fire { name, json } => match fire(store, &name, shepherd)? {
             Some(fire) => print_fire(&fire, json, out),
             None if json => {
                 writeln!(out, "null")?;
@@ -223,7 +224,7 @@ fn act(store: &mut Store, action: Action, shepherd: &ShepherdCommand, out: &mut 
             }
         },
         Action::Timers => {
-            keep_timers(store, Some(out))?;
+            keep_timers(store, shepherd, out)?;
             Ok(0)
         }
         Action::Run => {
@@ -391,6 +392,14 @@ fn print_fire(fire: &FireRow, json: bool, out: &mut impl Write) -> anyhow::Resul
 }
 
 /// One fire in a line: when it was due, how late, what came of it.
+/// What a timer's `schedule fire NAME` does: the fires queued behind runs
+/// that ended go first (with only timers firing, nothing else takes them
+/// up), then the slot due, if one is.
+fn fire(store: &mut Store, name: &str, shepherd: &ShepherdCommand) -> anyhow::Result<Option<FireRow>> {
+    let queued = schedule::fire_queued(store, name, "fire", shepherd)?;
+    Ok(schedule::fire_due(store, name, "fire", shepherd)?.or(queued.into_iter().last()))
+}
+
 fn fire_line(fire: &FireRow) -> String {
     let late = match fire.late_ms {
         ms if ms >= 1000 => {

@@ -19,10 +19,11 @@ impl CorralTools {
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn list_schedules(&self) -> CallToolResult {
-        self.with_store(|store, _| {
+        self.with_store(|store, shepherd| {
             // Presets' schedules as their files say now (problems are the
-            // firer's to say).
+            // firer's to say), their timers with them.
             schedule::presets::sync(store)?;
+            schedule::timers::follow(store, &shepherd.program)?;
             schedule::settle_orphans(store)?;
             let mut values = Vec::new();
             for schedule in schedule::all(store)? {
@@ -43,7 +44,7 @@ impl CorralTools {
         )
     )]
     async fn add_schedule(&self, Parameters(args): Parameters<AddScheduleArgs>) -> CallToolResult {
-        self.with_store(move |store, _| {
+        self.with_store(move |store, shepherd| {
             let when =
                 When::choose(args.cron.as_deref(), args.every.as_deref(), args.at.as_deref(), ["cron", "every", "at"])
                     .map_err(schedule::ScheduleError::from)?;
@@ -73,6 +74,8 @@ impl CorralTools {
                 keep: Keep::default(),
             };
             let added = schedule::add(store, &args.name, &settings, std::env::vars_os())?;
+            // Its timer, where timers fire the schedules.
+            schedule::timers::follow(store, &shepherd.program)?;
             Ok(json_result(&added))
         })
         .await
@@ -88,7 +91,12 @@ impl CorralTools {
         )
     )]
     async fn run_schedule_now(&self, Parameters(args): Parameters<ScheduleArgs>) -> CallToolResult {
-        self.with_store(move |store, shepherd| Ok(json_result(&schedule::run_now(store, &args.name, shepherd)?))).await
+        self.with_store(move |store, shepherd| {
+            let fire = schedule::run_now(store, &args.name, shepherd)?;
+            schedule::timers::follow(store, &shepherd.program)?;
+            Ok(json_result(&fire))
+        })
+        .await
     }
 
     #[tool(
@@ -108,7 +116,12 @@ impl CorralTools {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn resume_schedule(&self, Parameters(args): Parameters<ScheduleArgs>) -> CallToolResult {
-        self.with_store(move |store, _| Ok(json_result(&schedule::resume(store, &args.name)?))).await
+        self.with_store(move |store, shepherd| {
+            let resumed = schedule::resume(store, &args.name)?;
+            schedule::timers::follow(store, &shepherd.program)?;
+            Ok(json_result(&resumed))
+        })
+        .await
     }
 }
 

@@ -51,8 +51,20 @@ pub fn fire_due(
         Some((time::format(slot), late, when.local_of(slot).map(|l| l.format("%Y-%m-%dT%H:%M:%S").to_string())))
     })?;
     match claimed {
-        Some(fire) => carry_out(store, &schedule, fire, shepherd, true).map(Some),
+        Some(fire) => {
+            let fire = carry_out(store, &schedule, fire, shepherd, true)?;
+            then_the_queued(store, name, firer, shepherd);
+            Ok(Some(fire))
+        }
         None => Ok(None),
+    }
+}
+
+/// After a fire: the fires queued behind it go now if it left nothing
+/// running (a fire that launched nothing; one whose runs ended at once).
+fn then_the_queued(store: &mut Store, name: &str, firer: &str, shepherd: &ShepherdCommand) {
+    if let Err(e) = fire_queued(store, name, firer, shepherd) {
+        tracing::warn!(schedule = name, "cannot carry out the fires queued behind this one: {e}");
     }
 }
 
@@ -65,7 +77,9 @@ pub fn run_now(store: &mut Store, name: &str, shepherd: &ShepherdCommand) -> Res
     let Some(fire) = claimed else {
         return Err(ScheduleError::Invalid(format!("schedule '{name}' fired this very millisecond: try again")));
     };
-    carry_out(store, &schedule, fire, shepherd, false)
+    let fire = carry_out(store, &schedule, fire, shepherd, false)?;
+    then_the_queued(store, name, "run-now", shepherd);
+    Ok(fire)
 }
 
 /// Carries out the fires of schedule `name` that waited for the runs of the
@@ -81,12 +95,28 @@ pub fn fire_queued(
         if !store.schedule_active_runs(name)?.is_empty() {
             break;
         }
-        if store.take_queued_fire(fire.id, firer)? {
+        if store.take_queued_fire(fire.id, firer, &time::format(super::now()))? {
             let schedule = get(store, name)?;
+            let fire = store.fire(fire.id)?;
             fired.push(carry_out(store, &schedule, fire, shepherd, true)?);
         }
     }
     Ok(fired)
+}
+
+/// Carries out the queued fires of the schedule that launched run
+/// `run_id`, now that it ended: what its shepherd does last, so a queued
+/// fire goes when its turn comes even with no firer running (only
+/// systemd timers).
+pub fn fire_queued_after(
+    store: &mut Store,
+    run_id: &str,
+    shepherd: &ShepherdCommand,
+) -> Result<Vec<FireRow>, ScheduleError> {
+    match store.schedule_of_run(run_id)? {
+        Some(name) => fire_queued(store, &name, &format!("after {run_id}"), shepherd),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Settles the fires that their firer left `firing` and can no longer
@@ -117,6 +147,7 @@ pub fn settle_orphans(store: &mut Store) -> Result<Vec<FireRow>, ScheduleError> 
             n => ("launched", format!("{who} ended after launching {n} run(s), before it finished")),
         };
         if store.settle_fire(fire.id, outcome, &detail)? {
+            store.release_unlaunched_items(fire.id)?;
             // What the dead firer left running stops with its fire.
             let (precheck, cgroup) = store.fire_precheck(fire.id)?;
             precheck::stop_left(precheck, cgroup.as_deref());
@@ -198,13 +229,18 @@ fn decide(
         }
     }
     let active = store.schedule_active_runs(name)?;
-    if !active.is_empty() {
-        let runs = active.join(", ");
+    // A fire still in its precheck or launching has runs to come: it
+    // counts as running, or two fires at once would both launch.
+    let firing = store.earlier_firing(name, fire.id)?;
+    if !active.is_empty() || !firing.is_empty() {
+        let what = match (active.is_empty(), firing.first()) {
+            (false, _) => format!("the last fire's runs still run: {}", active.join(", ")),
+            (true, Some(before)) => format!("fire {before} is still being carried out"),
+            (true, None) => unreachable!("one of them is not empty"),
+        };
         match settings.overlap {
-            Overlap::Skip => {
-                return Ok(Decided::skipped("skipped_overlap", format!("the last fire's runs still run: {runs}")))
-            }
-            Overlap::Queue => return Ok(Decided::skipped("queued", format!("waits for {runs} to end"))),
+            Overlap::Skip => return Ok(Decided::skipped("skipped_overlap", what)),
+            Overlap::Queue => return Ok(Decided::skipped("queued", format!("waits: {what}"))),
             Overlap::Allow => {}
         }
     }
@@ -273,6 +309,8 @@ fn decide(
         None => PathBuf::from(&settings.cwd),
     };
     let cwd = here.as_path();
+    let cap = room_this_hour.min(settings.max_runs_per_fire.map_or(usize::MAX, |m| m as usize));
+    let mut left = 0;
     let mut items: Vec<Option<String>> = match &settings.precheck {
         None => vec![None],
         Some(check) => {
@@ -284,27 +322,29 @@ fn decide(
             }) {
                 Checked::Nothing(why) => return Ok(Decided::skipped("skipped_precheck", why)),
                 Checked::Work(lines) if check.each => {
-                    let known = store.schedule_items(name)?;
-                    let mut new: Vec<Option<String>> = Vec::new();
+                    let mut new: Vec<String> = Vec::new();
                     for line in lines {
-                        if !known.contains(&line) && !new.iter().any(|n| n.as_deref() == Some(&line)) {
-                            new.push(Some(line));
+                        if !new.contains(&line) {
+                            new.push(line);
                         }
                     }
-                    if new.is_empty() {
+                    // Claimed in one write: a fire beside this one, listing
+                    // the same items, gets the others.
+                    let (claimed, beyond) = store.claim_items(fire.id, &new, cap)?;
+                    if claimed.is_empty() {
                         return Ok(Decided::skipped(
                             "skipped_nothing_new",
                             "every item the precheck listed was worked on",
                         ));
                     }
-                    new
+                    left = beyond;
+                    claimed.into_iter().map(Some).collect()
                 }
                 Checked::Work(_) => vec![None],
             }
         }
     };
-    let cap = room_this_hour.min(settings.max_runs_per_fire.map_or(usize::MAX, |m| m as usize));
-    let left = items.len().saturating_sub(cap);
+    let left = left.max(items.len().saturating_sub(cap));
     items.truncate(cap);
     // The day's budget left is shared by this fire's runs, never given
     // whole to each.
@@ -355,6 +395,10 @@ fn decide(
             detail.push_str("; ");
         }
         detail.push_str(&format!("cannot launch: {first}"));
+    }
+    if !errors.is_empty() {
+        // Items whose run could not be launched are a later fire's.
+        store.release_unlaunched_items(fire.id)?;
     }
     let outcome = if runs.is_empty() { "failed" } else { "launched" };
     Ok(Decided { outcome, detail, runs })

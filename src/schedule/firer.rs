@@ -51,6 +51,11 @@ pub fn round(store: &mut Store, firer: &str, shepherd: &ShepherdCommand) -> Resu
             round.next_due = Some(round.next_due.map_or(next, |n| n.min(next)));
         }
     }
+    // Where timers fire too, theirs follow what this round took up and
+    // fired (a preset's new `schedule:`).
+    if let Err(e) = super::timers::follow(store, &shepherd.program) {
+        round.errors.push(("timers".to_string(), e));
+    }
     Ok(round)
 }
 

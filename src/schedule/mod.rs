@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use crate::store::{ScheduleRow, Store, StoreError};
 use crate::time::{self, Timestamp};
-pub use fire::{failed_in_a_row, fire_due, fire_queued, run_now, settle_orphans, FireResult};
+pub use fire::{failed_in_a_row, fire_due, fire_queued, fire_queued_after, run_now, settle_orphans, FireResult};
 pub use when::{When, WhenError};
 
 /// Why a schedule cannot be made, read or fired.
@@ -63,6 +63,9 @@ pub enum ScheduleError {
          do it in your own terminal"
     )]
     InsideSandbox(String),
+    /// The systemd timers could not be written.
+    #[error("cannot write the schedules' systemd timers: {0}")]
+    Timers(std::io::Error),
 }
 
 /// What to do when a fire is due while the runs of the last one still run.

@@ -14,8 +14,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::Schedule;
+use super::{Schedule, ScheduleError};
 use crate::home::Home;
+use crate::store::Store;
 use crate::time::Timestamp;
 
 /// How many slots ahead a timer lists.
@@ -73,6 +74,17 @@ pub struct Kept {
     /// Why the user's systemd was not told, if it was not (none running
     /// for this user, say): the files are there for its next start.
     pub not_loaded: Option<String>,
+}
+
+/// Keeps every schedule's timer in step with the store, when config.toml
+/// asks for timers (`None` when it does not): what every way of adding,
+/// changing or firing a schedule does after (the CLI, MCP, a firer taking
+/// up a preset's `schedule:`). `corral` is the CLI the timers run.
+pub fn follow(store: &Store, corral: &Path) -> Result<Option<Kept>, ScheduleError> {
+    if !crate::config::Config::load(store.home())?.systemd_timers {
+        return Ok(None);
+    }
+    keep(&super::all(store)?, corral, store.home()).map(Some).map_err(ScheduleError::Timers)
 }
 
 /// Writes the timers of `schedules` (those whose files changed) and

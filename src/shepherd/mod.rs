@@ -104,7 +104,7 @@ pub fn shepherd(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
 fn shepherd_with(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), ShepherdError> {
     let supervised = supervise_run(home, run_id, store);
     // Even a shepherd that failed has freed its slot.
-    let handed_on = hand_on_slot(home);
+    let handed_on = hand_on_slot(home, run_id);
     supervised.and(handed_on)
 }
 
@@ -444,14 +444,19 @@ fn end_unstarted(
     Ok(())
 }
 
-/// Starts the next queued runs now that this run's slot is free. The
+/// Starts the next queued runs now that this run's slot is free, and the
+/// fires queued behind it. The
 /// subreaper flag goes first: the new shepherds must not become ours.
-fn hand_on_slot(home: &Home) -> Result<(), ShepherdError> {
+fn hand_on_slot(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     process::set_child_subreaper(false).doing("leaving child subreaper")?;
     let config = Config::load(home)?;
     let shepherd = ShepherdCommand::current_exe().doing("finding the corral executable")?;
     let mut store = Store::open(home)?;
     crate::queue::start_queued(&mut store, &config, &shepherd)?;
+    // A fire of its schedule queued behind this run goes now, firer or not.
+    if let Err(e) = crate::schedule::fire_queued_after(&mut store, run_id, &shepherd) {
+        tracing::warn!(run = run_id, "cannot carry out the fires queued behind this run: {e}");
+    }
     // Its run ended and its slot handed on, nothing waits for this
     // shepherd: a good time to keep the WAL short for the next opener.
     if let Err(e) = store.checkpoint_idle() {

@@ -7,8 +7,6 @@
 //! it. The settings are kept as the schedule module's JSON; this file
 //! knows rows, not their meaning.
 
-use std::collections::HashSet;
-
 use rusqlite::{params, OptionalExtension};
 
 use super::{Doing, Store, StoreError};
@@ -294,14 +292,17 @@ impl Store {
     }
 
     /// Takes a fire that waited for the one before it (`overlap: queue`)
-    /// for this firer: true if this process took it.
-    pub fn take_queued_fire(&mut self, id: i64, firer: &str) -> Result<bool, StoreError> {
+    /// for this firer at `now`: true if this process took it (no other fire
+    /// of its schedule is being carried out: that one decides first).
+    pub fn take_queued_fire(&mut self, id: i64, firer: &str, now: &str) -> Result<bool, StoreError> {
         let (pid, start) = self.me();
         let taken = self.write("taking a queued fire", |tx| {
+            // It fires now: its runs count in the hour they start in.
             tx.execute(
-                "UPDATE fires SET outcome = 'firing', firer = ?2, firer_pid = ?3, firer_start = ?4
-                 WHERE id = ?1 AND outcome = 'queued'",
-                params![id, firer, pid, start],
+                "UPDATE fires SET outcome = 'firing', firer = ?2, firer_pid = ?3, firer_start = ?4, fired_at = ?5
+                 WHERE id = ?1 AND outcome = 'queued' AND NOT EXISTS
+                   (SELECT 1 FROM fires other WHERE other.schedule = fires.schedule AND other.outcome = 'firing')",
+                params![id, firer, pid, start, now],
             )
         })?;
         Ok(taken == 1)
@@ -455,8 +456,81 @@ impl Store {
         rows.collect::<Result<_, _>>().doing("reading a schedule's active runs")
     }
 
-    /// The precheck items schedule `name` already worked on.
-    pub fn schedule_items(&self, name: &str) -> Result<HashSet<String>, StoreError> {
+    /// The fires of schedule `name` before fire `id` that are still being
+    /// carried out (in their precheck, or launching): a fire decides after
+    /// them, never beside them.
+    pub fn earlier_firing(&self, name: &str, id: i64) -> Result<Vec<i64>, StoreError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT id FROM fires WHERE schedule = ?1 AND outcome = 'firing' AND id < ?2 ORDER BY id")
+            .doing("reading a schedule's fires being carried out")?;
+        let rows =
+            stmt.query_map(params![name, id], |r| r.get(0)).doing("reading a schedule's fires being carried out")?;
+        rows.collect::<Result<_, _>>().doing("reading a schedule's fires being carried out")
+    }
+
+    /// Claims for fire `id` the first `cap` of `candidates` that no fire of
+    /// its schedule worked on or holds, in one transaction: of two fires
+    /// listing the same items at once, each item goes to one. Returns the
+    /// items claimed, and how many more were free beyond `cap`.
+    pub fn claim_items(
+        &mut self,
+        id: i64,
+        candidates: &[String],
+        cap: usize,
+    ) -> Result<(Vec<String>, usize), StoreError> {
+        self.write("claiming a fire's items", |tx| {
+            let mut claimed = Vec::new();
+            let mut beyond = 0;
+            for item in candidates {
+                let free: bool = tx.query_row(
+                    "SELECT NOT EXISTS (SELECT 1 FROM schedule_items i JOIN fires f ON f.schedule = i.schedule
+                     WHERE f.id = ?1 AND i.item = ?2)",
+                    params![id, item],
+                    |r| r.get(0),
+                )?;
+                if !free {
+                    continue;
+                }
+                if claimed.len() == cap {
+                    beyond += 1;
+                    continue;
+                }
+                tx.execute(
+                    "INSERT INTO schedule_items (schedule, item, fire) SELECT schedule, ?2, id FROM fires WHERE id = ?1",
+                    params![id, item],
+                )?;
+                claimed.push(item.clone());
+            }
+            Ok((claimed, beyond))
+        })
+    }
+
+    /// Gives back the items fire `id` claimed but launched no run for (its
+    /// launch failed, or its firer died first): a later fire works on them.
+    pub fn release_unlaunched_items(&mut self, id: i64) -> Result<(), StoreError> {
+        self.write("giving back a fire's items", |tx| {
+            tx.execute(
+                "DELETE FROM schedule_items WHERE fire = ?1 AND item NOT IN
+                   (SELECT item FROM fire_runs WHERE fire = ?1 AND item IS NOT NULL)",
+                [id],
+            )
+        })
+        .map(drop)
+    }
+
+    /// The schedule whose fire launched run `run_id`, if one did.
+    pub fn schedule_of_run(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .prepare_cached(
+                "SELECT fires.schedule FROM fire_runs f JOIN fires ON fires.id = f.fire WHERE f.run_id = ?1",
+            )
+            .and_then(|mut stmt| stmt.query_row([run_id], |r| r.get(0)).optional())
+            .doing("reading the schedule of a run")
+    }
+
+    /// The precheck items schedule `name` worked on, or its fires hold.
+    pub fn schedule_items(&self, name: &str) -> Result<std::collections::HashSet<String>, StoreError> {
         let mut stmt = self
             .conn()
             .prepare_cached("SELECT item FROM schedule_items WHERE schedule = ?1")
