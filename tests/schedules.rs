@@ -357,7 +357,17 @@ fn a_daylight_saving_jump_fires_once_on_the_day() {
         ny(&mut cmd);
         serde_json::from_slice::<Value>(&cmd.output().unwrap().stdout).unwrap()
     };
+    let next_twice = |utc: &str| {
+        let mut cmd = at(&env, offset(utc), &["schedule", "show", "twice", "--json"]);
+        ny(&mut cmd);
+        let shown: Value = serde_json::from_slice(&cmd.output().unwrap().stdout).unwrap();
+        shown["next_fire"].as_str().unwrap().to_string()
+    };
+    // Announced (and written in a timer) for when it fires: the first face.
+    assert_eq!(next_twice("2027-11-06T12:00:00Z"), "2027-11-07T05:30:00.000Z");
     assert_eq!(fire_twice("2027-11-07T05:45:00Z")["due_at"], "2027-11-07T05:30:00.000Z");
+    // Between the faces, the next fire is the next day's, not the second face.
+    assert_eq!(next_twice("2027-11-07T05:45:00Z"), "2027-11-08T06:30:00.000Z");
     assert_eq!(fire_twice("2027-11-07T06:45:00Z"), Value::Null, "01:30 EST is the same slot's second face");
     assert!(all_runs_ended(&env));
 }

@@ -209,8 +209,24 @@ impl When {
         match self {
             When::Cron(_) | When::At(_) => {
                 let cron = self.cron_expr()?;
-                let t = Local.from_utc_datetime(&t.naive_utc()).trunc_subsecs(0);
-                Some(cron.find_next_occurrence(&t, false).ok()?.to_utc())
+                let mut from = Local.from_utc_datetime(&t.naive_utc()).trunc_subsecs(0);
+                // A wall-clock time that happens twice (the night clocks go
+                // back) is one slot, fired at its first face (as
+                // `latest_due` does): that face is announced, and the
+                // second face is never a next fire.
+                for _ in 0..3 {
+                    let next = cron.find_next_occurrence(&from, false).ok()?;
+                    // chrono gives the two faces in no order of time.
+                    let (first, second) = match Local.from_local_datetime(&next.naive_local()) {
+                        chrono::LocalResult::Ambiguous(a, b) => (a.min(b), a.max(b)),
+                        _ => return Some(next.to_utc()),
+                    };
+                    if first > from {
+                        return Some(first.to_utc());
+                    }
+                    from = second;
+                }
+                None
             }
             When::EverySecs(secs) => {
                 let anchor = created.trunc_subsecs(0);
