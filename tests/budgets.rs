@@ -195,3 +195,26 @@ fn a_cost_the_agent_does_not_report_is_estimated_and_an_unknown_model_is_said_ne
     assert!(text.contains("does not know the model mystery-model-9"), "{text}");
     env.ok(&["abort", &id]);
 }
+
+/// Claude Code says a turn's cost only at its end: a reply's turn (and any
+/// later turn) is priced live from its messages, added to what the earlier
+/// turns cost, and frozen at the budget like the first.
+#[test]
+fn a_later_turn_of_claude_code_is_priced_live_and_frozen_at_the_budget() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("claude", "conversing");
+    env.agent_preset("talk", "claude", "");
+    let log = env.project.join("turns.log");
+    let mut launch = env.command(&["launch", "--budget", "$1", "talk", "say hello"]);
+    let out = launch.env("CONVERSE_LOG", &log).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(env.wait_end(&id)["cost_usd"], 0.01);
+    env.ok(&["reply", &id, "now", "spend", "freely"]);
+    let paused = env.wait_run(&id, LIMIT, |r| r["status"] == "paused" || !r["exited_at"].is_null());
+    assert_eq!(paused["status"], "paused", "the reply's turn spent past its budget: {paused:#}");
+    assert_eq!(paused["pause_reason"], "budget", "{paused:#}");
+    assert!((1.0..=4.1).contains(&cost(&paused)), "frozen within a message of $1: {paused:#}");
+    env.ok(&["abort", &id]);
+}

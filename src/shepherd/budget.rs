@@ -43,7 +43,7 @@ impl Spending {
         }
         self.last = Some(now);
         let mut priced = report.clone();
-        let estimated = crate::price::complete(&mut priced, model);
+        let estimated = crate::price::complete(&mut priced, model) || priced.cost_estimated;
         store.record_spend(id, priced.usage, priced.cost_usd, estimated)?;
         let crossing = store.budget_crossed(id)?;
         let mut note = None;

@@ -128,7 +128,16 @@ impl Session {
         let mut now = self.frozen.clone().unwrap_or_else(|| self.adapter.report());
         now.denied.extend(self.refused.iter().map(|d| d.entry()));
         match &self.earlier {
-            Some(earlier) => earlier.then(&now, false),
+            Some(earlier) => {
+                // A later turn is priced on its own while it runs (Claude
+                // Code says a turn's cost only at its end), then added to
+                // what the earlier turns cost: else their cost stood for
+                // the whole run, and no budget was ever crossed.
+                if !self.adapter.usage_is_cumulative() && crate::price::complete(&mut now, self.launch.model.as_deref()) {
+                    now.cost_estimated = true;
+                }
+                earlier.then(&now, false)
+            }
             None => now,
         }
     }
