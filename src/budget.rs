@@ -47,6 +47,18 @@ pub struct BadBudget {
 }
 
 impl Budget {
+    /// The least of each limit of `self` and `other` (a limit only one
+    /// says is kept).
+    pub fn least(&self, other: &Budget) -> Budget {
+        fn least<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(if b < a { b } else { a }),
+                (a, b) => a.or(b),
+            }
+        }
+        Budget { usd: least(self.usd, other.usd), tokens: least(self.tokens, other.tokens) }
+    }
+
     /// True if nothing is limited.
     pub fn is_unlimited(&self) -> bool {
         self.usd.is_none() && self.tokens.is_none()

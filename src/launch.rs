@@ -93,6 +93,12 @@ pub enum LaunchError {
     #[error("{} is not a folder run {within}'s sandbox reads, so no run is launched there from inside it: \
              launch it from your own terminal", folder.display())]
     FolderHidden { folder: PathBuf, within: String },
+    /// The budget over the launching run is spent: work launched now
+    /// would spend past it before anyone was asked.
+    #[error(
+        "{words}, so no run is launched under it: the user is asked (`corral resume {owner} --budget +N` allows more)"
+    )]
+    BudgetSpent { owner: String, words: String },
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -137,6 +143,13 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         Some(id) => Some(store.find_run(id)?),
         None => crate::caller::caller_run(store)?.map(|id| store.run(&id)).transpose()?,
     };
+    // Under a budget already spent, nothing more starts: it would spend
+    // before anyone was asked (a lead fanning out after its crossing).
+    if let Some(parent) = &parent {
+        if let Some(crossing) = store.budget_crossed(&parent.id)? {
+            return Err(LaunchError::BudgetSpent { owner: crossing.owner.clone(), words: crossing.words(&parent.id) });
+        }
+    }
     // Inside a parent's worktree, project presets are those of the folder
     // it mirrors (a worktree has no untracked `.corral/` of its own).
     let presets_from = parent.as_ref().and_then(|p| p.folder_launched_for(&cwd)).unwrap_or_else(|| cwd.clone());

@@ -48,10 +48,16 @@ pub fn estimate(model: &str, usage: Usage) -> Option<f64> {
     Some(cost)
 }
 
-/// Gives `report` an estimated cost if the agent reported none but counted
-/// tokens, from the model it used (else the one asked for). Returns true if
+/// Gives `report` an estimated cost if the agent reported none (or $0) but
+/// counted tokens, from the model it used (else the one asked for). Returns true if
 /// the cost is an estimate.
 pub fn complete(report: &mut Report, asked_model: Option<&str>) -> bool {
+    // Tokens said to cost nothing are a price the agent does not know (pi
+    // with a custom provider that lists none), not a free run: a budget in
+    // dollars would never be reached.
+    if report.cost_usd == Some(0.0) && report.usage.total() > 0 {
+        report.cost_usd = None;
+    }
     if report.cost_usd.is_some() || report.usage.total() == 0 {
         return false;
     }

@@ -218,3 +218,67 @@ fn a_later_turn_of_claude_code_is_priced_live_and_frozen_at_the_budget() {
     assert!((1.0..=4.1).contains(&cost(&paused)), "frozen within a message of $1: {paused:#}");
     env.ok(&["abort", &id]);
 }
+
+/// Codex says what a turn spent only at the turn's end: said then, it is
+/// recorded at once (the runs it waits for see their parent's budget
+/// crossed and freeze), and its continuation is frozen before it spends,
+/// never started unasked.
+#[test]
+fn a_turns_spend_said_at_its_end_is_held_to_before_more_work() {
+    let env = spending_env("");
+    env.use_fake("codex", "codex-lead");
+    env.agent_preset("lead", "codex", "");
+    let log = env.project.join("lead.log");
+    let mut launch = env.command(&["launch", "--budget", "tokens=100k", "lead", "delegate"]);
+    let hold = env.project.join("hold");
+    launch.envs([("LEAD_CHILD", "spend"), ("LEAD_LOG", log.to_str().unwrap()), ("LEAD_HOLD", hold.to_str().unwrap())]);
+    launch.env("SPEND_MESSAGES", "400");
+    let out = launch.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let lead = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let waiting = env.wait_run(&lead, LIMIT, |r| r["status"] == "waiting" || common::is_terminal(r));
+    assert_eq!(waiting["status"], "waiting", "{waiting:#}");
+    // What its turn spent is shown while it waits, not at its end.
+    let shown = env.show(&lead);
+    assert!(shown["usage"]["input_tokens"].as_u64().unwrap() >= 1_000_000, "{shown:#}");
+    let child = env.json(&["ls", "--all"]).as_array().unwrap().iter().find(|r| r["preset"] == "spend").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let frozen = env.wait_run(&child, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(frozen["pause_reason"], "budget", "the child spent on under a crossed budget: {frozen:#}");
+    assert!(messages(&env, &child) < 10, "{} messages", messages(&env, &child));
+    // Its child ended: the continuation's agent is frozen before it spends.
+    env.ok(&["abort", &child]);
+    let held = env.wait_run(&lead, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(held["status"], "paused", "{held:#}");
+    assert_eq!(held["pause_reason"], "budget", "{held:#}");
+    // A run launched under the spent budget is refused, saying why.
+    let mut under = env.command(&["launch", "spend", "more"]);
+    let out = under.env("CORRAL_RUN_ID", &lead).output().unwrap();
+    assert!(!out.status.success(), "launched under a spent budget");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("budget of 100k tokens reached") && said.contains("--budget +N"), "{said}");
+    env.ok(&["abort", &lead]);
+}
+
+/// An agent that prices its tokens at $0 (pi with a custom provider that
+/// has no prices) does not make a dollar budget inert: its tokens are
+/// priced by the table where it knows the model, else it is said that the
+/// dollars cannot be counted, never "$0.00".
+#[test]
+fn tokens_an_agent_prices_at_zero_are_not_free_under_a_dollar_budget() {
+    let env = spending_env("");
+    let id = launch_spending(&env, &["--budget", "usd=0.01"], &[("SPEND_COST", "0")]);
+    let paused = env.wait_run(&id, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(paused["status"], "paused", "10M tokens for $0.00: {paused:#}");
+    assert_eq!(paused["cost_estimated"], true, "{paused:#}");
+    env.ok(&["abort", &id]);
+
+    let vars = [("SPEND_COST", "0"), ("SPEND_MODEL", "custom-free-model"), ("SPEND_MESSAGES", "5")];
+    let id = launch_spending(&env, &["--budget", "usd=0.01"], &vars);
+    let ended = env.wait_end(&id);
+    assert!(ended["cost_usd"].is_null(), "priced at zero: {ended:#}");
+    let text = env.ok(&["tail", "-n", "all", &id]);
+    assert_eq!(text.matches("cannot be counted for this run").count(), 1, "{text}");
+}

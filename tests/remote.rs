@@ -1203,3 +1203,21 @@ fn a_schedule_fires_on_a_host_and_its_run_is_followed_here() {
     assert_eq!(shown["host"], "box");
     assert_eq!(shown["fires"][0]["runs"][0]["status"], "completed");
 }
+
+/// A run an agent launches on a host is held to what its parent's budget
+/// has left: the host's shepherd holds it there, as this machine's would.
+#[test]
+fn a_run_an_agent_launches_on_a_host_is_held_to_its_parents_budget() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    env.command_preset("orchestrate", &["sh", "-c", "corral launch --host box gated 'from the agent' >/dev/null"]);
+    let parent = env.ok(&["launch", "--budget", "$1", "orchestrate", "x"]).trim().to_string();
+    let waiting = env.wait_run(&parent, LIMIT, |r| r["status"] == "waiting" || !r["exited_at"].is_null());
+    assert_eq!(waiting["status"], "waiting", "{waiting:#}");
+    let child = env.store().remote_children(&parent).unwrap();
+    let there = remote.json(&["show", &child[0].id]);
+    assert_eq!(there["budget"]["usd"], 1.0, "launched there outside its parent's budget: {there:#}");
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(env.wait_end(&parent)["status"], "completed");
+}

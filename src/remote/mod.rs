@@ -77,6 +77,9 @@ pub enum RemoteError {
          [hosts.{host}]; `corral hosts add … --install` does it when adding a host)"
     )]
     Version { host: String, dest: String, theirs: String, ours: String },
+    /// The budget over the launching run is spent.
+    #[error("{0}, so no run is launched under it: the user is asked (`corral resume RUN --budget +N` allows more)")]
+    BudgetSpent(String),
     /// The remote `corral` refused (its own words, e.g. an unknown preset).
     #[error("on host '{host}': {message}")]
     Refused { host: String, message: String },
@@ -115,7 +118,8 @@ impl RemoteError {
             RemoteError::Store(_)
             | RemoteError::Config(_)
             | RemoteError::HostGone { .. }
-            | RemoteError::Sandboxed(_) => return None,
+            | RemoteError::Sandboxed(_)
+            | RemoteError::BudgetSpent(_) => return None,
         })
     }
 }
@@ -205,7 +209,20 @@ pub fn launch_for(
     if let Some(base) = &options.base {
         args.extend(["--base".into(), base.into()]);
     }
-    if let Some(budget) = options.budget.filter(|b| !b.is_unlimited()) {
+    // Launched by a run, it is held to what the budgets over that run have
+    // left: its spend reaches them only as its host's store says it.
+    let left = match launched_by {
+        Some(by) => store.budget_left(by)?,
+        None => None,
+    };
+    if let Some(crossing) = launched_by.map(|by| store.budget_crossed(by)).transpose()?.flatten() {
+        return Err(RemoteError::BudgetSpent(crossing.words(launched_by.unwrap_or_default())));
+    }
+    let budget = match (options.budget.filter(|b| !b.is_unlimited()), left) {
+        (Some(asked), Some(left)) => Some(asked.least(&left)),
+        (asked, left) => asked.or(left),
+    };
+    if let Some(budget) = budget {
         args.extend(["--budget".into(), budget.spec().into()]);
     }
     let output = ssh.run(&args, Some(task.as_bytes()))?;

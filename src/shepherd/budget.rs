@@ -52,7 +52,7 @@ impl Spending {
                 self.unpriced_said = true;
                 let model = priced.resolved_model.as_deref().or(model).unwrap_or("(not said)");
                 note = Some(format!(
-                    "the budget's dollars ({budget}) cannot be counted for this run: its agent reports no cost and \
+                    "the budget's dollars ({budget}) cannot be counted for this run: its agent reports no cost (or $0) and \
                      Corral's price table does not know the model {model}; its tokens still count"
                 ));
             }

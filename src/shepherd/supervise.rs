@@ -148,6 +148,10 @@ impl Supervisor {
         self.cleanup.note(&format!("agent started: pid {} (group {})", self.turn.agent.pid, self.turn.agent.pid));
         if self.store.run(&self.run_id)?.abort_requested_at.is_some() {
             self.stop_for(StopCause::Abort)?;
+        } else {
+            // Launched under a budget already spent (a parent's): frozen
+            // before it spends.
+            self.hold_to_budget()?;
         }
         // What starting took (the store's pages read on the way) is not
         // needed while the agent works.
@@ -381,7 +385,38 @@ impl Supervisor {
         if let Some(note) = looked.note {
             self.note_event(EventKind::System, note)?;
         }
-        let Some(crossing) = looked.crossing else { return Ok(()) };
+        match looked.crossing {
+            Some(crossing) => self.act_on_crossing(crossing),
+            None => Ok(()),
+        }
+    }
+
+    /// Records what the turn that just ended spent (an agent that says its
+    /// spend only at a turn's end, Codex or Gemini CLI, says it there): the
+    /// runs it waits for, and their parents' budgets, see it at once.
+    fn record_turn_spend(&mut self) -> Result<(), ShepherdError> {
+        let report = self.session.report();
+        let model = self.session.launch().model.clone();
+        let looked = self.spending.look(&mut self.store, &self.run_id, &report, model.as_deref())?;
+        if let Some(note) = looked.note {
+            self.note_event(EventKind::System, note)?;
+        }
+        Ok(())
+    }
+
+    /// A new turn's agent has just started: if a budget over the run is
+    /// already crossed (by the turn before, or by runs it launched), it is
+    /// frozen (or stopped) before it spends, and the user asked, as at a
+    /// crossing mid-turn.
+    fn hold_to_budget(&mut self) -> Result<(), ShepherdError> {
+        match self.store.budget_crossed(&self.run_id)? {
+            Some(crossing) => self.act_on_crossing(crossing),
+            None => Ok(()),
+        }
+    }
+
+    /// Freezes the run and asks, or stops it, at `crossing`.
+    fn act_on_crossing(&mut self, crossing: crate::budget::Crossing) -> Result<(), ShepherdError> {
         let words = crossing.words(&self.run_id);
         match crossing.on_budget {
             OnBudget::Stop => self.stop_for(StopCause::Budget(words)),
@@ -519,6 +554,7 @@ impl Supervisor {
         };
         await_launchers(&mut self.cleanup, &self.corral_exe, self.turn.agent.pid, self.config.exit_grace);
         self.cleanup.after_outcome(Instant::now());
+        self.record_turn_spend()?;
         let kids = child_runs::tally(&mut self.store, &self.run_id)?;
         if kids.active > 0 {
             self.flush_events()?;
@@ -553,7 +589,7 @@ impl Supervisor {
         self.cleanup.restart(self.turn.agent);
         self.cleanup.note(&format!("agent of the next turn started: pid {}", self.turn.agent.pid));
         self.store.mark_resumed(&self.run_id, self.turn.agent.pid, self.turn.agent.start)?;
-        Ok(())
+        self.hold_to_budget()
     }
 
     /// Ends the run for a reason of Corral's own, then stops its processes
@@ -630,7 +666,7 @@ impl Supervisor {
         replies_first: bool,
     ) -> Result<Committed, ShepherdError> {
         self.flush_events()?;
-        report.cost_estimated = crate::price::complete(&mut report, self.session.launch().model.as_deref());
+        report.cost_estimated |= crate::price::complete(&mut report, self.session.launch().model.as_deref());
         let (exit_code, exit_signal) = self.turn.exit();
         let Verdict { status, stop_reason, error } = verdict.clone();
         let outcome = Outcome { status, stop_reason, exit_code, exit_signal, error, report };

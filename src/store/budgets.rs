@@ -64,6 +64,29 @@ impl Store {
         Ok(None)
     }
 
+    /// What run `id` may still spend under every budget over it (its own,
+    /// and those of the runs above it), the least of each; `None` if no
+    /// budget covers it. Work it starts where this store cannot hold it (a
+    /// run on another host) is given this as its own budget.
+    pub fn budget_left(&self, id: &str) -> Result<Option<Budget>, StoreError> {
+        let mut left: Option<Budget> = None;
+        let mut at = Some(id.to_string());
+        for _ in 0..64 {
+            let Some(run) = at.take() else { break };
+            let Some(owner) = self.owner(&run)? else { break };
+            if !owner.budget.is_unlimited() {
+                let spent = self.tree_spent(&run)?;
+                let here = Budget {
+                    usd: owner.budget.usd.map(|u| (u - spent.usd).max(0.0)),
+                    tokens: owner.budget.tokens.map(|t| t.saturating_sub(spent.tokens)),
+                };
+                left = Some(left.map_or(here, |left| left.least(&here)));
+            }
+            at = owner.parent;
+        }
+        Ok(left)
+    }
+
     /// The budget run `id` has, if any (not those of runs above it).
     pub fn budget_of(&self, id: &str) -> Result<Option<Budget>, StoreError> {
         Ok(self.owner(id)?.map(|o| o.budget).filter(|b| !b.is_unlimited()))
@@ -105,12 +128,23 @@ impl Store {
         self.conn()
             .prepare_cached(
                 "WITH RECURSIVE tree(id) AS (
-                    SELECT ?1 UNION SELECT r.id FROM runs r JOIN tree ON r.parent_id = tree.id)
-                 SELECT coalesce(sum(cost_usd), 0.0), coalesce(max(cost_estimated), 0),
-                   coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0),
-                   coalesce(sum(cost_usd IS NULL
-                     AND input_tokens + output_tokens + cache_read_tokens + cache_write_tokens > 0), 0)
-                 FROM runs WHERE id IN tree",
+                    SELECT ?1 UNION SELECT r.id FROM runs r JOIN tree ON r.parent_id = tree.id),
+                 spend(cost, estimated, tokens) AS (
+                    SELECT cost_usd, cost_estimated,
+                      input_tokens + output_tokens + cache_read_tokens + cache_write_tokens
+                    FROM runs WHERE id IN tree
+                    UNION ALL
+                    -- What the tree launched on other hosts, as their
+                    -- stores last said.
+                    SELECT json_extract(run, '$.cost_usd'), coalesce(json_extract(run, '$.cost_estimated'), 0),
+                      coalesce(json_extract(run, '$.usage.input_tokens'), 0)
+                        + coalesce(json_extract(run, '$.usage.output_tokens'), 0)
+                        + coalesce(json_extract(run, '$.usage.cache_read_tokens'), 0)
+                        + coalesce(json_extract(run, '$.usage.cache_write_tokens'), 0)
+                    FROM remote_runs WHERE launched_by IN tree)
+                 SELECT coalesce(sum(cost), 0.0), coalesce(max(estimated), 0), coalesce(sum(tokens), 0),
+                   coalesce(sum(cost IS NULL AND tokens > 0), 0)
+                 FROM spend",
             )
             .and_then(|mut stmt| {
                 stmt.query_row([id], |r| {
