@@ -83,6 +83,11 @@ pub fn pause(
     // A paused run with a resume pending (no slot yet) is paused again by
     // a later pause: the last word wins.
     let settled = if pause { store.pause_requested(&run.id)? } else { run.paused_at.is_none() };
+    // Paused at its usage limit, it would go on by itself at the reset:
+    // paused by the user, it waits for `corral resume`.
+    if pause && run.pause_reason == Some(crate::run::PauseReason::UsageLimit) && store.hold_limit_pause(&run.id)? {
+        return Ok(store.run(&run.id)?);
+    }
     if run.status == target && settled {
         return Ok(run);
     }

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Local, NaiveDate, NaiveTime, TimeZone};
+use chrono::{DateTime, Datelike, Local, NaiveDate, NaiveTime, TimeZone, Timelike};
 
 use crate::adapter::Verdict;
 use crate::run::{RunStatus, StopReason};
@@ -67,8 +67,11 @@ const LONGEST_BACKOFF: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// When a limit resets, from the agent's words: "try again at 5:40 PM",
 /// "try again at Nov 26th, 2026 5:40 PM" (Codex), "resets 3pm",
-/// "resets 5:30pm" (Claude Code), "try again in 30 seconds". A time of day
-/// alone is its next coming, today or tomorrow, in the local time zone.
+/// "resets 5:30pm (Europe/Berlin)", "resets Nov 29, 4pm (Europe/Rome)",
+/// "resets Nov 29 at 7pm" (Claude Code: its session and weekly limits),
+/// "try again in 30 seconds". A time is in the zone named after it, else
+/// the local one; a time of day alone is its next coming, a day without a
+/// year its next coming.
 pub fn reset_from(said: &str, now: DateTime<Local>) -> Option<DateTime<Local>> {
     let lower = said.to_lowercase();
     for marker in ["try again in ", "retry in ", "resets in "] {
@@ -80,26 +83,79 @@ pub fn reset_from(said: &str, now: DateTime<Local>) -> Option<DateTime<Local>> {
         }
     }
     for marker in ["try again at ", "resets at ", "resets "] {
-        let Some(rest) = lower.split(marker).nth(1) else { continue };
-        let rest = rest.trim_end_matches(['.', ' ']);
+        let Some(at) = said.to_lowercase().find(marker).map(|i| &said[i + marker.len()..]) else { continue };
+        // "(Europe/Rome)": the zone the time is said in, as written.
+        let zone = at.split_once('(').and_then(|(_, z)| z.split(')').next()).map(str::trim);
+        let zone = match zone.filter(|z| z.contains('/')) {
+            Some(name) => Some(jiff::tz::TimeZone::get(name).ok()?),
+            None => None,
+        };
+        let rest = at.to_lowercase();
+        let rest = rest.split(['·', '(', '\n']).next().unwrap_or("").trim().trim_end_matches(['.', ' ']);
         if let Some(at) = dated(rest) {
-            return Local.from_local_datetime(&at).earliest();
+            return in_zone(at, zone.as_ref());
         }
-        let time = rest.split(['·', '(', '\n']).next().unwrap_or("").trim().trim_end_matches('.').trim();
-        if let Some(time) = time_of_day(time) {
-            let today = now.date_naive().and_time(time);
-            let at = Local.from_local_datetime(&today).earliest()?;
+        // A day without a year: this year's, or next year's once passed.
+        if let Some((date, time)) = day_and_time(rest) {
+            let this_year = today_in(now, zone.as_ref()).year();
+            for year in [this_year, this_year + 1] {
+                let Some(day) = NaiveDate::from_ymd_opt(year, date.month(), date.day()) else { continue };
+                let at = in_zone(day.and_time(time), zone.as_ref())?;
+                if now - at < chrono::Duration::minutes(2) {
+                    return Some(at.max(now));
+                }
+            }
+            return None;
+        }
+        if let Some(time) = time_of_day(rest) {
+            let at = in_zone(today_in(now, zone.as_ref()).and_time(time), zone.as_ref())?;
             // A time said to the minute may be this very minute, or the
             // last one ("5:40 PM" at 5:40:30 PM): the reset is now, not
             // tomorrow's.
             return Some(match now - at {
                 past if past < chrono::Duration::zero() => at,
                 past if past < chrono::Duration::minutes(2) => now,
-                _ => at.checked_add_signed(chrono::Duration::days(1))?,
+                _ => in_zone((today_in(now, zone.as_ref()) + chrono::Days::new(1)).and_time(time), zone.as_ref())?,
             });
         }
     }
     None
+}
+
+/// The moment wall-clock time `at` is in `zone` (else here).
+fn in_zone(at: chrono::NaiveDateTime, zone: Option<&jiff::tz::TimeZone>) -> Option<DateTime<Local>> {
+    let Some(zone) = zone else { return Local.from_local_datetime(&at).earliest() };
+    let civil = jiff::civil::DateTime::new(
+        i16::try_from(at.year()).ok()?,
+        i8::try_from(at.month()).ok()?,
+        i8::try_from(at.day()).ok()?,
+        i8::try_from(at.hour()).ok()?,
+        i8::try_from(at.minute()).ok()?,
+        0,
+        0,
+    )
+    .ok()?;
+    let seconds = zone.to_ambiguous_timestamp(civil).compatible().ok()?.as_second();
+    Local.timestamp_opt(seconds, 0).single()
+}
+
+/// Today's date in `zone` (else here), at `now`.
+fn today_in(now: DateTime<Local>, zone: Option<&jiff::tz::TimeZone>) -> NaiveDate {
+    let Some(zone) = zone else { return now.date_naive() };
+    let Ok(then) = jiff::Timestamp::from_second(now.timestamp()) else { return now.date_naive() };
+    let date = zone.to_datetime(then).date();
+    NaiveDate::from_ymd_opt(date.year().into(), date.month() as u32, date.day() as u32).unwrap_or(now.date_naive())
+}
+
+/// "nov 29, 4pm", "nov 29 at 7pm" (Claude Code's weekly limit): the day
+/// (its year to be decided) and the time.
+fn day_and_time(text: &str) -> Option<(NaiveDate, NaiveTime)> {
+    let words: Vec<&str> = text.split_whitespace().filter(|w| *w != "at").collect();
+    let [month, day, time @ ..] = words.as_slice() else { return None };
+    let day = day.trim_end_matches(',').trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    // A leap year, so that Feb 29 is a day.
+    let date = NaiveDate::parse_from_str(&format!("{month} {day} 2024"), "%b %d %Y").ok()?;
+    Some((date, time_of_day(&time.join(" "))?))
 }
 
 /// "nov 26th, 2026 5:40 pm" (Codex, when the reset is another day).
@@ -157,7 +213,19 @@ mod tests {
         let session = "You've hit your session limit · resets 3pm";
         // 3pm has passed at 15:10: tomorrow's.
         assert_eq!(recognise(&failed(session), now).unwrap().resets_at, Some(at(15, 0) + chrono::Duration::days(1)));
-        assert_eq!(reset_from("You've hit your limit · resets 5:30pm (Europe/Berlin)", now), Some(at(17, 30)));
+        // In the zone it names: 5:30pm in Berlin is 16:30 UTC in November.
+        let utc = |t: Option<DateTime<Local>>| t.map(|t| t.with_timezone(&chrono::Utc).to_rfc3339());
+        let berlin = reset_from("You've hit your limit · resets 5:30pm (Europe/Berlin)", now);
+        assert_eq!(utc(berlin).unwrap()[11..16], *"16:30");
+        // Claude Code's weekly limit: a day without a year, in its zone or here.
+        let weekly = reset_from("You've hit your weekly limit · resets Nov 29, 4pm (Europe/Rome)", now);
+        assert_eq!(utc(weekly).unwrap()[..16], *"2026-11-29T15:00");
+        let weekly = reset_from("You've hit your weekly limit · resets Nov 29 at 7pm", now).unwrap();
+        assert_eq!(weekly.format("%Y-%m-%d %H:%M").to_string(), "2026-11-29 19:00");
+        // A day already past this year is next year's.
+        let next = reset_from("limit reached · resets Jan 3 at 7pm", now).unwrap();
+        assert_eq!(next.format("%Y-%m-%d").to_string(), "2027-01-03");
+        assert_eq!(reset_from("limit · resets 5pm (Not/AZone)", now), None);
         assert_eq!(reset_from("rate limited, try again in 30s.", now), Some(now + chrono::Duration::seconds(30)));
         // Said to the minute, and that minute is now: the reset is now.
         assert_eq!(

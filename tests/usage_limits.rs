@@ -126,3 +126,61 @@ fn a_limit_without_a_reset_time_is_tried_again_then_fails_in_words() {
     assert_eq!(turns.len(), 3, "the first turn and two tries: {turns:?}");
     assert!(turns[1..].iter().all(|t| t.contains("--resume")), "{turns:?}");
 }
+
+/// Claude Code's weekly limit says a day and a time, in a zone or not: the
+/// run waits for that moment (in its session), never thrown at the wall.
+#[test]
+fn claude_codes_weekly_limit_waits_for_the_day_and_time_it_says() {
+    let in_two_days = Local::now() + chrono::Duration::days(2);
+    for (said, zone) in [
+        (format!("{}, 4pm (Europe/Rome)", in_two_days.format("%b %-d")), Some("Europe/Rome")),
+        (format!("{} at 7pm", in_two_days.format("%b %-d")), None),
+    ] {
+        // An installation each: a limit holds back every run of its agent.
+        let env = Env::new();
+        env.config("");
+        env.use_fake("claude", "claude-weekly");
+        env.agent_preset("cl", "claude", "");
+        let id = env.launch_env("cl", "do the work", &[("WEEKLY_AT", &said)]);
+        let paused = env.wait_run(&id, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+        assert_eq!(paused["pause_reason"], "usage_limit", "{said}: {paused:#}");
+        let resumes: chrono::DateTime<chrono::FixedOffset> =
+            chrono::DateTime::parse_from_rfc3339(paused["resumes_at"].as_str().unwrap()).unwrap();
+        let hours = (resumes.with_timezone(&Local) - Local::now()).num_hours();
+        assert!((24..=72).contains(&hours), "{said}: resumes in {hours} h: {paused:#}");
+        if zone.is_none() {
+            assert_eq!(resumes.with_timezone(&Local).hour(), 19, "{said}: {paused:#}");
+        }
+        env.ok(&["abort", &id]);
+    }
+}
+
+/// `corral pause` of a run waiting out a limit makes it the user's pause:
+/// past the reset it waits for `corral resume`. Its session is kept in the
+/// store while it waits (a shepherd lost meanwhile loses nothing).
+#[test]
+fn a_run_waiting_out_a_limit_paused_by_the_user_waits_for_resume() {
+    let env = Env::new();
+    env.config("[usage_limits]\nretry = \"2s\"\ntries = 5\n");
+    env.use_fake("claude", "rate-limited");
+    env.agent_preset("cl", "claude", "");
+    let log = env.project.join("turns.log");
+    let id = env.launch_env("cl", "x", &[("LIMIT_LOG", log.to_str().unwrap())]);
+    let waiting = env.wait_run(&id, LIMIT, |r| r["pause_reason"] == "usage_limit" || common::is_terminal(r));
+    assert_eq!(waiting["pause_reason"], "usage_limit", "{waiting:#}");
+    assert!(waiting["session_id"].is_string(), "its session only in memory: {waiting:#}");
+    let reset: chrono::DateTime<chrono::FixedOffset> =
+        chrono::DateTime::parse_from_rfc3339(waiting["resumes_at"].as_str().unwrap()).unwrap();
+    let paused = env.json(&["pause", &id]);
+    assert_eq!(paused[0]["status"], "paused", "{paused:#}");
+    assert!(paused[0]["pause_reason"].is_null() && paused[0]["resumes_at"].is_null(), "{paused:#}");
+    // Past the reset (and its margin), it has not gone on.
+    let past = reset.with_timezone(&chrono::Utc) + chrono::Duration::seconds(7);
+    common::eventually(LIMIT, || chrono::Utc::now() > past);
+    assert_eq!(turns(&log).len(), 1, "it went on at the reset though paused by the user");
+    assert_eq!(env.show(&id)["status"], "paused");
+    // Resumed, it goes on in its session.
+    env.ok(&["resume", &id]);
+    assert!(common::eventually(LIMIT, || turns(&log).len() == 2), "{:?}", turns(&log));
+    env.ok(&["abort", &id]);
+}

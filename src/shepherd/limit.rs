@@ -41,7 +41,8 @@ pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Re
     let agent = sup.session.launch().preset.agent;
     let said = limited.limit.said.clone();
     let shared = limited.limit.resets_at.map(|_| (agent, said.as_str()));
-    if !sup.store.mark_limited(&sup.run_id, &resumes_text, shared)? {
+    let session = sup.session.report().session_id;
+    if !sup.store.mark_limited(&sup.run_id, &resumes_text, shared, session.as_deref())? {
         // Not running any more (aborted as the turn ended).
         sup.commit_with_children(failed(limited.verdict, tries))?;
         return Ok(None);
@@ -62,8 +63,14 @@ pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Re
     let mut watcher = Watcher::new(&sup.store)?;
     // Until the reset time, or a `corral resume` (which withdraws the
     // pause request the limit made).
-    while Instant::now() < deadline && sup.store.pause_requested(&sup.run_id)? {
-        if let Woken::Stopped = block(sup, &mut watcher, Some(deadline))? {
+    // A `corral pause` meanwhile makes it the user's pause: past the reset
+    // it waits for `corral resume`.
+    let held = |sup: &Supervisor| -> Result<bool, ShepherdError> {
+        Ok(sup.store.run(&sup.run_id)?.pause_reason != Some(crate::run::PauseReason::UsageLimit))
+    };
+    while sup.store.pause_requested(&sup.run_id)? && (Instant::now() < deadline || held(sup)?) {
+        let until = (Instant::now() < deadline).then_some(deadline);
+        if let Woken::Stopped = block(sup, &mut watcher, until)? {
             return Ok(None);
         }
         if sup.store.run(&sup.run_id)?.status.is_terminal() {

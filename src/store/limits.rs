@@ -29,18 +29,21 @@ impl Store {
         id: &str,
         resumes_at: &str,
         limit: Option<(AgentKind, &str)>,
+        session: Option<&str>,
     ) -> Result<bool, StoreError> {
         let now = time::format(time::now());
         self.write("pausing a run at its usage limit", |tx| {
+            // Its session is kept with it: a shepherd lost during an
+            // hours-long wait leaves a run that can still be continued.
             let n = tx.execute(
                 &format!(
                     "UPDATE runs SET status = '{}', paused_at = ?2, pause_requested = 1, pause_reason = ?3,
-                       resumes_at = ?4
+                       resumes_at = ?4, session_id = coalesce(?5, session_id)
                      WHERE id = ?1 AND status = '{}'",
                     RunStatus::Paused,
                     RunStatus::Running
                 ),
-                params![id, now, PauseReason::UsageLimit.as_str(), resumes_at],
+                params![id, now, PauseReason::UsageLimit.as_str(), resumes_at, session],
             )?;
             if let (1, Some((agent, said))) = (n, limit) {
                 tx.execute(
@@ -55,6 +58,18 @@ impl Store {
         })
     }
 
+    /// Makes run `id`, paused at its usage limit, paused by the user: it no
+    /// longer goes on at the reset, only when resumed. True if it was
+    /// waiting out a limit.
+    pub fn hold_limit_pause(&mut self, id: &str) -> Result<bool, StoreError> {
+        let n = self.write("holding a run paused at its usage limit", |tx| {
+            tx.execute(
+                "UPDATE runs SET pause_reason = NULL, resumes_at = NULL WHERE id = ?1 AND pause_reason = ?2",
+                params![id, PauseReason::UsageLimit.as_str()],
+            )
+        })?;
+        Ok(n == 1)
+    }
     /// The usage limit of `agent` if it stands now.
     pub fn agent_limit(&self, agent: AgentKind) -> Result<Option<AgentLimit>, StoreError> {
         let now = time::format(time::now());
