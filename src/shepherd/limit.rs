@@ -87,6 +87,9 @@ pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Re
             return Ok(None);
         }
     }
+    // The limit is over: runs of this agent queued behind it take the
+    // slots left now, whoever else looks or not.
+    sup.heal_if_due(Duration::ZERO);
     let notes = vec![
         TranscriptEvent::text(EventKind::System, "the usage limit is over: going on in the agent's session"),
         TranscriptEvent::text(EventKind::System, format!("prompt: {CONTINUE}")),
