@@ -77,6 +77,12 @@ pub struct PushConfig {
     /// the topic of the same name ending `-answers`.
     #[serde(default)]
     pub ntfy: Option<String>,
+    /// An access token of the ntfy server (`tk_…`) that may publish to the
+    /// topic and read and write its `-answers` topic. Answers come from
+    /// the phone only where the server refuses both topics to anyone
+    /// without a token: the topic is then not what protects the user.
+    #[serde(default)]
+    pub token: Option<String>,
     /// An address each push is also POSTed to, as JSON.
     #[serde(default)]
     pub webhook: Option<String>,

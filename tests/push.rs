@@ -16,11 +16,19 @@ use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// An installation pushing to `ntfy`'s topic `phone`, with a pi preset
-/// that spends $0.25 a message.
+/// The token of the protected server the tests push to.
+const TOKEN: &str = "tk_corraltests";
+
+/// A server whose topics only [`TOKEN`]'s holder may use.
+fn protected() -> Ntfy {
+    Ntfy::start_protected(TOKEN)
+}
+
+/// An installation pushing to `ntfy`'s topic `phone` with [`TOKEN`], with a
+/// pi preset that spends $0.25 a message.
 fn pushing_env(ntfy: &Ntfy) -> Env {
     let env = Env::new();
-    env.config(&format!("[push]\nntfy = \"{}/phone\"\n", ntfy.url()));
+    env.config(&format!("[push]\nntfy = \"{}/phone\"\ntoken = \"{TOKEN}\"\n", ntfy.url()));
     env.use_fake("pi", "spender");
     env.agent_preset("spend", "pi", "");
     env
@@ -62,7 +70,7 @@ fn action<'a>(message: &'a Message, label_starts: &str) -> &'a Value {
 
 #[test]
 fn a_budget_reached_is_pushed_and_an_answer_from_the_phone_acts_once() {
-    let ntfy = Ntfy::start();
+    let ntfy = protected();
     let env = pushing_env(&ntfy);
     let _listener = Listener::start(&env);
     let id = env.ok(&["launch", "--budget", "$1", "spend", "a secret task"]).trim().to_string();
@@ -103,7 +111,7 @@ fn a_budget_reached_is_pushed_and_an_answer_from_the_phone_acts_once() {
 
 #[test]
 fn a_server_that_is_down_loses_nothing_and_delays_nothing() {
-    let ntfy = Ntfy::start();
+    let ntfy = protected();
     ntfy.set_down(true);
     let env = pushing_env(&ntfy);
     let _listener = Listener::start(&env);
@@ -121,7 +129,7 @@ fn a_server_that_is_down_loses_nothing_and_delays_nothing() {
 
 #[test]
 fn an_answer_given_while_nothing_listened_acts_when_a_listener_starts() {
-    let ntfy = Ntfy::start();
+    let ntfy = protected();
     let env = pushing_env(&ntfy);
     let listener = Listener::start(&env);
     let id = env.ok(&["launch", "--budget", "$1", "spend", "x"]).trim().to_string();
@@ -140,7 +148,7 @@ fn an_answer_given_while_nothing_listened_acts_when_a_listener_starts() {
 
 #[test]
 fn push_test_sends_one_and_waits_for_its_answer() {
-    let ntfy = Ntfy::start();
+    let ntfy = protected();
     let env = pushing_env(&ntfy);
     let child = env.command(&["push", "test", "--timeout", "30"]).stdout(Stdio::piped()).spawn().unwrap();
     assert!(eventually(LIMIT, || !ntfy.messages("phone").is_empty()), "the test push");
@@ -161,7 +169,7 @@ fn push_test_sends_one_and_waits_for_its_answer() {
 
 #[test]
 fn doctor_asks_the_push_server() {
-    let ntfy = Ntfy::start();
+    let ntfy = protected();
     let env = pushing_env(&ntfy);
     let finding = |env: &Env| -> Value {
         let out = env.corral(&["doctor", "--json"]);
@@ -178,7 +186,7 @@ fn doctor_asks_the_push_server() {
 
 #[test]
 fn a_run_ended_with_actions_denied_is_pushed_and_allowed_from_the_phone_once() {
-    let ntfy = Ntfy::start();
+    let ntfy = protected();
     let env = pushing_env(&ntfy);
     env.command_preset("broken", &["false"]);
     let stream =
@@ -229,7 +237,7 @@ fn a_run_ended_with_actions_denied_is_pushed_and_allowed_from_the_phone_once() {
 /// makes a whole one, and never signs with the short one.
 #[test]
 fn a_short_push_key_is_made_anew() {
-    let ntfy = Ntfy::start();
+    let ntfy = protected();
     let env = pushing_env(&ntfy);
     std::fs::create_dir_all(&env.home).unwrap();
     std::fs::write(env.home.join("push.key"), b"short").unwrap();
@@ -247,7 +255,7 @@ fn a_short_push_key_is_made_anew() {
 /// in a loop, and sends the push once the server is back.
 #[test]
 fn a_refused_push_is_tried_again_later_not_in_a_loop() {
-    let ntfy = Ntfy::start();
+    let ntfy = protected();
     ntfy.set_down(true);
     let env = pushing_env(&ntfy);
     env.command_preset("broken", &["false"]);
@@ -270,4 +278,66 @@ fn a_refused_push_is_tried_again_later_not_in_a_loop() {
     let sent =
         || ntfy.messages("phone").iter().filter(|m| m.body["title"].as_str().unwrap().starts_with(&title)).count();
     assert!(eventually(LIMIT, || sent() == 1), "sent once the server is back");
+}
+
+/// The topic is not what protects the user. On an open topic (ntfy.sh's,
+/// or a server that lets a stranger read or post), a push carries no
+/// signed answer, so a reader of the topic has nothing to post back, and
+/// an answer on it acts on nothing; `push test` and `doctor` say why and
+/// what to do. Only a server that refuses both topics without the token
+/// gets buttons.
+#[test]
+fn a_reader_of_an_open_topic_can_answer_nothing() {
+    for (ntfy, token) in [(Ntfy::start(), None), (Ntfy::start(), Some(TOKEN))] {
+        let env = Env::new();
+        let token_line = token.map(|t| format!("token = \"{t}\"\n")).unwrap_or_default();
+        env.config(&format!("[push]\nntfy = \"{}/phone\"\n{token_line}", ntfy.url()));
+        env.use_fake("pi", "spender");
+        env.agent_preset("spend", "pi", "");
+        let _listener = Listener::start(&env);
+        let id = env.ok(&["launch", "--budget", "$1", "spend", "x"]).trim().to_string();
+        env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+        assert!(eventually(LIMIT, || asks(&ntfy).len() == 1), "{:?}", ntfy.messages("phone"));
+        let push = asks(&ntfy)[0].clone();
+        assert_eq!(push.body["actions"], serde_json::json!([]), "buttons on an open topic: {:#}", push.body);
+        let seen = serde_json::to_string(&ntfy.messages("phone").iter().map(|m| &m.body).collect::<Vec<_>>()).unwrap();
+        assert!(!seen.contains("corral1 "), "a signed answer a stranger can read: {seen}");
+        assert!(push.body["message"].as_str().unwrap().contains("not protected"), "{:#}", push.body);
+        // An answer signed with this installation's secret, posted by a
+        // stranger (as one taken from an older push would be): nothing.
+        let secret = std::fs::read(env.home.join("push.key")).unwrap();
+        let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
+        let key: String = db.query_row("SELECT key FROM pushes WHERE key LIKE 'budget:%'", [], |r| r.get(0)).unwrap();
+        let answer = sign_like_corral(&secret, &key, "allow");
+        let posted = ntfy.publish("phone-answers", serde_json::json!({"message": answer}));
+        let read = || std::fs::read_to_string(env.home.join("push.since")).unwrap_or_default().trim() == posted.id;
+        assert!(eventually(LIMIT, read), "the listener read the answer");
+        assert_eq!(env.show(&id)["budget"]["usd"], 1.0, "an answer on an open topic acted");
+        // `push test` says why it carries no button, and fails.
+        let out = env.corral(&["push", "test", "--timeout", "5"]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{said}");
+        let why = if token.is_some() { "lets anyone read" } else { "no `[push] token`" };
+        assert!(said.contains("no Answer button") && said.contains(why), "{said}");
+        // And `doctor` says it, with what to do.
+        let out = env.corral(&["doctor", "--json"]);
+        let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let findings = all["findings"].as_array().or(all.as_array()).cloned().unwrap_or_default();
+        let answers = findings.iter().find(|f| f["area"] == "push" && f["check"] == "answers").unwrap();
+        assert_eq!(answers["level"], "warn", "{answers:#}");
+        assert!(answers["detail"].as_str().unwrap().contains(why), "{answers:#}");
+        env.ok(&["abort", &id]);
+    }
+}
+
+/// An answer as Corral signs one (see `push::token`), for a test that
+/// plays a stranger holding a signature.
+fn sign_like_corral(secret: &[u8], key: &str, action: &str) -> String {
+    use hmac::{Hmac, Mac};
+    let expires = chrono::Utc::now().timestamp() + 3600;
+    let signed = format!("corral1 {expires} {action} {key}");
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+    mac.update(signed.as_bytes());
+    let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    format!("{signed} {hex}")
 }

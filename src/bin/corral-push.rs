@@ -103,8 +103,9 @@ fn test(home: &Home, timeout: Duration, out: &mut impl Write) -> anyhow::Result<
         push.ntfy.as_deref().unwrap_or("webhook")
     )?;
     out.flush()?;
-    if !channel.answers() {
-        writeln!(out, "no ntfy topic: a webhook alone cannot bring an answer back")?;
+    // On a topic a stranger may read or write, the push carries no button.
+    if let corral::push::Answering::Off(why) = channel.answering()? {
+        writeln!(out, "it carries no Answer button: {why}")?;
         return Ok(1);
     }
     let (tx, rx) = mpsc::channel();

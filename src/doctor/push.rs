@@ -29,6 +29,13 @@ pub fn check(home: &Home) -> Vec<Finding> {
         }
         Err(e) => Answer::NotStarted(e),
     };
+    // Answers from the phone, as `corral-push check` found the server.
+    let answers_off = match &answer {
+        Answer::Said(said) => {
+            said.split_once("answers from the phone: off (").map(|(_, why)| why.trim_end_matches(')').to_string())
+        }
+        _ => None,
+    };
     match answer {
         Answer::Said(said) => findings.push(Finding::ok(AREA, "channel", said)),
         Answer::Failed(why) => findings.push(
@@ -52,7 +59,13 @@ pub fn check(home: &Home) -> Vec<Finding> {
                 .fix("they are sent again by the tray or `corral push listen` while either runs"),
         );
     }
-    if push.ntfy.is_some() {
+    if let Some(why) = answers_off {
+        findings.push(Finding::new(AREA, "answers", Level::Warn, format!("pushes carry no buttons: {why}")).fix(
+            "on your ntfy server deny anonymous access (auth-default-access: deny-all), give a user read and \
+                 write on the topic and TOPIC-answers, make a token for it (ntfy token add), log the phone's ntfy \
+                 app in as that user, and set [push] token",
+        ));
+    } else if push.ntfy.is_some() {
         findings.push(Finding::ok(
             AREA,
             "answers",

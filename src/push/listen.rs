@@ -166,7 +166,14 @@ fn follow_answers(home: &Home, channel: &Channel, secret: &[u8]) {
             let mut store = crate::heal::open_healed(home, &shepherd)?;
             channel
                 .follow(&since, |id, text| {
-                    match act(&mut store, &shepherd, secret, text) {
+                    // Only where a stranger can neither read the asks nor
+                    // post an answer is an answer from the topic the user's.
+                    let answer = match channel.answering() {
+                        Ok(crate::push::Answering::On) => act(&mut store, &shepherd, secret, text),
+                        Ok(crate::push::Answering::Off(why)) => Ok(Acted::Refused(why)),
+                        Err(e) => Ok(Acted::Refused(format!("the server could not be asked who may answer: {e}"))),
+                    };
+                    match answer {
                         Ok(Acted::Done { key, action }) => tracing::info!("answer from the phone: {action} {key}"),
                         Ok(Acted::Test(_)) => {}
                         Ok(Acted::Refused(why)) => tracing::info!("an answer not acted on: {why}"),

@@ -18,4 +18,4 @@ mod ntfy;
 pub mod outbox;
 pub mod token;
 
-pub use ntfy::{Channel, PushError};
+pub use ntfy::{Answering, Channel, PushError};

@@ -3,6 +3,11 @@
 //! the signed answer; follow a topic's messages (`GET /TOPIC/json?since=`,
 //! one JSON object per line, kept open); and a webhook, POSTed the same
 //! message.
+//!
+//! Buttons that answer are put in a push only where the server refuses
+//! both topics to anyone without a token (asked of the server itself, as a
+//! stranger would ask): on an open topic, whoever reads it could post its
+//! signed answers back, so its pushes say what happened and carry none.
 
 use std::io::BufRead;
 use std::time::Duration;
@@ -45,15 +50,32 @@ pub enum PushError {
     },
 }
 
+/// How long what the server said of a stranger's access is believed
+/// before it is asked again (its access rules may change).
+const ASK_AGAIN: Duration = Duration::from_secs(600);
+
+/// Whether answers may come from the phone, as the server said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answering {
+    /// The server refuses both topics to anyone without the token.
+    On,
+    /// Why not, in words with what to do.
+    Off(String),
+}
+
 /// Where pushes go and answers come from.
 #[derive(Debug, Clone)]
 pub struct Channel {
     /// The ntfy server (`https://ntfy.sh`) and topic, if any.
     ntfy: Option<(String, String)>,
+    token: Option<String>,
     webhook: Option<String>,
     /// Task text and the agent's words in pushes.
     pub details: bool,
     agent: ureq::Agent,
+    /// What the server last said of a stranger's access, and when.
+    /// Runtime state only.
+    answering: std::sync::Arc<std::sync::Mutex<Option<(std::time::Instant, Answering)>>>,
 }
 
 impl Channel {
@@ -73,12 +95,70 @@ impl Channel {
         let agent = ureq::Agent::new_with_config(
             ureq::Agent::config_builder().timeout_connect(Some(SEND_TIMEOUT)).http_status_as_error(true).build(),
         );
-        Ok(Channel { ntfy, webhook: config.webhook.clone(), details: config.details, agent })
+        let token = config.token.clone().filter(|t| !t.trim().is_empty());
+        Ok(Channel {
+            ntfy,
+            token,
+            webhook: config.webhook.clone(),
+            details: config.details,
+            agent,
+            answering: Default::default(),
+        })
     }
 
-    /// True if answers can come back (an ntfy topic is set).
-    pub fn answers(&self) -> bool {
-        self.ntfy.is_some()
+    /// Whether answers may come from the phone: only where the server
+    /// refuses a stranger (no token) both reading the topic and writing
+    /// its `-answers` topic, so its signed answers reach no one else and
+    /// no one else can post one back. Asked of the server as a stranger
+    /// would ask, at most every 10 minutes. An error: it could not be
+    /// asked (no answers meanwhile).
+    pub fn answering(&self) -> Result<Answering, PushError> {
+        let Some((server, topic)) = &self.ntfy else {
+            return Ok(Answering::Off("no ntfy topic: a webhook alone cannot bring an answer back".into()));
+        };
+        if let Some((at, said)) = self.answering.lock().ok().and_then(|a| a.clone()) {
+            if at.elapsed() < ASK_AGAIN {
+                return Ok(said);
+            }
+        }
+        let said = if self.token.is_none() {
+            Answering::Off(format!(
+                "no `[push] token`: the topic {topic} is protected by its name alone, and whoever reads it could \
+                 answer for you; protect it on the server and set a token (see the README, Answers from the phone)"
+            ))
+        } else {
+            let read = self.stranger(self.agent.get(format!("{server}/{topic}/json?poll=1&since=latest")).call())?;
+            let write = self.stranger(self.agent.post(format!("{server}/{topic}-answers")).send("probe"))?;
+            match (read, write) {
+                (true, true) => Answering::On,
+                (false, _) => Answering::Off(format!(
+                    "{server} lets anyone read the topic {topic}: deny anonymous access to it (and to \
+                     {topic}-answers) on the server, then the buttons come back"
+                )),
+                (true, false) => Answering::Off(format!(
+                    "{server} lets anyone post to {topic}-answers: deny anonymous access to it on the server"
+                )),
+            }
+        };
+        if let Ok(mut slot) = self.answering.lock() {
+            *slot = Some((std::time::Instant::now(), said.clone()));
+        }
+        Ok(said)
+    }
+
+    /// Whether the server refused a request made without the token (401,
+    /// 403): true refused, false let through; an error when it said
+    /// neither.
+    fn stranger<T>(&self, answer: Result<T, ureq::Error>) -> Result<bool, PushError> {
+        match answer {
+            Ok(_) => Ok(false),
+            Err(ureq::Error::StatusCode(401 | 403)) => Ok(true),
+            Err(e) => Err(PushError::Http {
+                what: "asking whether a stranger may use",
+                url: self.reply_address().unwrap_or_default(),
+                detail: e.to_string(),
+            }),
+        }
     }
 
     /// The address the phone posts answers to: the reply topic.
@@ -93,33 +173,63 @@ impl Channel {
     pub fn publish(&self, message: &Value, webhook_only: bool) -> Result<(), NotPublished> {
         if let Some((server, topic)) = self.ntfy.as_ref().filter(|_| !webhook_only) {
             let reply = format!("{server}/{topic}-answers");
-            let actions: Vec<Value> = message["actions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|a| {
-                    json!({"action": "http", "label": a["label"], "url": reply, "method": "POST",
-                           "body": a["answer"], "clear": true})
-                })
-                .collect();
-            let body = json!({"topic": topic, "title": message["title"], "message": message["message"],
+            let asks = message["actions"].as_array().is_some_and(|a| !a.is_empty());
+            let answering = match asks {
+                true => self.answering().map_err(|error| NotPublished { error, phone_took: false })?,
+                false => Answering::On,
+            };
+            let mut text = message["message"].as_str().unwrap_or_default().to_string();
+            let actions: Vec<Value> = match (&answering, &self.token) {
+                (Answering::On, Some(token)) => message["actions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| {
+                        json!({"action": "http", "label": a["label"], "url": reply, "method": "POST",
+                               "headers": {"Authorization": format!("Bearer {token}")},
+                               "body": a["answer"], "clear": true})
+                    })
+                    .collect(),
+                // No signed answer on a topic a stranger may read.
+                (Answering::Off(_), _) | (Answering::On, None) => {
+                    if asks {
+                        text.push_str("\n\nAnswer on your computer (corral ls): this topic is not protected, so it carries no buttons.");
+                    }
+                    Vec::new()
+                }
+            };
+            let body = json!({"topic": topic, "title": message["title"], "message": text,
                 "tags": message["tags"], "priority": message["priority"], "actions": actions});
             let url = format!("{server}/");
-            self.post(&url, &body, "publishing to").map_err(|error| NotPublished { error, phone_took: false })?;
+            self.post(&url, &body, "publishing to", true).map_err(|error| NotPublished { error, phone_took: false })?;
         }
         if let Some(url) = &self.webhook {
             // The phone has it (or there is none): a webhook that fails gets
             // it again, the phone does not.
-            self.post(url, message, "posting to the webhook")
+            // The webhook is told what happened, never handed an answer.
+            let mut told = message.clone();
+            if let Some(actions) = told["actions"].as_array_mut() {
+                for action in actions {
+                    if let Some(action) = action.as_object_mut() {
+                        action.remove("answer");
+                    }
+                }
+            }
+            self.post(url, &told, "posting to the webhook", false)
                 .map_err(|error| NotPublished { error, phone_took: true })?;
         }
         Ok(())
     }
 
-    fn post(&self, url: &str, body: &Value, what: &'static str) -> Result<(), PushError> {
+    /// POSTs `body` as JSON to `url`, with the token if `ours` (the ntfy
+    /// server's, never a webhook's).
+    fn post(&self, url: &str, body: &Value, what: &'static str, ours: bool) -> Result<(), PushError> {
         let failed = |e: ureq::Error| PushError::Http { what, url: url.to_string(), detail: e.to_string() };
-        let request = self.agent.post(url).config().timeout_global(Some(SEND_TIMEOUT)).build();
-        request.send_json(body).map_err(failed)?;
+        let mut request = self.agent.post(url);
+        if let Some(token) = self.token.as_ref().filter(|_| ours) {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        request.config().timeout_global(Some(SEND_TIMEOUT)).build().send_json(body).map_err(failed)?;
         Ok(())
     }
 
@@ -131,7 +241,11 @@ impl Channel {
         let Some((server, topic)) = &self.ntfy else { return Ok(()) };
         let url = format!("{server}/{topic}-answers/json?since={since}");
         let failed = |detail: String| PushError::Http { what: "following", url: url.clone(), detail };
-        let request = self.agent.get(&url).config().timeout_recv_body(None).timeout_per_read(Some(SILENCE)).build();
+        let mut request = self.agent.get(&url);
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let request = request.config().timeout_recv_body(None).timeout_per_read(Some(SILENCE)).build();
         let response = request.call().map_err(|e| failed(e.to_string()))?;
         let reader = std::io::BufReader::new(response.into_body().into_reader());
         for line in reader.lines() {
@@ -156,6 +270,12 @@ impl Channel {
         let mut response =
             request.call().map_err(|e| PushError::Http { what: "asking", url: url.clone(), detail: e.to_string() })?;
         let body = response.body_mut().read_to_string().unwrap_or_default();
-        Ok(format!("{server} answers ({})", body.trim()))
+        let answers = match self.answering()? {
+            Answering::On => {
+                "answers from the phone: on (the server refuses both topics to anyone without the token)".to_string()
+            }
+            Answering::Off(why) => format!("answers from the phone: off ({why})"),
+        };
+        Ok(format!("{server} answers ({}); {answers}", body.trim()))
     }
 }

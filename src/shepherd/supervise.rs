@@ -379,29 +379,24 @@ impl Supervisor {
         if self.clock.is_paused() || self.clock.turn_is_over() || self.recorder.is_committed() {
             return Ok(());
         }
-        let report = self.session.report();
-        let model = self.session.launch().model.clone();
-        let looked = self.spending.look(&mut self.store, &self.run_id, &report, model.as_deref())?;
-        if let Some(note) = looked.note {
-            self.note_event(EventKind::System, note)?;
-        }
-        match looked.crossing {
+        match self.record_spend()? {
             Some(crossing) => self.act_on_crossing(crossing),
             None => Ok(()),
         }
     }
 
-    /// Records what the turn that just ended spent (an agent that says its
-    /// spend only at a turn's end, Codex or Gemini CLI, says it there): the
-    /// runs it waits for, and their parents' budgets, see it at once.
-    fn record_turn_spend(&mut self) -> Result<(), ShepherdError> {
+    /// Records what the agent reported spending, if it changed: the budget
+    /// it crossed, if one is. Also at a turn's end (an agent that says its
+    /// spend only there, Codex or Gemini CLI): the runs it waits for, and
+    /// their parents' budgets, see it at once.
+    fn record_spend(&mut self) -> Result<Option<crate::budget::Crossing>, ShepherdError> {
         let report = self.session.report();
         let model = self.session.launch().model.clone();
         let looked = self.spending.look(&mut self.store, &self.run_id, &report, model.as_deref())?;
         if let Some(note) = looked.note {
             self.note_event(EventKind::System, note)?;
         }
-        Ok(())
+        Ok(looked.crossing)
     }
 
     /// A new turn's agent has just started: if a budget over the run is
@@ -554,7 +549,8 @@ impl Supervisor {
         };
         await_launchers(&mut self.cleanup, &self.corral_exe, self.turn.agent.pid, self.config.exit_grace);
         self.cleanup.after_outcome(Instant::now());
-        self.record_turn_spend()?;
+        // A crossing is acted on when the next work starts (`hold_to_budget`).
+        self.record_spend()?;
         let kids = child_runs::tally(&mut self.store, &self.run_id)?;
         if kids.active > 0 {
             self.flush_events()?;

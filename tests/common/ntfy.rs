@@ -3,7 +3,9 @@
 //! /` with the topic in the body) or as a plain body (`POST /TOPIC`, which
 //! is what a phone's `http` action does), follow a topic (`GET
 //! /TOPIC/json?since=all|ID|UNIX_TIME`, one JSON object per line, kept
-//! open), and `/v1/health`. It can be taken down and brought back up.
+//! open), and `/v1/health`. It can be taken down and brought back up, and
+//! started protected: every topic refused (403) to a request without its
+//! token, as a server with `auth-default-access: deny-all` does.
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -31,6 +33,8 @@ struct State {
     next: AtomicU64,
     /// Connections made to it, whatever they asked.
     connections: AtomicU64,
+    /// The token every topic asks for (`None`: open to anyone).
+    token: Option<String>,
 }
 
 /// The running fixture; it stops with the test process.
@@ -40,10 +44,21 @@ pub struct Ntfy {
 }
 
 impl Ntfy {
+    /// A server whose topics anyone may read and write (ntfy.sh's).
     pub fn start() -> Ntfy {
+        Ntfy::serve(None)
+    }
+
+    /// A server whose topics only `token`'s holder may read and write.
+    #[allow(dead_code)]
+    pub fn start_protected(token: &str) -> Ntfy {
+        Ntfy::serve(Some(token.to_string()))
+    }
+
+    fn serve(token: Option<String>) -> Ntfy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the ntfy fixture");
         let port = listener.local_addr().unwrap().port();
-        let state = Arc::new(State::default());
+        let state = Arc::new(State { token, ..State::default() });
         let shared = Arc::clone(&state);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
@@ -69,7 +84,26 @@ impl Ntfy {
     pub fn press(&self, action: &Value) {
         let url = action["url"].as_str().expect("an http action");
         let topic = url.rsplit('/').next().unwrap();
+        if let Some(token) = &self.state.token {
+            let sent = action["headers"]["Authorization"].as_str();
+            assert_eq!(sent, Some(format!("Bearer {token}").as_str()), "the server refuses this press: {action:#}");
+        }
         self.publish(topic, json!({"message": action["body"]}));
+    }
+
+    /// What a stranger's POST of `body` to `topic` gets: its HTTP status.
+    #[allow(dead_code)]
+    pub fn post_as_stranger(&self, topic: &str, body: &str) -> u16 {
+        use std::io::Read;
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let request = format!(
+            "POST /{topic} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
     }
 
     /// Publishes `body` to `topic` as the server would take it.
@@ -102,9 +136,16 @@ fn serve(mut stream: TcpStream, state: &Arc<State>) {
         return; // closed at once, as a server that is down
     }
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let Some((method, path, body)) = super::http::read_request(&mut stream) else { return };
+    let Some((method, path, authorization, body)) = super::http::read_request_authorized(&mut stream) else {
+        return;
+    };
     let fixture = Ntfy { port: 0, state: Arc::clone(state) };
-    match (method.as_str(), path.split('?').next().unwrap_or("")) {
+    let route = path.split('?').next().unwrap_or("");
+    let known = state.token.as_ref().is_none_or(|t| authorization.as_deref() == Some(format!("Bearer {t}").as_str()));
+    if !known && route != "/v1/health" {
+        return respond_status(&mut stream, "403 Forbidden");
+    }
+    match (method.as_str(), route) {
         ("GET", "/v1/health") => respond(&mut stream, &json!({"healthy": true})),
         ("POST", "/") => {
             let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
