@@ -1086,3 +1086,59 @@ fn a_queued_fires_runs_count_in_the_hour_they_start() {
     let third = json_at(&env, 5 * 3600 + 1, &["schedule", "run-now", "hourly"]);
     assert_eq!(third["outcome"], "skipped_limit", "{third:#}");
 }
+
+/// The processes whose command line is `sleep SECS`, alive.
+fn sleeping(secs: &str) -> Vec<i32> {
+    let want = format!("sleep\0{secs}\0").into_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default() == want)
+        .filter(|pid| common::alive(*pid))
+        .collect()
+}
+
+/// Without a cgroup (a user who has none: here the firer runs where no
+/// cgroup hierarchy is mounted), a precheck that leaves a detached process
+/// holding its output, or that outlives its timeout, still ends its fire
+/// in time and leaves nothing: before, the fire waited for the detached
+/// process, and every other schedule of that firer with it.
+#[test]
+fn a_prechecks_detached_processes_neither_hold_its_fire_nor_outlive_it() {
+    let env = Env::new();
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let without_cgroups = |cmd: Command| -> Command {
+        let mut wrapped = Command::new("bwrap");
+        wrapped.args(["--dev-bind", "/", "/", "--tmpfs", "/sys/fs/cgroup", "--"]).arg(cmd.get_program());
+        wrapped.args(cmd.get_args()).current_dir(cmd.get_current_dir().unwrap_or(&env.project));
+        for (key, value) in cmd.get_envs() {
+            match value {
+                Some(value) => wrapped.env(key, value),
+                None => wrapped.env_remove(key),
+            };
+        }
+        wrapped
+    };
+    let cases = [
+        ("left", "sh -c 'setsid sleep 301.37 & echo work'", "301.37", "launched"),
+        ("late", "sh -c 'setsid sleep 302.41 & sleep 300'", "302.41", "skipped_precheck"),
+    ];
+    for (name, precheck, marker, outcome) in cases {
+        let args = ["schedule", "add", name, "--preset", "quick", "--every", "1h", "--precheck", precheck];
+        let mut all = args.to_vec();
+        all.extend(["--precheck-timeout", "2s", "work"]);
+        env.ok(&all);
+        let mut fire = spawned(without_cgroups(at(&env, 0, &["schedule", "run-now", name, "--json"])));
+        let ended = eventually(Duration::from_secs(20), || fire.try_wait().unwrap().is_some());
+        if !ended {
+            let _ = fire.kill();
+        }
+        assert!(ended, "{name}: the fire waited on a process its precheck left");
+        let out = fire.wait_with_output().unwrap();
+        let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(fired["outcome"], outcome, "{name}: {fired:#}");
+        assert!(eventually(Duration::from_secs(10), || sleeping(marker).is_empty()), "{name}: left running");
+    }
+    assert!(all_runs_ended(&env));
+}

@@ -150,7 +150,7 @@ pub fn settle_orphans(store: &mut Store) -> Result<Vec<FireRow>, ScheduleError> 
             store.release_unlaunched_items(fire.id)?;
             // What the dead firer left running stops with its fire.
             let (precheck, cgroup) = store.fire_precheck(fire.id)?;
-            precheck::stop_left(precheck, cgroup.as_deref());
+            precheck::stop_left(precheck, cgroup.as_deref(), &precheck::label(&fire.schedule, fire.id));
             settled.push(store.fire(fire.id)?);
         }
     }
@@ -314,7 +314,9 @@ fn decide(
     let mut items: Vec<Option<String>> = match &settings.precheck {
         None => vec![None],
         Some(check) => {
-            match precheck::run(check, &format!("precheck-{name}-{}", fire.id), cwd, &env, |process, cgroup| {
+            let cgroups = Config::load(store.home())?.cgroups;
+            let label = precheck::label(name, fire.id);
+            match precheck::run(check, &label, cwd, &env, cgroups, |process, cgroup| {
                 let cgroup = cgroup.map(|c| c.to_string_lossy().into_owned());
                 if let Err(e) = store.record_precheck(fire.id, process, cgroup.as_deref()) {
                     tracing::warn!("cannot record the precheck of fire {}: {e}", fire.id);

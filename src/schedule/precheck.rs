@@ -1,5 +1,8 @@
 //! A schedule's precheck: a command run before a fire, in a cgroup of its
-//! own where one can be made (else its own process group), with a timeout.
+//! own where one can be made (else its own process group, its processes
+//! marked in their environment so a detached one is found too), with a
+//! timeout that holds: what it leaves holding its output is not waited
+//! for, so one precheck never stops a firer's other schedules.
 //! Exit 0 means there is work; its output lines are the items of an `each`
 //! schedule. Anything else (an exit code, a signal, the timeout, a program
 //! that cannot start) means nothing to do, and the fire says why.
@@ -16,6 +19,12 @@ use crate::resources::ResourceLimits;
 
 /// Most bytes of a precheck's output kept (items and what it said).
 const OUTPUT_MAX: usize = 64 << 10;
+/// How long, once it ended, what it printed is read to its end (a
+/// process it left may hold its output open for ever).
+const OUTPUT_GRACE: Duration = Duration::from_secs(1);
+/// The variable marking a precheck's processes (value: its label): a
+/// process that left its group is still found by it.
+const MARK_ENV: &str = "CORRAL_PRECHECK";
 
 /// What a precheck said.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,22 +41,27 @@ pub(super) enum Checked {
 /// `started` is told its cgroup before it starts, then its process as soon
 /// as it runs (so a settler can stop it if this process dies at any time:
 /// the cgroup holds all it starts).
+/// `cgroups`: make one where one can be (config.toml's `cgroups`).
 pub(super) fn run(
     precheck: &Precheck,
     label: &str,
     cwd: &Path,
     env: &[(OsString, OsString)],
+    cgroups: bool,
     mut started: impl FnMut(Option<ProcessId>, Option<&Path>),
 ) -> Checked {
     let Some((program, args)) = precheck.command.split_first() else {
         return Checked::Nothing("the precheck is empty".into());
     };
-    let group = RunCgroup::create(label, &ResourceLimits::default()).ok().map(|(group, _)| group);
+    let group = match cgroups {
+        true => RunCgroup::create(label, &ResourceLimits::default()).ok().map(|(group, _)| group),
+        false => None,
+    };
     if let Some(group) = &group {
         started(None, Some(group.dir()));
     }
     let mut command = Command::new(program);
-    command.args(args).current_dir(cwd).env_clear().envs(env.iter().cloned());
+    command.args(args).current_dir(cwd).env_clear().envs(env.iter().cloned()).env(MARK_ENV, label);
     command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     process::prepare_run_command(&mut command, group.as_ref().map(RunCgroup::join).unwrap_or_default());
     let checked = match command.spawn() {
@@ -55,7 +69,7 @@ pub(super) fn run(
             if let Some(process) = ProcessId::of(child.id() as i32) {
                 started(Some(process), group.as_ref().map(RunCgroup::dir));
             }
-            wait(child, Duration::from_secs(precheck.timeout_secs), group.as_ref())
+            wait(child, Duration::from_secs(precheck.timeout_secs), group.as_ref(), label)
         }
         Err(e) => Checked::Nothing(format!("the precheck '{program}' cannot start: {e}")),
     };
@@ -66,27 +80,32 @@ pub(super) fn run(
     checked
 }
 
+/// What a reader thread kept of one pipe, handed over when the pipe ends
+/// (or taken as it is, once the grace is over).
+type Kept = std::sync::Arc<std::sync::Mutex<(Vec<u8>, bool)>>;
+
 /// Waits for the precheck, at most `timeout`, reading what it prints.
-fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgroup>) -> Checked {
+fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgroup>, label: &str) -> Checked {
     let pgid = child.id() as i32;
+    let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
     let read = |pipe: Option<Box<dyn Read + Send>>| {
+        let kept: Kept = Default::default();
+        let shared = std::sync::Arc::clone(&kept);
+        let ended = ended_tx.clone();
         std::thread::spawn(move || {
-            let mut kept = Vec::new();
-            let Some(mut pipe) = pipe else { return kept };
-            // Read to the end (a full pipe must not stall it), keep the head.
-            let mut chunk = [0u8; 8192];
-            let mut cut = false;
-            while let Ok(n @ 1..) = pipe.read(&mut chunk) {
-                let room = OUTPUT_MAX.saturating_sub(kept.len());
-                cut |= n > room;
-                kept.extend_from_slice(&chunk[..n.min(room)]);
+            if let Some(mut pipe) = pipe {
+                // Read to the end (a full pipe must not stall it), keep the head.
+                let mut chunk = [0u8; 8192];
+                while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+                    let Ok(mut kept) = shared.lock() else { return };
+                    let room = OUTPUT_MAX.saturating_sub(kept.0.len());
+                    kept.1 |= n > room;
+                    kept.0.extend_from_slice(&chunk[..n.min(room)]);
+                }
             }
-            // A line cut at the bound is not an item: only whole lines are.
-            if cut {
-                kept.truncate(kept.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1));
-            }
-            kept
-        })
+            let _ = ended.send(());
+        });
+        kept
     };
     let stdout = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let stderr = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
@@ -110,11 +129,9 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
             None => std::thread::sleep(left.min(Duration::from_millis(20))),
         }
     };
-    // Whatever it started goes with it: its group, its cgroup.
-    let _ = process::signal_group(pgid, Sig::Kill);
-    if let Some(group) = group {
-        let _ = group.kill();
-    }
+    // Whatever it started goes with it: its group, its cgroup, and those
+    // that left its group (found by their mark).
+    stop(Some(pgid), group, label);
     let status = match status {
         Some(status) => Some(status),
         None => {
@@ -123,8 +140,25 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
             None
         }
     };
-    let out = String::from_utf8_lossy(&stdout.join().unwrap_or_default()).into_owned();
-    let err = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+    // Its output to its end, unless something it left (its mark scrubbed)
+    // holds it open: then what came within the grace.
+    drop(ended_tx);
+    let grace = Instant::now() + OUTPUT_GRACE;
+    for _ in 0..2 {
+        if ended.recv_timeout(grace.saturating_duration_since(Instant::now())).is_err() {
+            break;
+        }
+    }
+    let taken = |kept: &Kept| {
+        let Ok(kept) = kept.lock() else { return String::new() };
+        let (mut bytes, cut) = kept.clone();
+        // A line cut at the bound is not an item: only whole lines are.
+        if cut {
+            bytes.truncate(bytes.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1));
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    let (out, err) = (taken(&stdout), taken(&stderr));
     let said = |what: String| {
         let printed = [out.trim(), err.trim()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n");
         if printed.is_empty() {
@@ -148,18 +182,38 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
     }
 }
 
-/// Stops a precheck whose firer died: its cgroup killed and removed, else
-/// its process group, if it is still that very process.
-pub(super) fn stop_left(process: Option<ProcessId>, cgroup: Option<&str>) {
+/// Kills every process of the precheck `label`: its process group
+/// (`pgid`), its cgroup, and any process marked with its label.
+fn stop(pgid: Option<i32>, group: Option<&RunCgroup>, label: &str) {
+    if let Some(pgid) = pgid {
+        let _ = process::signal_group(pgid, Sig::Kill);
+    }
+    if let Some(group) = group {
+        let _ = group.kill();
+    }
+    for pid in process::pids_with_env(MARK_ENV, label) {
+        let _ = process::signal_group(pid, Sig::Kill);
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// Stops precheck `label`, whose firer died: its cgroup killed and
+/// removed, its process group if it is still that very process, and what
+/// carries its mark.
+pub(super) fn stop_left(process: Option<ProcessId>, cgroup: Option<&str>, label: &str) {
     if let Some(dir) = cgroup {
         let containment = crate::resources::Containment { cgroup: Some(dir.to_string()), ..Default::default() };
         if let Some(group) = RunCgroup::open(&containment) {
             let _ = group.kill();
             let _ = group.remove();
-            return;
         }
     }
-    if let Some(process) = process.filter(|p| p.is_alive()) {
-        let _ = process::signal_group(process.pid, Sig::Kill);
-    }
+    let pgid = process.filter(|p| p.is_alive()).map(|p| p.pid);
+    stop(pgid, None, label);
+}
+
+/// The label of fire `fire`'s precheck of schedule `name`: its cgroup's
+/// name and its processes' mark.
+pub(super) fn label(name: &str, fire: i64) -> String {
+    format!("precheck-{name}-{fire}")
 }
