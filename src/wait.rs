@@ -258,7 +258,16 @@ struct Blocked {
     /// When to look again at a wait that does not block the agent yet (a
     /// shell may call `wait` on it later), and how long after that.
     look_again: Option<(Instant, Duration)>,
+    /// When a look first found the agent wholly blocked on this command,
+    /// not yet recorded: a shell working in a loop of short commands
+    /// sleeps in `wait(2)` for a moment with none of them left (one just
+    /// ended), and one such look must not give its slot away.
+    seen_blocked: Option<Instant>,
 }
+
+/// How long a command's wait must be seen blocking its agent, at two
+/// looks, before the agent counts as blocked.
+const CONFIRM_BLOCKED: Duration = Duration::from_millis(50);
 
 /// The first look again at a wait that does not block the agent: soon, as
 /// the shell that started it may be about to wait for it.
@@ -275,23 +284,49 @@ impl Blocked {
             return Ok(false);
         }
         let run = store.run(&self.run)?;
-        let blocks = blocking::judge(store, &run, std::process::id() as i32, self.waiter)?;
+        let judged = blocking::judge(store, &run, std::process::id() as i32, self.waiter)?;
+        let blocks = self.confirmed(judged);
         let changed = blocks != self.blocks;
         if changed {
             store.set_wait_blocks(self.wait, blocks)?;
             self.blocks = blocks;
         }
-        self.look_again = (self.may_block_more() && run.status.is_active())
-            .then(|| (Instant::now() + pause, (pause * 2).min(LONGEST_LOOK_AGAIN)));
+        self.look_again = (self.may_block_more() && run.status.is_active()).then(|| match self.seen_blocked {
+            Some(_) => (Instant::now() + CONFIRM_BLOCKED, pause),
+            None => (Instant::now() + pause, (pause * 2).min(LONGEST_LOOK_AGAIN)),
+        });
         Ok(changed && blocks != WaitBlocks::No)
     }
 
-    /// True while the agent may yet block on this wait more than it does:
-    /// a command's wait until the agent itself waits on it (a tool call's
-    /// wait blocks the agent while the call is open, and no more).
+    /// What to record of a look that judged `judged`: a command's wait
+    /// blocks its agent wholly only once two looks `CONFIRM_BLOCKED` apart
+    /// found it so (until then, it blocks as a tool call's would).
+    fn confirmed(&mut self, judged: WaitBlocks) -> WaitBlocks {
+        if self.waiter != Waiter::Command || judged != WaitBlocks::Always || self.blocks == WaitBlocks::Always {
+            self.seen_blocked = None;
+            return judged;
+        }
+        match self.seen_blocked {
+            Some(at) if at.elapsed() >= CONFIRM_BLOCKED => {
+                self.seen_blocked = None;
+                WaitBlocks::Always
+            }
+            Some(_) => WaitBlocks::WhileToolOpen,
+            None => {
+                self.seen_blocked = Some(Instant::now());
+                WaitBlocks::WhileToolOpen
+            }
+        }
+    }
+
+    /// True while what this wait does to the agent may change: a
+    /// command's wait for as long as it waits (a shell may wait on it
+    /// later, or go back to work while it still waits: a sample that found
+    /// the agent blocked is not kept for ever); a tool call's wait until it
+    /// blocks the agent while the call is open, and no more.
     fn may_block_more(&self) -> bool {
         match self.waiter {
-            Waiter::Command => self.blocks != WaitBlocks::Always,
+            Waiter::Command => true,
             Waiter::ToolCall => self.blocks == WaitBlocks::No,
         }
     }
@@ -312,11 +347,15 @@ fn block(
     if targets.is_empty() || !run.status.is_active() {
         return Ok(None);
     }
-    let blocks = blocking::judge(store, &run, me.pid, waiter)?;
-    let wait = store.register_wait(caller, me, &targets, blocks)?;
-    let mut blocked = Blocked { wait, run: run.id, waiter, blocks, look_again: None };
+    let judged = blocking::judge(store, &run, me.pid, waiter)?;
+    let mut blocked =
+        Blocked { wait: WaitId(0), run: run.id, waiter, blocks: WaitBlocks::No, look_again: None, seen_blocked: None };
+    let blocks = blocked.confirmed(judged);
+    blocked.wait = store.register_wait(caller, me, &targets, blocks)?;
+    blocked.blocks = blocks;
     if blocked.may_block_more() {
-        blocked.look_again = Some((Instant::now() + FIRST_LOOK_AGAIN, FIRST_LOOK_AGAIN * 2));
+        let first = if blocked.seen_blocked.is_some() { CONFIRM_BLOCKED } else { FIRST_LOOK_AGAIN };
+        blocked.look_again = Some((Instant::now() + first, FIRST_LOOK_AGAIN * 2));
     }
     Ok(Some(blocked))
 }

@@ -405,3 +405,36 @@ fn a_wait_in_the_background_holds_the_slot_until_the_agent_really_waits() {
     assert_eq!(run["status"], "completed", "{run:#}");
     assert_eq!(env.show(&child)["status"], "completed");
 }
+
+/// However long the shell goes on working beside its `corral wait &` (a
+/// loop of short `sleep`s, each one a moment where the shell sleeps in
+/// `wait(2)` with a child just ended), the slot is never given up while it
+/// works: one look that found it waiting is not kept for ever, and a
+/// shell with a child just ended is about to work, not blocked.
+#[test]
+fn a_shell_working_in_a_sleep_loop_beside_its_background_wait_keeps_its_slot() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let script = "child=$(corral launch quick y); corral wait \"$child\" >/dev/null & \
+                  i=0; while [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.001; done; echo looped; wait; echo done";
+    env.command_preset("lead", &["sh", "-c", script]);
+    let lead = env.launch("lead", "x");
+    let store = env.store();
+    let tail = || env.ok(&["tail", "-n", "all", &lead]);
+    assert!(eventually(LIMIT, || store.blocked_processes().unwrap().len() == 1), "the wait was never registered");
+    let child = env.show(&lead)["children"][0].as_str().expect("a child").to_string();
+    let mut started_beside = None;
+    let looped = eventually(LIMIT, || {
+        let done = tail().contains("looped");
+        if !done && status_in_store(&env, &child) != RunStatus::Queued && started_beside.is_none() {
+            started_beside = Some(store.slots().unwrap());
+        }
+        done
+    });
+    assert!(looped, "{}", tail());
+    assert!(started_beside.is_none(), "the child started beside its working parent: {started_beside:?}");
+    let run = env.wait_run(&lead, LIMIT, |r| !r["exited_at"].is_null());
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(env.show(&child)["status"], "completed");
+}
