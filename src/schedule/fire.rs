@@ -233,10 +233,9 @@ fn decide(
     // counts as running, or two fires at once would both launch.
     let firing = store.earlier_firing(name, fire.id)?;
     if !active.is_empty() || !firing.is_empty() {
-        let what = match (active.is_empty(), firing.first()) {
-            (false, _) => format!("the last fire's runs still run: {}", active.join(", ")),
-            (true, Some(before)) => format!("fire {before} is still being carried out"),
-            (true, None) => unreachable!("one of them is not empty"),
+        let what = match firing.first() {
+            Some(before) if active.is_empty() => format!("fire {before} is still being carried out"),
+            _ => format!("the last fire's runs still run: {}", active.join(", ")),
         };
         match settings.overlap {
             Overlap::Skip => return Ok(Decided::skipped("skipped_overlap", what)),
@@ -324,12 +323,8 @@ fn decide(
             }) {
                 Checked::Nothing(why) => return Ok(Decided::skipped("skipped_precheck", why)),
                 Checked::Work(lines) if check.each => {
-                    let mut new: Vec<String> = Vec::new();
-                    for line in lines {
-                        if !new.contains(&line) {
-                            new.push(line);
-                        }
-                    }
+                    let mut seen = std::collections::HashSet::new();
+                    let new: Vec<String> = lines.into_iter().filter(|line| seen.insert(line.clone())).collect();
                     // Claimed in one write: a fire beside this one, listing
                     // the same items, gets the others.
                     let (claimed, beyond) = store.claim_items(fire.id, &new, cap)?;
