@@ -48,20 +48,14 @@ impl Store {
     /// The nearest budget crossed by run `id`'s spend: its own (with its
     /// child runs), else that of the run that launched it, and so on up.
     pub fn budget_crossed(&self, id: &str) -> Result<Option<Crossing>, StoreError> {
-        let mut at = Some(id.to_string());
-        // A parent chain is short; the bound only guards a corrupt cycle.
-        for _ in 0..64 {
-            let Some(run) = at.take() else { break };
-            let Some(owner) = self.owner(&run)? else { break };
-            if !owner.budget.is_unlimited() {
-                let spent = self.tree_spent(&run)?;
-                if Crossing::is_crossed(&owner.budget, &spent) {
-                    return Ok(Some(Crossing { owner: run, budget: owner.budget, spent, on_budget: owner.on_budget }));
-                }
-            }
-            at = owner.parent;
-        }
-        Ok(None)
+        self.up_the_budgets(id, |owner, over, spent| {
+            Crossing::is_crossed(&over.budget, &spent).then_some(Crossing {
+                owner: owner.to_string(),
+                budget: over.budget,
+                spent,
+                on_budget: over.on_budget,
+            })
+        })
     }
 
     /// What run `id` may still spend under every budget over it (its own,
@@ -70,21 +64,38 @@ impl Store {
     /// run on another host) is given this as its own budget.
     pub fn budget_left(&self, id: &str) -> Result<Option<Budget>, StoreError> {
         let mut left: Option<Budget> = None;
+        self.up_the_budgets(id, |_, over, spent| {
+            let here = Budget {
+                usd: over.budget.usd.map(|u| (u - spent.usd).max(0.0)),
+                tokens: over.budget.tokens.map(|t| t.saturating_sub(spent.tokens)),
+            };
+            left = Some(left.map_or(here, |left| left.least(&here)));
+            None::<()>
+        })?;
+        Ok(left)
+    }
+
+    /// Hands `each` every budget over run `id`, nearest first (the run that
+    /// has it, its budget, what that run's tree spent), until it returns
+    /// something: that is the answer.
+    fn up_the_budgets<T>(
+        &self,
+        id: &str,
+        mut each: impl FnMut(&str, &Owner, Spent) -> Option<T>,
+    ) -> Result<Option<T>, StoreError> {
         let mut at = Some(id.to_string());
+        // A parent chain is short; the bound only guards a corrupt cycle.
         for _ in 0..64 {
             let Some(run) = at.take() else { break };
             let Some(owner) = self.owner(&run)? else { break };
             if !owner.budget.is_unlimited() {
-                let spent = self.tree_spent(&run)?;
-                let here = Budget {
-                    usd: owner.budget.usd.map(|u| (u - spent.usd).max(0.0)),
-                    tokens: owner.budget.tokens.map(|t| t.saturating_sub(spent.tokens)),
-                };
-                left = Some(left.map_or(here, |left| left.least(&here)));
+                if let Some(found) = each(&run, &owner, self.tree_spent(&run)?) {
+                    return Ok(Some(found));
+                }
             }
             at = owner.parent;
         }
-        Ok(left)
+        Ok(None)
     }
 
     /// The budget run `id` has, if any (not those of runs above it).
