@@ -99,6 +99,12 @@ pub enum LaunchError {
         "{words}, so no run is launched under it: the user is asked (`corral resume {owner} --budget +N` allows more)"
     )]
     BudgetSpent { owner: String, words: String },
+    /// From inside a run, a parent outside that run's tree.
+    #[error(
+        "run {parent} is not run {caller} nor a run it launched: from inside a run, what it launches stays in its \
+         own tree (its budget, its waits). Leave out --parent"
+    )]
+    ParentNotYours { parent: String, caller: String },
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -139,10 +145,18 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     if cwd.to_str().is_none() {
         return Err(LaunchError::CwdNotUtf8(cwd));
     }
+    let caller = crate::caller::caller_run(store)?;
     let parent = match &request.parent {
         Some(id) => Some(store.find_run(id)?),
-        None => crate::caller::caller_run(store)?.map(|id| store.run(&id)).transpose()?,
+        None => caller.as_deref().map(|id| store.run(id)).transpose()?,
     };
+    // From inside a run, what it launches stays in its tree: under another
+    // run it would spend outside its budget and be waited for by no one.
+    if let (Some(caller), Some(parent)) = (&caller, &parent) {
+        if !store.is_within(&parent.id, caller)? {
+            return Err(LaunchError::ParentNotYours { parent: parent.id.clone(), caller: caller.clone() });
+        }
+    }
     // Under a budget already spent, nothing more starts: it would spend
     // before anyone was asked (a lead fanning out after its crossing).
     if let Some(parent) = &parent {

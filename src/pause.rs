@@ -46,6 +46,19 @@ pub enum PauseError {
         /// The budget's run.
         id: String,
     },
+    /// Asked from inside a run, of a budget over that run (its own, or one
+    /// of a run that launched it): only a run's launcher or its user
+    /// allows it more.
+    #[error(
+        "run {caller} cannot raise the budget of run {owner}, which is over it: its launcher or you allow more \
+         (`corral resume {owner} --budget +N` in your own terminal)"
+    )]
+    OwnBudget {
+        /// The calling run.
+        caller: String,
+        /// The budget's run.
+        owner: String,
+    },
     /// The budget allowed is still spent.
     #[error("run {id} stays paused: {words}, and the budget allowed ({allowed}) is spent too; allow more than that")]
     StillOver {
@@ -135,6 +148,14 @@ pub fn resume(
         }
         return pause(store, &run.id, false, patience, shepherd);
     };
+    // From inside a run, only a budget strictly below it: an agent raising
+    // its own (or its launcher's) budget would make the budget nothing.
+    if let Some(caller) = crate::caller::caller_run(store)? {
+        let owner = crossing.as_ref().map_or(run.id.as_str(), |c| c.owner.as_str());
+        if store.is_within(&caller, owner)? {
+            return Err(PauseError::OwnBudget { caller, owner: owner.to_string() });
+        }
+    }
     let owner = match &crossing {
         Some(crossing) => raise(store, &run.id, crossing, &change)?,
         None => {

@@ -282,3 +282,62 @@ fn tokens_an_agent_prices_at_zero_are_not_free_under_a_dollar_budget() {
     let text = env.ok(&["tail", "-n", "all", &id]);
     assert_eq!(text.matches("cannot be counted for this run").count(), 1, "{text}");
 }
+
+/// An agent cannot make its budget nothing: from inside a run, a budget
+/// over it (its own, its launcher's) is not raised, and nothing it
+/// launches is put under another run's tree, where its budget would not
+/// count it. Its launcher (or the user) still allows a child more.
+#[test]
+fn a_run_cannot_raise_the_budget_over_it_nor_launch_outside_its_tree() {
+    let env = spending_env("");
+    let script = "set -e\ncorral launch --budget '$0.5' spend child >> kids\ncorral wait $(cat kids)\n";
+    std::fs::write(env.project.join("lead.sh"), script).unwrap();
+    env.command_preset("lead", &["sh", "lead.sh"]);
+    env.command_preset("idle", &["sleep", "60"]);
+    let lead = env.ok(&["launch", "--budget", "$1", "lead", "delegate"]).trim().to_string();
+    let kid = || std::fs::read_to_string(env.project.join("kids")).unwrap_or_default().trim().to_string();
+    assert!(common::eventually(LIMIT, || !kid().is_empty()), "the lead launched nothing");
+    let kid = kid();
+    let paused = env.wait_run(&kid, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(paused["pause_reason"], "budget", "{paused:#}");
+    let inside = |run: &str, args: &[&str]| {
+        let out = env.command(args).env("CORRAL_RUN_ID", run).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    };
+
+    // The child cannot raise its own budget.
+    let (ok, said) = inside(&kid, &["resume", &kid, "--budget", "+100"]);
+    assert!(!ok && said.contains(&format!("cannot raise the budget of run {kid}")), "{said}");
+    assert_eq!(env.show(&kid)["budget"]["usd"], 0.5);
+    // Its launcher allows it more, within its own budget.
+    let (ok, said) = inside(&lead, &["resume", &kid, "--budget", "+0.25"]);
+    assert!(ok, "{said}");
+    assert_eq!(env.show(&kid)["budget"]["usd"], 0.75);
+
+    // Now the lead's own budget is crossed: neither it nor its child raises it.
+    let paused = env.wait_run(&kid, LIMIT, |r| {
+        (r["status"] == "paused" && r["cost_usd"].as_f64().unwrap_or(0.0) >= 0.75) || common::is_terminal(r)
+    });
+    assert_eq!(paused["status"], "paused", "{paused:#}");
+    env.ok(&["resume", &kid, "--budget", "+0.5"]);
+    let crossed = env.wait_run(&kid, LIMIT, |r| {
+        (r["status"] == "paused" && r["cost_usd"].as_f64().unwrap_or(0.0) >= 1.0) || common::is_terminal(r)
+    });
+    assert_eq!(crossed["status"], "paused", "{crossed:#}");
+    for caller in [&lead, &kid] {
+        for target in [&lead, &kid] {
+            let (ok, said) = inside(caller, &["resume", target, "--budget", "+100"]);
+            assert!(!ok && said.contains(&format!("cannot raise the budget of run {lead}")), "{caller} {target}: {said}");
+        }
+    }
+    assert_eq!(env.show(&lead)["budget"]["usd"], 1.0);
+
+    // Nor does it launch under another run, outside its budget.
+    let other = env.ok(&["launch", "idle", "elsewhere"]).trim().to_string();
+    let (ok, said) = inside(&lead, &["launch", "--parent", &other, "spend", "escape"]);
+    assert!(!ok && said.contains("stays in its own tree"), "{said}");
+    let (ok, said) = inside(&lead, &["launch", "--parent", &kid, "spend", "under the child"]);
+    assert!(!ok && said.contains("budget of $1.00 reached"), "{said}");
+    assert_eq!(env.json(&["ls", "--all"]).as_array().unwrap().len(), 3, "a run was launched");
+    env.ok(&["abort", &lead, &other]);
+}

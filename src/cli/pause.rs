@@ -60,6 +60,7 @@ pub fn run(
             Err(
                 e @ (PauseError::NotApplicable { .. }
                 | PauseError::BudgetSpent { .. }
+                | PauseError::OwnBudget { .. }
                 | PauseError::StillOver { .. }
                 | PauseError::Heal(HealError::Store(StoreError::UnknownRun(_) | StoreError::AmbiguousRun { .. }))),
             ) => {

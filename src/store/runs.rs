@@ -226,6 +226,21 @@ impl Store {
         ids.collect::<Result<_, _>>().doing("listing child runs")
     }
 
+    /// True if run `id` is run `ancestor` itself or was launched under it
+    /// (its parent, or its parent's parent, and so on).
+    pub fn is_within(&self, id: &str, ancestor: &str) -> Result<bool, StoreError> {
+        let mut next = Some(id.to_string());
+        let mut hops = 0;
+        while let Some(at) = next.filter(|_| hops < 1024) {
+            if at == ancestor {
+                return Ok(true);
+            }
+            next = self.run(&at)?.parent_id;
+            hops += 1;
+        }
+        Ok(false)
+    }
+
     /// The preset a run was launched with, as it was then.
     pub fn run_preset(&self, id: &str) -> Result<Preset, StoreError> {
         let json: String = self
