@@ -60,7 +60,11 @@ pub fn abort(
     let id = store.find_run(id)?.id;
     match request(store, &id)? {
         AbortRequest::AlreadyOver(run) => return Ok(Aborted::AlreadyOver(run)),
-        AbortRequest::AbortedBeforeStart(run) => return Ok(Aborted::Stopped(run)),
+        AbortRequest::AbortedBeforeStart(run) => {
+            // No shepherd of its hands on what waited behind it.
+            crate::queue::fire_queued_behind(store, &[run.id.as_str()], shepherd)?;
+            return Ok(Aborted::Stopped(run));
+        }
         AbortRequest::Requested(_) => {}
     }
     let deadline = Instant::now() + patience;

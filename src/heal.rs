@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::config::{Config, ConfigError};
 use crate::home::Home;
-use crate::queue::{start_queued, ShepherdCommand};
+use crate::queue::{fire_queued_behind, start_queued, ShepherdCommand};
 use crate::reconcile::{reconcile, Reconciled};
 use crate::store::{Store, StoreError};
 
@@ -69,6 +69,10 @@ pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, Hea
     let reconciled = reconcile(store)?;
     let config = Config::load(store.home())?;
     let started = start_queued(store, &config, shepherd)?;
+    if !reconciled.lost.is_empty() {
+        let lost: Vec<&str> = reconciled.lost.iter().map(|r| r.id.as_str()).collect();
+        fire_queued_behind(store, &lost, shepherd)?;
+    }
     Ok(Healed { reconciled, started })
 }
 

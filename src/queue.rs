@@ -123,6 +123,43 @@ pub(crate) fn start_or_fail(store: &mut Store, id: &str, shepherd: &ShepherdComm
     store.fail_unstarted(id, format!("cannot start the run's shepherd {}: {e}", shepherd.program.display()))
 }
 
+/// Has the fires queued behind runs `ended` carried out, now that those
+/// runs ended without their shepherd's last word (it died and they were
+/// found lost, or they were aborted before they started), as a timer
+/// would: `corral schedule fire NAME`, started detached. Otherwise such a
+/// fire waited for a firer that may never come (only timers firing).
+pub fn fire_queued_behind(store: &Store, ended: &[&str], shepherd: &ShepherdCommand) -> Result<(), StoreError> {
+    let mut schedules = Vec::new();
+    for run in ended {
+        if let Some(name) = store.schedule_of_run(run)? {
+            if !schedules.contains(&name) {
+                schedules.push(name);
+            }
+        }
+    }
+    for name in schedules {
+        if store.queued_fires(&name)?.is_empty() || !store.schedule_active_runs(&name)?.is_empty() {
+            continue;
+        }
+        let dir = store.home().schedule_dir(&name);
+        let started = home::ensure_private_dir(&dir)
+            .map_err(std::io::Error::other)
+            .and_then(|()| home::open_private_append(&dir.join("fire.log")))
+            .and_then(|log| {
+                let mut command = Command::new(&shepherd.program);
+                command.args(["schedule", "fire", &name]).current_dir(Path::new("/")).env_remove(RUN_ID_ENV);
+                if let Some(root) = store.home().env_value() {
+                    command.env(home::HOME_ENV, root);
+                }
+                crate::process::spawn_detached(command, log)
+            });
+        if let Err(e) = started {
+            tracing::warn!(schedule = name, "cannot carry out the fires queued behind runs that ended: {e}");
+        }
+    }
+    Ok(())
+}
+
 /// Where a shepherd's own diagnostics go, in its run's folder.
 pub fn shepherd_log(run_dir: &Path) -> PathBuf {
     run_dir.join("shepherd.log")

@@ -1064,6 +1064,45 @@ fn a_queued_fire_goes_when_its_turn_comes_with_no_firer_running() {
     assert!(all_runs_ended(&env));
 }
 
+/// A queued fire goes when what it waited for ended without its shepherd's
+/// last word: the shepherd was killed (the run found lost), or the run was
+/// aborted while still queued for a slot. Only timers fire here.
+#[test]
+fn a_queued_fire_goes_when_its_blocker_is_lost_or_aborted_before_it_started() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.ok(&["schedule", "add", "queuer", "--preset", "slow", "--every", "1h", "--overlap", "queue", "work"]);
+    let launched = json_at(&env, 3601, &["schedule", "fire", "queuer"]);
+    assert_eq!(launched["outcome"], "launched");
+    assert_eq!(json_at(&env, 7201, &["schedule", "fire", "queuer"])["outcome"], "queued");
+    let first = launched["runs"][0]["id"].as_str().unwrap().to_string();
+    let shepherd = eventually(Duration::from_secs(10), || env.show(&first)["shepherd_pid"].is_i64());
+    assert!(shepherd, "no shepherd");
+    let pid = env.show(&first)["shepherd_pid"].as_i64().unwrap() as i32;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let went = eventually(Duration::from_secs(20), || outcomes(&env, "queuer") == ["launched", "launched"]);
+    assert!(went, "the queued fire stayed behind a lost run: {:?}", outcomes(&env, "queuer"));
+    assert_eq!(env.show(&first)["status"], "lost");
+
+    // A fire whose run waits for the one slot; a fire queued behind it.
+    let second = fires(&env, "queuer")[0]["runs"][0]["id"].as_str().unwrap().to_string();
+    env.ok(&["abort", &second]);
+    let hog = env.ok(&["launch", "slow", "hold the slot"]).trim().to_string();
+    assert!(eventually(Duration::from_secs(20), || env.show(&hog)["status"] == "running"));
+    let third = json_at(&env, 10801, &["schedule", "fire", "queuer"]);
+    assert_eq!(third["outcome"], "launched");
+    let third = third["runs"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(env.show(&third)["status"], "queued");
+    assert_eq!(json_at(&env, 14401, &["schedule", "fire", "queuer"])["outcome"], "queued");
+    env.ok(&["abort", &third]);
+    let went = eventually(Duration::from_secs(20), || fires(&env, "queuer")[0]["outcome"] == "launched");
+    assert!(went, "the queued fire stayed behind an aborted queued run: {:?}", outcomes(&env, "queuer"));
+    std::fs::write(&release, "").unwrap();
+    assert!(all_runs_ended(&env));
+}
+
 /// A fire queued for hours counts in the hour its runs start in, not the
 /// hour it was queued in: `max_runs_per_hour` holds across it.
 #[test]
