@@ -184,3 +184,37 @@ fn a_run_waiting_out_a_limit_paused_by_the_user_waits_for_resume() {
     assert!(common::eventually(LIMIT, || turns(&log).len() == 2), "{:?}", turns(&log));
     env.ok(&["abort", &id]);
 }
+
+/// Past its reset, a run that waits for a slot is still the user's to
+/// pause: a `corral pause` then holds it until `corral resume`, though a
+/// slot frees.
+#[test]
+fn a_run_paused_by_the_user_as_its_limit_resets_waits_for_resume() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n[usage_limits]\nretry = \"2s\"\ntries = 5\n");
+    env.use_fake("claude", "rate-limited");
+    env.agent_preset("cl", "claude", "");
+    let release = env.project.join("release");
+    env.command_preset("hog", &[&common::fake_agent("slow"), release.to_str().unwrap()]);
+    let log = env.project.join("turns.log");
+    let id = env.launch_env("cl", "x", &[("LIMIT_LOG", log.to_str().unwrap())]);
+    let waiting = env.wait_run(&id, LIMIT, |r| r["pause_reason"] == "usage_limit" || common::is_terminal(r));
+    assert_eq!(waiting["pause_reason"], "usage_limit", "{waiting:#}");
+    let hog = env.ok(&["launch", "hog", "hold the one slot"]).trim().to_string();
+    assert_eq!(env.wait_run(&hog, LIMIT, |r| r["status"] == "running" || common::is_terminal(r))["status"], "running");
+    // Past the reset and its margin: it waits for the slot the hog holds.
+    let reset: chrono::DateTime<chrono::FixedOffset> =
+        chrono::DateTime::parse_from_rfc3339(waiting["resumes_at"].as_str().unwrap()).unwrap();
+    let past = reset.with_timezone(&chrono::Utc) + chrono::Duration::seconds(2);
+    common::eventually(LIMIT, || chrono::Utc::now() > past);
+    let paused = env.json(&["pause", &id]);
+    assert_eq!(paused[0]["status"], "paused", "{paused:#}");
+    env.ok(&["abort", &hog]);
+    // The slot is free: it stays paused, by the user's word.
+    let gone_on = common::eventually(Duration::from_secs(3), || turns(&log).len() > 1);
+    assert!(!gone_on, "it went on though paused by the user");
+    assert_eq!(env.show(&id)["status"], "paused");
+    env.ok(&["resume", &id]);
+    assert!(common::eventually(LIMIT, || turns(&log).len() == 2), "{:?}", turns(&log));
+    env.ok(&["abort", &id]);
+}

@@ -68,17 +68,24 @@ pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Re
     let held = |sup: &Supervisor| -> Result<bool, ShepherdError> {
         Ok(sup.store.run(&sup.run_id)?.pause_reason != Some(crate::run::PauseReason::UsageLimit))
     };
-    while sup.store.pause_requested(&sup.run_id)? && (Instant::now() < deadline || held(sup)?) {
-        let until = (Instant::now() < deadline).then_some(deadline);
-        if let Woken::Stopped = block(sup, &mut watcher, until)? {
-            return Ok(None);
+    loop {
+        while sup.store.pause_requested(&sup.run_id)? && (Instant::now() < deadline || held(sup)?) {
+            let until = (Instant::now() < deadline).then_some(deadline);
+            if let Woken::Stopped = block(sup, &mut watcher, until)? {
+                return Ok(None);
+            }
+            if sup.store.run(&sup.run_id)?.status.is_terminal() {
+                return Ok(None);
+            }
         }
-        if sup.store.run(&sup.run_id)?.status.is_terminal() {
-            return Ok(None);
+        // Resumed, or the limit's pause ended here: unless a `corral
+        // pause` made it the user's that very moment.
+        if !sup.store.pause_requested(&sup.run_id)? || sup.store.end_limit_pause(&sup.run_id)? {
+            break;
         }
     }
-    sup.store.request_pause(&sup.run_id, false)?;
-    // A slot back, before any queued run.
+    // A slot back, before any queued run (a `corral pause` while it waits
+    // for one holds it until `corral resume`).
     while !sup.store.resume_paused(&sup.run_id, sup.config.max_parallel)? {
         if sup.store.run(&sup.run_id)?.status != RunStatus::Paused {
             return Ok(None);

@@ -64,12 +64,26 @@ impl Store {
     pub fn hold_limit_pause(&mut self, id: &str) -> Result<bool, StoreError> {
         let n = self.write("holding a run paused at its usage limit", |tx| {
             tx.execute(
-                "UPDATE runs SET pause_reason = NULL, resumes_at = NULL WHERE id = ?1 AND pause_reason = ?2",
+                "UPDATE runs SET pause_reason = NULL, resumes_at = NULL, pause_requested = 1
+                 WHERE id = ?1 AND pause_reason = ?2",
                 params![id, PauseReason::UsageLimit.as_str()],
             )
         })?;
         Ok(n == 1)
     }
+    /// Withdraws the pause a usage limit made on run `id`, now that the
+    /// limit reset: false if it is no longer the limit's (the user made it
+    /// theirs, or resumed it), so the user's word is never undone.
+    pub fn end_limit_pause(&mut self, id: &str) -> Result<bool, StoreError> {
+        let n = self.write("ending a run's usage-limit pause", |tx| {
+            tx.execute(
+                "UPDATE runs SET pause_requested = 0 WHERE id = ?1 AND pause_reason = ?2 AND pause_requested = 1",
+                params![id, PauseReason::UsageLimit.as_str()],
+            )
+        })?;
+        Ok(n == 1)
+    }
+
     /// The usage limit of `agent` if it stands now.
     pub fn agent_limit(&self, agent: AgentKind) -> Result<Option<AgentLimit>, StoreError> {
         let now = time::format(time::now());
