@@ -14,13 +14,16 @@
 
 use std::time::Duration;
 
+use crate::adapter::{EventKind, TranscriptEvent};
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
 use crate::resources::Resources;
-use crate::run::{Run, RunStatus, StopReason};
+use crate::run::{PauseReason, Run, RunStatus, StopReason};
 use crate::run_env::RUN_ID_ENV;
+use crate::store::ReplyPlaced;
 use crate::store::{Outcome, Store, StoreError};
 use crate::time;
+use crate::usage_limit::CONTINUE;
 
 /// A run still `starting` with no shepherd recorded this long after it got
 /// its slot, though whoever promoted it is alive, never got one: its
@@ -85,10 +88,17 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
             error: Some(lost_reason(store)),
             report: Default::default(),
         };
+        // A run waiting out a usage limit has no process of its own:
+        // its shepherd died, yet none of its work went with it.
+        let limited = run.pause_reason == Some(PauseReason::UsageLimit) && run.session_id.is_some();
         if store.commit_outcome(&run.id, &outcome)? {
             let used = kill_survivors(&run);
             store.mark_exited_using(&run.id, None, None, used.as_ref())?;
-            lost.push(store.run(&run.id)?);
+            if limited && go_on_after_limit(store, &run.id)? {
+                requeued += 1;
+            } else {
+                lost.push(store.run(&run.id)?);
+            }
         }
     }
     // A shepherd killed after the outcome, during cleanup: the outcome
@@ -110,6 +120,20 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
         std::process::exit(EXIT_RUN_LOST);
     }
     Ok(Reconciled { lost, stale_waits, reaped, requeued })
+}
+
+/// Queues run `id` again to go on in its agent's session, as its dead
+/// shepherd would have at the limit's reset: the queue holds an agent's
+/// runs until its limit resets. Said in its transcript.
+fn go_on_after_limit(store: &mut Store, id: &str) -> Result<bool, StoreError> {
+    let note = TranscriptEvent::text(
+        EventKind::System,
+        "the run's shepherd died while it waited out a usage limit: it is queued to go on in its session \
+         once the limit has reset",
+    );
+    let seq = store.last_event_seq(id)? + 1;
+    store.append_events(id, seq, &[note])?;
+    Ok(store.add_reply(id, CONTINUE, &[], false)? == ReplyPlaced::Reopened)
 }
 
 /// The exit code of a process that finds its own run lost.

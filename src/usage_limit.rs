@@ -21,6 +21,9 @@ use chrono::{DateTime, Datelike, Local, NaiveDate, NaiveTime, TimeZone, Timelike
 use crate::adapter::Verdict;
 use crate::run::{RunStatus, StopReason};
 
+/// The prompt of the turn after a limit reset.
+pub const CONTINUE: &str = "Your usage limit has reset. Continue where you stopped.";
+
 /// A usage limit an agent reported.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limit {

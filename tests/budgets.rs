@@ -302,7 +302,10 @@ fn a_run_cannot_raise_the_budget_over_it_nor_launch_outside_its_tree() {
     assert_eq!(paused["pause_reason"], "budget", "{paused:#}");
     let inside = |run: &str, args: &[&str]| {
         let out = env.command(args).env("CORRAL_RUN_ID", run).output().unwrap();
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
     };
 
     // The child cannot raise its own budget.
@@ -327,7 +330,10 @@ fn a_run_cannot_raise_the_budget_over_it_nor_launch_outside_its_tree() {
     for caller in [&lead, &kid] {
         for target in [&lead, &kid] {
             let (ok, said) = inside(caller, &["resume", target, "--budget", "+100"]);
-            assert!(!ok && said.contains(&format!("cannot raise the budget of run {lead}")), "{caller} {target}: {said}");
+            assert!(
+                !ok && said.contains(&format!("cannot raise the budget of run {lead}")),
+                "{caller} {target}: {said}"
+            );
         }
     }
     assert_eq!(env.show(&lead)["budget"]["usd"], 1.0);

@@ -218,3 +218,47 @@ fn a_run_paused_by_the_user_as_its_limit_resets_waits_for_resume() {
     assert!(common::eventually(LIMIT, || turns(&log).len() == 2), "{:?}", turns(&log));
     env.ok(&["abort", &id]);
 }
+
+/// A run waiting out a limit has no process of its own: if its shepherd
+/// dies meanwhile, the run is not lost but queued to go on in its session
+/// once the limit has reset (held while it stands).
+#[test]
+fn a_run_whose_shepherd_died_waiting_out_a_limit_goes_on_in_its_session() {
+    let kill_shepherd = |env: &Env, id: &str| {
+        let pid = env.show(id)["shepherd_pid"].as_i64().expect("a shepherd") as i32;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+        let gone = common::eventually(LIMIT, || {
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+        });
+        assert!(gone, "the shepherd lives on");
+    };
+    // A reset hours away: queued, held while the limit stands.
+    let later = if Local::now().hour() < 21 { clock_in(120) } else { clock_in(30) };
+    let env = limited_env("");
+    let held = env.launch_env("cx", "x", &[("LIMIT_AT", &later)]);
+    env.wait_run(&held, LIMIT, |r| r["status"] == "paused");
+    kill_shepherd(&env, &held);
+    let run = env.wait_run(&held, LIMIT, |r| r["status"] != "paused");
+    assert_eq!(run["status"], "queued", "{run:#}");
+    assert!(
+        !common::eventually(Duration::from_secs(2), || env.show(&held)["status"] != "queued"),
+        "started into the wall"
+    );
+    let text = env.ok(&["tail", "-n", "all", &held]);
+    assert!(text.contains("shepherd died while it waited out a usage limit"), "{text}");
+    env.ok(&["abort", &held]);
+
+    // A reset about now (another installation: the limit above stands
+    // for hours there): it goes on in its own session.
+    let env = limited_env("");
+    let log = env.project.join("turns.log");
+    let id = env.launch_env("cx", "do the work", &[("LIMIT_AT", &clock_in(0)), ("LIMIT_LOG", log.to_str().unwrap())]);
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    kill_shepherd(&env, &id);
+    let run = env.wait_run(&id, LIMIT, |r| common::is_terminal(r) && !r["exited_at"].is_null());
+    assert_eq!(run["status"], "completed", "{run:#}\n{}", env.ok(&["tail", "-n", "all", &id]));
+    assert_eq!(run["final_text"], "went on after the limit");
+    let turns = turns(&log);
+    assert!(turns.last().unwrap().contains("resume 01a21394-322d-71a3-a5e0-20873b64d16b"), "{turns:?}");
+}

@@ -15,11 +15,8 @@ use super::supervise::Supervisor;
 use super::ShepherdError;
 use crate::adapter::{EventKind, TranscriptEvent};
 use crate::run::RunStatus;
-use crate::usage_limit;
+use crate::usage_limit::{self, CONTINUE};
 use crate::watch::Watcher;
-
-/// The prompt of the turn after a limit reset.
-const CONTINUE: &str = "Your usage limit has reset. Continue where you stopped.";
 
 /// How long after the reset time the agent is started again: a reset said
 /// to the minute ("try again at 5:40 PM") is over once that minute is.
