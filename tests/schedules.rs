@@ -1048,6 +1048,62 @@ fn two_fires_at_once_launch_as_the_overlap_and_items_say() {
     assert!(all_runs_ended(&env));
 }
 
+/// Fires at once under `overlap: allow` share the schedule's bounds: the
+/// hour's runs (`max_runs_per_hour`) and the day's budget are taken in one
+/// write, never both given the same room.
+#[test]
+fn fires_at_once_share_the_hours_runs_and_the_days_budget() {
+    let env = Env::new();
+    env.config("max_parallel = 20\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    let gate = env.project.join("gate");
+    std::fs::create_dir(&gate).unwrap();
+    let both_at_once = |name: &str, prechecks: usize| -> Vec<Value> {
+        let fires: Vec<_> = (0..2).map(|_| spawned(at(&env, 0, &["schedule", "run-now", name, "--json"]))).collect();
+        assert!(eventually(Duration::from_secs(10), || started(&gate) == prechecks), "both prechecks run");
+        std::fs::write(gate.join("go"), "").unwrap();
+        fires
+            .into_iter()
+            .map(|child| {
+                let out = child.wait_with_output().unwrap();
+                assert!(out.status.success(), "{out:?}");
+                serde_json::from_slice(&out.stdout).unwrap()
+            })
+            .collect()
+    };
+
+    // Six items, three runs an hour: two fires at once launch three.
+    let precheck = gated_precheck(&gate, "a\\nb\\nc\\nd\\ne\\nf\\n");
+    let args = ["schedule", "add", "hourly", "--preset", "slow", "--every", "1h", "--overlap", "allow"];
+    let mut all = args.to_vec();
+    all.extend(["--precheck", &precheck, "--each", "--max-runs-per-hour", "3", "issue {item}"]);
+    env.ok(&all);
+    let fired = both_at_once("hourly", 2);
+    let launched: usize = fired.iter().map(|f| f["runs"].as_array().map_or(0, Vec::len)).sum();
+    assert_eq!(launched, 3, "two fires at once under max_runs_per_hour 3: {fired:#?}");
+    assert_eq!(runs(&env).len(), 3);
+
+    // One run a fire, $1 a day: two fires at once never give $2.
+    std::fs::remove_file(gate.join("go")).unwrap();
+    let precheck = gated_precheck(&gate, "ok\\n");
+    let args = ["schedule", "add", "daily", "--preset", "slow", "--every", "1h", "--overlap", "allow"];
+    let mut all = args.to_vec();
+    all.extend(["--precheck", &precheck, "--budget-per-day", "$1", "work"]);
+    env.ok(&all);
+    let fired = both_at_once("daily", 4);
+    let given: f64 = fired
+        .iter()
+        .flat_map(|f| f["runs"].as_array().cloned().unwrap_or_default())
+        .map(|r| env.show(r["id"].as_str().unwrap())["budget"]["usd"].as_f64().unwrap_or(f64::MAX))
+        .sum();
+    assert!(given <= 1.0 + 1e-9, "two fires at once gave ${given:.2} of a $1 day: {fired:#?}");
+    let outcomes: Vec<&str> = fired.iter().map(|f| f["outcome"].as_str().unwrap()).collect();
+    assert!(outcomes.contains(&"skipped_budget"), "{outcomes:?}");
+    std::fs::write(&release, "").unwrap();
+    assert!(all_runs_ended(&env));
+}
+
 #[test]
 fn a_queued_fire_goes_when_its_turn_comes_with_no_firer_running() {
     let env = Env::new();

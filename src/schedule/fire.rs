@@ -20,7 +20,7 @@ use crate::launch::{launch, LaunchRequest};
 use crate::queue::ShepherdCommand;
 use crate::remote::RemoteLaunch;
 use crate::run::RunStatus;
-use crate::store::{FireRow, Store};
+use crate::store::{FireAsk, FireRow, Short, Store};
 use crate::time;
 
 /// Fires schedule `name` if a slot is due and not taken: the fire, as it
@@ -72,10 +72,21 @@ fn then_the_queued(store: &mut Store, name: &str, firer: &str, shepherd: &Shephe
 /// asked (`corral schedule run-now`).
 pub fn run_now(store: &mut Store, name: &str, shepherd: &ShepherdCommand) -> Result<FireRow, ScheduleError> {
     let schedule = get(store, name)?;
-    let now = time::format(super::now());
-    let claimed = store.claim_fire(name, "run-now", &now, |_| Some((now.clone(), 0, None)))?;
-    let Some(fire) = claimed else {
-        return Err(ScheduleError::Invalid(format!("schedule '{name}' fired this very millisecond: try again")));
+    let now = super::now();
+    // A slot is a millisecond: run-nows in the same one each take the next
+    // free one.
+    let mut fire = None;
+    for ms in 0..1000 {
+        let due = time::format(now + chrono::Duration::milliseconds(ms));
+        fire = store.claim_fire(name, "run-now", &time::format(now), |_| Some((due.clone(), 0, None)))?;
+        if fire.is_some() {
+            break;
+        }
+    }
+    let Some(fire) = fire else {
+        return Err(ScheduleError::Invalid(format!(
+            "schedule '{name}' was run a thousand times this second: try again"
+        )));
     };
     let fire = carry_out(store, &schedule, fire, shepherd, false)?;
     then_the_queued(store, name, "run-now", shepherd);
@@ -256,14 +267,13 @@ fn decide(
         ));
     }
     // The day's budget: what is left goes to this fire's runs.
-    let budget = match settings.budget_per_day {
-        None => None,
+    let now = super::now().with_timezone(&chrono::Local);
+    let midnight = now.date_naive().and_hms_opt(0, 0, 0).and_then(|m| m.and_local_timezone(chrono::Local).earliest());
+    let day_since = time::format(midnight.map_or(super::now(), |m| m.with_timezone(&chrono::Utc)));
+    match settings.budget_per_day {
+        None => {}
         Some(daily) => {
-            let now = super::now().with_timezone(&chrono::Local);
-            let midnight =
-                now.date_naive().and_hms_opt(0, 0, 0).and_then(|m| m.and_local_timezone(chrono::Local).earliest());
-            let since = time::format(midnight.map_or(super::now(), |m| m.with_timezone(&chrono::Utc)));
-            let spent = store.schedule_spent_since(name, &since)?;
+            let spent = store.schedule_spent_since(name, &day_since)?;
             if crate::budget::Crossing::is_crossed(&daily, &spent) {
                 let approx = if spent.estimated { "≈" } else { "" };
                 return Ok(Decided::skipped(
@@ -298,9 +308,8 @@ fn decide(
                     ),
                 ));
             }
-            Some(left)
         }
-    };
+    }
     let env = environment(store, name)?;
     // A host's schedule checks here, in the user's home; its runs work there.
     let here = match &settings.host {
@@ -341,14 +350,40 @@ fn decide(
             }
         }
     };
-    let left = left.max(items.len().saturating_sub(cap));
+    let mut left = left.max(items.len().saturating_sub(cap));
     items.truncate(cap);
-    // The day's budget left is shared by this fire's runs, never given
-    // whole to each.
-    let budget = budget.map(|left| {
-        let n = items.len().max(1);
-        crate::budget::Budget { usd: left.usd.map(|u| u / n as f64), tokens: left.tokens.map(|t| t / n as u64) }
-    });
+    // The runs and the day's budget this fire takes, in one write with what
+    // the fires beside it hold (`overlap: allow`): the day's budget left is
+    // shared by its runs, never given whole to each.
+    let ask = FireAsk {
+        wanted: items.len(),
+        max_per_hour: settings.max_runs_per_hour,
+        hour_ago: &hour_ago,
+        daily: settings.budget_per_day,
+        day_since: &day_since,
+    };
+    let reserved = store.reserve_fire(fire.id, &ask)?;
+    if reserved.runs < items.len() {
+        left += items.len() - reserved.runs;
+        let dropped: Vec<String> = items.drain(reserved.runs..).flatten().collect();
+        store.release_items(fire.id, &dropped)?;
+    }
+    match reserved.short {
+        Some(Short::Hour) => {
+            let max = settings.max_runs_per_hour.unwrap_or_default();
+            let why =
+                format!("{max} runs in the last hour already, with the fires being carried out (max_runs_per_hour)");
+            return Ok(Decided::skipped("skipped_limit", why));
+        }
+        Some(Short::Budget) => {
+            let daily = settings.budget_per_day.map(|d| d.words()).unwrap_or_default();
+            let why =
+                format!("its budget of {daily} a day is spent or held by its runs and the fires being carried out");
+            return Ok(Decided::skipped("skipped_budget", why));
+        }
+        None => {}
+    }
+    let budget = reserved.each;
     let mut runs = Vec::new();
     let mut errors = Vec::new();
     for item in items {

@@ -38,6 +38,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0025_fire_precheck_process.sql"),
     include_str!("migrations/0026_schedule_resumed_at.sql"),
     include_str!("migrations/0027_push_retries.sql"),
+    include_str!("migrations/0028_fire_reservations.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -44,7 +44,7 @@ pub use remote::{HostHistory, HostState, HostTrouble};
 pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};
 pub use runs::{NewRun, RunFilter};
-pub use schedules::{FireLink, FireRow, FireRun, PresetSchedulePut, ScheduleRow};
+pub use schedules::{FireAsk, FireLink, FireRow, FireRun, PresetSchedulePut, Reserved, ScheduleRow, Short};
 pub use search::SearchHit;
 pub use slots::Slots;
 pub use transitions::{AbortRequest, Committed, Outcome};

@@ -14,6 +14,41 @@ use crate::process::ProcessId;
 use crate::run::RunStatus;
 use crate::time;
 
+/// What a fire asks of its schedule's bounds (see [`Store::reserve_fire`]).
+#[derive(Debug, Clone)]
+pub struct FireAsk<'a> {
+    /// The runs it would launch.
+    pub wanted: usize,
+    /// `max_runs_per_hour`, if set.
+    pub max_per_hour: Option<u32>,
+    /// An hour before now.
+    pub hour_ago: &'a str,
+    /// `budget_per_day`, if set.
+    pub daily: Option<crate::budget::Budget>,
+    /// The start of today.
+    pub day_since: &'a str,
+}
+
+/// What a fire was given of its schedule's bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reserved {
+    /// How many runs it may launch.
+    pub runs: usize,
+    /// The budget each of them is given (with `budget_per_day`).
+    pub each: Option<crate::budget::Budget>,
+    /// Which bound left nothing, when one did.
+    pub short: Option<Short>,
+}
+
+/// The bound that left a fire nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Short {
+    /// `max_runs_per_hour`: the hour's runs are launched or held.
+    Hour,
+    /// `budget_per_day`: the day's budget is spent or held.
+    Budget,
+}
+
 /// A schedule as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleRow {
@@ -519,6 +554,21 @@ impl Store {
         .map(drop)
     }
 
+    /// Gives back `items` that fire `id` claimed and will not work on (its
+    /// share of the hour's runs is smaller): a later fire works on them.
+    pub fn release_items(&mut self, id: i64, items: &[String]) -> Result<(), StoreError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        self.write("giving back a fire's items", |tx| {
+            let mut stmt = tx.prepare_cached("DELETE FROM schedule_items WHERE fire = ?1 AND item = ?2")?;
+            for item in items {
+                stmt.execute(params![id, item])?;
+            }
+            Ok(())
+        })
+    }
+
     /// The schedule whose fire launched run `run_id`, if one did.
     pub fn schedule_of_run(&self, run_id: &str) -> Result<Option<String>, StoreError> {
         self.conn()
@@ -553,24 +603,83 @@ impl Store {
 
     /// What the runs of schedule `name`'s fires since `since` spent.
     pub fn schedule_spent_since(&self, name: &str, since: &str) -> Result<crate::budget::Spent, StoreError> {
-        self.conn()
-            .prepare_cached(
-                "SELECT coalesce(sum(r.cost_usd), 0.0), coalesce(max(r.cost_estimated), 0),
-                   coalesce(sum(r.input_tokens + r.output_tokens + r.cache_read_tokens + r.cache_write_tokens), 0)
-                 FROM fire_runs f JOIN fires ON fires.id = f.fire JOIN runs r ON r.id = f.run_id
-                 WHERE fires.schedule = ?1 AND fires.fired_at >= ?2",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_row(params![name, since], |r| {
-                    Ok(crate::budget::Spent {
-                        usd: r.get(0)?,
-                        estimated: r.get::<_, i64>(1)? != 0,
-                        tokens: r.get::<_, i64>(2)?.max(0) as u64,
-                        unpriced_runs: 0,
-                    })
-                })
-            })
-            .doing("adding up what a schedule's runs spent")
+        spent_since(self.conn(), name, since).doing("adding up what a schedule's runs spent")
+    }
+
+    /// Takes for fire `id` what its schedule's bounds leave, in one write
+    /// with what its schedule's other fires being carried out hold: up to
+    /// `ask.wanted` runs within `max_runs_per_hour`, and an equal share of
+    /// the day's budget left for each. What it takes is held until the
+    /// fire is carried out, so a fire beside it never takes the same room.
+    pub fn reserve_fire(&mut self, id: i64, ask: &FireAsk<'_>) -> Result<Reserved, StoreError> {
+        self.write("taking a fire's share of its schedule's bounds", |tx| {
+            let name: String = tx.query_row("SELECT schedule FROM fires WHERE id = ?1", [id], |r| r.get(0))?;
+            // What the others being carried out hold and have not launched yet.
+            let (mut pending, mut pending_usd, mut pending_tokens) = (0usize, 0.0, 0u64);
+            let mut stmt = tx.prepare_cached(
+                "SELECT reserved_runs - (SELECT count(*) FROM fire_runs WHERE fire = fires.id),
+                   reserved_usd_each, reserved_tokens_each
+                 FROM fires WHERE schedule = ?1 AND outcome = 'firing' AND id <> ?2",
+            )?;
+            let rows = stmt.query_map(params![name, id], |r| {
+                Ok((r.get::<_, i64>(0)?.max(0) as usize, r.get::<_, Option<f64>>(1)?, r.get::<_, Option<i64>>(2)?))
+            })?;
+            for row in rows {
+                let (runs, usd, tokens) = row?;
+                pending += runs;
+                pending_usd += usd.unwrap_or(0.0) * runs as f64;
+                pending_tokens += tokens.unwrap_or(0).max(0) as u64 * runs as u64;
+            }
+            let mut runs = ask.wanted;
+            if let Some(max) = ask.max_per_hour {
+                let launched: i64 = tx.query_row(
+                    "SELECT count(*) FROM fire_runs f JOIN fires ON fires.id = f.fire
+                     WHERE fires.schedule = ?1 AND fires.fired_at >= ?2",
+                    params![name, ask.hour_ago],
+                    |r| r.get(0),
+                )?;
+                let room = (max as usize).saturating_sub(launched.max(0) as usize + pending);
+                if room == 0 {
+                    return Ok(Reserved { runs: 0, each: None, short: Some(Short::Hour) });
+                }
+                runs = runs.min(room);
+            }
+            let each = match &ask.daily {
+                None => None,
+                Some(daily) => {
+                    let spent = spent_since(tx, &name, ask.day_since)?;
+                    // What the schedule's runs still going may yet spend.
+                    let (held_usd, held_tokens): (f64, i64) = tx.query_row(
+                        &format!(
+                            "SELECT coalesce(sum(max(r.budget_usd - coalesce(r.cost_usd, 0.0), 0.0)), 0.0),
+                               coalesce(sum(max(r.budget_tokens - (r.input_tokens + r.output_tokens
+                                 + r.cache_read_tokens + r.cache_write_tokens), 0)), 0)
+                             FROM fire_runs f JOIN fires ON fires.id = f.fire JOIN runs r ON r.id = f.run_id
+                             WHERE fires.schedule = ?1 AND r.status IN {}",
+                            RunStatus::active_sql()
+                        ),
+                        [&name],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )?;
+                    let usd = daily.usd.map(|u| u - spent.usd - held_usd - pending_usd);
+                    let tokens = daily.tokens.map(|t| {
+                        t.saturating_sub(spent.tokens)
+                            .saturating_sub(held_tokens.max(0) as u64)
+                            .saturating_sub(pending_tokens)
+                    });
+                    if usd.is_some_and(|u| u <= 0.0) || tokens == Some(0) {
+                        return Ok(Reserved { runs: 0, each: None, short: Some(Short::Budget) });
+                    }
+                    let n = runs.max(1);
+                    Some(crate::budget::Budget { usd: usd.map(|u| u / n as f64), tokens: tokens.map(|t| t / n as u64) })
+                }
+            };
+            tx.execute(
+                "UPDATE fires SET reserved_runs = ?2, reserved_usd_each = ?3, reserved_tokens_each = ?4 WHERE id = ?1",
+                params![id, runs as i64, each.and_then(|b| b.usd), each.and_then(|b| b.tokens).map(|t| t as i64)],
+            )?;
+            Ok(Reserved { runs, each, short: None })
+        })
     }
 
     /// The ended runs of schedule `name`'s fires, newest fire first.
@@ -617,4 +726,23 @@ pub(super) fn record_fire_run(
         )?;
     }
     Ok(())
+}
+
+/// What the runs of schedule `name`'s fires since `since` spent, read on
+/// `conn` (the store's, or a transaction's).
+fn spent_since(conn: &rusqlite::Connection, name: &str, since: &str) -> rusqlite::Result<crate::budget::Spent> {
+    conn.prepare_cached(
+        "SELECT coalesce(sum(r.cost_usd), 0.0), coalesce(max(r.cost_estimated), 0),
+           coalesce(sum(r.input_tokens + r.output_tokens + r.cache_read_tokens + r.cache_write_tokens), 0)
+         FROM fire_runs f JOIN fires ON fires.id = f.fire JOIN runs r ON r.id = f.run_id
+         WHERE fires.schedule = ?1 AND fires.fired_at >= ?2",
+    )?
+    .query_row(params![name, since], |r| {
+        Ok(crate::budget::Spent {
+            usd: r.get(0)?,
+            estimated: r.get::<_, i64>(1)? != 0,
+            tokens: r.get::<_, i64>(2)?.max(0) as u64,
+            unpriced_runs: 0,
+        })
+    })
 }
