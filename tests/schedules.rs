@@ -1159,6 +1159,23 @@ fn a_queued_fire_goes_when_its_blocker_is_lost_or_aborted_before_it_started() {
     assert!(all_runs_ended(&env));
 }
 
+/// A `run-now` of a paused schedule queued behind the one before it goes
+/// as the user asked when its turn comes, paused or not.
+#[test]
+fn a_queued_run_now_of_a_paused_schedule_goes_when_its_turn_comes() {
+    let env = Env::new();
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.ok(&["schedule", "add", "queuer", "--preset", "slow", "--every", "1h", "--overlap", "queue", "work"]);
+    env.ok(&["schedule", "pause", "queuer"]);
+    assert_eq!(json_at(&env, 0, &["schedule", "run-now", "queuer"])["outcome"], "launched");
+    assert_eq!(json_at(&env, 0, &["schedule", "run-now", "queuer"])["outcome"], "queued");
+    std::fs::write(&release, "").unwrap();
+    let went = eventually(Duration::from_secs(20), || outcomes(&env, "queuer") == ["launched", "launched"]);
+    assert!(went, "{:?}", outcomes(&env, "queuer"));
+    assert!(all_runs_ended(&env));
+}
+
 /// A fire queued for hours counts in the hour its runs start in, not the
 /// hour it was queued in: `max_runs_per_hour` holds across it.
 #[test]

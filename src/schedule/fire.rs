@@ -68,6 +68,9 @@ fn then_the_queued(store: &mut Store, name: &str, firer: &str, shepherd: &Shephe
     }
 }
 
+/// The firer of a fire the user asked for (`corral schedule run-now`).
+const RUN_NOW: &str = "run-now";
+
 /// Fires schedule `name` now, a slot of its own, paused or not: the user
 /// asked (`corral schedule run-now`).
 pub fn run_now(store: &mut Store, name: &str, shepherd: &ShepherdCommand) -> Result<FireRow, ScheduleError> {
@@ -78,7 +81,7 @@ pub fn run_now(store: &mut Store, name: &str, shepherd: &ShepherdCommand) -> Res
     let mut fire = None;
     for ms in 0..1000 {
         let due = time::format(now + chrono::Duration::milliseconds(ms));
-        fire = store.claim_fire(name, "run-now", &time::format(now), |_| Some((due.clone(), 0, None)))?;
+        fire = store.claim_fire(name, RUN_NOW, &time::format(now), |_| Some((due.clone(), 0, None)))?;
         if fire.is_some() {
             break;
         }
@@ -89,7 +92,7 @@ pub fn run_now(store: &mut Store, name: &str, shepherd: &ShepherdCommand) -> Res
         )));
     };
     let fire = carry_out(store, &schedule, fire, shepherd, false)?;
-    then_the_queued(store, name, "run-now", shepherd);
+    then_the_queued(store, name, RUN_NOW, shepherd);
     Ok(fire)
 }
 
@@ -106,10 +109,13 @@ pub fn fire_queued(
         if !store.schedule_active_runs(name)?.is_empty() {
             break;
         }
-        if store.take_queued_fire(fire.id, firer, &time::format(super::now()))? {
+        // A `run-now` the user asked goes as asked, paused or not, when
+        // its turn comes.
+        let asked = fire.firer == RUN_NOW;
+        if store.take_queued_fire(fire.id, if asked { RUN_NOW } else { firer }, &time::format(super::now()))? {
             let schedule = get(store, name)?;
             let fire = store.fire(fire.id)?;
-            fired.push(carry_out(store, &schedule, fire, shepherd, true)?);
+            fired.push(carry_out(store, &schedule, fire, shepherd, !asked)?);
         }
     }
     Ok(fired)
