@@ -330,6 +330,35 @@ fn a_reader_of_an_open_topic_can_answer_nothing() {
     }
 }
 
+/// What the server says of a stranger's access is asked again before an
+/// answer is acted on and before an ask is pushed with buttons: a topic
+/// opened to anyone meanwhile gets no buttons, and an answer a stranger
+/// posts there (taken from a push it read) acts on nothing.
+#[test]
+fn a_topic_opened_to_anyone_meanwhile_gets_no_buttons_and_no_answer_acts() {
+    let ntfy = protected();
+    let env = pushing_env(&ntfy);
+    let _listener = Listener::start(&env);
+    let first = env.ok(&["launch", "--budget", "$1", "spend", "x"]).trim().to_string();
+    env.wait_run(&first, LIMIT, |r| r["status"] == "paused");
+    assert!(eventually(LIMIT, || asks(&ntfy).len() == 1), "{:?}", ntfy.messages("phone"));
+    let allow = action(&asks(&ntfy)[0], "Allow").clone();
+
+    ntfy.open_to_all();
+    assert_eq!(ntfy.post_as_stranger("phone-answers", allow["body"].as_str().unwrap()), 200);
+    let posted = ntfy.messages("phone-answers").last().unwrap().id.clone();
+    let read = || std::fs::read_to_string(env.home.join("push.since")).unwrap_or_default().trim() == posted;
+    assert!(eventually(LIMIT, read), "the listener read the answer");
+    assert_eq!(env.show(&first)["budget"]["usd"], 1.0, "a stranger's answer on a topic opened meanwhile acted");
+
+    let second = env.ok(&["launch", "--budget", "$1", "spend", "y"]).trim().to_string();
+    env.wait_run(&second, LIMIT, |r| r["status"] == "paused");
+    assert!(eventually(LIMIT, || asks(&ntfy).len() == 2), "{:?}", ntfy.messages("phone"));
+    let push = asks(&ntfy)[1].clone();
+    assert_eq!(push.body["actions"], serde_json::json!([]), "buttons on a topic opened meanwhile: {:#}", push.body);
+    env.ok(&["abort", &first, &second]);
+}
+
 /// An answer as Corral signs one (see `push::token`), for a test that
 /// plays a stranger holding a signature.
 fn sign_like_corral(secret: &[u8], key: &str, action: &str) -> String {

@@ -50,8 +50,10 @@ pub enum PushError {
     },
 }
 
-/// How long what the server said of a stranger's access is believed
-/// before it is asked again (its access rules may change).
+/// How long the server's "a stranger may" is believed before it is asked
+/// again. Only that: its "no one but the token's holder" is asked again
+/// before each push with buttons and each answer acted on, as its rules
+/// may be loosened at any moment, and a wrong yes lets a stranger answer.
 const ASK_AGAIN: Duration = Duration::from_secs(600);
 
 /// Whether answers may come from the phone, as the server said.
@@ -110,13 +112,14 @@ impl Channel {
     /// refuses a stranger (no token) both reading the topic and writing
     /// its `-answers` topic, so its signed answers reach no one else and
     /// no one else can post one back. Asked of the server as a stranger
-    /// would ask, at most every 10 minutes. An error: it could not be
-    /// asked (no answers meanwhile).
+    /// would ask: each time while it says so, at most every 10 minutes
+    /// while it says a stranger may. An error: it could not be asked (no
+    /// answers meanwhile).
     pub fn answering(&self) -> Result<Answering, PushError> {
         let Some((server, topic)) = &self.ntfy else {
             return Ok(Answering::Off("no ntfy topic: a webhook alone cannot bring an answer back".into()));
         };
-        if let Some((at, said)) = self.answering.lock().ok().and_then(|a| a.clone()) {
+        if let Some((at, said @ Answering::Off(_))) = self.answering.lock().ok().and_then(|a| a.clone()) {
             if at.elapsed() < ASK_AGAIN {
                 return Ok(said);
             }

@@ -34,7 +34,7 @@ struct State {
     /// Connections made to it, whatever they asked.
     connections: AtomicU64,
     /// The token every topic asks for (`None`: open to anyone).
-    token: Option<String>,
+    token: Mutex<Option<String>>,
 }
 
 /// The running fixture; it stops with the test process.
@@ -58,7 +58,7 @@ impl Ntfy {
     fn serve(token: Option<String>) -> Ntfy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the ntfy fixture");
         let port = listener.local_addr().unwrap().port();
-        let state = Arc::new(State { token, ..State::default() });
+        let state = Arc::new(State { token: Mutex::new(token), ..State::default() });
         let shared = Arc::clone(&state);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
@@ -84,7 +84,7 @@ impl Ntfy {
     pub fn press(&self, action: &Value) {
         let url = action["url"].as_str().expect("an http action");
         let topic = url.rsplit('/').next().unwrap();
-        if let Some(token) = &self.state.token {
+        if let Some(token) = self.state.token.lock().unwrap().clone() {
             let sent = action["headers"]["Authorization"].as_str();
             assert_eq!(sent, Some(format!("Bearer {token}").as_str()), "the server refuses this press: {action:#}");
         }
@@ -122,6 +122,13 @@ impl Ntfy {
         self.state.connections.load(Ordering::SeqCst)
     }
 
+    /// Opens every topic to anyone from now on (an administrator who
+    /// loosened the server's access rules).
+    #[allow(dead_code)]
+    pub fn open_to_all(&self) {
+        *self.state.token.lock().unwrap() = None;
+    }
+
     /// Takes the server down (connections refused, followers cut) or
     /// brings it back.
     pub fn set_down(&self, down: bool) {
@@ -141,7 +148,8 @@ fn serve(mut stream: TcpStream, state: &Arc<State>) {
     };
     let fixture = Ntfy { port: 0, state: Arc::clone(state) };
     let route = path.split('?').next().unwrap_or("");
-    let known = state.token.as_ref().is_none_or(|t| authorization.as_deref() == Some(format!("Bearer {t}").as_str()));
+    let token = state.token.lock().unwrap().clone();
+    let known = token.is_none_or(|t| authorization.as_deref() == Some(format!("Bearer {t}").as_str()));
     if !known && route != "/v1/health" {
         return respond_status(&mut stream, "403 Forbidden");
     }
