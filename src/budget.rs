@@ -261,6 +261,24 @@ pub struct Spent {
     pub unpriced_runs: u64,
 }
 
+impl Spent {
+    /// The dollars spent, in words: `$1.20`, `≈$1.20` (partly Corral's
+    /// estimate), `at least $1.20` when some run's dollars cannot be
+    /// counted (a model the price table does not know), and never `$0.00`
+    /// for dollars that were not counted at all.
+    pub fn dollars(&self) -> String {
+        let approx = if self.estimated { "≈" } else { "" };
+        let runs = |n: u64| if n == 1 { "1 run".to_string() } else { format!("{n} runs") };
+        match self.unpriced_runs {
+            0 => format!("{approx}${:.2}", self.usd),
+            n if self.usd > 0.0 => {
+                format!("at least {approx}${:.2} (the dollars of {} cannot be counted)", self.usd, runs(n))
+            }
+            n => format!("dollars not counted ({} with no known price)", runs(n)),
+        }
+    }
+}
+
 /// A budget a run's tree has crossed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Crossing {
@@ -279,10 +297,9 @@ impl Crossing {
     /// it is not `run`'s own).
     pub fn words(&self, run: &str) -> String {
         let whose = if self.owner == run { "budget".to_string() } else { format!("run {}'s budget", self.owner) };
-        let approx = if self.spent.estimated { "≈" } else { "" };
         let mut spent = Vec::new();
         if self.budget.usd.is_some() {
-            spent.push(format!("{approx}${:.2}", self.spent.usd));
+            spent.push(self.spent.dollars());
         }
         if self.budget.tokens.is_some() {
             spent.push(format!("{} tokens", short_count(self.spent.tokens)));

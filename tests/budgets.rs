@@ -281,6 +281,10 @@ fn tokens_an_agent_prices_at_zero_are_not_free_under_a_dollar_budget() {
     assert!(ended["cost_usd"].is_null(), "priced at zero: {ended:#}");
     let text = env.ok(&["tail", "-n", "all", &id]);
     assert_eq!(text.matches("cannot be counted for this run").count(), 1, "{text}");
+    // `show` says so too, never "$0.00 spent".
+    let shown = env.ok(&["show", &id]);
+    let line = shown.lines().find(|l| l.starts_with("budget")).unwrap_or_default();
+    assert!(line.contains("dollars not counted") && !line.contains("$0.00 and"), "{shown}");
 }
 
 /// An agent cannot make its budget nothing: from inside a run, a budget

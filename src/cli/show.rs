@@ -139,14 +139,13 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
 fn budget(store: &Store, run: &corral::Run) -> anyhow::Result<String> {
     let Some(budget) = run.budget else { return Ok("-".into()) };
     let spent = store.tree_spent(&run.id)?;
-    let approx = if spent.estimated { "≈" } else { "" };
     let with = if run.children.is_empty() { "" } else { " with its child runs" };
     let tokens = if spent.tokens >= 1000 { format!("{}k", spent.tokens / 1000) } else { spent.tokens.to_string() };
     let on = match run.on_budget {
         Some(corral::budget::OnBudget::Stop) => "; stops when reached",
         _ => "",
     };
-    Ok(format!("{} ({approx}${:.2} and {tokens} tokens spent{with}{on})", budget.words(), spent.usd))
+    Ok(format!("{} ({} and {tokens} tokens spent{with}{on})", budget.words(), spent.dollars()))
 }
 
 /// `CPU 12.3 s, peak memory 1.2 GiB`, as last measured.

@@ -159,12 +159,20 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
         String::from_utf8_lossy(&bytes).into_owned()
     };
     let (out, err) = (taken(&stdout), taken(&stderr));
+    // Its last words say why (as a program's errors come last), kept
+    // short: the fire's outcome is a line, kept for a thousand fires.
     let said = |what: String| {
         let printed = [out.trim(), err.trim()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n");
         if printed.is_empty() {
-            what
-        } else {
-            format!("{what}: {printed}")
+            return what;
+        }
+        let mut from = printed.len().saturating_sub(SAID_KEPT);
+        while !printed.is_char_boundary(from) {
+            from += 1;
+        }
+        match from {
+            0 => format!("{what}: {printed}"),
+            cut => format!("{what}: ({cut} bytes before these not kept) …{}", &printed[cut..]),
         }
     };
     match status {
@@ -181,6 +189,10 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
         ))),
     }
 }
+
+/// How much of what a precheck that found nothing printed is kept with its
+/// fire: the end of it.
+const SAID_KEPT: usize = 1024;
 
 /// Kills every process of the precheck `label`: its process group
 /// (`pgid`), its cgroup, and any process marked with its label.
