@@ -89,12 +89,20 @@ pub fn reset_from(said: &str, now: DateTime<Local>) -> Option<DateTime<Local>> {
         let Some(at) = said.to_lowercase().find(marker).map(|i| &said[i + marker.len()..]) else { continue };
         // "(Europe/Rome)": the zone the time is said in, as written.
         let zone = at.split_once('(').and_then(|(_, z)| z.split(')').next()).map(str::trim);
-        let zone = match zone.filter(|z| z.contains('/')) {
-            Some(name) => Some(jiff::tz::TimeZone::get(name).ok()?),
+        let mut zone = match zone {
+            Some(name) if name.contains('/') => Some(jiff::tz::TimeZone::get(name).ok()?),
+            Some(name) => abbreviated_zone(name),
             None => None,
         };
         let rest = at.to_lowercase();
-        let rest = rest.split(['·', '(', '\n']).next().unwrap_or("").trim().trim_end_matches(['.', ' ']);
+        let mut rest = rest.split(['·', '(', '\n']).next().unwrap_or("").trim().trim_end_matches(['.', ' ']);
+        // "7pm EST": a zone said by its abbreviation after the time.
+        if let Some((before, last)) = rest.rsplit_once(' ') {
+            if let Some(named) = abbreviated_zone(last) {
+                zone = Some(named);
+                rest = before.trim_end();
+            }
+        }
         if let Some(at) = dated(rest) {
             return in_zone(at, zone.as_ref());
         }
@@ -156,8 +164,10 @@ fn day_and_time(text: &str) -> Option<(NaiveDate, NaiveTime)> {
     let words: Vec<&str> = text.split_whitespace().filter(|w| *w != "at").collect();
     let [month, day, time @ ..] = words.as_slice() else { return None };
     let day = day.trim_end_matches(',').trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    // A leap year, so that Feb 29 is a day.
-    let date = NaiveDate::parse_from_str(&format!("{month} {day} 2024"), "%b %d %Y").ok()?;
+    // A leap year, so that Feb 29 is a day; "Nov" or "November".
+    let text = format!("{month} {day} 2024");
+    let date =
+        NaiveDate::parse_from_str(&text, "%b %d %Y").or_else(|_| NaiveDate::parse_from_str(&text, "%B %d %Y")).ok()?;
     Some((date, time_of_day(&time.join(" "))?))
 }
 
@@ -168,6 +178,31 @@ fn dated(text: &str) -> Option<chrono::NaiveDateTime> {
     let day = day.trim_end_matches(',').trim_end_matches(|c: char| c.is_ascii_alphabetic());
     let date = NaiveDate::parse_from_str(&format!("{month} {day} {}", year.trim_end_matches(',')), "%b %d %Y").ok()?;
     Some(date.and_time(time_of_day(&format!("{time} {half}"))?))
+}
+
+/// The zone of an abbreviation an agent may say after a time ("7pm EST"):
+/// the common ones whose meaning is one offset; an ambiguous one (IST) is
+/// none, and the time is read as local.
+fn abbreviated_zone(word: &str) -> Option<jiff::tz::TimeZone> {
+    let hours: i8 = match word.trim().to_ascii_uppercase().as_str() {
+        "UTC" | "GMT" | "Z" => 0,
+        "EST" => -5,
+        "EDT" | "AST" => -4,
+        "CST" => -6,
+        "CDT" => -5,
+        "MST" => -7,
+        "MDT" => -6,
+        "PST" => -8,
+        "PDT" => -7,
+        "CET" | "BST" | "WAT" => 1,
+        "CEST" | "EET" => 2,
+        "EEST" | "MSK" => 3,
+        "JST" | "KST" => 9,
+        "AEST" => 10,
+        "AEDT" => 11,
+        _ => return None,
+    };
+    Some(jiff::tz::TimeZone::fixed(jiff::tz::Offset::constant(hours)))
 }
 
 /// "5:40 pm", "3pm", "5:30pm", "17:40".
@@ -225,6 +260,15 @@ mod tests {
         assert_eq!(utc(weekly).unwrap()[..16], *"2026-11-29T15:00");
         let weekly = reset_from("You've hit your weekly limit · resets Nov 29 at 7pm", now).unwrap();
         assert_eq!(weekly.format("%Y-%m-%d %H:%M").to_string(), "2026-11-29 19:00");
+        // The month written whole; a zone said by its abbreviation.
+        let whole = reset_from("You've hit your weekly limit · resets November 29 at 7pm", now).unwrap();
+        assert_eq!(whole.format("%Y-%m-%d %H:%M").to_string(), "2026-11-29 19:00");
+        let eastern = reset_from("You've hit your session limit · resets 7pm EST", now);
+        assert_eq!(utc(eastern).unwrap()[11..16], *"00:00");
+        let pacific = reset_from("You've hit your weekly limit · resets Nov 29, 4pm (PST)", now);
+        assert_eq!(utc(pacific).unwrap()[..16], *"2026-11-30T00:00");
+        let utc_said = reset_from("limit reached · resets 11pm UTC", now);
+        assert_eq!(utc(utc_said).unwrap()[11..16], *"23:00");
         // A day already past this year is next year's.
         let next = reset_from("limit reached · resets Jan 3 at 7pm", now).unwrap();
         assert_eq!(next.format("%Y-%m-%d").to_string(), "2027-01-03");

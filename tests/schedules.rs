@@ -945,7 +945,12 @@ fn a_prechecks_cut_line_is_no_item_and_its_words_are_shown_not_sent() {
     let refusing = format!("sh -c \"cat {}; echo out of disk; exit 1\"", chatter.display());
     env.ok(&["schedule", "add", "loud", "--preset", "quick", "--every", "1h", "--precheck", &refusing, "t"]);
     let said = ok_at(&env, 0, &["schedule", "run-now", "loud"]);
-    assert!(said.len() < 4096 && said.contains("out of disk"), "{} bytes: {}", said.len(), &said[..said.len().min(300)]);
+    assert!(
+        said.len() < 4096 && said.contains("out of disk"),
+        "{} bytes: {}",
+        said.len(),
+        &said[..said.len().min(300)]
+    );
     assert!(said.contains("not kept"), "{}", &said[..said.len().min(300)]);
 }
 

@@ -135,6 +135,8 @@ fn claude_codes_weekly_limit_waits_for_the_day_and_time_it_says() {
     for (said, zone) in [
         (format!("{}, 4pm (Europe/Rome)", in_two_days.format("%b %-d")), Some("Europe/Rome")),
         (format!("{} at 7pm", in_two_days.format("%b %-d")), None),
+        (format!("{} at 7pm", in_two_days.format("%B %-d")), None),
+        (format!("{} at 7pm EST", in_two_days.format("%B %-d")), Some("EST")),
     ] {
         // An installation each: a limit holds back every run of its agent.
         let env = Env::new();
