@@ -351,3 +351,30 @@ fn a_run_cannot_raise_the_budget_over_it_nor_launch_outside_its_tree() {
     assert_eq!(env.json(&["ls", "--all"]).as_array().unwrap().len(), 3, "a run was launched");
     env.ok(&["abort", &lead, &other]);
 }
+
+/// Codex and Gemini CLI say a turn's spend on their stream only at its
+/// end; they write it to their own session file as they go. A run of
+/// either is frozen at its budget mid-turn, its spend shown while it
+/// works — sandboxed or not (a sandboxed run's session file is in its own
+/// copy of the agent's folder).
+#[test]
+fn codex_and_gemini_are_held_to_their_budget_mid_turn() {
+    for (agent, sandbox) in [("codex", ""), ("gemini", ""), ("codex", "sandbox: {write: [worktree], network: none}\n")]
+    {
+        let env = Env::new();
+        env.config("");
+        env.use_fake(agent, "session-spender");
+        env.agent_preset("long", agent, sandbox);
+        std::fs::create_dir_all(env.user_home.join(format!(".{agent}"))).unwrap();
+        let mut launch = env.command(&["launch", "--budget", "1M tokens", "long", "work for long"]);
+        let out = launch.envs([("SPEND_MESSAGES", "200"), ("SPEND_EVERY", "0.2")]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let ran = env.wait_run(&id, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+        assert_eq!(ran["status"], "paused", "{agent} {sandbox}: spent past its budget mid-turn: {ran:#}");
+        assert_eq!(ran["pause_reason"], "budget", "{ran:#}");
+        let spent = ran["usage"]["input_tokens"].as_u64().unwrap_or(0);
+        assert!((1_000_000..2_000_000).contains(&spent), "{agent} {sandbox}: {spent} input tokens: {ran:#}");
+        env.ok(&["abort", &id]);
+    }
+}

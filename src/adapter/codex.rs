@@ -46,6 +46,10 @@ impl Adapter for CodexAdapter {
         &["~/.codex/sessions", "~/.codex/archived_sessions", "~/.codex/log", "~/.codex/history.jsonl"]
     }
 
+    fn session_log(&self) -> Option<super::session_log::Format> {
+        Some(super::session_log::Format::CodexRollout)
+    }
+
     fn own_env(&self) -> &'static [&'static str] {
         &["OPENAI_", "CODEX_"]
     }

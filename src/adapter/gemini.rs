@@ -41,6 +41,10 @@ impl Adapter for GeminiAdapter {
         &["~/.gemini/tmp", "~/.gemini/history"]
     }
 
+    fn session_log(&self) -> Option<super::session_log::Format> {
+        Some(super::session_log::Format::GeminiChat)
+    }
+
     fn own_env(&self) -> &'static [&'static str] {
         &["GEMINI_", "GOOGLE_"]
     }

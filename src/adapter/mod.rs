@@ -13,6 +13,7 @@ mod gemini;
 pub mod json;
 mod opencode;
 mod pi;
+pub mod session_log;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -222,6 +223,12 @@ pub trait Adapter: Send {
     /// told to allow exactly the tool calls it was refused.
     fn allows_tools(&self) -> bool {
         false
+    }
+
+    /// The session file the agent writes its spend to as it works, where
+    /// its stream says usage only at a turn's end (Codex, Gemini CLI).
+    fn session_log(&self) -> Option<session_log::Format> {
+        None
     }
 
     /// True if the stream's usage covers the whole session (Codex), so a

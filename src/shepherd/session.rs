@@ -8,11 +8,14 @@
 //! with a fresh adapter; what earlier turns reported is kept here and
 //! added to the new one's.
 
+use std::time::{Duration, Instant};
+
 use super::replies::NextTurn;
 use super::spawn::{self, AgentLaunch};
+use crate::adapter::session_log::SessionLog;
 use crate::adapter::{self, Adapter, EventKind, Invocation, Report, StreamLine, TranscriptEvent, Verdict};
 use crate::process::StartedAgent;
-use crate::run::RunStatus;
+use crate::run::{RunStatus, Usage};
 
 /// The agent's session and what its turns reported so far.
 pub(super) struct Session {
@@ -31,7 +34,15 @@ pub(super) struct Session {
     max_continuations: usize,
     /// What the sandbox refused, over every turn, in order.
     refused: Vec<crate::sandbox::denial::Denial>,
+    /// The agent's session file, followed for a live spend where its
+    /// stream says usage only at a turn's end, and what it said so far.
+    log: Option<SessionLog>,
+    logged: Option<Usage>,
+    log_read_at: Option<Instant>,
 }
+
+/// How often the agent's session file is looked at while its turn runs.
+const LOG_EVERY: Duration = crate::heal::HEAL_EVERY_AT_WORK;
 
 impl Session {
     /// The session of `launch`, whose first turn `adapter` reads.
@@ -41,6 +52,7 @@ impl Session {
         earlier: Option<Report>,
         max_continuations: usize,
     ) -> Session {
+        let log = session_log(&launch, adapter.as_ref());
         Session {
             launch,
             adapter,
@@ -50,7 +62,25 @@ impl Session {
             continuations: 0,
             max_continuations,
             refused: Vec::new(),
+            log,
+            logged: None,
+            log_read_at: None,
         }
+    }
+
+    /// Looks at the agent's session file (at most every [`LOG_EVERY`]):
+    /// true if it says the turn spent more than it said before.
+    pub fn follow_session_log(&mut self, now: Instant) -> bool {
+        if self.log_read_at.is_some_and(|at| now.duration_since(at) < LOG_EVERY) || self.frozen.is_some() {
+            return false;
+        }
+        self.log_read_at = Some(now);
+        let session = self.adapter.report().session_id.or_else(|| self.earlier.as_ref()?.session_id.clone());
+        let Some(log) = self.log.as_mut() else { return false };
+        let said = log.follow(session.as_deref().unwrap_or_default());
+        let changed = said.is_some() && said != self.logged;
+        self.logged = said.or(self.logged);
+        changed
     }
 
     /// How the agent is started (its preset, limits, cgroup).
@@ -126,6 +156,13 @@ impl Session {
     /// What the stream said, over every turn.
     pub fn report(&self) -> Report {
         let mut now = self.frozen.clone().unwrap_or_else(|| self.adapter.report());
+        // Until the stream says the turn's usage, what its session file
+        // said so far.
+        if now.usage.total() == 0 {
+            if let Some(logged) = self.logged {
+                now.usage = logged;
+            }
+        }
         now.denied.extend(self.refused.iter().map(|d| d.entry()));
         match &self.earlier {
             Some(earlier) => {
@@ -194,6 +231,9 @@ impl Session {
         self.earlier = Some(earlier);
         self.verdict = None;
         self.frozen = None;
+        self.log = session_log(&self.launch, self.adapter.as_ref());
+        self.logged = None;
+        self.log_read_at = None;
         self.launch.spawn(invocation).map_err(|e| spawn::spawn_error(&invocation.program, &self.launch.preset.path, &e))
     }
 
@@ -201,4 +241,25 @@ impl Session {
         let session = self.report().session_id.unwrap_or_default();
         self.adapter.resume_invocation(&self.launch.context(prompt), &session)
     }
+}
+
+/// The session file of a turn of `launch`'s agent starting now, where its
+/// adapter has one: under the agent's folder as the agent sees it — a
+/// sandboxed run's own copy, the folder its environment names, the user's.
+fn session_log(launch: &AgentLaunch, adapter: &dyn Adapter) -> Option<SessionLog> {
+    let format = adapter.session_log()?;
+    let mut roots = Vec::new();
+    if let Some(var) = format.folder_env() {
+        let named = match &launch.env {
+            Some(env) => env.iter().find(|(k, _)| k == var).map(|(_, v)| v.clone()),
+            None => std::env::var_os(var),
+        };
+        roots.extend(named.filter(|v| !v.is_empty()).map(std::path::PathBuf::from));
+    }
+    if launch.sandbox.is_some() {
+        let copies = crate::sandbox::own::copies_in(&crate::adapter::agent_dir(&launch.run_dir));
+        roots.push(copies.join(format.folder()));
+    }
+    roots.push(launch.user_home.join(format.folder()));
+    Some(SessionLog::new(format, roots, crate::time::format(crate::time::now())))
 }

@@ -182,6 +182,11 @@ impl Supervisor {
                 self.flush_events()?;
             }
             self.heal_if_due(HEAL_EVERY_AT_WORK);
+            // An agent whose stream says its spend only at a turn's end
+            // (Codex, Gemini CLI) writes it to its session file as it goes.
+            if self.session.follow_session_log(now) {
+                self.keep_budget()?;
+            }
             if self.recorder.measure_due() {
                 // Live figures for `show` and the window; a failure is not
                 // the run's.

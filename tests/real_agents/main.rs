@@ -573,3 +573,19 @@ fn real_agents_in_a_sandbox() {
     reading_only(&real, "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
     reading_only(&real, "pi", "tools: bash\n");
 }
+
+/// Real Codex says a turn's spend on its stream only at the turn's end:
+/// while its shell command runs, its rollout file already says what the
+/// first response cost, and the run is frozen at its budget mid-turn.
+#[test]
+fn real_codex_is_held_to_its_budget_mid_turn() {
+    let real = Real::new();
+    real.preset("c", "codex", "args: [--dangerously-bypass-approvals-and-sandbox]\n");
+    let id = real.launch_with(&["--budget", "15 tokens"], "c", "stub> bash sleep 20 stub> say done");
+    let run = real.env.wait_run(&id, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(run["status"], "paused", "{run:#}\n{}", real.transcript(&id));
+    assert_eq!(run["pause_reason"], "budget", "{run:#}");
+    assert!(run["final_text"].is_null(), "paused only at the turn's end: {run:#}");
+    assert!(run["usage"]["output_tokens"].as_u64().unwrap_or(0) > 0, "{run:#}");
+    real.env.ok(&["abort", &id]);
+}
