@@ -126,6 +126,7 @@ mod tests {
             worktree: None,
             budget: None,
             fire: None,
+            request: None,
         };
         for _ in 0..500 {
             let run = store.insert_run(&new, 1_000_000, |_| Ok(())).unwrap();

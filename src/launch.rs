@@ -37,6 +37,9 @@ pub struct LaunchRequest {
     /// The schedule's fire launching it, and the precheck line it works on
     /// (recorded with the run, in one write).
     pub fire: Option<(i64, Option<String>)>,
+    /// A key of the launcher's: a launch asked again under it (its answer
+    /// lost on the way) gets the run the first one made.
+    pub request: Option<String>,
 }
 
 /// Why a launch did not happen.
@@ -138,6 +141,9 @@ pub fn working_folder() -> Result<PathBuf, LaunchError> {
 /// `max_parallel`, or already `failed` if its shepherd could not be started.
 pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCommand) -> Result<Run, LaunchError> {
     check_task(&request.task)?;
+    if let Some(made) = request.request.as_deref().map(|key| store.run_of_request(key)).transpose()?.flatten() {
+        return Ok(made);
+    }
     let cwd = std::path::absolute(&request.cwd).unwrap_or_else(|_| request.cwd.clone());
     if !cwd.is_dir() {
         return Err(LaunchError::NoCwd(cwd));
@@ -245,6 +251,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         worktree: plan.as_ref(),
         budget: config.budget_for(preset, request.budget),
         fire: request.fire.as_ref().map(|(fire, item)| crate::store::FireLink { fire: *fire, item: item.as_deref() }),
+        request: request.request.as_deref(),
     };
     let env: Vec<(OsString, OsString)> = request.env.clone().unwrap_or_else(|| std::env::vars_os().collect());
     let home = store.home().clone();
@@ -379,6 +386,7 @@ pub fn relaunch_with(
         base: None,
         budget: old.budget,
         fire: None,
+        request: None,
     };
     launch(store, &request, shepherd)
 }

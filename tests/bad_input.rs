@@ -23,6 +23,7 @@ fn request(env: &Env, task: String) -> LaunchRequest {
         base: None,
         budget: None,
         fire: None,
+        request: None,
     }
 }
 

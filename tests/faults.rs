@@ -118,6 +118,7 @@ fn store_writer_child() {
                     worktree: None,
                     budget: None,
                     fire: None,
+                    request: None,
                 },
                 1_000_000,
                 |_| Ok(()),

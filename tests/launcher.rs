@@ -38,6 +38,7 @@ fn launching_leaves_no_zombie_and_the_shepherd_is_not_our_child() {
         base: None,
         budget: None,
         fire: None,
+        request: None,
     };
     let mut ids = Vec::new();
     for _ in 0..5 {

@@ -808,6 +808,49 @@ fn launch_wait_on_a_host_waits_through_an_outage_as_wait_does() {
     assert!(String::from_utf8_lossy(&waited.stdout).contains("completed"), "{said}");
 }
 
+/// The connection drops after the host made the run and before its
+/// answer came back: the launch is asked again under the same key, and
+/// the host answers with the run it made, never a second one.
+#[test]
+fn a_launch_whose_answer_was_lost_on_the_way_makes_one_run_there() {
+    let Some(remote) = Remote::start() else { return };
+    let gate = remote.gated_preset();
+    let d = remote.dir.path();
+    // The host's corral, once armed, answers and then holds the
+    // connection open a while (as a network that drops after the answer).
+    let wrapper = d.join("corral-slow-answer");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/bash\nif rm '{d}/arm' 2>/dev/null; then '{corral}' \"$@\"; code=$?; touch '{d}/answered'; \
+             sleep 10; exit $code; fi\nexec '{corral}' \"$@\"\n",
+            d = d.display(),
+            corral = corral_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let env = Env::new();
+    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+    std::fs::write(d.join("arm"), "").unwrap();
+    let mut launching = env.command(&["launch", "--host", "box", "gated", "x", "--wait", "--json"]);
+    launching.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let launching = launching.spawn().unwrap();
+    assert!(eventually(LIMIT, || d.join("answered").exists()), "the host never made the run");
+    remote.kill_connections();
+    assert!(eventually(LIMIT, || remote.json(&["ls"]).as_array().is_some_and(|r| !r.is_empty())));
+    std::fs::write(&gate, "").unwrap();
+    let out = launching.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the launch gave up though the run was made there: {said}");
+    let runs = remote.json(&["ls", "--all"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1, "launched twice there: {runs:#}");
+    let waited: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &waited[0];
+    assert_eq!(run["id"], runs[0]["id"], "{run:#}");
+    assert_eq!(run["status"], "completed", "{run:#}");
+}
+
 #[test]
 fn a_remote_runs_object_says_its_host_while_the_host_answers() {
     let Some(remote) = Remote::start() else { return };

@@ -157,6 +157,7 @@ impl Bench {
             base: None,
             budget: None,
             fire: None,
+            request: None,
         };
         launch(store, &request, &self.shepherd).unwrap().id
     }

@@ -54,6 +54,11 @@ pub struct Args {
     /// Print the run as JSON.
     #[arg(long)]
     json: bool,
+    /// A key for this launch: asked again under the same key (its answer
+    /// lost on the way, as over SSH), the run the first made is printed
+    /// and none is launched again. What a host's launch sends.
+    #[arg(long, value_name = "KEY", hide = true)]
+    request: Option<String>,
 }
 
 /// `--budget` as clap reads it.
@@ -106,6 +111,7 @@ pub fn run(
         base: args.base,
         budget: args.budget,
         fire: None,
+        request: args.request,
     };
     let run = launch(store, &request, shepherd)?;
     shepherd.dismiss_forked();

@@ -62,6 +62,7 @@ impl CorralTools {
                 base: args.base,
                 budget: budget_of(args.budget.as_deref())?,
                 fire: None,
+                request: None,
             };
             let run = launch(store, &request, shepherd)?;
             Ok(json_result(&RunView::from(&run)))

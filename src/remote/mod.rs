@@ -180,6 +180,10 @@ pub fn launch(
     launch_for(home, store, host, (preset, task), options, None)
 }
 
+/// How long a launch on a host is asked again while the host cannot be
+/// reached (a connection dropped, a network coming back).
+const LAUNCH_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// As [`launch`], for the agent of local run `launched_by` (MCP), which
 /// may then see and act on it.
 pub fn launch_for(
@@ -225,7 +229,31 @@ pub fn launch_for(
     if let Some(budget) = budget {
         args.extend(["--budget".into(), budget.spec().into()]);
     }
-    let output = ssh.run(&args, Some(task.as_bytes()))?;
+    // The connection may drop after the run was made there and before its
+    // answer came back: asked again under the same key, the host answers
+    // with the run it made, never a second one.
+    let key: String = (0..20).map(|_| fastrand::alphanumeric()).collect();
+    args.extend(["--request".into(), format!("{}-{key}", host.name).into()]);
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(500);
+    let mut reached = false;
+    let output = loop {
+        match ssh.run(&args, Some(task.as_bytes())) {
+            // Never reached: nothing was made there, and a host that is
+            // down is said at once.
+            Err(e @ SshError::Unreachable { .. }) if !reached && !e.may_have_run() => return Err(e.into()),
+            Err(e @ (SshError::Unreachable { .. } | SshError::Failed { .. })) => {
+                reached = true;
+                if started.elapsed() + pause > LAUNCH_RETRY_FOR {
+                    return Err(e.into());
+                }
+                tracing::info!(host = %host.name, "launching there again under the same key: {e}");
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_secs(8));
+            }
+            answered => break answered?,
+        }
+    };
     if !output.status.success() {
         return Err(refused(host, &output.stderr));
     }

@@ -106,6 +106,18 @@ impl SshError {
     pub fn is_unreachable(&self) -> bool {
         matches!(self, SshError::Unreachable { .. })
     }
+
+    /// True if the command may have run there before the failure: the
+    /// connection was up and then dropped (or ssh failed some other way),
+    /// as opposed to one that never connected.
+    pub fn may_have_run(&self) -> bool {
+        const DROPPED: [&str; 4] = ["closed by remote host", "Connection closed", "Broken pipe", "not responding"];
+        match self {
+            SshError::Failed { .. } => true,
+            SshError::Unreachable { detail, .. } => DROPPED.iter().any(|s| detail.contains(s)),
+            _ => false,
+        }
+    }
 }
 
 impl Ssh {

@@ -411,6 +411,7 @@ fn decide(
                     base: None,
                     budget,
                     fire: Some((fire.id, item.clone())),
+                    request: None,
                 };
                 launch(store, &request, shepherd).map_err(|e| e.to_string())
             }

@@ -39,6 +39,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0026_schedule_resumed_at.sql"),
     include_str!("migrations/0027_push_retries.sql"),
     include_str!("migrations/0028_fire_reservations.sql"),
+    include_str!("migrations/0029_launch_requests.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -44,6 +44,8 @@ pub struct NewRun<'a> {
     /// the run, so a firer killed at any moment leaves no run its fire does
     /// not list.
     pub fire: Option<super::FireLink<'a>>,
+    /// The launcher's key for this launch (see `launch_requests`).
+    pub request: Option<&'a str>,
 }
 
 /// Which runs to list.
@@ -160,6 +162,9 @@ impl Store {
                     if let Some(link) = &new.fire {
                         super::schedules::record_fire_run(tx, link, &id)?;
                     }
+                    if let Some(key) = new.request {
+                        tx.execute("INSERT INTO launch_requests (key, run_id) VALUES (?1, ?2)", params![key, id])?;
+                    }
                     // Rolls the insert back if the folder cannot be readied.
                     prepare(&id).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
                 }
@@ -180,6 +185,16 @@ impl Store {
             }
         };
         self.run(&id)
+    }
+
+    /// The run a launch under `key` made, if one did.
+    pub fn run_of_request(&self, key: &str) -> Result<Option<Run>, StoreError> {
+        let id: Option<String> = self
+            .conn()
+            .query_row("SELECT run_id FROM launch_requests WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .doing("reading the run of a launch request")?;
+        id.map(|id| self.run(&id)).transpose()
     }
 
     /// The run with exactly this id.

@@ -33,6 +33,7 @@ fn the_trays_own_shepherd_supervises_a_run_to_its_end() {
         base: None,
         budget: None,
         fire: None,
+        request: None,
     };
     let run = launch(&mut store, &request, &shepherd).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -53,6 +53,7 @@ pub fn launch_run(
         base: None,
         budget: None,
         fire: None,
+        request: None,
     };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
     corral::recent_folders::remember(&state.home, &cwd)?;
