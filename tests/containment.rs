@@ -681,3 +681,25 @@ fn a_child_killed_for_memory_is_said_whichever_process_it_was() {
     let error = run["error"].as_str().unwrap();
     assert!(error.contains("memory limit of 64.0 MiB") && error.contains("exited with code 137"), "{error}");
 }
+
+/// Without a cgroup a run's CPU is what its shepherd reaped: a child run's
+/// shepherd, adopted by the parent's as subreaper, used its CPU for its
+/// own run, and is left out of the parent's.
+#[test]
+fn a_parents_cpu_leaves_out_its_child_runs_without_a_cgroup() {
+    let env = mode_env("cgroups = false\n");
+    let busy =
+        "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\nprint(time.process_time())";
+    env.command_preset("busy", &["python3", "-c", busy]);
+    std::fs::write(env.project.join("lead.sh"), "set -e\ncorral launch busy burn > kid\ncorral wait $(cat kid)\n")
+        .unwrap();
+    env.command_preset("lead", &["sh", "lead.sh"]);
+    let lead = env.launch("lead", "x");
+    let lead_run = env.wait_end(&lead);
+    assert_eq!(lead_run["status"], "completed", "{lead_run:#}");
+    let kid = std::fs::read_to_string(env.project.join("kid")).unwrap().trim().to_string();
+    let kid_cpu = env.show(&kid)["resources"]["cpu_seconds"].as_f64().expect("the child's CPU");
+    let lead_cpu = lead_run["resources"]["cpu_seconds"].as_f64().expect("the lead's CPU");
+    assert!(kid_cpu >= 1.0, "the child used {kid_cpu} s");
+    assert!(lead_cpu < 0.6, "the lead's CPU counts its child's: {lead_cpu} s (the child's: {kid_cpu} s)");
+}

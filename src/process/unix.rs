@@ -12,7 +12,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{self, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
 use crate::adapter::ProcessEnd;
@@ -220,24 +220,33 @@ pub struct Reaped {
     pub pid: i32,
     /// How it ended.
     pub end: ProcessEnd,
+    /// The CPU time (user and system) it and the children it reaped used,
+    /// in microseconds: what reaping it added to this process's
+    /// `RUSAGE_CHILDREN`.
+    pub cpu_micros: u64,
 }
 
 /// Reaps one exited child without blocking. `Ok(None)` when children exist
 /// but none has exited; `Err` with `ECHILD` kind when there are no children.
 pub fn reap_any() -> io::Result<Option<Reaped>> {
     loop {
-        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
-            Ok(WaitStatus::Exited(pid, code)) => {
-                return Ok(Some(Reaped { pid: pid.as_raw(), end: ProcessEnd::Exited(code) }))
-            }
-            Ok(WaitStatus::Signaled(pid, sig, _)) => {
-                return Ok(Some(Reaped { pid: pid.as_raw(), end: ProcessEnd::Signaled(sig as i32) }))
-            }
-            Ok(WaitStatus::StillAlive) => return Ok(None),
-            Ok(_) => continue, // stopped/continued notices: not an end
-            Err(Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: wait4 writes only to the two out-pointers given, which
+        // live for the call. nix has no wait4, and its rusage is needed.
+        let pid = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG | libc::__WALL, &mut usage) };
+        let end = match pid {
+            0 => return Ok(None),
+            -1 if Errno::last() == Errno::EINTR => continue,
+            -1 => return Err(io::Error::last_os_error()),
+            _ if libc::WIFEXITED(status) => ProcessEnd::Exited(libc::WEXITSTATUS(status)),
+            _ if libc::WIFSIGNALED(status) => ProcessEnd::Signaled(libc::WTERMSIG(status)),
+            _ => continue, // stopped/continued notices: not an end
+        };
+        let micros = |t: libc::timeval| t.tv_sec.max(0) as u64 * 1_000_000 + t.tv_usec.max(0) as u64;
+        let cpu_micros = micros(usage.ru_utime) + micros(usage.ru_stime);
+        return Ok(Some(Reaped { pid, end, cpu_micros }));
     }
 }
 

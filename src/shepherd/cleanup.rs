@@ -82,6 +82,9 @@ pub(super) struct Cleanup {
     /// A connection of its own, opened the first time a process that says
     /// it is a shepherd is met (runtime state).
     store: Option<Store>,
+    /// CPU time, in microseconds, of other runs' shepherds this one reaped
+    /// (adopted as subreaper): theirs, not this run's (runtime state).
+    spared_micros: u64,
 }
 
 impl Cleanup {
@@ -106,6 +109,7 @@ impl Cleanup {
             log,
             home: home.clone(),
             store: None,
+            spared_micros: 0,
         }
     }
 
@@ -146,7 +150,9 @@ impl Cleanup {
         let deadline = Instant::now() + KILL_GIVE_UP;
         let mut noted = false;
         loop {
-            while let Ok(Some(_)) = process::reap_any() {}
+            while let Ok(Some(reaped)) = process::reap_any() {
+                self.reaped_other(reaped);
+            }
             if self.is_empty() {
                 return;
             }
@@ -163,11 +169,32 @@ impl Cleanup {
     }
 
     /// What the run's processes used: from its cgroup, else the CPU time
-    /// of the processes this shepherd reaped (peak memory is not known).
+    /// of the processes this shepherd reaped, less other runs' shepherds it
+    /// adopted (peak memory is not known).
     pub(super) fn resources(&self) -> Resources {
         match &self.cgroup {
             Some(group) => group.usage(),
-            None => Resources { cpu_seconds: process::children_cpu_seconds(), memory_peak_bytes: None },
+            None => {
+                let cpu_seconds = (process::children_cpu_seconds() - self.spared_micros as f64 / 1e6).max(0.0);
+                Resources { cpu_seconds, memory_peak_bytes: None }
+            }
+        }
+    }
+
+    /// A process this shepherd reaped that was not its agent: if it was
+    /// the shepherd of another run of the store (a child run's, adopted as
+    /// subreaper), what it and its agent used was that run's, and is left
+    /// out of this run's CPU.
+    pub(super) fn reaped_other(&mut self, reaped: process::Reaped) {
+        if self.cgroup.is_some() || reaped.cpu_micros == 0 {
+            return;
+        }
+        if self.store.is_none() {
+            self.store = Store::open(&self.home).ok();
+        }
+        let Some(store) = &self.store else { return };
+        if store.is_shepherd_of_another(reaped.pid, &self.run_id).unwrap_or(false) {
+            self.spared_micros += reaped.cpu_micros;
         }
     }
 

@@ -274,7 +274,7 @@ impl Supervisor {
         loop {
             match process::reap_any() {
                 Ok(Some(reaped)) if reaped.pid == self.turn.agent.pid => self.on_agent_exit(reaped.end)?,
-                Ok(Some(_orphan)) => {}
+                Ok(Some(orphan)) => self.cleanup.reaped_other(orphan),
                 Ok(None) => {
                     self.note_children_gone();
                     return Ok(());

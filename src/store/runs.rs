@@ -197,6 +197,14 @@ impl Store {
         id.map(|id| self.run(&id)).transpose()
     }
 
+    /// True if `pid` is (or was) the shepherd of a run other than `run`.
+    pub fn is_shepherd_of_another(&self, pid: i32, run: &str) -> Result<bool, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM runs WHERE shepherd_pid = ?1 AND id <> ?2)")
+            .and_then(|mut stmt| stmt.query_row(params![pid, run], |r| r.get(0)))
+            .doing("telling another run's shepherd")
+    }
+
     /// The run with exactly this id.
     pub fn run(&self, id: &str) -> Result<Run, StoreError> {
         // Cached: every verb, wait and shepherd reads runs by id, and the
