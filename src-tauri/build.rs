@@ -2,6 +2,8 @@
 
 const COMMANDS: &[&str] = &[
     "list_runs",
+    "needs",
+    "act_on_need",
     "get_run",
     "transcript",
     "transcript_size",

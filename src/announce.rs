@@ -98,7 +98,13 @@ pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
     if let Some(note) = &denied_note {
         body = format!("{note}\n{body}");
     }
-    let failed = run.status != RunStatus::Completed || tree.iter().any(|r| r.status != RunStatus::Completed);
+    // A failed child is said, not hidden behind its parent's completion.
+    if run.status == RunStatus::Completed {
+        for child in tree.iter().filter(|r| alarms(r)) {
+            body.push_str(&format!("\n{}", line_of(child)));
+        }
+    }
+    let failed = alarms(run) || tree.iter().any(alarms);
     Ok(Announcement {
         summary,
         body,
@@ -106,6 +112,35 @@ pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
         ended_since: None,
         urgent: failed || denied_note.is_some(),
     })
+}
+
+/// True if `run`'s end is bad news the user did not make: it failed or was
+/// lost, or Corral stopped it (a time limit, a budget). A stop the user
+/// asked for raises no alarm.
+fn alarms(run: &Run) -> bool {
+    match run.status {
+        RunStatus::Completed => false,
+        RunStatus::Aborted => run.stop_reason != Some(crate::run::StopReason::UserAbort),
+        _ => true,
+    }
+}
+
+/// One run in a line, naming it: `✗ fixer (k3x9abcd) failed: 529: Overloaded`.
+fn line_of(run: &Run) -> String {
+    let mark = match run.status {
+        RunStatus::Completed => "✓",
+        RunStatus::Failed => "✗",
+        RunStatus::Aborted => "■",
+        RunStatus::Lost => "?",
+        _ => "·",
+    };
+    let why = match run.status {
+        RunStatus::Completed => String::new(),
+        _ => run.error.as_deref().map(|e| format!(": {}", crate::attention::error_words(e))).unwrap_or_default(),
+    };
+    let denied = run.denied_note().map(|d| format!(" ({d})")).unwrap_or_default();
+    let line = format!("{mark} {} ({}) {}{why}{denied}", run.preset, run.id, run.status);
+    line.chars().take(160).collect()
 }
 
 /// Runs paused at their agent's usage limit, one announcement per limit
@@ -133,22 +168,44 @@ pub fn usage_limits(store: &Store) -> Result<Vec<(String, Announcement)>, StoreE
     Ok(out)
 }
 
-/// One announcement for many endings. `while_closed`: they ended while the
-/// app was not running.
-pub fn summary(runs: &[Run], while_closed: bool) -> Announcement {
+/// One announcement for many endings, naming them: what went wrong first
+/// (a run, or a run it launched, that failed or was refused something),
+/// then the rest. "All completed" only when all of them and every run they
+/// launched completed with nothing refused. `while_closed`: they ended
+/// while the app was not running.
+pub fn summary(store: &Store, runs: &[Run], while_closed: bool) -> Result<Announcement, StoreError> {
     let n = runs.len();
     let summary = if while_closed {
         format!("{n} {} finished while Corral was closed", plural(n, "run", "runs"))
     } else {
         format!("{n} {} finished: {}", plural(n, "run", "runs"), outcomes(runs))
     };
-    let failed = runs.iter().filter(|r| r.status != RunStatus::Completed).count();
-    let body = match failed {
-        0 => "All completed.".to_string(),
-        f => format!("{} completed, {f} did not.", n - f),
-    };
+    // Each run with what went wrong in its tree.
+    let mut wrong = Vec::new();
+    let mut fine = Vec::new();
+    for run in runs {
+        let tree = descendants(store, &run.id)?;
+        let bad: Vec<&Run> = std::iter::once(run).chain(&tree).filter(|r| alarms(r) || !r.denied.is_empty()).collect();
+        if bad.is_empty() {
+            fine.push(line_of(run));
+        } else {
+            wrong.extend(bad.into_iter().map(line_of));
+        }
+    }
+    let urgent = !wrong.is_empty();
+    let mut lines = wrong;
+    if lines.is_empty() {
+        lines.push("All completed.".to_string());
+    }
+    lines.extend(fine);
+    let shown = 6;
+    let more = lines.len().saturating_sub(shown);
+    lines.truncate(shown);
+    if more > 0 {
+        lines.push(format!("and {more} more"));
+    }
     let ended_since = runs.iter().filter_map(|r| r.completed_at.clone()).min();
-    Announcement { summary, body, run: None, ended_since, urgent: failed > 0 }
+    Ok(Announcement { summary, body: lines.join("\n"), run: None, ended_since, urgent })
 }
 
 /// `2 completed, 1 failed` in a fixed order.
@@ -366,25 +423,54 @@ mod tests {
         assert!(matches!(quiet.release(t0 + Pacer::GATHER), Some(Release::One(r)) if r.id == "one"));
     }
 
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&crate::home::Home::at(dir.path().to_path_buf())).unwrap();
+        (dir, store)
+    }
+
     #[test]
-    fn a_summary_counts_outcomes() {
-        let runs = [
+    fn a_summary_counts_outcomes_and_names_what_went_wrong_first() {
+        let (_dir, store) = store();
+        let mut runs = [
             run("a", None, RunStatus::Completed),
             run("b", None, RunStatus::Completed),
             run("c", None, RunStatus::Failed),
         ];
-        let note = summary(&runs, false);
+        runs[2].error = Some(r#"529 {"type":"error","error":{"message":"Overloaded"}}"#.into());
+        let note = summary(&store, &runs, false).unwrap();
         assert_eq!(note.summary, "3 runs finished: 2 completed, 1 failed");
         assert!(note.urgent);
-        assert_eq!(summary(&runs[..1], true).summary, "1 run finished while Corral was closed");
+        assert_eq!(note.body.lines().next(), Some("✗ p (c) failed: 529: Overloaded"), "{}", note.body);
+        assert!(note.body.contains("✓ p (a) completed") && !note.body.contains("All completed"), "{}", note.body);
+        assert_eq!(summary(&store, &runs[..1], true).unwrap().summary, "1 run finished while Corral was closed");
+        // A refusal is never folded into "All completed".
+        runs[2] = run("c", None, RunStatus::Completed);
+        runs[1].denied = vec!["sandbox: write /etc/hosts".into()];
+        let note = summary(&store, &runs, false).unwrap();
+        assert!(note.urgent && note.body.starts_with("✓ p (b) completed (1 action was denied"), "{}", note.body);
+        runs[1].denied.clear();
+        let note = summary(&store, &runs, false).unwrap();
+        assert!(!note.urgent && note.body.starts_with("All completed."), "{}", note.body);
+    }
+
+    #[test]
+    fn a_stop_the_user_asked_for_raises_no_alarm() {
+        let (_dir, store) = store();
+        let mut stopped = run("a", None, RunStatus::Aborted);
+        stopped.stop_reason = Some(crate::run::StopReason::UserAbort);
+        assert!(!summary(&store, std::slice::from_ref(&stopped), false).unwrap().urgent);
+        stopped.stop_reason = Some(crate::run::StopReason::Timeout);
+        assert!(summary(&store, std::slice::from_ref(&stopped), false).unwrap().urgent, "Corral stopped it");
     }
 
     #[test]
     fn a_summary_opens_the_list_of_what_it_speaks_for() {
+        let (_dir, store) = store();
         let mut runs = [run("a", None, RunStatus::Completed), run("b", None, RunStatus::Failed)];
         runs[0].completed_at = Some("2026-11-22T10:00:02.000Z".into());
         runs[1].completed_at = Some("2026-11-22T10:00:01.000Z".into());
-        let note = summary(&runs, false);
+        let note = summary(&store, &runs, false).unwrap();
         assert_eq!((note.run, note.ended_since.as_deref()), (None, Some("2026-11-22T10:00:01.000Z")));
     }
 }

@@ -9,6 +9,7 @@ pub mod adapter;
 pub mod allow;
 pub mod announce;
 pub mod ask;
+pub mod attention;
 pub mod autostart;
 pub mod blocking;
 pub mod budget;

@@ -37,7 +37,9 @@ async function render() {
 }
 
 function showCounts(counts) {
-  document.getElementById("counts").textContent = `${counts.running} running / ${counts.total} total`;
+  // A paused run is not running: said apart.
+  const paused = counts.paused ? ` · ${counts.paused} paused` : "";
+  document.getElementById("counts").textContent = `${counts.running} running${paused} / ${counts.total} total`;
 }
 
 function showProblem(problem) {

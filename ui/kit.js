@@ -47,6 +47,12 @@ export function statusBadge(status, retrying = null) {
     h("span", { class: "dot" }), status, retrying ? h("span", { class: "retrying" }, ` · retrying: ${retrying}`) : null);
 }
 
+/** A moment in local time, one format everywhere: "27 Nov 2026, 05:03:12". */
+export function when(iso) {
+  if (!iso) return "-";
+  return new Date(iso).toLocaleString([], { dateStyle: "medium", timeStyle: "medium" });
+}
+
 export function ago(iso) {
   if (!iso) return "-";
   const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
@@ -69,16 +75,24 @@ export function duration(run) {
   return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
+/** A count as people read one: 950, 705k, 1.2M (the exact count on hover). */
+export function count(n) {
+  if (n < 1000) return String(n);
+  if (n < 1e6) return `${Math.round(n / 1000)}k`;
+  return `${(n / 1e6).toFixed(1)}M`;
+}
+
 export function tokens(run) {
   const u = run.usage;
   const total = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens;
-  return total ? total.toLocaleString() : "-";
+  return total ? h("span", { title: `${total.toLocaleString()} tokens` }, count(total)) : "-";
 }
 
-/** A run's cost; an estimate (the agent reported none) is marked "≈". */
+/** A run's cost in cents ($2.16; under a cent, $0.004); an estimate (the
+ * agent reported none) is marked "≈". */
 export function cost(value, estimated = false) {
   if (value === null || value === undefined) return "-";
-  const text = `$${value.toFixed(4)}`;
+  const text = value > 0 && value < 0.01 ? `$${value.toFixed(3)}` : `$${value.toFixed(2)}`;
   return estimated ? h("span", { title: "estimated from its tokens and Corral's price table" }, `≈${text}`) : text;
 }
 

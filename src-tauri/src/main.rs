@@ -116,6 +116,8 @@ fn main() -> ExitCode {
         .manage(AppState::new(home))
         .invoke_handler(tauri::generate_handler![
             commands::runs::list_runs,
+            commands::needs::needs,
+            commands::needs::act_on_need,
             commands::runs::get_run,
             commands::runs::transcript,
             commands::runs::transcript_size,

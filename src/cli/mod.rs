@@ -13,6 +13,7 @@ mod hosts;
 mod launch;
 mod ls;
 mod merge;
+mod needs;
 mod pause;
 mod presets;
 mod prune;
@@ -55,6 +56,10 @@ enum Command {
     Launch(launch::Args),
     /// List runs, newest first.
     Ls(ls::Args),
+    /// What needs you: runs paused at a budget or a usage limit, failed,
+    /// refused something, or retrying, and schedules that paused
+    /// themselves; each with why and the command that answers it.
+    Needs(needs::Args),
     /// Show one run: status, result, usage, timestamps.
     Show(show::Args),
     /// Print a run's transcript.
@@ -269,6 +274,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Presets(args) => presets::run(&mut store, args, &mut out)?,
         Command::Launch(args) => launch::run(&home, &mut store, args, &shepherd, &mut out)?,
         Command::Ls(args) => ls::run(&home, &mut store, args, &mut out)?,
+        Command::Needs(args) => needs::run(&store, args, &mut out)?,
         Command::Show(args) => show::run(&mut store, &args.run, args.json, &mut out)?,
         Command::Tail(args) => tail::run(&mut store, args, &shepherd, &mut out)?,
         Command::Wait(args) => wait::run(&mut store, &args.runs, args.timeout, args.json, &shepherd, &mut out)?,

@@ -18,6 +18,12 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
     let run = store.find_run(id)?;
     let caller = corral::caller::caller_run(store)?;
     corral::wait::collected_by(store, caller.as_deref(), std::slice::from_ref(&run))?;
+    // Shown to a person (as text, not to a script or another run's
+    // agent), an ended run has been looked at: its failure or refusal no
+    // longer waits for them.
+    if caller.is_none() && !json && run.status.is_terminal() {
+        store.mark_seen(&run.id)?;
+    }
     print(store, &run, json, out)
 }
 

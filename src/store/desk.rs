@@ -11,16 +11,35 @@ use crate::time;
 /// The tray's numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
-    /// Queued, starting, running or waiting.
+    /// Queued, starting, running or waiting: working, or about to.
     pub running: u64,
     /// Runs not cleared.
     pub total: u64,
     /// Runs that failed or were lost whose transcript the user has not
     /// opened yet, and not cleared: the tray looks different while any are.
     pub unseen_failures: u64,
-    /// Runs that need the user, not cleared: unseen failures, unseen runs
-    /// with denied actions, and active runs whose agent keeps retrying.
+    /// What needs the user (see `attention`): runs paused at a budget or a
+    /// usage limit, unseen failures, unseen runs with denied actions,
+    /// active runs whose agent keeps retrying, and schedules that paused
+    /// themselves.
     pub attention: u64,
+    /// Paused: not working, holding no slot.
+    pub paused: u64,
+}
+
+/// The one rule of which of `runs`' rows need the user: the tray's count
+/// and `attention`'s list read it here.
+fn needs_you() -> String {
+    format!(
+        "((status = '{paused}' AND pause_reason IS NOT NULL)
+          OR (status IN {failed} AND seen_at IS NULL)
+          OR (denied IS NOT NULL AND seen_at IS NULL AND status IN {ended})
+          OR (retrying IS NOT NULL AND status IN {active}))",
+        paused = RunStatus::Paused,
+        failed = RunStatus::sql_list(&[RunStatus::Failed, RunStatus::Lost]),
+        ended = RunStatus::terminal_sql(),
+        active = RunStatus::active_sql(),
+    )
 }
 
 /// Tokens and cost of the runs created since a moment.
@@ -53,41 +72,63 @@ impl Store {
             // A run of a host that cannot be reached is not known to be
             // running: counted in the total, not as running.
             "SELECT
-               count(*) FILTER (WHERE status IN {active}
+               count(*) FILTER (WHERE status IN {working}
                                   AND host NOT IN (SELECT name FROM hosts WHERE NOT reachable)),
                count(*),
-               count(*) FILTER (WHERE status IN {failed} AND seen_at IS NULL)
+               count(*) FILTER (WHERE status IN {failed} AND seen_at IS NULL),
+               count(*) FILTER (WHERE status = '{paused}')
              FROM remote_runs",
-            active = RunStatus::sql_list(RunStatus::ACTIVE),
+            working =
+                RunStatus::sql_list(&[RunStatus::Queued, RunStatus::Starting, RunStatus::Running, RunStatus::Waiting]),
             failed = RunStatus::sql_list(&[RunStatus::Failed, RunStatus::Lost]),
+            paused = RunStatus::Paused,
         );
-        let (running, total, unseen): (i64, i64, i64) = self
+        let (running, total, unseen, paused): (i64, i64, i64, i64) = self
             .conn()
             .prepare_cached(&sql)
-            .and_then(|mut stmt| stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
+            .and_then(|mut stmt| stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))))
             .doing("counting runs of other hosts")?;
         Ok(Counts {
             running: local.running + running as u64,
             total: local.total + total as u64,
             unseen_failures: local.unseen_failures + unseen as u64,
             attention: local.attention + unseen as u64,
+            paused: local.paused + paused as u64,
         })
+    }
+
+    /// This machine's runs that may need the user (see `attention`), not
+    /// cleared, newest first: paused by Corral (a budget, a usage limit),
+    /// failed or lost and not yet opened, ended with actions denied and
+    /// not yet opened, or retrying while active.
+    pub fn runs_needing_you(&self) -> Result<Vec<crate::run::Run>, StoreError> {
+        let sql =
+            format!("SELECT id FROM runs WHERE dismissed_at IS NULL AND {} ORDER BY num DESC LIMIT 200", needs_you());
+        let mut stmt = self.conn().prepare_cached(&sql).doing("listing what needs you")?;
+        let ids: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .doing("listing what needs you")?
+            .collect::<Result<_, _>>()
+            .doing("listing what needs you")?;
+        ids.iter().map(|id| self.run(id)).collect()
     }
 
     /// This machine's runs only.
     pub fn local_counts(&self) -> Result<Counts, StoreError> {
         let sql = format!(
             "SELECT
-               count(*) FILTER (WHERE status IN {}),
+               count(*) FILTER (WHERE status IN {working}),
                count(*),
                count(*) FILTER (WHERE status IN {failed} AND seen_at IS NULL),
-               count(*) FILTER (WHERE (status IN {failed} AND seen_at IS NULL)
-                                   OR (denied IS NOT NULL AND seen_at IS NULL)
-                                   OR (retrying IS NOT NULL AND status IN {active}))
+               count(*) FILTER (WHERE {needs})
+                 + (SELECT count(*) FROM schedules WHERE paused_at IS NOT NULL AND paused_why <> 'by request'),
+               count(*) FILTER (WHERE status = '{paused}')
              FROM runs WHERE dismissed_at IS NULL",
-            RunStatus::sql_list(RunStatus::ACTIVE),
+            working =
+                RunStatus::sql_list(&[RunStatus::Queued, RunStatus::Starting, RunStatus::Running, RunStatus::Waiting]),
             failed = RunStatus::sql_list(&[RunStatus::Failed, RunStatus::Lost]),
-            active = RunStatus::sql_list(RunStatus::ACTIVE),
+            needs = needs_you(),
+            paused = RunStatus::Paused,
         );
         self.conn()
             .query_row(&sql, [], |r| {
@@ -96,6 +137,7 @@ impl Store {
                     total: r.get::<_, i64>(1)? as u64,
                     unseen_failures: r.get::<_, i64>(2)? as u64,
                     attention: r.get::<_, i64>(3)? as u64,
+                    paused: r.get::<_, i64>(4)? as u64,
                 })
             })
             .doing("counting runs")

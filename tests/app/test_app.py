@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -182,6 +183,10 @@ class WebDriver:
             pass
         self.driver.terminate()
         self.driver.wait(10)
+        # Its native driver (WebKitWebDriver, on the next port) may outlive
+        # it a moment: the next session could not listen there.
+        subprocess.run(["pkill", "-x", "WebKitWebDriver"], check=False)
+        wait_until("the native WebDriver's port free", lambda: port_free(4445))
 
 
 def _try(fn):
@@ -200,6 +205,12 @@ def kill_app():
     for program in ("corral-tray", "corral-app"):
         subprocess.run(["pkill", "-KILL", "-x", program], check=False)
     wait_until("the app to be gone", lambda: not running("corral-tray") and not running("corral-app"))
+
+
+def port_free(port):
+    """True if nothing listens on 127.0.0.1:PORT."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
 def running(program):
@@ -584,6 +595,60 @@ def test_a_budget_reached_is_asked_on_the_desktop(session, env):
     session.watcher.items.clear()
 
 
+def test_needs_you_at_a_glance(session, env):
+    """One list of what needs you behind the tray and the window: a run
+    paused at its budget and a failure are pinned at the top of the tray's
+    menu and of the runs list, each with its reason and its actions; the
+    title says the paused run apart; answered from the window, it leaves
+    both, and the icon's red goes once nothing needs you."""
+    spend_bin = env.root / "spend-bin"
+    spend_bin.mkdir()
+    (spend_bin / "pi").symlink_to(FAKES / "spender")
+    (env.project / ".corral" / "presets" / "spend.md").write_text(
+        "---\nname: spend\ndescription: spends\nagent: pi\nbudget: {usd: 1}\n---\n")
+    env.preset("broken", ["sh", "-c", "echo overloaded >&2; exit 3"], "Fails")
+    # A window an earlier test left would take this one's start for its own.
+    kill_app()
+    app = env.start_tray()
+    item = wait_until("the tray", session.tray)
+    run = env.launch_with("spend", "spend", PATH=f"{spend_bin}:{env.env['PATH']}", SPEND_EVERY="0.1")
+    failed = env.launch("broken", "x")
+    wait_until("the paused run said apart", lambda: tray_label(item) == "0 running · 1 paused / 2 total")
+    wait_until("the failure", lambda: env.show(failed)["exited_at"] is not None)
+
+    def needs_section():
+        _, nested = tray_menu(item, depth=True)
+        return [label for _, label, level in nested if level == 1 and label.startswith(("Needs you", "⚠"))]
+
+    section = wait_until("Needs you in the tray", lambda: len(needs_section()) == 3 and needs_section())
+    assert section[0] == "Needs you (2)", section
+    assert any(line.startswith("⚠ budget · spend (") for line in section), section
+    assert any(line.startswith("⚠ failed · broken (") for line in section), section
+
+    driver = WebDriver(env, [])
+    try:
+        wait_until("Needs you in the window", lambda: "Needs you (2)" in driver.text("#needs-you"))
+        assert "budget of $1.00 reached" in driver.text(f"#needs-you [data-id='{run}']")
+        wait_until("the counts", lambda: driver.text("#counts") == "0 running · 1 paused / 2 total")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        driver.screenshot(ARTIFACTS / "needs-you.png")
+        overflow = driver.js("return document.documentElement.scrollWidth > document.documentElement.clientWidth;")
+        assert not overflow, "the runs list runs off the window's right edge"
+        driver.click(f"#needs-you [data-id='{run}'] button")
+        wait_until("more allowed", lambda: env.show(run)["budget"]["usd"] == 2.0)
+        env.cli("abort", run)
+        wait_until("the budget gone from the window", lambda: run not in driver.text("#needs-you") if
+                   driver.js("return !document.querySelector('#needs-you').hidden;") else True)
+    finally:
+        driver.quit()
+    env.cli("show", failed)
+    wait_until("nothing needs you in the tray", lambda: needs_section() == [])
+    app.kill()
+    app.wait()
+    kill_app()
+    session.watcher.items.clear()
+
+
 def test_a_refused_notification_is_shown_later_once(session, env):
     """At login the notification server may not be up yet: an announcement
     it refuses is given back to the store and shown once it takes them,
@@ -888,6 +953,7 @@ def main():
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
                  test_watcher_survives_a_broken_config, test_the_tray_fires_schedules, test_doctor_reads_the_desktop,
                  test_one_notification_per_piece_of_work, test_a_budget_reached_is_asked_on_the_desktop,
+                 test_needs_you_at_a_glance,
                  test_a_refused_notification_is_shown_later_once, test_a_hanging_notification_server_stalls_nothing,
                  test_a_window_that_cannot_start_is_said, test_window, test_the_schedules_view,
                  test_review_and_reply]:

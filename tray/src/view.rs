@@ -32,6 +32,8 @@ pub struct TrayView {
     pub paused: usize,
     /// The schedules, soonest next fire first.
     pub schedules: Vec<ScheduleLine>,
+    /// What needs the user (the one list: see `corral::attention`).
+    pub needs: Vec<corral::attention::Item>,
 }
 
 /// A schedule as the menu says it.
@@ -40,12 +42,7 @@ pub struct ScheduleLine {
     pub name: String,
     /// Its next fire, in local time (`None`: paused, or never again).
     pub next: Option<String>,
-    /// Its latest fires failed in a row, this many (0: not failing).
-    pub failing: usize,
 }
-
-/// Fires in a row that failed before a schedule asks for attention.
-pub const FAILING: usize = 3;
 
 /// One preset the Launch submenu offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,26 +62,32 @@ impl TrayView {
         let hosts = corral::config::Config::load(home).map(|c| c.hosts.into_iter().map(|h| h.name).collect());
         let hosts = hosts.unwrap_or_default();
         let schedules = schedules(store);
-        Ok(TrayView { counts, recent, launchable: launchable(home), hosts, quiet, working, paused, schedules })
+        let needs = corral::attention::needs_you(store)?;
+        Ok(TrayView { counts, recent, launchable: launchable(home), hosts, quiet, working, paused, schedules, needs })
     }
 
-    /// The title beside the icon: `N running / M total`.
+    /// The title beside the icon: `N running / M total`, with the paused
+    /// ones apart (`1 running · 1 paused / 17 total`).
     pub fn title(&self) -> String {
         title(&self.counts)
     }
 
-    /// The icon's look: the running count, and red while something needs
-    /// the user (an unseen failure or denial, a run retrying, a schedule
-    /// whose last fires failed).
+    /// The icon's look: the running count, and red while anything needs
+    /// the user (the one list: a budget reached, a failure or a refusal
+    /// not yet looked at, a usage limit, a run retrying, a schedule that
+    /// paused itself or keeps failing).
     pub fn look(&self) -> (u64, bool) {
-        let failing = self.schedules.iter().any(|s| s.failing >= FAILING);
-        (self.counts.running, self.counts.attention > 0 || failing)
+        (self.counts.running, !self.needs.is_empty())
     }
 }
 
-/// `N running / M total`.
+/// `N running / M total`, with paused runs apart: a paused run is not
+/// working.
 pub fn title(counts: &Counts) -> String {
-    format!("{} running / {} total", counts.running, counts.total)
+    match counts.paused {
+        0 => format!("{} running / {} total", counts.running, counts.total),
+        paused => format!("{} running · {paused} paused / {} total", counts.running, counts.total),
+    }
 }
 
 /// The schedules, soonest next fire first (a schedule that cannot be read
@@ -96,9 +99,8 @@ fn schedules(store: &Store) -> Vec<ScheduleLine> {
         .iter()
         .map(|s| {
             let next = if s.paused_at.is_some() { None } else { s.next_due(now) };
-            let failing = corral::schedule::failed_in_a_row(store, &s.name, None).unwrap_or(0);
             let shown = next.map(|at| at.with_timezone(&chrono::Local).format("%a %H:%M").to_string());
-            (next, ScheduleLine { name: s.name.clone(), next: shown, failing })
+            (next, ScheduleLine { name: s.name.clone(), next: shown })
         })
         .collect();
     lines.sort_by_key(|(next, line)| (next.is_none(), *next, line.name.clone()));
@@ -138,7 +140,7 @@ mod tests {
 
     #[test]
     fn the_title_and_the_icon_follow_the_counts() {
-        let counts = Counts { running: 2, total: 5, unseen_failures: 0, attention: 0 };
+        let counts = Counts { running: 2, total: 5, unseen_failures: 0, attention: 0, paused: 0 };
         let view = TrayView {
             counts,
             recent: Vec::new(),
@@ -148,14 +150,22 @@ mod tests {
             working: 0,
             paused: 0,
             schedules: Vec::new(),
+            needs: Vec::new(),
         };
         assert_eq!(view.title(), "2 running / 5 total");
         assert_eq!(view.look(), (2, false));
-        let attention = TrayView { counts: Counts { attention: 1, ..counts }, ..view.clone() };
-        assert_eq!(attention.look(), (2, true), "red while something needs the user");
-        let line = ScheduleLine { name: "nightly".into(), next: None, failing: FAILING };
-        let failing = TrayView { schedules: vec![line], ..view.clone() };
-        assert_eq!(failing.look(), (2, true), "red while a schedule keeps failing");
+        let paused = TrayView { counts: Counts { running: 1, paused: 1, ..counts }, ..view.clone() };
+        assert_eq!(paused.title(), "1 running · 1 paused / 5 total", "a paused run is not running");
+        let item = corral::attention::Item {
+            subject: corral::attention::Subject::Schedule { name: "nightly".into() },
+            reason: corral::attention::Reason::ScheduleFailing { failed: 3 },
+            chip: "failing schedule",
+            words: "schedule nightly: its last 3 fires failed".into(),
+            actions: Vec::new(),
+            since: None,
+        };
+        let needs = TrayView { needs: vec![item], ..view.clone() };
+        assert_eq!(needs.look(), (2, true), "red while something needs the user");
     }
 
     #[test]

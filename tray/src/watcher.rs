@@ -109,7 +109,7 @@ impl Watch {
             let note = match speakers.as_slice() {
                 [] => None,
                 [one] => Some(announce::single(store, one)?),
-                many => Some(announce::summary(many, true)),
+                many => Some(announce::summary(store, many, true)?),
             };
             if let Some(note) = note {
                 let ids: Vec<String> = speakers.iter().map(|r| r.id.clone()).collect();
@@ -155,7 +155,7 @@ impl Announcer {
         let (note, ids) = match released {
             Some(Release::One(run)) => (announce::single(store, &run)?, vec![run.id]),
             Some(Release::Many(runs)) => {
-                (announce::summary(&runs, false), runs.into_iter().map(|r| r.id).collect::<Vec<_>>())
+                (announce::summary(store, &runs, false)?, runs.into_iter().map(|r| r.id).collect::<Vec<_>>())
             }
             None => return Ok(()),
         };

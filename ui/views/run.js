@@ -1,7 +1,7 @@
 // One run: its outcome, details, and a live transcript that pages from the
 // store and renders only the rows in view, so 100k events scroll smoothly.
 
-import { call, h, say, statusBadge, duration, tokens, cost, isActive } from "../kit.js";
+import { call, h, say, statusBadge, duration, tokens, cost, count, when, isActive } from "../kit.js";
 import * as changes from "./changes.js";
 
 const ROW = 28;
@@ -101,17 +101,19 @@ function renderHeader() {
       ["Folder", run.cwd],
       ["Agent", `${run.agent} — model ${run.model ?? "default"}${run.resolved_model ? ` → ${run.resolved_model}` : ""}`],
       ["Duration", duration(run)],
-      ["Tokens", `${tokens(run)}  (in ${run.usage.input_tokens}, out ${run.usage.output_tokens}, cache read ${run.usage.cache_read_tokens}, write ${run.usage.cache_write_tokens})`],
+      ["Tokens", [tokens(run), `  (in ${count(run.usage.input_tokens)}, out ${count(run.usage.output_tokens)}, cache read ${count(run.usage.cache_read_tokens)}, write ${count(run.usage.cache_write_tokens)})`]],
       ["Cost", cost(run.cost_usd, run.cost_estimated)],
       ["Resources", resources(run)],
       ["Contained", contained(run)],
-      ["Created", run.created_at], ["Started", run.started_at ?? "-"], ["Completed", run.completed_at ?? "-"], ["Exited", run.exited_at ?? "-"],
+      ["Created", when(run.created_at)], ["Started", when(run.started_at)], ["Completed", when(run.completed_at)], ["Exited", when(run.exited_at)],
       ["Parent", run.parent_id ? link(run.parent_id) : "-"],
       ["Children", run.children.length ? run.children.flatMap((c, i) => (i ? [" ", link(c)] : [link(c)])) : "-"],
       ["Files", detail.folder],
     ].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
   );
-  const parts = [actions, meta];
+  // Why it waits, what was refused and what went wrong come first, right
+  // under its actions; the details after.
+  const parts = [actions];
   if (run.status === "paused" && run.pause_reason === "usage_limit" && run.resumes_at) {
     const at = new Date(run.resumes_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
     parts.push(h("div", { class: "notice", id: "usage-limit" },
@@ -133,6 +135,7 @@ function renderHeader() {
   }
   if (run.error) parts.push(h("h2", {}, "Error"), h("pre", { class: "error", id: "run-error" }, run.error));
   if (run.final_text) parts.push(h("h2", {}, "Result"), h("pre", { id: "final-text" }, run.final_text));
+  parts.push(meta);
   if (detail.stderr_tail) parts.push(h("details", {}, h("summary", {}, "stderr (last 4 KiB)"), h("pre", {}, detail.stderr_tail)));
   head.replaceChildren(...parts);
 }

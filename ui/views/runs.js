@@ -2,7 +2,7 @@
 // tokens, cost, with children nested under their parents; filter by status
 // and machine; full-text search.
 
-import { call, h, statusBadge, ago, duration, tokens, cost } from "../kit.js";
+import { call, h, say, statusBadge, ago, duration, tokens, cost } from "../kit.js";
 
 /** Runs fetched per page: a store of thousands is never fetched whole. */
 const PAGE = 200;
@@ -36,7 +36,7 @@ export async function show(view, _arg, params) {
     ? h("span", { class: "pill", id: "ended-since" }, `ended since ${new Date(state.endedSince).toLocaleTimeString()} `,
       h("a", { href: "#/runs" }, "show all"))
     : null;
-  view.append(h("div", { class: "toolbar" }, search, filter, machine, all, clear, since, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
+  view.append(h("section", { id: "needs-you", hidden: true }), h("div", { class: "toolbar" }, search, filter, machine, all, clear, since, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
   call("worktrees_usage").then((u) => {
     if (u.worktrees) disk.textContent = `${u.worktrees} worktree${u.worktrees === 1 ? "" : "s"} · ${size(u.bytes)} on disk`;
   }).catch(() => {});
@@ -94,9 +94,32 @@ export function cares(change) {
   return change.statuses;
 }
 
+/** "Needs you", pinned above the list: each item's reason as a chip, what
+ * it is in words, and its actions as buttons (Open goes to the run). */
+async function showNeeds() {
+  const section = root?.querySelector("#needs-you");
+  if (!section) return;
+  const items = await call("needs").catch(() => []);
+  section.hidden = !items.length;
+  if (!items.length) { section.replaceChildren(); return; }
+  section.replaceChildren(h("h2", {}, `Needs you (${items.length})`), ...items.map((item) =>
+    h("div", { class: `need need-${item.reason.kind}`, "data-id": item.id ?? item.name },
+      h("span", { class: "chip" }, item.chip),
+      h("span", { class: "need-words" }, item.words),
+      h("span", { class: "need-actions" }, item.actions.map((action) =>
+        h("button", {
+          onclick: async () => {
+            if (action.argv[0] === "show") { location.hash = `#/run/${action.argv[1]}`; return; }
+            try { await call("act_on_need", { argv: action.argv }); say(`${action.label}: done`); } catch (e) { say(String(e), true); }
+            refresh();
+          },
+        }, action.label))))));
+}
+
 /** Refetches the page when a status changed (never on transcript lines). */
 export async function refresh(change) {
   if (!root || (change && !change.statuses)) return;
+  showNeeds();
   const list = await call("list_runs", { status: state.status || null, host: state.host || null, query: state.query || null, all: state.all, limit: state.limit, endedSince: state.endedSince });
   const target = root.querySelector("#runs-table");
   if (!target) return;

@@ -3,6 +3,7 @@
 //! never freezes the window.
 
 pub mod launch;
+pub mod needs;
 pub mod presets;
 pub mod review;
 pub mod runs;

@@ -3,6 +3,7 @@
 pub mod clear;
 pub mod counts;
 pub mod launch;
+pub mod needs;
 pub mod open;
 pub mod pause;
 pub mod problem;
@@ -17,8 +18,9 @@ use crate::view::TrayView;
 
 /// The whole menu for `view`.
 pub fn lines(view: &TrayView) -> Vec<Line> {
-    let mut lines =
-        vec![counts::line(&view.counts), Line::Separator, launch::line(&view.launchable, &view.hosts), Line::Separator];
+    let mut lines = vec![counts::line(&view.counts), Line::Separator];
+    lines.extend(needs::lines(&view.needs));
+    lines.extend([launch::line(&view.launchable, &view.hosts), Line::Separator]);
     lines.extend(recent::lines(&view.recent));
     lines.push(Line::Separator);
     let scheduled = schedules::lines(&view.schedules);
@@ -33,7 +35,9 @@ pub fn lines(view: &TrayView) -> Vec<Line> {
 
 /// Routes a menu click (on the GTK thread) to its item.
 pub fn clicked(state: &TrayState, id: &str) {
-    if let Some(run) = id.strip_prefix(recent::PREFIX) {
+    if let Some(argv) = id.strip_prefix(needs::PREFIX) {
+        needs::clicked(argv);
+    } else if let Some(run) = id.strip_prefix(recent::PREFIX) {
         recent::clicked(run);
     } else if let Some(entry) = id.strip_prefix(launch::PREFIX) {
         launch::clicked(entry);
@@ -70,7 +74,7 @@ mod tests {
     #[test]
     fn the_menu_reads_counts_launch_runs_then_actions() {
         let view = TrayView {
-            counts: Counts { running: 0, total: 0, unseen_failures: 0, attention: 0 },
+            counts: Counts { running: 0, total: 0, unseen_failures: 0, attention: 0, paused: 0 },
             recent: Vec::new(),
             launchable: Vec::new(),
             hosts: Vec::new(),
@@ -78,6 +82,7 @@ mod tests {
             working: 0,
             paused: 0,
             schedules: Vec::new(),
+            needs: Vec::new(),
         };
         assert_eq!(
             labels(&lines(&view)),

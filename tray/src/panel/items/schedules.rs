@@ -1,9 +1,8 @@
-//! The schedules in the menu: when the soonest fires next, and each one
-//! whose last fires failed (it also turns the icon red). A click opens the
-//! window's runs.
+//! The schedules in the menu: when the soonest fires next (one whose last
+//! fires failed is in "Needs you"). A click opens the window's runs.
 
 use super::super::menu::Line;
-use crate::view::{ScheduleLine, FAILING};
+use crate::view::ScheduleLine;
 
 /// The id of every schedule line (they open the runs window).
 pub const ID: &str = "schedules";
@@ -17,10 +16,6 @@ pub fn lines(schedules: &[ScheduleLine]) -> Vec<Line> {
         let label = format!("Next: {} {}{more}", next.name, next.next.as_deref().unwrap_or_default());
         lines.push(Line::Item { id: ID.to_string(), label, enabled: false });
     }
-    for failing in schedules.iter().filter(|s| s.failing >= FAILING) {
-        let label = format!("⚠ schedule {}: its last {} fires failed", failing.name, failing.failing);
-        lines.push(Line::Item { id: ID.to_string(), label, enabled: true });
-    }
     lines
 }
 
@@ -29,15 +24,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_soonest_fire_and_each_failing_schedule_are_said() {
-        let line = |name: &str, next: Option<&str>, failing| ScheduleLine {
-            name: name.into(),
-            next: next.map(str::to_string),
-            failing,
-        };
+    fn the_soonest_fire_is_said() {
+        let line = |name: &str, next: Option<&str>| ScheduleLine { name: name.into(), next: next.map(str::to_string) };
         assert!(lines(&[]).is_empty());
-        let said =
-            lines(&[line("triage", Some("Thu 09:00"), 0), line("nightly", Some("Fri 03:00"), 3), line("off", None, 0)]);
+        let said = lines(&[line("triage", Some("Thu 09:00")), line("nightly", Some("Fri 03:00")), line("off", None)]);
         let labels: Vec<&str> = said
             .iter()
             .map(|l| match l {
@@ -45,6 +35,6 @@ mod tests {
                 _ => "",
             })
             .collect();
-        assert_eq!(labels, ["Next: triage Thu 09:00 (+1 more)", "⚠ schedule nightly: its last 3 fires failed"]);
+        assert_eq!(labels, ["Next: triage Thu 09:00 (+1 more)"]);
     }
 }

@@ -1,0 +1,300 @@
+//! What needs you: the one list of what waits for the user's word, each
+//! item a run or a schedule with why, in words, and what can be done.
+//!
+//! The tray's red icon and its "Needs you" section, the window's pinned
+//! section, `corral needs` and the notifications all read this list, so
+//! they never disagree about what needs the user. An item leaves the list
+//! when it is answered (a budget raised, a run resumed or relaunched), seen
+//! (a failure's transcript opened), or cleared.
+
+use serde::Serialize;
+
+use crate::budget::Crossing;
+use crate::run::{PauseReason, Run, RunStatus};
+use crate::store::{Store, StoreError};
+use crate::time;
+
+/// One thing that needs the user.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    /// The run or schedule it is about.
+    #[serde(flatten)]
+    pub subject: Subject,
+    /// Why it needs the user.
+    pub reason: Reason,
+    /// The reason in a few words, for a chip: "budget", "denied",
+    /// "failed", "usage limit", "retrying", "paused schedule".
+    pub chip: &'static str,
+    /// The reason in one line, with what it is about.
+    pub words: String,
+    /// What the user can do, first the most likely.
+    pub actions: Vec<Action>,
+    /// Since when (RFC 3339).
+    pub since: Option<String>,
+}
+
+/// What an item is about.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Subject {
+    /// A run of this machine.
+    Run {
+        /// Its id.
+        id: String,
+        /// Its preset.
+        preset: String,
+        /// The first words of its task.
+        task: String,
+    },
+    /// A schedule.
+    Schedule {
+        /// Its name.
+        name: String,
+    },
+}
+
+/// Why an item needs the user.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// Frozen at a budget (its own or a run's that launched it).
+    Budget {
+        /// The run whose budget it is.
+        owner: String,
+        /// The budget, in words (`$2.00`).
+        budget: String,
+        /// What was spent, in words (`≈$2.10`).
+        spent: String,
+    },
+    /// Ended with actions its agent was refused, or its sandbox refused.
+    Denied {
+        /// What was refused (`Bash(npm test)`, `sandbox: write /etc/x`).
+        what: Vec<String>,
+    },
+    /// Failed, or lost with its supervisor.
+    Failed {
+        /// Why, in words.
+        error: String,
+    },
+    /// Paused at its agent's usage limit; goes on by itself.
+    UsageLimit {
+        /// When it goes on (RFC 3339).
+        resumes_at: Option<String>,
+    },
+    /// Its agent keeps retrying (an API that refuses, say).
+    Retrying {
+        /// What the agent last said.
+        said: String,
+    },
+    /// A schedule that paused itself after its fires failed.
+    SchedulePaused {
+        /// Why, as the schedule says.
+        why: String,
+    },
+    /// A schedule whose latest fires all failed (it goes on firing).
+    ScheduleFailing {
+        /// How many in a row.
+        failed: usize,
+    },
+}
+
+/// Fires in a row that failed before a schedule that goes on firing needs
+/// the user.
+pub const FAILING_FIRES: usize = 3;
+
+/// Something the user can do about an item.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Action {
+    /// What the button says.
+    pub label: String,
+    /// The same as a `corral` command line (its arguments).
+    pub argv: Vec<String>,
+}
+
+impl Action {
+    fn new(label: impl Into<String>, argv: &[&str]) -> Action {
+        Action { label: label.into(), argv: argv.iter().map(|a| a.to_string()).collect() }
+    }
+}
+
+/// Everything that needs the user now: runs (newest first), then
+/// schedules.
+pub fn needs_you(store: &Store) -> Result<Vec<Item>, StoreError> {
+    let mut items = Vec::new();
+    for run in store.runs_needing_you()? {
+        if let Some(item) = run_item(store, &run)? {
+            items.push(item);
+        }
+    }
+    for schedule in store.schedules()? {
+        if let Some(item) = schedule_item(store, schedule) {
+            items.push(item);
+        }
+    }
+    Ok(items)
+}
+
+/// The item of a schedule, if it needs the user: it paused itself after
+/// failures (a pause the user gave is theirs), or keeps failing.
+fn schedule_item(store: &Store, schedule: crate::store::ScheduleRow) -> Option<Item> {
+    let name = schedule.name;
+    let (reason, chip, words, first, since) = match (schedule.paused_at, schedule.paused_why) {
+        (Some(_), Some(why)) if why == "by request" => return None,
+        (Some(since), Some(why)) => {
+            let words = format!("schedule {name} paused itself: {why}");
+            (Reason::SchedulePaused { why }, "paused schedule", words, ("Resume schedule", "resume"), Some(since))
+        }
+        (Some(_), None) => return None,
+        (None, _) => {
+            let failed = crate::schedule::failed_in_a_row(store, &name, None).unwrap_or(0);
+            if failed < FAILING_FIRES {
+                return None;
+            }
+            let words = format!("schedule {name}: its last {failed} fires failed");
+            (Reason::ScheduleFailing { failed }, "failing schedule", words, ("Pause schedule", "pause"), None)
+        }
+    };
+    let actions = vec![
+        Action::new(first.0, &["schedule", first.1, &name]),
+        Action::new("Show fires", &["schedule", "show", &name]),
+    ];
+    Some(Item { subject: Subject::Schedule { name }, reason, chip, words, actions, since })
+}
+
+/// The item of `run`, if it needs the user.
+fn run_item(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
+    let id = run.id.as_str();
+    let name = format!("{} ({id})", run.preset);
+    let subject =
+        Subject::Run { id: run.id.clone(), preset: run.preset.clone(), task: run.task.chars().take(80).collect() };
+    let (reason, chip, words, actions, since) = match (run.status, run.pause_reason) {
+        (RunStatus::Paused, Some(PauseReason::Budget)) => {
+            let Some(crossing) = store.budget_crossed(id)? else { return Ok(None) };
+            let more = more_of(&crossing);
+            let owner = crossing.owner.clone();
+            let words = format!("{name} paused: {}", crossing.words(id));
+            let reason =
+                Reason::Budget { owner: owner.clone(), budget: crossing.budget.words(), spent: spent_words(&crossing) };
+            let actions = vec![
+                Action::new(format!("Allow {} more", more.1), &["resume", &owner, "--budget", &more.0]),
+                Action::new("Stop", &["abort", &owner]),
+            ];
+            (reason, "budget", words, actions, run.paused_at.clone())
+        }
+        (RunStatus::Paused, Some(PauseReason::UsageLimit)) => {
+            let at = run.resumes_at.as_deref().and_then(time::parse).map(time::clock);
+            let words = match &at {
+                Some(at) => format!("{name} paused at its usage limit: goes on by itself at {at}"),
+                None => format!("{name} paused at its usage limit"),
+            };
+            let reason = Reason::UsageLimit { resumes_at: run.resumes_at.clone() };
+            let actions = vec![Action::new("Resume now", &["resume", id]), Action::new("Stop", &["abort", id])];
+            (reason, "usage limit", words, actions, run.paused_at.clone())
+        }
+        (RunStatus::Paused, _) => return Ok(None),
+        (status, _) if status.is_terminal() && status != RunStatus::Completed && status != RunStatus::Aborted => {
+            let error = error_words(run.error.as_deref().unwrap_or("no reason was recorded"));
+            let words = format!("{name} {status}: {error}");
+            let mut actions = vec![Action::new("Open", &["show", id]), Action::new("Relaunch", &["relaunch", id])];
+            if !run.denied.is_empty() {
+                actions.push(Action::new("Allow and continue", &["reply", id, "--allow-denied"]));
+            }
+            (Reason::Failed { error }, "failed", words, actions, run.completed_at.clone())
+        }
+        (status, _) if status.is_terminal() && !run.denied.is_empty() => {
+            let what = run.denied.clone();
+            let words = format!("{name} {status}: {}", crate::run::denied_note(&what).unwrap_or_default());
+            let mut actions = Vec::new();
+            // A sandbox's refusal is allowed by widening it; a tool the
+            // agent was refused, by a turn that may use it.
+            for denial in what.iter().filter_map(|d| crate::sandbox::denial::Denial::from_entry(d)) {
+                match denial {
+                    crate::sandbox::denial::Denial::Write(path) => {
+                        let path = path.to_string_lossy().into_owned();
+                        actions.push(Action::new(format!("Allow writing {path}"), &["allow", id, "--write", &path]));
+                    }
+                    crate::sandbox::denial::Denial::Connect(host) => {
+                        actions.push(Action::new(format!("Allow {host}"), &["allow", id, "--host", &host]));
+                    }
+                    crate::sandbox::denial::Denial::Read(_) => {}
+                }
+            }
+            if what.iter().any(|d| !crate::sandbox::denial::is_entry(d)) {
+                actions.push(Action::new("Allow and continue", &["reply", id, "--allow-denied"]));
+            }
+            actions.push(Action::new("Open", &["show", id]));
+            (Reason::Denied { what }, "denied", words, actions, run.completed_at.clone())
+        }
+        (status, _) if status.is_active() => {
+            let Some(said) = run.retrying.clone() else { return Ok(None) };
+            let words = format!("{name} keeps retrying: {}", error_words(&said));
+            let actions = vec![Action::new("Open", &["show", id]), Action::new("Stop", &["abort", id])];
+            (Reason::Retrying { said }, "retrying", words, actions, run.started_at.clone())
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(Item { subject, reason, chip, words, actions, since }))
+}
+
+/// As much again as the crossed budget is, as `resume --budget` takes it
+/// and in words: `+2`/`$2.00`, or `+500k tokens`/`500k tokens`.
+fn more_of(crossing: &Crossing) -> (String, String) {
+    match (crossing.budget.usd, crossing.budget.tokens) {
+        (Some(usd), _) => (format!("+{usd}"), format!("${usd:.2}")),
+        (None, Some(tokens)) => {
+            let words = crate::budget::Budget { usd: None, tokens: Some(tokens) }.words();
+            (format!("+{words}"), words)
+        }
+        (None, None) => ("+1".to_string(), "$1.00".to_string()),
+    }
+}
+
+/// What was spent of a crossed budget, in its units.
+fn spent_words(crossing: &Crossing) -> String {
+    let mut parts = Vec::new();
+    if crossing.budget.usd.is_some() {
+        parts.push(crossing.spent.dollars());
+    }
+    if crossing.budget.tokens.is_some() {
+        parts.push(crate::budget::Budget { usd: None, tokens: Some(crossing.spent.tokens) }.words());
+    }
+    parts.join(" · ")
+}
+
+/// An error in words: the message inside an API's JSON body (`529
+/// {"type":"error","error":{"message":"Overloaded"}}` is `529: Overloaded`),
+/// its first line otherwise.
+pub fn error_words(error: &str) -> String {
+    let first = error.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string();
+    let Some(at) = error.find('{') else { return first };
+    let mut values = serde_json::Deserializer::from_str(&error[at..]).into_iter::<serde_json::Value>();
+    let Some(Ok(body)) = values.next() else { return first };
+    let message = ["/error/message", "/message", "/error/error/message", "/detail", "/error"]
+        .iter()
+        .find_map(|path| body.pointer(path).and_then(serde_json::Value::as_str).map(str::to_string));
+    match message {
+        Some(message) => {
+            let before = error[..at].trim().trim_end_matches(':').trim();
+            if before.is_empty() {
+                message
+            } else {
+                format!("{before}: {message}")
+            }
+        }
+        None => first,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_apis_json_error_is_said_in_its_words() {
+        let raw = r#"529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(error_words(raw), "529: Overloaded");
+        assert_eq!(error_words("API Error: 401 {\"message\":\"bad key\"}"), "API Error: 401: bad key");
+        assert_eq!(error_words("the agent exited with 2\nmore"), "the agent exited with 2");
+        assert_eq!(error_words("broken { json"), "broken { json");
+    }
+}

@@ -1,0 +1,53 @@
+//! `corral needs`: what waits for your word, each with why and the command
+//! that answers it (the same list the tray's red icon and its "Needs you"
+//! section show).
+
+use std::io::Write;
+
+use corral::attention::{needs_you, Item};
+use corral::Store;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON (an array of items: the run or schedule, its reason,
+    /// the reason in words, and its actions as `corral` arguments).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(store: &Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    let items = needs_you(store)?;
+    if args.json {
+        super::print_json(out, &items)?;
+        return Ok(0);
+    }
+    if items.is_empty() {
+        writeln!(out, "nothing needs you")?;
+        return Ok(0);
+    }
+    let width = items.iter().map(|i| i.chip.len()).max().unwrap_or(0);
+    for item in &items {
+        writeln!(out, "{:width$}  {}", item.chip, super::table::printable(&item.words))?;
+        writeln!(out, "{:width$}  {}", "", answers(item))?;
+    }
+    Ok(0)
+}
+
+/// `Allow $2.00 more: corral resume k3x9 --budget +2 · Stop: corral abort k3x9`.
+fn answers(item: &Item) -> String {
+    let each: Vec<String> = item
+        .actions
+        .iter()
+        .map(|a| format!("{}: corral {}", a.label, a.argv.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(" ")))
+        .collect();
+    each.join(" · ")
+}
+
+/// A word as a shell takes it back.
+fn quoted(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_+./=:@".contains(c)) {
+        word.to_string()
+    } else {
+        format!("'{}'", super::table::printable(word).replace('\'', r"'\''"))
+    }
+}

@@ -1,0 +1,94 @@
+//! What needs you, as a user meets it through the CLI (`corral needs`, the
+//! list the tray's red icon and "Needs you" section show): each item with
+//! its reason in words and the command that answers it, and gone once
+//! answered or looked at.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{eventually, Env};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn needs(env: &Env) -> Vec<Value> {
+    env.json(&["needs"]).as_array().unwrap().clone()
+}
+
+fn item<'a>(items: &'a [Value], id: &str) -> Option<&'a Value> {
+    items.iter().find(|i| i["id"] == id || i["name"] == id)
+}
+
+#[test]
+fn a_budget_reached_needs_you_until_more_is_allowed_and_its_action_answers_it() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    assert_eq!(env.ok(&["needs"]).trim(), "nothing needs you");
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "x"]).trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let items = needs(&env);
+    let budget = item(&items, &id).unwrap_or_else(|| panic!("{items:#?}"));
+    assert_eq!(budget["chip"], "budget");
+    assert_eq!(budget["reason"]["kind"], "budget");
+    assert_eq!(budget["reason"]["budget"], "$1.00");
+    assert!(budget["words"].as_str().unwrap().contains("budget of $1.00 reached"), "{budget:#}");
+    let allow: Vec<String> =
+        budget["actions"][0]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+    assert_eq!(budget["actions"][0]["label"], "Allow $1.00 more");
+    assert_eq!(allow, ["resume", &id, "--budget", "+1"]);
+    // The text says the command that answers it.
+    let text = env.ok(&["needs"]);
+    assert!(text.contains(&format!("Allow $1.00 more: corral resume {id} --budget +1")), "{text}");
+    // Answered with its own action: it goes on, and no longer needs you.
+    let args: Vec<&str> = allow.iter().map(String::as_str).collect();
+    env.ok(&args);
+    assert!(eventually(LIMIT, || item(&needs(&env), &id).is_none()), "{:#?}", needs(&env));
+    env.ok(&["abort", &id]);
+    assert!(item(&needs(&env), &id).is_none(), "a stop you asked for needs nothing more");
+}
+
+#[test]
+fn a_failure_needs_you_in_words_until_you_look_at_it() {
+    let env = Env::new();
+    env.command_preset(
+        "broken",
+        &["sh", "-c", r#"echo '529 {"type":"error","error":{"message":"Overloaded"}}' >&2; exit 3"#],
+    );
+    let id = env.launch("broken", "x");
+    env.wait_end(&id);
+    let items = needs(&env);
+    let failed = item(&items, &id).unwrap_or_else(|| panic!("{items:#?}"));
+    assert_eq!(failed["chip"], "failed");
+    assert!(failed["words"].as_str().unwrap().contains("Overloaded"), "{failed:#}");
+    assert!(!failed["words"].as_str().unwrap().contains("{\"type\""), "raw JSON: {failed:#}");
+    let labels: Vec<&str> =
+        failed["actions"].as_array().unwrap().iter().map(|a| a["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["Open", "Relaunch"]);
+    env.ok(&["show", &id]);
+    assert!(item(&needs(&env), &id).is_none(), "looked at, it no longer needs you");
+}
+
+#[test]
+fn a_schedule_that_paused_itself_needs_you_until_resumed() {
+    let env = Env::new();
+    // Its runs cannot even start: each fire fails.
+    env.command_preset("broken", &["/no/such/program"]);
+    let args =
+        ["schedule", "add", "nightly", "--preset", "broken", "--every", "1h", "--pause-after-failures", "1", "t"];
+    env.ok(&args);
+    env.json(&["schedule", "run-now", "nightly"]);
+    assert!(eventually(LIMIT, || item(&needs(&env), "nightly").is_some()), "{:#?}", needs(&env));
+    let items = needs(&env);
+    let paused = item(&items, "nightly").unwrap();
+    assert_eq!(paused["kind"], "schedule");
+    assert_eq!(paused["chip"], "paused schedule");
+    assert_eq!(paused["actions"][0]["argv"], serde_json::json!(["schedule", "resume", "nightly"]));
+    env.ok(&["schedule", "resume", "nightly"]);
+    assert!(item(&needs(&env), "nightly").is_none());
+    // A pause you gave is yours: it needs nothing.
+    env.ok(&["schedule", "pause", "nightly"]);
+    assert!(item(&needs(&env), "nightly").is_none());
+}

@@ -1,0 +1,111 @@
+//! "Needs you", pinned at the top of the menu: each thing that waits for
+//! the user's word (the one list of `corral::attention`), its reason as a
+//! chip, and its actions in a submenu, carried out as `corral` would.
+
+use corral::attention::{Item, Subject};
+
+use crate::panel::menu::Line;
+use crate::window::{self, Route};
+
+/// Ids of an item's action: `needs:` then its `corral` arguments.
+pub const PREFIX: &str = "needs:";
+/// Between the arguments of an action's id.
+const SEP: char = '\u{1f}';
+/// The longest line of an item: cut at a word, never mid-word.
+const WIDTH: usize = 64;
+
+/// The section: nothing when nothing needs the user.
+pub fn lines(needs: &[Item]) -> Vec<Line> {
+    if needs.is_empty() {
+        return Vec::new();
+    }
+    let mut lines =
+        vec![Line::Item { id: "needs".into(), label: format!("Needs you ({})", needs.len()), enabled: false }];
+    for (n, item) in needs.iter().enumerate() {
+        let mut actions: Vec<Line> = item
+            .actions
+            .iter()
+            .map(|a| {
+                let argv = a.argv.join(&SEP.to_string());
+                Line::Item { id: format!("{PREFIX}{argv}"), label: a.label.clone(), enabled: true }
+            })
+            .collect();
+        if let Subject::Run { id, .. } = &item.subject {
+            actions.push(Line::Item {
+                id: format!("{}{id}", super::recent::PREFIX),
+                label: "Open transcript".into(),
+                enabled: true,
+            });
+        }
+        let label = format!("⚠ {} · {}", item.chip, cut(&item.words, WIDTH));
+        lines.push(Line::Submenu { id: format!("needs-item:{n}"), label, lines: actions });
+    }
+    lines.push(Line::Separator);
+    lines
+}
+
+/// An action chosen: `corral ARGS` carried out in the background (the CLI
+/// beside the tray), the window opened on what it shows (`show`).
+pub fn clicked(argv: &str) {
+    let argv: Vec<String> = argv.split(SEP).map(str::to_string).collect();
+    if argv.first().map(String::as_str) == Some("show") {
+        if let Some(run) = argv.get(1) {
+            window::open(&Route::Run(run.clone()));
+        }
+        return;
+    }
+    let program = match corral::queue::ShepherdCommand::lightest() {
+        Ok(command) => command.program,
+        Err(e) => return crate::notify::problem(&format!("Cannot find corral to carry this out: {e}")),
+    };
+    let carried = std::thread::Builder::new().name("corral-action".into()).spawn(move || {
+        let out = std::process::Command::new(&program).args(&argv).stdin(std::process::Stdio::null()).output();
+        match out {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => {
+                let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                crate::notify::problem(&format!("corral {}: {said}", argv.join(" ")));
+            }
+            Err(e) => crate::notify::problem(&format!("Cannot run {}: {e}", program.display())),
+        }
+    });
+    if let Err(e) = carried {
+        tracing::warn!("cannot carry out an action: {e}");
+    }
+}
+
+/// `text` cut to at most `width` characters at a word, with `…`.
+fn cut(text: &str, width: usize) -> String {
+    let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() <= width {
+        return text;
+    }
+    let mut out = String::new();
+    for word in text.split(' ') {
+        if out.chars().count() + word.chars().count() + 1 > width - 1 {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if out.is_empty() {
+        out = text.chars().take(width - 1).collect();
+    }
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_reason_is_cut_at_a_word() {
+        let said = cut("fixer (k3x9abcd) failed: 529: Overloaded while it was working into their documents", 40);
+        assert!(said.chars().count() <= 40 && said.ends_with('…'), "{said}");
+        assert!(!said.contains("documen…"), "cut mid-word: {said}");
+        assert_eq!(cut("short", 40), "short");
+    }
+}
