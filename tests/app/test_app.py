@@ -649,6 +649,31 @@ def test_needs_you_at_a_glance(session, env):
     session.watcher.items.clear()
 
 
+def test_the_runs_list_is_live(session, env):
+    """While the runs list is on screen, a run at work's tokens follow what
+    it spends and its age and duration tick, with no status change."""
+    spend_bin = env.root / "spend-bin"
+    spend_bin.mkdir()
+    (spend_bin / "pi").symlink_to(FAKES / "spender")
+    (env.project / ".corral" / "presets" / "spend.md").write_text(
+        "---\nname: spend\ndescription: spends slowly\nagent: pi\n---\n")
+    kill_app()
+    run = env.launch_with("spend", "spend", PATH=f"{spend_bin}:{env.env['PATH']}", SPEND_EVERY="0.4",
+                          SPEND_MESSAGES="60")
+    driver = WebDriver(env, [])
+    try:
+        row = f"#runs tr[data-id='{run}']"
+        first = wait_until("the run's tokens", lambda: driver.text(f"{row} td:nth-child(7)") not in ("", "-") and
+                           driver.text(f"{row} td:nth-child(7)"))
+        wait_until("its tokens follow what it spends", lambda: driver.text(f"{row} td:nth-child(7)") != first, timeout=15)
+        duration = driver.text(f"{row} .dur")
+        wait_until("its duration ticks", lambda: driver.text(f"{row} .dur") != duration, timeout=5)
+    finally:
+        driver.quit()
+        env.cli("abort", run)
+        kill_app()
+
+
 def test_a_refused_notification_is_shown_later_once(session, env):
     """At login the notification server may not be up yet: an announcement
     it refuses is given back to the store and shown once it takes them,
@@ -953,7 +978,7 @@ def main():
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
                  test_watcher_survives_a_broken_config, test_the_tray_fires_schedules, test_doctor_reads_the_desktop,
                  test_one_notification_per_piece_of_work, test_a_budget_reached_is_asked_on_the_desktop,
-                 test_needs_you_at_a_glance,
+                 test_needs_you_at_a_glance, test_the_runs_list_is_live,
                  test_a_refused_notification_is_shown_later_once, test_a_hanging_notification_server_stalls_nothing,
                  test_a_window_that_cannot_start_is_said, test_window, test_the_schedules_view,
                  test_review_and_reply]:

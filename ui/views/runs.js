@@ -2,7 +2,7 @@
 // tokens, cost, with children nested under their parents; filter by status
 // and machine; full-text search.
 
-import { call, h, say, statusBadge, ago, duration, tokens, cost } from "../kit.js";
+import { call, h, say, statusBadge, ago, duration, tokens, cost, isActive } from "../kit.js";
 
 /** Runs fetched per page: a store of thousands is never fetched whole. */
 const PAGE = 200;
@@ -65,6 +65,31 @@ function size(bytes) {
 
 export function leave() {
   root = null;
+  clearInterval(ticker);
+  ticker = null;
+}
+
+/** Runs at work that are listed: their transcripts growing means their
+ * tokens and cost moved. */
+let working = new Set();
+/** When the list was last fetched for a run at work, and the fetch waiting. */
+let liveAt = 0;
+let liveTimer = null;
+/** How often, at most, runs at work are fetched again for their figures. */
+const LIVE_EVERY = 2000;
+/** Ages and durations tick once a second while the list is shown. */
+let ticker = null;
+
+function tick() {
+  if (!root || document.hidden) return;
+  root.querySelectorAll("#runs tbody tr").forEach((tr, i) => {
+    const [run] = state.rows[i] ?? [];
+    if (!run) return;
+    const age = tr.querySelector(".age");
+    if (age) age.textContent = ago(run.created_at);
+    const dur = tr.querySelector(".dur");
+    if (dur && isActive(run.status)) dur.textContent = duration(run);
+  });
 }
 
 /** A run whose host cannot be followed: its last seen status, said so,
@@ -89,9 +114,9 @@ function asTree(runs) {
   return out;
 }
 
-/** A status changed: the page is stale (transcript lines never make it). */
+/** A status changed, or a listed run at work wrote (its figures moved). */
 export function cares(change) {
-  return change.statuses;
+  return change.statuses || [...change.transcripts].some((id) => working.has(id));
 }
 
 /** "Needs you", pinned above the list: each item's reason as a chip, what
@@ -116,14 +141,26 @@ async function showNeeds() {
         }, action.label))))));
 }
 
-/** Refetches the page when a status changed (never on transcript lines). */
+/** Refetches the page when a status changed, and at most every
+ * LIVE_EVERY ms while listed runs at work write (their tokens and cost). */
 export async function refresh(change) {
-  if (!root || (change && !change.statuses)) return;
-  showNeeds();
+  if (!root) return;
+  if (change && !change.statuses) {
+    const wait = liveAt + LIVE_EVERY - performance.now();
+    if (wait > 0) {
+      liveTimer ??= setTimeout(() => { liveTimer = null; refresh({ statuses: false, transcripts: new Set() }); }, wait);
+      return;
+    }
+  } else {
+    showNeeds();
+  }
+  liveAt = performance.now();
+  ticker ??= setInterval(tick, 1000);
   const list = await call("list_runs", { status: state.status || null, host: state.host || null, query: state.query || null, all: state.all, limit: state.limit, endedSince: state.endedSince });
   const target = root.querySelector("#runs-table");
   if (!target) return;
   state.rows = asTree(list);
+  working = new Set(list.filter((r) => isActive(r.status)).map((r) => r.id));
   if (!state.rows.length) {
     target.replaceChildren(h("div", { class: "empty" }, state.query || state.status ? "No runs match." : "No runs yet. Launch one from the Launch tab or with `corral launch PRESET TASK`."));
     return;
@@ -138,8 +175,8 @@ export async function refresh(change) {
       remote ? h("td", { class: "muted" }, run.host ?? "here") : null,
       h("td", { class: "muted", title: run.worktree_repo ?? run.cwd }, folderName(run)),
       h("td", { class: "task", title: run.task }, run.task),
-      h("td", {}, ago(run.created_at)),
-      h("td", { class: "num" }, duration(run)),
+      h("td", { class: "age" }, ago(run.created_at)),
+      h("td", { class: "num dur" }, duration(run)),
       h("td", { class: "num" }, tokens(run)),
       h("td", { class: "num" }, cost(run.cost_usd, run.cost_estimated)),
       h("td", { class: "changes-cell" }, changeCounts(run)),
