@@ -27,6 +27,7 @@ mod search;
 mod show;
 mod table;
 mod tail;
+mod top;
 mod wait;
 mod watch;
 
@@ -60,6 +61,9 @@ enum Command {
     /// refused something, or retrying, and schedules that paused
     /// themselves; each with why and the command that answers it.
     Needs(needs::Args),
+    /// What needs you, the runs and the selected run's transcript, live in
+    /// the terminal; keys act on them (q quits).
+    Top(top::Args),
     /// Show one run: status, result, usage, timestamps.
     Show(show::Args),
     /// Print a run's transcript.
@@ -275,6 +279,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Launch(args) => launch::run(&home, &mut store, args, &shepherd, &mut out)?,
         Command::Ls(args) => ls::run(&home, &mut store, args, &mut out)?,
         Command::Needs(args) => needs::run(&store, args, &mut out)?,
+        Command::Top(args) => top::run(&mut store, args, &shepherd)?,
         Command::Show(args) => show::run(&mut store, &args.run, args.json, &mut out)?,
         Command::Tail(args) => tail::run(&mut store, args, &shepherd, &mut out)?,
         Command::Wait(args) => wait::run(&mut store, &args.runs, args.timeout, args.json, &shepherd, &mut out)?,

@@ -1,0 +1,335 @@
+//! `corral top`: what the tray and the window show, in a terminal (over
+//! SSH, in tmux): what needs you pinned at the top, the runs, and the
+//! selected run's transcript, live. It sleeps until the store changes or a
+//! key is pressed (and ticks once a second only while runs work, for their
+//! clocks); keys act on the selected run or need as the CLI would.
+
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use corral::attention::{needs_you, Item};
+use corral::queue::ShepherdCommand;
+use corral::store::RunFilter;
+use corral::watch::{Wake, Watcher};
+use corral::{time, Run, Store};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, List, ListItem, ListState, Paragraph, Wrap};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Runs listed (newest first).
+    #[arg(short = 'n', long, default_value_t = 50)]
+    pub limit: usize,
+}
+
+/// Which list the arrows move in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Focus {
+    Needs,
+    Runs,
+}
+
+/// What is on screen. Runtime state only.
+struct Screen {
+    needs: Vec<Item>,
+    runs: Vec<Run>,
+    focus: Focus,
+    needs_at: ListState,
+    runs_at: ListState,
+    /// The selected run's last events.
+    transcript: Vec<Line<'static>>,
+    /// What the last action said, or the reply being written.
+    said: String,
+    /// A reply being written to this run.
+    replying: Option<(String, String)>,
+}
+
+/// Events of the selected run shown.
+const TRANSCRIPT: usize = 200;
+
+pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand) -> anyhow::Result<i32> {
+    let mut terminal = ratatui::try_init()?;
+    let result = follow(&mut terminal, store, &args, shepherd);
+    ratatui::restore();
+    result
+}
+
+fn follow(
+    terminal: &mut ratatui::DefaultTerminal,
+    store: &mut Store,
+    args: &Args,
+    shepherd: &ShepherdCommand,
+) -> anyhow::Result<i32> {
+    let mut screen = Screen {
+        needs: Vec::new(),
+        runs: Vec::new(),
+        focus: Focus::Runs,
+        needs_at: ListState::default(),
+        runs_at: ListState::default().with_selected(Some(0)),
+        transcript: Vec::new(),
+        said: String::new(),
+        replying: None,
+    };
+    let mut watcher = Watcher::new(store)?;
+    let stdin = std::io::stdin();
+    let mut dirty = true;
+    loop {
+        if dirty {
+            screen.read(store, args.limit)?;
+            dirty = false;
+        }
+        terminal.draw(|frame| screen.draw(frame))?;
+        // Asleep until the store changes or a key comes; once a second
+        // while runs work (their clocks).
+        let working = screen.runs.iter().any(|r| r.status.is_active() && r.status != corral::RunStatus::Paused);
+        let deadline = working.then(|| Instant::now() + Duration::from_secs(1));
+        watcher.heal_if_due(store, shepherd)?;
+        match watcher.wait(store, deadline, &[stdin.as_fd()])? {
+            Wake::Changed => dirty = true,
+            Wake::Deadline => {}
+            Wake::Extra(_) => {
+                while event::poll(Duration::ZERO)? {
+                    let Event::Key(key) = event::read()? else { continue };
+                    if key.kind != KeyEventKind::Press {
+                        continue;
+                    }
+                    let ctrl_c = key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
+                    if ctrl_c || (screen.replying.is_none() && key.code == KeyCode::Char('q')) {
+                        return Ok(0);
+                    }
+                    dirty |= screen.key(key.code);
+                }
+            }
+        }
+    }
+}
+
+impl Screen {
+    /// Reads what is shown from the store.
+    fn read(&mut self, store: &Store, limit: usize) -> anyhow::Result<()> {
+        self.needs = needs_you(store)?;
+        self.runs = store.runs(&RunFilter { limit: Some(limit), ..RunFilter::default() })?;
+        let keep = |at: &mut ListState, len: usize| {
+            at.select(if len == 0 { None } else { Some(at.selected().unwrap_or(0).min(len - 1)) });
+        };
+        keep(&mut self.needs_at, self.needs.len());
+        keep(&mut self.runs_at, self.runs.len());
+        if self.focus == Focus::Needs && self.needs.is_empty() {
+            self.focus = Focus::Runs;
+        }
+        self.transcript = match self.selected_run() {
+            Some(id) => store
+                .events_before(&id, i64::MAX, TRANSCRIPT)?
+                .into_iter()
+                .map(|e| {
+                    let text: String =
+                        e.text.lines().next().unwrap_or_default().chars().filter(|c| !c.is_control()).collect();
+                    Line::from(vec![Span::styled(format!("{:>8} ", e.kind.as_str()), dim()), Span::raw(text)])
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(())
+    }
+
+    /// The run the keys act on: the selected run, or the selected need's.
+    fn selected_run(&self) -> Option<String> {
+        match self.focus {
+            Focus::Runs => self.runs_at.selected().and_then(|i| self.runs.get(i)).map(|r| r.id.clone()),
+            Focus::Needs => match self.needs_at.selected().and_then(|i| self.needs.get(i)).map(|n| &n.subject) {
+                Some(corral::attention::Subject::Run { id, .. }) => Some(id.clone()),
+                _ => None,
+            },
+        }
+    }
+
+    /// A key: true if what is shown must be read again.
+    fn key(&mut self, code: KeyCode) -> bool {
+        if let Some((run, text)) = &mut self.replying {
+            match code {
+                KeyCode::Enter => {
+                    let (run, text) = (run.clone(), text.clone());
+                    self.replying = None;
+                    self.act(&["reply", &run, "--", &text]);
+                    return true;
+                }
+                KeyCode::Esc => self.replying = None,
+                KeyCode::Backspace => {
+                    text.pop();
+                }
+                KeyCode::Char(c) => text.push(c),
+                _ => {}
+            }
+            return false;
+        }
+        let moved = |at: &mut ListState, len: usize, by: isize| {
+            if len > 0 {
+                let now = at.selected().unwrap_or(0) as isize;
+                at.select(Some((now + by).clamp(0, len as isize - 1) as usize));
+            }
+        };
+        match code {
+            KeyCode::Tab => {
+                self.focus =
+                    if self.focus == Focus::Runs && !self.needs.is_empty() { Focus::Needs } else { Focus::Runs };
+                return true;
+            }
+            KeyCode::Down | KeyCode::Char('j') | KeyCode::Up | KeyCode::Char('k') => {
+                let by = if matches!(code, KeyCode::Down | KeyCode::Char('j')) { 1 } else { -1 };
+                match self.focus {
+                    Focus::Runs => moved(&mut self.runs_at, self.runs.len(), by),
+                    Focus::Needs => moved(&mut self.needs_at, self.needs.len(), by),
+                }
+                return true;
+            }
+            // A need's own actions, by number.
+            KeyCode::Char(c @ '1'..='9') if self.focus == Focus::Needs => {
+                let n = c as usize - '1' as usize;
+                let action = self.needs_at.selected().and_then(|i| self.needs.get(i)).and_then(|i| i.actions.get(n));
+                if let Some(action) = action.cloned() {
+                    let argv: Vec<&str> = action.argv.iter().map(String::as_str).collect();
+                    self.act(&argv);
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        let Some(run) = self.selected_run() else { return false };
+        let verb = match code {
+            KeyCode::Char('a') => "abort",
+            KeyCode::Char('p') => "pause",
+            KeyCode::Char('r') => "resume",
+            KeyCode::Char('m') => "merge",
+            KeyCode::Char('R') => {
+                self.replying = Some((run, String::new()));
+                return false;
+            }
+            KeyCode::Char('A') => {
+                self.act(&["reply", &run, "--allow-denied"]);
+                return true;
+            }
+            _ => return false,
+        };
+        self.act(&[verb, &run]);
+        true
+    }
+
+    /// `corral ARGV`, as at a terminal; what it said goes on the last line.
+    fn act(&mut self, argv: &[&str]) {
+        let program = std::env::current_exe().unwrap_or_else(|_| "corral".into());
+        self.said = match std::process::Command::new(program).args(argv).stdin(std::process::Stdio::null()).output() {
+            Ok(out) if out.status.success() => {
+                format!("corral {}: {}", argv.join(" "), String::from_utf8_lossy(&out.stdout).trim())
+            }
+            Ok(out) => format!("corral {}: {}", argv.join(" "), String::from_utf8_lossy(&out.stderr).trim()),
+            Err(e) => format!("cannot run corral: {e}"),
+        };
+        self.said = self.said.lines().next().unwrap_or_default().chars().filter(|c| !c.is_control()).collect();
+    }
+
+    fn draw(&mut self, frame: &mut ratatui::Frame<'_>) {
+        let needs_height = if self.needs.is_empty() { 0 } else { (self.needs.len() as u16 + 2).min(8) };
+        let [needs, runs, transcript, footer] = Layout::vertical([
+            Constraint::Length(needs_height),
+            Constraint::Min(6),
+            Constraint::Percentage(40),
+            Constraint::Length(1),
+        ])
+        .areas(frame.area());
+        let focused = |f: Focus| {
+            if self.focus == f {
+                Style::default().add_modifier(Modifier::BOLD)
+            } else {
+                dim()
+            }
+        };
+        if !self.needs.is_empty() {
+            let items: Vec<ListItem> = self
+                .needs
+                .iter()
+                .map(|n| {
+                    let keys: Vec<String> =
+                        n.actions.iter().enumerate().map(|(i, a)| format!("{} {}", i + 1, a.label)).collect();
+                    ListItem::new(Line::from(vec![
+                        Span::styled(format!(" {} ", n.chip), Style::default().fg(Color::White).bg(Color::Red)),
+                        Span::raw(format!(" {}  ", printable(&n.words))),
+                        Span::styled(keys.join(" · "), dim()),
+                    ]))
+                })
+                .collect();
+            let title = format!("Needs you ({})", self.needs.len());
+            let list = List::new(items)
+                .block(Block::bordered().title(title).border_style(focused(Focus::Needs)))
+                .highlight_symbol("▶ ");
+            frame.render_stateful_widget(list, needs, &mut self.needs_at);
+        }
+        let now = time::now();
+        let rows: Vec<ListItem> = self
+            .runs
+            .iter()
+            .map(|r| {
+                let took = r.duration(now).map(time::human_duration).unwrap_or_else(|| "-".into());
+                let ago = time::parse(&r.created_at).map(|at| time::ago(at, now)).unwrap_or_default();
+                let cost = r.cost_usd.map(|c| format!("${c:.2}")).unwrap_or_else(|| "-".into());
+                let task: String = printable(&r.task).chars().take(60).collect();
+                ListItem::new(format!(
+                    "{:<9} {:<12} {:>9} {:>8} {:>7} {:>7}  {:<8} {task}",
+                    r.status.as_str(),
+                    r.preset,
+                    ago,
+                    took,
+                    short_count(r.usage.total()),
+                    cost,
+                    r.id
+                ))
+            })
+            .collect();
+        let counts = self.runs.iter().filter(|r| r.status.is_active()).count();
+        let list = List::new(rows)
+            .block(Block::bordered().title(format!("Runs ({counts} active)")).border_style(focused(Focus::Runs)))
+            .highlight_symbol("▶ ")
+            .highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+        let state = if self.focus == Focus::Runs { &mut self.runs_at } else { &mut ListState::default() };
+        frame.render_stateful_widget(list, runs, state);
+        let shown = transcript.height.saturating_sub(2) as usize;
+        let lines = self.transcript[self.transcript.len().saturating_sub(shown)..].to_vec();
+        let title = self.selected_run().map(|id| format!("Transcript of {id}")).unwrap_or_else(|| "Transcript".into());
+        frame.render_widget(
+            Paragraph::new(lines).block(Block::bordered().title(title)).wrap(Wrap { trim: false }),
+            transcript,
+        );
+        let help = match &self.replying {
+            Some((run, text)) => format!("reply to {run}: {text}▏ (Enter sends, Esc cancels)"),
+            None if !self.said.is_empty() => self.said.clone(),
+            None => {
+                "↑↓ select · Tab needs/runs · 1-9 a need's action · a abort · p pause · r resume · R reply · A allow \
+                     denied · m merge · q quit"
+                    .into()
+            }
+        };
+        frame.render_widget(Paragraph::new(help).style(dim()), footer);
+    }
+}
+
+fn dim() -> Style {
+    Style::default().fg(Color::DarkGray)
+}
+
+/// Text an agent wrote, one line, without control characters (a screen
+/// clear, a clipboard write).
+fn printable(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ").chars().filter(|c| !c.is_control()).collect()
+}
+
+/// 950, 705k, 1.2M.
+fn short_count(n: u64) -> String {
+    match n {
+        0 => "-".into(),
+        1..=999 => n.to_string(),
+        1_000..=999_999 => format!("{}k", n / 1_000),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}

@@ -1,0 +1,122 @@
+//! `corral top` driven through a pseudo-terminal, as a user at a terminal
+//! (over SSH, in tmux) meets it: what needs you pinned, the runs, keys that
+//! act, and `q` that leaves the terminal as it was.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{eventually, Env};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// `corral top` on a 120×40 pseudo-terminal: the child, the terminal's
+/// end to type on, and what it drew so far (escape sequences removed).
+struct Top {
+    child: std::process::Child,
+    keys: std::fs::File,
+    drawn: Arc<Mutex<String>>,
+}
+
+impl Top {
+    fn start(env: &Env) -> Top {
+        let size = nix::pty::Winsize { ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0 };
+        let pty = nix::pty::openpty(Some(&size), None).unwrap();
+        let tty = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
+        let mut command = env.command(&["top"]);
+        command.env("TERM", "xterm-256color").stdin(tty(&pty.slave)).stdout(tty(&pty.slave)).stderr(tty(&pty.slave));
+        // SAFETY: setsid and ioctl are async-signal-safe; the pty is its
+        // controlling terminal, as at a login.
+        unsafe {
+            command.pre_exec(|| {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().unwrap();
+        drop(pty.slave);
+        let master = std::fs::File::from(pty.master);
+        let keys = master.try_clone().unwrap();
+        let drawn = Arc::new(Mutex::new(String::new()));
+        let into = Arc::clone(&drawn);
+        std::thread::spawn(move || {
+            let mut master = master;
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                into.lock().unwrap().push_str(&plain(&String::from_utf8_lossy(&buf[..n])));
+            }
+        });
+        Top { child, keys, drawn }
+    }
+
+    /// True if it drew `text` (spaces aside: a terminal is drawn with
+    /// cursor moves over what stays blank).
+    fn shows(&self, text: &str) -> bool {
+        let squeeze = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+        squeeze(&self.drawn.lock().unwrap()).contains(&squeeze(text))
+    }
+
+    fn press(&mut self, keys: &str) {
+        self.keys.write_all(keys.as_bytes()).unwrap();
+    }
+}
+
+/// `text` without its escape sequences (CSI, and the two-byte ones).
+fn plain(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        if chars.next_if_eq(&'[').is_some() {
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        } else {
+            chars.next();
+        }
+    }
+    out
+}
+
+#[test]
+fn top_pins_what_needs_you_and_its_keys_answer_it() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "a task"]).trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let mut top = Top::start(&env);
+    assert!(eventually(LIMIT, || top.shows("Needs you (1)")), "{}", top.drawn.lock().unwrap());
+    assert!(top.shows("budget of $1.00 reached") && top.shows(&id), "{}", top.drawn.lock().unwrap());
+    assert!(top.shows("1 Allow $1.00 more"), "{}", top.drawn.lock().unwrap());
+    // Tab to what needs you; 1: its first action, "Allow $1.00 more".
+    top.press("\t1");
+    assert!(eventually(LIMIT, || env.show(&id)["budget"]["usd"] == 2.0), "the key did not allow more");
+    // Paused again at $2: the runs list acts too (a: abort the selected run).
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused" && r["budget"]["usd"] == 2.0);
+    top.press("\ta");
+    let ended = env.wait_run(&id, LIMIT, common::is_terminal);
+    assert_eq!(ended["status"], "aborted");
+    assert!(eventually(LIMIT, || top.shows("aborted")), "the list followed the store");
+    top.press("q");
+    let gone = eventually(LIMIT, || top.child.try_wait().unwrap().is_some());
+    assert!(gone, "q did not leave");
+    assert!(top.child.wait().unwrap().success());
+}
