@@ -312,9 +312,10 @@ fn a_run_cannot_raise_the_budget_over_it_nor_launch_outside_its_tree() {
         )
     };
 
-    // The child cannot raise its own budget.
+    // The child cannot raise its own budget (an agent acts on its own run
+    // at no door).
     let (ok, said) = inside(&kid, &["resume", &kid, "--budget", "+100"]);
-    assert!(!ok && said.contains(&format!("cannot raise the budget of run {kid}")), "{said}");
+    assert!(!ok && said.contains(&format!("run {kid} is not one of yours")), "{said}");
     assert_eq!(env.show(&kid)["budget"]["usd"], 0.5);
     // Its launcher allows it more, within its own budget.
     let (ok, said) = inside(&lead, &["resume", &kid, "--budget", "+0.25"]);
@@ -334,21 +335,39 @@ fn a_run_cannot_raise_the_budget_over_it_nor_launch_outside_its_tree() {
     for caller in [&lead, &kid] {
         for target in [&lead, &kid] {
             let (ok, said) = inside(caller, &["resume", target, "--budget", "+100"]);
-            assert!(
-                !ok && said.contains(&format!("cannot raise the budget of run {lead}")),
-                "{caller} {target}: {said}"
-            );
+            let refused = said.contains(&format!("cannot raise the budget of run {lead}"))
+                || said.contains("is not one of yours");
+            assert!(!ok && refused, "{caller} {target}: {said}");
         }
     }
+    // Its launcher's raise of a child paused at the launcher's own budget
+    // is a raise of its own: refused, saying so.
+    let (ok, said) = inside(&lead, &["resume", &kid, "--budget", "+100"]);
+    assert!(!ok && said.contains(&format!("cannot raise the budget of run {lead}")), "{said}");
     assert_eq!(env.show(&lead)["budget"]["usd"], 1.0);
 
     // Nor does it launch under another run, outside its budget.
     let other = env.ok(&["launch", "idle", "elsewhere"]).trim().to_string();
     let (ok, said) = inside(&lead, &["launch", "--parent", &other, "spend", "escape"]);
-    assert!(!ok && said.contains("stays in its own tree"), "{said}");
+    assert!(!ok && (said.contains("stays in its own tree") || said.contains("is not one of yours")), "{said}");
     let (ok, said) = inside(&lead, &["launch", "--parent", &kid, "spend", "under the child"]);
     assert!(!ok && said.contains("budget of $1.00 reached"), "{said}");
     assert_eq!(env.json(&["ls", "--all"]).as_array().unwrap().len(), 3, "a run was launched");
+    // Nor acts on a run outside its tree, at its own `corral` as at MCP.
+    for args in [
+        vec!["resume", other.as_str(), "--budget", "usd=1000"],
+        vec!["pause", other.as_str()],
+        vec!["reply", other.as_str(), "spend more"],
+        vec!["abort", other.as_str()],
+    ] {
+        let (ok, said) = inside(&lead, &args);
+        assert!(!ok && said.contains("is not one of yours"), "{args:?}: {said}");
+    }
+    assert_eq!(env.show(&other)["status"], "running");
+    // Nor plants a schedule, whose runs would start later outside its budget.
+    let (ok, said) = inside(&lead, &["schedule", "add", "esc", "--preset", "spend", "--every", "1d", "escape"]);
+    assert!(!ok && said.contains("outside the budget over run"), "{said}");
+    assert!(env.json(&["schedule", "ls"]).as_array().unwrap().is_empty());
     env.ok(&["abort", &lead, &other]);
 }
 

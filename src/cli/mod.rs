@@ -266,9 +266,9 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
     let mut store = corral::heal::open_healed(&home, &shepherd)?;
     let shepherd = shepherd.with_forked(forked);
-    if corral::caller::forwarded_run().is_some() {
-        within_scope(&store, &command)?;
-    }
+    // An agent acts on its own tree only, at every door: a forwarded
+    // `corral`, its own `corral`, its MCP server (a person's are free).
+    within_scope(&store, &command)?;
     // A verb on runs of another host is that host's to carry out.
     if let Some(host) = remote::target(&home, &mut store, &command)? {
         return remote::carry_out(&home, &mut store, &host, &command);
@@ -332,9 +332,17 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         Command::Pause(args) => (args.runs.iter().collect(), Act),
         Command::Resume(args) => (args.runs.iter().collect(), Act),
         Command::Reply(args) => (vec![args.run()], Act),
+        Command::Merge(args) => (vec![&args.run], Act),
+        Command::Discard(args) => (vec![&args.run], Act),
+        Command::Relaunch(args) => (vec![&args.run], Read),
+        Command::Rm(args) => (args.runs.iter().collect(), Act),
         Command::Launch(args) => (args.parent().into_iter().collect(), Act),
         _ => return Ok(()),
     };
+    // A person's `corral` is free.
+    if corral::caller::forwarded_run().is_none() && corral::caller::caller_run(store)?.is_none() {
+        return Ok(());
+    }
     for id in ids {
         corral::scope::may(store, id, access)?;
     }

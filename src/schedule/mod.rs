@@ -63,6 +63,14 @@ pub enum ScheduleError {
          do it in your own terminal"
     )]
     InsideSandbox(String),
+    /// Asked from inside a run that a budget covers: a schedule's runs
+    /// start later, as runs of no one's, outside that budget.
+    #[error(
+        "a schedule's runs start later as runs of their own, outside the budget over run {0}, so it cannot add or \
+         resume one: launch the work as its own runs (they count in its budget), or add the schedule in your own \
+         terminal"
+    )]
+    UnderBudget(String),
     /// The systemd timers could not be written.
     #[error("cannot write the schedules' systemd timers: {0}")]
     Timers(std::io::Error),
@@ -238,7 +246,7 @@ pub fn add(
     env: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
 ) -> Result<Schedule, ScheduleError> {
     check_name(name)?;
-    refuse_inside_a_sandbox(store)?;
+    refuse_inside_a_run(store)?;
     if let Some(precheck) = &settings.precheck {
         if precheck.command.is_empty() {
             return Err(ScheduleError::Invalid("the precheck is empty: give the command and its arguments".into()));
@@ -308,17 +316,21 @@ pub fn check_folder(cwd: &std::path::Path) -> Result<(), ScheduleError> {
 
 /// Resumes schedule `name` (its fires launch again).
 pub fn resume(store: &mut Store, name: &str) -> Result<Schedule, ScheduleError> {
-    refuse_inside_a_sandbox(store)?;
+    refuse_inside_a_run(store)?;
     Schedule::from_row(store.set_schedule_paused(name, None)?)
 }
 
-/// Refuses, to a process inside a sandboxed run, what makes work that starts
-/// outside its sandbox.
-fn refuse_inside_a_sandbox(store: &Store) -> Result<(), ScheduleError> {
+/// Refuses, to a process of a run, what makes work that starts outside
+/// that run's sandbox or outside the budget over it: a schedule's runs
+/// start later, as runs of no one's.
+fn refuse_inside_a_run(store: &Store) -> Result<(), ScheduleError> {
     let config = crate::config::Config::load(store.home())?;
-    match crate::caller::sandboxed_caller(store, &config)? {
-        Some(run) => Err(ScheduleError::InsideSandbox(run)),
-        None => Ok(()),
+    if let Some(run) = crate::caller::sandboxed_caller(store, &config)? {
+        return Err(ScheduleError::InsideSandbox(run));
+    }
+    match crate::caller::caller_run(store)? {
+        Some(run) if store.budget_left(&run)?.is_some() => Err(ScheduleError::UnderBudget(run)),
+        _ => Ok(()),
     }
 }
 
