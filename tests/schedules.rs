@@ -938,10 +938,11 @@ fn a_prechecks_cut_line_is_no_item_and_its_words_are_shown_not_sent() {
     json_at(&env, 0, &["schedule", "run-now", "noisy"]);
     let shown = env.ok(&["schedule", "show", "noisy"]);
     assert!(shown.contains("nothing to do") && !shown.contains('\x1b'), "{shown:?}");
-    // A precheck that refuses after printing 40 KiB: its last words are
-    // said, not screenfuls of all it printed.
+    // A precheck that refuses after printing 190 KiB (more than is read
+    // for items): its last words are said, not screenfuls of all it
+    // printed, nor the end of what was read for items.
     let chatter = env.project.join("chatter.txt");
-    std::fs::write(&chatter, "checking something\n".repeat(2048)).unwrap();
+    std::fs::write(&chatter, "checking something\n".repeat(10_000)).unwrap();
     let refusing = format!("sh -c \"cat {}; echo out of disk; exit 1\"", chatter.display());
     env.ok(&["schedule", "add", "loud", "--preset", "quick", "--every", "1h", "--precheck", &refusing, "t"]);
     let said = ok_at(&env, 0, &["schedule", "run-now", "loud"]);

@@ -82,7 +82,20 @@ pub(super) fn run(
 
 /// What a reader thread kept of one pipe, handed over when the pipe ends
 /// (or taken as it is, once the grace is over).
-type Kept = std::sync::Arc<std::sync::Mutex<(Vec<u8>, bool)>>;
+type Kept = std::sync::Arc<std::sync::Mutex<Pipe>>;
+
+/// One pipe's output as kept: its head (the items), and its tail (why it
+/// found nothing: a program's errors come last).
+#[derive(Debug, Default, Clone)]
+struct Pipe {
+    head: Vec<u8>,
+    /// More came than the head holds.
+    cut: bool,
+    /// The last bytes of all it printed, at most twice [`SAID_KEPT`].
+    tail: Vec<u8>,
+    /// How many bytes it printed in all.
+    total: u64,
+}
 
 /// Waits for the precheck, at most `timeout`, reading what it prints.
 fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgroup>, label: &str) -> Checked {
@@ -98,9 +111,15 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
                 let mut chunk = [0u8; 8192];
                 while let Ok(n @ 1..) = pipe.read(&mut chunk) {
                     let Ok(mut kept) = shared.lock() else { return };
-                    let room = OUTPUT_MAX.saturating_sub(kept.0.len());
-                    kept.1 |= n > room;
-                    kept.0.extend_from_slice(&chunk[..n.min(room)]);
+                    let room = OUTPUT_MAX.saturating_sub(kept.head.len());
+                    kept.cut |= n > room;
+                    kept.head.extend_from_slice(&chunk[..n.min(room)]);
+                    kept.total += n as u64;
+                    kept.tail.extend_from_slice(&chunk[..n]);
+                    if kept.tail.len() > 2 * SAID_KEPT {
+                        let drop = kept.tail.len() - SAID_KEPT;
+                        kept.tail.drain(..drop);
+                    }
                 }
             }
             let _ = ended.send(());
@@ -149,20 +168,21 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
             break;
         }
     }
-    let taken = |kept: &Kept| {
-        let Ok(kept) = kept.lock() else { return String::new() };
-        let (mut bytes, cut) = kept.clone();
-        // A line cut at the bound is not an item: only whole lines are.
-        if cut {
-            bytes.truncate(bytes.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1));
-        }
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
+    let taken = |kept: &Kept| kept.lock().map(|k| k.clone()).unwrap_or_default();
     let (out, err) = (taken(&stdout), taken(&stderr));
+    // A line cut at the bound is not an item: only whole lines are.
+    let mut items = out.head.clone();
+    if out.cut {
+        items.truncate(items.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1));
+    }
+    let items = String::from_utf8_lossy(&items).into_owned();
     // Its last words say why (as a program's errors come last), kept
     // short: the fire's outcome is a line, kept for a thousand fires.
     let said = |what: String| {
-        let printed = [out.trim(), err.trim()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n");
+        let tail = |p: &Pipe| String::from_utf8_lossy(&p.tail).trim().to_string();
+        let (out_tail, err_tail) = (tail(&out), tail(&err));
+        let printed =
+            [out_tail.as_str(), err_tail.as_str()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n");
         if printed.is_empty() {
             return what;
         }
@@ -170,14 +190,16 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
         while !printed.is_char_boundary(from) {
             from += 1;
         }
-        match from {
+        let all = out.total + err.total;
+        let shown = (printed.len() - from) as u64;
+        match all.saturating_sub(shown) {
             0 => format!("{what}: {printed}"),
-            cut => format!("{what}: ({cut} bytes before these not kept) …{}", &printed[cut..]),
+            before => format!("{what}: ({before} bytes before these not kept) …{}", &printed[from..]),
         }
     };
     match status {
         Some(status) if status.success() => {
-            Checked::Work(out.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect())
+            Checked::Work(items.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect())
         }
         Some(status) => match status.code() {
             Some(code) => Checked::Nothing(said(format!("the precheck exited with {code}"))),
