@@ -190,9 +190,9 @@ fn wait(mut child: std::process::Child, timeout: Duration, group: Option<&RunCgr
         while !printed.is_char_boundary(from) {
             from += 1;
         }
-        let all = out.total + err.total;
-        let shown = (printed.len() - from) as u64;
-        match all.saturating_sub(shown) {
+        // What the tails never held, and what of them is not shown.
+        let untold = (out.total + err.total).saturating_sub((out.tail.len() + err.tail.len()) as u64);
+        match untold + from as u64 {
             0 => format!("{what}: {printed}"),
             before => format!("{what}: ({before} bytes before these not kept) …{}", &printed[from..]),
         }
