@@ -63,7 +63,8 @@ impl TrayView {
         let hosts = hosts.unwrap_or_default();
         let schedules = schedules(store);
         let needs = corral::attention::needs_you(store)?;
-        Ok(TrayView { counts, recent, launchable: launchable(home), hosts, quiet, working, paused, schedules, needs })
+        let launchable = launchable(home, std::env::var_os("PATH").as_deref());
+        Ok(TrayView { counts, recent, launchable, hosts, quiet, working, paused, schedules, needs })
     }
 
     /// The title beside the icon: `N running / M total`, with the paused
@@ -107,12 +108,17 @@ fn schedules(store: &Store) -> Vec<ScheduleLine> {
     lines.into_iter().map(|(_, line)| line).collect()
 }
 
-/// Global presets, then each recent folder's project presets.
-fn launchable(home: &Home) -> Vec<Launchable> {
+/// Global presets, then each recent folder's project presets: those whose
+/// agent can start here (on `path`), so the menu offers no launch that
+/// would fail ("Claude Code is not installed").
+fn launchable(home: &Home, path: Option<&std::ffi::OsStr>) -> Vec<Launchable> {
+    let startable =
+        |preset: &corral::Preset, cwd: &std::path::Path| preset::available::unavailable(preset, path, cwd).is_none();
     let global = preset::discover(&Roots::new(home, None));
     let mut entries: Vec<Launchable> = global
         .presets
         .iter()
+        .filter(|e| startable(&e.preset, home.data_dir()))
         .map(|e| Launchable { name: e.preset.name.clone(), agent: e.preset.agent.to_string(), folder: None })
         .collect();
     for folder in corral::recent_folders::recent(home) {
@@ -122,7 +128,7 @@ fn launchable(home: &Home) -> Vec<Launchable> {
                 e.preset.source,
                 PresetSource::ClaudeProject | PresetSource::PiProject | PresetSource::CorralProject
             );
-            if project {
+            if project && startable(&e.preset, &folder) {
                 entries.push(Launchable {
                     name: e.preset.name,
                     agent: e.preset.agent.to_string(),
@@ -185,11 +191,29 @@ mod tests {
             .unwrap();
         corral::recent_folders::remember(&home, &project).unwrap();
 
-        let found = launchable(&home);
+        // pi is installed here; Claude Code is not.
+        let bin = root.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("pi"), "#!/bin/sh\n").unwrap();
+            &mut std::fs::metadata(bin.join("pi")).unwrap().permissions(),
+            0o755,
+        );
+        std::fs::set_permissions(bin.join("pi"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::fs::write(
+            project.join(".corral/presets/review.md"),
+            "---\nname: review\ndescription: r\nagent: claude\n---\n",
+        )
+        .unwrap();
+        let path =
+            std::env::join_paths([&bin, &std::path::PathBuf::from("/usr/bin"), &std::path::PathBuf::from("/bin")])
+                .unwrap();
+
+        let found = launchable(&home, Some(&path));
         let echo = found.iter().position(|e| e.name == "echo" && e.folder.is_none()).expect("the global preset");
         let fix =
             found.iter().position(|e| e.name == "fix" && e.folder.as_ref() == Some(&project)).expect("the project's");
         assert!(echo < fix, "global first: {found:?}");
         assert_eq!(found[fix].agent, "pi");
+        assert!(!found.iter().any(|e| e.agent == "claude"), "offered an agent that is not installed: {found:?}");
     }
 }
