@@ -195,9 +195,6 @@ mod tests {
         let bin = root.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::write(bin.join("pi"), "#!/bin/sh\n").unwrap();
-            &mut std::fs::metadata(bin.join("pi")).unwrap().permissions(),
-            0o755,
-        );
         std::fs::set_permissions(bin.join("pi"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         std::fs::write(
             project.join(".corral/presets/review.md"),
