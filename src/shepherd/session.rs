@@ -71,7 +71,12 @@ impl Session {
     /// Looks at the agent's session file (at most every [`LOG_EVERY`]):
     /// true if it says the turn spent more than it said before.
     pub fn follow_session_log(&mut self, now: Instant) -> bool {
-        if self.log_read_at.is_some_and(|at| now.duration_since(at) < LOG_EVERY) || self.frozen.is_some() {
+        // Only an agent with a session file, and not more often than
+        // LOG_EVERY: this is the shepherd's loop.
+        if self.log.is_none()
+            || self.frozen.is_some()
+            || self.log_read_at.is_some_and(|at| now.duration_since(at) < LOG_EVERY)
+        {
             return false;
         }
         self.log_read_at = Some(now);
