@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::budget::short_count;
 use crate::preset::Notify;
 use crate::run::{Run, RunStatus};
 use crate::store::{Store, StoreError};
@@ -226,15 +227,6 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
         one
     } else {
         many
-    }
-}
-
-/// 41k, 1.2M.
-fn short_count(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1_000..=999_999 => format!("{}k", n / 1_000),
-        _ => format!("{:.1}M", n as f64 / 1e6),
     }
 }
 

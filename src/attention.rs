@@ -122,7 +122,7 @@ impl Action {
 pub fn needs_you(store: &Store) -> Result<Vec<Item>, StoreError> {
     let mut items = Vec::new();
     for run in store.runs_needing_you()? {
-        if let Some(item) = run_item(store, &run)? {
+        if let Some(item) = of_run(store, &run)? {
             items.push(item);
         }
     }
@@ -161,8 +161,9 @@ fn schedule_item(store: &Store, schedule: crate::store::ScheduleRow) -> Option<I
     Some(Item { subject: Subject::Schedule { name }, reason, chip, words, actions, since })
 }
 
-/// The item of `run`, if it needs the user.
-fn run_item(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
+/// The item of `run`, if it needs the user: what its page says beside its
+/// status, whether or not the list still pins it.
+pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
     let id = run.id.as_str();
     let name = format!("{} ({id})", run.preset);
     let subject =

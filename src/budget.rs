@@ -119,6 +119,14 @@ impl Budget {
         parts.join(",")
     }
 
+    /// How much of it `spent` has used, by the limit nearest to being
+    /// reached: 0.0 to 1.0 and past it (a meter's fill).
+    pub fn used(&self, spent: &Spent) -> f64 {
+        let dollars = self.usd.filter(|&usd| usd > 0.0).map(|usd| spent.usd / usd);
+        let tokens = self.tokens.filter(|&t| t > 0).map(|t| spent.tokens as f64 / t as f64);
+        dollars.into_iter().chain(tokens).fold(0.0, f64::max)
+    }
+
     /// `$2.00 · 2.0M tokens`, for people.
     pub fn words(&self) -> String {
         let mut parts = Vec::new();
@@ -167,8 +175,9 @@ fn count(text: &str) -> Option<u64> {
     ((1.0..1e15).contains(&tokens) && tokens.fract() == 0.0).then_some(tokens as u64)
 }
 
-/// 41k, 1.2M.
-fn short_count(n: u64) -> String {
+/// A count as people read one: 950, 41k, 1.2M. The one rule for the CLI,
+/// notifications, `corral top` and the window's commands.
+pub fn short_count(n: u64) -> String {
     match n {
         0..=999 => n.to_string(),
         1_000..=999_999 => format!("{}k", n / 1_000),

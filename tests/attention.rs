@@ -92,3 +92,32 @@ fn a_schedule_that_paused_itself_needs_you_until_resumed() {
     env.ok(&["schedule", "pause", "nightly"]);
     assert!(item(&needs(&env), "nightly").is_none());
 }
+
+#[test]
+fn a_transcript_as_the_window_shows_it_folds_each_usage_into_its_message() {
+    let env = Env::new();
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    let id = env.launch_env("spend", "x", &[("SPEND_MESSAGES", "5"), ("SPEND_EVERY", "0")]);
+    env.wait_end(&id);
+    let store = env.store();
+    let all = store.events_after(&id, 0, 1000).unwrap();
+    let usage = all.iter().filter(|e| e.kind.as_str() == "usage").count();
+    assert!(usage >= 5, "{all:#?}");
+    // One row per event but usage, each message with the usage after it.
+    let rows = store.shown_count(&id).unwrap();
+    assert_eq!(rows as usize, all.len() - usage);
+    let mut paged = Vec::new();
+    for offset in (0..rows as usize).step_by(2) {
+        paged.extend(store.shown_page(&id, offset, 2).unwrap());
+    }
+    assert_eq!(paged.len() as i64, rows, "pages of two cover the transcript once");
+    assert!(paged.iter().all(|r| r.event.kind.as_str() != "usage"));
+    let spent: Vec<_> = paged.iter().filter(|r| r.event.text.starts_with("spent message")).collect();
+    assert_eq!(spent.len(), 5);
+    for row in spent {
+        assert_eq!(row.usage, ["1000 in / 100 out"], "{row:#?}");
+    }
+    assert_eq!(paged, store.shown_page(&id, 0, 1000).unwrap(), "a page's edge folds nothing away");
+    assert!(store.shown_page(&id, rows as usize, 10).unwrap().is_empty());
+}

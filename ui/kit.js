@@ -34,6 +34,27 @@ export function h(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** Puts `children` in `node` in place of what it had; a missing child
+ *  (null, false) is left out — DOM's own replaceChildren writes "null". */
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+/** Builds an SVG element (a chart's bars and labels); text as text. */
+export function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
 /** Shows a message in the footer. */
 export function say(message, isError = false) {
   const footer = document.getElementById("status");
@@ -78,7 +99,7 @@ export function duration(run) {
 /** A count as people read one: 950, 705k, 1.2M (the exact count on hover). */
 export function count(n) {
   if (n < 1000) return String(n);
-  if (n < 1e6) return `${Math.round(n / 1000)}k`;
+  if (n < 1e6) return `${Math.floor(n / 1000)}k`;
   return `${(n / 1e6).toFixed(1)}M`;
 }
 

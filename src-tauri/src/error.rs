@@ -26,6 +26,8 @@ pub enum AppError {
     Autostart(#[from] corral::autostart::AutostartError),
     #[error(transparent)]
     Remote(#[from] corral::remote::RemoteError),
+    #[error(transparent)]
+    Budget(#[from] corral::budget::BadBudget),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]

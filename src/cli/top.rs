@@ -324,12 +324,11 @@ fn printable(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ").chars().filter(|c| !c.is_control()).collect()
 }
 
-/// 950, 705k, 1.2M.
+/// 950, 705k, 1.2M; "-" for none.
 fn short_count(n: u64) -> String {
-    match n {
-        0 => "-".into(),
-        1..=999 => n.to_string(),
-        1_000..=999_999 => format!("{}k", n / 1_000),
-        _ => format!("{:.1}M", n as f64 / 1e6),
+    if n == 0 {
+        "-".into()
+    } else {
+        corral::budget::short_count(n)
     }
 }

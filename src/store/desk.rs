@@ -53,6 +53,21 @@ pub struct Spend {
     pub cpu_seconds: f64,
 }
 
+/// What one preset's runs spent on one day: a bar of the Timeline's chart.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DaySpend {
+    /// The local day the runs were created on, `2026-11-27`.
+    pub day: String,
+    /// Their preset.
+    pub preset: String,
+    /// How many runs.
+    pub runs: u64,
+    /// All their tokens.
+    pub tokens: u64,
+    /// Their cost in USD (reported or estimated), of runs that have one.
+    pub cost_usd: f64,
+}
+
 impl Store {
     /// A counter that moves when a run is added, changes status, or is
     /// cleared or seen — not on transcript lines: what the tray and the
@@ -222,6 +237,33 @@ impl Store {
                 |r| Ok(Spend { tokens: r.get::<_, i64>(0)? as u64, cost_usd: r.get(1)?, cpu_seconds: r.get(2)? }),
             )
             .doing("summing usage")
+    }
+
+    /// What each preset's runs spent per local day (this process's time
+    /// zone), for runs created at or after `since`; oldest day first.
+    pub fn spend_by_day(&self, since: time::Timestamp) -> Result<Vec<DaySpend>, StoreError> {
+        let doing = "summing spend per day";
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT date(created_at, 'localtime') AS day, preset, count(*),
+                        coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens), 0),
+                        coalesce(sum(cost_usd), 0.0)
+                 FROM runs WHERE created_at >= ?1 GROUP BY day, preset ORDER BY day, preset",
+            )
+            .doing(doing)?;
+        let rows = stmt
+            .query_map([time::format(since)], |r| {
+                Ok(DaySpend {
+                    day: r.get(0)?,
+                    preset: r.get(1)?,
+                    runs: r.get::<_, i64>(2)? as u64,
+                    tokens: r.get::<_, i64>(3)? as u64,
+                    cost_usd: r.get(4)?,
+                })
+            })
+            .doing(doing)?;
+        rows.collect::<Result<_, _>>().doing(doing)
     }
 
     /// The number of transcript events of a run.

@@ -23,6 +23,33 @@ pub struct StoredEvent {
     pub json: Option<String>,
 }
 
+/// A transcript row as the window shows it: an event, with the token usage
+/// its agent reported right after it folded in (a "usage" row after every
+/// message is noise to a reader; its figures are the row's detail).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ShownEvent {
+    /// The event.
+    #[serde(flatten)]
+    pub event: StoredEvent,
+    /// The text of each usage event between it and the next shown row.
+    pub usage: Vec<String>,
+}
+
+/// Folds each usage event of `events` (in order) into the row before it.
+/// Usage before the first other event has no row of its own here: it
+/// belongs to the previous page's last row.
+pub fn fold_usage(events: &[StoredEvent]) -> Vec<ShownEvent> {
+    let mut shown: Vec<ShownEvent> = Vec::new();
+    for event in events {
+        match (event.kind, shown.last_mut()) {
+            (EventKind::Usage, Some(row)) => row.usage.push(event.text.clone()),
+            (EventKind::Usage, None) => {}
+            _ => shown.push(ShownEvent { event: event.clone(), usage: Vec::new() }),
+        }
+    }
+    shown
+}
+
 /// Where a reader of transcripts is: the newest event it has seen.
 pub type EventMark = i64;
 
@@ -148,7 +175,7 @@ impl Store {
     pub fn events_before(&self, run_id: &str, before_seq: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
         let sql = "SELECT seq, at, kind, text, json FROM events
                    WHERE run_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3";
-        let mut events = self.read_events(sql, run_id, before_seq, limit)?;
+        let mut events = self.read_events(sql, run_id, params![run_id, before_seq, limit as i64])?;
         events.reverse();
         Ok(events)
     }
@@ -157,16 +184,55 @@ impl Store {
     pub fn events_after(&self, run_id: &str, after_seq: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
         let sql = "SELECT seq, at, kind, text, json FROM events
                    WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
-        self.read_events(sql, run_id, after_seq, limit)
+        self.read_events(sql, run_id, params![run_id, after_seq, limit as i64])
     }
 
-    /// Runs one of the page queries above (run id, a seq, a limit).
-    fn read_events(&self, sql: &str, run_id: &str, seq: i64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+    /// How many rows run `run_id`'s transcript shows: its events but usage
+    /// (see [`ShownEvent`]). Through the `events_shown` index alone.
+    pub fn shown_count(&self, run_id: &str) -> Result<i64, StoreError> {
+        // The literal 'usage' (EventKind::Usage) matches the partial
+        // index's own WHERE, so SQLite uses it.
+        self.conn()
+            .query_row("SELECT count(*) FROM events WHERE run_id = ?1 AND kind != 'usage'", [run_id], |r| r.get(0))
+            .doing("counting a transcript's rows")
+    }
+
+    /// The shown rows of run `run_id` from position `offset` (from 0), at
+    /// most `limit`, each with the usage that followed it folded in.
+    pub fn shown_page(&self, run_id: &str, offset: usize, limit: usize) -> Result<Vec<ShownEvent>, StoreError> {
+        let doing = "reading a transcript's rows";
+        // The page's first row and the row after its last, by position in
+        // the index; then every event between them, usage with the rest.
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT seq FROM events WHERE run_id = ?1 AND kind != 'usage' ORDER BY seq LIMIT ?2 OFFSET ?3",
+            )
+            .doing(doing)?;
+        let seqs: Vec<i64> = stmt
+            .query_map(params![run_id, limit as i64 + 1, offset as i64], |r| r.get(0))
+            .doing(doing)?
+            .collect::<Result<_, _>>()
+            .doing(doing)?;
+        let Some(&first) = seqs.first().filter(|_| limit > 0) else {
+            return Ok(Vec::new());
+        };
+        let end = seqs.get(limit).copied().unwrap_or(i64::MAX);
+        let sql = "SELECT seq, at, kind, text, json FROM events
+                   WHERE run_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq";
+        Ok(fold_usage(&self.read_events(sql, run_id, params![run_id, first, end])?))
+    }
+
+    /// Runs one of the page queries above on run `run_id`'s events.
+    fn read_events(
+        &self,
+        sql: &str,
+        run_id: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
         let mut stmt = self.conn().prepare_cached(sql).doing("reading a transcript")?;
         let rows = stmt
-            .query_map(params![run_id, seq, limit as i64], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?))
-            })
+            .query_map(args, |r| Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?)))
             .doing("reading a transcript")?;
         let mut events = Vec::new();
         for row in rows {

@@ -40,6 +40,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0027_push_retries.sql"),
     include_str!("migrations/0028_fire_reservations.sql"),
     include_str!("migrations/0029_launch_requests.sql"),
+    include_str!("migrations/0030_shown_events.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -35,8 +35,8 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::home::{Home, HomeError, FILE_MODE};
 
 pub use changes::{Change, ChangesRead};
-pub use desk::{Counts, Spend};
-pub use events::{stored_bytes, Dropped, EventMark, StoredEvent};
+pub use desk::{Counts, DaySpend, Spend};
+pub use events::{fold_usage, stored_bytes, Dropped, EventMark, ShownEvent, StoredEvent};
 pub use health::Health;
 pub use limits::AgentLimit;
 pub use migrate::SCHEMA_VERSION;

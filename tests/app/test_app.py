@@ -150,15 +150,17 @@ class WebDriver:
         return self.request("POST", self.s("/element"), {"using": "css selector", "value": css})[self.ELEMENT]
 
     def text(self, css):
-        return self.request("GET", self.s(f"/element/{self.find(css)}/text"))
+        return self.on_element(css, "GET", "text")
 
     def click(self, css):
-        # The live view may re-render between find and click: retry on a
-        # stale or vanished element.
+        self.on_element(css, "POST", "click", {})
+
+    def on_element(self, css, method, what, body=None):
+        # The live view may re-render between find and use (a store change
+        # draws it again): retry on a stale or vanished element.
         for attempt in range(10):
             try:
-                self.request("POST", self.s(f"/element/{self.find(css)}/click"), {})
-                return
+                return self.request(method, self.s(f"/element/{self.find(css)}/{what}"), body)
             except urllib.error.HTTPError:
                 if attempt == 9:
                     raise
@@ -674,6 +676,128 @@ def test_the_runs_list_is_live(session, env):
         kill_app()
 
 
+def overflows(driver):
+    """What runs off the window's right edge at its size, if anything."""
+    return driver.js("""
+        const width = document.documentElement.clientWidth;
+        if (document.documentElement.scrollWidth > width) return 'the page';
+        const out = [...document.querySelectorAll('#view *')].find(e => {
+            const r = e.getBoundingClientRect();
+            return r.width > 0 && r.right > width + 1 && getComputedStyle(e).position !== 'absolute';
+        });
+        return out ? (out.id || out.className || out.tagName) : null;""")
+
+
+def test_a_run_page_at_a_glance(session, env):
+    """A run's page says at once what it is and why: status with its
+    reason, the error in words, a budget meter, children with their
+    status (a failed one first), the transcript right under it with usage
+    folded into its message, the details folded; the Timeline draws spend
+    per day and the period chosen; the launch form takes a budget; at the
+    window's default size nothing runs off its right edge."""
+    kill_app()
+    bin_dir = env.root / "page-bin"
+    bin_dir.mkdir()
+    (bin_dir / "pi").symlink_to(FAKES / "replay")
+    usage = '"usage":{"input":1800,"output":220,"cacheRead":0,"cacheWrite":0,"totalTokens":2020,"cost":{"total":0.01}}'
+    overloaded = json.dumps('529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}')
+    stream = env.root / "overloaded.jsonl"
+    stream.write_text("\n".join([
+        '{"type":"session","version":3,"id":"s1","timestamp":"2026-11-25T10:00:00.000Z","cwd":"/tmp"}',
+        '{"type":"agent_start"}',
+        '{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"looking into it\\nsecond line"}],"model":"m",' + usage + ',"stopReason":"toolUse"}}',
+        '{"type":"message_end","message":{"role":"assistant","content":[],"model":"m",' + usage + ',"stopReason":"error","errorMessage":' + overloaded + '}}',
+        '{"type":"agent_end","messages":[]}',
+    ]) + "\n")
+    (env.project / ".corral" / "presets" / "overloaded.md").write_text(
+        "---\nname: overloaded\ndescription: fails as an overloaded API\nagent: pi\nbudget: {usd: 1}\n---\n")
+    env.preset("broken", ["sh", "-c", "echo overloaded >&2; exit 3"], "Fails")
+    failed = env.launch_with("overloaded", "try", PATH=f"{bin_dir}:{env.env['PATH']}", FAKE_STREAM=str(stream))
+    wait_until("the failure", lambda: env.show(failed)["exited_at"] is not None)
+    assert env.show(failed)["status"] == "failed", env.show(failed)
+    gate = env.root / "parent-gate"
+    parent = env.launch("slow", str(gate))
+    child_ok = env.cli("launch", "quick", "fine", "--parent", parent)
+    child_bad = env.cli("launch", "broken", "not fine", "--parent", parent)
+    for child in (child_ok, child_bad):
+        wait_until("the children", lambda: env.show(child)["exited_at"] is not None)
+
+    driver = WebDriver(env, ["--open", failed])
+    try:
+        # Status, its reason and the error in words, before anything else.
+        wait_until("the reason", lambda: driver.text("#run-reason") == "failed")
+        assert driver.text("#run-error").startswith("529: Overloaded"), driver.text("#run-error")
+        assert '{"type"' not in driver.js("return document.querySelector('#run-error .notice-words').textContent")
+        # A budget as a meter: a cent of a dollar.
+        assert "$0.02 · 4k tokens of $1.00" in driver.text("#budget-meter"), driver.text("#budget-meter")
+        # The transcript right under the header; usage folded into the
+        # message it follows, a long text saying how much more it has.
+        order = driver.js("return [...document.querySelectorAll('#view h2, #run-details')].map(e => e.id || e.textContent)")
+        assert order.index("Transcript") < order.index("Reply") < order.index("run-details"), order
+        wait_until("the rows", lambda: driver.js("return document.querySelectorAll('#transcript .ev').length") >= 2)
+        kinds = driver.js("return [...document.querySelectorAll('#transcript .ev .kind')].map(e => e.textContent)")
+        assert "usage" not in kinds, kinds
+        first = driver.js("return document.querySelector('#transcript .ev.k-text').textContent")
+        assert "looking into it" in first and "+1 line" in first and "1k in · 220 out" in first, first
+        driver.click("#transcript .ev.k-text")
+        wait_until("the row whole", lambda: driver.text("#event-text") == "looking into it\nsecond line")
+        # The details are folded.
+        assert driver.js("return document.querySelector('#run-details').open") is False
+        assert not overflows(driver), overflows(driver)
+        driver.screenshot(ARTIFACTS / "run-page-failed.png")
+
+        # A parent: its children with their status, the failed one first.
+        driver.js("location.hash = arguments[0]", f"#/run/{parent}")
+        wait_until("the children", lambda: driver.js("return document.querySelectorAll('#children .child').length") == 2)
+        statuses = driver.js("return [...document.querySelectorAll('#children .child')].map(c => [c.dataset.id, c.dataset.status])")
+        assert statuses == [[child_bad, "failed"], [child_ok, "completed"]], statuses
+        # Its duration ticks while it runs.
+        figures = driver.text("#run-figures")
+        wait_until("its duration ticks", lambda: driver.text("#run-figures") != figures, timeout=5)
+        driver.screenshot(ARTIFACTS / "run-page-parent.png")
+        gate.write_text("")
+
+        # The Timeline: spend per day per preset, and the period whole.
+        driver.js("location.hash = '#/timeline'")
+        wait_until("the spend chart", lambda: driver.js("return document.querySelectorAll('#spend rect.spend-bar').length") >= 1)
+        presets = driver.js("return [...document.querySelectorAll('#spend rect.spend-bar')].map(r => r.dataset.preset)")
+        assert "overloaded" in presets, presets
+        # "Last 6 hours" spans six hours: a run of seconds is a sliver.
+        width = driver.js(f"return parseFloat(document.querySelector(\"[data-id='{failed}'] .tl-bar\").style.width)")
+        assert width < 1, f"a run of seconds is {width}% of six hours"
+        assert not overflows(driver), overflows(driver)
+        driver.screenshot(ARTIFACTS / "window-timeline.png")
+
+        # Presets: nothing but presets (DOM's "null" never written).
+        driver.js("location.hash = '#/presets'")
+        wait_until("the presets", lambda: driver.find("[data-preset=slow]"))
+        assert "null" not in driver.text("#presets-body"), driver.text("#presets-body")
+        assert not overflows(driver), overflows(driver)
+
+        # Schedules' times in the one format, and nothing off the edge.
+        driver.js("location.hash = '#/schedules'")
+        wait_until("the schedules", lambda: driver.find("#schedules-body"))
+        assert not overflows(driver), overflows(driver)
+
+        # The launch form: whole at the default size, a folder already
+        # chosen, and a budget of its own.
+        driver.js("location.hash = '#/launch?preset=quick'")
+        wait_until("the form", lambda: driver.js("return document.querySelector('#launch-preset').value") == "quick")
+        assert driver.js("return document.querySelector('#launch-cwd').value") == str(env.project)
+        assert driver.js("const r = document.querySelector('#launch-pick').getBoundingClientRect(); return r.right <= innerWidth")
+        assert not overflows(driver), overflows(driver)
+        driver.screenshot(ARTIFACTS / "window-launch.png")
+        driver.type("#launch-task", "with a budget")
+        driver.type("#launch-budget", "0.5")
+        driver.click("#launch-submit")
+        launched = wait_until("the new run", lambda: (h := driver.js("return location.hash")).startswith("#/run/") and h[6:])
+        assert env.show(launched)["budget"] == {"usd": 0.5}, env.show(launched)
+    finally:
+        driver.quit()
+        gate.write_text("")
+        kill_app()
+
+
 def test_a_refused_notification_is_shown_later_once(session, env):
     """At login the notification server may not be up yet: an announcement
     it refuses is given back to the store and shown once it takes them,
@@ -939,6 +1063,21 @@ def test_review_and_reply(session, env):
         driver.click("#discard")
         wait_until("discarded", lambda: env.show(edits)["worktree"] is None)
 
+        # Merged from the window: the panel says what is left (nothing),
+        # and Merge cannot be pressed again.
+        small_script = "echo changed > README"
+        (env.project / ".corral" / "presets" / "small.md").write_text(
+            f"---\nname: small\ndescription: changes one file\nagent: command\ncommand: {json.dumps(['sh', '-c', small_script])}\nworktree: true\n---\n")
+        env.cli("presets", "trust", str(env.project))
+        small = env.launch("small", "one change")
+        wait_until("the small run", lambda: env.show(small)["exited_at"] is not None, timeout=60)
+        driver.js("location.hash = arguments[0]", f"#/run/{small}")
+        wait_until("its one file", lambda: driver.js("return document.querySelectorAll('#changed-files .file').length") == 1)
+        driver.click("#merge")
+        wait_until("nothing left to merge", lambda: "No changes." in driver.text("#changes"))
+        assert driver.js("return document.querySelector('#merge').disabled"), "Merge again after a merge"
+        assert (env.project / "README").read_text() == "changed\n"
+
         # The reply box: a follow-up in the agent's own session.
         driver.js("location.hash = arguments[0]", f"#/run/{talk}")
         wait_until("the reply box", lambda: driver.find("#reply-text"))
@@ -978,7 +1117,7 @@ def main():
     for test in [test_tray_and_notifications, test_app_killed_with_20_active_runs,
                  test_watcher_survives_a_broken_config, test_the_tray_fires_schedules, test_doctor_reads_the_desktop,
                  test_one_notification_per_piece_of_work, test_a_budget_reached_is_asked_on_the_desktop,
-                 test_needs_you_at_a_glance, test_the_runs_list_is_live,
+                 test_needs_you_at_a_glance, test_a_run_page_at_a_glance, test_the_runs_list_is_live,
                  test_a_refused_notification_is_shown_later_once, test_a_hanging_notification_server_stalls_nothing,
                  test_a_window_that_cannot_start_is_said, test_window, test_the_schedules_view,
                  test_review_and_reply]:

@@ -66,8 +66,11 @@ function paint(changes) {
     h("span", { class: "add" }, `+${changes.added}`), h("span", { class: "del" }, `−${changes.removed}`),
     h("span", { class: "muted" }, `against ${changes.base.slice(0, 12)}`),
     h("span", { style: "flex:1" }),
-    h("button", { id: "merge", onclick: () => merge(false), disabled: !files.length, title: "One commit on the branch the run started from" }, "Merge"),
-    h("button", { onclick: () => merge(true), disabled: !files.length, title: "A merge commit that keeps the agent's commits" }, "Merge keeping commits"),
+    // Said in words, not in tooltips: a tooltip outlives the button a
+    // click redraws (WebKitGTK leaves it floating over the page).
+    files.length ? h("span", { class: "muted" }, "Merge: one commit on the branch it started from; keeping commits: a merge commit with the agent's own") : null,
+    h("button", { id: "merge", onclick: () => merge(false), disabled: !files.length }, "Merge"),
+    h("button", { id: "merge-keep", onclick: () => merge(true), disabled: !files.length }, "Merge keeping commits"),
     h("button", { class: "danger", id: "discard", onclick: discard }, "Discard…"),
   );
   if (!files.length) {
@@ -124,12 +127,15 @@ function highlight(text, lang) {
 }
 
 async function merge(keepCommits) {
+  for (const b of box.querySelectorAll("#merge, #merge-keep")) b.disabled = true;
   try {
     const commit = await call("merge_run", { id: runId, keepCommits });
     say(`merged as ${commit.slice(0, 12)}; the worktree stays until you discard it`);
   } catch (e) {
     say(String(e), true);
   }
+  // What is left to merge now: nothing, after a merge.
+  await load();
 }
 
 /** Asks first, in place: the first click arms the button, the second discards. */

@@ -1,7 +1,7 @@
 // The launch form: machine (this one, or a host of config.toml), preset,
 // task, folder (with a picker here; changing it finds that project's
-// presets), model override, and a git worktree of its own (the preset's
-// choice by default).
+// presets), model override, a budget, and a git worktree of its own (the
+// preset's choice by default).
 
 import { call, h, say } from "../kit.js";
 
@@ -24,6 +24,7 @@ export async function show(view, _arg, params) {
   const cwdInput = h("input", { type: "text", id: "launch-cwd", value: cwd, list: "launch-folders", placeholder: "/path/to/project", onchange: () => loadPresets() });
   const task = h("textarea", { id: "launch-task", placeholder: "What should the agent do? It sees only this text." });
   const model = h("input", { type: "text", id: "launch-model", placeholder: "default: the preset's model" });
+  const budget = h("input", { type: "text", id: "launch-budget", placeholder: "default: the preset's or config.toml's — e.g. 2 ($2), 500k (tokens), usd=2,tokens=1M" });
   const worktree = h("input", { type: "checkbox", id: "launch-worktree" });
   let presets = [];
   const presetWorktree = () => {
@@ -58,7 +59,7 @@ export async function show(view, _arg, params) {
     e.preventDefault();
     submit.disabled = true;
     try {
-      const run = await call("launch_run", { preset: presetSelect.value, task: task.value, cwd: cwdInput.value, model: model.value || null, worktree: worktree.checked, host: hostSelect.value || null });
+      const run = await call("launch_run", { preset: presetSelect.value, task: task.value, cwd: cwdInput.value, model: model.value || null, worktree: worktree.checked, host: hostSelect.value || null, budget: budget.value || null });
       say(`launched ${run.id}`);
       location.hash = `#/run/${run.id}`;
     } catch (err) {
@@ -72,6 +73,7 @@ export async function show(view, _arg, params) {
     h("label", { for: "launch-task" }, "Task"), task,
     h("label", { for: "launch-cwd" }, "Folder"), h("div", { class: "row" }, cwdInput, pick),
     h("label", { for: "launch-model" }, "Model"), model,
+    h("label", { for: "launch-budget" }, "Budget"), budget,
     h("label", { for: "launch-worktree" }, "Worktree"),
     h("label", { class: "check" }, worktree,
       " its own git worktree and branch — uncommitted work in your tree is not copied"),

@@ -1,7 +1,7 @@
 // Presets: each with its source file, what it overrides, and the files
 // that could not be used, for the folder chosen.
 
-import { call, h } from "../kit.js";
+import { call, fill, h } from "../kit.js";
 
 let root = null;
 let cwd = "";
@@ -41,7 +41,7 @@ export async function refresh(change) {
   ));
   const problems = set.problems.map((p) => h("div", { class: "card problem" },
     h("div", { class: "path" }, p.path), h("div", {}, p.reason)));
-  root.querySelector("#presets-body").replaceChildren(
+  fill(root.querySelector("#presets-body"),
     h("div", { class: "cards" }, cards),
     problems.length ? h("h2", {}, `Not usable (${problems.length})`) : null,
     problems.length ? h("div", { class: "cards", id: "preset-problems" }, problems) : null,

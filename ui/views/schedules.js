@@ -1,7 +1,7 @@
 // Schedules: each with when it fires, its next fire, whether it is paused
 // and why, and its latest fires with their runs; pause, resume, run now.
 
-import { ago, call, h, say } from "../kit.js";
+import { ago, call, h, say, when } from "../kit.js";
 
 let root = null;
 
@@ -41,13 +41,13 @@ export async function refresh(change) {
 
 function card(s) {
   const paused = !!s.paused_at;
-  const next = paused ? "paused" : (s.next_fire ? `next ${new Date(s.next_fire).toLocaleString()}` : "never again");
+  const next = paused ? "paused" : (s.next_fire ? `next ${when(s.next_fire)}` : "never again");
   const marks = s.fires.slice().reverse().map((f) => f.mark).join("");
   const fires = s.fires.map((f) => h("div", { class: "path", "data-fire": f.id },
-    `${f.mark} ${new Date(f.due_at).toLocaleString()} `,
+    `${f.mark} ${when(f.due_at)} `,
     f.late_ms >= 1000 ? `(late by ${Math.round(f.late_ms / 1000)}s) ` : "",
     h("strong", {}, f.outcome), f.detail ? `: ${f.detail} ` : " ",
-    ...f.runs.map((r) => h("a", { href: `#/run/${encodeURIComponent(r.id)}`, style: "margin-right:0.5em" },
+    ...f.runs.map((r) => h("a", { href: `#/run/${encodeURIComponent(r.id)}`, class: "fire-run" },
       `${r.id.slice(0, 8)} ${r.status ?? "removed"}`)),
   ));
   return h("div", { class: "card", "data-schedule": s.name },

@@ -11,6 +11,9 @@ use crate::error::AppError;
 use crate::state::AppState;
 
 /// Launches `preset` with `task` in `cwd`, and remembers the folder.
+/// `budget` is written as `corral launch --budget` takes it (`2`, `$2`,
+/// `500k`, `usd=2,tokens=1M`); empty: the preset's or config.toml's.
+#[allow(clippy::too_many_arguments)] // one per field of the form
 #[tauri::command(async)]
 pub fn launch_run(
     state: State<'_, AppState>,
@@ -20,8 +23,13 @@ pub fn launch_run(
     model: Option<String>,
     worktree: Option<bool>,
     host: Option<String>,
+    budget: Option<String>,
 ) -> Result<Run, AppError> {
     let model = model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+    let budget = match budget.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
+        Some(text) => Some(corral::budget::Budget::parse(text)?),
+        None => None,
+    };
     if let Some(name) = host.filter(|h| !h.is_empty()) {
         // A folder of that host (its user's home when empty).
         let config = corral::config::Config::load(&state.home)?;
@@ -31,7 +39,7 @@ pub fn launch_run(
             model,
             worktree,
             base: None,
-            budget: None,
+            budget,
             fire: None,
         };
         let mut store = state.store()?;
@@ -51,7 +59,7 @@ pub fn launch_run(
         env: None,
         worktree,
         base: None,
-        budget: None,
+        budget,
         fire: None,
         request: None,
     };
@@ -66,8 +74,22 @@ pub fn pick_folder(app: AppHandle) -> Option<String> {
     app.dialog().file().blocking_pick_folder().and_then(|p| p.into_path().ok()).map(|p| p.display().to_string())
 }
 
-/// Recently used folders, most recent first.
+/// Recently used folders, most recent first: those the window launched
+/// in, then the folders of the latest runs (launched from the CLI, an
+/// agent or a schedule), so the form and the Presets view open on a
+/// project, not on no folder.
 #[tauri::command(async)]
 pub fn recent_folders(state: State<'_, AppState>) -> Vec<String> {
-    corral::recent_folders::recent(&state.home).into_iter().map(|p| p.display().to_string()).collect()
+    let mut folders: Vec<PathBuf> = corral::recent_folders::recent(&state.home);
+    if let Ok(store) = state.store() {
+        let filter = corral::store::RunFilter { include_dismissed: true, limit: Some(200), ..Default::default() };
+        for run in store.runs(&filter).unwrap_or_default() {
+            let cwd = PathBuf::from(run.cwd);
+            if !folders.contains(&cwd) && cwd.is_dir() {
+                folders.push(cwd);
+            }
+        }
+    }
+    folders.truncate(12);
+    folders.into_iter().map(|p| p.display().to_string()).collect()
 }

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use corral::store::{RunFilter, Spend, StoredEvent};
+use corral::store::{fold_usage, DaySpend, RunFilter, ShownEvent, Spend};
 use corral::{time, Run, RunStatus};
 use serde::Serialize;
 use tauri::State;
@@ -83,6 +83,34 @@ pub struct RunDetail {
     folder: String,
     /// While it is paused for a budget: what the user is asked.
     ask: Option<BudgetAsk>,
+    /// Its budget and what it and its child runs spent of it.
+    meter: Option<BudgetMeter>,
+    /// Its error in words ("529: Overloaded", not the API's JSON).
+    error_words: Option<String>,
+    /// Its child runs, each with its status.
+    children: Vec<Child>,
+    /// Why it needs the user, if it does (the same item as Needs you).
+    need: Option<corral::attention::Item>,
+}
+
+/// A run's budget as its page draws it: a meter.
+#[derive(Serialize)]
+pub struct BudgetMeter {
+    /// "$2.00 · 1M tokens".
+    budget: String,
+    /// "$1.20 · 705k tokens" (with its child runs').
+    spent: String,
+    /// How full: 0.0 to 1.0 and past it.
+    used: f64,
+}
+
+/// A child run on its parent's page.
+#[derive(Serialize)]
+pub struct Child {
+    id: String,
+    preset: String,
+    status: corral::RunStatus,
+    task: String,
 }
 
 /// A budget reached, as the run view asks about it.
@@ -107,9 +135,20 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
         Err(corral::store::StoreError::UnknownRun(_)) => match store.find_remote_run(&id)? {
             // Another host's: its transcript is fetched now, once.
             Some(run) => {
-                let event_count = state.remote_transcript(&run, true)?.len() as i64;
+                let event_count = fold_usage(&state.remote_transcript(&run, true)?).len() as i64;
                 let folder = format!("{}:{}", run.host.as_deref().unwrap_or_default(), run.cwd);
-                return Ok(RunDetail { run, stderr_tail: String::new(), event_count, folder, ask: None });
+                let error_words = run.error.as_deref().map(corral::attention::error_words);
+                return Ok(RunDetail {
+                    run,
+                    stderr_tail: String::new(),
+                    event_count,
+                    folder,
+                    ask: None,
+                    meter: None,
+                    error_words,
+                    children: Vec::new(),
+                    need: None,
+                });
             }
             None => return Err(corral::store::StoreError::UnknownRun(id).into()),
         },
@@ -123,42 +162,86 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
         paused: a.paused.len(),
         owner: a.owner().to_string(),
     });
+    let meter = budget_meter(&store, &run)?;
+    let children = store
+        .runs(&RunFilter { include_dismissed: true, parent_id: Some(run.id.clone()), ..RunFilter::default() })?
+        .into_iter()
+        .map(|c| Child { id: c.id, preset: c.preset, status: c.status, task: c.task })
+        .collect();
     Ok(RunDetail {
+        need: corral::attention::of_run(&store, &run)?,
         ask,
-        event_count: store.event_count(&run.id)?,
+        meter,
+        children,
+        error_words: run.error.as_deref().map(corral::attention::error_words),
+        event_count: store.shown_count(&run.id)?,
         stderr_tail: store.stderr_tail(&run.id, 4096)?,
         folder: folder.display().to_string(),
         run,
     })
 }
 
-/// How many events run `id`'s transcript has: all a streaming transcript
-/// on screen needs to know to draw its new rows.
+/// What a streaming transcript on screen needs to draw its new rows and
+/// its run's figures.
+#[derive(Serialize)]
+pub struct Growth {
+    /// How many rows the transcript shows (usage folded into the row
+    /// before it).
+    rows: i64,
+    /// The run as it is now (its duration, tokens and cost).
+    run: Run,
+    /// Its budget meter.
+    meter: Option<BudgetMeter>,
+}
+
+/// How run `id`'s transcript and figures have grown.
 #[tauri::command(async)]
-pub fn transcript_size(state: State<'_, AppState>, id: String) -> Result<i64, AppError> {
+pub fn transcript_size(state: State<'_, AppState>, id: String) -> Result<Growth, AppError> {
     let store = state.store()?;
-    match store.find_remote_run(&id)? {
-        Some(run) if store.find_run(&id).is_err() => Ok(state.remote_transcript(&run, false)?.len() as i64),
-        _ => Ok(store.event_count(&id)?),
+    match store.find_run(&id) {
+        Err(corral::store::StoreError::UnknownRun(_)) => match store.find_remote_run(&id)? {
+            Some(run) => {
+                Ok(Growth { rows: fold_usage(&state.remote_transcript(&run, false)?).len() as i64, run, meter: None })
+            }
+            None => Err(corral::store::StoreError::UnknownRun(id).into()),
+        },
+        other => {
+            let run = other?;
+            Ok(Growth { rows: store.shown_count(&id)?, meter: budget_meter(&store, &run)?, run })
+        }
     }
 }
 
-/// A page of a run's transcript: events after `after_seq`, at most `limit`
-/// (capped at 2000).
+/// Run `run`'s budget meter, if it has a budget of its own.
+fn budget_meter(store: &corral::store::Store, run: &Run) -> Result<Option<BudgetMeter>, AppError> {
+    let Some(budget) = run.budget else { return Ok(None) };
+    let spent = store.tree_spent(&run.id)?;
+    let tokens = corral::budget::short_count(spent.tokens);
+    Ok(Some(BudgetMeter {
+        budget: budget.words(),
+        spent: format!("{} · {tokens} tokens", spent.dollars()),
+        used: budget.used(&spent),
+    }))
+}
+
+/// A page of a run's transcript as shown: rows from position `offset`
+/// (from 0), at most `limit` (capped at 2000), each with the token usage
+/// reported after it.
 #[tauri::command(async)]
 pub fn transcript(
     state: State<'_, AppState>,
     id: String,
-    after_seq: i64,
+    offset: usize,
     limit: usize,
-) -> Result<Vec<StoredEvent>, AppError> {
+) -> Result<Vec<ShownEvent>, AppError> {
     let store = state.store()?;
+    let limit = limit.min(2000);
     match store.find_remote_run(&id)? {
         Some(run) if store.find_run(&id).is_err() => {
             let events = state.remote_transcript(&run, false)?;
-            Ok(events.iter().filter(|e| e.seq > after_seq).take(limit.min(2000)).cloned().collect())
+            Ok(fold_usage(&events).into_iter().skip(offset).take(limit).collect())
         }
-        _ => Ok(store.events_after(&id, after_seq, limit.min(2000))?),
+        _ => Ok(store.shown_page(&id, offset, limit)?),
     }
 }
 
@@ -213,7 +296,14 @@ pub struct Timeline {
     runs: Vec<Run>,
     today: Spend,
     now: String,
+    /// The start of the period shown: the bars are drawn from it to now.
+    since: String,
+    /// What each preset spent per local day over the last 14 days.
+    days: Vec<DaySpend>,
 }
+
+/// How many days the spend chart covers.
+const CHART_DAYS: u32 = 14;
 
 /// Runs created in the last `hours` hours (and any still active), oldest
 /// first, with today's tokens and cost.
@@ -227,6 +317,18 @@ pub fn timeline(state: State<'_, AppState>, hours: f64) -> Result<Timeline, AppE
     runs.extend(store.remote_runs(None)?);
     runs.retain(|r| r.created_at >= since_text || r.status.is_active());
     runs.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-    let midnight = now.date_naive().and_hms_opt(0, 0, 0).expect("midnight").and_utc();
-    Ok(Timeline { runs, today: store.spend_since(midnight)?, now: time::format(now) })
+    // Today and the chart's days are the user's: local midnights.
+    let local = chrono::Local::now().date_naive();
+    let midnight = |day: chrono::NaiveDate| {
+        day.and_hms_opt(0, 0, 0).and_then(|t| t.and_local_timezone(chrono::Local).earliest()).map(|t| t.to_utc())
+    };
+    let today = midnight(local).unwrap_or(now);
+    let first_day = midnight(local - chrono::Days::new(u64::from(CHART_DAYS - 1))).unwrap_or(now);
+    Ok(Timeline {
+        runs,
+        today: store.spend_since(today)?,
+        days: store.spend_by_day(first_day)?,
+        now: time::format(now),
+        since: since_text,
+    })
 }
