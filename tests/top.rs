@@ -63,8 +63,20 @@ impl Top {
     /// True if it drew `text` (spaces aside: a terminal is drawn with
     /// cursor moves over what stays blank).
     fn shows(&self, text: &str) -> bool {
+        self.shows_since(0, text)
+    }
+
+    /// How much it has drawn so far: a mark for [`Top::shows_since`].
+    fn mark(&self) -> usize {
+        self.drawn.lock().unwrap().len()
+    }
+
+    /// True if it drew `text` after `mark` (a terminal redraws only the
+    /// cells that change, so text drawn again is drawn in part).
+    fn shows_since(&self, mark: usize, text: &str) -> bool {
         let squeeze = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-        squeeze(&self.drawn.lock().unwrap()).contains(&squeeze(text))
+        let drawn = self.drawn.lock().unwrap();
+        squeeze(drawn.get(mark..).unwrap_or_default()).contains(&squeeze(text))
     }
 
     fn press(&mut self, keys: &str) {
@@ -119,4 +131,48 @@ fn top_pins_what_needs_you_and_its_keys_answer_it() {
     let gone = eventually(LIMIT, || top.child.try_wait().unwrap().is_some());
     assert!(gone, "q did not leave");
     assert!(top.child.wait().unwrap().success());
+}
+
+#[test]
+fn d_shows_the_selected_runs_unmerged_changes_and_d_again_its_transcript() {
+    let env = Env::new();
+    env.config("");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&env.project)
+            .args(["-c", "user.name=T", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(env.project.join("notes.txt"), "first line\n").unwrap();
+    std::fs::write(env.project.join(".gitignore"), ".corral/\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-qm", "init"]);
+    env.command_preset_with(
+        "edit",
+        &["sh", "-c", "echo an-added-line >> notes.txt; echo said-in-transcript"],
+        "worktree: true\n",
+    );
+    let id = env.launch("edit", "x");
+    env.wait_end(&id);
+    let mut top = Top::start(&env);
+    assert!(eventually(LIMIT, || top.shows("said-in-transcript")), "{}", top.drawn.lock().unwrap());
+    let before = top.mark();
+    top.press("d");
+    let diff = || top.shows_since(before, "PgDn/PgUp") && top.shows_since(before, "+an-added-line");
+    assert!(eventually(LIMIT, diff), "{}", top.drawn.lock().unwrap());
+    // Merged from here (m), nothing is left to show.
+    let before = top.mark();
+    top.press("m");
+    assert!(eventually(LIMIT, || top.shows_since(before, "no unmerged changes")), "{}", top.drawn.lock().unwrap());
+    assert_eq!(std::fs::read_to_string(env.project.join("notes.txt")).unwrap(), "first line\nan-added-line\n");
+    let before = top.mark();
+    top.press("d");
+    assert!(eventually(LIMIT, || top.shows_since(before, "said-in-transcript")), "{}", top.drawn.lock().unwrap());
+    top.press("q");
+    assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
 }

@@ -2,7 +2,8 @@
 //! SSH, in tmux): what needs you pinned at the top, the runs, and the
 //! selected run's transcript, live. It sleeps until the store changes or a
 //! key is pressed (and ticks once a second only while runs work, for their
-//! clocks); keys act on the selected run or need as the CLI would.
+//! clocks); keys act on the selected run or need as the CLI would, and
+//! `d` turns the lower pane to the selected run's unmerged changes.
 
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
@@ -32,6 +33,13 @@ enum Focus {
     Runs,
 }
 
+/// What the lower pane shows of the selected run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pane {
+    Transcript,
+    Diff,
+}
+
 /// What is on screen. Runtime state only.
 struct Screen {
     needs: Vec<Item>,
@@ -41,6 +49,15 @@ struct Screen {
     runs_at: ListState,
     /// The selected run's last events.
     transcript: Vec<Line<'static>>,
+    /// Transcript or changes.
+    pane: Pane,
+    /// The selected run's unmerged changes, coloured, and what they were
+    /// measured for (its id and end): measured again only when either
+    /// changes, not on every look.
+    diff: Vec<Line<'static>>,
+    diff_of: Option<(String, Option<String>)>,
+    /// How far the changes are scrolled (PgDn, PgUp).
+    diff_scroll: u16,
     /// What the last action said, or the reply being written.
     said: String,
     /// A reply being written to this run.
@@ -70,6 +87,10 @@ fn follow(
         needs_at: ListState::default(),
         runs_at: ListState::default().with_selected(Some(0)),
         transcript: Vec::new(),
+        pane: Pane::Transcript,
+        diff: Vec::new(),
+        diff_of: None,
+        diff_scroll: 0,
         said: String::new(),
         replying: None,
     };
@@ -132,7 +153,34 @@ impl Screen {
                 .collect(),
             None => Vec::new(),
         };
+        if self.pane == Pane::Diff {
+            self.read_diff();
+        }
         Ok(())
+    }
+
+    /// The selected run's unmerged changes, measured when it or its end
+    /// changed since the last measure.
+    fn read_diff(&mut self) {
+        let Some(run) = self.selected_run().and_then(|id| self.runs.iter().find(|r| r.id == id).cloned()) else {
+            self.diff = vec![Line::styled("no run selected", dim())];
+            self.diff_of = None;
+            return;
+        };
+        let key = (run.id.clone(), run.exited_at.clone());
+        if self.diff_of.as_ref() == Some(&key) {
+            return;
+        }
+        self.diff_of = Some(key);
+        self.diff_scroll = 0;
+        self.diff = match corral::review::worktree_of(&run)
+            .map_err(|e| e.to_string())
+            .and_then(|w| corral::worktree::patch(w).map_err(|e| e.to_string()))
+        {
+            Ok(patch) if patch.trim().is_empty() => vec![Line::styled("no unmerged changes", dim())],
+            Ok(patch) => patch.lines().map(diff_line).collect(),
+            Err(why) => vec![Line::styled(printable(&why), dim())],
+        };
     }
 
     /// The run the keys act on: the selected run, or the selected need's.
@@ -172,6 +220,17 @@ impl Screen {
             }
         };
         match code {
+            KeyCode::Char('d') => {
+                self.pane = if self.pane == Pane::Diff { Pane::Transcript } else { Pane::Diff };
+                self.diff_of = None;
+                return true;
+            }
+            KeyCode::PageDown | KeyCode::PageUp if self.pane == Pane::Diff => {
+                let by: i32 = if code == KeyCode::PageDown { 20 } else { -20 };
+                let most = self.diff.len().saturating_sub(1) as i32;
+                self.diff_scroll = (i32::from(self.diff_scroll) + by).clamp(0, most) as u16;
+                return false;
+            }
             KeyCode::Tab => {
                 self.focus =
                     if self.focus == Focus::Runs && !self.needs.is_empty() { Focus::Needs } else { Focus::Runs };
@@ -219,6 +278,8 @@ impl Screen {
 
     /// `corral ARGV`, as at a terminal; what it said goes on the last line.
     fn act(&mut self, argv: &[&str]) {
+        // A merge or a discard changes what is left to show.
+        self.diff_of = None;
         let program = std::env::current_exe().unwrap_or_else(|_| "corral".into());
         self.said = match std::process::Command::new(program).args(argv).stdin(std::process::Stdio::null()).output() {
             Ok(out) if out.status.success() => {
@@ -294,24 +355,48 @@ impl Screen {
             .highlight_style(Style::default().add_modifier(Modifier::REVERSED));
         let state = if self.focus == Focus::Runs { &mut self.runs_at } else { &mut ListState::default() };
         frame.render_stateful_widget(list, runs, state);
-        let shown = transcript.height.saturating_sub(2) as usize;
-        let lines = self.transcript[self.transcript.len().saturating_sub(shown)..].to_vec();
-        let title = self.selected_run().map(|id| format!("Transcript of {id}")).unwrap_or_else(|| "Transcript".into());
-        frame.render_widget(
-            Paragraph::new(lines).block(Block::bordered().title(title)).wrap(Wrap { trim: false }),
-            transcript,
-        );
+        let id = self.selected_run().unwrap_or_default();
+        let pane = match self.pane {
+            Pane::Transcript => {
+                let shown = transcript.height.saturating_sub(2) as usize;
+                let lines = self.transcript[self.transcript.len().saturating_sub(shown)..].to_vec();
+                Paragraph::new(lines)
+                    .block(Block::bordered().title(format!("Transcript of {id}")))
+                    .wrap(Wrap { trim: false })
+            }
+            Pane::Diff => Paragraph::new(self.diff.clone())
+                .block(Block::bordered().title(format!("Changes of {id} (PgDn/PgUp, d: transcript)")))
+                .scroll((self.diff_scroll, 0)),
+        };
+        frame.render_widget(pane, transcript);
         let help = match &self.replying {
             Some((run, text)) => format!("reply to {run}: {text}▏ (Enter sends, Esc cancels)"),
             None if !self.said.is_empty() => self.said.clone(),
             None => {
                 "↑↓ select · Tab needs/runs · 1-9 a need's action · a abort · p pause · r resume · R reply · A allow \
-                     denied · m merge · q quit"
+                     denied · m merge · d diff · q quit"
                     .into()
             }
         };
         frame.render_widget(Paragraph::new(help).style(dim()), footer);
     }
+}
+
+/// One line of a unified diff, coloured as `git diff` colours it.
+fn diff_line(line: &str) -> Line<'static> {
+    let text: String = line.chars().map(|c| if c == '\t' { ' ' } else { c }).filter(|c| !c.is_control()).collect();
+    let style = if line.starts_with("+++") || line.starts_with("---") || line.starts_with("diff ") {
+        Style::default().add_modifier(Modifier::BOLD)
+    } else if line.starts_with('+') {
+        Style::default().fg(Color::Green)
+    } else if line.starts_with('-') {
+        Style::default().fg(Color::Red)
+    } else if line.starts_with("@@") {
+        Style::default().fg(Color::Cyan)
+    } else {
+        Style::default()
+    };
+    Line::styled(text, style)
 }
 
 fn dim() -> Style {

@@ -4,7 +4,8 @@ its label, store change to tray label, memory (RSS and PSS over all the
 app's processes, and how many are WebKit's) with the tray alone and with
 the window open, idle CPU with 10 runs in the store, CPU while 10 runs
 stream (tray only, the window on a finished run, the window on a streaming
-run), the window's start on demand, and with a store of 2,000 finished
+run), CPU of the tray, the window on the runs list and `corral top` while
+10 and 60 runs stream, the window's start on demand, and with a store of 2,000 finished
 runs: the notifications at start and the window's memory. Run by
 scripts/bench-app.sh."""
 
@@ -235,7 +236,72 @@ def main():
     memory("window closed again")
     tray.kill()
     tray.wait()
+    streaming(session)
     month(session)
+
+
+def top_cpu(env, seconds):
+    """`corral top` in a pseudo-terminal of 120x40, its screen read as a
+    terminal would: the share of a core it used over `seconds`, settled."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    top = subprocess.Popen([str(CLI), "top"], cwd=env.project, env={**env.env, "TERM": "xterm-256color"},
+                           stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+
+    def drain():
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:
+            pass
+
+    threading.Thread(target=drain, daemon=True).start()
+    time.sleep(3)
+    ticks = os.sysconf("SC_CLK_TCK")
+    before = cpu_ticks(top.pid)
+    time.sleep(seconds)
+    used = (cpu_ticks(top.pid) - before) / ticks / seconds * 100
+    os.write(master, b"q")
+    top.wait(10)
+    os.close(master)
+    return used
+
+
+def streaming(session):
+    """CPU of the tray, of the window on the runs list, and of `corral top`,
+    each while 10 and then 60 runs stream ~100 lines a second each (the
+    shepherds' own CPU is not counted: it is the runs')."""
+    env = Env()
+    (env.home / "config.toml").write_text('max_parallel = 64\nexit_grace = "200ms"\nstop_grace = "500ms"\n')
+    env.preset("stream", ["sh", "-c", "while :; do echo line; sleep 0.01; done"], "Streams lines forever")
+    known = len(session.watcher.items)
+    tray = env.start_tray()
+    item = wait_until("the tray", lambda: len(session.watcher.items) > known and session.tray(), every=0.05)
+    streams = []
+    for n in (10, 60):
+        streams += [env.launch("stream", f"stream {i}") for i in range(len(streams), n)]
+        wait_until(f"{n} running", lambda: tray_label(item) == f"{n} running / {n} total", every=0.05)
+        time.sleep(3)
+        tray_cpu = [cpu_of_app(10) for _ in range(3)]
+        print(f"{n} runs streaming, tray only: CPU over 10 s, three times: {', '.join(f'{c:.1f}' for c in tray_cpu)}% of a core")
+        window = open_window(env)
+        time.sleep(10)
+        both = [cpu_of_app(10) for _ in range(3)]
+        print(f"{n} runs streaming, window on the runs list: tray + window + WebKit CPU over 10 s, three times: "
+              f"{', '.join(f'{c:.1f}' for c in both)}% of a core")
+        close_window()
+        window.wait(20)
+        tops = [top_cpu(env, 10) for _ in range(3)]
+        print(f"{n} runs streaming, corral top: CPU over 10 s, three times: {', '.join(f'{c:.1f}' for c in tops)}% of a core")
+    env.cli("abort", *streams)
+    tray.kill()
+    tray.wait()
 
 
 def month(session):
@@ -263,4 +329,8 @@ def month(session):
 
 
 if __name__ == "__main__":
-    main()
+    # `bench_app.py streaming`: only the figures under streaming load.
+    if sys.argv[1:] == ["streaming"]:
+        streaming(Session())
+    else:
+        main()

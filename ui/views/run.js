@@ -98,7 +98,7 @@ function renderHeader() {
   const title = h("div", { class: "toolbar run-title" },
     h("h1", { style: "margin:0" }, `${run.preset} `, h("span", { class: "muted" }, run.id)),
     statusBadge(run.status, run.retrying),
-    detail.need ? h("span", { class: `chip need-${detail.need.reason.kind}`, id: "run-reason" }, detail.need.chip)
+    detail.need && detail.need.chip !== run.status ? h("span", { class: `chip need-${detail.need.reason.kind}`, id: "run-reason" }, detail.need.chip)
       : run.stop_reason ? h("span", { class: "pill", id: "run-reason" }, run.stop_reason.replace(/_/g, " ")) : null,
     runFigures(run),
     meter(detail.meter),
