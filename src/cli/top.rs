@@ -2,7 +2,9 @@
 //! SSH, in tmux): what needs you pinned at the top, the runs, and the
 //! selected run's transcript, live. It sleeps until the store changes or a
 //! key is pressed (and ticks once a second only while runs work, for their
-//! clocks); keys act on the selected run or need as the CLI would, and
+//! clocks and figures); a commit that changed no status reads only the
+//! selected transcript, and no sooner than the desktop's processes look;
+//! keys act on the selected run or need as the CLI would, and
 //! `d` turns the lower pane to the selected run's unmerged changes.
 
 use std::os::fd::AsFd;
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use corral::attention::{needs_you, Item};
 use corral::queue::ShepherdCommand;
 use corral::store::RunFilter;
-use corral::watch::{Wake, Watcher};
+use corral::watch::{Wake, Watcher, LOOK_AT_MOST_EVERY};
 use corral::{time, Run, Store};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
@@ -47,8 +49,10 @@ struct Screen {
     focus: Focus,
     needs_at: ListState,
     runs_at: ListState,
-    /// The selected run's last events.
+    /// The selected run's last events, and what they were read for (its
+    /// id and its last event).
     transcript: Vec<Line<'static>>,
+    transcript_of: Option<(String, i64)>,
     /// Transcript or changes.
     pane: Pane,
     /// The selected run's unmerged changes, coloured, and what they were
@@ -87,6 +91,7 @@ fn follow(
         needs_at: ListState::default(),
         runs_at: ListState::default().with_selected(Some(0)),
         transcript: Vec::new(),
+        transcript_of: None,
         pane: Pane::Transcript,
         diff: Vec::new(),
         diff_of: None,
@@ -96,21 +101,40 @@ fn follow(
     };
     let mut watcher = Watcher::new(store)?;
     let stdin = std::io::stdin();
-    let mut dirty = true;
+    // What to read before the next draw: everything (a status changed, a
+    // key acted, a second passed while runs work), or only the selected
+    // run's transcript (another commit: streaming runs commit many times a
+    // second, and each needs no more).
+    let mut look = Some(Look::Everything);
+    let mut statuses = -1;
     loop {
-        if dirty {
-            screen.read(store, args.limit)?;
-            dirty = false;
+        match look.take() {
+            Some(Look::Transcript) if store.status_version()? == statuses => screen.read_transcript(store)?,
+            Some(_) => {
+                statuses = store.status_version()?;
+                screen.read(store, args.limit)?;
+            }
+            None => {}
         }
         terminal.draw(|frame| screen.draw(frame))?;
         // Asleep until the store changes or a key comes; once a second
-        // while runs work (their clocks).
+        // while runs work (their clocks and figures).
         let working = screen.runs.iter().any(|r| r.status.is_active() && r.status != corral::RunStatus::Paused);
         let deadline = working.then(|| Instant::now() + Duration::from_secs(1));
         watcher.heal_if_due(store, shepherd)?;
-        match watcher.wait(store, deadline, &[stdin.as_fd()])? {
-            Wake::Changed => dirty = true,
-            Wake::Deadline => {}
+        let wake = match watcher.wait(store, deadline, &[stdin.as_fd()])? {
+            // After a commit, keys alone for a moment: a store that commits
+            // many times a second is looked at no more often than the
+            // desktop's processes look.
+            Wake::Changed => match keys_within(&stdin, LOOK_AT_MOST_EVERY)? {
+                true => Wake::Extra(0),
+                false => Wake::Changed,
+            },
+            other => other,
+        };
+        match wake {
+            Wake::Changed => look = Some(Look::Transcript),
+            Wake::Deadline => look = Some(Look::Everything),
             Wake::Extra(_) => {
                 while event::poll(Duration::ZERO)? {
                     let Event::Key(key) = event::read()? else { continue };
@@ -121,10 +145,31 @@ fn follow(
                     if ctrl_c || (screen.replying.is_none() && key.code == KeyCode::Char('q')) {
                         return Ok(0);
                     }
-                    dirty |= screen.key(key.code);
+                    if screen.key(key.code) {
+                        look = Some(Look::Everything);
+                    }
                 }
             }
         }
+    }
+}
+
+/// What is read again before a draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    Everything,
+    Transcript,
+}
+
+/// True if a key comes on `stdin` within `wait`.
+fn keys_within(stdin: &std::io::Stdin, wait: Duration) -> std::io::Result<bool> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    let timeout = PollTimeout::try_from(wait.as_millis() as i32).unwrap_or(PollTimeout::ZERO);
+    match poll(&mut fds, timeout) {
+        Ok(n) => Ok(n > 0),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -141,21 +186,36 @@ impl Screen {
         if self.focus == Focus::Needs && self.needs.is_empty() {
             self.focus = Focus::Runs;
         }
-        self.transcript = match self.selected_run() {
-            Some(id) => store
-                .events_before(&id, i64::MAX, TRANSCRIPT)?
-                .into_iter()
-                .map(|e| {
-                    let text: String =
-                        e.text.lines().next().unwrap_or_default().chars().filter(|c| !c.is_control()).collect();
-                    Line::from(vec![Span::styled(format!("{:>8} ", e.kind.as_str()), dim()), Span::raw(text)])
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        self.transcript_of = None;
+        self.read_transcript(store)?;
         if self.pane == Pane::Diff {
             self.read_diff();
         }
+        Ok(())
+    }
+
+    /// The selected run's last events, read again only if it has new ones
+    /// (or another run is selected).
+    fn read_transcript(&mut self, store: &Store) -> anyhow::Result<()> {
+        let Some(id) = self.selected_run() else {
+            self.transcript = Vec::new();
+            self.transcript_of = None;
+            return Ok(());
+        };
+        let last = store.last_event_seq(&id)?;
+        if self.transcript_of.as_ref() == Some(&(id.clone(), last)) {
+            return Ok(());
+        }
+        self.transcript = store
+            .events_before(&id, i64::MAX, TRANSCRIPT)?
+            .into_iter()
+            .map(|e| {
+                let text: String =
+                    e.text.lines().next().unwrap_or_default().chars().filter(|c| !c.is_control()).collect();
+                Line::from(vec![Span::styled(format!("{:>8} ", e.kind.as_str()), dim()), Span::raw(text)])
+            })
+            .collect();
+        self.transcript_of = Some((id, last));
         Ok(())
     }
 

@@ -28,7 +28,7 @@ use crate::process::{self, Bell, FolderWatch, PidFd, Waker};
 use crate::queue::ShepherdCommand;
 use crate::store::{Store, StoreError};
 
-pub use follower::{Change, Follower};
+pub use follower::{Change, Follower, LOOK_AT_MOST_EVERY};
 
 /// How often the data version is read where the kernel cannot tell of
 /// commits (no bell, and no inotify instance could be made).
