@@ -66,6 +66,9 @@ pub struct Config {
     /// `[push]`: what needs the user, pushed to their phone (none unless
     /// set; see `push`).
     pub push: Option<PushConfig>,
+    /// `ports = N`: a block of N ports for every run whose preset asks for
+    /// none (see `ports`); none unless set.
+    pub ports: Option<u16>,
 }
 
 /// `[push]`: a push channel to the user's phone.
@@ -212,6 +215,7 @@ impl Default for Config {
             usage_limit_retry: Duration::from_secs(300),
             usage_limit_tries: 3,
             push: None,
+            ports: None,
         }
     }
 }
@@ -258,6 +262,7 @@ pub enum ConfigError {
 #[serde(default, deny_unknown_fields)]
 struct ConfigFile {
     max_parallel: Option<usize>,
+    ports: Option<u16>,
     max_continuations: Option<usize>,
     children_timeout: Option<String>,
     exit_grace: Option<String>,
@@ -360,6 +365,12 @@ impl Config {
         }
         if let Some(n) = file.max_continuations {
             config.max_continuations = n;
+        }
+        if let Some(n) = file.ports {
+            if n > crate::ports::MOST {
+                return Err(invalid(format!("`ports = {n}`: at most {} ports a run", crate::ports::MOST)));
+            }
+            config.ports = Some(n).filter(|&n| n > 0);
         }
         config.children_timeout = limit("children_timeout", &file.children_timeout, config.children_timeout)?;
         if let Some(v) = &file.exit_grace {
@@ -483,6 +494,12 @@ impl Config {
     ) -> Option<(crate::budget::Budget, crate::budget::OnBudget)> {
         let budget = asked.or(preset.budget).or(self.budget)?;
         Some((budget, preset.on_budget.unwrap_or(self.on_budget)))
+    }
+
+    /// How many ports a run of `preset` gets: the preset's `ports:`, else
+    /// `ports =`'s; none unless one says.
+    pub fn ports_for(&self, preset: &Preset) -> Option<u16> {
+        preset.ports.or(self.ports).map(|n| n.min(crate::ports::MOST))
     }
 
     /// What a run of `preset` may touch: the preset's `sandbox:`, else

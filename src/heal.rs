@@ -127,6 +127,7 @@ mod tests {
             budget: None,
             fire: None,
             request: None,
+            ports: None,
         };
         for _ in 0..500 {
             let run = store.insert_run(&new, 1_000_000, |_| Ok(())).unwrap();

@@ -252,6 +252,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         budget: config.budget_for(preset, request.budget),
         fire: request.fire.as_ref().map(|(fire, item)| crate::store::FireLink { fire: *fire, item: item.as_deref() }),
         request: request.request.as_deref(),
+        ports: config.ports_for(preset),
     };
     let env: Vec<(OsString, OsString)> = request.env.clone().unwrap_or_else(|| std::env::vars_os().collect());
     let home = store.home().clone();

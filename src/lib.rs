@@ -23,6 +23,7 @@ pub mod logging;
 pub mod mcp;
 pub mod ownership;
 pub mod pause;
+pub mod ports;
 pub mod preset;
 pub mod price;
 pub mod process;

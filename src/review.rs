@@ -29,6 +29,14 @@ pub enum ReviewError {
     /// The settings file is broken.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// The agent committed files Corral carried in from the user's
+    /// checkout (`.worktreeinclude`): a merge would put them in the
+    /// repository (a `.env`, `node_modules/`).
+    #[error(
+        "run {run} committed {} that Corral carried into its worktree from your checkout (.worktreeinclude), so merging would put them in your repository: remove them from the branch (`git -C {worktree} rm -r --cached {}` and commit), then merge again",
+        paths.join(", "), paths.join(" ")
+    )]
+    CarriedFiles { run: String, worktree: String, paths: Vec<String> },
 }
 
 /// The run's worktree, or why it has none.
@@ -84,6 +92,7 @@ pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, 
         return Err(WorktreeError::Active(run.id.clone()).into());
     }
     let repo = run.worktree_repo.clone().unwrap_or_default();
+    refuse_carried(store, &run, worktree)?;
     let Some(branch) = run.worktree_from_branch.clone() else {
         return Err(ReviewError::NoBranch { run: run.id.clone(), repo, branch: worktree.branch.clone() });
     };
@@ -97,6 +106,21 @@ pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, 
     // The next merge, `diff` and `rm` start from what was merged.
     store.record_merge(&run.id, &made.merged, !keep_commits)?;
     Ok(Merged { id: run.id, branch, commit: made.commit })
+}
+
+/// Refuses a merge that would bring files carried in from the user's
+/// checkout (see `worktree::carry`).
+fn refuse_carried(store: &Store, run: &Run, worktree: &Worktree) -> Result<(), ReviewError> {
+    let list = std::fs::read_to_string(worktree::carry::list_file(&store.home().run_dir(&run.id))).unwrap_or_default();
+    if list.trim().is_empty() {
+        return Ok(());
+    }
+    let changed: Vec<String> = worktree::changes(worktree)?.files.into_iter().map(|f| f.path).collect();
+    let paths = worktree::carry::committed(&list, &changed);
+    if paths.is_empty() {
+        return Ok(());
+    }
+    Err(ReviewError::CarriedFiles { run: run.id.clone(), worktree: worktree.path.clone(), paths })
 }
 
 /// The active run working in `worktree`'s folder, if one does (a child

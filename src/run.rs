@@ -303,6 +303,9 @@ pub struct Run {
     /// Paused at its agent's usage limit: when it goes on by itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumes_at: Option<String>,
+    /// Its ports (`CORRAL_PORT` is the first), if its preset asks for some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<crate::ports::PortBlock>,
     /// What it, with its child runs, may spend; `None`: no budget of its
     /// own (a run that launched it may still have one).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,6 +19,19 @@ pub const RUN_ID_ENV: &str = "CORRAL_RUN_ID";
 /// The variable that marks a shepherd process (its value: the run id).
 pub const SHEPHERD_ENV: &str = "CORRAL_SHEPHERD";
 
+/// What a preset's `env:` values may name, filled in per run.
+pub const PLACEHOLDERS: [&str; 3] = ["run", "port", "worktree"];
+
+/// A preset's `env:` value for one run: `{run}` its id, `{port}` its first
+/// port (empty without ports), `{worktree}` its worktree (its folder
+/// without one).
+pub fn fill(value: &str, run: &str, port: Option<u16>, worktree: &str) -> String {
+    value
+        .replace("{run}", run)
+        .replace("{port}", &port.map(|p| p.to_string()).unwrap_or_default())
+        .replace("{worktree}", worktree)
+}
+
 /// The file in a run's folder that keeps its launcher's environment.
 pub fn env_file(run_dir: &Path) -> PathBuf {
     run_dir.join("env")

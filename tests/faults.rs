@@ -119,6 +119,7 @@ fn store_writer_child() {
                     budget: None,
                     fire: None,
                     request: None,
+                    ports: None,
                 },
                 1_000_000,
                 |_| Ok(()),

@@ -95,6 +95,13 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
         ("budget", budget(store, run)?),
         ("resources", resources(run)),
         ("contained", contained(run)),
+        (
+            "ports",
+            run.ports.map_or_else(
+                || "-".into(),
+                |p| format!("{} (CORRAL_PORT={}, CORRAL_PORTS={})", p.words(), p.first, p.count),
+            ),
+        ),
         ("transcript", transcript(&run.transcript)),
         ("session", or_dash(run.session_id.as_deref())),
         ("parent", or_dash(run.parent_id.as_deref())),

@@ -113,6 +113,26 @@ pub struct Preset {
     /// (`[npm, ci]`); if it fails, the run fails with its output.
     #[serde(default)]
     pub setup: Vec<String>,
+    /// Files git ignores in the user's checkout carried into the run's
+    /// worktree before `setup`, in gitignore syntax (`[.env,
+    /// node_modules/]`), besides the checkout's `.worktreeinclude`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worktree_include: Vec<String>,
+    /// A program and arguments run when the run's worktree is discarded or
+    /// removed (`[dropdb, "app_{run}"]`), inside the run's cgroup and
+    /// sandbox, with its environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub teardown: Vec<String>,
+    /// How many ports its runs get: `CORRAL_PORT` is the first of a block
+    /// no other active run has and nothing listens on; `config.toml`'s
+    /// `ports` when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<u16>,
+    /// Environment of its runs (and of `setup` and `teardown`), with
+    /// `{run}`, `{port}` and `{worktree}` put in: `DATABASE_URL:
+    /// postgres:///app_{run}`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
     /// Limits on the run's whole process tree (`limits: {memory: 4G, cpu:
     /// 200%, tasks: 512}`); `config.toml`'s `[limits]` fill the rest.
     #[serde(default, skip_serializing_if = "crate::resources::ResourceLimits::is_empty")]

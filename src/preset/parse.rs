@@ -71,6 +71,10 @@ struct Frontmatter {
     args: Option<Vec<Word>>,
     worktree: Option<bool>,
     setup: Option<StringOrList>,
+    teardown: Option<StringOrList>,
+    worktree_include: Option<StringOrList>,
+    ports: Option<u16>,
+    env: Option<std::collections::BTreeMap<String, Word>>,
     notify: Option<String>,
     limits: Option<crate::resources::WrittenLimits>,
     mcp: Option<String>,
@@ -115,6 +119,16 @@ pub enum PresetError {
     NoCommand,
     #[error("`setup: {0}` must be a list of arguments, e.g. `setup: [npm, ci]` (no shell is used)")]
     SetupNotList(String),
+    #[error(
+        "`teardown: {0}` must be a list of arguments, e.g. `teardown: [dropdb, \"app_{{run}}\"]` (no shell is used)"
+    )]
+    TeardownNotList(String),
+    #[error("`env: {0}` is not a name for an environment variable (letters, digits and _, not starting with a digit)")]
+    BadEnvName(String),
+    #[error(
+        "`env: {name}` uses {{{word}}}, which Corral does not fill in: it knows {{run}}, {{port}} and {{worktree}}"
+    )]
+    BadPlaceholder { name: String, word: String },
     #[error("`{key}: {text}` is not a duration ({reason}); write e.g. 30m, 90s, 1h 30m")]
     BadDuration { key: &'static str, text: String, reason: String },
     #[error("cannot read the file: {0}")]
@@ -160,6 +174,19 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         Some(StringOrList::List(list)) => words(list),
         Some(StringOrList::Text(text)) => return Err(PresetError::SetupNotList(text)),
     };
+    let teardown = match front.teardown {
+        None => Vec::new(),
+        Some(StringOrList::List(list)) => words(list),
+        Some(StringOrList::Text(text)) => return Err(PresetError::TeardownNotList(text)),
+    };
+    // One pattern per line, as in .worktreeinclude, or a list.
+    let worktree_include = match front.worktree_include {
+        None => Vec::new(),
+        Some(StringOrList::List(list)) => words(list),
+        Some(StringOrList::Text(text)) => text.lines().map(str::to_string).collect(),
+    };
+    let env = front.env.unwrap_or_default().into_iter().map(|(k, v)| (k, v.into_string())).collect();
+    check_env(&env)?;
 
     Ok(Preset {
         name,
@@ -177,6 +204,10 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         mcp: front.mcp.as_deref().map(|w| w.trim().parse()).transpose().map_err(PresetError::BadMcp)?,
         worktree: front.worktree.unwrap_or(false),
         setup,
+        teardown,
+        worktree_include,
+        ports: front.ports.filter(|&n| n > 0),
+        env,
         limits: front.limits.as_ref().map(crate::resources::ResourceLimits::parse).transpose()?.unwrap_or_default(),
         schedule: front.schedule,
         budget: front.budget.as_ref().map(crate::budget::WrittenBudget::read).transpose()?,
@@ -194,6 +225,30 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
     })
 }
 
+/// Checks `env:`: names a shell can export, and only the placeholders
+/// Corral fills in (a typo such as `{rnu}` would reach the agent as is).
+fn check_env(env: &std::collections::BTreeMap<String, String>) -> Result<(), PresetError> {
+    for (name, value) in env {
+        let first_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !first_ok || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(PresetError::BadEnvName(name.clone()));
+        }
+        let mut rest = value.as_str();
+        while let Some(open) = rest.find('{') {
+            let Some(close) = rest[open..].find('}') else { break };
+            let word = &rest[open + 1..open + close];
+            if !crate::run_env::PLACEHOLDERS.contains(&word)
+                && !word.is_empty()
+                && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return Err(PresetError::BadPlaceholder { name: name.clone(), word: word.to_string() });
+            }
+            rest = &rest[open + close + 1..];
+        }
+    }
+    Ok(())
+}
+
 /// The keys Corral reads in a frontmatter.
 const KEYS: &[&str] = &[
     "name",
@@ -209,6 +264,10 @@ const KEYS: &[&str] = &[
     "args",
     "worktree",
     "setup",
+    "teardown",
+    "worktree_include",
+    "ports",
+    "env",
     "notify",
     "limits",
     "mcp",

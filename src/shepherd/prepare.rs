@@ -1,4 +1,5 @@
-//! Before the agent starts: its git worktree and the preset's `setup`.
+//! Before the agent starts: its git worktree, what the checkout ignores
+//! that `.worktreeinclude` names carried into it, and the preset's `setup`.
 //!
 //! The worktree is created by the shepherd (not at launch), so a queued run
 //! branches when it starts and the time goes to the run. `setup` runs in
@@ -61,6 +62,19 @@ pub(super) fn prepare(
                 worktree.branch,
                 &worktree.base[..worktree.base.len().min(12)]
             ));
+            // What the checkout ignores and `.worktreeinclude` names
+            // (`.env`, `node_modules/`), before setup.
+            let carried =
+                crate::worktree::carry(Path::new(repo), Path::new(&worktree.path), &launch.preset.worktree_include)
+                    .map_err(|e| {
+                        NotPrepared::Failed(format!("cannot carry ignored files into the run's worktree: {e}"))
+                    })?;
+            if let Some(carried) = carried {
+                home::create_private(&crate::worktree::carry::list_file(&launch.run_dir))
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, carried.list().as_bytes()))
+                    .map_err(|e| NotPrepared::Failed(format!("cannot keep the list of carried files: {e}")))?;
+                notes.push(carried.words());
+            }
         }
     }
     let setup = &launch.preset.setup;

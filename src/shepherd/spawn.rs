@@ -51,6 +51,8 @@ pub(super) struct AgentLaunch {
     /// The user's home, as the run's environment says (what `~` is in its
     /// sandbox; read from every tool result of a sandboxed run).
     pub user_home: PathBuf,
+    /// Its ports (`CORRAL_PORT`), if it has a block.
+    pub ports: Option<crate::ports::PortBlock>,
 }
 
 impl AgentLaunch {
@@ -95,6 +97,7 @@ impl AgentLaunch {
             proxy: None,
             broker: None,
             user_home,
+            ports: run.ports,
         })
     }
 
@@ -126,7 +129,8 @@ impl AgentLaunch {
 
     /// The environment a process of the run starts with: the launcher's,
     /// kept with the run (else this process's), without the shepherd's
-    /// mark, with the run's id and this installation's `CORRAL_HOME`.
+    /// mark, with the run's id, this installation's `CORRAL_HOME`, its
+    /// ports (`CORRAL_PORT`, `CORRAL_PORTS`) and its preset's `env:`.
     pub fn run_environment(&self) -> BTreeMap<OsString, OsString> {
         let mut env: BTreeMap<OsString, OsString> = match &self.env {
             Some(env) => env.iter().cloned().collect(),
@@ -136,6 +140,16 @@ impl AgentLaunch {
         env.insert(RUN_ID_ENV.into(), self.run_id.clone().into());
         if let Some(root) = &self.home_env {
             env.insert(home::HOME_ENV.into(), root.into());
+        }
+        if let Some(ports) = self.ports {
+            env.insert(crate::ports::PORT_ENV.into(), ports.first.to_string().into());
+            env.insert(crate::ports::PORTS_ENV.into(), ports.count.to_string().into());
+        }
+        // The preset's own, with the run's id, port and worktree put in.
+        let worktree = self.worktree.as_ref().map_or(self.cwd.clone(), |w| w.to_string_lossy().into_owned());
+        for (name, value) in &self.preset.env {
+            let value = run_env::fill(value, &self.run_id, self.ports.map(|p| p.first), &worktree);
+            env.insert(name.into(), value.into());
         }
         env
     }

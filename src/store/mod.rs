@@ -14,6 +14,7 @@ mod events;
 mod health;
 mod limits;
 mod migrate;
+mod ports;
 mod pushes;
 mod remote;
 mod removal;
@@ -86,6 +87,11 @@ pub enum StoreError {
     /// No run has this id.
     #[error("no run '{0}': see 'corral ls --all'")]
     UnknownRun(String),
+    /// No block of that many ports is free.
+    #[error(
+        "no block of {count} free ports between 20000 and 29999 (active runs and what listens on this machine hold them): ask for fewer with `ports:`, or wait for runs to end"
+    )]
+    NoFreePorts { count: u16 },
     /// A prefix matches several runs.
     #[error("'{prefix}' matches several runs ({matches}): give more of the id")]
     AmbiguousRun { prefix: String, matches: String },

@@ -19,7 +19,7 @@ const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd,
     worktree_from_branch, worktree_removed_at, denied, replied_at, changes_files, changes_added, changes_removed, cost_estimated, retrying,
     containment, cpu_seconds, memory_peak_bytes, paused_at, transcript_bytes, transcript_dropped_events,
     transcript_dropped_bytes, worktree_merged, worktree_merged_squashed, budget_usd, budget_tokens, on_budget,
-    pause_reason, resumes_at";
+    pause_reason, resumes_at, ports_first, ports_count";
 
 /// A run about to be launched.
 #[derive(Debug, Clone)]
@@ -46,7 +46,21 @@ pub struct NewRun<'a> {
     pub fire: Option<super::FireLink<'a>>,
     /// The launcher's key for this launch (see `launch_requests`).
     pub request: Option<&'a str>,
+    /// How many ports it gets (a block of its own), if any.
+    pub ports: Option<u16>,
 }
+
+/// No block of ports was free, carried out of the insert's write.
+#[derive(Debug)]
+struct NoFreePorts(u16);
+
+impl std::fmt::Display for NoFreePorts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no block of {} free ports", self.0)
+    }
+}
+
+impl std::error::Error for NoFreePorts {}
 
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
@@ -101,9 +115,18 @@ impl Store {
         let now = time::format(time::now());
         let me = self.me();
         let home = self.home().clone();
+        // What listens now is read once, outside the write.
+        let listening = new.ports.map(|_| crate::ports::listening()).unwrap_or_default();
         let id = loop {
             let id = new_run_id();
             let inserted = self.write("recording a new run", |tx| {
+                let ports = match new.ports {
+                    Some(count) => Some(
+                        super::ports::free_block(tx, count, &listening)?
+                            .ok_or(rusqlite::Error::ToSqlConversionFailure(Box::new(NoFreePorts(count))))?,
+                    ),
+                    None => None,
+                };
                 let slots = super::slots::slots_in(tx)?;
                 // An agent whose usage limit stands starts nothing new.
                 let limited: bool = tx.query_row(
@@ -130,9 +153,9 @@ impl Store {
                     "INSERT OR IGNORE INTO runs (id, parent_id, preset, preset_path, preset_json,
                        agent, task, cwd, model, status, created_at, promoted_at, promoter_pid, promoter_start,
                        worktree_path, worktree_branch, worktree_base, worktree_repo, worktree_from_branch,
-                       budget_usd, budget_tokens, on_budget)
+                       budget_usd, budget_tokens, on_budget, ports_first, ports_count)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                       ?20, ?21, ?22)",
+                       ?20, ?21, ?22, ?23, ?24)",
                     params![
                         id,
                         new.parent_id,
@@ -156,6 +179,8 @@ impl Store {
                         new.budget.and_then(|b| b.0.usd),
                         new.budget.and_then(|b| b.0.tokens).map(|t| t as i64),
                         new.budget.map(|b| b.1.as_str()),
+                        ports.map(|p| p.first),
+                        ports.map(|p| p.count),
                     ],
                 )?;
                 if inserted == 1 {
@@ -171,6 +196,11 @@ impl Store {
                 Ok(inserted)
             });
             let inserted = match inserted {
+                Err(StoreError::Sql { source: rusqlite::Error::ToSqlConversionFailure(e), .. })
+                    if e.is::<NoFreePorts>() =>
+                {
+                    return Err(StoreError::NoFreePorts { count: new.ports.unwrap_or_default() });
+                }
                 Err(StoreError::Sql { source: rusqlite::Error::ToSqlConversionFailure(e), .. }) => {
                     let source = match e.downcast::<std::io::Error>() {
                         Ok(io) => *io,
@@ -527,6 +557,10 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         on_budget: row.get::<_, Option<String>>(61)?.and_then(|w| w.parse().ok()),
         pause_reason: row.get::<_, Option<String>>(62)?.and_then(|w| w.parse().ok()),
         resumes_at: row.get(63)?,
+        ports: match (row.get::<_, Option<i64>>(64)?, row.get::<_, Option<i64>>(65)?) {
+            (Some(first), Some(count)) => Some(crate::ports::PortBlock { first: first as u16, count: count as u16 }),
+            _ => None,
+        },
         host: None,
         unreachable_since: None,
         host_trouble: None,

@@ -10,6 +10,7 @@
 //! `git`); what a run changed is read from a snapshot of its worktree (see
 //! `snapshot`), and merged by git's own three-way merge (see `merge`).
 
+pub mod carry;
 mod git;
 mod merge;
 mod snapshot;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use carry::{carry, Carried};
 use git::{git, output, Env};
 pub use merge::{merge_commits, merge_squashed, Made};
 pub use snapshot::{changes, patch, unmerged};

@@ -184,6 +184,7 @@ function renderDetails() {
       ["Budget", detail.meter ? `${detail.meter.budget} (${detail.meter.spent} spent)` : "-"],
       ["Resources", resources(run)],
       ["Contained", contained(run)],
+      ["Ports", run.ports ? `${run.ports.first}${run.ports.count > 1 ? `–${run.ports.first + run.ports.count - 1}` : ""} (CORRAL_PORT=${run.ports.first})` : "-"],
       ["Created", when(run.created_at)], ["Started", when(run.started_at)], ["Completed", when(run.completed_at)], ["Exited", when(run.exited_at)],
       ["Parent", run.parent_id ? link(run.parent_id) : "-"],
       ["Files", detail.folder],

@@ -1,0 +1,248 @@
+//! Carrying the checkout's ignored files into a run's worktree: a
+//! worktree has only what git tracks, so `.env`, `node_modules/` and
+//! `target/` are missing there (`DATABASE_URL is not defined`, a rebuild
+//! from nothing). The files that git ignores in the user's checkout and
+//! that match `.worktreeinclude` at its root (gitignore syntax, the
+//! convention Claude Code, Codex and Conductor follow) or a preset's
+//! `worktree_include:` are carried in before `setup`.
+//!
+//! What is carried is the checkout's own: regular files (cloned with
+//! `FICLONE` where the file system shares blocks, copied otherwise),
+//! folders, and links that stay inside the checkout. Never a link out of
+//! it, never through a link in the worktree, never over a file the
+//! worktree already has (a tracked file of its branch).
+
+use std::fs::{self, File};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{symlink, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::git::{git, output, Env};
+use super::WorktreeError;
+
+/// The file at a checkout's root naming what to carry.
+pub const INCLUDE_FILE: &str = ".worktreeinclude";
+
+/// What was carried into a worktree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// What matched, as git names it (`.env`, `node_modules/`).
+    pub entries: Vec<String>,
+    /// Regular files carried.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Files cloned (sharing blocks) rather than copied.
+    pub cloned: u64,
+    /// What was left behind, and why.
+    pub skipped: Vec<(String, &'static str)>,
+    /// How long it took.
+    pub took: Duration,
+}
+
+impl Carried {
+    /// "carried in: .env, node_modules/ (reflinked, 1.2 GB in 0.3 s)",
+    /// and what was left behind.
+    pub fn words(&self) -> String {
+        let how = match (self.cloned, self.files) {
+            (_, 0) => "nothing to copy",
+            (c, f) if c == f => "reflinked",
+            (0, _) => "copied",
+            _ => "partly reflinked, partly copied",
+        };
+        let mut names: Vec<&str> = self.entries.iter().map(String::as_str).take(8).collect();
+        let more = self.entries.len().saturating_sub(names.len());
+        let more_words = format!("and {more} more");
+        if more > 0 {
+            names.push(&more_words);
+        }
+        let mut words = format!(
+            "carried in: {} ({how}, {} files, {} in {:.1} s)",
+            names.join(", "),
+            self.files,
+            crate::resources::human_bytes(self.bytes),
+            self.took.as_secs_f64()
+        );
+        for (path, why) in self.skipped.iter().take(8) {
+            words.push_str(&format!("; not carried: {path} ({why})"));
+        }
+        if self.skipped.len() > 8 {
+            words.push_str(&format!("; {} more not carried", self.skipped.len() - 8));
+        }
+        words
+    }
+
+    /// The carried paths' top entries, one per line: what a merge refuses
+    /// (see `carried_in_merge`).
+    pub fn list(&self) -> String {
+        self.entries.iter().map(|e| format!("{e}\n")).collect()
+    }
+}
+
+/// The patterns of `checkout`'s `.worktreeinclude` and `extra` (a
+/// preset's), blank lines and comments aside.
+fn patterns(checkout: &Path, extra: &[String]) -> Vec<String> {
+    let file = fs::read_to_string(checkout.join(INCLUDE_FILE)).unwrap_or_default();
+    file.lines()
+        .chain(extra.iter().map(String::as_str))
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Carries into `worktree` what git ignores in `checkout` and the
+/// patterns name; `None` when there are no patterns.
+pub fn carry(checkout: &Path, worktree: &Path, extra: &[String]) -> Result<Option<Carried>, WorktreeError> {
+    let patterns = patterns(checkout, extra);
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let mut carried = Carried::default();
+    for entry in matching_ignored(checkout, &patterns)? {
+        let relative = Path::new(entry.trim_end_matches('/'));
+        if !is_plain(relative) {
+            carried.skipped.push((entry.clone(), "not a path inside the checkout"));
+            continue;
+        }
+        let target = worktree.join(relative);
+        if let Some(why) = unsafe_destination(worktree, relative) {
+            carried.skipped.push((entry.clone(), why));
+            continue;
+        }
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(|e| cannot_carry(&entry, e))?;
+        }
+        carry_path(checkout, &checkout.join(relative), &target, &mut carried).map_err(|e| cannot_carry(&entry, e))?;
+        carried.entries.push(entry);
+    }
+    carried.took = started.elapsed();
+    Ok(Some(carried))
+}
+
+fn cannot_carry(entry: &str, e: io::Error) -> WorktreeError {
+    WorktreeError::Git { doing: "carrying ignored files into the worktree", detail: format!("{entry}: {e}") }
+}
+
+/// What in `checkout` is untracked, matches `patterns`, and is ignored by
+/// the checkout's own rules: whole folders as `dir/`.
+fn matching_ignored(checkout: &Path, patterns: &[String]) -> Result<Vec<String>, WorktreeError> {
+    let excludes: Vec<String> = patterns.iter().map(|p| format!("--exclude={p}")).collect();
+    let mut args = vec!["ls-files", "-z", "--others", "--ignored", "--directory", "--no-empty-directory"];
+    args.extend(excludes.iter().map(String::as_str));
+    let listed = git(checkout, &args, "listing the files .worktreeinclude names")?;
+    let candidates: Vec<&str> = listed.split('\0').filter(|p| !p.is_empty()).collect();
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Of those, what the checkout's own rules ignore: untracked work that
+    // is not ignored is the user's, not the run's to copy.
+    let mut args = vec!["check-ignore"];
+    args.extend(candidates.iter().copied());
+    let out = output(checkout, &args, &Env::default(), "checking what git ignores")?;
+    // check-ignore answers 1 when nothing is ignored: not a failure.
+    if !out.status.success() && out.status.code() != Some(1) {
+        return Err(WorktreeError::Git {
+            doing: "checking what git ignores",
+            detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let ignored: std::collections::HashSet<&str> =
+        std::str::from_utf8(&out.stdout).unwrap_or_default().lines().map(|l| l.trim_end_matches('/')).collect();
+    Ok(candidates.into_iter().filter(|c| ignored.contains(c.trim_end_matches('/'))).map(str::to_string).collect())
+}
+
+/// True for a relative path of plain names (no `..`, no root).
+fn is_plain(path: &Path) -> bool {
+    path.components().all(|c| matches!(c, Component::Normal(_))) && path.components().next().is_some()
+}
+
+/// Why writing `relative` in `worktree` would be unsafe: a folder on the
+/// way is a link (it may lead out of the worktree), or it is there already.
+fn unsafe_destination(worktree: &Path, relative: &Path) -> Option<&'static str> {
+    let mut at = worktree.to_path_buf();
+    for part in relative.components() {
+        at.push(part);
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => return Some("a link on its way in the worktree"),
+            Ok(_) if at.as_path() == worktree.join(relative) => return Some("the worktree has it already"),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Carries `from` (a file, folder or link in `checkout`) to `to`.
+fn carry_path(checkout: &Path, from: &Path, to: &Path, carried: &mut Carried) -> io::Result<()> {
+    let meta = fs::symlink_metadata(from)?;
+    let kind = meta.file_type();
+    let shown = || from.strip_prefix(checkout).unwrap_or(from).display().to_string();
+    if kind.is_symlink() {
+        // A link is carried as a link only if it stays in the checkout
+        // and is relative (an absolute one would lead the agent back into
+        // the user's own files).
+        let target = fs::read_link(from)?;
+        let inside = target.is_relative()
+            && fs::canonicalize(from)
+                .is_ok_and(|real| real.starts_with(fs::canonicalize(checkout).unwrap_or_default()));
+        if inside {
+            symlink(&target, to)?;
+        } else {
+            carried.skipped.push((shown(), "a link out of the checkout"));
+        }
+    } else if kind.is_dir() {
+        fs::create_dir(to)?;
+        fs::set_permissions(to, fs::Permissions::from_mode(meta.permissions().mode() & 0o7777))?;
+        for entry in fs::read_dir(from)? {
+            let entry = entry?;
+            carry_path(checkout, &entry.path(), &to.join(entry.file_name()), carried)?;
+        }
+    } else if kind.is_file() {
+        if clone_or_copy(from, to, meta.permissions().mode() & 0o7777)? {
+            carried.cloned += 1;
+        }
+        carried.files += 1;
+        carried.bytes += meta.len();
+    } else {
+        carried.skipped.push((shown(), "not a regular file"));
+    }
+    Ok(())
+}
+
+/// Clones `from` to a new file `to` (sharing blocks: `FICLONE`), or copies
+/// it where the file system cannot; true if cloned.
+fn clone_or_copy(from: &Path, to: &Path, mode: u32) -> io::Result<bool> {
+    let source = File::open(from)?;
+    let mut target = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(to)?;
+    // SAFETY: both descriptors are open for the duration of the call.
+    let cloned = unsafe { libc::ioctl(target.as_raw_fd(), libc::FICLONE, source.as_raw_fd()) } == 0;
+    if !cloned {
+        io::copy(&mut &source, &mut target)?;
+    }
+    Ok(cloned)
+}
+
+/// The paths of `changed` (what a merge would bring) that are under an
+/// entry of `list` (what was carried in): the agent committed them.
+pub fn committed(list: &str, changed: &[String]) -> Vec<String> {
+    let carried: Vec<&str> = list.lines().filter(|l| !l.is_empty()).collect();
+    changed
+        .iter()
+        .filter(|path| {
+            carried.iter().any(|c| {
+                let c = c.trim_end_matches('/');
+                path.as_str() == c || path.starts_with(&format!("{c}/"))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// The file in a run's folder listing what was carried into its worktree.
+pub fn list_file(run_dir: &Path) -> PathBuf {
+    run_dir.join("carried")
+}

@@ -1,0 +1,181 @@
+//! Worktrees that run, as a user meets them through the CLI with a real
+//! repository: the checkout's ignored files that `.worktreeinclude` names
+//! carried in (never through a link out, never into a merge), a block of
+//! ports per run, and a preset's `env:` with the run's id and port.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::Env;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A repository on `main` whose checkout has what git ignores: `.env`, a
+/// `node_modules/` (with a link inside it and a link out of the checkout),
+/// `build/` (ignored, not named), and an untracked `notes.local` that git
+/// does not ignore.
+fn repo() -> Env {
+    let env = Env::new();
+    env.config("");
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join(".gitignore"), ".corral/\n.env\nnode_modules/\nbuild/\n").unwrap();
+    std::fs::write(p.join(".worktreeinclude"), "# carried into each run's worktree\n.env\nnode_modules/\n*.local\n")
+        .unwrap();
+    std::fs::write(p.join("app.txt"), "app\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    std::fs::write(p.join(".env"), "DATABASE_URL=postgres:///secret\n").unwrap();
+    std::fs::create_dir_all(p.join("node_modules/left-pad/bin")).unwrap();
+    std::fs::write(p.join("node_modules/left-pad/index.js"), "module.exports = 1;\n").unwrap();
+    std::os::unix::fs::symlink("../index.js", p.join("node_modules/left-pad/bin/pad")).unwrap();
+    std::os::unix::fs::symlink("/etc", p.join("node_modules/escape")).unwrap();
+    std::fs::create_dir_all(p.join("build")).unwrap();
+    std::fs::write(p.join("build/out.o"), "object\n").unwrap();
+    std::fs::write(p.join("notes.local"), "mine, not ignored\n").unwrap();
+    env
+}
+
+#[test]
+fn the_checkouts_ignored_files_it_names_are_carried_in_and_never_merged() {
+    let env = repo();
+    // The agent reads what was carried in, then commits .env by force.
+    let script = "cat .env; ls node_modules; git add -f .env && \
+                  git -c user.name=A -c user.email=a@a commit -qm 'commit the env'";
+    env.command_preset_with("work", &["sh", "-c", script], "worktree: true\n");
+    let id = env.launch("work", "x");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let worktree = Path::new(run["worktree"]["path"].as_str().unwrap()).to_path_buf();
+    assert_eq!(std::fs::read_to_string(worktree.join(".env")).unwrap(), "DATABASE_URL=postgres:///secret\n");
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("node_modules/left-pad/index.js")).unwrap(),
+        "module.exports = 1;\n"
+    );
+    // A link inside the checkout is carried as a link; one out is not.
+    let pad = worktree.join("node_modules/left-pad/bin/pad");
+    assert_eq!(std::fs::read_link(&pad).unwrap(), Path::new("../index.js"));
+    assert!(std::fs::symlink_metadata(worktree.join("node_modules/escape")).is_err(), "a link out was followed");
+    // Not named, or not ignored: left.
+    assert!(!worktree.join("build").exists(), "build/ is not named");
+    assert!(!worktree.join("notes.local").exists(), "untracked work that git does not ignore is the user's");
+    // Said in the transcript, with how.
+    let transcript = env.ok(&["tail", &id, "-n", "all"]);
+    let said = transcript.lines().find(|l| l.contains("carried in:")).unwrap_or_else(|| panic!("{transcript}"));
+    assert!(said.contains(".env") && said.contains("node_modules/"), "{said}");
+    assert!(said.contains("reflinked") || said.contains("copied"), "{said}");
+    assert!(said.contains("not carried: node_modules/escape (a link out of the checkout)"), "{said}");
+    assert!(transcript.contains("DATABASE_URL=postgres:///secret"), "the agent read it: {transcript}");
+
+    // The agent committed the carried .env: the merge is refused, and
+    // nothing changed in the user's repository.
+    let head = git(&env.project, &["rev-parse", "HEAD"]);
+    let status = git(&env.project, &["status", "--porcelain"]);
+    let out = env.corral(&["merge", &id]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("committed .env that Corral carried into its worktree"), "{err}");
+    assert_eq!(git(&env.project, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(&env.project, &["status", "--porcelain"]), status);
+}
+
+#[test]
+fn a_folder_of_the_worktree_that_is_a_link_is_never_written_through() {
+    let env = repo();
+    // The branch tracks `node_modules` as a link to a folder outside.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::remove_dir_all(env.project.join("node_modules")).unwrap();
+    std::fs::create_dir(env.project.join("node_modules")).unwrap();
+    std::fs::write(env.project.join("node_modules/x.js"), "x\n").unwrap();
+    git(&env.project, &["branch", "linked"]);
+    let other = tempfile::tempdir().unwrap();
+    git(&env.project, &["worktree", "add", "-q", other.path().to_str().unwrap(), "linked"]);
+    std::fs::write(other.path().join(".gitignore"), ".corral/\n.env\nbuild/\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), other.path().join("node_modules")).unwrap();
+    git(other.path(), &["add", ".gitignore", "node_modules"]);
+    git(other.path(), &["commit", "-qm", "a tracked link"]);
+    env.command_preset_with("work", &["true"], "worktree: true\n");
+    let out = env.corral(&["launch", "--base", "linked", "work", "x"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    env.wait_end(&id);
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "written through the worktree's link");
+    let transcript = env.ok(&["tail", &id, "-n", "all"]);
+    assert!(transcript.contains("not carried: node_modules/"), "{transcript}");
+}
+
+#[test]
+fn runs_launched_at_once_never_share_a_port_and_get_their_env() {
+    let env = Env::new();
+    env.config("");
+    // Something listens on the first port of the range: skipped.
+    let listener = std::net::TcpListener::bind("127.0.0.1:20000");
+    let script = "echo port=$CORRAL_PORT ports=$CORRAL_PORTS db=$DATABASE_URL; sleep 1";
+    env.command_preset_with(
+        "serve",
+        &["sh", "-c", script],
+        "ports: 3\nenv:\n  DATABASE_URL: \"postgres:///app_{run}_{port}\"\n",
+    );
+    let launches: Vec<_> = (0..6)
+        .map(|_| {
+            let mut cmd = env.command(&["launch", "serve", "x"]);
+            cmd.stdout(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let ids: Vec<String> = launches
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success());
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        })
+        .collect();
+    let mut blocks = Vec::new();
+    for id in &ids {
+        let run = env.wait_run(id, LIMIT, common::is_terminal);
+        let first = run["ports"]["first"].as_u64().unwrap();
+        assert_eq!(run["ports"]["count"], 3);
+        if listener.is_ok() {
+            assert!(first > 20_000, "port 20000 is listened on: {run:#}");
+        }
+        let said = env.ok(&["tail", id, "-n", "all"]);
+        assert!(said.contains(&format!("port={first} ports=3 db=postgres:///app_{id}_{first}")), "{said}");
+        blocks.push(first);
+    }
+    blocks.sort();
+    for pair in blocks.windows(2) {
+        assert!(pair[1] >= pair[0] + 3, "two active runs share a port: {blocks:?}");
+    }
+    let shown = env.ok(&["show", &ids[0]]);
+    assert!(shown.contains("CORRAL_PORT="), "{shown}");
+    // Ended, their ports are free again: the next run gets the first block.
+    let next = env.launch("serve", "again");
+    let run = env.wait_end(&next);
+    assert_eq!(run["ports"]["first"].as_u64().unwrap(), blocks[0], "{run:#}");
+}
+
+#[test]
+fn a_preset_env_with_a_placeholder_corral_does_not_fill_is_refused() {
+    let env = Env::new();
+    env.command_preset_with("bad", &["true"], "env:\n  DATABASE_URL: \"postgres:///app_{rnu}\"\n");
+    let out = env.corral(&["launch", "bad", "x"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("{rnu}") && err.contains("{run}, {port} and {worktree}"), "{err}");
+}
