@@ -37,6 +37,22 @@ pub enum ReviewError {
         paths.join(", "), paths.join(" ")
     )]
     CarriedFiles { run: String, worktree: String, paths: Vec<String> },
+    /// Two of the runs merged together change the same lines.
+    #[error(
+        "runs {} and {} both change {}: merge one, then reply to the other to redo its change on top (or merge it by hand); nothing was merged",
+        .0.first, .0.second, .0.files.join(", ")
+    )]
+    RunsConflict(worktree::Conflict),
+    /// A run of several merged together was refused for its own reasons
+    /// (the user's uncommitted changes in its files, a hook) after the
+    /// ones before it were merged.
+    #[error("merged {}; run {run} was not merged: {why}", merged.join(", "))]
+    PartlyMerged { merged: Vec<String>, run: String, why: Box<ReviewError> },
+    /// Runs merged together must go into one branch of one repository.
+    #[error(
+        "runs {first} and {second} start from different branches or repositories ({why}): merge them one at a time"
+    )]
+    Apart { first: String, second: String, why: String },
 }
 
 /// The run's worktree, or why it has none.
@@ -106,6 +122,82 @@ pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, 
     // The next merge, `diff` and `rm` start from what was merged.
     store.record_merge(&run.id, &made.merged, !keep_commits)?;
     Ok(Merged { id: run.id, branch, commit: made.commit })
+}
+
+/// The pairs of runs `ids` whose unmerged work conflicts (git's
+/// `merge-tree` of each pair). With no ids: every run with a worktree of
+/// the repository holding `cwd`.
+pub fn conflicts(
+    store: &Store,
+    ids: &[String],
+    cwd: &Path,
+) -> Result<(Vec<Run>, Vec<worktree::Conflict>), ReviewError> {
+    let runs: Vec<Run> = if ids.is_empty() {
+        conflicts_candidates(store, cwd)?
+    } else {
+        ids.iter().map(|id| store.find_run(id)).collect::<Result<_, _>>()?
+    };
+    let pairs: Vec<(String, Worktree)> =
+        runs.iter().map(|r| Ok((r.id.clone(), worktree_of(r)?.clone()))).collect::<Result<_, WorktreeError>>()?;
+    let found = worktree::conflicts(&pairs)?;
+    Ok((runs, found))
+}
+
+/// Every run with a worktree of the repository holding `cwd`, oldest
+/// first.
+pub fn conflicts_candidates(store: &Store, cwd: &Path) -> Result<Vec<Run>, ReviewError> {
+    let repo = worktree::plan(cwd, None)?.repo.to_string_lossy().into_owned();
+    let filter = crate::store::RunFilter { include_dismissed: true, ..Default::default() };
+    let mut runs: Vec<Run> = store
+        .runs(&filter)?
+        .into_iter()
+        .filter(|r| r.worktree.is_some() && r.worktree_repo.as_deref() == Some(repo.as_str()))
+        .collect();
+    runs.reverse();
+    Ok(runs)
+}
+
+/// Brings several runs' changes into the branch they started from, in the
+/// order given, one commit each: refused before any is merged if two of
+/// them change the same lines (that pair named), if they start from
+/// different branches, or if one cannot be merged for its own reasons.
+pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> Result<Vec<Merged>, ReviewError> {
+    let runs: Vec<Run> = ids.iter().map(|id| store.find_run(id)).collect::<Result<_, _>>()?;
+    for run in &runs {
+        let worktree = worktree_of(run)?;
+        if run.status.is_active() {
+            return Err(WorktreeError::Active(run.id.clone()).into());
+        }
+        refuse_carried(store, run, worktree)?;
+    }
+    if let Some(first) = runs.first() {
+        for other in &runs[1..] {
+            let apart =
+                |why: &str| ReviewError::Apart { first: first.id.clone(), second: other.id.clone(), why: why.into() };
+            if other.worktree_repo != first.worktree_repo {
+                return Err(apart("another repository"));
+            }
+            if other.worktree_from_branch != first.worktree_from_branch {
+                return Err(apart("another branch"));
+            }
+        }
+    }
+    let (_, found) = conflicts(store, ids, Path::new("/"))?;
+    if let Some(pair) = found.into_iter().next() {
+        return Err(ReviewError::RunsConflict(pair));
+    }
+    let mut merged = Vec::new();
+    for run in &runs {
+        match merge(store, &run.id, keep_commits) {
+            Ok(one) => merged.push(one),
+            Err(e) if merged.is_empty() => return Err(e),
+            Err(e) => {
+                let merged = merged.into_iter().map(|m| m.id).collect();
+                return Err(ReviewError::PartlyMerged { merged, run: run.id.clone(), why: Box::new(e) });
+            }
+        }
+    }
+    Ok(merged)
 }
 
 /// Refuses a merge that would bring files carried in from the user's

@@ -48,6 +48,7 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
             "resume_agent",
             "resume_schedule",
             "run_changes",
+            "run_conflicts",
             "run_schedule_now",
             "wait_agents"
         ]

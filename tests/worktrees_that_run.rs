@@ -179,3 +179,87 @@ fn a_preset_env_with_a_placeholder_corral_does_not_fill_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("{rnu}") && err.contains("{run}, {port} and {worktree}"), "{err}");
 }
+
+/// A repository with `shared.txt` of five lines and three runs: `first`
+/// and `second` both change its line 3, `third` adds a file of its own.
+fn three_runs() -> (Env, [String; 3]) {
+    let env = Env::new();
+    env.config("");
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
+    std::fs::write(p.join("shared.txt"), "one\ntwo\nthree\nfour\nfive\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    let edit = |name: &str, script: &str| env.command_preset_with(name, &["sh", "-c", script], "worktree: true\n");
+    edit("first", "sed -i 's/three/THREE by first/' shared.txt");
+    edit("second", "sed -i 's/three/three by second/' shared.txt");
+    edit("third", "echo mine > third.txt");
+    let ids = ["first", "second", "third"].map(|name| env.launch(name, "edit"));
+    for id in &ids {
+        env.wait_end(id);
+    }
+    (env, ids)
+}
+
+#[test]
+fn runs_that_change_the_same_lines_are_named_before_any_is_merged() {
+    let (env, [first, second, third]) = three_runs();
+    // Every run of the repository, judged together from its folder.
+    let out = env.corral(&["conflicts"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(&format!("{first} × {second}: shared.txt")), "{said}");
+    assert!(said.contains("1 conflicting pairs among 3 runs"), "{said}");
+    let out = env.corral(&["conflicts", &first, &second, &third, "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["conflicts"].as_array().unwrap().len(), 1, "{json:#}");
+    assert_eq!(json["conflicts"][0]["files"][0], "shared.txt");
+
+    // The combined review: grouped by file, the file both changed first.
+    let diff = env.ok(&["diff", &first, &second, &third]);
+    let shared = diff.find("=== shared.txt").unwrap_or_else(|| panic!("{diff}"));
+    assert!(shared < diff.find("=== third.txt").unwrap(), "{diff}");
+    assert!(diff.contains(&format!("--- run {first} (first)")) && diff.contains("+THREE by first"), "{diff}");
+    assert!(diff.contains(&format!("--- run {second} (second)")) && diff.contains("+three by second"), "{diff}");
+
+    // Merged together: refused with the pair named, nothing changed.
+    let head = git(&env.project, &["rev-parse", "HEAD"]);
+    let out = env.corral(&["merge", &third, &first, &second]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("runs {first} and {second} both change shared.txt")), "{err}");
+    assert!(err.contains("nothing was merged"), "{err}");
+    assert_eq!(git(&env.project, &["rev-parse", "HEAD"]), head, "nothing merged");
+    assert!(!env.project.join("third.txt").exists());
+
+    // Without the conflicting one: both merged, in order, one commit each.
+    let merged = env.ok(&["merge", &third, &first]);
+    assert!(
+        merged.contains(&format!("{third}  merged into main"))
+            && merged.contains(&format!("{first}  merged into main")),
+        "{merged}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("shared.txt")).unwrap(),
+        "one\ntwo\nTHREE by first\nfour\nfive\n"
+    );
+    assert_eq!(std::fs::read_to_string(env.project.join("third.txt")).unwrap(), "mine\n");
+    assert_eq!(git(&env.project, &["rev-list", "--count", "HEAD"]).trim(), "3");
+}
+
+#[tokio::test]
+async fn an_agent_asks_which_of_its_runs_conflict_over_mcp() {
+    let (env, [first, second, third]) = three_runs();
+    let client = common::mcp::connect(&env, None).await;
+    let (error, value) = common::mcp::call(&client, "run_conflicts", serde_json::json!({})).await;
+    assert!(!error, "{value:#}");
+    assert_eq!(value["runs"].as_array().unwrap().len(), 3, "{value:#}");
+    assert_eq!(value["conflicts"][0]["first"], first.as_str());
+    assert_eq!(value["conflicts"][0]["second"], second.as_str());
+    let (error, value) =
+        common::mcp::call(&client, "run_conflicts", serde_json::json!({ "run_ids": [first, third] })).await;
+    assert!(!error, "{value:#}");
+    assert_eq!(value["conflicts"].as_array().unwrap().len(), 0, "{value:#}");
+    client.cancel().await.unwrap();
+}

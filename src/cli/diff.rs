@@ -1,5 +1,7 @@
-//! `corral diff RUN`: everything a run with a worktree changed against its
-//! base commit — its commits, its uncommitted and untracked files alike.
+//! `corral diff RUN...`: everything a run with a worktree changed against
+//! its base commit — its commits, its uncommitted and untracked files
+//! alike. Several runs are shown together: grouped by file, each file's
+//! diff marked with its run, the files more than one run changed first.
 
 use std::io::Write;
 
@@ -9,8 +11,9 @@ use corral::Store;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Run id (or a unique prefix).
-    pub run: String,
+    /// Run ids (or unique prefixes).
+    #[arg(required = true)]
+    pub runs: Vec<String>,
     /// Files with added and removed line counts only.
     #[arg(long)]
     pub stat: bool,
@@ -20,8 +23,11 @@ pub struct Args {
 }
 
 pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
-    let Args { run: id, stat, json } = args;
-    let id = id.as_str();
+    let Args { runs, stat, json } = args;
+    if runs.len() > 1 {
+        return together(store, &runs, stat, json, out);
+    }
+    let id = runs[0].as_str();
     let run = store.find_run(id)?;
     let worktree = worktree_of(&run)?;
     if json {
@@ -49,6 +55,60 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         };
         let patch = if super::colour::wanted() { super::colour::diff(&patch) } else { patch };
         out.write_all(patch.as_bytes())?;
+    }
+    Ok(0)
+}
+
+/// Several runs' changes, grouped by file: the files more than one run
+/// changed first, each file's diff under the run that made it.
+fn together(store: &mut Store, ids: &[String], stat: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    // path -> [(run, preset, that file's diff)]
+    let mut files: std::collections::BTreeMap<String, Vec<(String, String, String)>> = Default::default();
+    for id in ids {
+        let run = store.find_run(id)?;
+        let patch = worktree::patch(worktree_of(&run)?)?;
+        for part in patch.split_inclusive('\n').fold(Vec::<String>::new(), |mut parts, line| {
+            if line.starts_with("diff --git ") || parts.is_empty() {
+                parts.push(String::new());
+            }
+            parts.last_mut().expect("one part at least").push_str(line);
+            parts
+        }) {
+            let Some(path) = part.lines().next().and_then(|l| l.rsplit_once(" b/")).map(|(_, p)| p.to_string()) else {
+                continue;
+            };
+            files.entry(path).or_default().push((run.id.clone(), run.preset.clone(), part));
+        }
+    }
+    let mut order: Vec<(&String, &Vec<(String, String, String)>)> = files.iter().collect();
+    order.sort_by_key(|(path, runs)| (std::cmp::Reverse(runs.len()), (*path).clone()));
+    if json {
+        let value: Vec<serde_json::Value> = order
+            .iter()
+            .map(|(path, runs)| {
+                let runs: Vec<_> = runs
+                    .iter()
+                    .map(|(id, preset, diff)| serde_json::json!({ "run": id, "preset": preset, "diff": if stat { None } else { Some(diff) } }))
+                    .collect();
+                serde_json::json!({ "path": path, "runs": runs })
+            })
+            .collect();
+        super::print_json(out, &value)?;
+        return Ok(0);
+    }
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    for (path, runs) in order {
+        let who: Vec<&str> = runs.iter().map(|(id, _, _)| id.as_str()).collect();
+        writeln!(out, "=== {path}  ({})", who.join(", "))?;
+        if stat {
+            continue;
+        }
+        for (id, preset, diff) in runs {
+            writeln!(out, "--- run {id} ({preset})")?;
+            let diff = if terminal { super::table::printable(diff).into_owned() } else { diff.clone() };
+            let diff = if super::colour::wanted() { super::colour::diff(&diff) } else { diff };
+            out.write_all(diff.as_bytes())?;
+        }
     }
     Ok(0)
 }

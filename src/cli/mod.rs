@@ -5,6 +5,7 @@ mod abort;
 mod about;
 mod allow;
 mod colour;
+mod conflicts;
 mod diff;
 mod discard;
 mod doctor;
@@ -76,9 +77,14 @@ enum Command {
     Resume(pause::ResumeArgs),
     /// Stop runs and every process they started.
     Abort(abort::Args),
-    /// Show what a run with a worktree changed: its commits, uncommitted and untracked files.
+    /// Show what runs with a worktree changed: their commits, uncommitted and
+    /// untracked files (several: grouped by file, each diff marked with its run).
     Diff(diff::Args),
-    /// Bring a run's changes into the branch it started from, as one commit.
+    /// Which runs' unmerged work changes the same lines, pair by pair,
+    /// before anything is merged. Exit 1 if two conflict.
+    Conflicts(conflicts::Args),
+    /// Bring runs' changes into the branch they started from, one commit
+    /// each, in order; refused before any is merged if two conflict.
     Merge(merge::Args),
     /// Remove a run's worktree and its branch.
     Discard(discard::Args),
@@ -289,6 +295,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
             pause::run(&mut store, &args.runs, false, args.json, args.budget, &shepherd, &mut out)?
         }
         Command::Diff(args) => diff::run(&mut store, args, &mut out)?,
+        Command::Conflicts(args) => conflicts::run(&mut store, args, &mut out)?,
         Command::Merge(args) => merge::run(&mut store, args, &mut out)?,
         Command::Discard(args) => discard::run(&mut store, args, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
@@ -325,14 +332,15 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
     use corral::scope::Access::{Act, Read};
     let (ids, access): (Vec<&String>, _) = match command {
         Command::Show(args) => (vec![&args.run], Read),
-        Command::Diff(args) => (vec![&args.run], Read),
+        Command::Diff(args) => (args.runs.iter().collect(), Read),
+        Command::Conflicts(args) => (args.runs.iter().collect(), Read),
         Command::Tail(args) => (args.runs.iter().collect(), Read),
         Command::Wait(args) => (args.runs.iter().collect(), Read),
         Command::Abort(args) => (args.runs.iter().collect(), Act),
         Command::Pause(args) => (args.runs.iter().collect(), Act),
         Command::Resume(args) => (args.runs.iter().collect(), Act),
         Command::Reply(args) => (vec![args.run()], Act),
-        Command::Merge(args) => (vec![&args.run], Act),
+        Command::Merge(args) => (args.runs.iter().collect(), Act),
         Command::Discard(args) => (vec![&args.run], Act),
         Command::Relaunch(args) => (vec![&args.run], Read),
         Command::Rm(args) => (args.runs.iter().collect(), Act),

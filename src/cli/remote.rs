@@ -78,8 +78,9 @@ pub(super) fn target(
 ) -> anyhow::Result<Option<String>> {
     let ids: Vec<&String> = match command {
         Command::Show(args) => vec![&args.run],
-        Command::Diff(args) => vec![&args.run],
-        Command::Merge(args) => vec![&args.run],
+        Command::Diff(args) => args.runs.iter().collect(),
+        Command::Conflicts(args) => args.runs.iter().collect(),
+        Command::Merge(args) => args.runs.iter().collect(),
         Command::Discard(args) => vec![&args.run],
         Command::Relaunch(args) => vec![&args.run],
         Command::Tail(args) => args.runs.iter().collect(),

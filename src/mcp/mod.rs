@@ -22,6 +22,7 @@ mod merge_run;
 mod pause;
 mod reply_agent;
 mod run_changes;
+mod run_conflicts;
 mod schedules;
 mod server;
 mod wait_agents;
@@ -41,6 +42,7 @@ impl CorralTools {
             + CorralTools::pause_router()
             + CorralTools::abort_agent_router()
             + CorralTools::run_changes_router()
+            + CorralTools::run_conflicts_router()
             + CorralTools::merge_run_router()
             + CorralTools::reply_agent_router()
             + CorralTools::discard_run_router()

@@ -38,12 +38,15 @@ const NEUTRAL: [&str; 16] = [
 pub(super) struct Env<'a> {
     pub vars: Vec<(&'static str, std::ffi::OsString)>,
     pub objects: Option<&'a ScratchObjects>,
+    /// Other worktrees' scratch objects read through too (several runs'
+    /// work judged together).
+    pub others: Vec<&'a ScratchObjects>,
 }
 
 impl<'a> Env<'a> {
     /// A private index file.
     pub fn index(path: &Path) -> Env<'a> {
-        Env { vars: vec![("GIT_INDEX_FILE", path.into())], objects: None }
+        Env { vars: vec![("GIT_INDEX_FILE", path.into())], objects: None, others: Vec::new() }
     }
 
     /// With objects written to `objects` instead of the repository.
@@ -80,7 +83,12 @@ pub(super) fn output(dir: &Path, args: &[&str], env: &Env<'_>, doing: &'static s
         command.env("GIT_DIR", &linked.own).env("GIT_COMMON_DIR", &linked.common).env("GIT_WORK_TREE", dir);
     }
     if let Some(objects) = env.objects {
-        command.env("GIT_OBJECT_DIRECTORY", &objects.dir).env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects.repository);
+        let mut alternates = std::ffi::OsString::from(&objects.repository);
+        for other in &env.others {
+            alternates.push(":");
+            alternates.push(&other.dir);
+        }
+        command.env("GIT_OBJECT_DIRECTORY", &objects.dir).env("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates);
     } else if let Some(linked) = &linked {
         // What a sandboxed agent committed is in the worktree's own store.
         command.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", super::agent_objects(&linked.own));

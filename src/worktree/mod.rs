@@ -10,6 +10,7 @@
 //! `git`); what a run changed is read from a snapshot of its worktree (see
 //! `snapshot`), and merged by git's own three-way merge (see `merge`).
 
+mod across;
 pub mod carry;
 mod git;
 mod merge;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use across::{conflicts, Conflict};
 pub use carry::{carry, Carried};
 use git::{git, output, Env};
 pub use merge::{merge_commits, merge_squashed, Made};
