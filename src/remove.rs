@@ -92,6 +92,15 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
         }
     }
     if !dry_run {
+        // A worktree that goes takes its run's teardown first, while the
+        // run (its preset, its environment) is still there.
+        for (_, tree) in &drop_worktrees {
+            if let Some(run) = ids.iter().find(|id| store.run(id).is_ok_and(|r| r.worktree.as_ref() == Some(tree))) {
+                if let Some(failed) = crate::review::tear_down(store, run) {
+                    tracing::warn!("{failed}");
+                }
+            }
+        }
         if !store.delete_runs(&ids)? {
             let now = store.run(&root.id)?;
             return Err(RemoveError::Active { id: now.id, status: now.status });

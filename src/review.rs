@@ -200,6 +200,31 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
     Ok(merged)
 }
 
+/// Runs run `id`'s preset's `teardown` (if it has one) before its worktree
+/// goes: in a process of its own (`corral teardown ID`), which needs no
+/// shepherd of the caller's. What went wrong, if anything: the worktree
+/// goes all the same (it was asked for), and the transcript says why.
+pub fn tear_down(store: &Store, id: &str) -> Option<String> {
+    match store.run_preset(id) {
+        Ok(preset) if !preset.teardown.is_empty() => {}
+        _ => return None,
+    }
+    let program = match crate::queue::ShepherdCommand::lightest() {
+        Ok(command) => command.program,
+        Err(e) => return Some(format!("cannot run the teardown of run {id}: {e}")),
+    };
+    let mut command = std::process::Command::new(program);
+    command.args(["teardown", id]).stdin(std::process::Stdio::null());
+    if let Some(home) = store.home().env_value() {
+        command.env(crate::home::HOME_ENV, home);
+    }
+    match command.output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        Err(e) => Some(format!("cannot run the teardown of run {id}: {e}")),
+    }
+}
+
 /// Refuses a merge that would bring files carried in from the user's
 /// checkout (see `worktree::carry`).
 fn refuse_carried(store: &Store, run: &Run, worktree: &Worktree) -> Result<(), ReviewError> {
@@ -232,6 +257,9 @@ pub fn discard(store: &mut Store, id: &str) -> Result<Run, ReviewError> {
     }
     if let Some(other) = working_in(store, worktree)? {
         return Err(WorktreeError::InUse { run: other.id, path: worktree.path.clone() }.into());
+    }
+    if let Some(failed) = tear_down(store, &run.id) {
+        tracing::warn!("{failed}");
     }
     worktree::remove(Path::new(run.worktree_repo.as_deref().unwrap_or_default()), worktree)?;
     store.mark_worktree_removed(&run.id)?;

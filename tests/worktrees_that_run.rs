@@ -263,3 +263,40 @@ async fn an_agent_asks_which_of_its_runs_conflict_over_mcp() {
     assert_eq!(value["conflicts"].as_array().unwrap().len(), 0, "{value:#}");
     client.cancel().await.unwrap();
 }
+
+#[test]
+fn a_runs_teardown_drops_what_its_env_made_when_its_worktree_is_discarded() {
+    let env = Env::new();
+    env.config("");
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
+    std::fs::write(p.join("a.txt"), "a\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    // "A database per run": a folder named by the run, made by the agent
+    // from its env and dropped by the teardown.
+    let dbs = env.project.parent().unwrap().join("databases");
+    std::fs::create_dir_all(&dbs).unwrap();
+    let extra = format!(
+        "worktree: true\nports: 2\nenv:\n  DATABASE: \"{}/app_{{run}}\"\nteardown: [sh, -c, \"rm -r $DATABASE && echo dropped $DATABASE from $PWD\"]\n",
+        dbs.display()
+    );
+    env.command_preset_with("db", &["sh", "-c", "mkdir \"$DATABASE\""], &extra);
+    let id = env.launch("db", "x");
+    env.wait_end(&id);
+    let database = dbs.join(format!("app_{id}"));
+    assert!(database.is_dir(), "the run made its database");
+    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    env.ok(&["discard", &id]);
+    assert!(!database.exists(), "the teardown dropped it");
+    let transcript = env.ok(&["tail", &id, "-n", "all"]);
+    assert!(transcript.contains(&format!("dropped {} from {worktree}", database.display())), "{transcript}");
+    // rm of a run with a worktree tears down too.
+    let id = env.launch("db", "y");
+    env.wait_end(&id);
+    assert!(dbs.join(format!("app_{id}")).is_dir());
+    let out = env.corral(&["rm", &id]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!dbs.join(format!("app_{id}")).exists(), "rm tore it down");
+}

@@ -59,11 +59,14 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
     Ok(0)
 }
 
+/// One run's diff of one file: the run, its preset, the diff.
+type RunDiff = (String, String, String);
+
 /// Several runs' changes, grouped by file: the files more than one run
 /// changed first, each file's diff under the run that made it.
 fn together(store: &mut Store, ids: &[String], stat: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     // path -> [(run, preset, that file's diff)]
-    let mut files: std::collections::BTreeMap<String, Vec<(String, String, String)>> = Default::default();
+    let mut files: std::collections::BTreeMap<String, Vec<RunDiff>> = Default::default();
     for id in ids {
         let run = store.find_run(id)?;
         let patch = worktree::patch(worktree_of(&run)?)?;
@@ -80,7 +83,7 @@ fn together(store: &mut Store, ids: &[String], stat: bool, json: bool, out: &mut
             files.entry(path).or_default().push((run.id.clone(), run.preset.clone(), part));
         }
     }
-    let mut order: Vec<(&String, &Vec<(String, String, String)>)> = files.iter().collect();
+    let mut order: Vec<(&String, &Vec<RunDiff>)> = files.iter().collect();
     order.sort_by_key(|(path, runs)| (std::cmp::Reverse(runs.len()), (*path).clone()));
     if json {
         let value: Vec<serde_json::Value> = order

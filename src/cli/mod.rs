@@ -142,6 +142,13 @@ enum Command {
         /// The run to supervise.
         run: String,
     },
+    /// Run a run's preset's `teardown` (started by a discard or `rm` of its
+    /// worktree; not for direct use).
+    #[command(hide = true)]
+    Teardown {
+        /// The run whose teardown runs.
+        run: String,
+    },
     /// Carry out a command another machine's Corral sent over SSH, its
     /// words on standard input where no login shell reads them (not for
     /// direct use).
@@ -310,6 +317,12 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Watch(args) => watch::run(&mut store, args, &shepherd, &mut out)?,
         Command::About(args) => about::run(&store, args, &mut out)?,
         Command::Hosts(args) => hosts::run(&home, &store, args, &mut out)?,
+        Command::Teardown { run } => {
+            if let Some(said) = corral::shepherd::teardown::teardown(&home, &mut store, &run)? {
+                writeln!(out, "{said}")?;
+            }
+            0
+        }
         Command::Mcp
         | Command::Shepherd { .. }
         | Command::RemoteExec

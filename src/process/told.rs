@@ -27,8 +27,21 @@ pub struct FolderWatch {
 impl FolderWatch {
     /// Watches `dir` for writes to, and creation of, files named `prefix…`.
     pub fn new(dir: &Path, prefix: &str) -> io::Result<FolderWatch> {
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         let flags = AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO;
+        FolderWatch::with(dir, prefix, flags)
+    }
+
+    /// Watches `dir` for files named `prefix…` written whole (closed after
+    /// a write, or moved in): a settings file. Not told of every write in
+    /// the folder — where the database lives beside the settings
+    /// (`CORRAL_HOME`), every commit writes one.
+    pub fn written_whole(dir: &Path, prefix: &str) -> io::Result<FolderWatch> {
+        let flags = AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_MOVED_TO;
+        FolderWatch::with(dir, prefix, flags)
+    }
+
+    fn with(dir: &Path, prefix: &str, flags: AddWatchFlags) -> io::Result<FolderWatch> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         inotify.add_watch(dir, flags)?;
         Ok(FolderWatch { inotify, prefix: OsString::from(prefix) })
     }

@@ -67,7 +67,7 @@ impl Fleet {
     /// kernel cannot tell of the file's changes.
     pub fn run(mut self) -> std::io::Result<()> {
         crate::home::ensure_private_dir(self.home.config_dir()).map_err(std::io::Error::other)?;
-        let watch = FolderWatch::new(self.home.config_dir(), "config.toml")?;
+        let watch = FolderWatch::written_whole(self.home.config_dir(), "config.toml")?;
         loop {
             match Config::load(&self.home) {
                 Ok(config) => self.sync(&config.hosts),

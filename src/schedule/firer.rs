@@ -94,6 +94,14 @@ pub fn run(
             if changed || due.is_some_and(|at| super::now() >= at) || looked.elapsed() >= PRESETS_EVERY {
                 break;
             }
+            // A commit that changed no status (a transcript line): while
+            // runs stream, every commit would wake it; it looks again no
+            // sooner than the desktop's processes do (a status change
+            // still shows within that).
+            let next = std::time::Instant::now() + crate::watch::LOOK_AT_MOST_EVERY;
+            std::thread::sleep(
+                until.map_or(next, |u| u.min(next)).saturating_duration_since(std::time::Instant::now()),
+            );
         }
     }
 }

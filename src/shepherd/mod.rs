@@ -28,6 +28,7 @@ mod session;
 mod spawn;
 mod streams;
 mod supervise;
+pub mod teardown;
 mod transcript;
 mod turn;
 
