@@ -85,11 +85,36 @@ function tick() {
   root.querySelectorAll("#runs tbody tr").forEach((tr, i) => {
     const [run] = state.rows[i] ?? [];
     if (!run) return;
-    const age = tr.querySelector(".age");
-    if (age) age.textContent = ago(run.created_at);
-    const dur = tr.querySelector(".dur");
-    if (dur && isActive(run.status)) dur.textContent = duration(run);
+    setText(tr.querySelector(".age"), ago(run.created_at));
+    if (isActive(run.status)) setText(tr.querySelector(".dur"), duration(run));
   });
+}
+
+/** Writes `text` into `cell` only if it says something else: a text
+ *  written again is laid out and painted again (in software, not free). */
+function setText(cell, text) {
+  if (cell && cell.textContent !== text) cell.textContent = text;
+}
+
+/** The figures of runs at work, written into their rows in place (the
+ *  same runs, in the same order): true if it could. */
+function patchFigures(list) {
+  const rows = asTree(list);
+  if (rows.length !== state.rows.length || rows.some(([run], i) => run.id !== state.rows[i][0].id || run.status !== state.rows[i][0].status)) {
+    return false;
+  }
+  const trs = root.querySelectorAll("#runs tbody tr");
+  rows.forEach(([run], i) => {
+    const tr = trs[i];
+    if (!tr || !isActive(run.status)) return;
+    setText(tr.querySelector(".dur"), duration(run));
+    const [tok, price] = [tr.querySelector(".tok"), tr.querySelector(".cost")];
+    const t = tokens(run), c = cost(run.cost_usd, run.cost_estimated);
+    if (tok && tok.textContent !== (t.textContent ?? t)) tok.replaceChildren(t);
+    if (price && price.textContent !== (c.textContent ?? c)) price.replaceChildren(c);
+  });
+  state.rows = rows;
+  return true;
 }
 
 /** A run whose host cannot be followed: its last seen status, said so,
@@ -159,6 +184,8 @@ export async function refresh(change) {
   const list = await call("list_runs", { status: state.status || null, host: state.host || null, query: state.query || null, all: state.all, limit: state.limit, endedSince: state.endedSince });
   const target = root.querySelector("#runs-table");
   if (!target) return;
+  // Only figures moved (a run at work wrote): into their cells, in place.
+  if (change && !change.statuses && patchFigures(list)) return;
   state.rows = asTree(list);
   working = new Set(list.filter((r) => isActive(r.status)).map((r) => r.id));
   if (!state.rows.length) {
@@ -177,8 +204,8 @@ export async function refresh(change) {
       h("td", { class: "task", title: run.task }, run.task),
       h("td", { class: "age" }, ago(run.created_at)),
       h("td", { class: "num dur" }, duration(run)),
-      h("td", { class: "num" }, tokens(run)),
-      h("td", { class: "num" }, cost(run.cost_usd, run.cost_estimated)),
+      h("td", { class: "num tok" }, tokens(run)),
+      h("td", { class: "num cost" }, cost(run.cost_usd, run.cost_estimated)),
       h("td", { class: "changes-cell" }, changeCounts(run)),
       h("td", { class: "muted" }, run.id),
     )));
