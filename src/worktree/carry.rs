@@ -59,7 +59,7 @@ impl Carried {
             names.push(&more_words);
         }
         let mut words = format!(
-            "carried in: {} ({how}, {} files, {} in {:.1} s)",
+            "carried in: {} ({how}, {} files, {} in {:.2} s)",
             names.join(", "),
             self.files,
             crate::resources::human_bytes(self.bytes),

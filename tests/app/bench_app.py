@@ -147,7 +147,8 @@ def close_window():
             close_x_window(window)
         return not x_windows("Corral")
 
-    wait_until("the window closed", closed, every=0.3)
+    # Under load (60 runs streaming on two cores) a window takes its time.
+    wait_until("the window closed", closed, every=0.3, timeout=90)
     wait_until("the window's program to end", lambda: not any(name(p) == "corral-app" for p in app_pids()))
 
 

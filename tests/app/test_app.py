@@ -725,7 +725,8 @@ def test_a_run_page_at_a_glance(session, env):
     driver = WebDriver(env, ["--open", failed])
     try:
         # Status, its reason and the error in words, before anything else.
-        wait_until("the reason", lambda: driver.text("#run-reason") == "failed")
+        # "failed" once (the status), then why: its stop reason.
+        wait_until("the reason", lambda: driver.text("#run-reason") == "api error")
         assert driver.text("#run-error").startswith("529: Overloaded"), driver.text("#run-error")
         assert '{"type"' not in driver.js("return document.querySelector('#run-error .notice-words').textContent")
         # A budget as a meter: a cent of a dollar.
