@@ -20,6 +20,26 @@ pub fn recent(home: &Home) -> Vec<PathBuf> {
     list.into_iter().filter(|p| p.is_dir()).collect()
 }
 
+/// Most folders [`with_runs`] gives.
+const WITH_RUNS: usize = 12;
+
+/// The remembered folders, then the folders the latest runs were launched
+/// in (from the CLI, an agent, a schedule; a worktree run's repository),
+/// most recent first, each once, those that exist: what the launch form,
+/// the Presets view and the tray's Launch menu offer.
+pub fn with_runs(home: &Home, store: &crate::Store) -> Vec<PathBuf> {
+    let mut folders = recent(home);
+    let filter = crate::store::RunFilter { include_dismissed: true, limit: Some(200), ..Default::default() };
+    for run in store.runs(&filter).unwrap_or_default() {
+        let folder = PathBuf::from(run.worktree_repo.unwrap_or(run.cwd));
+        if folders.len() < WITH_RUNS && !folders.contains(&folder) && folder.is_dir() {
+            folders.push(folder);
+        }
+    }
+    folders.truncate(WITH_RUNS);
+    folders
+}
+
 /// Remembers `folder` as the most recent.
 pub fn remember(home: &Home, folder: &Path) -> std::io::Result<()> {
     let mut list = recent(home);
@@ -28,4 +48,41 @@ pub fn remember(home: &Home, folder: &Path) -> std::io::Result<()> {
     list.truncate(KEEP);
     let mut out = crate::home::create_private(&file(home))?;
     std::io::Write::write_all(&mut out, serde_json::to_string_pretty(&list).unwrap_or_default().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preset::{parse_preset, PresetSource};
+    use crate::store::NewRun;
+
+    #[test]
+    fn folders_runs_were_launched_in_follow_the_remembered_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let home = Home::at(root.path().join("home"));
+        let (remembered, launched) = (root.path().join("a"), root.path().join("b"));
+        std::fs::create_dir_all(&remembered).unwrap();
+        std::fs::create_dir_all(&launched).unwrap();
+        let mut store = crate::Store::open(&home).unwrap();
+        remember(&home, &remembered).unwrap();
+        let text = "---\nname: w\ndescription: d\nagent: command\ncommand: [true]\n---\n";
+        let preset = parse_preset(text, "w.md", PresetSource::Global).unwrap();
+        let cwd = launched.to_string_lossy().into_owned();
+        for _ in 0..2 {
+            let new = NewRun {
+                preset: &preset,
+                task: "t",
+                cwd: &cwd,
+                model: None,
+                parent_id: None,
+                worktree: None,
+                budget: None,
+                fire: None,
+                request: None,
+                ports: None,
+            };
+            store.insert_run(&new, 0, |_| Ok(())).unwrap();
+        }
+        assert_eq!(with_runs(&home, &store), [remembered, launched]);
+    }
 }

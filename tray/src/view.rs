@@ -63,7 +63,7 @@ impl TrayView {
         let hosts = hosts.unwrap_or_default();
         let schedules = schedules(store);
         let needs = corral::attention::needs_you(store)?;
-        let launchable = launchable(home, std::env::var_os("PATH").as_deref());
+        let launchable = launchable(home, store, std::env::var_os("PATH").as_deref());
         Ok(TrayView { counts, recent, launchable, hosts, quiet, working, paused, schedules, needs })
     }
 
@@ -111,7 +111,7 @@ fn schedules(store: &Store) -> Vec<ScheduleLine> {
 /// Global presets, then each recent folder's project presets: those whose
 /// agent can start here (on `path`), so the menu offers no launch that
 /// would fail ("Claude Code is not installed").
-fn launchable(home: &Home, path: Option<&std::ffi::OsStr>) -> Vec<Launchable> {
+fn launchable(home: &Home, store: &Store, path: Option<&std::ffi::OsStr>) -> Vec<Launchable> {
     let startable =
         |preset: &corral::Preset, cwd: &std::path::Path| preset::available::unavailable(preset, path, cwd).is_none();
     let global = preset::discover(&Roots::new(home, None));
@@ -121,7 +121,7 @@ fn launchable(home: &Home, path: Option<&std::ffi::OsStr>) -> Vec<Launchable> {
         .filter(|e| startable(&e.preset, home.data_dir()))
         .map(|e| Launchable { name: e.preset.name.clone(), agent: e.preset.agent.to_string(), folder: None })
         .collect();
-    for folder in corral::recent_folders::recent(home) {
+    for folder in corral::recent_folders::with_runs(home, store) {
         let set = preset::discover(&Roots::new(home, Some(&folder)));
         for e in set.presets {
             let project = matches!(
@@ -205,7 +205,8 @@ mod tests {
             std::env::join_paths([&bin, &std::path::PathBuf::from("/usr/bin"), &std::path::PathBuf::from("/bin")])
                 .unwrap();
 
-        let found = launchable(&home, Some(&path));
+        let store = Store::open(&home).unwrap();
+        let found = launchable(&home, &store, Some(&path));
         let echo = found.iter().position(|e| e.name == "echo" && e.folder.is_none()).expect("the global preset");
         let fix =
             found.iter().position(|e| e.name == "fix" && e.folder.as_ref() == Some(&project)).expect("the project's");

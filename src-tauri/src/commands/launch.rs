@@ -80,16 +80,9 @@ pub fn pick_folder(app: AppHandle) -> Option<String> {
 /// project, not on no folder.
 #[tauri::command(async)]
 pub fn recent_folders(state: State<'_, AppState>) -> Vec<String> {
-    let mut folders: Vec<PathBuf> = corral::recent_folders::recent(&state.home);
-    if let Ok(store) = state.store() {
-        let filter = corral::store::RunFilter { include_dismissed: true, limit: Some(200), ..Default::default() };
-        for run in store.runs(&filter).unwrap_or_default() {
-            let cwd = PathBuf::from(run.cwd);
-            if !folders.contains(&cwd) && cwd.is_dir() {
-                folders.push(cwd);
-            }
-        }
-    }
-    folders.truncate(12);
+    let folders = match state.store() {
+        Ok(store) => corral::recent_folders::with_runs(&state.home, &store),
+        Err(_) => corral::recent_folders::recent(&state.home),
+    };
     folders.into_iter().map(|p| p.display().to_string()).collect()
 }
