@@ -24,6 +24,8 @@ const COMMANDS: &[&str] = &[
     "set_autostart",
     "run_changes",
     "merge_run",
+    "review_runs",
+    "merge_runs",
     "discard_run",
     "open_run_folder",
     "open_run_terminal",

@@ -92,13 +92,12 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
         }
     }
     if !dry_run {
-        // A worktree that goes takes its run's teardown first, while the
-        // run (its preset, its environment) is still there.
-        for (_, tree) in &drop_worktrees {
-            if let Some(run) = ids.iter().find(|id| store.run(id).is_ok_and(|r| r.worktree.as_ref() == Some(tree))) {
-                if let Some(failed) = crate::review::tear_down(store, run) {
-                    tracing::warn!("{failed}");
-                }
+        // A run that goes takes its teardown with it (its database, say),
+        // while the run (its preset, its environment) is still there, its
+        // worktree kept or not: once its record is gone nothing could.
+        for id in &ids {
+            if let Some(failed) = crate::review::tear_down(store, id) {
+                tracing::warn!("{failed}");
             }
         }
         if !store.delete_runs(&ids)? {

@@ -132,15 +132,69 @@ pub fn conflicts(
     ids: &[String],
     cwd: &Path,
 ) -> Result<(Vec<Run>, Vec<worktree::Conflict>), ReviewError> {
-    let runs: Vec<Run> = if ids.is_empty() {
-        conflicts_candidates(store, cwd)?
-    } else {
-        ids.iter().map(|id| store.find_run(id)).collect::<Result<_, _>>()?
-    };
+    let runs: Vec<Run> = if ids.is_empty() { conflicts_candidates(store, cwd)? } else { distinct_runs(store, ids)? };
     let pairs: Vec<(String, Worktree)> =
         runs.iter().map(|r| Ok((r.id.clone(), worktree_of(r)?.clone()))).collect::<Result<_, WorktreeError>>()?;
     let found = worktree::conflicts(&pairs)?;
     Ok((runs, found))
+}
+
+/// One file as several runs changed it: each run's diff of it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileAcross {
+    /// Its path in the repository.
+    pub path: String,
+    /// Each run that changed it, in the order given.
+    pub runs: Vec<RunDiff>,
+}
+
+/// One run's diff of one file.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunDiff {
+    /// The run.
+    pub run: String,
+    /// Its preset.
+    pub preset: String,
+    /// Its unified diff of the file.
+    pub diff: String,
+}
+
+/// Runs `ids`' unmerged changes together: grouped by file, the files more
+/// than one run changed first (then by path), each file's diff under the
+/// run that made it.
+pub fn diff_together(store: &Store, ids: &[String]) -> Result<Vec<FileAcross>, ReviewError> {
+    let mut files: std::collections::BTreeMap<String, Vec<RunDiff>> = Default::default();
+    for run in distinct_runs(store, ids)? {
+        let patch = worktree::patch(worktree_of(&run)?)?;
+        let mut parts: Vec<String> = Vec::new();
+        for line in patch.split_inclusive('\n') {
+            if line.starts_with("diff --git ") || parts.is_empty() {
+                parts.push(String::new());
+            }
+            parts.last_mut().expect("one part at least").push_str(line);
+        }
+        for diff in parts {
+            let Some(path) = diff.lines().next().and_then(|l| l.rsplit_once(" b/")).map(|(_, p)| p.to_string()) else {
+                continue;
+            };
+            files.entry(path).or_default().push(RunDiff { run: run.id.clone(), preset: run.preset.clone(), diff });
+        }
+    }
+    let mut files: Vec<FileAcross> = files.into_iter().map(|(path, runs)| FileAcross { path, runs }).collect();
+    files.sort_by_key(|f| std::cmp::Reverse(f.runs.len()));
+    Ok(files)
+}
+
+/// The runs `ids` name (ids or prefixes), each once, in the order given.
+fn distinct_runs(store: &Store, ids: &[String]) -> Result<Vec<Run>, ReviewError> {
+    let mut runs: Vec<Run> = Vec::new();
+    for id in ids {
+        let run = store.find_run(id)?;
+        if !runs.iter().any(|r| r.id == run.id) {
+            runs.push(run);
+        }
+    }
+    Ok(runs)
 }
 
 /// Every run with a worktree of the repository holding `cwd`, oldest
@@ -162,14 +216,24 @@ pub fn conflicts_candidates(store: &Store, cwd: &Path) -> Result<Vec<Run>, Revie
 /// them change the same lines (that pair named), if they start from
 /// different branches, or if one cannot be merged for its own reasons.
 pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> Result<Vec<Merged>, ReviewError> {
-    let runs: Vec<Run> = ids.iter().map(|id| store.find_run(id)).collect::<Result<_, _>>()?;
+    let runs = distinct_runs(store, ids)?;
     for run in &runs {
         let worktree = worktree_of(run)?;
         if run.status.is_active() {
             return Err(WorktreeError::Active(run.id.clone()).into());
         }
         refuse_carried(store, run, worktree)?;
+        // Nothing to merge is said before anything is merged.
+        if worktree::changes(worktree)?.files.is_empty() {
+            return Err(WorktreeError::WouldConflict(format!(
+                "run {} has nothing to merge (merged already, or it changed nothing); nothing was merged",
+                run.id
+            ))
+            .into());
+        }
     }
+    let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+    let ids = ids.as_slice();
     if let Some(first) = runs.first() {
         for other in &runs[1..] {
             let apart =

@@ -66,6 +66,12 @@ pub fn runs_code(preset: &Preset) -> Option<&'static str> {
         Some("runs a command (agent: command)")
     } else if !preset.setup.is_empty() {
         Some("runs a `setup` command")
+    } else if !preset.teardown.is_empty() {
+        Some("runs a `teardown` command")
+    } else if !preset.env.is_empty() {
+        // `PATH: {worktree}/bin`, `LD_PRELOAD`, `NODE_OPTIONS`: the
+        // repository's own code in place of the agent.
+        Some("sets its runs' environment (env:)")
     } else if !preset.args.is_empty() {
         Some("passes arguments of its own to the agent (args)")
     } else if preset.sandbox == Some(crate::sandbox::Asked::None) {

@@ -282,7 +282,7 @@ fn a_runs_teardown_drops_what_its_env_made_when_its_worktree_is_discarded() {
         "worktree: true\nports: 2\nenv:\n  DATABASE: \"{}/app_{{run}}\"\nteardown: [sh, -c, \"rm -r $DATABASE && echo dropped $DATABASE from $PWD\"]\n",
         dbs.display()
     );
-    env.command_preset_with("db", &["sh", "-c", "mkdir \"$DATABASE\""], &extra);
+    env.command_preset_with("db", &["sh", "-c", "mkdir \"$DATABASE\" && echo work > change.txt"], &extra);
     let id = env.launch("db", "x");
     env.wait_end(&id);
     let database = dbs.join(format!("app_{id}"));
@@ -292,11 +292,70 @@ fn a_runs_teardown_drops_what_its_env_made_when_its_worktree_is_discarded() {
     assert!(!database.exists(), "the teardown dropped it");
     let transcript = env.ok(&["tail", &id, "-n", "all"]);
     assert!(transcript.contains(&format!("dropped {} from {worktree}", database.display())), "{transcript}");
-    // rm of a run with a worktree tears down too.
+    // rm of a run tears down too, even when it keeps the worktree (work
+    // not merged): the run's record, and so its teardown, goes.
     let id = env.launch("db", "y");
     env.wait_end(&id);
     assert!(dbs.join(format!("app_{id}")).is_dir());
     let out = env.corral(&["rm", &id]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("kept"), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(!dbs.join(format!("app_{id}")).exists(), "rm tore it down");
+}
+
+#[test]
+fn a_cloned_repositorys_preset_sets_no_env_and_runs_no_teardown_until_trusted() {
+    let env = Env::new();
+    env.use_fake("pi", "spender");
+    for (file, extra) in [
+        ("env.md", "env: {PATH: \"{worktree}/bin:/usr/bin:/bin\"}\n"),
+        ("teardown.md", "teardown: [sh, -c, \"echo pwned\"]\n"),
+    ] {
+        let name = file.trim_end_matches(".md");
+        let text = format!("---\nname: {name}\ndescription: d\nagent: pi\n{extra}---\n");
+        env.untrusted_preset_file(".corral/presets", file, &text);
+        let out = env.corral(&["launch", name, "x"]);
+        assert!(!out.status.success(), "{name} ran untrusted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("presets trust"), "{err}");
+    }
+    // Corral's own variables are not a preset's to set, trusted or not.
+    env.command_preset_with("own", &["true"], "env: {CORRAL_HOME: /tmp/elsewhere}\n");
+    let out = env.corral(&["launch", "own", "x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("CORRAL_HOME` is Corral's own"), "{err}");
+}
+
+#[test]
+fn runs_merged_together_are_each_merged_once_and_nothing_to_merge_is_said_first() {
+    let (env, [first, _second, third]) = three_runs();
+    env.ok(&["merge", &third]);
+    let head = git(&env.project, &["rev-parse", "HEAD"]);
+    // One already merged, named before anything is merged, in any order.
+    let out = env.corral(&["merge", &first, &third]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(&format!("run {third} has nothing to merge")), "{err}");
+    assert_eq!(git(&env.project, &["rev-parse", "HEAD"]), head, "nothing merged");
+    // The same run twice is one run.
+    let merged = env.ok(&["merge", &first, &first]);
+    assert_eq!(merged.lines().count(), 1, "{merged}");
+}
+
+#[test]
+fn a_run_brought_back_by_a_reply_never_shares_the_ports_another_took_meanwhile() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("claude", "conversing");
+    env.agent_preset("talk", "claude", "ports: 3\n");
+    env.command_preset_with("hold", &["sleep", "30"], "ports: 3\n");
+    let first = env.launch("talk", "hello");
+    env.wait_end(&first);
+    let first_port = env.show(&first)["ports"]["first"].as_u64().unwrap();
+    let second = env.launch("hold", "y");
+    env.wait_run(&second, LIMIT, |r| r["status"] == "running");
+    assert_eq!(env.show(&second)["ports"]["first"].as_u64().unwrap(), first_port, "the ended run's block was free");
+    env.ok(&["reply", &first, "again", "--wait"]);
+    let again = env.show(&first)["ports"]["first"].as_u64().unwrap();
+    assert!(again >= first_port + 3, "two active runs on port {again}");
+    env.ok(&["abort", &second]);
 }

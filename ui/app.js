@@ -7,9 +7,10 @@ import * as presets from "./views/presets.js";
 import * as launch from "./views/launch.js";
 import * as timeline from "./views/timeline.js";
 import * as schedules from "./views/schedules.js";
+import * as review from "./views/review.js";
 import { call, say } from "./kit.js";
 
-const routes = { runs, run, presets, launch, timeline, schedules };
+const routes = { runs, run, presets, launch, timeline, schedules, review };
 let current = null;
 
 function parseHash() {
@@ -25,7 +26,7 @@ async function render() {
   const view = document.getElementById("view");
   view.replaceChildren();
   for (const a of document.querySelectorAll("[data-nav]")) {
-    a.classList.toggle("active", a.dataset.nav === route.name || (route.name === "run" && a.dataset.nav === "runs"));
+    a.classList.toggle("active", a.dataset.nav === route.name || (["run", "review"].includes(route.name) && a.dataset.nav === "runs"));
   }
   current = routes[route.name];
   try {

@@ -59,56 +59,35 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
     Ok(0)
 }
 
-/// One run's diff of one file: the run, its preset, the diff.
-type RunDiff = (String, String, String);
-
 /// Several runs' changes, grouped by file: the files more than one run
 /// changed first, each file's diff under the run that made it.
 fn together(store: &mut Store, ids: &[String], stat: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
-    // path -> [(run, preset, that file's diff)]
-    let mut files: std::collections::BTreeMap<String, Vec<RunDiff>> = Default::default();
-    for id in ids {
-        let run = store.find_run(id)?;
-        let patch = worktree::patch(worktree_of(&run)?)?;
-        for part in patch.split_inclusive('\n').fold(Vec::<String>::new(), |mut parts, line| {
-            if line.starts_with("diff --git ") || parts.is_empty() {
-                parts.push(String::new());
-            }
-            parts.last_mut().expect("one part at least").push_str(line);
-            parts
-        }) {
-            let Some(path) = part.lines().next().and_then(|l| l.rsplit_once(" b/")).map(|(_, p)| p.to_string()) else {
-                continue;
-            };
-            files.entry(path).or_default().push((run.id.clone(), run.preset.clone(), part));
-        }
-    }
-    let mut order: Vec<(&String, &Vec<RunDiff>)> = files.iter().collect();
-    order.sort_by_key(|(path, runs)| (std::cmp::Reverse(runs.len()), (*path).clone()));
+    let files = corral::review::diff_together(store, ids)?;
     if json {
-        let value: Vec<serde_json::Value> = order
+        let value: Vec<serde_json::Value> = files
             .iter()
-            .map(|(path, runs)| {
-                let runs: Vec<_> = runs
+            .map(|f| {
+                let runs: Vec<_> = f
+                    .runs
                     .iter()
-                    .map(|(id, preset, diff)| serde_json::json!({ "run": id, "preset": preset, "diff": if stat { None } else { Some(diff) } }))
+                    .map(|r| serde_json::json!({ "run": r.run, "preset": r.preset, "diff": if stat { None } else { Some(&r.diff) } }))
                     .collect();
-                serde_json::json!({ "path": path, "runs": runs })
+                serde_json::json!({ "path": f.path, "runs": runs })
             })
             .collect();
         super::print_json(out, &value)?;
         return Ok(0);
     }
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    for (path, runs) in order {
-        let who: Vec<&str> = runs.iter().map(|(id, _, _)| id.as_str()).collect();
-        writeln!(out, "=== {path}  ({})", who.join(", "))?;
+    for file in &files {
+        let who: Vec<&str> = file.runs.iter().map(|r| r.run.as_str()).collect();
+        writeln!(out, "=== {}  ({})", file.path, who.join(", "))?;
         if stat {
             continue;
         }
-        for (id, preset, diff) in runs {
-            writeln!(out, "--- run {id} ({preset})")?;
-            let diff = if terminal { super::table::printable(diff).into_owned() } else { diff.clone() };
+        for r in &file.runs {
+            writeln!(out, "--- run {} ({})", r.run, r.preset)?;
+            let diff = if terminal { super::table::printable(&r.diff).into_owned() } else { r.diff.clone() };
             let diff = if super::colour::wanted() { super::colour::diff(&diff) } else { diff };
             out.write_all(diff.as_bytes())?;
         }

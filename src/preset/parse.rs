@@ -125,6 +125,12 @@ pub enum PresetError {
     TeardownNotList(String),
     #[error("`env: {0}` is not a name for an environment variable (letters, digits and _, not starting with a digit)")]
     BadEnvName(String),
+    #[error("`env: {0}` is Corral's own (it ties a process to its run and its store): a preset cannot set it")]
+    CorralEnv(String),
+    #[error("`env: {0}` holds a NUL byte, which no environment variable can")]
+    NulInEnv(String),
+    #[error("`ports: {0}`: at most 1000 ports a run")]
+    TooManyPorts(u16),
     #[error(
         "`env: {name}` uses {{{word}}}, which Corral does not fill in: it knows {{run}}, {{port}} and {{worktree}}"
     )]
@@ -206,7 +212,10 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         setup,
         teardown,
         worktree_include,
-        ports: front.ports.filter(|&n| n > 0),
+        ports: match front.ports {
+            Some(n) if n > crate::ports::MOST => return Err(PresetError::TooManyPorts(n)),
+            ports => ports.filter(|&n| n > 0),
+        },
         env,
         limits: front.limits.as_ref().map(crate::resources::ResourceLimits::parse).transpose()?.unwrap_or_default(),
         schedule: front.schedule,
@@ -232,6 +241,12 @@ fn check_env(env: &std::collections::BTreeMap<String, String>) -> Result<(), Pre
         let first_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
         if !first_ok || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(PresetError::BadEnvName(name.clone()));
+        }
+        if name.starts_with("CORRAL_") {
+            return Err(PresetError::CorralEnv(name.clone()));
+        }
+        if value.contains('\0') {
+            return Err(PresetError::NulInEnv(name.clone()));
         }
         let mut rest = value.as_str();
         while let Some(open) = rest.find('{') {

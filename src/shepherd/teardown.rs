@@ -36,6 +36,9 @@ pub enum TeardownError {
     /// The run's sandbox cannot be made here.
     #[error("teardown of run {run} runs in its sandbox, and {why}")]
     Sandbox { run: String, why: String },
+    /// The run is still active: what it made is in use.
+    #[error("run {0} is still active: its teardown runs when its worktree goes, after it ends")]
+    Active(String),
     /// It ran and failed (or took too long).
     #[error("teardown '{command}' of run {run} failed ({how}):\n{output}")]
     Failed { run: String, command: String, how: String, output: String },
@@ -46,8 +49,13 @@ pub enum TeardownError {
 pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<String>, TeardownError> {
     let run = store.run(id)?;
     let preset = store.run_preset(id)?;
-    if preset.teardown.is_empty() {
+    let done = home.run_dir(id).join("teardown.done");
+    // Once per run: a discard, then an `rm`, tear down once.
+    if preset.teardown.is_empty() || done.exists() {
         return Ok(None);
+    }
+    if run.status.is_active() {
+        return Err(TeardownError::Active(id.into()));
     }
     let config = Config::load(home)?;
     let run_dir = home.run_dir(id);
@@ -123,6 +131,9 @@ pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<Strin
         note.push(TranscriptEvent::text(EventKind::Output, output.clone()));
     }
     store.append_events(id, store.last_event_seq(id)? + 1, &note)?;
+    // Ran, whatever it answered: a second discard or `rm` does not run it
+    // again (a failure is in the transcript to be fixed by hand).
+    let _ = crate::home::create_private(&done);
     match status {
         Some(status) if status.success() => Ok(Some(words)),
         Some(status) => {

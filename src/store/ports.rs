@@ -14,13 +14,38 @@ pub(super) fn free_block(
     count: u16,
     listening: &HashSet<u16>,
 ) -> rusqlite::Result<Option<PortBlock>> {
+    Ok(crate::ports::free_block(count, &taken(tx, "")?, listening))
+}
+
+/// The blocks active runs but `except` hold.
+fn taken(tx: &rusqlite::Transaction<'_>, except: &str) -> rusqlite::Result<Vec<PortBlock>> {
     let sql = format!(
-        "SELECT ports_first, ports_count FROM runs WHERE ports_first IS NOT NULL AND status IN {}",
+        "SELECT ports_first, ports_count FROM runs WHERE ports_first IS NOT NULL AND status IN {} AND id <> ?1",
         RunStatus::active_sql()
     );
     let mut stmt = tx.prepare_cached(&sql)?;
-    let taken = stmt
-        .query_map([], |r| Ok(PortBlock { first: r.get::<_, i64>(0)? as u16, count: r.get::<_, i64>(1)? as u16 }))?
+    let blocks = stmt
+        .query_map([except], |r| {
+            Ok(PortBlock { first: r.get::<_, i64>(0)? as u16, count: r.get::<_, i64>(1)? as u16 })
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(crate::ports::free_block(count, &taken, listening))
+    Ok(blocks)
+}
+
+/// Run `id`, reopened (a reply to a run that ended): its block again if
+/// no active run took it meanwhile, else a free one (its block was free
+/// while it had ended).
+pub(super) fn renew(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+    let held: (Option<i64>, Option<i64>) =
+        tx.query_row("SELECT ports_first, ports_count FROM runs WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (Some(first), Some(count)) = held else { return Ok(()) };
+    let own = PortBlock { first: first as u16, count: count as u16 };
+    let taken = taken(tx, id)?;
+    if !taken.iter().any(|t| t.overlaps(&own)) {
+        return Ok(());
+    }
+    if let Some(block) = crate::ports::free_block(own.count, &taken, &crate::ports::listening()) {
+        tx.execute("UPDATE runs SET ports_first = ?2 WHERE id = ?1", rusqlite::params![id, block.first])?;
+    }
+    Ok(())
 }

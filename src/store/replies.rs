@@ -166,5 +166,8 @@ pub(super) fn reopen_in(tx: &Transaction<'_>, id: &str, even_lost: bool) -> rusq
         ),
         [id],
     )?;
+    if n == 1 {
+        super::ports::renew(tx, id)?;
+    }
     Ok(n == 1)
 }

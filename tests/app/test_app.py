@@ -1079,6 +1079,32 @@ def test_review_and_reply(session, env):
         assert driver.js("return document.querySelector('#merge').disabled"), "Merge again after a merge"
         assert (env.project / "README").read_text() == "changed\n"
 
+        # Several runs reviewed together from the runs list: two change
+        # the same line, one a file of its own; the pair is named before
+        # anything is merged, and the two that do not clash merge at once.
+        for name, script in [("left", "echo left > README"), ("right", "echo right > README"), ("own", "echo own > own.txt")]:
+            (env.project / ".corral" / "presets" / f"{name}.md").write_text(
+                f"---\nname: {name}\ndescription: edits\nagent: command\ncommand: {json.dumps(['sh', '-c', script])}\nworktree: true\n---\n")
+        env.cli("presets", "trust", str(env.project))
+        left, right, own = (env.launch(name, "edit") for name in ("left", "right", "own"))
+        for run in (left, right, own):
+            wait_until("the edit", lambda: env.show(run)["exited_at"] is not None, timeout=60)
+        driver.js("location.hash = '#/runs'")
+        for run in (left, right, own):
+            wait_until("its pick box", lambda: driver.find(f"tr[data-id='{run}'] .pick"))
+            driver.click(f"tr[data-id='{run}'] .pick")
+        wait_until("the review button", lambda: driver.text("#review-together") == "Review 3 together")
+        driver.click("#review-together")
+        wait_until("the pair named", lambda: f"{left} × {right}: README" in driver.text("#review-conflicts"))
+        assert driver.js("return document.querySelector('[data-path=\"README\"] .chip')?.textContent") == "conflict"
+        assert driver.js("return document.querySelectorAll('[data-path=\"README\"] .review-run').length") == 2
+        assert not driver.js("return !!document.querySelector('#merge-all')"), "Merge all offered with a conflict"
+        driver.screenshot(ARTIFACTS / "window-review-together.png")
+        driver.js("location.hash = arguments[0]", f"#/review?runs={own},{left}")
+        wait_until("no clash", lambda: driver.find("#merge-all"))
+        driver.click("#merge-all")
+        wait_until("both merged", lambda: (env.project / "own.txt").exists() and (env.project / "README").read_text() == "left\n")
+
         # The reply box: a follow-up in the agent's own session.
         driver.js("location.hash = arguments[0]", f"#/run/{talk}")
         wait_until("the reply box", lambda: driver.find("#reply-text"))
@@ -1096,7 +1122,8 @@ def test_review_and_reply(session, env):
 
         # The window is told what changed: its header counts follow the
         # store, and a broken store shows as a banner until it is fixed.
-        wait_until("the counts", lambda: driver.text("#counts") == "0 running / 3 total")
+        total = len(json.loads(env.cli("ls", "--json")))
+        wait_until("the counts", lambda: driver.text("#counts") == f"0 running / {total} total")
         config = env.home / "config.toml"
         good = config.read_text()
         config.write_text(good + "max_paralel = 3\n")

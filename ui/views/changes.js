@@ -84,8 +84,8 @@ function paint(changes) {
   box.replaceChildren(summary, h("div", { class: "changes" }, list, diffView(files[selected])));
 }
 
-/** One file's diff, line by line. */
-function diffView(file) {
+/** One file's diff, line by line (`file`: its path and patch). */
+export function diffView(file) {
   const lang = file.path.split(".").pop();
   const lines = file.patch.split("\n");
   if (lines.at(-1) === "") lines.pop();

@@ -7,7 +7,7 @@ import { call, h, say, statusBadge, ago, duration, tokens, cost, isActive } from
 /** Runs fetched per page: a store of thousands is never fetched whole. */
 const PAGE = 200;
 
-let state = { status: "", host: "", query: "", all: false, selected: 0, rows: [], limit: PAGE, endedSince: null };
+let state = { status: "", host: "", query: "", all: false, selected: 0, rows: [], limit: PAGE, endedSince: null, picked: [] };
 let root = null;
 let searchTimer = null;
 
@@ -36,7 +36,9 @@ export async function show(view, _arg, params) {
     ? h("span", { class: "pill", id: "ended-since" }, `ended since ${new Date(state.endedSince).toLocaleTimeString()} `,
       h("a", { href: "#/runs" }, "show all"))
     : null;
-  view.append(h("section", { id: "needs-you", hidden: true }), h("div", { class: "toolbar" }, search, filter, machine, all, clear, since, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
+  const together = h("button", { id: "review-together", hidden: true, onclick: () => { location.hash = `#/review?runs=${state.picked.join(",")}`; } });
+  view.append(h("section", { id: "needs-you", hidden: true }), h("div", { class: "toolbar" }, search, filter, machine, all, clear, since, together, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
+  showPicked();
   call("worktrees_usage").then((u) => {
     if (u.worktrees) disk.textContent = `${u.worktrees} worktree${u.worktrees === 1 ? "" : "s"} · ${size(u.bytes)} on disk`;
   }).catch(() => {});
@@ -47,6 +49,21 @@ export async function show(view, _arg, params) {
 function folderName(run) {
   const path = (run.worktree_repo ?? run.cwd).replace(/\/+$/, "");
   return path.slice(path.lastIndexOf("/") + 1) || path;
+}
+
+/** Runs picked to be reviewed together (their worktrees changed
+ *  something), in the order picked: the button says how many. */
+function pick(id, on) {
+  state.picked = state.picked.filter((p) => p !== id);
+  if (on) state.picked.push(id);
+  showPicked();
+}
+
+function showPicked() {
+  const button = root?.querySelector("#review-together");
+  if (!button) return;
+  button.hidden = state.picked.length < 2;
+  button.textContent = `Review ${state.picked.length} together`;
 }
 
 /** "+12 −3" for a run whose worktree changed something. */
@@ -206,7 +223,9 @@ export async function refresh(change) {
       h("td", { class: "num dur" }, duration(run)),
       h("td", { class: "num tok" }, tokens(run)),
       h("td", { class: "num cost" }, cost(run.cost_usd, run.cost_estimated)),
-      h("td", { class: "changes-cell" }, changeCounts(run)),
+      h("td", { class: "changes-cell" }, changeCounts(run),
+        run.worktree && run.changes?.files ? h("input", { type: "checkbox", class: "pick", title: "review together", checked: state.picked.includes(run.id),
+          onclick: (e) => { e.stopPropagation(); pick(run.id, e.target.checked); } }) : null),
       h("td", { class: "muted" }, run.id),
     )));
   const more = list.length === state.limit

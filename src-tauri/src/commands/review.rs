@@ -37,6 +37,31 @@ pub fn merge_run(state: State<'_, AppState>, id: String, keep_commits: bool) -> 
     Ok(corral::review::merge(&mut state.store()?, &id, keep_commits)?.commit)
 }
 
+/// Several runs' changes judged together: grouped by file, and the pairs
+/// that change the same lines.
+#[derive(Serialize)]
+pub struct Together {
+    files: Vec<corral::review::FileAcross>,
+    conflicts: Vec<corral::worktree::Conflict>,
+}
+
+/// Runs `ids`' changes together, and which pairs conflict.
+#[tauri::command(async)]
+pub fn review_runs(state: State<'_, AppState>, ids: Vec<String>) -> Result<Together, AppError> {
+    let store = state.store()?;
+    let files = corral::review::diff_together(&store, &ids)?;
+    let (_, conflicts) = corral::review::conflicts(&store, &ids, std::path::Path::new("/"))?;
+    Ok(Together { files, conflicts })
+}
+
+/// Merges runs `ids` in that order, one commit each: refused before any
+/// is merged if two conflict. Returns the new commits.
+#[tauri::command(async)]
+pub fn merge_runs(state: State<'_, AppState>, ids: Vec<String>) -> Result<Vec<String>, AppError> {
+    let merged = corral::review::merge_together(&mut state.store()?, &ids, false)?;
+    Ok(merged.into_iter().map(|m| m.commit).collect())
+}
+
 /// Removes run `id`'s worktree and branch (the window asks first).
 #[tauri::command(async)]
 pub fn discard_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {
