@@ -58,8 +58,12 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
     if config.sends("denied") || config.sends("failed") {
         let filter = crate::store::RunFilter { ended_since: Some(since.to_string()), ..Default::default() };
         for run in store.runs(&filter)?.into_iter().filter(|r| r.parent_id.is_none() && r.host.is_none()) {
+            // What the checkout's carried files hold (`.env`) is never
+            // pushed, whatever the agent put it in.
+            let carried = carried_values(store, &run);
             let what = if config.details {
-                format!("\nTask: {}", run.task.chars().take(300).collect::<String>())
+                let task = crate::worktree::carry::hide(&run.task, &carried);
+                format!("\nTask: {}", task.chars().take(300).collect::<String>())
             } else {
                 String::new()
             };
@@ -68,7 +72,7 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
                 // What was denied (a command line, its tokens with it) is
                 // a detail: without details, only how many.
                 let note = match config.details {
-                    true => run.denied_note().unwrap_or_default(),
+                    true => crate::worktree::carry::hide(&run.denied_note().unwrap_or_default(), &carried),
                     false => match run.denied.len() {
                         1 => "1 action was denied".to_string(),
                         n => format!("{n} actions were denied"),
@@ -127,4 +131,11 @@ pub fn send(store: &mut Store, channel: &Channel) -> Result<usize, StoreError> {
         }
     }
     Ok(sent)
+}
+
+/// The values of the files carried into run `run`'s worktree.
+fn carried_values(store: &Store, run: &crate::Run) -> Vec<String> {
+    let Some(checkout) = run.worktree_repo.as_deref() else { return Vec::new() };
+    let list = std::fs::read_to_string(crate::worktree::carry::list_file(&store.home().run_dir(&run.id)));
+    crate::worktree::carry::values(std::path::Path::new(checkout), &list.unwrap_or_default())
 }

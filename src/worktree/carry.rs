@@ -246,3 +246,29 @@ pub fn committed(list: &str, changed: &[String]) -> Vec<String> {
 pub fn list_file(run_dir: &Path) -> PathBuf {
     run_dir.join("carried")
 }
+
+/// The values a run's carried files hold (`KEY=VALUE` lines of the small
+/// files carried whole, `.env` and the like), read from the checkout:
+/// what a push to the phone never shows.
+pub fn values(checkout: &Path, list: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in list.lines().filter(|e| !e.is_empty() && !e.ends_with('/')) {
+        let path = checkout.join(entry);
+        let small = fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= 64 << 10);
+        let Some(text) = small.then(|| fs::read_to_string(&path).ok()).flatten() else { continue };
+        for line in text.lines() {
+            let line = line.trim().trim_start_matches("export ");
+            let Some((_, value)) = line.split_once('=') else { continue };
+            let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
+            if value.chars().count() >= 6 && !found.iter().any(|f| f == value) {
+                found.push(value.to_string());
+            }
+        }
+    }
+    found
+}
+
+/// `text` with every value of `values` hidden.
+pub fn hide(text: &str, values: &[String]) -> String {
+    values.iter().fold(text.to_string(), |text, value| text.replace(value.as_str(), "[hidden: a carried value]"))
+}
