@@ -359,3 +359,33 @@ fn a_run_brought_back_by_a_reply_never_shares_the_ports_another_took_meanwhile()
     assert!(again >= first_port + 3, "two active runs on port {again}");
     env.ok(&["abort", &second]);
 }
+
+#[test]
+fn a_500_mb_ignored_folder_is_carried_in_and_said_how() {
+    let env = repo();
+    // 50 files of 10 MB under node_modules/ (ignored, named).
+    let big = env.project.join("node_modules/big");
+    std::fs::create_dir_all(&big).unwrap();
+    let chunk: Vec<u8> = (0..10 << 20).map(|i: u32| (i % 251) as u8).collect();
+    for i in 0..50 {
+        std::fs::write(big.join(format!("blob{i}.bin")), &chunk).unwrap();
+    }
+    env.command_preset_with("work", &["sh", "-c", "du -sm node_modules/big"], "worktree: true\n");
+    let id = env.launch("work", "x");
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let worktree = Path::new(run["worktree"]["path"].as_str().unwrap()).to_path_buf();
+    for i in [0, 49] {
+        let carried = std::fs::read(worktree.join(format!("node_modules/big/blob{i}.bin"))).unwrap();
+        assert!(carried == chunk, "blob{i} carried whole");
+    }
+    let transcript = env.ok(&["tail", &id, "-n", "all"]);
+    let said = transcript.lines().find(|l| l.contains("carried in:")).unwrap_or_else(|| panic!("{transcript}"));
+    // Reflinked where the file system shares blocks, copied where not:
+    // either way, said.
+    assert!(said.contains("reflinked") || said.contains("copied"), "{said}");
+    assert!(said.contains("MiB in"), "{said}");
+    let size: u64 =
+        said.split(" files, ").nth(1).and_then(|r| r.split('.').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(size >= 500, "500 MB and more carried: {said}");
+}
