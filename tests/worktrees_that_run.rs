@@ -43,6 +43,12 @@ fn repo() -> Env {
     std::fs::write(p.join(".env"), "DATABASE_URL=postgres:///secret\n").unwrap();
     std::fs::create_dir_all(p.join("node_modules/left-pad/bin")).unwrap();
     std::fs::write(p.join("node_modules/left-pad/index.js"), "module.exports = 1;\n").unwrap();
+    std::fs::write(p.join("node_modules/left-pad/suid"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        p.join("node_modules/left-pad/suid"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o4755),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("../index.js", p.join("node_modules/left-pad/bin/pad")).unwrap();
     std::os::unix::fs::symlink("/etc", p.join("node_modules/escape")).unwrap();
     std::fs::create_dir_all(p.join("build")).unwrap();
@@ -67,6 +73,11 @@ fn the_checkouts_ignored_files_it_names_are_carried_in_and_never_merged() {
         std::fs::read_to_string(worktree.join("node_modules/left-pad/index.js")).unwrap(),
         "module.exports = 1;\n"
     );
+    // Modes carried, never set-uid.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(worktree.join("node_modules/left-pad/suid")).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o7777, 0o755, "{mode:o}");
     // A link inside the checkout is carried as a link; one out is not.
     let pad = worktree.join("node_modules/left-pad/bin/pad");
     assert_eq!(std::fs::read_link(&pad).unwrap(), Path::new("../index.js"));

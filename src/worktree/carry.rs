@@ -196,13 +196,16 @@ fn carry_path(checkout: &Path, from: &Path, to: &Path, carried: &mut Carried) ->
         }
     } else if kind.is_dir() {
         fs::create_dir(to)?;
-        fs::set_permissions(to, fs::Permissions::from_mode(meta.permissions().mode() & 0o7777))?;
         for entry in fs::read_dir(from)? {
             let entry = entry?;
             carry_path(checkout, &entry.path(), &to.join(entry.file_name()), carried)?;
         }
+        // Its mode once it is filled (a read-only folder takes its files
+        // first); never set-id or sticky.
+        fs::set_permissions(to, fs::Permissions::from_mode(meta.permissions().mode() & 0o777))?;
     } else if kind.is_file() {
-        if clone_or_copy(from, to, meta.permissions().mode() & 0o7777)? {
+        // A copy is never set-uid or set-gid.
+        if clone_or_copy(from, to, meta.permissions().mode() & 0o777)? {
             carried.cloned += 1;
         }
         carried.files += 1;
