@@ -66,24 +66,9 @@ pub fn free_block(count: u16, taken: &[PortBlock], listening: &HashSet<u16>) -> 
     None
 }
 
-/// The TCP and UDP ports something listens on (or is bound to) on this
-/// machine now, from `/proc/net`: any address, IPv4 and IPv6.
+/// The ports something listens on (or is bound to) on this machine now.
 pub fn listening() -> HashSet<u16> {
-    let mut ports = HashSet::new();
-    for (table, state) in [("tcp", "0A"), ("tcp6", "0A"), ("udp", "07"), ("udp6", "07")] {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/net/{table}")) else { continue };
-        for line in text.lines().skip(1) {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let (Some(local), Some(st)) = (fields.get(1), fields.get(3)) else { continue };
-            if *st != state {
-                continue;
-            }
-            if let Some(port) = local.rsplit(':').next().and_then(|hex| u16::from_str_radix(hex, 16).ok()) {
-                ports.insert(port);
-            }
-        }
-    }
-    ports
+    crate::process::listening_ports()
 }
 
 #[cfg(test)]
