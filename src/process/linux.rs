@@ -275,19 +275,6 @@ pub fn try_user_namespace() -> Result<(), std::io::Error> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn knows_its_own_identity() {
-        let me = ProcessId::of(std::process::id() as i32).unwrap();
-        assert!(me.is_alive());
-        let reused = ProcessId { start: me.start + 1, ..me };
-        assert!(!reused.is_alive(), "a different start time is a different process");
-    }
-}
-
 /// The TCP and UDP ports something listens on (or is bound to) on this
 /// machine now, from `/proc/net`: any address, IPv4 and IPv6.
 pub fn listening_ports() -> std::collections::HashSet<u16> {
@@ -306,4 +293,17 @@ pub fn listening_ports() -> std::collections::HashSet<u16> {
         }
     }
     ports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knows_its_own_identity() {
+        let me = ProcessId::of(std::process::id() as i32).unwrap();
+        assert!(me.is_alive());
+        let reused = ProcessId { start: me.start + 1, ..me };
+        assert!(!reused.is_alive(), "a different start time is a different process");
+    }
 }
