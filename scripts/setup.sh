@@ -29,14 +29,22 @@ if [ "$mode" = test ] && ! command -v tauri-driver >/dev/null; then
 fi
 if [ "$mode" = test ]; then
   # The real agent CLIs the tests run against a local stub model server.
-  # Pinned: a new release is tried here before the tests rely on it.
+  # Pinned with every package under them (tests/real-agents/package-lock.json):
+  # a new release, theirs or a dependency's, is tried here before the tests
+  # rely on it, and a registry that lags a release cannot break a fresh
+  # machine's setup. A registry hiccup is tried again.
   agents=target/real-agents
-  wanted="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.169.0 @mariozechner/pi-coding-agent@0.73.1 @google/gemini-cli@0.61.0 opencode-ai@1.18.33"
+  wanted="$(sha256sum tests/real-agents/package-lock.json | cut -d' ' -f1)"
   if [ "$(cat "$agents/installed" 2>/dev/null)" != "$wanted" ]; then
     mkdir -p "$agents"
-    [ -f "$agents/package.json" ] || echo '{"name":"corral-real-agents","private":true}' > "$agents/package.json"
-    # shellcheck disable=SC2086
-    npm install --prefix "$agents" --no-audit --no-fund --loglevel=error $wanted
+    cp tests/real-agents/package.json tests/real-agents/package-lock.json "$agents/"
+    for try in 1 2 3; do
+      # `install` with the lockfile in place keeps every locked version
+      # (`ci` would also ask for other platforms' optional packages).
+      if npm install --prefix "$agents" --no-audit --no-fund --loglevel=error; then break; fi
+      [ "$try" = 3 ] && exit 1
+      sleep 10
+    done
     echo "$wanted" > "$agents/installed"
   fi
 fi
