@@ -379,16 +379,7 @@ fn a_carried_secret_never_reaches_the_phone() {
     let ntfy = protected();
     let env = Env::new();
     env.config(&format!("[push]\nntfy = \"{}/phone\"\ntoken = \"{TOKEN}\"\ndetails = true\n", ntfy.url()));
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&env.project)
-            .args(["-c", "user.name=T", "-c", "user.email=t@t"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    };
+    let git = |args: &[&str]| common::git(&env.project, args);
     git(&["init", "-q", "-b", "main"]);
     std::fs::write(env.project.join(".gitignore"), ".corral/\n.env\n").unwrap();
     std::fs::write(env.project.join(".worktreeinclude"), ".env\n").unwrap();

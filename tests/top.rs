@@ -137,16 +137,7 @@ fn top_pins_what_needs_you_and_its_keys_answer_it() {
 fn d_shows_the_selected_runs_unmerged_changes_and_d_again_its_transcript() {
     let env = Env::new();
     env.config("");
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&env.project)
-            .args(["-c", "user.name=T", "-c", "user.email=t@t"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
+    let git = |args: &[&str]| common::git(&env.project, args);
     git(&["init", "-q", "-b", "main"]);
     std::fs::write(env.project.join("notes.txt"), "first line\n").unwrap();
     std::fs::write(env.project.join(".gitignore"), ".corral/\n").unwrap();

@@ -6,24 +6,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use common::Env;
+use common::{git, Env};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// A repository on `main` whose checkout has what git ignores: `.env`, a
 /// `node_modules/` (with a link inside it and a link out of the checkout),

@@ -232,6 +232,20 @@ impl Drop for Env {
 }
 
 /// True if a run object has a terminal status.
+/// Runs git in `dir` with a fixed identity; its stdout (panics on failure).
+#[allow(dead_code)] // not every test binary uses it
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 pub fn is_terminal(run: &Value) -> bool {
     matches!(run["status"].as_str(), Some("completed" | "failed" | "aborted" | "lost"))
 }
