@@ -36,6 +36,9 @@ pub struct Config {
     /// Give each run a cgroup where one can be made (`cgroups = false`
     /// follows the process tree instead, as where none can be).
     pub cgroups: bool,
+    /// Keep launches warm with a launch template (`corral::template`): a
+    /// process of the user's that ends after ten idle minutes.
+    pub launch_template: bool,
     /// How much of each run's transcript is kept (`[transcripts]`).
     pub transcripts: TranscriptLimits,
     /// Which ended runs the tray removes once a day (`[retention]`; none
@@ -205,6 +208,7 @@ impl Default for Config {
             max_continuations: 3,
             resource_limits: ResourceLimits::default(),
             cgroups: true,
+            launch_template: true,
             transcripts: TranscriptLimits::default(),
             retention: None,
             hosts: Vec::new(),
@@ -270,6 +274,7 @@ struct ConfigFile {
     agent_defaults: LimitsFile,
     limits: WrittenLimits,
     cgroups: Option<bool>,
+    launch_template: Option<bool>,
     transcripts: TranscriptsFile,
     retention: Option<RetentionFile>,
     hosts: std::collections::BTreeMap<String, HostConfig>,
@@ -388,6 +393,7 @@ impl Config {
             children_timeout: None,
         };
         config.cgroups = file.cgroups.unwrap_or(true);
+        config.launch_template = file.launch_template.unwrap_or(true);
         config.resource_limits = ResourceLimits::parse(&file.limits).map_err(|e| invalid(e.to_string()))?;
         let size = |key: &'static str, value: &LimitValue| {
             crate::resources::parse_size(key, value).map_err(|e| invalid(format!("`[transcripts] {e}`")))

@@ -89,6 +89,17 @@ impl Home {
         self.data.join("corral.bell")
     }
 
+    /// The launch template's socket (see `template`): a launch asks the
+    /// warm process listening there before it starts cold.
+    pub fn template_socket(&self) -> PathBuf {
+        self.data.join("corral.template")
+    }
+
+    /// Held by the one template of this installation while it lives.
+    pub fn template_lock(&self) -> PathBuf {
+        self.data.join("corral.template.lock")
+    }
+
     /// Parent folder of all run folders.
     pub fn runs_dir(&self) -> PathBuf {
         self.data.join("runs")

@@ -44,6 +44,7 @@ pub mod schedule;
 pub mod scope;
 pub mod shepherd;
 pub mod store;
+pub mod template;
 pub mod time;
 pub mod trust;
 pub mod usage_limit;

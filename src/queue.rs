@@ -68,26 +68,44 @@ impl ShepherdCommand {
     }
 }
 
-/// The launcher's end of a pipe to a shepherd it forked: the run's id is
-/// written to it, then it is closed. Dropped unused, it tells the shepherd
-/// there is no run for it (a launch that was refused, or queued).
+/// Who takes the first run started: a shepherd the launcher forked, told
+/// the run's id through a pipe (dropped unused, the pipe tells it there is
+/// no run for it: a launch that was refused, or queued); or this very
+/// process, a template's spare, which supervises the run once it has
+/// answered its launcher.
 #[derive(Debug)]
-pub struct Handoff {
-    pipe: File,
-    /// Reaped once the run is handed over.
-    _middle: crate::process::Middle,
+pub struct Handoff(HandTo);
+
+#[derive(Debug)]
+enum HandTo {
+    Forked {
+        pipe: File,
+        /// Reaped once the run is handed over.
+        _middle: crate::process::Middle,
+    },
+    ThisProcess(Arc<std::sync::OnceLock<String>>),
 }
 
 impl Handoff {
     /// The write end of the pipe the forked shepherd reads, and the process
     /// between the two.
     pub fn new(pipe: File, middle: crate::process::Middle) -> Handoff {
-        Handoff { pipe, _middle: middle }
+        Handoff(HandTo::Forked { pipe, _middle: middle })
+    }
+
+    /// This process takes the run: its id is set in `taken`.
+    pub fn to_this_process(taken: Arc<std::sync::OnceLock<String>>) -> Handoff {
+        Handoff(HandTo::ThisProcess(taken))
     }
 
     /// Gives `run_id` to the shepherd; an error if it is gone.
-    fn hand(mut self, run_id: &str) -> std::io::Result<()> {
-        self.pipe.write_all(run_id.as_bytes())
+    fn hand(self, run_id: &str) -> std::io::Result<()> {
+        match self.0 {
+            HandTo::Forked { mut pipe, .. } => pipe.write_all(run_id.as_bytes()),
+            HandTo::ThisProcess(taken) => {
+                taken.set(run_id.to_string()).map_err(|_| std::io::Error::other("this process took a run already"))
+            }
+        }
     }
 }
 

@@ -106,7 +106,7 @@ pub fn wait_for(
         refuse_deadlock(store, caller, &ids)?;
     }
     let mut blocked = block(store, caller, &ids, waiter)?;
-    let mut waiting = Waiting::new(store, shepherd, cancelled)?;
+    let mut waiting = Waiting::new(store, &ids, shepherd, cancelled)?;
     let result = waiting.until_over(&ids, deadline, blocked.as_mut());
     if let Some(Blocked { wait, .. }) = blocked {
         match &result {
@@ -137,10 +137,11 @@ impl<'a> Waiting<'a> {
     /// Starts watching: a change from now on is told, never missed.
     fn new(
         store: &'a mut Store,
+        ids: &[String],
         shepherd: &'a ShepherdCommand,
         cancelled: Option<&'a Cancel>,
     ) -> Result<Waiting<'a>, StoreError> {
-        let mut watcher = Watcher::new(store)?;
+        let mut watcher = Watcher::new(store)?.until_ended(store, ids);
         if let Some(cancel) = cancelled {
             watcher = watcher.with_waker(cancel.waker.clone());
         }
@@ -160,9 +161,12 @@ impl<'a> Waiting<'a> {
         }
     }
 
-    /// Sleeps until the store may have changed, or `until`.
-    fn sleep(&mut self, until: Option<Instant>) -> Result<(), StoreError> {
-        self.watcher.changed_before(self.store, until).map(drop)
+    /// Sleeps until the store may have changed, or `until`; the runs waited
+    /// on if the bell told that every one ended (their ends written beside
+    /// them: no read of the store).
+    fn sleep(&mut self, until: Option<Instant>) -> Result<Option<Vec<Run>>, StoreError> {
+        self.watcher.changed_before(self.store, until)?;
+        Ok(self.watcher.take_ended())
     }
 
     /// Looks at `ids` after each change until every one is over, the
@@ -208,7 +212,9 @@ impl<'a> Waiting<'a> {
                 (Some(d), Some(l)) => Some(d.min(l)),
                 (d, l) => d.or(l),
             };
-            self.sleep(wake)?;
+            if let Some(runs) = self.sleep(wake)? {
+                return Ok(WaitResult { runs, timed_out: false, cancelled: false });
+            }
         }
     }
 
@@ -221,7 +227,7 @@ impl<'a> Waiting<'a> {
                 return Ok(());
             }
             if !self.heal(false)? {
-                self.sleep(None)?;
+                self.watcher.changed_before(self.store, None)?;
             }
         }
     }

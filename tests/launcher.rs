@@ -82,7 +82,8 @@ fn command_line(pid: i64) -> String {
 #[test]
 fn a_launch_at_a_terminal_is_shepherded_by_its_own_copy_and_leaves_none_waiting() {
     let env = Env::new();
-    env.config("max_parallel = 2\n");
+    // Launched cold, as with no template to ask.
+    env.config("max_parallel = 2\nlaunch_template = false\n");
     env.command_preset("sleeper", &["sleep", "30"]);
     env.command_preset("parent", &["sh", "-c", "corral launch sleeper inner >/dev/null; exec sleep 30"]);
     let parent = env.launch("parent", "outer");
@@ -130,4 +131,67 @@ fn a_launch_at_a_terminal_is_shepherded_by_its_own_copy_and_leaves_none_waiting(
         "only the two shepherds should be left, none waiting for a run; found {left:?} (shepherds {expected:?})"
     );
     env.ok(&["abort", &parent, &inner_id, queued["id"].as_str().unwrap()]);
+}
+
+/// The launch template: after a launch at a terminal started it, the next
+/// launches are recorded and supervised by its warm spares (a shepherd
+/// that shows as `corral template`), say what a cold launch says (its
+/// warnings, its refusals), and a template killed takes no run with it.
+/// A launch from inside a run is never a spare's: it is judged cold.
+#[test]
+fn a_launch_template_makes_the_next_launches_and_a_killed_one_takes_no_run_along() {
+    let env = Env::new();
+    env.config("max_parallel = 8\n");
+    env.command_preset("sleeper", &["sleep", "30"]);
+    env.command_preset("parent", &["sh", "-c", "corral launch sleeper inner >/dev/null; exec sleep 30"]);
+    let running = |r: &serde_json::Value| r["status"] == "running";
+    let limit = std::time::Duration::from_secs(10);
+    let cold = env.launch("sleeper", "first");
+    assert!(common::eventually(limit, || env.template_pid().is_some()), "the first launch started a template");
+    assert!(common::eventually(limit, || env.home.join("corral.template").exists()), "the template listens");
+
+    let warm = env.launch("sleeper", "second");
+    let run = env.wait_run(&warm, limit, running);
+    let words = command_line(run["shepherd_pid"].as_i64().unwrap());
+    assert!(words.ends_with(" template "), "a spare of the template shepherds it; its shepherd is `{words}`");
+    assert_eq!(run["task"], "second");
+    assert_eq!(run["cwd"], env.project.to_str().unwrap(), "it runs where it was launched");
+
+    // What a cold launch says, said the same.
+    let refused = env.corral(&["launch", "no-such-preset", "x"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.starts_with("corral: ") && said.contains("no-such-preset"), "{said}");
+    let spaced = env.corral(&["launch", "sleeper", "   "]);
+    assert!(String::from_utf8_lossy(&spaced.stderr).contains("the task is empty"));
+    // The launcher's environment is the run's.
+    env.command_preset("env", &["sh", "-c", "echo \"marker=$LAUNCH_MARK\""]);
+    let marked = env.launch_env("env", "x", &[("LAUNCH_MARK", "from-the-terminal")]);
+    env.wait_end(&marked);
+    assert!(env.ok(&["tail", &marked, "-n", "all"]).contains("marker=from-the-terminal"));
+
+    // From inside a run: never a spare's.
+    let parent = env.launch("parent", "outer");
+    let mut inner = None;
+    assert!(common::eventually(limit, || {
+        let runs = env.json(&["ls"]);
+        inner = runs.as_array().unwrap().iter().find(|r| r["parent_id"] == parent.as_str()).cloned();
+        inner.is_some()
+    }));
+    let inner_id = inner.unwrap()["id"].as_str().unwrap().to_string();
+    let inner = env.wait_run(&inner_id, limit, running);
+    let words = command_line(inner["shepherd_pid"].as_i64().unwrap());
+    assert!(words.ends_with(&format!(" shepherd {inner_id} ")), "inside a run: a shepherd of its own; `{words}`");
+
+    // The template killed: its runs go on; the next launch is cold, and
+    // starts another.
+    let template = env.template_pid().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(template), nix::sys::signal::SIGKILL).unwrap();
+    assert!(common::eventually(limit, || env.template_pid().is_none()));
+    let again = env.launch("sleeper", "third");
+    env.wait_run(&again, limit, running);
+    assert_eq!(env.show(&warm)["status"], "running", "a killed template takes no run along");
+    assert!(common::eventually(limit, || env.template_pid().is_some_and(|pid| pid != template)));
+    env.ok(&["abort", &cold, &warm, &parent, &inner_id, &again]);
+    assert_eq!(env.wait_end(&warm)["status"], "aborted");
 }

@@ -200,3 +200,36 @@ fn replies_that_cannot_be_delivered_are_refused_before_anything_starts() {
     assert_eq!(run["status"], "completed", "nothing changed");
     assert_eq!(turns(&log).len(), 1);
 }
+
+/// A waiter is told a run ended by its end, written beside it as it is
+/// committed; a reply that brings the run back takes that end away first,
+/// so a wait begun after the reply waits for the reply's turn.
+#[test]
+fn a_wait_begun_after_a_reply_gets_the_end_of_the_replys_turn_not_the_one_before() {
+    let (env, log) = conversing();
+    let hold = env.project.join("hold");
+    let vars = [("CONVERSE_LOG", log.to_str().unwrap()), ("CONVERSE_HOLD", hold.to_str().unwrap())];
+    let id = env.launch_env("talk", "first question", &vars);
+    let waiter = env.command(&["wait", &id, "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    release(&hold);
+    let out = waiter.wait_with_output().unwrap();
+    let told: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(told[0]["final_text"], "Echo: first question", "{told:#}");
+    let ended = env.run_dir(&id).join("ended.json");
+    assert!(ended.is_file(), "the end is written beside the run for its waiters");
+
+    env.ok(&["reply", &id, "and a second one"]);
+    assert!(!ended.exists(), "the reply took the first end away as it was recorded");
+    let waiter = env.command(&["wait", &id]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    assert!(eventually(LIMIT, || env.show(&id)["status"] == "running"), "the reply's turn started");
+    // Every commit of the turn rang the bell; none was taken for its end.
+    assert!(eventually(LIMIT, || turns(&log).len() == 2), "{:?}", turns(&log));
+    release(&hold);
+    let out = waiter.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("completed") && said.contains("Echo: and a second one"), "{said}");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&std::fs::read(&ended).unwrap()).unwrap()["final_text"],
+        "Echo: and a second one"
+    );
+}

@@ -365,7 +365,7 @@ fn a_500_mb_ignored_folder_is_carried_in_and_said_how() {
     // as much again, and a shared disk can be short of it: then fewer
     // files, said, rather than a test that fails for the machine's sake.
     let free_mb = nix::sys::statvfs::statvfs(&env.project)
-        .map(|s| s.blocks_available() as u64 * s.fragment_size() as u64 >> 20)
+        .map(|s| (s.blocks_available() * s.fragment_size()) >> 20)
         .unwrap_or(u64::MAX);
     let files: u64 = if free_mb > 3_000 { 50 } else { (free_mb / 60).clamp(1, 50) };
     if files < 50 {

@@ -59,6 +59,84 @@ pub struct Args {
     /// and none is launched again. What a host's launch sends.
     #[arg(long, value_name = "KEY", hide = true)]
     request: Option<String>,
+    /// The task, once read (standard input is read once, by the warm path
+    /// if it was tried).
+    #[arg(skip)]
+    read_task: Option<String>,
+    /// No launch template answered: this launch starts one for the next.
+    #[arg(skip)]
+    start_template: bool,
+}
+
+/// Launches through the template's warm spare (see `corral::template`), if
+/// this launch may and a template answers: the exit code. `None`: launch
+/// cold, as `args` now say (the task read, under the key the spare was
+/// asked with, so a launch it recorded is not made twice).
+pub fn warm(args: &mut Args) -> Option<i32> {
+    if !args.is_local()
+        || args.parent.is_some()
+        || args.wait
+        || !corral::shepherd::forked::this_process_outside_every_run()
+    {
+        return None;
+    }
+    let home = corral::caller::home().ok()?;
+    let task = match task_of(&args.task, args.task_file.as_deref()) {
+        Ok(task) => task,
+        Err(_) => return None, // said by the cold path
+    };
+    args.read_task = Some(task.clone());
+    let cwd = match &args.cwd {
+        Some(dir) => std::path::absolute(dir).ok()?,
+        None => corral::launch::working_folder().ok()?,
+    };
+    let key = args.request.get_or_insert_with(|| format!("warm-{:016x}", fastrand::u64(..))).clone();
+    let asked = corral::template::WarmLaunch {
+        preset: args.preset.clone(),
+        task,
+        cwd,
+        model: args.model.clone(),
+        worktree: worktree_choice(args),
+        base: args.base.clone(),
+        budget: args.budget,
+        request: key,
+        env: std::env::vars_os().collect(),
+    };
+    let answer = corral::template::ask::ask(&home, &asked);
+    let mut err = std::io::stderr().lock();
+    let mut out = std::io::stdout().lock();
+    let printed = match answer {
+        None | Some(corral::template::WarmAnswer::NotHere { .. }) => {
+            args.start_template = answer.is_none();
+            return None;
+        }
+        Some(corral::template::WarmAnswer::Refused { error, said }) => {
+            let _ = write!(err, "{said}");
+            let _ = writeln!(err, "corral: {error}");
+            return Some(super::EXIT_ERROR);
+        }
+        Some(corral::template::WarmAnswer::Launched { run, said }) => {
+            let _ = write!(err, "{said}");
+            if args.json {
+                super::print_json(&mut out, &*run)
+            } else {
+                writeln!(out, "{}", run.id).map_err(anyhow::Error::from)
+            }
+        }
+    };
+    Some(match printed.and_then(|()| out.flush().map_err(anyhow::Error::from)) {
+        Ok(()) => 0,
+        Err(_) => super::EXIT_ERROR,
+    })
+}
+
+/// `--worktree` / `--no-worktree`, over the preset's choice.
+fn worktree_choice(args: &Args) -> Option<bool> {
+    match (args.worktree, args.no_worktree) {
+        (true, _) => Some(true),
+        (false, true) => Some(false),
+        (false, false) => None,
+    }
 }
 
 /// `--budget` as clap reads it.
@@ -93,9 +171,14 @@ pub fn run(
     if let Some(name) = &args.host {
         return launch_on_host(home, store, name, args.clone(), out);
     }
+    let worktree = worktree_choice(&args);
+    let task = match args.read_task {
+        Some(task) => task,
+        None => task_of(&args.task, args.task_file.as_deref())?,
+    };
     let request = LaunchRequest {
         preset: args.preset,
-        task: task_of(&args.task, args.task_file.as_deref())?,
+        task,
         cwd: match args.cwd {
             Some(dir) => dir,
             None => corral::launch::working_folder()?,
@@ -103,11 +186,7 @@ pub fn run(
         model: args.model,
         parent: args.parent,
         env: None,
-        worktree: match (args.worktree, args.no_worktree) {
-            (true, _) => Some(true),
-            (false, true) => Some(false),
-            (false, false) => None,
-        },
+        worktree,
         base: args.base,
         budget: args.budget,
         fire: None,
@@ -115,6 +194,9 @@ pub fn run(
     };
     let run = launch(store, &request, shepherd)?;
     shepherd.dismiss_forked();
+    if args.start_template && corral::config::Config::load(home)?.launch_template {
+        corral::template::start(home);
+    }
     if args.wait {
         let caller = corral::caller::caller_run(store)?;
         let result =
@@ -148,6 +230,7 @@ fn launch_on_host(
     let host = config.host(name)?;
     let task = task_of(&args.task, args.task_file.as_deref())?;
     corral::launch::check_task(&task)?;
+    let worktree = worktree_choice(&args);
     let options = corral::remote::RemoteLaunch {
         cwd: match args.cwd {
             Some(dir) => Some(dir.into_os_string().into_string().map_err(|dir| {
@@ -156,11 +239,7 @@ fn launch_on_host(
             None => None,
         },
         model: args.model,
-        worktree: match (args.worktree, args.no_worktree) {
-            (true, _) => Some(true),
-            (false, true) => Some(false),
-            (false, false) => None,
-        },
+        worktree,
         base: args.base,
         budget: args.budget,
         fire: None,

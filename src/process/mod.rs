@@ -20,7 +20,7 @@ pub use linux::{
 pub use start::{start_agent, AgentStart, StartedAgent};
 pub use told::{Bell, FolderWatch, PidFd, Waker};
 pub use unix::{
-    die_with_parent, fork_detached, make_nonblocking, prepare_run_command, read_available, reap_any, redirect_output,
-    return_free_memory, signal_group, signal_pid, spawn_detached, terminal_width, wait_readable, FileLock, Forked,
-    Middle, Readiness, Reaped, Sig, SignalPipe,
+    close_all_but, die_with_parent, fork_detached, make_nonblocking, prepare_run_command, read_available, reap_any,
+    redirect_output, return_free_memory, signal_group, signal_pid, spawn_detached, terminal_width, wait_readable,
+    FileLock, Forked, Middle, Readiness, Reaped, Sig, SignalPipe,
 };

@@ -266,6 +266,22 @@ impl FileLock {
     }
 }
 
+/// Closes every descriptor above 2 but `keep`: a process forked from a
+/// long-lived one takes none of its files along (its lock, its listening
+/// socket), which would otherwise stay open for as long as the copy lives.
+/// For a fresh copy, whose owned descriptors are never dropped.
+pub fn close_all_but(keep: &[std::os::fd::RawFd]) -> io::Result<()> {
+    let open: Vec<std::os::fd::RawFd> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in open.into_iter().filter(|fd| *fd > 2 && !keep.contains(fd)) {
+        // SAFETY: closing a descriptor this process holds; the copy's
+        // owners of it never run their destructors.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
 /// Returns the heap's free pages to the system (glibc keeps them
 /// otherwise, however long the process lives).
 pub fn return_free_memory() {

@@ -29,7 +29,7 @@ use crate::store::Store;
 /// process may (one thread, outside every run). In the launcher, returns
 /// the pipe to hand it the run; the forked shepherd never returns.
 pub fn fork_ahead() -> Option<Handoff> {
-    if !outside_every_run() {
+    if !this_process_outside_every_run() {
         return None;
     }
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).ok()?;
@@ -43,18 +43,21 @@ pub fn fork_ahead() -> Option<Handoff> {
     }
 }
 
-/// Whether nothing says this process belongs to a run: its environment,
-/// its ancestors' (as the kernel keeps them), its cgroup.
-fn outside_every_run() -> bool {
+/// Whether nothing says this process belongs to a run: its environment
+/// as it is now, and as [`outside_every_run`] judges it.
+pub fn this_process_outside_every_run() -> bool {
     let marks = [RUN_ID_ENV, SHEPHERD_ENV];
-    if marks.iter().any(|mark| std::env::var_os(mark).is_some()) {
+    !marks.iter().any(|mark| std::env::var_os(mark).is_some()) && outside_every_run(std::process::id() as i32)
+}
+
+/// Whether nothing says process `pid` belongs to a run: its cgroup, its
+/// and its ancestors' environments (as the kernel keeps them).
+pub fn outside_every_run(pid: i32) -> bool {
+    let marks = [RUN_ID_ENV, SHEPHERD_ENV];
+    if process::cgroup::run_of(pid).is_some() {
         return false;
     }
-    let me = std::process::id() as i32;
-    if process::cgroup::run_of(me).is_some() {
-        return false;
-    }
-    !process::ancestry(me).iter().any(|p| marks.iter().any(|mark| process::has_env_var(p.pid, mark)))
+    !process::ancestry(pid).iter().any(|p| marks.iter().any(|mark| process::has_env_var(p.pid, mark)))
 }
 
 /// The forked shepherd: opens the store, waits for its run, supervises it.

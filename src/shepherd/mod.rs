@@ -25,6 +25,7 @@ mod prepare;
 mod recorder;
 mod replies;
 mod session;
+pub mod spare;
 mod spawn;
 mod streams;
 mod supervise;

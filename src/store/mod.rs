@@ -10,6 +10,7 @@ mod budgets;
 mod busy;
 mod changes;
 mod desk;
+mod ends;
 mod events;
 mod health;
 mod limits;
@@ -37,6 +38,7 @@ use crate::home::{Home, HomeError, FILE_MODE};
 
 pub use changes::{Change, ChangesRead};
 pub use desk::{Counts, DaySpend, Spend};
+pub use ends::{ended_file, read_ended};
 pub use events::{fold_usage, stored_bytes, Dropped, EventMark, ShownEvent, StoredEvent};
 pub use health::Health;
 pub use limits::AgentLimit;
@@ -131,6 +133,9 @@ pub struct Store {
     me: Option<crate::process::ProcessId>,
     /// The bell rung after each commit (see `process::Bell`).
     bell: PathBuf,
+    /// This connection notes the runs its writes end (see `ends`): armed
+    /// at its first write, so a process that only reads never pays for it.
+    ends_armed: bool,
 }
 
 impl Store {
@@ -166,7 +171,7 @@ impl Store {
         if let Err(e) = crate::process::Bell::ensure(&bell) {
             tracing::debug!("no bell at {}: {e}", bell.display());
         }
-        let mut store = Store { conn, home: home.clone(), me, bell };
+        let mut store = Store { conn, home: home.clone(), me, bell, ends_armed: false };
         migrate::apply(&mut store.conn, &path)?;
         store.keep_reserve();
         Ok(store)
@@ -198,9 +203,22 @@ impl Store {
         doing: &'static str,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
+        if !self.ends_armed {
+            ends::arm(&self.conn).doing("noting the runs a write ends")?;
+            self.ends_armed = true;
+        }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).doing(doing)?;
         let value = f(&tx).doing(doing)?;
+        let (ended, brought_back) = ends::moved_in(&tx).doing(doing)?;
+        ends::unwrite(&self.home, &brought_back);
         tx.commit().doing(doing)?;
+        // Committed: what ended is written beside each run before anyone
+        // is told, so a woken waiter reads that file, not the store.
+        if !ended.is_empty() {
+            if let Err(e) = self.write_ends(&ended) {
+                tracing::warn!("runs {ended:?} ended; cannot write their ends beside them: {e}");
+            }
+        }
         // Committed, so visible: every process waiting on the store looks.
         crate::process::Bell::ring(&self.bell);
         Ok(value)

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use crate::heal::{heal, HealError, HEAL_EVERY, HEAL_EVERY_UNTOLD};
 use crate::process::{self, Bell, FolderWatch, PidFd, Waker};
 use crate::queue::ShepherdCommand;
-use crate::store::{Store, StoreError};
+use crate::run::Run;
+use crate::store::{read_ended, Store, StoreError};
 
 pub use follower::{Change, Follower, LOOK_AT_MOST_EVERY};
 
@@ -63,6 +64,11 @@ pub struct Watcher {
     /// The store's files were written at this moment and no commit was seen
     /// since: look again after each of [`RECHECKS`] (the index).
     recheck: Option<(Instant, usize)>,
+    /// The folders of the runs whose ends, written beside them, end this
+    /// watch (see [`Watcher::until_ended`]); empty: none.
+    ends_of: Vec<std::path::PathBuf>,
+    /// Those runs, once every one's end was read.
+    ended: Option<Vec<Run>>,
 }
 
 /// How a [`Watcher`] is told of other processes' commits.
@@ -124,6 +130,8 @@ impl Watcher {
             healed_at: None,
             waker: None,
             recheck: None,
+            ends_of: Vec::new(),
+            ended: None,
         };
         watcher.follow(store)?;
         Ok(watcher)
@@ -133,6 +141,30 @@ impl Watcher {
     pub fn with_waker(mut self, waker: Waker) -> Watcher {
         self.waker = Some(waker);
         self
+    }
+
+    /// Also ends a wait when every one of runs `ids` ended, as told by the
+    /// ends written beside them (`store::ended_file`) before the bell
+    /// rang: read from those files, without a read of the store. Each ring
+    /// costs a look at the files; a run that ended without one is found
+    /// by the store, as before.
+    pub fn until_ended(mut self, store: &Store, ids: &[String]) -> Watcher {
+        self.ends_of = ids.iter().map(|id| store.home().run_dir(id)).collect();
+        self
+    }
+
+    /// The runs of [`Watcher::until_ended`], once a wait found them all
+    /// ended (and said [`Wake::Changed`]).
+    pub fn take_ended(&mut self) -> Option<Vec<Run>> {
+        self.ended.take()
+    }
+
+    /// Every followed run's end, if each is written.
+    fn read_ends(&self) -> Option<Vec<Run>> {
+        if self.ends_of.is_empty() {
+            return None;
+        }
+        self.ends_of.iter().map(|dir| read_ended(dir)).collect()
     }
 
     /// Heals the store if a followed process exited, or the safety net is
@@ -235,6 +267,7 @@ impl Watcher {
                 return Ok(Wake::Extra(index));
             }
             let mut at = extra.len();
+            let rung = self.told.fd().is_some() && ready[at];
             match &mut self.told {
                 Told::Bell(bell) => {
                     if ready[at] {
@@ -256,6 +289,12 @@ impl Watcher {
                     at += 1;
                 }
                 Told::Untold => {}
+            }
+            if rung {
+                if let Some(runs) = self.read_ends() {
+                    self.ended = Some(runs);
+                    return Ok(Wake::Changed);
+                }
             }
             if let Some(waker) = &self.waker {
                 if ready[at] && waker.drain() {

@@ -41,6 +41,17 @@ pub struct Env {
 }
 
 impl Env {
+    /// The pid of this installation's launch template, while one runs.
+    pub fn template_pid(&self) -> Option<i32> {
+        let pid: i32 = std::fs::read_to_string(self.home.join("corral.template.lock")).ok()?.trim().parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        let home = format!("CORRAL_HOME={}", self.home.display()).into_bytes();
+        let is_it = cmdline.split(|&b| b == 0).any(|arg| arg == b"template")
+            && environ.split(|&b| b == 0).any(|var| var == home.as_slice());
+        is_it.then_some(pid)
+    }
+
     pub fn new() -> Env {
         let root = tempfile::tempdir().expect("temp dir");
         let home = root.path().join("corral-home");
@@ -227,6 +238,11 @@ impl Drop for Env {
             let mut args = vec!["abort"];
             args.extend(active);
             let _ = self.command(&args).output();
+        }
+        // Nor its launch template, which would wait ten idle minutes in a
+        // folder that is gone.
+        if let Some(pid) = self.template_pid() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM);
         }
     }
 }

@@ -1,0 +1,153 @@
+//! A template's spare: a shepherd forked before its run exists, warm (its
+//! store open, its pages the template's), that takes one launch from the
+//! template's socket, answers its launcher, and supervises the run it
+//! recorded. See `template` for the whole.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::{Arc, OnceLock};
+
+use crate::home::{self, Home};
+use crate::launch::{launch, LaunchRequest};
+use crate::process;
+use crate::queue::{Handoff, ShepherdCommand};
+use crate::run_env::SHEPHERD_ENV;
+use crate::store::Store;
+use crate::template::{WarmAnswer, WarmLaunch};
+
+/// The most a launch request may be: a task of at most 1 MB, and the
+/// launcher's environment.
+const MOST: u64 = 8 << 20;
+
+/// Waits for one launch on `listener` (until the template closes `quit`),
+/// carries it out, and supervises its run if it started one. Returns the
+/// exit code.
+pub fn serve(home: &Home, listener: UnixListener, taken: OwnedFd, quit: OwnedFd) -> i32 {
+    let Ok(mut store) = Store::open(home) else { return 1 };
+    let Some(stream) = accept_one(&listener, &quit) else { return 0 };
+    // Off the template, which forks the next spare now.
+    let _ = File::from(taken).write_all(&[1]);
+    drop((listener, quit));
+    match carry_out(&mut store, stream) {
+        Some(run_id) => supervise(home, &run_id, store),
+        None => 0,
+    }
+}
+
+/// The first connection to `listener`; `None` once `quit` hangs up (the
+/// template ended) with none.
+fn accept_one(listener: &UnixListener, quit: &OwnedFd) -> Option<UnixStream> {
+    loop {
+        let ready = process::wait_readable(&[listener.as_fd(), quit.as_fd()], None).ok()?;
+        if ready[0] {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(false).ok()?;
+                    return Some(stream);
+                }
+                // Taken by the spare before, or the launcher left.
+                Err(_) => continue,
+            }
+        }
+        if ready[1] {
+            return None;
+        }
+    }
+}
+
+/// Answers the launcher on `stream`; the run this process now shepherds,
+/// if the launch started one (whether or not the launcher was still there
+/// to read the answer: the run is recorded, and lives).
+fn carry_out(store: &mut Store, mut stream: UnixStream) -> Option<String> {
+    let (answer, run) = answer(store, &mut stream);
+    let _ = stream.write_all(&serde_json::to_vec(&answer).unwrap_or_default());
+    run
+}
+
+fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<String>) {
+    if let Some(why) = not_here(stream) {
+        return (WarmAnswer::NotHere { why }, None);
+    }
+    let mut request = Vec::new();
+    if let Err(e) = stream.take(MOST).read_to_end(&mut request) {
+        return (WarmAnswer::NotHere { why: format!("the request was not read whole: {e}") }, None);
+    }
+    let asked: WarmLaunch = match serde_json::from_slice(&request) {
+        Ok(asked) => asked,
+        Err(e) => return (WarmAnswer::NotHere { why: format!("the request is not one this spare reads: {e}") }, None),
+    };
+    let plain = match ShepherdCommand::current_exe() {
+        Ok(plain) => plain,
+        Err(e) => return (WarmAnswer::NotHere { why: format!("cannot find the corral executable: {e}") }, None),
+    };
+    let taken = Arc::new(OnceLock::new());
+    let ((launched, healed), said) = crate::logging::said_by(|| {
+        // As every command does first; a queued run a heal starts gets a
+        // shepherd of its own, never this one.
+        let healed = crate::heal::heal(store, &plain);
+        let shepherd = plain.clone().with_forked(Some(Handoff::to_this_process(taken.clone())));
+        let request = LaunchRequest {
+            preset: asked.preset,
+            task: asked.task,
+            cwd: asked.cwd,
+            model: asked.model,
+            parent: None,
+            env: Some(asked.env),
+            worktree: asked.worktree,
+            base: asked.base,
+            budget: asked.budget,
+            fire: None,
+            request: Some(asked.request),
+        };
+        (healed.is_ok().then(|| launch(store, &request, &shepherd)), healed)
+    });
+    match (launched, healed) {
+        (Some(Ok(run)), _) => (WarmAnswer::Launched { run: Box::new(run), said }, taken.get().cloned()),
+        (Some(Err(e)), _) => (WarmAnswer::Refused { error: e.to_string(), said }, None),
+        (None, Err(e)) => (WarmAnswer::Refused { error: e.to_string(), said }, None),
+        (None, Ok(_)) => unreachable!("launched unless the heal failed"),
+    }
+}
+
+/// Why this spare does not launch for the process at the other end of
+/// `stream`: another user, or a process of a run (whose launch is judged
+/// by what it may do, cold).
+fn not_here(stream: &UnixStream) -> Option<String> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let creds = match getsockopt(stream, PeerCredentials) {
+        Ok(creds) => creds,
+        Err(e) => return Some(format!("cannot tell who asks: {e}")),
+    };
+    if crate::template::exe_replaced() {
+        return Some("the template runs a corral that was replaced since".to_string());
+    }
+    if creds.uid() != nix::unistd::getuid().as_raw() {
+        return Some(format!("asked by user {}, not this template's", creds.uid()));
+    }
+    // 0: a process of another pid namespace, which cannot be judged here.
+    if creds.pid() <= 0 || !super::forked::outside_every_run(creds.pid()) {
+        return Some("asked from inside a run".to_string());
+    }
+    None
+}
+
+/// Supervises run `run_id` with `store`, as its shepherd; the exit code.
+fn supervise(home: &Home, run_id: &str, store: Store) -> i32 {
+    let Ok(log) = home::open_private_append(&crate::queue::shepherd_log(&home.run_dir(run_id))) else {
+        return 1; // no run folder: the run is healed as never started
+    };
+    if process::redirect_output(&log).is_err() {
+        return 1;
+    }
+    std::env::set_var(SHEPHERD_ENV, run_id);
+    crate::logging::init(super::LOG_LEVEL);
+    match super::shepherd_with(home, run_id, Some(store)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("corral shepherd {run_id} (a launch template's spare): {e}");
+            1
+        }
+    }
+}

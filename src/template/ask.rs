@@ -1,0 +1,38 @@
+//! The launcher's side: ask the template's spare to launch, or say there
+//! is none (and the launch goes cold).
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use super::{WarmAnswer, WarmLaunch};
+use crate::home::Home;
+
+/// How long a launcher waits for a spare's answer before it launches cold
+/// under the same key: a spare records the run in milliseconds, unless the
+/// store waits on another writer.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The most an answer may be: a run with its task (at most 1 MB) and more.
+const MOST: u64 = 16 << 20;
+
+/// Asks the template of `home` to launch `launch`; `None` if no template
+/// answers (none runs, or it went away): then launch cold.
+pub fn ask(home: &Home, launch: &WarmLaunch) -> Option<WarmAnswer> {
+    let mut stream = UnixStream::connect(home.template_socket()).ok()?;
+    stream.set_read_timeout(Some(PATIENCE)).ok()?;
+    let request = serde_json::to_vec(launch).ok()?;
+    stream.write_all(&request).ok()?;
+    stream.shutdown(std::net::Shutdown::Write).ok()?;
+    let mut answer = Vec::new();
+    stream.take(MOST).read_to_end(&mut answer).ok()?;
+    match serde_json::from_slice(&answer) {
+        Ok(answer) => Some(answer),
+        Err(e) => {
+            // A spare that died mid-answer closes the socket: nothing, or a
+            // piece of one.
+            tracing::debug!("no answer from the launch template ({e}): launching cold");
+            None
+        }
+    }
+}
