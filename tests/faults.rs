@@ -294,8 +294,13 @@ fn a_read_only_store_gives_a_clear_error() {
     let id = env.launch("ok", "before");
     env.wait_end(&id);
     // The run's shepherd may still hold the database open for writing for
-    // a moment after its exit is recorded (it hands its slot on): a
-    // read-write file open makes the remount fail with "busy".
+    // a moment after its exit is recorded (it hands its slot on), and the
+    // launch template's spare holds it while it waits: a read-write file
+    // open makes the remount fail with "busy". The disk going read-only
+    // under a template is its spare's to meet; here the launch meets it.
+    if let Some(pid) = env.template_pid() {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM).unwrap();
+    }
     let remounted = eventually(Duration::from_secs(10), || {
         Command::new("mount").args(["-o", "remount,ro"]).arg(&env.home).status().unwrap().success()
     });

@@ -162,6 +162,8 @@ impl Remote {
 impl Drop for Remote {
     fn drop(&mut self) {
         self.stop_sshd();
+        // Launches there started the host's launch template.
+        common::end_template(&self.home);
     }
 }
 

@@ -101,6 +101,7 @@ pub fn warm(args: &mut Args) -> Option<i32> {
         budget: args.budget,
         request: key,
         env: std::env::vars_os().collect(),
+        program: std::env::current_exe().ok()?,
     };
     let answer = corral::template::ask::ask(&home, &asked);
     let mut err = std::io::stderr().lock();

@@ -21,6 +21,9 @@ use crate::template::{WarmAnswer, WarmLaunch};
 /// launcher's environment.
 const MOST: u64 = 8 << 20;
 
+/// How long a launcher may take to say what it asks once connected.
+const SAY_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Waits for one launch on `listener` (until the template closes `quit`),
 /// carries it out, and supervises its run if it started one. Returns the
 /// exit code.
@@ -71,6 +74,8 @@ fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<Str
         return (WarmAnswer::NotHere { why }, None);
     }
     let mut request = Vec::new();
+    // A launcher that connects and says nothing holds no spare for ever.
+    let _ = stream.set_read_timeout(Some(SAY_WITHIN));
     if let Err(e) = stream.take(MOST).read_to_end(&mut request) {
         return (WarmAnswer::NotHere { why: format!("the request was not read whole: {e}") }, None);
     }
@@ -78,6 +83,10 @@ fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<Str
         Ok(asked) => asked,
         Err(e) => return (WarmAnswer::NotHere { why: format!("the request is not one this spare reads: {e}") }, None),
     };
+    if std::env::current_exe().ok().as_ref() != Some(&asked.program) {
+        let why = format!("asked by {}, another corral than this template's", asked.program.display());
+        return (WarmAnswer::NotHere { why }, None);
+    }
     let plain = match ShepherdCommand::current_exe() {
         Ok(plain) => plain,
         Err(e) => return (WarmAnswer::NotHere { why: format!("cannot find the corral executable: {e}") }, None),

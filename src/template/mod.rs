@@ -65,6 +65,9 @@ pub struct WarmLaunch {
     pub request: String,
     /// The launcher's environment, which the run starts with.
     pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// The launcher's program: a template of another `corral` (another
+    /// version installed elsewhere) leaves the launch to it.
+    pub program: PathBuf,
 }
 
 /// A spare's answer.

@@ -47,6 +47,14 @@ def pids_matching(pattern):
     return [int(p) for p in out.stdout.split()]
 
 
+def end_template(home):
+    """Ends the launch template of the Corral home `home`, if one runs."""
+    try:
+        os.kill(int((home / "corral.template.lock").read_text().split()[0]), 15)
+    except (OSError, ValueError, IndexError):
+        pass
+
+
 def wait_for(cond, timeout, every=0.01):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -104,12 +112,28 @@ class Corral:
         # A shepherd is `corral shepherd ID` or the copy of `corral launch`
         # that forked it: the store says which process each is.
         runs = json.loads(self.cli("ls", "--all", "--json"))
-        return [r["shepherd_pid"] for r in runs if r.get("shepherd_pid") and r["status"] == "running"]
+        shepherds = [r["shepherd_pid"] for r in runs if r.get("shepherd_pid") and r["status"] == "running"]
+        # The launch template and its idle spare, where one runs, count as
+        # pueue's daemon does.
+        return shepherds + [pid for pid in self.templates() if pid not in shepherds]
+
+    def templates(self):
+        """The template's processes: itself and its idle spare."""
+        mark = f"CORRAL_HOME={self.env['CORRAL_HOME']}".encode()
+        found = []
+        for pid in pids_matching("corral template"):
+            try:
+                if mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    found.append(pid)
+            except OSError:
+                pass
+        return found
 
     def close(self):
         for job, status in self.statuses().items():
             if status not in ("completed", "failed", "aborted", "lost"):
                 self.cli("abort", job)
+        end_template(Path(self.env["CORRAL_HOME"]))
 
 
 class Pueue:

@@ -147,12 +147,20 @@ def kill_to_lost(rounds):
           f"p99 {lat[-1]:.1f} ms |", flush=True)
 
 
+def end_template():
+    try:  # its launch template, if the launches started one
+        os.kill(int((home / "corral.template.lock").read_text().split()[0]), 15)
+    except (OSError, ValueError, IndexError):
+        pass
+
+
 print("| what | figure |")
 print("|---|---|")
 if os.environ.get("TOLD_ONLY") == "crowd":
     for count in (40, waiters):
         floor(count)
         end_to_waiters(count)
+    end_template()
     subprocess.run(["rm", "-rf", str(home)])
     sys.exit(0)
 idle(1)
@@ -161,4 +169,5 @@ for _ in range(3):
     end_to_waiters(1)
 end_to_waiters(waiters)
 kill_to_lost(20)
+end_template()
 subprocess.run(["rm", "-rf", str(home)])

@@ -43,13 +43,7 @@ pub struct Env {
 impl Env {
     /// The pid of this installation's launch template, while one runs.
     pub fn template_pid(&self) -> Option<i32> {
-        let pid: i32 = std::fs::read_to_string(self.home.join("corral.template.lock")).ok()?.trim().parse().ok()?;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-        let home = format!("CORRAL_HOME={}", self.home.display()).into_bytes();
-        let is_it = cmdline.split(|&b| b == 0).any(|arg| arg == b"template")
-            && environ.split(|&b| b == 0).any(|var| var == home.as_slice());
-        is_it.then_some(pid)
+        template_pid(&self.home)
     }
 
     pub fn new() -> Env {
@@ -241,9 +235,22 @@ impl Drop for Env {
         }
         // Nor its launch template, which would wait ten idle minutes in a
         // folder that is gone.
-        if let Some(pid) = self.template_pid() {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM);
-        }
+        end_template(&self.home);
+    }
+}
+
+/// The pid of the launch template of the Corral home `home`, while one
+/// runs (the one its lock names, still a template: not a reused pid).
+pub fn template_pid(home: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(home.join("corral.template.lock")).ok()?.trim().parse().ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    cmdline.split(|&b| b == 0).any(|arg| arg == b"template").then_some(pid)
+}
+
+/// Ends the launch template of `home`, if one runs.
+pub fn end_template(home: &Path) {
+    if let Some(pid) = template_pid(home) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGTERM);
     }
 }
 
