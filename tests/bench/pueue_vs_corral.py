@@ -95,8 +95,10 @@ class Corral:
         env = dict(self.env, **(extra_env or {}))
         if agent_stream:
             return self.cli("launch", "agent", "bench", env=env)
+        # A preset is written (and trusted) once, as a user would.
         name = "job-" + str(abs(hash(tuple(argv))))
-        self.preset(name, "command", argv)
+        if not (self.project / ".corral" / "presets" / f"{name}.md").exists():
+            self.preset(name, "command", argv)
         return self.cli("launch", name, "bench", env=env)
 
     def statuses(self):
