@@ -106,7 +106,7 @@ pub fn wait_for(
         refuse_deadlock(store, caller, &ids)?;
     }
     let mut blocked = block(store, caller, &ids, waiter)?;
-    let mut waiting = Waiting::new(store, &ids, shepherd, cancelled)?;
+    let mut waiting = Waiting::new(store, shepherd, cancelled)?;
     let result = waiting.until_over(&ids, deadline, blocked.as_mut());
     if let Some(Blocked { wait, .. }) = blocked {
         match &result {
@@ -137,11 +137,10 @@ impl<'a> Waiting<'a> {
     /// Starts watching: a change from now on is told, never missed.
     fn new(
         store: &'a mut Store,
-        ids: &[String],
         shepherd: &'a ShepherdCommand,
         cancelled: Option<&'a Cancel>,
     ) -> Result<Waiting<'a>, StoreError> {
-        let mut watcher = Watcher::new(store)?.until_ended(store, ids);
+        let mut watcher = Watcher::new(store)?;
         if let Some(cancel) = cancelled {
             watcher = watcher.with_waker(cancel.waker.clone());
         }
@@ -183,12 +182,12 @@ impl<'a> Waiting<'a> {
             // after their outcome, so every waiter woken by an end would
             // otherwise heal at once, together). A heal that changes
             // anything is looked at again.
-            let (runs, over) = self.store.reading(|store| {
+            let (runs, still) = self.store.reading(|store| {
                 let runs: Vec<Run> = ids.iter().map(|id| store.run(id)).collect::<Result<_, _>>()?;
-                let over = all_over(store, &runs)?;
-                Ok::<_, StoreError>((runs, over))
+                let still = not_over(store, &runs)?;
+                Ok::<_, StoreError>((runs, still))
             })?;
-            if over {
+            if still.is_empty() {
                 return Ok(WaitResult { runs, timed_out: false, cancelled: false });
             }
             if self.cancelled.is_some_and(Cancel::is_cancelled) {
@@ -212,8 +211,12 @@ impl<'a> Waiting<'a> {
                 (Some(d), Some(l)) => Some(d.min(l)),
                 (d, l) => d.or(l),
             };
-            if let Some(runs) = self.sleep(wake)? {
-                return Ok(WaitResult { runs, timed_out: false, cancelled: false });
+            // Told by their ends, written beside them: the runs that ended
+            // since this look, the rest as this look found them.
+            self.watcher.watch_ends_of(self.store, &still);
+            if let Some(ended) = self.sleep(wake)? {
+                let runs = runs.into_iter().map(|run| ended.iter().find(|e| e.id == run.id).cloned().unwrap_or(run));
+                return Ok(WaitResult { runs: runs.collect(), timed_out: false, cancelled: false });
             }
         }
     }
@@ -366,14 +369,16 @@ fn block(
     Ok(Some(blocked))
 }
 
-/// True if every run ended and none is about to start again for a reply.
-fn all_over(store: &Store, runs: &[Run]) -> Result<bool, StoreError> {
+/// The runs of `runs` not over: not ended, or about to start again for a
+/// reply.
+fn not_over(store: &Store, runs: &[Run]) -> Result<Vec<String>, StoreError> {
+    let mut still = Vec::new();
     for run in runs {
         if !run.status.is_terminal() || store.reopens_soon(&run.id)? {
-            return Ok(false);
+            still.push(run.id.clone());
         }
     }
-    Ok(true)
+    Ok(still)
 }
 
 /// Records that the run `caller` now has the results of those of `runs`

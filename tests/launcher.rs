@@ -164,11 +164,22 @@ fn a_launch_template_makes_the_next_launches_and_a_killed_one_takes_no_run_along
     assert!(said.starts_with("corral: ") && said.contains("no-such-preset"), "{said}");
     let spaced = env.corral(&["launch", "sleeper", "   "]);
     assert!(String::from_utf8_lossy(&spaced.stderr).contains("the task is empty"));
-    // The launcher's environment is the run's.
-    env.command_preset("env", &["sh", "-c", "echo \"marker=$LAUNCH_MARK\""]);
-    let marked = env.launch_env("env", "x", &[("LAUNCH_MARK", "from-the-terminal")]);
+    // The launcher's environment is the run's, and its umask.
+    env.command_preset("env", &["sh", "-c", "echo \"marker=$LAUNCH_MARK umask=$(umask)\""]);
+    let mut launch = env.command(&["launch", "env", "x"]);
+    launch.env("LAUNCH_MARK", "from-the-terminal");
+    // SAFETY: umask(2) only, between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut launch, || {
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+            Ok(())
+        });
+    }
+    let out = launch.output().unwrap();
+    let marked = String::from_utf8_lossy(&out.stdout).trim().to_string();
     env.wait_end(&marked);
-    assert!(env.ok(&["tail", &marked, "-n", "all"]).contains("marker=from-the-terminal"));
+    let said = env.ok(&["tail", &marked, "-n", "all"]);
+    assert!(said.contains("marker=from-the-terminal umask=0077"), "{said}");
 
     // From inside a run: never a spare's.
     let parent = env.launch("parent", "outer");
@@ -194,4 +205,65 @@ fn a_launch_template_makes_the_next_launches_and_a_killed_one_takes_no_run_along
     assert!(common::eventually(limit, || env.template_pid().is_some_and(|pid| pid != template)));
     env.ok(&["abort", &cold, &warm, &parent, &inner_id, &again]);
     assert_eq!(env.wait_end(&warm)["status"], "aborted");
+}
+
+/// What the template's spare asks of a launcher holds against a run's
+/// agent that talks to its socket itself: connections made by a process of
+/// the run, handed to its child, sent after it exited and was reaped (so
+/// its pid says nothing any more), are never launched.
+#[test]
+fn a_process_of_a_run_cannot_launch_through_the_template_by_leaving_before_it_is_judged() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("sleeper", &["sleep", "30"]);
+    let first = env.launch("sleeper", "starts the template");
+    let limit = std::time::Duration::from_secs(10);
+    assert!(common::eventually(limit, || env.home.join("corral.template").exists()));
+    let corral = std::fs::canonicalize(corral_bin()).unwrap();
+    let script = env.project.join("escape.py");
+    std::fs::write(
+        &script,
+        format!(
+            r#"
+import json, os, socket, time
+env = [[{{"Unix": list(k)}}, {{"Unix": list(v)}}] for k, v in os.environb.items() if not k.startswith(b"CORRAL_RUN")]
+def request(tag):
+    return json.dumps({{"preset": "sleeper", "task": "escaped " + tag, "cwd": os.getcwd(), "model": None,
+        "worktree": None, "base": None, "budget": None, "request": "esc-%d-%s" % (os.getpid(), tag),
+        "env": env, "program": {program:?}}}).encode()
+a = os.fork()
+if a == 0:
+    socks = []
+    for i in range(3):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(os.path.join(os.environ["CORRAL_HOME"], "corral.template"))
+        socks.append(s)
+    if os.fork() == 0:
+        time.sleep(0.3)
+        for i, s in enumerate(socks):
+            try:
+                s.sendall(request(str(i)))
+                s.shutdown(socket.SHUT_WR)
+                s.settimeout(10)
+                while s.recv(65536):
+                    pass
+            except OSError:
+                pass
+        os._exit(0)
+    os._exit(0)
+os.waitpid(a, 0)
+time.sleep(3)
+"#,
+            program = corral.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    env.command_preset("escaper", &["python3", script.to_str().unwrap()]);
+    let escaper = env.launch("escaper", "x");
+    env.wait_run(&escaper, std::time::Duration::from_secs(30), |r| !r["exited_at"].is_null());
+    let runs = env.json(&["ls", "--all"]);
+    let escaped: Vec<_> =
+        runs.as_array().unwrap().iter().filter(|r| r["task"].as_str().unwrap().starts_with("escaped")).collect();
+    assert!(escaped.is_empty(), "a run's process launched outside its run: {escaped:#?}");
+    env.ok(&["abort", &first]);
 }

@@ -374,3 +374,26 @@ fn a_run_retrying_a_failing_call_says_so_until_it_works_or_ends() {
     assert!(run["retrying"].is_null(), "an ended run is not retrying: {run:#}");
     assert_eq!(env.store().counts().unwrap().attention, 0);
 }
+
+/// A wait on several runs says each as the store has it when the last one
+/// ends: one that ended before is not said as it was at its end (told by
+/// the ends written beside the runs, a wait must not take an old one's).
+#[test]
+fn a_wait_on_runs_that_end_apart_says_the_first_as_it_is_now() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("quick", &["true"]);
+    let hold = env.project.join("hold");
+    env.command_preset("held", &["sh", "-c", &format!("while [ ! -f {} ]; do sleep 0.02; done", hold.display())]);
+    let first = env.launch("quick", "x");
+    env.wait_end(&first);
+    let second = env.launch("held", "y");
+    let waiter =
+        env.command(&["wait", &first, &second, "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    env.wait_run(&second, Duration::from_secs(10), |r| r["status"] == "running");
+    std::fs::write(&hold, "").unwrap();
+    let out = waiter.wait_with_output().unwrap();
+    let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(said[0]["exited_at"].is_string(), "the first run as it is now: {:#}", said[0]);
+    assert_eq!(said[1]["status"], "completed");
+}

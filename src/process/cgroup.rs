@@ -371,6 +371,25 @@ fn leave(mount: &Path, own: &str) -> io::Result<()> {
     fs::write(shepherds.join("cgroup.procs"), std::process::id().to_string())
 }
 
+/// Moves this process into the groups process `pid` is in (the v2 one,
+/// and a hybrid system's v1 ones Corral uses), where they differ: the runs
+/// it starts are then made where `pid`'s would be.
+pub fn join_groups_of(pid: i32) -> io::Result<()> {
+    let hierarchies = [(None, v2_mount())].into_iter().chain(["memory", "pids", "cpu"].map(|c| (Some(c), v1_mount(c))));
+    for (controller, mount) in hierarchies {
+        let Some(mount) = mount else { continue };
+        let (Some(theirs), Some(ours)) = (path_of(&pid.to_string(), controller), own_path(controller)) else {
+            continue;
+        };
+        if theirs != ours {
+            let procs = mount.join(theirs.trim_start_matches('/')).join("cgroup.procs");
+            fs::write(&procs, std::process::id().to_string())
+                .map_err(|e| io::Error::other(format!("{}: {e}", procs.display())))?;
+        }
+    }
+    Ok(())
+}
+
 /// The run whose cgroup holds process `pid`, if one does: the kernel's
 /// word for which run a process belongs to, whatever its environment says.
 pub fn run_of(pid: i32) -> Option<String> {
@@ -457,7 +476,13 @@ fn read_mounts() -> Vec<Mount> {
 
 /// This process's group: the v2 one (`None`), or a v1 controller's.
 fn own_path(controller: Option<&str>) -> Option<String> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    path_of("self", controller)
+}
+
+/// Process `pid`'s (or `self`'s) group: the v2 one (`None`), or a v1
+/// controller's.
+fn path_of(pid: &str, controller: Option<&str>) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     text.lines().find_map(|line| {
         let mut fields = line.splitn(3, ':');
         let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);

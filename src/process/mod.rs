@@ -6,12 +6,14 @@
 
 pub mod cgroup;
 mod fd_pass;
+mod likeness;
 mod linux;
 mod start;
 mod told;
 mod unix;
 
 pub use fd_pass::{peer_pid, recv_fd, recv_fds, send_fd, send_fds};
+pub use likeness::become_like;
 pub use linux::{
     age, ancestry, children_cpu_seconds, children_of, descendants, disk_free, env_var_of, exe_of, group_members,
     group_of, has_env_var, is_alive, listening_ports, pids_with_env, set_child_subreaper, start_time, state_of,

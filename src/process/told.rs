@@ -155,6 +155,15 @@ impl PidFd {
     }
 }
 
+impl PidFd {
+    /// True once the process has exited (a zombie included), asked now.
+    pub fn has_exited(&self) -> bool {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::ZERO).map_or(true, |n| n > 0)
+    }
+}
+
 impl AsFd for PidFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

@@ -64,32 +64,41 @@ fn accept_one(listener: &UnixListener, quit: &OwnedFd) -> Option<UnixStream> {
 /// if the launch started one (whether or not the launcher was still there
 /// to read the answer: the run is recorded, and lives).
 fn carry_out(store: &mut Store, mut stream: UnixStream) -> Option<String> {
+    // Taken: the launcher waits for the answer now, not for a spare.
+    let _ = stream.write_all(crate::template::TAKEN);
     let (answer, run) = answer(store, &mut stream);
     let _ = stream.write_all(&serde_json::to_vec(&answer).unwrap_or_default());
     run
 }
 
 fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<String>) {
-    if let Some(why) = not_here(stream) {
-        return (WarmAnswer::NotHere { why }, None);
-    }
+    let not_here = |why: String| (WarmAnswer::NotHere { why }, None);
+    let launcher = match judged_launcher(stream) {
+        Ok(launcher) => launcher,
+        Err(why) => return not_here(why),
+    };
     let mut request = Vec::new();
     // A launcher that connects and says nothing holds no spare for ever.
     let _ = stream.set_read_timeout(Some(SAY_WITHIN));
     if let Err(e) = stream.take(MOST).read_to_end(&mut request) {
-        return (WarmAnswer::NotHere { why: format!("the request was not read whole: {e}") }, None);
+        return not_here(format!("the request was not read whole: {e}"));
     }
     let asked: WarmLaunch = match serde_json::from_slice(&request) {
         Ok(asked) => asked,
-        Err(e) => return (WarmAnswer::NotHere { why: format!("the request is not one this spare reads: {e}") }, None),
+        Err(e) => return not_here(format!("the request is not one this spare reads: {e}")),
     };
-    if std::env::current_exe().ok().as_ref() != Some(&asked.program) {
-        let why = format!("asked by {}, another corral than this template's", asked.program.display());
-        return (WarmAnswer::NotHere { why }, None);
+    // Judged alive and outside every run, and alive still: the pidfd is
+    // of that very process, so it was not judged after it went (its
+    // sockets handed to a process of a run).
+    if launcher.has_exited() {
+        return not_here("the launcher exited before it was answered".into());
+    }
+    if let Err(why) = like_the_launcher(store.home(), &asked, launcher.process.pid) {
+        return not_here(why);
     }
     let plain = match ShepherdCommand::current_exe() {
         Ok(plain) => plain,
-        Err(e) => return (WarmAnswer::NotHere { why: format!("cannot find the corral executable: {e}") }, None),
+        Err(e) => return not_here(format!("cannot find the corral executable: {e}")),
     };
     let taken = Arc::new(OnceLock::new());
     let ((launched, healed), said) = crate::logging::said_by(|| {
@@ -120,26 +129,60 @@ fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<Str
     }
 }
 
-/// Why this spare does not launch for the process at the other end of
-/// `stream`: another user, or a process of a run (whose launch is judged
-/// by what it may do, cold).
-fn not_here(stream: &UnixStream) -> Option<String> {
+/// The process at the other end of `stream`, held by a pidfd, once judged
+/// one this spare launches for: this user's, alive, outside every run (a
+/// process of a run has its launch judged cold, by what it may do).
+fn judged_launcher(stream: &UnixStream) -> Result<process::PidFd, String> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    let creds = match getsockopt(stream, PeerCredentials) {
-        Ok(creds) => creds,
-        Err(e) => return Some(format!("cannot tell who asks: {e}")),
-    };
     if crate::template::exe_replaced() {
-        return Some("the template runs a corral that was replaced since".to_string());
+        return Err("the template runs a corral that was replaced since".into());
     }
+    let creds = getsockopt(stream, PeerCredentials).map_err(|e| format!("cannot tell who asks: {e}"))?;
     if creds.uid() != nix::unistd::getuid().as_raw() {
-        return Some(format!("asked by user {}, not this template's", creds.uid()));
+        return Err(format!("asked by user {}, not this template's", creds.uid()));
     }
     // 0: a process of another pid namespace, which cannot be judged here.
-    if creds.pid() <= 0 || !super::forked::outside_every_run(creds.pid()) {
-        return Some("asked from inside a run".to_string());
+    let gone = || "the launcher exited before it was judged".to_string();
+    let launcher = process::ProcessId::of(creds.pid()).filter(|_| creds.pid() > 0).ok_or_else(gone)?;
+    // Held before it is judged: what is judged is this process, alive.
+    let held =
+        process::PidFd::open(launcher).map_err(|e| format!("cannot hold the launcher: {e}"))?.ok_or_else(gone)?;
+    if !super::forked::outside_every_run(launcher.pid) {
+        return Err("asked from inside a run".into());
     }
-    None
+    Ok(held)
+}
+
+/// Makes this process as the launcher's own launch would have been: its
+/// environment (what `git` and the preset's checks see), umask, limits,
+/// priority and cgroup; an error says why it cannot be, and the launch goes
+/// cold.
+fn like_the_launcher(home: &Home, asked: &WarmLaunch, launcher: i32) -> Result<(), String> {
+    if std::env::current_exe().ok().as_ref() != Some(&asked.program) {
+        return Err(format!("asked by {}, another corral than this template's", asked.program.display()));
+    }
+    let ours: Vec<_> = std::env::vars_os().map(|(key, _)| key).collect();
+    for key in ours {
+        std::env::remove_var(key);
+    }
+    for (key, value) in &asked.env {
+        if !key.is_empty() && !key.to_string_lossy().contains('=') {
+            std::env::set_var(key, value);
+        }
+    }
+    // The launcher's settings and data are this spare's: the same socket
+    // can be reached with another config folder.
+    match crate::caller::home() {
+        Ok(theirs) if theirs.config_dir() == home.config_dir() && theirs.data_dir() == home.data_dir() => {}
+        Ok(_) => return Err("the launcher's Corral folders are not this template's".into()),
+        Err(e) => return Err(e.to_string()),
+    }
+    match crate::config::Config::load(home) {
+        Ok(config) if config.launch_template => {}
+        Ok(_) => return Err("`launch_template = false` in config.toml".into()),
+        Err(e) => return Err(e.to_string()),
+    }
+    process::become_like(launcher)
 }
 
 /// Supervises run `run_id` with `store`, as its shepherd; the exit code.

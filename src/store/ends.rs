@@ -43,13 +43,14 @@ pub fn read_ended(run_dir: &Path) -> Option<Run> {
 }
 
 /// The temporary table and triggers that note, per write of this
-/// connection, which runs it ended (1) or brought back (0).
+/// connection, which runs it ended, or ended otherwise (1), or brought back
+/// (0).
 pub(super) fn arm(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     let terminal = RunStatus::terminal_sql();
     conn.execute_batch(&format!(
         "CREATE TEMP TABLE IF NOT EXISTS run_ends (run_id TEXT PRIMARY KEY, ended INTEGER NOT NULL);
          CREATE TEMP TRIGGER IF NOT EXISTS run_ends_status AFTER UPDATE OF status ON main.runs
-           WHEN (old.status IN {terminal}) <> (new.status IN {terminal})
+           WHEN old.status <> new.status AND (old.status IN {terminal} OR new.status IN {terminal})
            BEGIN INSERT OR REPLACE INTO run_ends VALUES (new.id, new.status IN {terminal}); END;
          CREATE TEMP TRIGGER IF NOT EXISTS run_ends_reply AFTER INSERT ON main.replies
            WHEN new.reopens = 1
@@ -71,16 +72,20 @@ pub(super) fn moved_in(tx: &Transaction<'_>) -> rusqlite::Result<(Vec<String>, V
 }
 
 /// Removes the end files of runs a write is bringing back, before it
-/// commits: from then on no waiter can take them as ended.
-pub(super) fn unwrite(home: &Home, ids: &[String]) {
+/// commits: from then on no waiter can take them as ended. One that cannot
+/// be removed fails the write: the run is not brought back while a file
+/// says it ended.
+pub(super) fn unwrite(home: &Home, ids: &[String]) -> Result<(), StoreError> {
     for id in ids {
-        let file = ended_file(&home.run_dir(id));
-        if let Err(e) = std::fs::remove_file(&file) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(run = id, "cannot remove {}: {e}", file.display());
+        let path = ended_file(&home.run_dir(id));
+        match std::fs::remove_file(&path) {
+            Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                return Err(StoreError::RunFolder { path, source })
             }
+            _ => {}
         }
     }
+    Ok(())
 }
 
 impl Store {

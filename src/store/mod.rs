@@ -210,7 +210,7 @@ impl Store {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).doing(doing)?;
         let value = f(&tx).doing(doing)?;
         let (ended, brought_back) = ends::moved_in(&tx).doing(doing)?;
-        ends::unwrite(&self.home, &brought_back);
+        ends::unwrite(&self.home, &brought_back)?;
         tx.commit().doing(doing)?;
         // Committed: what ended is written beside each run before anyone
         // is told, so a woken waiter reads that file, not the store.

@@ -48,6 +48,11 @@ pub const IDLE: Duration = Duration::from_secs(600);
 const DEATHS_IN_A_ROW: u32 = 3;
 const YOUNG: Duration = Duration::from_secs(2);
 
+/// What a spare says first, as it takes a launch: its launcher then waits
+/// for the answer, not for a spare (a stopped template or spare sends the
+/// launch cold within [`ask::TAKEN_WITHIN`]).
+pub const TAKEN: &[u8] = b"+";
+
 /// What a launcher asks a spare: a launch as `corral launch` has it, with
 /// the launcher's folder and environment (the agent's).
 #[derive(Debug, Serialize, Deserialize)]

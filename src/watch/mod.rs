@@ -149,8 +149,14 @@ impl Watcher {
     /// costs a look at the files; a run that ended without one is found
     /// by the store, as before.
     pub fn until_ended(mut self, store: &Store, ids: &[String]) -> Watcher {
-        self.ends_of = ids.iter().map(|id| store.home().run_dir(id)).collect();
+        self.watch_ends_of(store, ids);
         self
+    }
+
+    /// As [`Watcher::until_ended`], from now on: the runs still to end.
+    pub fn watch_ends_of(&mut self, store: &Store, ids: &[String]) {
+        self.ends_of = ids.iter().map(|id| store.home().run_dir(id)).collect();
+        self.ended = None;
     }
 
     /// The runs of [`Watcher::until_ended`], once a wait found them all

@@ -1,0 +1,74 @@
+//! Becoming as another process of the user's would have made it: what a
+//! template's spare does before it launches for a launcher, so a warm run
+//! starts as a cold one would (the launcher's umask, limits, priority and
+//! cgroup), or is left to the cold path where that cannot be.
+
+use std::fs;
+use std::io;
+
+/// What `pid` has that this process must match, read from `/proc`.
+fn status_field(pid: i32, name: &str) -> io::Result<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status"))?;
+    text.lines()
+        .find_map(|line| line.strip_prefix(name).map(|rest| rest.trim().to_string()))
+        .ok_or_else(|| io::Error::other(format!("no {name} in /proc/{pid}/status")))
+}
+
+/// Takes on process `pid`'s umask, resource limits, priority and cgroups;
+/// refuses (with why) where it differs in what this process cannot take
+/// on: its namespaces, its groups, a limit above this process's hard one.
+pub fn become_like(pid: i32) -> Result<(), String> {
+    for ns in ["mnt", "pid", "net", "user", "ipc", "uts", "cgroup"] {
+        let theirs = fs::read_link(format!("/proc/{pid}/ns/{ns}")).map_err(|e| format!("its {ns} namespace: {e}"))?;
+        let ours = fs::read_link(format!("/proc/self/ns/{ns}")).map_err(|e| format!("our {ns} namespace: {e}"))?;
+        if theirs != ours {
+            return Err(format!("it runs in another {ns} namespace"));
+        }
+    }
+    for field in ["Gid:", "Groups:"] {
+        let theirs = status_field(pid, field).map_err(|e| e.to_string())?;
+        let ours = status_field(std::process::id() as i32, field).map_err(|e| e.to_string())?;
+        if theirs != ours {
+            return Err(format!("its groups differ ({field} {theirs})"));
+        }
+    }
+    let umask = status_field(pid, "Umask:").map_err(|e| e.to_string())?;
+    let umask = u32::from_str_radix(&umask, 8).map_err(|e| format!("its umask {umask}: {e}"))?;
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(umask));
+    take_limits(pid)?;
+    take_priority(pid)?;
+    super::cgroup::join_groups_of(pid).map_err(|e| format!("cannot join its cgroup: {e}"))
+}
+
+/// Every resource limit of `pid`, set on this process.
+fn take_limits(pid: i32) -> Result<(), String> {
+    // RLIMIT_CPU (0) to RLIMIT_RTTIME (15): every limit Linux has.
+    for resource in 0..16u32 {
+        let mut theirs = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: prlimit reads `pid`'s limit into `theirs`; a null new
+        // limit changes nothing.
+        if unsafe { libc::prlimit(pid, resource as _, std::ptr::null(), &mut theirs) } != 0 {
+            return Err(format!("cannot read its limit {resource}: {}", io::Error::last_os_error()));
+        }
+        // SAFETY: prlimit on this process with a limit read above.
+        if unsafe { libc::prlimit(0, resource as _, &theirs, std::ptr::null_mut()) } != 0 {
+            return Err(format!("cannot take on its limit {resource}: {}", io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// `pid`'s nice value, set on this process.
+fn take_priority(pid: i32) -> Result<(), String> {
+    nix::errno::Errno::clear();
+    // SAFETY: getpriority reads a process's nice value.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, pid as libc::id_t) };
+    if nice == -1 && nix::errno::Errno::last_raw() != 0 {
+        return Err(format!("cannot read its priority: {}", io::Error::last_os_error()));
+    }
+    // SAFETY: setpriority on this process.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        return Err(format!("cannot take on its priority {nice}: {}", io::Error::last_os_error()));
+    }
+    Ok(())
+}
