@@ -24,6 +24,41 @@ const MOST: u64 = 8 << 20;
 /// How long a launcher may take to say what it asks once connected.
 const SAY_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Why a spare leaves a launch to the cold path, as its launcher is told.
+#[derive(Debug, thiserror::Error)]
+pub enum NotServed {
+    #[error("the template runs a corral that was replaced since")]
+    Replaced,
+    #[error("cannot tell who asks: {0}")]
+    Unknown(nix::Error),
+    #[error("asked by user {0}, not this template's")]
+    OtherUser(u32),
+    #[error("the launcher exited before it was answered")]
+    LauncherGone,
+    #[error("cannot hold the launcher: {0}")]
+    Unheld(std::io::Error),
+    #[error("asked from inside a run")]
+    InsideARun,
+    #[error("the request was not read whole: {0}")]
+    Unread(std::io::Error),
+    #[error("the request is not one this spare reads: {0}")]
+    Unreadable(serde_json::Error),
+    #[error("asked by {}, another corral than this template's", .0.display())]
+    OtherCorral(std::path::PathBuf),
+    #[error("the launcher's Corral folders are not this template's")]
+    OtherFolders,
+    #[error("`launch_template = false` in config.toml")]
+    TurnedOff,
+    #[error(transparent)]
+    Home(#[from] crate::home::HomeError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("it cannot launch as the launcher would: {0}")]
+    Unlike(#[from] process::Unlike),
+    #[error("cannot find the corral executable: {0}")]
+    NoExe(std::io::Error),
+}
+
 /// Waits for one launch on `listener` (until the template closes `quit`),
 /// carries it out, and supervises its run if it started one. Returns the
 /// exit code.
@@ -72,40 +107,16 @@ fn carry_out(store: &mut Store, mut stream: UnixStream) -> Option<String> {
 }
 
 fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<String>) {
-    let not_here = |why: String| (WarmAnswer::NotHere { why }, None);
-    let launcher = match judged_launcher(stream) {
-        Ok(launcher) => launcher,
-        Err(why) => return not_here(why),
-    };
-    let mut request = Vec::new();
-    // A launcher that connects and says nothing holds no spare for ever.
-    let _ = stream.set_read_timeout(Some(SAY_WITHIN));
-    if let Err(e) = stream.take(MOST).read_to_end(&mut request) {
-        return not_here(format!("the request was not read whole: {e}"));
-    }
-    let asked: WarmLaunch = match serde_json::from_slice(&request) {
-        Ok(asked) => asked,
-        Err(e) => return not_here(format!("the request is not one this spare reads: {e}")),
-    };
-    // Judged alive and outside every run, and alive still: the pidfd is
-    // of that very process, so it was not judged after it went (its
-    // sockets handed to a process of a run).
-    if launcher.has_exited() {
-        return not_here("the launcher exited before it was answered".into());
-    }
-    if let Err(why) = like_the_launcher(store.home(), &asked, launcher.process.pid) {
-        return not_here(why);
-    }
-    let plain = match ShepherdCommand::current_exe() {
-        Ok(plain) => plain,
-        Err(e) => return not_here(format!("cannot find the corral executable: {e}")),
+    let (asked, plain) = match served(store.home(), stream) {
+        Ok(served) => served,
+        Err(why) => return (WarmAnswer::NotHere { why: why.to_string() }, None),
     };
     let taken = Arc::new(OnceLock::new());
-    let ((launched, healed), said) = crate::logging::said_by(|| {
+    let (launched, said) = crate::logging::said_by(|| {
         // As every command does first; a queued run a heal starts gets a
         // shepherd of its own, never this one.
-        let healed = crate::heal::heal(store, &plain);
-        let shepherd = plain.clone().with_forked(Some(Handoff::to_this_process(taken.clone())));
+        crate::heal::heal(store, &plain).map_err(|e| e.to_string())?;
+        let shepherd = plain.with_forked(Some(Handoff::to_this_process(taken.clone())));
         let request = LaunchRequest {
             preset: asked.preset,
             task: asked.task,
@@ -119,47 +130,62 @@ fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<Str
             fire: None,
             request: Some(asked.request),
         };
-        (healed.is_ok().then(|| launch(store, &request, &shepherd)), healed)
+        launch(store, &request, &shepherd).map_err(|e| e.to_string())
     });
-    match (launched, healed) {
-        (Some(Ok(run)), _) => (WarmAnswer::Launched { run: Box::new(run), said }, taken.get().cloned()),
-        (Some(Err(e)), _) => (WarmAnswer::Refused { error: e.to_string(), said }, None),
-        (None, Err(e)) => (WarmAnswer::Refused { error: e.to_string(), said }, None),
-        (None, Ok(_)) => unreachable!("launched unless the heal failed"),
+    match launched {
+        Ok(run) => (WarmAnswer::Launched { run: Box::new(run), said }, taken.get().cloned()),
+        Err(error) => (WarmAnswer::Refused { error, said }, None),
     }
+}
+
+/// The launch asked on `stream`, once this process is as its launcher's
+/// own would have been, and how to start shepherds.
+fn served(home: &Home, stream: &mut UnixStream) -> Result<(WarmLaunch, ShepherdCommand), NotServed> {
+    let launcher = judged_launcher(stream)?;
+    let mut request = Vec::new();
+    // A launcher that connects and says nothing holds no spare for ever.
+    let _ = stream.set_read_timeout(Some(SAY_WITHIN));
+    stream.take(MOST).read_to_end(&mut request).map_err(NotServed::Unread)?;
+    let asked: WarmLaunch = serde_json::from_slice(&request).map_err(NotServed::Unreadable)?;
+    // Judged alive and outside every run, and alive still: the pidfd is of
+    // that very process, so it was not judged after it went (its sockets
+    // handed to a process of a run).
+    if launcher.has_exited() {
+        return Err(NotServed::LauncherGone);
+    }
+    like_the_launcher(home, &asked, launcher.process.pid)?;
+    let plain = ShepherdCommand::current_exe().map_err(NotServed::NoExe)?;
+    Ok((asked, plain))
 }
 
 /// The process at the other end of `stream`, held by a pidfd, once judged
 /// one this spare launches for: this user's, alive, outside every run (a
 /// process of a run has its launch judged cold, by what it may do).
-fn judged_launcher(stream: &UnixStream) -> Result<process::PidFd, String> {
+fn judged_launcher(stream: &UnixStream) -> Result<process::PidFd, NotServed> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
     if crate::template::exe_replaced() {
-        return Err("the template runs a corral that was replaced since".into());
+        return Err(NotServed::Replaced);
     }
-    let creds = getsockopt(stream, PeerCredentials).map_err(|e| format!("cannot tell who asks: {e}"))?;
+    let creds = getsockopt(stream, PeerCredentials).map_err(NotServed::Unknown)?;
     if creds.uid() != nix::unistd::getuid().as_raw() {
-        return Err(format!("asked by user {}, not this template's", creds.uid()));
+        return Err(NotServed::OtherUser(creds.uid()));
     }
     // 0: a process of another pid namespace, which cannot be judged here.
-    let gone = || "the launcher exited before it was judged".to_string();
-    let launcher = process::ProcessId::of(creds.pid()).filter(|_| creds.pid() > 0).ok_or_else(gone)?;
+    let launcher = process::ProcessId::of(creds.pid()).filter(|_| creds.pid() > 0).ok_or(NotServed::LauncherGone)?;
     // Held before it is judged: what is judged is this process, alive.
-    let held =
-        process::PidFd::open(launcher).map_err(|e| format!("cannot hold the launcher: {e}"))?.ok_or_else(gone)?;
+    let held = process::PidFd::open(launcher).map_err(NotServed::Unheld)?.ok_or(NotServed::LauncherGone)?;
     if !super::forked::outside_every_run(launcher.pid) {
-        return Err("asked from inside a run".into());
+        return Err(NotServed::InsideARun);
     }
     Ok(held)
 }
 
 /// Makes this process as the launcher's own launch would have been: its
 /// environment (what `git` and the preset's checks see), umask, limits,
-/// priority and cgroup; an error says why it cannot be, and the launch goes
-/// cold.
-fn like_the_launcher(home: &Home, asked: &WarmLaunch, launcher: i32) -> Result<(), String> {
+/// priority and cgroup; or says why it cannot be, and the launch goes cold.
+fn like_the_launcher(home: &Home, asked: &WarmLaunch, launcher: i32) -> Result<(), NotServed> {
     if std::env::current_exe().ok().as_ref() != Some(&asked.program) {
-        return Err(format!("asked by {}, another corral than this template's", asked.program.display()));
+        return Err(NotServed::OtherCorral(asked.program.clone()));
     }
     let ours: Vec<_> = std::env::vars_os().map(|(key, _)| key).collect();
     for key in ours {
@@ -172,17 +198,14 @@ fn like_the_launcher(home: &Home, asked: &WarmLaunch, launcher: i32) -> Result<(
     }
     // The launcher's settings and data are this spare's: the same socket
     // can be reached with another config folder.
-    match crate::caller::home() {
-        Ok(theirs) if theirs.config_dir() == home.config_dir() && theirs.data_dir() == home.data_dir() => {}
-        Ok(_) => return Err("the launcher's Corral folders are not this template's".into()),
-        Err(e) => return Err(e.to_string()),
+    let theirs = crate::caller::home()?;
+    if theirs.config_dir() != home.config_dir() || theirs.data_dir() != home.data_dir() {
+        return Err(NotServed::OtherFolders);
     }
-    match crate::config::Config::load(home) {
-        Ok(config) if config.launch_template => {}
-        Ok(_) => return Err("`launch_template = false` in config.toml".into()),
-        Err(e) => return Err(e.to_string()),
+    if !crate::config::Config::load(home)?.launch_template {
+        return Err(NotServed::TurnedOff);
     }
-    process::become_like(launcher)
+    Ok(process::become_like(launcher)?)
 }
 
 /// Supervises run `run_id` with `store`, as its shepherd; the exit code.
