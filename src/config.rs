@@ -36,8 +36,10 @@ pub struct Config {
     /// Give each run a cgroup where one can be made (`cgroups = false`
     /// follows the process tree instead, as where none can be).
     pub cgroups: bool,
-    /// Keep launches warm with a launch template (`corral::template`): a
-    /// process of the user's that ends after ten idle minutes.
+    /// Keep launches at a terminal warm with a launch template
+    /// (`corral::template`): a process of the user's that ends after ten
+    /// idle minutes. Off unless asked: it saves about a millisecond of a
+    /// launch's 12 (BENCHMARKS.md, "A run that costs a fork").
     pub launch_template: bool,
     /// How much of each run's transcript is kept (`[transcripts]`).
     pub transcripts: TranscriptLimits,
@@ -208,7 +210,7 @@ impl Default for Config {
             max_continuations: 3,
             resource_limits: ResourceLimits::default(),
             cgroups: true,
-            launch_template: true,
+            launch_template: false,
             transcripts: TranscriptLimits::default(),
             retention: None,
             hosts: Vec::new(),
@@ -393,7 +395,7 @@ impl Config {
             children_timeout: None,
         };
         config.cgroups = file.cgroups.unwrap_or(true);
-        config.launch_template = file.launch_template.unwrap_or(true);
+        config.launch_template = file.launch_template.unwrap_or(false);
         config.resource_limits = ResourceLimits::parse(&file.limits).map_err(|e| invalid(e.to_string()))?;
         let size = |key: &'static str, value: &LimitValue| {
             crate::resources::parse_size(key, value).map_err(|e| invalid(format!("`[transcripts] {e}`")))

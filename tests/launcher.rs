@@ -82,8 +82,8 @@ fn command_line(pid: i64) -> String {
 #[test]
 fn a_launch_at_a_terminal_is_shepherded_by_its_own_copy_and_leaves_none_waiting() {
     let env = Env::new();
-    // Launched cold, as with no template to ask.
-    env.config("max_parallel = 2\nlaunch_template = false\n");
+    // Launched cold: no template to ask (none unless turned on).
+    env.config("max_parallel = 2\n");
     env.command_preset("sleeper", &["sleep", "30"]);
     env.command_preset("parent", &["sh", "-c", "corral launch sleeper inner >/dev/null; exec sleep 30"]);
     let parent = env.launch("parent", "outer");
@@ -141,7 +141,7 @@ fn a_launch_at_a_terminal_is_shepherded_by_its_own_copy_and_leaves_none_waiting(
 #[test]
 fn a_launch_template_makes_the_next_launches_and_a_killed_one_takes_no_run_along() {
     let env = Env::new();
-    env.config("max_parallel = 8\n");
+    env.config("max_parallel = 8\nlaunch_template = true\n");
     env.command_preset("sleeper", &["sleep", "30"]);
     env.command_preset("parent", &["sh", "-c", "corral launch sleeper inner >/dev/null; exec sleep 30"]);
     let running = |r: &serde_json::Value| r["status"] == "running";
@@ -214,7 +214,7 @@ fn a_launch_template_makes_the_next_launches_and_a_killed_one_takes_no_run_along
 #[test]
 fn a_process_of_a_run_cannot_launch_through_the_template_by_leaving_before_it_is_judged() {
     let env = Env::new();
-    env.config("");
+    env.config("launch_template = true\n");
     env.command_preset("sleeper", &["sleep", "30"]);
     let first = env.launch("sleeper", "starts the template");
     let limit = std::time::Duration::from_secs(10);

@@ -137,8 +137,8 @@ enum Command {
     /// Print the manual page (roff): `corral man | man -l -`.
     Man,
     /// Keep launches warm: the launch template (started by `launch`; not
-    /// for direct use; `launch_template = false` in config.toml turns it
-    /// off).
+    /// for direct use; `launch_template = true` in config.toml turns it
+    /// on).
     #[command(hide = true)]
     Template,
     /// Supervise one run (started by `launch`; not for direct use).

@@ -47,7 +47,7 @@ pub enum NotServed {
     OtherCorral(std::path::PathBuf),
     #[error("the launcher's Corral folders are not this template's")]
     OtherFolders,
-    #[error("`launch_template = false` in config.toml")]
+    #[error("`launch_template` is not on in config.toml")]
     TurnedOff,
     #[error(transparent)]
     Home(#[from] crate::home::HomeError),

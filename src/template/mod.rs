@@ -190,7 +190,7 @@ fn not_wanted(home: &Home) -> Option<String> {
     }
     match crate::config::Config::load(home) {
         Ok(config) if config.launch_template => None,
-        Ok(_) => Some("`launch_template = false` in config.toml".into()),
+        Ok(_) => Some("`launch_template` is not on in config.toml".into()),
         Err(e) => Some(e.to_string()),
     }
 }

@@ -14,6 +14,9 @@ rounds with their min and max:
    in the run's own cgroup (`launch_latency.measure`).
 4. 40 and 1,000 `corral wait` woken by one end, p50, beside as many bare
    `cat`s woken by one end-of-file (`told.py`, TOLD_ONLY=crowd).
+
+CORRAL_BENCH_CONFIG="launch_template = true" measures with the launch
+template on (every config.toml the benches write ends with it).
 """
 
 import importlib.util

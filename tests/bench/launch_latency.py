@@ -32,7 +32,7 @@ def measure(root, config):
     project = root / "project"
     (project / ".corral" / "presets").mkdir(parents=True)
     home.mkdir()
-    (home / "config.toml").write_text(config)
+    (home / "config.toml").write_text(config + os.environ.get("CORRAL_BENCH_CONFIG", ""))
     (project / ".corral" / "presets" / "now.md").write_text(
         '---\nname: now\ndescription: prints the time\nagent: command\ncommand: ["/bin/date", "+%s.%N"]\n---\n')
     env = dict(os.environ, CORRAL_HOME=str(home))

@@ -27,6 +27,8 @@ PUEUE_ROOT = Path(os.environ.get("PUEUE_ROOT", "/tmp/pueue-bench")) / "bin"
 FAKES = ROOT / "tests" / "fake-agents"
 STREAM = ROOT / "tests" / "streams" / "pi-settled.jsonl"
 LINGER_CAP = 10.0
+# Lines every config.toml this bench writes ends with (`launch_template = true`).
+EXTRA_CONFIG = os.environ.get("CORRAL_BENCH_CONFIG", "")
 
 
 def rss_pss_kb(pid):
@@ -76,7 +78,7 @@ class Corral:
         (bin_dir / "pi").symlink_to(FAKES / "replay")
         self.env = dict(os.environ, CORRAL_HOME=str(root / "home"), HOME=str(root), PATH=f"{bin_dir}:{os.environ['PATH']}")
         (root / "home").mkdir()
-        (root / "home" / "config.toml").write_text('max_parallel = 200\nstop_grace = "1s"\n')
+        (root / "home" / "config.toml").write_text('max_parallel = 200\nstop_grace = "1s"\n' + EXTRA_CONFIG)
 
     def preset(self, name, agent, argv=None):
         command = f"command: {json.dumps(argv)}\n" if argv else ""

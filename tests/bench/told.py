@@ -34,7 +34,8 @@ home = Path(tempfile.mkdtemp(prefix="corral-told-"))
 (home / "presets").mkdir(parents=True)
 (home / "presets" / "hold.md").write_text(
     "---\nname: hold\ndescription: blocks on a fifo\nagent: command\ncommand: [sh, -c, 'read x < \"$CORRAL_TASK\"']\n---\n")
-(home / "config.toml").write_text("max_parallel = 64\nstop_grace = \"100ms\"\nexit_grace = \"100ms\"\n")
+(home / "config.toml").write_text("max_parallel = 64\nstop_grace = \"100ms\"\nexit_grace = \"100ms\"\n"
+                                  + os.environ.get("CORRAL_BENCH_CONFIG", ""))
 env = {**os.environ, "CORRAL_HOME": str(home)}
 
 
