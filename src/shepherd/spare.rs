@@ -27,34 +27,49 @@ const SAY_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 /// Why a spare leaves a launch to the cold path, as its launcher is told.
 #[derive(Debug, thiserror::Error)]
 pub enum NotServed {
+    /// The program was replaced since the template started (an upgrade).
     #[error("the template runs a corral that was replaced since")]
     Replaced,
+    /// The kernel did not say who connected.
     #[error("cannot tell who asks: {0}")]
     Unknown(nix::Error),
+    /// Another user connected.
     #[error("asked by user {0}, not this template's")]
     OtherUser(u32),
+    /// The launcher is gone: what it would be judged by is too.
     #[error("the launcher exited before it was answered")]
     LauncherGone,
+    /// No pidfd of the launcher could be opened.
     #[error("cannot hold the launcher: {0}")]
     Unheld(std::io::Error),
+    /// A process of a run: its launch is judged cold.
     #[error("asked from inside a run")]
     InsideARun,
+    /// The request did not come whole in time.
     #[error("the request was not read whole: {0}")]
     Unread(std::io::Error),
+    /// The request is not a launch this version reads.
     #[error("the request is not one this spare reads: {0}")]
     Unreadable(serde_json::Error),
+    /// Another `corral` program asked.
     #[error("asked by {}, another corral than this template's", .0.display())]
     OtherCorral(std::path::PathBuf),
+    /// The launcher has other settings or data folders.
     #[error("the launcher's Corral folders are not this template's")]
     OtherFolders,
+    /// Templates are turned off.
     #[error("`launch_template` is not on in config.toml")]
     TurnedOff,
+    /// The launcher's folders cannot be told.
     #[error(transparent)]
     Home(#[from] crate::home::HomeError),
+    /// The settings are broken.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// This process cannot be as the launcher's launch would be.
     #[error("it cannot launch as the launcher would: {0}")]
     Unlike(#[from] process::Unlike),
+    /// This program's path is unknown.
     #[error("cannot find the corral executable: {0}")]
     NoExe(std::io::Error),
 }
@@ -192,7 +207,10 @@ fn like_the_launcher(home: &Home, asked: &WarmLaunch, launcher: i32) -> Result<(
         std::env::remove_var(key);
     }
     for (key, value) in &asked.env {
-        if !key.is_empty() && !key.to_string_lossy().contains('=') {
+        use std::os::unix::ffi::OsStrExt;
+        // What no process's environment can hold (and `set_var` refuses).
+        let unsettable = key.is_empty() || key.as_bytes().contains(&b'=') || key.as_bytes().contains(&0);
+        if !unsettable && !value.as_bytes().contains(&0) {
             std::env::set_var(key, value);
         }
     }
