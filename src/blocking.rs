@@ -69,6 +69,13 @@ fn blocked_on(pid: i32, below: i32, waiting: &[i32]) -> Option<bool> {
     if !process::waits_for_a_child(pid)? {
         return Some(false);
     }
+    // A child that ended and is not reaped yet is about to wake it: a shell
+    // between two commands of its loop, not a shell blocked on the waiter
+    // (on a loaded machine that moment can last long enough to be seen
+    // twice).
+    if process::has_unreaped_child(pid) {
+        return Some(false);
+    }
     Some(process::children_of(pid).into_iter().all(|c| c == below || only_waits(c, waiting, 0)))
 }
 

@@ -164,6 +164,15 @@ pub fn children_of(pid: i32) -> Vec<i32> {
     children
 }
 
+/// Whether `pid` has a child that ended and is not reaped yet.
+pub fn has_unreaped_child(pid: i32) -> bool {
+    let Ok(threads) = fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    threads
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("children")).ok())
+        .any(|text| text.split_whitespace().filter_map(|c| c.parse().ok()).any(is_zombie))
+}
+
 /// Whether `pid` sleeps waiting for a child to end (in `wait(2)`, or in
 /// `sigsuspend(2)` for SIGCHLD as a shell's `wait` does): `Some(true)` if so,
 /// `Some(false)` if not, `None` if this kernel does not say (no `wchan`).
