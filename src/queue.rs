@@ -164,11 +164,8 @@ pub fn fire_queued_behind(store: &Store, ended: &[&str], shepherd: &ShepherdComm
             .map_err(std::io::Error::other)
             .and_then(|()| home::open_private_append(&dir.join("fire.log")))
             .and_then(|log| {
-                let mut command = Command::new(&shepherd.program);
-                command.args(["schedule", "fire", &name]).current_dir(Path::new("/")).env_remove(RUN_ID_ENV);
-                if let Some(root) = store.home().env_value() {
-                    command.env(home::HOME_ENV, root);
-                }
+                let mut command = corral_command(&shepherd.program, store.home());
+                command.args(["schedule", "fire", &name]);
                 crate::process::spawn_detached(command, log)
             });
         if let Err(e) = started {
@@ -195,20 +192,23 @@ fn start_shepherd(home: &Home, run_id: &str, shepherd: &ShepherdCommand) -> std:
             Err(e) => tracing::debug!(run = run_id, "the forked shepherd is gone ({e}): starting one"),
         }
     }
-    let mut command = Command::new(&shepherd.program);
+    let mut command = corral_command(&shepherd.program, home);
     // The shepherd is marked as one (so a parent run's shepherd, which may
-    // adopt it as subreaper, leaves it alone) and does not carry the id of
-    // the run that launched it (so that run's cleanup does not find it).
-    command
-        .args(&shepherd.args)
-        .arg(run_id)
-        .current_dir(Path::new("/"))
-        .env(SHEPHERD_ENV, run_id)
-        .env_remove(RUN_ID_ENV);
+    // adopt it as subreaper, leaves it alone).
+    command.args(&shepherd.args).arg(run_id).env(SHEPHERD_ENV, run_id);
+    crate::process::spawn_detached(command, log)
+}
+
+/// `program` (a `corral`) to be started detached for `home`: in `/`, with
+/// this installation's `CORRAL_HOME`, and without the id of the run that
+/// started it (so that run's cleanup does not find it).
+pub(crate) fn corral_command(program: &Path, home: &Home) -> Command {
+    let mut command = Command::new(program);
+    command.current_dir(Path::new("/")).env_remove(RUN_ID_ENV);
     if let Some(root) = home.env_value() {
         command.env(home::HOME_ENV, root);
     }
-    crate::process::spawn_detached(command, log)
+    command
 }
 
 #[cfg(test)]

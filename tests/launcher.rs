@@ -69,6 +69,20 @@ fn corral_processes(env: &Env) -> Vec<i32> {
         .collect()
 }
 
+/// The id of the run `parent`'s agent launched, once it did.
+fn child_of(env: &Env, parent: &str) -> String {
+    let mut inner = None;
+    assert!(
+        common::eventually(std::time::Duration::from_secs(10), || {
+            let runs = env.json(&["ls"]);
+            inner = runs.as_array().unwrap().iter().find(|r| r["parent_id"] == parent).cloned();
+            inner.is_some()
+        }),
+        "the parent's agent should have launched a run"
+    );
+    inner.unwrap()["id"].as_str().unwrap().to_string()
+}
+
 /// What a process was started as, its words joined by spaces.
 fn command_line(pid: i64) -> String {
     String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap()).replace('\0', " ")
@@ -96,16 +110,7 @@ fn a_launch_at_a_terminal_is_shepherded_by_its_own_copy_and_leaves_none_waiting(
         "the run's shepherd should be its launcher's copy, not a second program start; it is `{words}`"
     );
 
-    let mut inner = None;
-    assert!(
-        common::eventually(std::time::Duration::from_secs(10), || {
-            let runs = env.json(&["ls"]);
-            inner = runs.as_array().unwrap().iter().find(|r| r["parent_id"] == parent.as_str()).cloned();
-            inner.is_some()
-        }),
-        "the parent's agent should have launched a run"
-    );
-    let inner_id = inner.unwrap()["id"].as_str().unwrap().to_string();
+    let inner_id = child_of(&env, &parent);
     let inner = env.wait_run(&inner_id, std::time::Duration::from_secs(10), running);
     let inner_shepherd = inner["shepherd_pid"].as_i64().unwrap();
     let words = command_line(inner_shepherd);
@@ -183,13 +188,7 @@ fn a_launch_template_makes_the_next_launches_and_a_killed_one_takes_no_run_along
 
     // From inside a run: never a spare's.
     let parent = env.launch("parent", "outer");
-    let mut inner = None;
-    assert!(common::eventually(limit, || {
-        let runs = env.json(&["ls"]);
-        inner = runs.as_array().unwrap().iter().find(|r| r["parent_id"] == parent.as_str()).cloned();
-        inner.is_some()
-    }));
-    let inner_id = inner.unwrap()["id"].as_str().unwrap().to_string();
+    let inner_id = child_of(&env, &parent);
     let inner = env.wait_run(&inner_id, limit, running);
     let words = command_line(inner["shepherd_pid"].as_i64().unwrap());
     assert!(words.ends_with(&format!(" shepherd {inner_id} ")), "inside a run: a shepherd of its own; `{words}`");

@@ -59,6 +59,11 @@ fn asks(ntfy: &Ntfy) -> Vec<Message> {
         .collect()
 }
 
+/// The pushes that say something was denied.
+fn denials(ntfy: &Ntfy) -> Vec<Message> {
+    ntfy.messages("phone").into_iter().filter(|m| m.body["title"].as_str().unwrap().starts_with("✋")).collect()
+}
+
 fn action<'a>(message: &'a Message, label_starts: &str) -> &'a Value {
     message.body["actions"]
         .as_array()
@@ -199,12 +204,7 @@ fn a_run_ended_with_actions_denied_is_pushed_and_allowed_from_the_phone_once() {
     let id = env.launch_env("careful", "touch a file", &[("FAKE_STREAM", stream.to_str().unwrap())]);
     let run = env.wait_end(&id);
     assert_eq!(run["denied"].as_array().unwrap().len(), 1, "{run:#}");
-    let denied = || {
-        ntfy.messages("phone")
-            .into_iter()
-            .filter(|m| m.body["title"].as_str().unwrap().starts_with("✋"))
-            .collect::<Vec<_>>()
-    };
+    let denied = || denials(&ntfy);
     assert!(eventually(LIMIT, || denied().len() == 1), "{:?}", ntfy.messages("phone"));
     let push = &denied()[0];
     // What was denied (a command line, maybe with a token in it) is a
@@ -401,12 +401,7 @@ fn a_carried_secret_never_reaches_the_phone() {
     let id = env.launch_env("careful", "call the API", &[("FAKE_STREAM", stream.to_str().unwrap())]);
     let run = env.wait_end(&id);
     assert!(run["denied"][0].as_str().unwrap().contains("hunter2-secret-token"), "{run:#}");
-    let denied = || {
-        ntfy.messages("phone")
-            .into_iter()
-            .filter(|m| m.body["title"].as_str().unwrap().starts_with("✋"))
-            .collect::<Vec<_>>()
-    };
+    let denied = || denials(&ntfy);
     assert!(eventually(LIMIT, || denied().len() == 1), "{:?}", ntfy.messages("phone"));
     let pushed = denied()[0].body.to_string();
     assert!(!pushed.contains("hunter2-secret-token"), "{pushed}");

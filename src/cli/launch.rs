@@ -118,17 +118,22 @@ pub fn warm(args: &mut Args) -> Option<i32> {
         }
         Some(corral::template::WarmAnswer::Launched { run, said }) => {
             let _ = write!(err, "{said}");
-            if args.json {
-                super::print_json(&mut out, &*run)
-            } else {
-                writeln!(out, "{}", run.id).map_err(anyhow::Error::from)
-            }
+            print_launched(&run, args.json, &mut out)
         }
     };
     Some(match printed.and_then(|()| out.flush().map_err(anyhow::Error::from)) {
         Ok(()) => 0,
         Err(_) => super::EXIT_ERROR,
     })
+}
+
+/// A launched run as `launch` says it: its id, or its object with `--json`.
+fn print_launched(run: &corral::Run, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    if json {
+        super::print_json(out, run)
+    } else {
+        Ok(writeln!(out, "{}", run.id)?)
+    }
 }
 
 /// `--worktree` / `--no-worktree`, over the preset's choice.
@@ -211,11 +216,7 @@ pub fn run(
         }
         return Ok(super::wait::exit_code(&result));
     }
-    if args.json {
-        super::print_json(out, &run)?;
-    } else {
-        writeln!(out, "{}", run.id)?;
-    }
+    print_launched(&run, args.json, out)?;
     Ok(0)
 }
 
@@ -253,11 +254,7 @@ fn launch_on_host(
         out.flush()?;
         return super::remote::wait_there(home, &host.name, std::slice::from_ref(&run.id), None, args.json);
     }
-    if args.json {
-        super::print_json(out, &run)?;
-    } else {
-        writeln!(out, "{}", run.id)?;
-    }
+    print_launched(&run, args.json, out)?;
     Ok(0)
 }
 

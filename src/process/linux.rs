@@ -150,15 +150,19 @@ pub fn descendants(root: i32, prune: impl Fn(i32) -> bool) -> Vec<i32> {
     found
 }
 
-/// The live children of `pid` (of every thread of it).
-pub fn children_of(pid: i32) -> Vec<i32> {
+/// The children of `pid` (of every thread of it), ended or not.
+fn every_child_of(pid: i32) -> Vec<i32> {
     let Ok(threads) = fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    let mut children: Vec<i32> = threads
+    threads
         .flatten()
         .filter_map(|t| fs::read_to_string(t.path().join("children")).ok())
         .flat_map(|text| text.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<i32>>())
-        .filter(|&c| !is_zombie(c))
-        .collect();
+        .collect()
+}
+
+/// The live children of `pid` (of every thread of it).
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let mut children: Vec<i32> = every_child_of(pid).into_iter().filter(|&c| !is_zombie(c)).collect();
     children.sort_unstable();
     children.dedup();
     children
@@ -166,11 +170,7 @@ pub fn children_of(pid: i32) -> Vec<i32> {
 
 /// Whether `pid` has a child that ended and is not reaped yet.
 pub fn has_unreaped_child(pid: i32) -> bool {
-    let Ok(threads) = fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-    threads
-        .flatten()
-        .filter_map(|t| fs::read_to_string(t.path().join("children")).ok())
-        .any(|text| text.split_whitespace().filter_map(|c| c.parse().ok()).any(is_zombie))
+    every_child_of(pid).into_iter().any(is_zombie)
 }
 
 /// Whether `pid` sleeps waiting for a child to end (in `wait(2)`, or in

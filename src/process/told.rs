@@ -153,9 +153,7 @@ impl PidFd {
         }
         Ok(Some(PidFd { fd, process }))
     }
-}
 
-impl PidFd {
     /// True once the process has exited (a zombie included), asked now.
     pub fn has_exited(&self) -> bool {
         use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

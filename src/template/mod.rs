@@ -242,15 +242,8 @@ pub fn start(home: &Home) {
     let started = (|| {
         let exe = crate::queue::ShepherdCommand::current_exe()?.program;
         let log = home::open_private_append(&home.data_dir().join("template.log"))?;
-        let mut command = std::process::Command::new(exe);
-        command
-            .arg("template")
-            .current_dir("/")
-            .env_remove(crate::run_env::RUN_ID_ENV)
-            .env_remove(crate::run_env::SHEPHERD_ENV);
-        if let Some(root) = home.env_value() {
-            command.env(home::HOME_ENV, root);
-        }
+        let mut command = crate::queue::corral_command(&exe, home);
+        command.arg("template").env_remove(crate::run_env::SHEPHERD_ENV);
         process::spawn_detached(command, log)
     })();
     if let Err(e) = started {
