@@ -8,8 +8,8 @@
 //! woken waiter reads that file.
 //!
 //! Every change of state goes through [`Store::write`], so the rule lives
-//! there, not in each transition: temporary triggers of this connection
-//! note which runs a write ends and which it brings back (a status leaving
+//! there, not in each transition: SQLite's update hook on this connection
+//! notes which runs a write ends and which it brings back (a status leaving
 //! the terminal ones, or a reply that will reopen an ended run). Before the
 //! commit, the brought-back runs' files are removed; after it, the ended
 //! runs are read under the write lock again and their files written, then
@@ -24,7 +24,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use rusqlite::Transaction;
+use rusqlite::OptionalExtension;
 
 use super::{Store, StoreError};
 use crate::home::Home;
@@ -42,38 +42,91 @@ pub fn read_ended(run_dir: &Path) -> Option<Run> {
     serde_json::from_slice::<Run>(&bytes).ok().filter(|run| run.status.is_terminal())
 }
 
-/// The temporary table and triggers that note, per write of this
-/// connection, which runs it ended, or ended otherwise (1), or brought back
-/// (0).
-pub(super) fn arm(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
-    let terminal = RunStatus::terminal_sql();
-    // The table holds a few rows for a moment: in memory (no temporary
-    // file made by every writing process), with a page cache of 8 pages
-    // (its own default is 2 MB of every shepherd's heap).
-    conn.execute_batch(&format!(
-        "PRAGMA temp_store = MEMORY;
-         PRAGMA temp.cache_size = 8;
-         CREATE TEMP TABLE IF NOT EXISTS run_ends (run_id TEXT PRIMARY KEY, ended INTEGER NOT NULL);
-         CREATE TEMP TRIGGER IF NOT EXISTS run_ends_status AFTER UPDATE OF status ON main.runs
-           WHEN old.status <> new.status AND (old.status IN {terminal} OR new.status IN {terminal})
-           BEGIN INSERT OR REPLACE INTO run_ends VALUES (new.id, new.status IN {terminal}); END;
-         CREATE TEMP TRIGGER IF NOT EXISTS run_ends_reply AFTER INSERT ON main.replies
-           WHEN new.reopens = 1
-           BEGIN INSERT OR REPLACE INTO run_ends VALUES (new.run_id, 0); END;"
-    ))
+/// The rows of `runs` and `replies` this connection's write changed, noted
+/// by SQLite's update hook as each changes (temporary triggers cost every
+/// writing process a schema of its own and 50 KB of heap; the hook is a
+/// function call).
+#[derive(Debug, Default)]
+pub(super) struct Touched {
+    runs: Vec<i64>,
+    replies: Vec<i64>,
 }
 
-/// What the write in `tx` ended and brought back, taken from the table
-/// (so a later write starts empty): `(ended, brought_back)`.
-pub(super) fn moved_in(tx: &Transaction<'_>) -> rusqlite::Result<(Vec<String>, Vec<String>)> {
-    let mut stmt = tx.prepare_cached("SELECT run_id, ended FROM temp.run_ends")?;
-    let rows: Vec<(String, bool)> = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
-    if rows.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
+impl Touched {
+    /// Forgets what was noted: at a write's start (a write that rolled
+    /// back, or a change made outside [`Store::write`], says nothing).
+    pub(super) fn clear(&mut self) {
+        self.runs.clear();
+        self.replies.clear();
     }
-    tx.execute("DELETE FROM temp.run_ends", [])?;
-    let (ended, back): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(_, ended)| *ended);
-    Ok((ended.into_iter().map(|(id, _)| id).collect(), back.into_iter().map(|(id, _)| id).collect()))
+
+    /// What was noted, taken so the next write starts empty.
+    pub(super) fn take(&mut self) -> Touched {
+        std::mem::take(self)
+    }
+}
+
+/// Sets the hook on `conn` that notes into `touched` each run updated and
+/// each reply said.
+pub(super) fn arm(
+    conn: &mut rusqlite::Connection,
+    touched: std::sync::Arc<std::sync::Mutex<Touched>>,
+) -> rusqlite::Result<()> {
+    use rusqlite::hooks::Action;
+    conn.update_hook(Some(move |action, db: &str, table: &str, rowid| {
+        if db != "main" {
+            return;
+        }
+        // A poisoned lock only means a panic mid-note: the notes stand.
+        let mut touched = touched.lock().unwrap_or_else(|e| e.into_inner());
+        let rows = match (action, table) {
+            (Action::SQLITE_UPDATE, "runs") => &mut touched.runs,
+            (Action::SQLITE_INSERT, "replies") => &mut touched.replies,
+            _ => return,
+        };
+        if !rows.contains(&rowid) {
+            rows.push(rowid);
+        }
+    }))
+}
+
+/// What the write in `tx` ended and brought back: `(ended, brought_back)`.
+/// A run counts as ended by it when it is in an end state and its file
+/// does not say so already (so a later write to an ended run, marking it
+/// seen, costs no file); brought back when it is not in an end state, or a
+/// reply said in the write will reopen it.
+pub(super) fn moved_in(
+    tx: &rusqlite::Transaction<'_>,
+    home: &Home,
+    touched: Touched,
+) -> rusqlite::Result<(Vec<String>, Vec<String>)> {
+    let (mut ended, mut back) = (Vec::new(), Vec::new());
+    if !touched.runs.is_empty() {
+        let mut stmt = tx.prepare_cached("SELECT id, status FROM runs WHERE num = ?1")?;
+        for rowid in touched.runs {
+            let Some((id, status)) =
+                stmt.query_row([rowid], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).optional()?
+            else {
+                continue;
+            };
+            let terminal = status.parse::<RunStatus>().is_ok_and(RunStatus::is_terminal);
+            if !terminal {
+                back.push(id);
+            } else if read_ended(&home.run_dir(&id)).is_none_or(|run| run.status.as_str() != status) {
+                ended.push(id);
+            }
+        }
+    }
+    if !touched.replies.is_empty() {
+        let mut stmt = tx.prepare_cached("SELECT run_id FROM replies WHERE id = ?1 AND reopens = 1")?;
+        for rowid in touched.replies {
+            if let Some(id) = stmt.query_row([rowid], |r| r.get::<_, String>(0)).optional()? {
+                ended.retain(|e| *e != id);
+                back.push(id);
+            }
+        }
+    }
+    Ok((ended, back))
 }
 
 /// Removes the end files of runs a write is bringing back, before it
@@ -135,4 +188,74 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.write_all(bytes)?;
     drop(file);
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set_status(store: &mut Store, status: &str) {
+        store
+            .write("setting a status", |tx| tx.execute("UPDATE runs SET status = ?1 WHERE id = 'r1'", [status]))
+            .unwrap();
+    }
+
+    fn said(store: &Store) -> Option<String> {
+        read_ended(&store.home.run_dir("r1")).map(|run| run.status.as_str().to_string())
+    }
+
+    /// The file says the run's end as each write leaves it: written when
+    /// it ends, again when it ends otherwise, removed when it is brought
+    /// back or a reply will reopen it, untouched by a write that rolled
+    /// back or changed something else.
+    #[test]
+    fn the_end_file_follows_every_write_into_and_out_of_an_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        let mut store = Store::open(&home).unwrap();
+        store
+            .write("adding a run", |tx| {
+                tx.execute(
+                    "INSERT INTO runs (id, preset, preset_path, preset_json, agent, task, cwd, status, created_at)
+                     VALUES ('r1', 'p', '/p.md', '{}', 'command', 't', '/', 'running', '2026-11-27T00:00:00Z')",
+                    [],
+                )
+            })
+            .unwrap();
+        std::fs::create_dir_all(home.run_dir("r1")).unwrap();
+        assert_eq!(said(&store), None);
+
+        set_status(&mut store, "completed");
+        assert_eq!(said(&store).as_deref(), Some("completed"));
+        let file = ended_file(&home.run_dir("r1"));
+        let written = std::fs::metadata(&file).unwrap().modified().unwrap();
+        store.write("marking it seen", |tx| tx.execute("UPDATE runs SET seen_at = 'now' WHERE id = 'r1'", [])).unwrap();
+        assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), written, "nothing about its end changed");
+
+        set_status(&mut store, "lost");
+        assert_eq!(said(&store).as_deref(), Some("lost"), "an end changed to another is said anew");
+
+        let failed: Result<(), _> = store.write("a write that fails", |tx| {
+            tx.execute("UPDATE runs SET status = 'running' WHERE id = 'r1'", [])?;
+            Err(rusqlite::Error::QueryReturnedNoRows)
+        });
+        assert!(failed.is_err());
+        assert_eq!(said(&store).as_deref(), Some("lost"), "a write rolled back moved nothing");
+
+        store
+            .write("a reply", |tx| {
+                tx.execute(
+                    "INSERT INTO replies (run_id, text, created_at, reopens) VALUES ('r1', 'more', 'now', 1)",
+                    [],
+                )
+            })
+            .unwrap();
+        assert_eq!(said(&store), None, "a reply that reopens it takes its end away");
+
+        set_status(&mut store, "running");
+        set_status(&mut store, "failed");
+        store.write("the reply delivered", |tx| tx.execute("UPDATE replies SET delivered_at = 'now'", [])).unwrap();
+        set_status(&mut store, "running");
+        assert_eq!(said(&store), None, "brought back");
+    }
 }

@@ -133,9 +133,10 @@ pub struct Store {
     me: Option<crate::process::ProcessId>,
     /// The bell rung after each commit (see `process::Bell`).
     bell: PathBuf,
-    /// This connection notes the runs its writes end (see `ends`): armed
-    /// at its first write, so a process that only reads never pays for it.
-    ends_armed: bool,
+    /// The runs and replies this connection's write changed (see `ends`),
+    /// noted from its first write on, so a process that only reads never
+    /// pays for it (runtime state).
+    touched: Option<std::sync::Arc<std::sync::Mutex<ends::Touched>>>,
 }
 
 impl Store {
@@ -171,7 +172,7 @@ impl Store {
         if let Err(e) = crate::process::Bell::ensure(&bell) {
             tracing::debug!("no bell at {}: {e}", bell.display());
         }
-        let mut store = Store { conn, home: home.clone(), me, bell, ends_armed: false };
+        let mut store = Store { conn, home: home.clone(), me, bell, touched: None };
         migrate::apply(&mut store.conn, &path)?;
         store.keep_reserve();
         Ok(store)
@@ -203,13 +204,19 @@ impl Store {
         doing: &'static str,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
-        if !self.ends_armed {
-            ends::arm(&self.conn).doing("noting the runs a write ends")?;
-            self.ends_armed = true;
-        }
+        let touched = match &self.touched {
+            Some(touched) => touched.clone(),
+            None => {
+                let touched = std::sync::Arc::default();
+                ends::arm(&mut self.conn, std::sync::Arc::clone(&touched)).doing("noting the runs a write ends")?;
+                self.touched.insert(touched).clone()
+            }
+        };
+        let noted = || touched.lock().unwrap_or_else(|e| e.into_inner());
+        noted().clear();
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).doing(doing)?;
         let value = f(&tx).doing(doing)?;
-        let (ended, brought_back) = ends::moved_in(&tx).doing(doing)?;
+        let (ended, brought_back) = ends::moved_in(&tx, &self.home, noted().take()).doing(doing)?;
         ends::unwrite(&self.home, &brought_back)?;
         tx.commit().doing(doing)?;
         // Committed: what ended is written beside each run before anyone
