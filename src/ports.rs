@@ -66,7 +66,9 @@ pub fn free_block(count: u16, taken: &[PortBlock], listening: &HashSet<u16>) -> 
     None
 }
 
-/// The ports something listens on (or is bound to) on this machine now.
+/// The ports something listens on (TCP) or is bound to (UDP) on this
+/// machine now; a TCP socket bound and not listening yet is not listed
+/// (`/proc/net/tcp` does not show it).
 pub fn listening() -> HashSet<u16> {
     crate::process::listening_ports()
 }

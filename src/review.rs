@@ -44,10 +44,20 @@ pub enum ReviewError {
     )]
     RunsConflict(worktree::Conflict),
     /// A run of several merged together was refused for its own reasons
-    /// (the user's uncommitted changes in its files, a hook) after the
-    /// ones before it were merged.
-    #[error("merged {}; run {run} was not merged: {why}", merged.join(", "))]
-    PartlyMerged { merged: Vec<String>, run: String, why: Box<ReviewError> },
+    /// (a conflict with the branch, the user's uncommitted changes in its
+    /// files, a hook) after the ones before it were merged: those were
+    /// taken back, unless `undone` says why not.
+    #[error(
+        "run {run} cannot be merged: {why}{}",
+        match undone {
+            None => format!(" — so {} merged before it {} taken back: none of them is merged", merged.join(", "), if merged.len() == 1 { "was" } else { "were" }),
+            Some(e) => format!(" — {} merged before it stay merged, {e}", merged.join(", ")),
+        }
+    )]
+    NotTogether { merged: Vec<String>, run: String, why: Box<ReviewError>, undone: Option<Box<WorktreeError>> },
+    /// Runs judged or shown together must be of one repository.
+    #[error("runs {first} and {second} are in different repositories ({first_repo}, {second_repo}): name the runs of one repository at a time")]
+    OtherRepositories { first: String, second: String, first_repo: String, second_repo: String },
     /// Runs merged together must go into one branch of one repository.
     #[error(
         "runs {first} and {second} start from different branches or repositories ({why}): merge them one at a time"
@@ -99,6 +109,14 @@ pub struct Merged {
 /// uncommitted changes of the user's in the files it touches, it changes
 /// nothing and says why.
 pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, ReviewError> {
+    let (merged, made) = merge_unrecorded(store, id, keep_commits)?;
+    // The next merge, `diff` and `rm` start from what was merged.
+    store.record_merge(&merged.id, &made.merged, !keep_commits)?;
+    Ok(merged)
+}
+
+/// Makes the merge of [`merge`] without recording it with the run.
+fn merge_unrecorded(store: &mut Store, id: &str, keep_commits: bool) -> Result<(Merged, worktree::Made), ReviewError> {
     if let Some(caller) = crate::caller::sandboxed_caller(store, &crate::config::Config::load(store.home())?)? {
         return Err(ReviewError::Sandboxed(caller));
     }
@@ -119,24 +137,39 @@ pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, 
         let message = format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id);
         worktree::merge_squashed(Path::new(&repo), &branch, worktree, &run.id, &message)?
     };
-    // The next merge, `diff` and `rm` start from what was merged.
-    store.record_merge(&run.id, &made.merged, !keep_commits)?;
-    Ok(Merged { id: run.id, branch, commit: made.commit })
+    Ok((Merged { id: run.id, branch, commit: made.commit.clone() }, made))
 }
 
 /// The pairs of runs `ids` whose unmerged work conflicts (git's
-/// `merge-tree` of each pair). With no ids: every run with a worktree of
-/// the repository holding `cwd`.
+/// `merge-tree` of each pair). With no ids: every run the caller may see
+/// with work not merged yet in a worktree of the repository holding `cwd`.
 pub fn conflicts(
     store: &Store,
     ids: &[String],
     cwd: &Path,
 ) -> Result<(Vec<Run>, Vec<worktree::Conflict>), ReviewError> {
-    let runs: Vec<Run> = if ids.is_empty() { conflicts_candidates(store, cwd)? } else { distinct_runs(store, ids)? };
+    let every = ids.is_empty();
+    let runs: Vec<Run> = if every { conflicts_candidates(store, cwd)? } else { distinct_runs(store, ids)? };
+    one_repository(&runs)?;
     let pairs: Vec<(String, Worktree)> =
         runs.iter().map(|r| Ok((r.id.clone(), worktree_of(r)?.clone()))).collect::<Result<_, WorktreeError>>()?;
-    let found = worktree::conflicts(&pairs)?;
-    Ok((runs, found))
+    let judged = worktree::conflicts(&pairs)?;
+    let runs = if every { runs.into_iter().filter(|r| judged.with_work.contains(&r.id)).collect() } else { runs };
+    Ok((runs, judged.conflicts))
+}
+
+/// Refuses runs of different repositories, named together.
+fn one_repository(runs: &[Run]) -> Result<(), ReviewError> {
+    let Some(first) = runs.first() else { return Ok(()) };
+    match runs.iter().find(|r| r.worktree_repo != first.worktree_repo) {
+        None => Ok(()),
+        Some(other) => Err(ReviewError::OtherRepositories {
+            first: first.id.clone(),
+            second: other.id.clone(),
+            first_repo: first.worktree_repo.clone().unwrap_or_else(|| first.cwd.clone()),
+            second_repo: other.worktree_repo.clone().unwrap_or_else(|| other.cwd.clone()),
+        }),
+    }
 }
 
 /// One file as several runs changed it: each run's diff of it.
@@ -164,19 +197,10 @@ pub struct RunDiff {
 /// run that made it.
 pub fn diff_together(store: &Store, ids: &[String]) -> Result<Vec<FileAcross>, ReviewError> {
     let mut files: std::collections::BTreeMap<String, Vec<RunDiff>> = Default::default();
-    for run in distinct_runs(store, ids)? {
-        let patch = worktree::patch(worktree_of(&run)?)?;
-        let mut parts: Vec<String> = Vec::new();
-        for line in patch.split_inclusive('\n') {
-            if line.starts_with("diff --git ") || parts.is_empty() {
-                parts.push(String::new());
-            }
-            parts.last_mut().expect("one part at least").push_str(line);
-        }
-        for diff in parts {
-            let Some(path) = diff.lines().next().and_then(|l| l.rsplit_once(" b/")).map(|(_, p)| p.to_string()) else {
-                continue;
-            };
+    let runs = distinct_runs(store, ids)?;
+    one_repository(&runs)?;
+    for run in runs {
+        for (path, diff) in worktree::patch_by_file(worktree_of(&run)?)? {
             files.entry(path).or_default().push(RunDiff { run: run.id.clone(), preset: run.preset.clone(), diff });
         }
     }
@@ -197,15 +221,16 @@ fn distinct_runs(store: &Store, ids: &[String]) -> Result<Vec<Run>, ReviewError>
     Ok(runs)
 }
 
-/// Every run with a worktree of the repository holding `cwd`, oldest
-/// first.
-pub fn conflicts_candidates(store: &Store, cwd: &Path) -> Result<Vec<Run>, ReviewError> {
+/// Every run with a worktree of the repository holding `cwd` that the
+/// caller may see (an agent: its own tree), oldest first.
+fn conflicts_candidates(store: &Store, cwd: &Path) -> Result<Vec<Run>, ReviewError> {
     let repo = worktree::plan(cwd, None)?.repo.to_string_lossy().into_owned();
     let filter = crate::store::RunFilter { include_dismissed: true, ..Default::default() };
     let mut runs: Vec<Run> = store
         .runs(&filter)?
         .into_iter()
         .filter(|r| r.worktree.is_some() && r.worktree_repo.as_deref() == Some(repo.as_str()))
+        .filter(|r| crate::scope::run_for(store, &r.id, crate::scope::Access::Read).is_ok())
         .collect();
     runs.reverse();
     Ok(runs)
@@ -250,18 +275,27 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
     if let Some(pair) = found.into_iter().next() {
         return Err(ReviewError::RunsConflict(pair));
     }
-    let mut merged = Vec::new();
+    // All or nothing: one refused after others were made takes them back,
+    // and only a whole set is recorded with its runs.
+    let repo = runs.first().and_then(|r| r.worktree_repo.clone()).unwrap_or_default();
+    let before = worktree::head_of(Path::new(&repo))?;
+    let mut made: Vec<(Merged, worktree::Made)> = Vec::new();
     for run in &runs {
-        match merge(store, &run.id, keep_commits) {
-            Ok(one) => merged.push(one),
-            Err(e) if merged.is_empty() => return Err(e),
+        match merge_unrecorded(store, &run.id, keep_commits) {
+            Ok(one) => made.push(one),
+            Err(e) if made.is_empty() => return Err(e),
             Err(e) => {
-                let merged = merged.into_iter().map(|m| m.id).collect();
-                return Err(ReviewError::PartlyMerged { merged, run: run.id.clone(), why: Box::new(e) });
+                let now = made.last().map(|(m, _)| m.commit.clone()).unwrap_or_default();
+                let merged = made.into_iter().map(|(m, _)| m.id).collect();
+                let undone = worktree::take_back(Path::new(&repo), &before, &now).err().map(Box::new);
+                return Err(ReviewError::NotTogether { merged, run: run.id.clone(), why: Box::new(e), undone });
             }
         }
     }
-    Ok(merged)
+    for (merged, one) in &made {
+        store.record_merge(&merged.id, &one.merged, !keep_commits)?;
+    }
+    Ok(made.into_iter().map(|(m, _)| m).collect())
 }
 
 /// Runs run `id`'s preset's `teardown` (if it has one) before its worktree

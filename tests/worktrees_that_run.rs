@@ -396,3 +396,163 @@ fn a_500_mb_ignored_folder_is_carried_in_and_said_how() {
         said.split(" files, ").nth(1).and_then(|r| r.split('.').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(size >= files * 10, "{files} files of 10 MB carried: {said}");
 }
+
+#[test]
+fn a_merge_of_several_refused_at_a_later_run_takes_the_earlier_back() {
+    let (env, [first, _second, third]) = three_runs();
+    // The user changes the line `first` changes and commits it: `first`
+    // conflicts with main, not with `third`.
+    let p = &env.project;
+    std::fs::write(p.join("shared.txt"), "one\ntwo\nthree by you\nfour\nfive\n").unwrap();
+    git(p, &["commit", "-q", "-am", "mine"]);
+    let head = git(p, &["rev-parse", "HEAD"]);
+    let out = env.corral(&["merge", &third, &first]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("run {first} cannot be merged")) && err.contains("conflicts with main"), "{err}");
+    assert!(err.contains(&format!("{third} merged before it was taken back: none of them is merged")), "{err}");
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), head, "main is where it was");
+    assert!(!p.join("third.txt").exists(), "the first run's file went with its merge");
+    assert_eq!(git(p, &["status", "--porcelain"]).trim(), "", "the checkout is as it was");
+    // Not recorded as merged: it merges alone, whole.
+    let merged = env.ok(&["merge", &third]);
+    assert!(merged.contains(&format!("{third}  merged into main")), "{merged}");
+    assert_eq!(std::fs::read_to_string(p.join("third.txt")).unwrap(), "mine\n");
+}
+
+#[test]
+fn setup_and_teardown_get_the_runs_placeholders_and_its_ports_until_it_is_torn_down() {
+    let env = Env::new();
+    env.config("");
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
+    std::fs::write(p.join("a.txt"), "a\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    let dbs = p.parent().unwrap().join("databases");
+    std::fs::create_dir_all(&dbs).unwrap();
+    let dbs = dbs.display();
+    // `createdb app_{port}` / `dropdb app_{port}`, as folders.
+    let extra = format!(
+        "worktree: true\nports: 2\nsetup: [mkdir, \"{dbs}/app_{{port}}\"]\nteardown: [rm, -r, \"{dbs}/app_{{port}}\", \"{dbs}/setup_{{run}}\"]\n"
+    );
+    env.command_preset_with("db", &["sh", "-c", &format!("touch {dbs}/setup_$CORRAL_RUN_ID")], &extra);
+    let a = env.launch("db", "x");
+    env.wait_end(&a);
+    let port_a = env.show(&a)["ports"]["first"].as_u64().unwrap();
+    let db_a = Path::new(&format!("{dbs}/app_{port_a}")).to_path_buf();
+    assert!(db_a.is_dir(), "setup made app_{{port}} with the run's port");
+    // Ended, not torn down: its port is not another run's yet.
+    let b = env.launch("db", "y");
+    env.wait_end(&b);
+    let port_b = env.show(&b)["ports"]["first"].as_u64().unwrap();
+    assert_ne!(port_a, port_b, "a run whose teardown has not run keeps its ports");
+    env.ok(&["discard", &a]);
+    assert!(!db_a.exists(), "the teardown dropped app_{{port}} of its own port");
+    assert!(!Path::new(&format!("{dbs}/setup_{a}")).exists(), "{{run}} was put in");
+    assert!(Path::new(&format!("{dbs}/app_{port_b}")).is_dir(), "the other run's is untouched");
+    // Torn down: its port is free again.
+    let c = env.launch("db", "z");
+    env.wait_end(&c);
+    assert_eq!(env.show(&c)["ports"]["first"].as_u64().unwrap(), port_a);
+}
+
+#[test]
+fn an_agent_runs_no_teardown_and_judges_no_runs_outside_its_tree() {
+    let env = Env::new();
+    env.config("");
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
+    std::fs::write(p.join("a.txt"), "a\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    let dbs = p.parent().unwrap().join("databases");
+    std::fs::create_dir_all(&dbs).unwrap();
+    let extra = format!(
+        "worktree: true\nenv: {{DATABASE: \"{}/app_{{run}}\"}}\nteardown: [sh, -c, \"rm -r $DATABASE\"]\n",
+        dbs.display()
+    );
+    env.command_preset_with("db", &["sh", "-c", "mkdir \"$DATABASE\" && echo work > change.txt"], &extra);
+    let victim = env.launch("db", "x");
+    env.wait_end(&victim);
+    let database = dbs.join(format!("app_{victim}"));
+    assert!(database.is_dir());
+    let log = p.parent().unwrap().join("evil.log");
+    let script = format!(
+        "corral teardown \"$CORRAL_TASK\" >> {0} 2>&1; echo \"rc=$?\" >> {0}; corral conflicts --json >> {0} 2>&1",
+        log.display()
+    );
+    env.command_preset_with("evil", &["sh", "-c", &script], "");
+    let evil = env.launch("evil", &victim);
+    env.wait_end(&evil);
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(database.is_dir(), "another run's teardown did not run: {said}");
+    assert!(said.contains("rc=2") && said.contains(&format!("run {victim} is not one of yours")), "{said}");
+    let judged: serde_json::Value =
+        serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap_or_else(|e| panic!("{e}: {said}"));
+    assert_eq!(judged["runs"].as_array().unwrap().len(), 0, "{judged:#}");
+    // The user's discard still tears it down.
+    env.ok(&["discard", &victim]);
+    assert!(!database.exists());
+}
+
+#[test]
+fn files_named_to_hide_are_grouped_by_their_names_and_shown_escaped() {
+    let env = Env::new();
+    env.config("");
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
+    std::fs::write(p.join("a.txt"), "a\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    let hidden = "\x1b]0;PWNED\x07red";
+    let name = "\"$(printf '\\033]0;PWNED\\007red')\"";
+    let script = format!("printf one > {name}; mkdir 'x b'; printf x > 'x b/a.txt'");
+    env.command_preset_with("sneaky", &["sh", "-c", &script], "worktree: true\n");
+    let script = format!("printf two > {name}; echo b >> a.txt");
+    env.command_preset_with("plain", &["sh", "-c", &script], "worktree: true\n");
+    let (sneaky, plain) = (env.launch("sneaky", "x"), env.launch("plain", "y"));
+    for id in [&sneaky, &plain] {
+        env.wait_end(id);
+    }
+    let out = env.corral(&["diff", &sneaky, &plain, "--json"]);
+    let files: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let paths: Vec<&str> = files.as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&hidden) && paths.contains(&"x b/a.txt") && paths.contains(&"a.txt"), "{paths:?}");
+    let both = files.as_array().unwrap().iter().find(|f| f["path"] == hidden).unwrap();
+    assert_eq!(both["runs"].as_array().unwrap().len(), 2, "{both:#}");
+    // Named to the terminal, escaped: it cannot retitle or recolour it.
+    let out = env.corral(&["conflicts", &sneaky, &plain]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("\\x1b]0;PWNED\\x07red") && !said.contains('\x1b'), "{said:?}");
+    let out = env.corral(&["merge", &sneaky, &plain]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && !err.contains('\x1b') && err.contains("\\x1b"), "{err:?}");
+}
+
+#[test]
+fn a_sparse_ignored_file_is_carried_sparse() {
+    use std::os::unix::fs::MetadataExt;
+    let env = repo();
+    let p = &env.project;
+    std::fs::write(p.join(".worktreeinclude"), "big.bin\n").unwrap();
+    std::fs::write(p.join(".gitignore"), ".corral/\nbig.bin\n").unwrap();
+    git(p, &["commit", "-q", "-am", "carry big.bin"]);
+    let big = std::fs::File::create(p.join("big.bin")).unwrap();
+    big.set_len(2 << 30).unwrap();
+    std::os::unix::fs::FileExt::write_at(&big, b"data in the middle", 1 << 30).unwrap();
+    env.command_preset_with("look", &["true"], "worktree: true\n");
+    let id = env.launch("look", "x");
+    env.wait_end(&id);
+    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    let carried = Path::new(&worktree).join("big.bin");
+    let meta = std::fs::metadata(&carried).unwrap();
+    assert_eq!(meta.len(), 2 << 30);
+    assert!(meta.blocks() * 512 < 64 << 20, "2 GiB of holes stayed holes: {} bytes stored", meta.blocks() * 512);
+    let mut middle = [0u8; 18];
+    std::os::unix::fs::FileExt::read_exact_at(&std::fs::File::open(&carried).unwrap(), &mut middle, 1 << 30).unwrap();
+    assert_eq!(&middle, b"data in the middle");
+}

@@ -27,7 +27,9 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         writeln!(out, "no conflicts among {} runs", runs.len())?;
     } else {
         for pair in &found {
-            writeln!(out, "{} × {}: {}", pair.first, pair.second, pair.files.join(", "))?;
+            // The files are named as the agents named them.
+            let files: Vec<String> = pair.files.iter().map(|f| super::table::name(f)).collect();
+            writeln!(out, "{} × {}: {}", pair.first, pair.second, files.join(", "))?;
         }
         writeln!(
             out,

@@ -42,7 +42,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         let width = changes.files.iter().map(|f| f.path.chars().count()).max().unwrap_or(0);
         for file in &changes.files {
             let counts = if file.binary { "binary".to_string() } else { format!("+{} -{}", file.added, file.removed) };
-            writeln!(out, " {:<width$} | {counts}", file.path)?;
+            writeln!(out, " {:<width$} | {counts}", super::table::name(&file.path))?;
         }
         writeln!(out, " {} files changed, +{} -{}", changes.files.len(), changes.added, changes.removed)?;
     } else {
@@ -81,7 +81,7 @@ fn together(store: &mut Store, ids: &[String], stat: bool, json: bool, out: &mut
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     for file in &files {
         let who: Vec<&str> = file.runs.iter().map(|r| r.run.as_str()).collect();
-        writeln!(out, "=== {}  ({})", file.path, who.join(", "))?;
+        writeln!(out, "=== {}  ({})", super::table::name(&file.path), who.join(", "))?;
         if stat {
             continue;
         }

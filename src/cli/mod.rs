@@ -251,7 +251,9 @@ fn run(forwarded: &corral::sandbox::broker::Forwarded) -> i32 {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
-            eprintln!("corral: {}", message(&e));
+            // An error may name what an agent chose (a file, a path, a
+            // preset): it cannot rewrite the terminal.
+            eprintln!("corral: {}", table::printable(&message(&e)));
             EXIT_ERROR
         }
     }
@@ -379,7 +381,34 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         Command::Relaunch(args) => (vec![&args.run], Read),
         Command::Rm(args) => (args.runs.iter().collect(), Act),
         Command::Launch(args) => (args.parent().into_iter().collect(), Act),
-        _ => return Ok(()),
+        // Started by a discard or `rm`, which are scoped: asked directly
+        // from inside a run, only for a run of its tree.
+        Command::Teardown { run } => (vec![run], Act),
+        // A run's sandbox is widened from outside every run (`allow`
+        // refuses inside one itself).
+        Command::Allow(args) => (vec![args.run()], Act),
+        // Every verb says which runs it reads or acts on: a new one must
+        // be placed here, or it does not build.
+        Command::Presets(_)
+        | Command::Ls(_)
+        | Command::Needs(_)
+        | Command::Top(_)
+        | Command::Schedule(_)
+        | Command::Push(_)
+        | Command::Du(_)
+        | Command::Prune(_)
+        | Command::Watch(_)
+        | Command::About(_)
+        | Command::Hosts(_)
+        | Command::Search(_)
+        | Command::Doctor(_)
+        | Command::Mcp
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Template
+        | Command::Shepherd { .. }
+        | Command::RemoteExec
+        | Command::SandboxNet { .. } => return Ok(()),
     };
     // A person's `corral` is free.
     if corral::caller::forwarded_run().is_none() && corral::caller::caller_run(store)?.is_none() {

@@ -91,6 +91,13 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(shown)
 }
 
+/// A name an agent chose (a file, a preset) on one line: [`printable`],
+/// with new lines and tabs written as escapes too, so it cannot forge a
+/// line of its own.
+pub fn name(text: &str) -> String {
+    printable(text).replace('\n', "\\n").replace('\t', "\\t")
+}
+
 /// `text` on one line, at most `max` characters, cut with `…`, and
 /// [`printable`].
 pub fn cell(text: &str, max: usize) -> String {

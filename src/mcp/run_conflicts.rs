@@ -28,19 +28,12 @@ impl CorralTools {
     async fn run_conflicts(&self, Parameters(args): Parameters<ConflictsArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
             let cwd = std::env::current_dir()?;
-            let ids: Vec<String> = if args.run_ids.is_empty() {
-                // Of every run of the repository, those this agent may see.
-                crate::review::conflicts_candidates(store, &cwd)?
-                    .into_iter()
-                    .filter(|r| run_for(store, &r.id, Access::Read).is_ok())
-                    .map(|r| r.id)
-                    .collect()
-            } else {
-                args.run_ids
-                    .iter()
-                    .map(|id| run_for(store, id, Access::Read).map(|r| r.id))
-                    .collect::<Result<_, _>>()?
-            };
+            // None named: every run of the repository this agent may see.
+            let ids: Vec<String> = args
+                .run_ids
+                .iter()
+                .map(|id| run_for(store, id, Access::Read).map(|r| r.id))
+                .collect::<Result<_, _>>()?;
             let (runs, found) = crate::review::conflicts(store, &ids, &cwd)?;
             let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
             Ok(json_result(&serde_json::json!({ "runs": ids, "conflicts": found })))

@@ -33,6 +33,9 @@ pub fn denied_key(run: &crate::Run) -> String {
     format!("denied:{}:{}", run.id, run.completed_at.as_deref().unwrap_or(""))
 }
 
+/// Most characters of a push's title or message (a task can be long).
+const PUSHED_CHARS: usize = 500;
+
 /// Keeps in the store each push that needs sending now: returns how many
 /// are new. Endings count from `since` (RFC 3339) on.
 pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str) -> Result<usize, StoreError> {
@@ -44,7 +47,7 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
             let mut message = ask.body();
             if config.details {
                 let task = store.run(ask.owner())?.task;
-                message = format!("{message}\nTask: {}", task.chars().take(300).collect::<String>());
+                message = format!("{message}\nTask: {task}");
             }
             let actions = json!([
                 {"label": ask.allow_words(), "answer": token::sign(secret, &key, "allow", expires)},
@@ -58,21 +61,13 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
     if config.sends("denied") || config.sends("failed") {
         let filter = crate::store::RunFilter { ended_since: Some(since.to_string()), ..Default::default() };
         for run in store.runs(&filter)?.into_iter().filter(|r| r.parent_id.is_none() && r.host.is_none()) {
-            // What the checkout's carried files hold (`.env`) is never
-            // pushed, whatever the agent put it in.
-            let carried = carried_values(store, &run);
-            let what = if config.details {
-                let task = crate::worktree::carry::hide(&run.task, &carried);
-                format!("\nTask: {}", task.chars().take(300).collect::<String>())
-            } else {
-                String::new()
-            };
+            let what = if config.details { format!("\nTask: {}", run.task) } else { String::new() };
             if config.sends("denied") && !run.denied.is_empty() && run.status.is_terminal() {
                 let key = denied_key(&run);
                 // What was denied (a command line, its tokens with it) is
                 // a detail: without details, only how many.
                 let note = match config.details {
-                    true => crate::worktree::carry::hide(&run.denied_note().unwrap_or_default(), &carried),
+                    true => run.denied_note().unwrap_or_default(),
                     false => match run.denied.len() {
                         1 => "1 action was denied".to_string(),
                         n => format!("{n} actions were denied"),
@@ -103,7 +98,19 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
         }
     }
     let mut new = 0;
-    for (key, message) in wanted {
+    for (key, mut message) in wanted {
+        // What the checkout's carried files hold (`.env`) is never pushed,
+        // whatever the agent put it in and whichever push says it.
+        let run = message["run"].as_str().and_then(|id| store.run(id).ok());
+        let carried = run.map(|run| carried_values(store, &run)).unwrap_or_default();
+        for field in ["title", "message"] {
+            if let Some(text) = message[field].as_str() {
+                // Hidden whole, then cut (a value cut first would not be
+                // found).
+                let hidden = crate::worktree::carry::hide(text, &carried);
+                message[field] = hidden.chars().take(PUSHED_CHARS).collect::<String>().into();
+            }
+        }
         if store.queue_push(&key, &message.to_string())? {
             new += 1;
         }

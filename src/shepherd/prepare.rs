@@ -77,10 +77,10 @@ pub(super) fn prepare(
             }
         }
     }
-    let setup = &launch.preset.setup;
-    if setup.is_empty() || !first_turn {
+    if launch.preset.setup.is_empty() || !first_turn {
         return note(store, &run.id, notes);
     }
+    let setup = &launch.filled(&launch.preset.setup);
     notes.push(format!("setup: {}", setup.join(" ")));
     note(store, &run.id, std::mem::take(&mut notes))?;
     // In the run's sandbox, as its agent: a setup (`npm ci`) runs the

@@ -146,12 +146,23 @@ impl AgentLaunch {
             env.insert(crate::ports::PORTS_ENV.into(), ports.count.to_string().into());
         }
         // The preset's own, with the run's id, port and worktree put in.
-        let worktree = self.worktree.as_ref().map_or(self.cwd.clone(), |w| w.to_string_lossy().into_owned());
         for (name, value) in &self.preset.env {
-            let value = run_env::fill(value, &self.run_id, self.ports.map(|p| p.first), &worktree);
-            env.insert(name.into(), value.into());
+            env.insert(name.into(), self.fill(value).into());
         }
         env
+    }
+
+    /// `value` with the run's `{run}`, `{port}` and `{worktree}` put in
+    /// (`env:` values, and the words of `setup:` and `teardown:`).
+    pub fn fill(&self, value: &str) -> String {
+        let worktree = self.worktree.as_ref().map_or(self.cwd.clone(), |w| w.to_string_lossy().into_owned());
+        run_env::fill(value, &self.run_id, self.ports.map(|p| p.first), &worktree)
+    }
+
+    /// A command of the preset's (`setup:`, `teardown:`) as this run runs
+    /// it: each word with the placeholders put in.
+    pub fn filled(&self, command: &[String]) -> Vec<String> {
+        command.iter().map(|word| self.fill(word)).collect()
     }
 
     /// Starts the broker of a sandboxed run: its agent's `corral` is

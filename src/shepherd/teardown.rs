@@ -49,9 +49,9 @@ pub enum TeardownError {
 pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<String>, TeardownError> {
     let run = store.run(id)?;
     let preset = store.run_preset(id)?;
-    let done = home.run_dir(id).join("teardown.done");
-    // Once per run: a discard, then an `rm`, tear down once.
-    if preset.teardown.is_empty() || done.exists() {
+    // Once per run: a discard, then an `rm`, tear down once (a run torn
+    // down by an older Corral has `teardown.done` in its folder).
+    if preset.teardown.is_empty() || store.torn_down(id)? || home.run_dir(id).join("teardown.done").exists() {
         return Ok(None);
     }
     if run.status.is_active() {
@@ -75,7 +75,7 @@ pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<Strin
     if let Some(group) = &group {
         launch.join = group.join();
     }
-    let command = &preset.teardown;
+    let command = &launch.filled(&preset.teardown);
     let start = |e: std::io::Error| TeardownError::Start {
         program: command[0].clone(),
         preset: preset.path.clone(),
@@ -94,8 +94,12 @@ pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<Strin
             c
         }
     };
-    let folder =
-        run.worktree.as_ref().map(|w| w.path.clone()).filter(|p| Path::new(p).is_dir()).unwrap_or(run.cwd.clone());
+    // Its worktree; one removed by hand leaves the checkout it came from.
+    let folder = [run.worktree.as_ref().map(|w| w.path.clone()), Some(run.cwd.clone()), run.worktree_repo.clone()]
+        .into_iter()
+        .flatten()
+        .find(|p| Path::new(p).is_dir())
+        .unwrap_or_else(|| "/".into());
     let log = run_dir.join("teardown.log");
     let out = crate::home::create_private(&log).map_err(start)?;
     let err = out.try_clone().map_err(start)?;
@@ -132,8 +136,9 @@ pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<Strin
     }
     store.append_events(id, store.last_event_seq(id)? + 1, &note)?;
     // Ran, whatever it answered: a second discard or `rm` does not run it
-    // again (a failure is in the transcript to be fixed by hand).
-    let _ = crate::home::create_private(&done);
+    // again (a failure is in the transcript to be fixed by hand), and its
+    // ports are free for other runs from now on.
+    store.mark_torn_down(id)?;
     match status {
         Some(status) if status.success() => Ok(Some(words)),
         Some(status) => {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use crate::ports::PortBlock;
 use crate::run::RunStatus;
 
-/// The first block of `count` ports no active run holds and nothing in
+/// The first block of `count` ports no run holds and nothing in
 /// `listening` uses.
 pub(super) fn free_block(
     tx: &rusqlite::Transaction<'_>,
@@ -17,10 +17,12 @@ pub(super) fn free_block(
     Ok(crate::ports::free_block(count, &taken(tx, "")?, listening))
 }
 
-/// The blocks active runs but `except` hold.
+/// The blocks runs but `except` hold: active runs, and ended ones whose
+/// teardown has not run yet (it gets their port).
 fn taken(tx: &rusqlite::Transaction<'_>, except: &str) -> rusqlite::Result<Vec<PortBlock>> {
     let sql = format!(
-        "SELECT ports_first, ports_count FROM runs WHERE ports_first IS NOT NULL AND status IN {} AND id <> ?1",
+        "SELECT ports_first, ports_count FROM runs WHERE ports_first IS NOT NULL AND id <> ?1
+           AND (status IN {} OR (torn_down_at IS NULL AND json_array_length(preset_json, '$.teardown') > 0))",
         RunStatus::active_sql()
     );
     let mut stmt = tx.prepare_cached(&sql)?;

@@ -4,7 +4,7 @@
 
 use rusqlite::params;
 
-use super::{Store, StoreError};
+use super::{Doing, Store, StoreError};
 use crate::adapter::Report;
 use crate::resources::{Containment, Resources};
 use crate::run::{ChangeCount, Run, RunStatus, StopReason};
@@ -287,6 +287,23 @@ impl Store {
             )
         })
         .map(drop)
+    }
+
+    /// Records that run `id`'s teardown ran (its port block is free once it
+    /// has ended); false if it had already.
+    pub fn mark_torn_down(&mut self, id: &str) -> Result<bool, StoreError> {
+        let now = time::format(time::now());
+        self.write("recording a teardown", |tx| {
+            tx.execute("UPDATE runs SET torn_down_at = ?2 WHERE id = ?1 AND torn_down_at IS NULL", params![id, now])
+        })
+        .map(|changed| changed == 1)
+    }
+
+    /// True once run `id`'s teardown ran.
+    pub fn torn_down(&self, id: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row("SELECT torn_down_at IS NOT NULL FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .doing("reading a teardown")
     }
 
     /// Ends a run whose agent never started (`failed` / `spawn_failed`).

@@ -28,10 +28,20 @@ pub struct Conflict {
     pub files: Vec<String>,
 }
 
+/// Several runs judged together.
+#[derive(Debug, Clone, Default)]
+pub struct Judged {
+    /// The pairs whose work conflicts, each pair once, in order.
+    pub conflicts: Vec<Conflict>,
+    /// The runs with work not merged yet, in order.
+    pub with_work: Vec<String>,
+}
+
 /// The pairs of `runs` (id and worktree, in order) whose unmerged work
-/// conflicts, each pair once, in order.
-pub fn conflicts(runs: &[(String, Worktree)]) -> Result<Vec<Conflict>, WorktreeError> {
+/// conflicts, and which runs have any.
+pub fn conflicts(runs: &[(String, Worktree)]) -> Result<Judged, WorktreeError> {
     let works = runs.iter().map(|(id, worktree)| work_of(id, worktree)).collect::<Result<Vec<_>, _>>()?;
+    let with_work = works.iter().filter(|w| w.commit.is_some()).map(|w| w.run.clone()).collect();
     let mut found = Vec::new();
     for (i, a) in works.iter().enumerate() {
         for b in &works[i + 1..] {
@@ -61,7 +71,7 @@ pub fn conflicts(runs: &[(String, Worktree)]) -> Result<Vec<Conflict>, WorktreeE
             }
         }
     }
-    Ok(found)
+    Ok(Judged { conflicts: found, with_work })
 }
 
 /// Run `id`'s work as a scratch commit.

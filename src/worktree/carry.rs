@@ -102,6 +102,15 @@ pub fn carry(checkout: &Path, worktree: &Path, extra: &[String]) -> Result<Optio
     }
     let started = Instant::now();
     let mut carried = Carried::default();
+    // What this carry made, taken out again if a later entry fails: a
+    // half-carried worktree (a disk filled by a copy) helps no one.
+    let mut made: Vec<PathBuf> = Vec::new();
+    let failed = |entry: &str, e: io::Error, made: &[PathBuf]| {
+        for path in made {
+            let _ = fs::remove_dir_all(path).or_else(|_| fs::remove_file(path));
+        }
+        WorktreeError::Carry { entry: entry.to_string(), source: e }
+    };
     for entry in matching_ignored(checkout, &patterns)? {
         let relative = Path::new(entry.trim_end_matches('/'));
         if !is_plain(relative) {
@@ -114,17 +123,14 @@ pub fn carry(checkout: &Path, worktree: &Path, extra: &[String]) -> Result<Optio
             continue;
         }
         if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(|e| cannot_carry(&entry, e))?;
+            fs::create_dir_all(parent).map_err(|e| failed(&entry, e, &made))?;
         }
-        carry_path(checkout, &checkout.join(relative), &target, &mut carried).map_err(|e| cannot_carry(&entry, e))?;
+        made.push(target.clone());
+        carry_path(checkout, &checkout.join(relative), &target, &mut carried).map_err(|e| failed(&entry, e, &made))?;
         carried.entries.push(entry);
     }
     carried.took = started.elapsed();
     Ok(Some(carried))
-}
-
-fn cannot_carry(entry: &str, e: io::Error) -> WorktreeError {
-    WorktreeError::Git { doing: "carrying ignored files into the worktree", detail: format!("{entry}: {e}") }
 }
 
 /// What in `checkout` is untracked, matches `patterns`, and is ignored by
@@ -224,10 +230,50 @@ fn clone_or_copy(from: &Path, to: &Path, mode: u32) -> io::Result<bool> {
     // SAFETY: both descriptors are open for the duration of the call.
     let cloned = unsafe { libc::ioctl(target.as_raw_fd(), libc::FICLONE, source.as_raw_fd()) } == 0;
     if !cloned {
-        io::copy(&mut &source, &mut target)?;
+        copy_data(&source, &mut target)?;
     }
     Ok(cloned)
 }
+
+/// Copies the data of `source` into the empty `target`, its holes kept as
+/// holes (a sparse 2 GB file stays a few blocks), refusing a copy that
+/// would leave the file system with less than [`ROOM_KEPT`] free.
+fn copy_data(source: &File, target: &mut File) -> io::Result<()> {
+    use nix::unistd::{lseek, Whence};
+    use std::io::{Read, Seek, SeekFrom};
+    let len = source.metadata()?.len();
+    let stored = std::os::unix::fs::MetadataExt::blocks(&source.metadata()?) * 512;
+    let free = nix::sys::statvfs::fstatvfs(&*target).map_err(io::Error::from)?;
+    let (free, size) = (free.blocks_available() * free.fragment_size(), free.blocks() * free.fragment_size());
+    let keep = ROOM_KEPT.min(size / 20);
+    if stored.min(len) + keep > free {
+        return Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!("copying it ({} MiB) would leave its disk with less than {} MiB free", len >> 20, keep >> 20),
+        ));
+    }
+    let mut at: u64 = 0;
+    while at < len {
+        // The next stretch of data, and the hole after it; a file system
+        // without SEEK_DATA says all of it is data.
+        let data = match lseek(source, at as i64, Whence::SeekData) {
+            Ok(data) => data as u64,
+            Err(nix::errno::Errno::ENXIO) => break,
+            Err(_) => at,
+        };
+        let hole = lseek(source, data as i64, Whence::SeekHole).map(|h| h as u64).unwrap_or(len);
+        let mut from = source;
+        from.seek(SeekFrom::Start(data))?;
+        target.seek(SeekFrom::Start(data))?;
+        io::copy(&mut from.take(hole - data), target)?;
+        at = hole.max(data + 1);
+    }
+    target.set_len(len)
+}
+
+/// The room a copy leaves on its file system: 1 GiB, or a twentieth of a
+/// smaller one (the store, and the runs' transcripts, live there too).
+const ROOM_KEPT: u64 = 1 << 30;
 
 /// The paths of `changed` (what a merge would bring) that are under an
 /// entry of `list` (what was carried in): the agent committed them.

@@ -274,6 +274,36 @@ pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &st
     Ok(Made { commit, merged })
 }
 
+/// The commit `repo`'s HEAD is on: where merges made together start.
+pub fn head_of(repo: &Path) -> Result<String, WorktreeError> {
+    Ok(git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string())
+}
+
+/// Takes back merges made together whose later one was refused: `repo`'s
+/// branch goes from `now` back to `before` (only from `now`), and the
+/// user's index and working tree with it, as a checkout would (files the
+/// merges did not touch, and the user's changes in them, stay). Says what
+/// to run if it cannot.
+pub fn take_back(repo: &Path, before: &str, now: &str) -> Result<(), WorktreeError> {
+    let plain = Env::default();
+    let put_back = |why: String| {
+        WorktreeError::WouldConflict(format!(
+            "and taking back those merges failed ({why}): `git -C {} reset --keep {before}` takes them back",
+            repo.display()
+        ))
+    };
+    let moved = output(repo, &["update-ref", "-m", "corral: merges taken back", "HEAD", before, now], &plain, "undo")?;
+    if !moved.status.success() {
+        return Err(put_back(stderr_of(&moved)));
+    }
+    let files = output(repo, &["read-tree", "-m", "-u", now, before], &plain, "putting your files back")?;
+    if !files.status.success() {
+        let _ = output(repo, &["update-ref", "-m", "corral: merges kept", "HEAD", now, before], &plain, "redo");
+        return Err(put_back(stderr_of(&files)));
+    }
+    Ok(())
+}
+
 /// Runs the repository's hook `name` (`git hook run`, git 2.36+), if it
 /// has one: its refusal changes nothing and is said in its own words.
 fn run_hook(repo: &Path, name: &'static str, args: &[&str], env: &Env<'_>) -> Result<(), WorktreeError> {

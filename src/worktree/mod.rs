@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use across::{conflicts, Conflict};
+pub use across::{conflicts, Conflict, Judged};
 pub use carry::{carry, Carried};
 use git::{git, output, Env};
-pub use merge::{merge_commits, merge_squashed, Made};
-pub use snapshot::{changes, patch, unmerged};
+pub use merge::{head_of, merge_commits, merge_squashed, take_back, Made};
+pub use snapshot::{changes, patch, patch_by_file, unmerged};
 
 /// How much a run's worktree changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +83,10 @@ pub enum WorktreeError {
     /// A git command failed.
     #[error("git failed {doing}: {detail}")]
     Git { doing: &'static str, detail: String },
+    /// A file the checkout ignores could not be carried into the worktree
+    /// (what was carried before it is taken out again).
+    #[error("cannot carry {entry} into the run's worktree: {source}; nothing was carried (fix .worktreeinclude or `worktree_include:`, or make room)")]
+    Carry { entry: String, source: std::io::Error },
     /// The run has no worktree.
     #[error("run {0} has no worktree: it ran in its own folder (launch with --worktree for one)")]
     NoWorktree(String),

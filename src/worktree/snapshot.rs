@@ -83,21 +83,47 @@ pub fn changes(worktree: &Worktree) -> Result<Changes, WorktreeError> {
 
 /// The unified diff of everything the run changed that is not merged yet.
 pub fn patch(worktree: &Worktree) -> Result<String, WorktreeError> {
+    Ok(diffed(worktree, false)?.0)
+}
+
+/// [`patch`] cut per file: each changed path, exactly as git has it, with
+/// its part of the diff (git quotes a name with control characters or
+/// quotes in a diff's header, so the header is never read for the name).
+pub fn patch_by_file(worktree: &Worktree) -> Result<Vec<(String, String)>, WorktreeError> {
+    let (patch, names) = diffed(worktree, true)?;
+    let mut parts: Vec<String> = Vec::new();
+    for line in patch.split_inclusive('\n') {
+        if line.starts_with("diff --git ") || parts.is_empty() {
+            parts.push(String::new());
+        }
+        parts.last_mut().expect("one part at least").push_str(line);
+    }
+    let names: Vec<String> = names.split('\0').filter(|n| !n.is_empty()).map(str::to_string).collect();
+    if names.len() != parts.len() {
+        return Err(WorktreeError::Git {
+            doing: "cutting the diff per file",
+            detail: format!("git listed {} files and diffed {}", names.len(), parts.len()),
+        });
+    }
+    Ok(names.into_iter().zip(parts).collect())
+}
+
+/// The run's unmerged diff, and with `names` the paths it changes
+/// (NUL-separated, in the diff's order), from one snapshot.
+fn diffed(worktree: &Worktree, names: bool) -> Result<(String, String), WorktreeError> {
     let path = Path::new(&worktree.path);
     let objects = ScratchObjects::for_worktree(path)?;
     let tree = snapshot(path, &objects)?.tree;
     let env = Env::default().scratch(&objects);
-    let args = [
-        "diff",
-        "--no-renames",
-        "--no-textconv",
-        "--no-ext-diff",
-        "--src-prefix=a/",
-        "--dst-prefix=b/",
-        unmerged_from(worktree),
-        &tree,
-    ];
-    git_in(path, &args, &env, "diffing")
+    let from = unmerged_from(worktree);
+    let args =
+        ["diff", "--no-renames", "--no-textconv", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", from, &tree];
+    let patch = git_in(path, &args, &env, "diffing")?;
+    let names = match names {
+        true => git_in(path, &["diff", "--no-renames", "--name-only", "-z", from, &tree], &env, "diffing")?,
+        false => String::new(),
+    };
+    Ok((patch, names))
 }
 
 /// The repositories the run made inside its worktree (a clone, a `git

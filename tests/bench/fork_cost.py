@@ -17,6 +17,8 @@ rounds with their min and max:
 
 CORRAL_BENCH_CONFIG="launch_template = true" measures with the launch
 template on (every config.toml the benches write ends with it).
+FORK_COST_ONLY=pss,launch measures only those figures (of: short, pss,
+launch, waiters), and needs no pueue without `short`.
 """
 
 import importlib.util
@@ -47,18 +49,26 @@ vs = load("pueue_vs_corral")
 latency = load("launch_latency")
 
 
+ONLY = set(filter(None, os.environ.get("FORK_COST_ONLY", "short,pss,launch,waiters").split(",")))
+
+
 def short_and_memory(corral_bin, pueue):
+    """(pueue / Corral, Corral's s, pueue's s, PSS MB); None where not asked."""
     vs.CORRAL = Path(corral_bin)
     base = Path(tempfile.mkdtemp(prefix="corral-fork-cost-"))
     corral = vs.Corral(base / "corral")
+    ratio = corral_short = pueue_short = pss = None
     try:
-        corral_short = vs.short_jobs(corral)
-        pueue_short = vs.short_jobs(pueue)
-        _, pss = vs.memory_per_job(corral)
+        if "short" in ONLY:
+            corral_short = vs.short_jobs(corral)
+            pueue_short = vs.short_jobs(pueue)
+            ratio = pueue_short / corral_short
+        if "pss" in ONLY:
+            pss = vs.memory_per_job(corral)[1] / 1024
     finally:
         corral.close()
         shutil.rmtree(base, ignore_errors=True)
-    return pueue_short / corral_short, corral_short, pueue_short, pss / 1024
+    return ratio, corral_short, pueue_short, pss
 
 
 def launch_p50(corral_bin):
@@ -90,31 +100,41 @@ def main():
     def add(key, build, value):
         figures.setdefault((key, build), []).append(value)
 
-    pueue = vs.Pueue(Path(tempfile.mkdtemp(prefix="corral-fork-pueue-")))
+    pueue = vs.Pueue(Path(tempfile.mkdtemp(prefix="corral-fork-pueue-"))) if "short" in ONLY else None
     try:
         for round_ in range(rounds):
             builds = [("before", before), ("after", after)]
             if round_ % 2:
                 builds.reverse()
             for name, binary in builds:
-                ratio, corral_s, pueue_s, pss = short_and_memory(binary, pueue)
-                add("ratio", name, ratio)
-                add("corral_s", name, corral_s)
-                add("pueue_s", name, pueue_s)
-                add("pss", name, pss)
-                add("launch", name, launch_p50(binary))
-                w40, f40 = waiters(binary, 40)
-                add("w40", name, w40)
-                add("f40", name, f40)
-                print(f"round {round_ + 1}, {name}: {ratio:.2f}x, {pss:.2f} MB, launch {figures[('launch', name)][-1]:.2f} ms, "
-                      f"40 waiters {w40:.1f} ms (floor {f40:.1f})", flush=True)
-            for name, binary in builds:
+                said = []
+                if ONLY & {"short", "pss"}:
+                    ratio, corral_s, pueue_s, pss = short_and_memory(binary, pueue)
+                    if ratio is not None:
+                        add("ratio", name, ratio)
+                        add("corral_s", name, corral_s)
+                        add("pueue_s", name, pueue_s)
+                        said.append(f"{ratio:.2f}x")
+                    if pss is not None:
+                        add("pss", name, pss)
+                        said.append(f"{pss:.2f} MB")
+                if "launch" in ONLY:
+                    add("launch", name, launch_p50(binary))
+                    said.append(f"launch {figures[('launch', name)][-1]:.2f} ms")
+                if "waiters" in ONLY:
+                    w40, f40 = waiters(binary, 40)
+                    add("w40", name, w40)
+                    add("f40", name, f40)
+                    said.append(f"40 waiters {w40:.1f} ms (floor {f40:.1f})")
+                print(f"round {round_ + 1}, {name}: {', '.join(said)}", flush=True)
+            for name, binary in builds if "waiters" in ONLY else []:
                 w1000, f1000 = waiters(binary, 1000)
                 add("w1000", name, w1000)
                 add("f1000", name, f1000)
                 print(f"round {round_ + 1}, {name}: 1,000 waiters {w1000:.1f} ms (floor {f1000:.1f})", flush=True)
     finally:
-        pueue.close()
+        if pueue:
+            pueue.close()
 
     def cell(key, build, fmt):
         values = figures[(key, build)]
@@ -125,13 +145,17 @@ def main():
     print()
     print(f"| figure ({rounds} rounds: median (min–max)) | before | after | floor |")
     print("|---|---|---|---|")
-    print(f"| 100 short jobs, pueue time / Corral time | {cell('ratio', 'before', '{:.2f}×')} | {cell('ratio', 'after', '{:.2f}×')} | |")
-    print(f"|   Corral's time | {cell('corral_s', 'before', '{:.2f} s')} | {cell('corral_s', 'after', '{:.2f} s')} | |")
-    print(f"|   pueue's time | {cell('pueue_s', 'before', '{:.2f} s')} | {cell('pueue_s', 'after', '{:.2f} s')} | |")
-    print(f"| PSS per running job, 20 jobs | {cell('pss', 'before', '{:.2f} MB')} | {cell('pss', 'after', '{:.2f} MB')} | |")
-    print(f"| `corral launch` → agent running, p50 of 60 | {cell('launch', 'before', '{:.2f} ms')} | {cell('launch', 'after', '{:.2f} ms')} | |")
-    print(f"| 40 `corral wait` woken by one end, p50 | {cell('w40', 'before', '{:.1f} ms')} | {cell('w40', 'after', '{:.1f} ms')} | {floors('f40')} (40 `cat`s) |")
-    print(f"| 1,000 `corral wait`, p50 | {cell('w1000', 'before', '{:.0f} ms')} | {cell('w1000', 'after', '{:.0f} ms')} | {floors('f1000')} (1,000 `cat`s) |")
+    if "short" in ONLY:
+        print(f"| 100 short jobs, pueue time / Corral time | {cell('ratio', 'before', '{:.2f}×')} | {cell('ratio', 'after', '{:.2f}×')} | |")
+        print(f"|   Corral's time | {cell('corral_s', 'before', '{:.2f} s')} | {cell('corral_s', 'after', '{:.2f} s')} | |")
+        print(f"|   pueue's time | {cell('pueue_s', 'before', '{:.2f} s')} | {cell('pueue_s', 'after', '{:.2f} s')} | |")
+    if "pss" in ONLY:
+        print(f"| PSS per running job, 20 jobs | {cell('pss', 'before', '{:.2f} MB')} | {cell('pss', 'after', '{:.2f} MB')} | |")
+    if "launch" in ONLY:
+        print(f"| `corral launch` → agent running, p50 of 60 | {cell('launch', 'before', '{:.2f} ms')} | {cell('launch', 'after', '{:.2f} ms')} | |")
+    if "waiters" in ONLY:
+        print(f"| 40 `corral wait` woken by one end, p50 | {cell('w40', 'before', '{:.1f} ms')} | {cell('w40', 'after', '{:.1f} ms')} | {floors('f40')} (40 `cat`s) |")
+        print(f"| 1,000 `corral wait`, p50 | {cell('w1000', 'before', '{:.0f} ms')} | {cell('w1000', 'after', '{:.0f} ms')} | {floors('f1000')} (1,000 `cat`s) |")
     return 0
 
 
