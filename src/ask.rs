@@ -3,10 +3,11 @@
 //!
 //! Today that is a budget reached: one ask per budget, whose runs are all
 //! paused for it ("lead paused: budget of $2.00 reached · 3 runs paused"),
-//! answered with "Allow $2 more" (the budget raised by its own size, every
-//! run paused for it going on) or "Stop" (the budget's run aborted, with
-//! the runs it launched). An answer acts once: a second one finds nothing
-//! paused and says so.
+//! answered with "Allow $2 more" (the budget raised by what it was
+//! launched with, however often it was raised; every run paused for it
+//! going on) or "Stop" (the budget's run aborted, with the runs it
+//! launched). An answer acts once: a second one finds nothing paused and
+//! says so.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,7 +27,7 @@ pub struct Ask {
     pub preset: String,
     /// The runs paused for it, oldest first.
     pub paused: Vec<String>,
-    /// What "Allow more" adds: the budget's own size.
+    /// What "Allow more" adds: the budget the run was launched with.
     pub more: Budget,
     /// When its first run paused for it: this ask, not an earlier one at
     /// the same budget (a run resumed without more, paused again).
@@ -102,7 +103,7 @@ pub fn pending(store: &Store) -> Result<Vec<Ask>, StoreError> {
             continue;
         }
         let preset = store.run(&crossing.owner)?.preset;
-        let more = crossing.budget;
+        let more = crossing.more();
         let since = store.run(&id)?.paused_at.unwrap_or_default();
         asks.insert(crossing.owner.clone(), Ask { crossing, preset, paused: vec![id], more, since });
     }

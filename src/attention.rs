@@ -117,6 +117,14 @@ impl Action {
     }
 }
 
+/// True if `argv` is an action the list offers now: the tray, the window
+/// and `corral top` carry out only such a one, so a second press, or a
+/// press on a list that changed meanwhile, does nothing (a budget raised
+/// twice, a run relaunched twice).
+pub fn still_offered(store: &Store, argv: &[String]) -> Result<bool, StoreError> {
+    Ok(needs_you(store)?.into_iter().flat_map(|i| i.actions).any(|a| a.argv == argv))
+}
+
 /// Everything that needs the user now: runs (newest first), then
 /// schedules.
 pub fn needs_you(store: &Store) -> Result<Vec<Item>, StoreError> {
@@ -197,32 +205,13 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
             let error = error_words(run.error.as_deref().unwrap_or("no reason was recorded"));
             let words = format!("{name} {status}: {error}");
             let mut actions = vec![Action::new("Open", &["show", id]), Action::new("Relaunch", &["relaunch", id])];
-            if !run.denied.is_empty() {
-                actions.push(Action::new("Allow and continue", &["reply", id, "--allow-denied"]));
-            }
+            actions.extend(denial_actions(run));
             (Reason::Failed { error }, "failed", words, actions, run.completed_at.clone())
         }
         (status, _) if status.is_terminal() && !run.denied.is_empty() => {
             let what = run.denied.clone();
             let words = format!("{name} {status}: {}", crate::run::denied_note(&what).unwrap_or_default());
-            let mut actions = Vec::new();
-            // A sandbox's refusal is allowed by widening it; a tool the
-            // agent was refused, by a turn that may use it.
-            for denial in what.iter().filter_map(|d| crate::sandbox::denial::Denial::from_entry(d)) {
-                match denial {
-                    crate::sandbox::denial::Denial::Write(path) => {
-                        let path = path.to_string_lossy().into_owned();
-                        actions.push(Action::new(format!("Allow writing {path}"), &["allow", id, "--write", &path]));
-                    }
-                    crate::sandbox::denial::Denial::Connect(host) => {
-                        actions.push(Action::new(format!("Allow {host}"), &["allow", id, "--host", &host]));
-                    }
-                    crate::sandbox::denial::Denial::Read(_) => {}
-                }
-            }
-            if what.iter().any(|d| !crate::sandbox::denial::is_entry(d)) {
-                actions.push(Action::new("Allow and continue", &["reply", id, "--allow-denied"]));
-            }
+            let mut actions = denial_actions(run);
             actions.push(Action::new("Open", &["show", id]));
             (Reason::Denied { what }, "denied", words, actions, run.completed_at.clone())
         }
@@ -237,10 +226,47 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
     Ok(Some(Item { subject, reason, chip, words, actions, since }))
 }
 
-/// As much again as the crossed budget is, as `resume --budget` takes it
-/// and in words: `+2`/`$2.00`, or `+500k tokens`/`500k tokens`.
+/// What answers what `run` was refused, each as the CLI takes it: a
+/// sandbox's refused write or host widened (`corral allow`: the folder the
+/// write needs, as "Allow and continue" would make it; offered only where
+/// it exists), and "Allow and continue" for all of it in one turn. A run
+/// whose agent has no session to go on in (`agent: command`) is only
+/// widened, quietly, for its next launch.
+fn denial_actions(run: &Run) -> Vec<Action> {
+    use crate::sandbox::denial::{Allowance, Denial};
+    let id = run.id.as_str();
+    let goes_on = run.agent != crate::run::AgentKind::Command;
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_else(|| "/".into());
+    let mut actions: Vec<Action> = Vec::new();
+    for denial in run.denied.iter().filter_map(|d| Denial::from_entry(d)) {
+        let (label, mut argv) = match denial.allowance(&home) {
+            Some(Allowance::Write { path, .. }) if path.is_dir() || path.is_file() => {
+                let path = path.to_string_lossy().into_owned();
+                (format!("Allow writing {path}"), vec!["allow".to_string(), id.into(), "--write".into(), path])
+            }
+            Some(Allowance::Host(host)) => {
+                (format!("Allow {host}"), vec!["allow".to_string(), id.into(), "--host".into(), host])
+            }
+            _ => continue,
+        };
+        if !goes_on {
+            argv.push("--quiet".into());
+        }
+        if !actions.iter().any(|a| a.argv == argv) {
+            actions.push(Action { label, argv });
+        }
+    }
+    if goes_on && !run.denied.is_empty() {
+        actions.push(Action::new("Allow and continue", &["reply", id, "--allow-denied"]));
+    }
+    actions
+}
+
+/// What "Allow more" adds ([`Crossing::more`]), as `resume --budget`
+/// takes it and in words: `+2`/`$2.00`, or `+500k tokens`/`500k tokens`.
 fn more_of(crossing: &Crossing) -> (String, String) {
-    match (crossing.budget.usd, crossing.budget.tokens) {
+    let more = crossing.more();
+    match (more.usd, more.tokens) {
         (Some(usd), _) => (format!("+{usd}"), format!("${usd:.2}")),
         (None, Some(tokens)) => {
             let words = crate::budget::Budget { usd: None, tokens: Some(tokens) }.words();

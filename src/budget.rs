@@ -295,6 +295,9 @@ pub struct Crossing {
     pub owner: String,
     /// Its budget.
     pub budget: Budget,
+    /// What "Allow more" adds to it: the budget it was launched with (a
+    /// limit it no longer has is not offered).
+    pub step: Budget,
     /// What its tree has spent.
     pub spent: Spent,
     /// What crossing it does.
@@ -302,6 +305,14 @@ pub struct Crossing {
 }
 
 impl Crossing {
+    /// What "Allow more" adds: [`Crossing::step`] in the limits the budget
+    /// has now, else the budget itself.
+    pub fn more(&self) -> Budget {
+        let usd = self.budget.usd.map(|now| self.step.usd.filter(|s| *s > 0.0).unwrap_or(now));
+        let tokens = self.budget.tokens.map(|now| self.step.tokens.filter(|s| *s > 0).unwrap_or(now));
+        Budget { usd, tokens }
+    }
+
     /// "budget of $1.00 reached: $1.20 spent" ("run X's budget …" when
     /// it is not `run`'s own).
     pub fn words(&self, run: &str) -> String {
@@ -365,6 +376,7 @@ mod tests {
         let c = Crossing {
             owner: "lead".into(),
             budget: Budget { usd: Some(1.0), tokens: Some(2_000_000) },
+            step: Budget { usd: Some(1.0), tokens: Some(2_000_000) },
             spent: Spent { usd: 1.2, estimated: true, tokens: 41_000, unpriced_runs: 0 },
             on_budget: OnBudget::Pause,
         };

@@ -389,5 +389,9 @@ pub fn relaunch_with(
         fire: None,
         request: None,
     };
-    launch(store, &request, shepherd)
+    let run = launch(store, &request, shepherd)?;
+    // Relaunched is answered: the old run's failure or refusal leaves
+    // what needs the user (a second press relaunches nothing more).
+    store.mark_seen(&old.id)?;
+    Ok(run)
 }

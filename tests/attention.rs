@@ -121,3 +121,37 @@ fn a_transcript_as_the_window_shows_it_folds_each_usage_into_its_message() {
     assert_eq!(paged, store.shown_page(&id, 0, 1000).unwrap(), "a page's edge folds nothing away");
     assert!(store.shown_page(&id, rows as usize, 10).unwrap().is_empty());
 }
+
+#[test]
+fn a_relaunched_failure_no_longer_needs_you() {
+    let env = Env::new();
+    env.command_preset("broken", &["sh", "-c", "echo nope >&2; exit 3"]);
+    let id = env.launch("broken", "x");
+    env.wait_end(&id);
+    assert!(item(&needs(&env), &id).is_some());
+    env.ok(&["relaunch", &id]);
+    assert!(item(&needs(&env), &id).is_none(), "relaunched, the old failure is answered: {:#?}", needs(&env));
+}
+
+#[test]
+fn every_action_offered_for_a_refused_write_is_one_the_cli_carries_out() {
+    let env = Env::new();
+    env.config("");
+    let outside = env.user_home.join("made-by-the-agent").join("out.txt");
+    std::fs::create_dir_all(outside.parent().unwrap()).unwrap();
+    // A new file outside what its sandbox writes: the usual refusal.
+    let script = format!("echo hi > {}; exit 2", outside.display());
+    env.command_preset_with("boxed", &["sh", "-c", &script], "sandbox: {write: [], network: none}\n");
+    let id = env.launch("boxed", "x");
+    env.wait_end(&id);
+    let items = needs(&env);
+    let denied = item(&items, &id).unwrap_or_else(|| panic!("{items:#?}"));
+    let actions = denied["actions"].as_array().unwrap();
+    let allow = actions.iter().find(|a| a["argv"][0] == "allow").unwrap_or_else(|| panic!("{denied:#}"));
+    assert_eq!(allow["argv"][3], outside.parent().unwrap().display().to_string(), "its folder: {denied:#}");
+    // A command run has no session to go on in: widened only, quietly.
+    assert_eq!(allow["argv"].as_array().unwrap().last().unwrap(), "--quiet", "{denied:#}");
+    assert!(!actions.iter().any(|a| a["argv"][0] == "reply"), "{denied:#}");
+    let argv: Vec<&str> = allow["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    env.ok(&argv);
+}

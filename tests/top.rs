@@ -21,6 +21,8 @@ struct Top {
     child: std::process::Child,
     keys: std::fs::File,
     drawn: Arc<Mutex<String>>,
+    /// Every byte it wrote to the terminal, escape sequences and all.
+    raw: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Top {
@@ -46,7 +48,8 @@ impl Top {
         let master = std::fs::File::from(pty.master);
         let keys = master.try_clone().unwrap();
         let drawn = Arc::new(Mutex::new(String::new()));
-        let into = Arc::clone(&drawn);
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let (into, raw_into) = (Arc::clone(&drawn), Arc::clone(&raw));
         std::thread::spawn(move || {
             let mut master = master;
             let mut buf = [0u8; 65536];
@@ -54,10 +57,11 @@ impl Top {
                 if n == 0 {
                     break;
                 }
+                raw_into.lock().unwrap().extend_from_slice(&buf[..n]);
                 into.lock().unwrap().push_str(&plain(&String::from_utf8_lossy(&buf[..n])));
             }
         });
-        Top { child, keys, drawn }
+        Top { child, keys, drawn, raw }
     }
 
     /// True if it drew `text` (spaces aside: a terminal is drawn with
@@ -166,4 +170,72 @@ fn d_shows_the_selected_runs_unmerged_changes_and_d_again_its_transcript() {
     assert!(eventually(LIMIT, || top.shows_since(before, "said-in-transcript")), "{}", top.drawn.lock().unwrap());
     top.press("q");
     assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
+}
+
+#[test]
+fn keys_pressed_together_act_once_and_allow_what_the_run_was_launched_with() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "a task"]).trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let mut top = Top::start(&env);
+    assert!(eventually(LIMIT, || top.shows("1 Allow $1.00 more")), "{}", top.drawn.lock().unwrap());
+    // Two presses in one write: the second finds the need answered.
+    top.press("\t11");
+    assert!(eventually(LIMIT, || top.shows("no longer offered")), "{}", top.drawn.lock().unwrap());
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused" && r["budget"]["usd"] == 2.0);
+    // Paused again at $2: "Allow more" offers the $1 it was launched with,
+    // not the budget as it grew.
+    let needs = env.ok(&["needs"]);
+    assert!(needs.contains("Allow $1.00 more: corral resume") && needs.contains("--budget +1"), "{needs}");
+    top.press("q");
+    assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
+}
+
+#[test]
+fn a_key_acts_on_the_run_chosen_when_a_new_one_comes_above_it() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset_with("slow", &["sleep", "60"], "");
+    let chosen = env.launch("slow", "the one chosen");
+    let other = env.launch("slow", "another");
+    let mut top = Top::start(&env);
+    assert!(eventually(LIMIT, || top.shows(&other) && top.shows(&chosen)), "{}", top.drawn.lock().unwrap());
+    // The newest is first: down once is the one chosen.
+    // (Where the newer run comes, before or after the key, the selection
+    // follows the run it was on.)
+    top.press("j");
+    // A task that shares no letter with the row it is drawn over (a
+    // terminal is redrawn only where cells change).
+    let newer = env.launch("slow", "ZQXZQXZQX");
+    assert!(eventually(LIMIT, || top.shows("ZQXZQXZQX")), "{}", top.drawn.lock().unwrap());
+    top.press("p");
+    env.wait_run(&chosen, LIMIT, |r| r["status"] == "paused");
+    for id in [&other, &newer] {
+        assert_eq!(env.show(id)["status"], "running", "{id} was not the one chosen");
+    }
+    top.press("q");
+    assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
+    env.ok(&["abort", &chosen, &other, &newer]);
+}
+
+#[test]
+fn what_a_preset_or_an_agent_named_cannot_rewrite_the_terminal() {
+    let env = Env::new();
+    env.config("");
+    // A repository's preset named to retitle the terminal, and an agent
+    // refused a write to a path named to do the same.
+    let text = "---\nname: \"ev\\e]0;PWNED\\ail\"\ndescription: d\nagent: command\ncommand: [\"false\"]\n---\n";
+    env.preset_file(".corral/presets", "evil.md", text);
+    let id = env.launch("ev\x1b]0;PWNED\x07il", "x");
+    env.wait_end(&id);
+    let top = Top::start(&env);
+    assert!(eventually(LIMIT, || top.shows(&id)), "{}", top.drawn.lock().unwrap());
+    assert!(eventually(LIMIT, || top.shows("Needs you")), "{}", top.drawn.lock().unwrap());
+    let raw = String::from_utf8_lossy(&top.raw.lock().unwrap()).into_owned();
+    assert!(!raw.contains("\x1b]0;PWNED"), "the preset's name reached the terminal raw");
+    let needs = env.ok(&["needs"]);
+    assert!(!needs.contains('\x1b'), "{needs:?}");
 }

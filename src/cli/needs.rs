@@ -38,7 +38,10 @@ fn answers(item: &Item) -> String {
     let each: Vec<String> = item
         .actions
         .iter()
-        .map(|a| format!("{}: corral {}", a.label, a.argv.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(" ")))
+        .map(|a| {
+            let argv: Vec<String> = a.argv.iter().map(|w| quoted(w)).collect();
+            format!("{}: corral {}", super::table::name(&a.label), argv.join(" "))
+        })
         .collect();
     each.join(" · ")
 }

@@ -145,7 +145,7 @@ fn follow(
                     if ctrl_c || (screen.replying.is_none() && key.code == KeyCode::Char('q')) {
                         return Ok(0);
                     }
-                    if screen.key(key.code) {
+                    if screen.key(store, key.code) {
                         look = Some(Look::Everything);
                     }
                 }
@@ -176,13 +176,20 @@ fn keys_within(stdin: &std::io::Stdin, wait: Duration) -> std::io::Result<bool> 
 impl Screen {
     /// Reads what is shown from the store.
     fn read(&mut self, store: &Store, limit: usize) -> anyhow::Result<()> {
+        // The selection stays on the run and the need it was on, wherever
+        // they moved (a new run above, a need answered): a key acts on
+        // what the user chose, never on what slid under the cursor.
+        let run_was = self.runs_at.selected().and_then(|i| self.runs.get(i)).map(|r| r.id.clone());
+        let need_was = self.needs_at.selected().and_then(|i| self.needs.get(i)).map(|n| n.subject.clone());
         self.needs = needs_you(store)?;
         self.runs = store.runs(&RunFilter { limit: Some(limit), ..RunFilter::default() })?;
-        let keep = |at: &mut ListState, len: usize| {
-            at.select(if len == 0 { None } else { Some(at.selected().unwrap_or(0).min(len - 1)) });
+        let keep = |at: &mut ListState, len: usize, found: Option<usize>| {
+            at.select(if len == 0 { None } else { Some(found.unwrap_or(at.selected().unwrap_or(0)).min(len - 1)) });
         };
-        keep(&mut self.needs_at, self.needs.len());
-        keep(&mut self.runs_at, self.runs.len());
+        let run_at = run_was.and_then(|id| self.runs.iter().position(|r| r.id == id));
+        let need_at = need_was.and_then(|was| self.needs.iter().position(|n| n.subject == was));
+        keep(&mut self.needs_at, self.needs.len(), need_at);
+        keep(&mut self.runs_at, self.runs.len(), run_at);
         if self.focus == Focus::Needs && self.needs.is_empty() {
             self.focus = Focus::Runs;
         }
@@ -255,7 +262,7 @@ impl Screen {
     }
 
     /// A key: true if what is shown must be read again.
-    fn key(&mut self, code: KeyCode) -> bool {
+    fn key(&mut self, store: &Store, code: KeyCode) -> bool {
         if let Some((run, text)) = &mut self.replying {
             match code {
                 KeyCode::Enter => {
@@ -309,6 +316,12 @@ impl Screen {
                 let n = c as usize - '1' as usize;
                 let action = self.needs_at.selected().and_then(|i| self.needs.get(i)).and_then(|i| i.actions.get(n));
                 if let Some(action) = action.cloned() {
+                    // Only while the list still offers it: keys pressed
+                    // together act once (a budget is raised once).
+                    if !corral::attention::still_offered(store, &action.argv).unwrap_or(false) {
+                        self.said = format!("{}: no longer offered (answered meanwhile)", printable(&action.label));
+                        return true;
+                    }
                     let argv: Vec<&str> = action.argv.iter().map(String::as_str).collect();
                     self.act(&argv);
                     return true;
@@ -372,8 +385,12 @@ impl Screen {
                 .needs
                 .iter()
                 .map(|n| {
-                    let keys: Vec<String> =
-                        n.actions.iter().enumerate().map(|(i, a)| format!("{} {}", i + 1, a.label)).collect();
+                    let keys: Vec<String> = n
+                        .actions
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| format!("{} {}", i + 1, printable(&a.label)))
+                        .collect();
                     ListItem::new(Line::from(vec![
                         Span::styled(format!(" {} ", n.chip), Style::default().fg(Color::White).bg(Color::Red)),
                         Span::raw(format!(" {}  ", printable(&n.words))),
@@ -399,7 +416,7 @@ impl Screen {
                 ListItem::new(format!(
                     "{:<9} {:<12} {:>9} {:>8} {:>7} {:>7}  {:<8} {task}",
                     r.status.as_str(),
-                    r.preset,
+                    printable(&r.preset),
                     ago,
                     took,
                     short_count(r.usage.total()),
@@ -408,9 +425,15 @@ impl Screen {
                 ))
             })
             .collect();
-        let counts = self.runs.iter().filter(|r| r.status.is_active()).count();
+        // Paused is not running: counted apart, as the tray counts them.
+        let paused = self.runs.iter().filter(|r| r.status == corral::RunStatus::Paused).count();
+        let running = self.runs.iter().filter(|r| r.status.is_active()).count() - paused;
+        let title = match paused {
+            0 => format!("Runs ({running} running)"),
+            _ => format!("Runs ({running} running · {paused} paused)"),
+        };
         let list = List::new(rows)
-            .block(Block::bordered().title(format!("Runs ({counts} active)")).border_style(focused(Focus::Runs)))
+            .block(Block::bordered().title(title).border_style(focused(Focus::Runs)))
             .highlight_symbol("▶ ")
             .highlight_style(Style::default().add_modifier(Modifier::REVERSED));
         let state = if self.focus == Focus::Runs { &mut self.runs_at } else { &mut ListState::default() };

@@ -13,6 +13,8 @@ use crate::run::{RunStatus, Usage};
 struct Owner {
     parent: Option<String>,
     budget: Budget,
+    /// What "Allow more" adds: the budget it was launched with.
+    step: Budget,
     on_budget: OnBudget,
 }
 
@@ -52,6 +54,7 @@ impl Store {
             Crossing::is_crossed(&over.budget, &spent).then_some(Crossing {
                 owner: owner.to_string(),
                 budget: over.budget,
+                step: over.step,
                 spent,
                 on_budget: over.on_budget,
             })
@@ -206,12 +209,18 @@ impl Store {
 
     fn owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {
         self.conn()
-            .prepare_cached("SELECT parent_id, budget_usd, budget_tokens, on_budget FROM runs WHERE id = ?1")
+            .prepare_cached(
+                "SELECT parent_id, budget_usd, budget_tokens, on_budget,
+                   coalesce(budget_step_usd, budget_usd), coalesce(budget_step_tokens, budget_tokens)
+                 FROM runs WHERE id = ?1",
+            )
             .and_then(|mut stmt| {
                 stmt.query_row([id], |r| {
+                    let tokens = |i| r.get::<_, Option<i64>>(i).map(|t| t.map(|t| t.max(0) as u64));
                     Ok(Owner {
                         parent: r.get(0)?,
-                        budget: Budget { usd: r.get(1)?, tokens: r.get::<_, Option<i64>>(2)?.map(|t| t.max(0) as u64) },
+                        budget: Budget { usd: r.get(1)?, tokens: tokens(2)? },
+                        step: Budget { usd: r.get(4)?, tokens: tokens(5)? },
                         on_budget: r
                             .get::<_, Option<String>>(3)?
                             .and_then(|w| w.parse().ok())

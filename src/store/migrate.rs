@@ -43,6 +43,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0030_shown_events.sql"),
     include_str!("migrations/0031_port_blocks.sql"),
     include_str!("migrations/0032_torn_down.sql"),
+    include_str!("migrations/0033_budget_step.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -153,9 +153,10 @@ impl Store {
                     "INSERT OR IGNORE INTO runs (id, parent_id, preset, preset_path, preset_json,
                        agent, task, cwd, model, status, created_at, promoted_at, promoter_pid, promoter_start,
                        worktree_path, worktree_branch, worktree_base, worktree_repo, worktree_from_branch,
-                       budget_usd, budget_tokens, on_budget, ports_first, ports_count)
+                       budget_usd, budget_tokens, on_budget, ports_first, ports_count,
+                       budget_step_usd, budget_step_tokens)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-                       ?20, ?21, ?22, ?23, ?24)",
+                       ?20, ?21, ?22, ?23, ?24, ?20, ?21)",
                     params![
                         id,
                         new.parent_id,

@@ -19,8 +19,7 @@ pub fn needs(state: State<'_, AppState>) -> Result<Vec<Item>, AppError> {
 /// other command. Its refusal is the error, in its words.
 #[tauri::command(async)]
 pub fn act_on_need(state: State<'_, AppState>, argv: Vec<String>) -> Result<(), AppError> {
-    let offered = needs_you(&state.store()?)?.into_iter().flat_map(|i| i.actions).any(|a| a.argv == argv);
-    if !offered {
+    if !corral::attention::still_offered(&state.store()?, &argv)? {
         return Err(AppError::Invalid("that action is no longer offered: the list changed meanwhile".into()));
     }
     let program = state.shepherd()?.program;

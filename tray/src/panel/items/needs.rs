@@ -59,6 +59,17 @@ pub fn clicked(argv: &str) {
         Err(e) => return crate::notify::problem(&format!("Cannot find corral to carry this out: {e}")),
     };
     let carried = std::thread::Builder::new().name("corral-action".into()).spawn(move || {
+        // Only while the list still offers it: a second click, or a click
+        // on a menu drawn before the item was answered, does nothing.
+        let offered = corral::Home::from_env()
+            .map_err(|e| e.to_string())
+            .and_then(|home| corral::Store::open(&home).map_err(|e| e.to_string()))
+            .and_then(|store| corral::attention::still_offered(&store, &argv).map_err(|e| e.to_string()));
+        match offered {
+            Ok(true) => {}
+            Ok(false) => return tracing::info!("corral {}: no longer offered (answered meanwhile)", argv.join(" ")),
+            Err(e) => return crate::notify::problem(&format!("Cannot read what needs you: {e}")),
+        }
         let out = std::process::Command::new(&program).args(&argv).stdin(std::process::Stdio::null()).output();
         match out {
             Ok(out) if out.status.success() => {}
