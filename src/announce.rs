@@ -119,11 +119,7 @@ pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
 /// lost, or Corral stopped it (a time limit, a budget). A stop the user
 /// asked for raises no alarm.
 fn alarms(run: &Run) -> bool {
-    match run.status {
-        RunStatus::Completed => false,
-        RunStatus::Aborted => run.stop_reason != Some(crate::run::StopReason::UserAbort),
-        _ => true,
-    }
+    run.ended_badly()
 }
 
 /// One run in a line, naming it: `✗ fixer (k3x9abcd) failed: 529: Overloaded`.

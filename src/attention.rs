@@ -23,7 +23,8 @@ pub struct Item {
     /// Why it needs the user.
     pub reason: Reason,
     /// The reason in a few words, for a chip: "budget", "denied",
-    /// "failed", "usage limit", "retrying", "paused schedule".
+    /// "failed", "stopped" (by its budget, a signal: not by the user),
+    /// "usage limit", "retrying", "paused schedule".
     pub chip: &'static str,
     /// The reason in one line, with what it is about.
     pub words: String,
@@ -201,12 +202,13 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
             (reason, "usage limit", words, actions, run.paused_at.clone())
         }
         (RunStatus::Paused, _) => return Ok(None),
-        (status, _) if status.is_terminal() && status != RunStatus::Completed && status != RunStatus::Aborted => {
+        (status, _) if run.ended_badly() => {
             let error = error_words(run.error.as_deref().unwrap_or("no reason was recorded"));
             let words = format!("{name} {status}: {error}");
             let mut actions = vec![Action::new("Open", &["show", id]), Action::new("Relaunch", &["relaunch", id])];
             actions.extend(denial_actions(run));
-            (Reason::Failed { error }, "failed", words, actions, run.completed_at.clone())
+            let chip = if status == RunStatus::Aborted { "stopped" } else { "failed" };
+            (Reason::Failed { error }, chip, words, actions, run.completed_at.clone())
         }
         (status, _) if status.is_terminal() && !run.denied.is_empty() => {
             let what = run.denied.clone();

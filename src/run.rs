@@ -342,6 +342,23 @@ pub struct TranscriptSize {
 }
 
 impl Run {
+    /// True if it ended in a way its user must hear of: failed, lost, or
+    /// stopped by anything but the user (its budget's `on_budget: stop`, a
+    /// signal, the memory limit). The notifications' alarm and what needs
+    /// the user both ask this ([`Run::ENDED_BADLY_SQL`] is the same rule
+    /// for the store).
+    pub fn ended_badly(&self) -> bool {
+        match self.status {
+            RunStatus::Failed | RunStatus::Lost => true,
+            RunStatus::Aborted => self.stop_reason != Some(StopReason::UserAbort),
+            _ => false,
+        }
+    }
+
+    /// [`Run::ended_badly`] as an SQL condition on `runs`.
+    pub const ENDED_BADLY_SQL: &'static str =
+        "(status IN ('failed', 'lost') OR (status = 'aborted' AND coalesce(stop_reason, '') <> 'user_abort'))";
+
     /// "2 actions were denied: Bash(npm test), Edit(src/x.rs)", if any were.
     pub fn denied_note(&self) -> Option<String> {
         denied_note(&self.denied)

@@ -155,3 +155,22 @@ fn every_action_offered_for_a_refused_write_is_one_the_cli_carries_out() {
     let argv: Vec<&str> = allow["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     env.ok(&argv);
 }
+
+#[test]
+fn a_run_its_budget_stopped_needs_you_as_its_notification_alarms() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spendstop", "pi", "on_budget: stop\n");
+    let id = env.ok(&["launch", "--budget", "$1", "spendstop", "x"]).trim().to_string();
+    let ended = env.wait_end(&id);
+    assert_eq!(ended["status"], "aborted", "{ended:#}");
+    let items = needs(&env);
+    let stopped = item(&items, &id).unwrap_or_else(|| panic!("stopped by its budget, not by you: {items:#?}"));
+    assert_eq!(stopped["chip"], "stopped");
+    // A stop you asked for needs nothing.
+    env.command_preset("slow", &["sleep", "60"]);
+    let mine = env.launch("slow", "x");
+    env.ok(&["abort", &mine]);
+    assert!(item(&needs(&env), &mine).is_none());
+}

@@ -32,11 +32,11 @@ pub struct Counts {
 fn needs_you() -> String {
     format!(
         "((status = '{paused}' AND pause_reason IS NOT NULL)
-          OR (status IN {failed} AND seen_at IS NULL)
+          OR ({ended_badly} AND seen_at IS NULL)
           OR (denied IS NOT NULL AND seen_at IS NULL AND status IN {ended})
           OR (retrying IS NOT NULL AND status IN {active}))",
         paused = RunStatus::Paused,
-        failed = RunStatus::sql_list(&[RunStatus::Failed, RunStatus::Lost]),
+        ended_badly = crate::run::Run::ENDED_BADLY_SQL,
         ended = RunStatus::terminal_sql(),
         active = RunStatus::active_sql(),
     )
@@ -134,14 +134,14 @@ impl Store {
             "SELECT
                count(*) FILTER (WHERE status IN {working}),
                count(*),
-               count(*) FILTER (WHERE status IN {failed} AND seen_at IS NULL),
+               count(*) FILTER (WHERE {ended_badly} AND seen_at IS NULL),
                count(*) FILTER (WHERE {needs})
                  + (SELECT count(*) FROM schedules WHERE paused_at IS NOT NULL AND paused_why <> 'by request'),
                count(*) FILTER (WHERE status = '{paused}')
              FROM runs WHERE dismissed_at IS NULL",
             working =
                 RunStatus::sql_list(&[RunStatus::Queued, RunStatus::Starting, RunStatus::Running, RunStatus::Waiting]),
-            failed = RunStatus::sql_list(&[RunStatus::Failed, RunStatus::Lost]),
+            ended_badly = crate::run::Run::ENDED_BADLY_SQL,
             needs = needs_you(),
             paused = RunStatus::Paused,
         );
