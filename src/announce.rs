@@ -36,11 +36,13 @@ pub struct Announcement {
 
 /// True if `run`'s ending is announced on its own: a top-level run, or a
 /// child a person replied to, unless its preset's `notify` says otherwise.
-pub fn speaks(run: &Run, notify: Option<Notify>) -> bool {
-    let failed = run.status != RunStatus::Completed;
+/// `went_wrong`: it or a run of its tree ended badly or was refused
+/// something, which `notify: failures` announces (a parent that
+/// completed speaks for its failed child, which defers to it).
+pub fn speaks(run: &Run, notify: Option<Notify>, went_wrong: bool) -> bool {
     match notify {
         Some(Notify::Always) => true,
-        Some(Notify::Failures) => failed,
+        Some(Notify::Failures) => went_wrong,
         Some(Notify::Never) => false,
         None => run.parent_id.is_none() || run.replied_at.is_some(),
     }
@@ -52,7 +54,12 @@ pub fn speakers(store: &Store, ended: Vec<Run>) -> Result<Vec<Run>, StoreError> 
     let mut out = Vec::new();
     for run in ended {
         let notify = store.run_preset(&run.id).ok().and_then(|p| p.notify);
-        if speaks(&run, notify) {
+        let wrong = |r: &Run| r.ended_badly() || !r.denied.is_empty();
+        let went_wrong = match notify {
+            Some(Notify::Failures) => wrong(&run) || descendants(store, &run.id)?.iter().any(wrong),
+            _ => false,
+        };
+        if speaks(&run, notify, went_wrong) {
             out.push(run);
         }
     }
@@ -365,15 +372,16 @@ mod tests {
     fn a_child_speaks_only_when_its_preset_says_so() {
         let top = run("a", None, RunStatus::Completed);
         let child = run("b", Some("a"), RunStatus::Failed);
-        assert!(speaks(&top, None));
-        assert!(!speaks(&child, None), "its top-level run speaks for it");
+        assert!(speaks(&top, None, false));
+        assert!(!speaks(&child, None, true), "its top-level run speaks for it");
         let mut replied = run("c", Some("a"), RunStatus::Completed);
         replied.replied_at = Some("2026-11-22T10:05:00.000Z".into());
-        assert!(speaks(&replied, None), "a child a person replied to is theirs to hear about");
-        assert!(speaks(&child, Some(Notify::Always)));
-        assert!(speaks(&child, Some(Notify::Failures)));
-        assert!(!speaks(&top, Some(Notify::Failures)), "completed, and only failures are announced");
-        assert!(!speaks(&top, Some(Notify::Never)));
+        assert!(speaks(&replied, None, false), "a child a person replied to is theirs to hear about");
+        assert!(speaks(&child, Some(Notify::Always), false));
+        assert!(speaks(&child, Some(Notify::Failures), true));
+        assert!(!speaks(&top, Some(Notify::Failures), false), "nothing went wrong, and only failures are announced");
+        assert!(speaks(&top, Some(Notify::Failures), true), "completed, with a failed child");
+        assert!(!speaks(&top, Some(Notify::Never), true));
     }
 
     #[test]
