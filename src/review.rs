@@ -278,7 +278,8 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
     // All or nothing: one refused after others were made takes them back,
     // and only a whole set is recorded with its runs.
     let repo = runs.first().and_then(|r| r.worktree_repo.clone()).unwrap_or_default();
-    let before = worktree::head_of(Path::new(&repo))?;
+    // (A repository that cannot be read is said by the first merge.)
+    let before = worktree::head_of(Path::new(&repo));
     let mut made: Vec<(Merged, worktree::Made)> = Vec::new();
     for run in &runs {
         match merge_unrecorded(store, &run.id, keep_commits) {
@@ -287,7 +288,11 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
             Err(e) => {
                 let now = made.last().map(|(m, _)| m.commit.clone()).unwrap_or_default();
                 let merged = made.into_iter().map(|(m, _)| m.id).collect();
-                let undone = worktree::take_back(Path::new(&repo), &before, &now).err().map(Box::new);
+                let undone = match &before {
+                    Ok(before) => worktree::take_back(Path::new(&repo), before, &now).err(),
+                    Err(e) => Some(WorktreeError::WouldConflict(format!("and where your branch was is unknown ({e})"))),
+                };
+                let undone = undone.map(Box::new);
                 return Err(ReviewError::NotTogether { merged, run: run.id.clone(), why: Box::new(e), undone });
             }
         }

@@ -181,10 +181,8 @@ impl Store {
 /// Writes `bytes` to `path` whole or not at all (a file beside it, moved
 /// over it), readable by the user only. A missing folder is an error.
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("json.tmp");
-    let mut file =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(crate::home::FILE_MODE).open(&tmp)?;
+    let mut file = crate::home::create_private(&tmp)?;
     file.write_all(bytes)?;
     drop(file);
     std::fs::rename(&tmp, path)
