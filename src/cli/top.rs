@@ -72,6 +72,13 @@ struct Screen {
 const TRANSCRIPT: usize = 200;
 
 pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand) -> anyhow::Result<i32> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        anyhow::bail!(
+            "corral top draws on a terminal, and this is not one: `corral needs` and `corral ls` say the same once, \
+             `corral watch` follows it"
+        );
+    }
     let mut terminal = ratatui::try_init()?;
     let result = follow(&mut terminal, store, &args, shepherd);
     ratatui::restore();
