@@ -287,11 +287,18 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
             Err(e) if made.is_empty() => return Err(e),
             Err(e) => {
                 let now = made.last().map(|(m, _)| m.commit.clone()).unwrap_or_default();
-                let merged = made.into_iter().map(|(m, _)| m.id).collect();
+                let merged = made.iter().map(|(m, _)| m.id.clone()).collect();
                 let undone = match &before {
                     Ok(before) => worktree::take_back(Path::new(&repo), before, &now).err(),
                     Err(e) => Some(WorktreeError::WouldConflict(format!("and where your branch was is unknown ({e})"))),
                 };
+                // Merges that could not be taken back stand: recorded as
+                // merged, so `diff` and `conflicts` say what is left.
+                if undone.is_some() {
+                    for (merged, one) in &made {
+                        store.record_merge(&merged.id, &one.merged, !keep_commits)?;
+                    }
+                }
                 let undone = undone.map(Box::new);
                 return Err(ReviewError::NotTogether { merged, run: run.id.clone(), why: Box::new(e), undone });
             }

@@ -558,3 +558,26 @@ fn a_sparse_ignored_file_is_carried_sparse() {
     std::os::unix::fs::FileExt::read_exact_at(&std::fs::File::open(&carried).unwrap(), &mut middle, 1 << 30).unwrap();
     assert_eq!(&middle, b"data in the middle");
 }
+
+#[test]
+fn an_agent_prunes_no_runs_and_its_words_cannot_rewrite_the_terminal() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("old", &["true"]);
+    let old = env.launch("old", "an old run of another tree");
+    env.wait_end(&old);
+    let log = env.project.parent().unwrap().join("prune.log");
+    let script = format!("corral prune --older-than 0s > {0} 2>&1; echo \"rc=$?\" >> {0}", log.display());
+    env.command_preset_with("pruner", &["sh", "-c", &script], "");
+    let pruner = env.launch("pruner", "x");
+    env.wait_end(&pruner);
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("rc=2") && said.contains("prune removes the runs of every tree"), "{said}");
+    assert_eq!(env.show(&old)["status"], "completed", "the other tree's run is still there");
+    // What an agent said, as `corral wait` says it: no escape sequence.
+    env.command_preset("loud", &["sh", "-c", "printf 'done \\033]52;c;cHduZWQ=\\007 \\033[2J'"]);
+    let loud = env.launch("loud", "x");
+    env.wait_end(&loud);
+    let said = env.ok(&["wait", &loud]);
+    assert!(said.contains("done") && !said.contains('\x1b') && said.contains("\\x1b]52"), "{said:?}");
+}

@@ -387,6 +387,8 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         // A run's sandbox is widened from outside every run (`allow`
         // refuses inside one itself).
         Command::Allow(args) => (vec![args.run()], Act),
+        // Every tree's runs: refused inside a run, below.
+        Command::Prune(_) => (Vec::new(), Act),
         // Every verb says which runs it reads or acts on: a new one must
         // be placed here, or it does not build.
         Command::Presets(_)
@@ -396,7 +398,6 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         | Command::Schedule(_)
         | Command::Push(_)
         | Command::Du(_)
-        | Command::Prune(_)
         | Command::Watch(_)
         | Command::About(_)
         | Command::Hosts(_)
@@ -411,8 +412,18 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         | Command::SandboxNet { .. } => return Ok(()),
     };
     // A person's `corral` is free.
-    if corral::caller::forwarded_run().is_none() && corral::caller::caller_run(store)?.is_none() {
-        return Ok(());
+    let caller = match corral::caller::forwarded_run() {
+        Some(run) => Some(run.to_string()),
+        None => corral::caller::caller_run(store)?,
+    };
+    let Some(caller) = caller else { return Ok(()) };
+    // Removing every tree's old runs is the user's housekeeping: an agent
+    // removes its own tree's with `rm`.
+    if matches!(command, Command::Prune(_)) {
+        anyhow::bail!(
+            "prune removes the runs of every tree, and run {caller} may act only on its own: `corral rm` its own \
+             runs, or prune in your own terminal"
+        );
     }
     for id in ids {
         corral::scope::may(store, id, access)?;

@@ -62,7 +62,7 @@ pub fn say(removed: &Removed, dry_run: bool, out: &mut impl Write) -> std::io::R
              or drop them with `git -C {} worktree remove --force {}` and `git -C {} branch -D {}`",
             kept.path,
             kept.unmerged.len(),
-            kept.unmerged.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            kept.unmerged.iter().take(5).map(|f| super::table::name(f)).collect::<Vec<_>>().join(", "),
             kept.repo,
             kept.branch,
             kept.repo,

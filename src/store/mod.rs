@@ -91,7 +91,7 @@ pub enum StoreError {
     UnknownRun(String),
     /// No block of that many ports is free.
     #[error(
-        "no block of {count} free ports between 20000 and 29999 (active runs, ended runs whose teardown has not run yet, and what listens on this machine hold them): ask for fewer with `ports:`, wait for runs to end, or discard the worktrees of ended runs with a teardown"
+        "no block of {count} free ports between 20000 and 29999 (active runs, ended runs whose teardown has not run yet, and what listens on this machine hold them): ask for fewer with `ports:`, wait for runs to end, or discard (or rm) ended runs whose teardown has not run"
     )]
     NoFreePorts { count: u16 },
     /// A prefix matches several runs.
