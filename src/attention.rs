@@ -205,7 +205,11 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
         (status, _) if run.ended_badly() => {
             let error = error_words(run.error.as_deref().unwrap_or("no reason was recorded"));
             let words = format!("{name} {status}: {error}");
-            let mut actions = vec![Action::new("Open", &["show", id]), Action::new("Relaunch", &["relaunch", id])];
+            let mut actions = vec![Action::new("Open", &["show", id])];
+            // Not under a budget that is spent: no run is launched under it.
+            if store.budget_crossed(id)?.is_none() {
+                actions.push(Action::new("Relaunch", &["relaunch", id]));
+            }
             actions.extend(denial_actions(run));
             let chip = if status == RunStatus::Aborted { "stopped" } else { "failed" };
             (Reason::Failed { error }, chip, words, actions, run.completed_at.clone())
@@ -243,10 +247,15 @@ fn denial_actions(run: &Run) -> Vec<Action> {
     for denial in run.denied.iter().filter_map(|d| Denial::from_entry(d)) {
         let (label, mut argv) = match denial.allowance(&home) {
             Some(Allowance::Write { path, .. }) if path.is_dir() || path.is_file() => {
-                let path = path.to_string_lossy().into_owned();
+                // Said as `corral allow` will widen it: a link on the way
+                // (an agent's `./tools` pointing at ~/.local/bin) named
+                // where it leads, never where it seems to be.
+                let path = std::fs::canonicalize(&path).unwrap_or(path).to_string_lossy().into_owned();
                 (format!("Allow writing {path}"), vec!["allow".to_string(), id.into(), "--write".into(), path])
             }
-            Some(Allowance::Host(host)) => {
+            // Only a host `corral allow` takes (a refusal read from an
+            // agent's words may name something else).
+            Some(Allowance::Host(host)) if crate::sandbox::host_name(&host).is_ok() => {
                 (format!("Allow {host}"), vec!["allow".to_string(), id.into(), "--host".into(), host])
             }
             _ => continue,
@@ -265,17 +274,21 @@ fn denial_actions(run: &Run) -> Vec<Action> {
 }
 
 /// What "Allow more" adds ([`Crossing::more`]), as `resume --budget`
-/// takes it and in words: `+2`/`$2.00`, or `+500k tokens`/`500k tokens`.
+/// takes it, exactly (`+usd=2,tokens=1500`), and in words (`$2.00 · 1k
+/// tokens`): every limit the budget has, so a run over either goes on.
 fn more_of(crossing: &Crossing) -> (String, String) {
     let more = crossing.more();
-    match (more.usd, more.tokens) {
-        (Some(usd), _) => (format!("+{usd}"), format!("${usd:.2}")),
-        (None, Some(tokens)) => {
-            let words = crate::budget::Budget { usd: None, tokens: Some(tokens) }.words();
-            (format!("+{words}"), words)
-        }
-        (None, None) => ("+1".to_string(), "$1.00".to_string()),
+    let mut exact = Vec::new();
+    if let Some(usd) = more.usd {
+        exact.push(format!("usd={usd}"));
     }
+    if let Some(tokens) = more.tokens {
+        exact.push(format!("tokens={tokens}"));
+    }
+    if exact.is_empty() {
+        return ("+1".to_string(), "$1.00".to_string());
+    }
+    (format!("+{}", exact.join(",")), more.words())
 }
 
 /// What was spent of a crossed budget, in its units.

@@ -391,7 +391,10 @@ pub fn relaunch_with(
     };
     let run = launch(store, &request, shepherd)?;
     // Relaunched is answered: the old run's failure or refusal leaves
-    // what needs the user (a second press relaunches nothing more).
-    store.mark_seen(&old.id)?;
+    // what needs the user (a second press relaunches nothing more). One
+    // still at work is not: how it ends is still to be seen.
+    if old.status.is_terminal() {
+        store.mark_seen(&old.id)?;
+    }
     Ok(run)
 }

@@ -38,10 +38,10 @@ fn a_budget_reached_needs_you_until_more_is_allowed_and_its_action_answers_it() 
     let allow: Vec<String> =
         budget["actions"][0]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
     assert_eq!(budget["actions"][0]["label"], "Allow $1.00 more");
-    assert_eq!(allow, ["resume", &id, "--budget", "+1"]);
+    assert_eq!(allow, ["resume", &id, "--budget", "+usd=1"]);
     // The text says the command that answers it.
     let text = env.ok(&["needs"]);
-    assert!(text.contains(&format!("Allow $1.00 more: corral resume {id} --budget +1")), "{text}");
+    assert!(text.contains(&format!("Allow $1.00 more: corral resume {id} --budget +usd=1")), "{text}");
     // Answered with its own action: it goes on, and no longer needs you.
     let args: Vec<&str> = allow.iter().map(String::as_str).collect();
     env.ok(&args);
@@ -173,4 +173,24 @@ fn a_run_its_budget_stopped_needs_you_as_its_notification_alarms() {
     let mine = env.launch("slow", "x");
     env.ok(&["abort", &mine]);
     assert!(item(&needs(&env), &mine).is_none());
+}
+
+#[test]
+fn a_budget_of_dollars_and_tokens_is_allowed_more_of_both_exactly() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    let id = env.ok(&["launch", "--budget", "usd=100,tokens=1500", "spend", "x"]).trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let items = needs(&env);
+    let budget = item(&items, &id).unwrap_or_else(|| panic!("{items:#?}"));
+    let argv: Vec<&str> =
+        budget["actions"][0]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert_eq!(argv, ["resume", &id, "--budget", "+usd=100,tokens=1500"], "{budget:#}");
+    // As offered, it answers: the run goes on.
+    env.ok(&argv);
+    assert!(eventually(LIMIT, || item(&needs(&env), &id).is_none() || env.show(&id)["budget"]["tokens"] == 3000));
+    assert_eq!(env.show(&id)["budget"]["tokens"], 3000);
+    env.ok(&["abort", &id]);
 }

@@ -27,10 +27,14 @@ struct Top {
 
 impl Top {
     fn start(env: &Env) -> Top {
+        Top::start_with(env, &[])
+    }
+
+    fn start_with(env: &Env, args: &[&str]) -> Top {
         let size = nix::pty::Winsize { ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0 };
         let pty = nix::pty::openpty(Some(&size), None).unwrap();
         let tty = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
-        let mut command = env.command(&["top"]);
+        let mut command = env.command(&[&["top"], args].concat());
         command.env("TERM", "xterm-256color").stdin(tty(&pty.slave)).stdout(tty(&pty.slave)).stderr(tty(&pty.slave));
         // SAFETY: setsid and ioctl are async-signal-safe; the pty is its
         // controlling terminal, as at a login.
@@ -189,7 +193,7 @@ fn keys_pressed_together_act_once_and_allow_what_the_run_was_launched_with() {
     // Paused again at $2: "Allow more" offers the $1 it was launched with,
     // not the budget as it grew.
     let needs = env.ok(&["needs"]);
-    assert!(needs.contains("Allow $1.00 more: corral resume") && needs.contains("--budget +1"), "{needs}");
+    assert!(needs.contains("Allow $1.00 more: corral resume") && needs.contains("--budget +usd=1"), "{needs}");
     top.press("q");
     assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
 }
@@ -238,4 +242,26 @@ fn what_a_preset_or_an_agent_named_cannot_rewrite_the_terminal() {
     assert!(!raw.contains("\x1b]0;PWNED"), "the preset's name reached the terminal raw");
     let needs = env.ok(&["needs"]);
     assert!(!needs.contains('\x1b'), "{needs:?}");
+}
+
+#[test]
+fn a_key_acts_on_nothing_once_the_chosen_run_left_the_list() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset_with("slow", &["sleep", "60"], "");
+    let one = env.launch("slow", "one");
+    let two = env.launch("slow", "two");
+    let mut top = Top::start_with(&env, &["-n", "2"]);
+    assert!(eventually(LIMIT, || top.shows(&one) && top.shows(&two)), "{}", top.drawn.lock().unwrap());
+    top.press("j");
+    // A third run pushes the one chosen past `-n 2`.
+    let three = env.launch("slow", "ZQXZQXZQX");
+    assert!(eventually(LIMIT, || top.shows("ZQXZQXZQX")), "{}", top.drawn.lock().unwrap());
+    top.press("a");
+    top.press("q");
+    assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
+    for id in [&one, &two, &three] {
+        assert_eq!(env.show(id)["status"], "running", "{id} was aborted by a key on a run no longer chosen");
+    }
+    env.ok(&["abort", &one, &two, &three]);
 }

@@ -190,11 +190,17 @@ impl Screen {
         let need_was = self.needs_at.selected().and_then(|i| self.needs.get(i)).map(|n| n.subject.clone());
         self.needs = needs_you(store)?;
         self.runs = store.runs(&RunFilter { limit: Some(limit), ..RunFilter::default() })?;
-        let keep = |at: &mut ListState, len: usize, found: Option<usize>| {
-            at.select(if len == 0 { None } else { Some(found.unwrap_or(at.selected().unwrap_or(0)).min(len - 1)) });
+        // One that left (answered, cleared, past `-n`) leaves nothing
+        // selected: the next key acts on nothing until one is chosen.
+        let keep = |at: &mut ListState, len: usize, was: Option<Option<usize>>| {
+            at.select(match was {
+                Some(found) => found,
+                None if len == 0 => None,
+                None => Some(at.selected().unwrap_or(0).min(len - 1)),
+            });
         };
-        let run_at = run_was.and_then(|id| self.runs.iter().position(|r| r.id == id));
-        let need_at = need_was.and_then(|was| self.needs.iter().position(|n| n.subject == was));
+        let run_at = run_was.map(|id| self.runs.iter().position(|r| r.id == id));
+        let need_at = need_was.map(|was| self.needs.iter().position(|n| n.subject == was));
         keep(&mut self.needs_at, self.needs.len(), need_at);
         keep(&mut self.runs_at, self.runs.len(), run_at);
         if self.focus == Focus::Needs && self.needs.is_empty() {
@@ -496,7 +502,7 @@ fn dim() -> Style {
 /// Text an agent wrote, one line, without control characters (a screen
 /// clear, a clipboard write).
 fn printable(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ").chars().filter(|c| !c.is_control()).collect()
+    super::table::name(text).split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// 950, 705k, 1.2M; "-" for none.
