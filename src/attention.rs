@@ -273,22 +273,25 @@ fn denial_actions(run: &Run) -> Vec<Action> {
     actions
 }
 
-/// What "Allow more" adds ([`Crossing::more`]), as `resume --budget`
-/// takes it, exactly (`+usd=2,tokens=1500`), and in words (`$2.00 · 1k
-/// tokens`): every limit the budget has, so a run over either goes on.
+/// "Allow more" ([`Crossing::more`]) as `resume --budget` takes it, and
+/// in words (`$2.00 · 1k tokens`): the budget it comes to, exactly
+/// (`usd=4,tokens=3000`), every limit it has (a run over either goes
+/// on). A target, not a raise: two presses, from two terminals at once,
+/// raise it once.
 fn more_of(crossing: &Crossing) -> (String, String) {
     let more = crossing.more();
+    let to = crossing.budget.raised_by(&more);
     let mut exact = Vec::new();
-    if let Some(usd) = more.usd {
+    if let Some(usd) = to.usd {
         exact.push(format!("usd={usd}"));
     }
-    if let Some(tokens) = more.tokens {
+    if let Some(tokens) = to.tokens {
         exact.push(format!("tokens={tokens}"));
     }
     if exact.is_empty() {
         return ("+1".to_string(), "$1.00".to_string());
     }
-    (format!("+{}", exact.join(",")), more.words())
+    (exact.join(","), more.words())
 }
 
 /// What was spent of a crossed budget, in its units.

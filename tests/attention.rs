@@ -38,13 +38,17 @@ fn a_budget_reached_needs_you_until_more_is_allowed_and_its_action_answers_it() 
     let allow: Vec<String> =
         budget["actions"][0]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
     assert_eq!(budget["actions"][0]["label"], "Allow $1.00 more");
-    assert_eq!(allow, ["resume", &id, "--budget", "+usd=1"]);
+    assert_eq!(allow, ["resume", &id, "--budget", "usd=2"]);
     // The text says the command that answers it.
     let text = env.ok(&["needs"]);
-    assert!(text.contains(&format!("Allow $1.00 more: corral resume {id} --budget +usd=1")), "{text}");
+    assert!(text.contains(&format!("Allow $1.00 more: corral resume {id} --budget usd=2")), "{text}");
     // Answered with its own action: it goes on, and no longer needs you.
     let args: Vec<&str> = allow.iter().map(String::as_str).collect();
     env.ok(&args);
+    // Pressed again (another terminal, a second click): a target, not a
+    // raise, so the budget is raised once.
+    let _ = env.corral(&args);
+    assert_eq!(env.show(&id)["budget"]["usd"], 2.0);
     assert!(eventually(LIMIT, || item(&needs(&env), &id).is_none()), "{:#?}", needs(&env));
     env.ok(&["abort", &id]);
     assert!(item(&needs(&env), &id).is_none(), "a stop you asked for needs nothing more");
@@ -187,7 +191,7 @@ fn a_budget_of_dollars_and_tokens_is_allowed_more_of_both_exactly() {
     let budget = item(&items, &id).unwrap_or_else(|| panic!("{items:#?}"));
     let argv: Vec<&str> =
         budget["actions"][0]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-    assert_eq!(argv, ["resume", &id, "--budget", "+usd=100,tokens=1500"], "{budget:#}");
+    assert_eq!(argv, ["resume", &id, "--budget", "usd=200,tokens=3000"], "{budget:#}");
     // As offered, it answers: the run goes on.
     env.ok(&argv);
     assert!(eventually(LIMIT, || item(&needs(&env), &id).is_none() || env.show(&id)["budget"]["tokens"] == 3000));

@@ -193,7 +193,7 @@ fn keys_pressed_together_act_once_and_allow_what_the_run_was_launched_with() {
     // Paused again at $2: "Allow more" offers the $1 it was launched with,
     // not the budget as it grew.
     let needs = env.ok(&["needs"]);
-    assert!(needs.contains("Allow $1.00 more: corral resume") && needs.contains("--budget +usd=1"), "{needs}");
+    assert!(needs.contains("Allow $1.00 more: corral resume") && needs.contains("--budget usd=3"), "{needs}");
     top.press("q");
     assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
 }

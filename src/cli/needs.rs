@@ -33,7 +33,7 @@ pub fn run(store: &Store, args: Args, out: &mut impl Write) -> anyhow::Result<i3
     Ok(0)
 }
 
-/// `Allow $2.00 more: corral resume k3x9 --budget +usd=2 · Stop: corral abort k3x9`.
+/// `Allow $2.00 more: corral resume k3x9 --budget usd=4 · Stop: corral abort k3x9`.
 fn answers(item: &Item) -> String {
     let each: Vec<String> = item
         .actions
