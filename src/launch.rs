@@ -385,7 +385,8 @@ pub fn relaunch_with(
         env,
         worktree: Some(old.worktree_repo.is_some()),
         base: None,
-        budget: old.budget,
+        // As it was launched, not as it was raised meanwhile.
+        budget: store.launch_budget_of(&old.id)?.or(old.budget),
         fire: None,
         request: None,
     };

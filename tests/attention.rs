@@ -52,6 +52,10 @@ fn a_budget_reached_needs_you_until_more_is_allowed_and_its_action_answers_it() 
     assert!(eventually(LIMIT, || item(&needs(&env), &id).is_none()), "{:#?}", needs(&env));
     env.ok(&["abort", &id]);
     assert!(item(&needs(&env), &id).is_none(), "a stop you asked for needs nothing more");
+    // Relaunched, it starts from the budget it was launched with.
+    let again = env.ok(&["relaunch", &id]).trim().to_string();
+    assert_eq!(env.show(&again)["budget"]["usd"], 1.0);
+    env.ok(&["abort", &again]);
 }
 
 #[test]

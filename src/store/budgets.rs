@@ -106,6 +106,12 @@ impl Store {
         Ok(self.owner(id)?.map(|o| o.budget).filter(|b| !b.is_unlimited()))
     }
 
+    /// The budget run `id` was launched with, if any (what it has now may
+    /// have been raised since): a relaunch starts from it.
+    pub fn launch_budget_of(&self, id: &str) -> Result<Option<Budget>, StoreError> {
+        Ok(self.owner(id)?.map(|o| o.step).filter(|b| !b.is_unlimited()))
+    }
+
     /// Gives run `id` the budget `to` (a raise the user allowed) if its
     /// budget is still `from`: false if someone changed it meanwhile, so
     /// two answers to one ask raise it once.
