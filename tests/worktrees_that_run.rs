@@ -180,6 +180,19 @@ fn a_preset_env_with_a_placeholder_corral_does_not_fill_is_refused() {
 
 /// A repository with `shared.txt` of five lines and three runs: `first`
 /// and `second` both change its line 3, `third` adds a file of its own.
+/// A repository on `main` with one committed file, `a.txt`.
+fn one_file_repo() -> Env {
+    let env = Env::new();
+    env.config("");
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
+    std::fs::write(p.join("a.txt"), "a\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    env
+}
+
 fn three_runs() -> (Env, [String; 3]) {
     let env = Env::new();
     env.config("");
@@ -264,14 +277,7 @@ async fn an_agent_asks_which_of_its_runs_conflict_over_mcp() {
 
 #[test]
 fn a_runs_teardown_drops_what_its_env_made_when_its_worktree_is_discarded() {
-    let env = Env::new();
-    env.config("");
-    let p = &env.project;
-    git(p, &["init", "-q", "-b", "main"]);
-    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
-    std::fs::write(p.join("a.txt"), "a\n").unwrap();
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "init"]);
+    let env = one_file_repo();
     // "A database per run": a folder named by the run, made by the agent
     // from its env and dropped by the teardown.
     let dbs = env.project.parent().unwrap().join("databases");
@@ -424,14 +430,8 @@ fn a_merge_of_several_refused_at_a_later_run_takes_the_earlier_back() {
 
 #[test]
 fn setup_and_teardown_get_the_runs_placeholders_and_its_ports_until_it_is_torn_down() {
-    let env = Env::new();
-    env.config("");
+    let env = one_file_repo();
     let p = &env.project;
-    git(p, &["init", "-q", "-b", "main"]);
-    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
-    std::fs::write(p.join("a.txt"), "a\n").unwrap();
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "init"]);
     let dbs = p.parent().unwrap().join("databases");
     std::fs::create_dir_all(&dbs).unwrap();
     let dbs = dbs.display();
@@ -462,14 +462,8 @@ fn setup_and_teardown_get_the_runs_placeholders_and_its_ports_until_it_is_torn_d
 
 #[test]
 fn an_agent_runs_no_teardown_and_judges_no_runs_outside_its_tree() {
-    let env = Env::new();
-    env.config("");
+    let env = one_file_repo();
     let p = &env.project;
-    git(p, &["init", "-q", "-b", "main"]);
-    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
-    std::fs::write(p.join("a.txt"), "a\n").unwrap();
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "init"]);
     let dbs = p.parent().unwrap().join("databases");
     std::fs::create_dir_all(&dbs).unwrap();
     let extra = format!(
@@ -502,14 +496,7 @@ fn an_agent_runs_no_teardown_and_judges_no_runs_outside_its_tree() {
 
 #[test]
 fn files_named_to_hide_are_grouped_by_their_names_and_shown_escaped() {
-    let env = Env::new();
-    env.config("");
-    let p = &env.project;
-    git(p, &["init", "-q", "-b", "main"]);
-    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
-    std::fs::write(p.join("a.txt"), "a\n").unwrap();
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "init"]);
+    let env = one_file_repo();
     let hidden = "\x1b]0;PWNED\x07red";
     let name = "\"$(printf '\\033]0;PWNED\\007red')\"";
     let script = format!("printf one > {name}; mkdir 'x b'; printf x > 'x b/a.txt'");
