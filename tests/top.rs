@@ -114,14 +114,20 @@ fn plain(text: &str) -> String {
     out
 }
 
-#[test]
-fn top_pins_what_needs_you_and_its_keys_answer_it() {
+/// A run of a spending agent, paused at its $1 budget.
+fn paused_at_a_dollar() -> (Env, String) {
     let env = Env::new();
     env.config("");
     env.use_fake("pi", "spender");
     env.agent_preset("spend", "pi", "");
     let id = env.ok(&["launch", "--budget", "$1", "spend", "a task"]).trim().to_string();
     env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    (env, id)
+}
+
+#[test]
+fn top_pins_what_needs_you_and_its_keys_answer_it() {
+    let (env, id) = paused_at_a_dollar();
     let mut top = Top::start(&env);
     assert!(eventually(LIMIT, || top.shows("Needs you (1)")), "{}", top.drawn.lock().unwrap());
     assert!(top.shows("budget of $1.00 reached") && top.shows(&id), "{}", top.drawn.lock().unwrap());
@@ -178,12 +184,7 @@ fn d_shows_the_selected_runs_unmerged_changes_and_d_again_its_transcript() {
 
 #[test]
 fn keys_pressed_together_act_once_and_allow_what_the_run_was_launched_with() {
-    let env = Env::new();
-    env.config("");
-    env.use_fake("pi", "spender");
-    env.agent_preset("spend", "pi", "");
-    let id = env.ok(&["launch", "--budget", "$1", "spend", "a task"]).trim().to_string();
-    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let (env, id) = paused_at_a_dollar();
     let mut top = Top::start(&env);
     assert!(eventually(LIMIT, || top.shows("1 Allow $1.00 more")), "{}", top.drawn.lock().unwrap());
     // Two presses in one write: the second finds the need answered.
