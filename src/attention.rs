@@ -206,8 +206,9 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
             let error = error_words(run.error.as_deref().unwrap_or("no reason was recorded"));
             let words = format!("{name} {status}: {error}");
             let mut actions = vec![Action::new("Open", &["show", id])];
-            // Not under a budget that is spent: no run is launched under it.
-            if store.budget_crossed(id)?.is_none() {
+            // Not under a spent budget of a run above it: no run is
+            // launched under it (its own budget starts again in a relaunch).
+            if store.budget_crossed(id)?.is_none_or(|c| c.owner == run.id) {
                 actions.push(Action::new("Relaunch", &["relaunch", id]));
             }
             actions.extend(denial_actions(run));
@@ -249,8 +250,13 @@ fn denial_actions(run: &Run) -> Vec<Action> {
             Some(Allowance::Write { path, .. }) if path.is_dir() || path.is_file() => {
                 // Said as `corral allow` will widen it: a link on the way
                 // (an agent's `./tools` pointing at ~/.local/bin) named
-                // where it leads, never where it seems to be.
-                let path = std::fs::canonicalize(&path).unwrap_or(path).to_string_lossy().into_owned();
+                // where it leads, never where it seems to be; and never
+                // one `allow` refuses (`/`, a folder holding the home).
+                let path = std::fs::canonicalize(&path).unwrap_or(path);
+                if path.parent().is_none() || home.starts_with(&path) {
+                    continue;
+                }
+                let path = path.to_string_lossy().into_owned();
                 (format!("Allow writing {path}"), vec!["allow".to_string(), id.into(), "--write".into(), path])
             }
             // Only a host `corral allow` takes (a refusal read from an

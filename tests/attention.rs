@@ -176,6 +176,8 @@ fn a_run_its_budget_stopped_needs_you_as_its_notification_alarms() {
     let items = needs(&env);
     let stopped = item(&items, &id).unwrap_or_else(|| panic!("stopped by its budget, not by you: {items:#?}"));
     assert_eq!(stopped["chip"], "stopped");
+    // Its own budget starts again in a relaunch: offered.
+    assert!(stopped["actions"].as_array().unwrap().iter().any(|a| a["label"] == "Relaunch"), "{stopped:#}");
     // A stop you asked for needs nothing.
     env.command_preset("slow", &["sleep", "60"]);
     let mine = env.launch("slow", "x");
