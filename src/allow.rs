@@ -160,7 +160,7 @@ pub fn allow_denied(
 }
 
 /// The user's home, as this process's environment says.
-fn user_home() -> std::path::PathBuf {
+pub(crate) fn user_home() -> std::path::PathBuf {
     std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_else(|| "/".into())
 }
 

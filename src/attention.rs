@@ -243,7 +243,8 @@ fn denial_actions(run: &Run) -> Vec<Action> {
     use crate::sandbox::denial::{Allowance, Denial};
     let id = run.id.as_str();
     let goes_on = run.agent != crate::run::AgentKind::Command;
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_else(|| "/".into());
+    // The home `corral allow` and "Allow and continue" judge by.
+    let home = crate::allow::user_home();
     let mut actions: Vec<Action> = Vec::new();
     for denial in run.denied.iter().filter_map(|d| Denial::from_entry(d)) {
         let (label, mut argv) = match denial.allowance(&home) {
