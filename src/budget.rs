@@ -14,6 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::word::word_enum;
 
+/// Dollars left below this are none: a day's shares (a third each) summed
+/// back fall either side of zero by rounding, and a run given a millionth
+/// of a dollar can do nothing with it.
+pub const NOTHING_USD: f64 = 1e-6;
+
 /// How much a run (with its child runs) may spend. A field left `None` is
 /// not limited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -95,6 +100,15 @@ impl Budget {
             }
         }
         Ok(budget)
+    }
+
+    /// What is left of `self` once `usd` and `tokens` are taken (spent,
+    /// or held by runs still going): `None` when a limit has nothing
+    /// left (see [`NOTHING_USD`]).
+    pub fn left_after(&self, usd: f64, tokens: u64) -> Option<Budget> {
+        let left = Budget { usd: self.usd.map(|u| u - usd), tokens: self.tokens.map(|t| t.saturating_sub(tokens)) };
+        let nothing = left.usd.is_some_and(|u| u < NOTHING_USD) || left.tokens == Some(0);
+        (!nothing).then_some(left)
     }
 
     /// `self` with `more` added to each limit `more` sets (a limit `self`
@@ -329,13 +343,28 @@ impl Crossing {
 
     /// True if `spent` is past `budget` in any limit.
     pub fn is_crossed(budget: &Budget, spent: &Spent) -> bool {
-        budget.usd.is_some_and(|usd| spent.usd >= usd) || budget.tokens.is_some_and(|t| spent.tokens >= t)
+        budget.usd.is_some_and(|usd| usd - spent.usd < NOTHING_USD) || budget.tokens.is_some_and(|t| spent.tokens >= t)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_day_given_out_in_thirds_has_nothing_left_however_it_rounds() {
+        let day = Budget { usd: Some(1.0), tokens: None };
+        let third = 1.0 / 3.0;
+        // The shares as runs hold them part-spent, summed in any order.
+        let half = 0.5 / 3.0;
+        for taken in [third + third + third, 0.1 + (third - 0.1) + third + third, 0.5 + half + half + half] {
+            assert_eq!(day.left_after(taken, 0), None, "{taken:e} of $1 taken");
+        }
+        assert_eq!(day.left_after(0.5, 0).and_then(|b| b.usd), Some(0.5));
+        let tokens = Budget { usd: None, tokens: Some(100) };
+        assert_eq!(tokens.left_after(0.0, 100), None);
+        assert_eq!(tokens.left_after(5.0, 40), Some(Budget { usd: None, tokens: Some(60) }));
+    }
 
     #[test]
     fn budgets_are_read_as_people_write_them() {

@@ -300,11 +300,7 @@ fn decide(
                 held_usd += given.usd.map_or(0.0, |u| (u - run.cost_usd.unwrap_or(0.0)).max(0.0));
                 held_tokens += given.tokens.map_or(0, |t| t.saturating_sub(run.usage.total()));
             }
-            let left = crate::budget::Budget {
-                usd: daily.usd.map(|u| u - spent.usd - held_usd),
-                tokens: daily.tokens.map(|t| t.saturating_sub(spent.tokens).saturating_sub(held_tokens)),
-            };
-            if left.usd.is_some_and(|u| u <= 0.0) || left.tokens == Some(0) {
+            if daily.left_after(spent.usd + held_usd, spent.tokens.saturating_add(held_tokens)).is_none() {
                 return Ok(Decided::skipped(
                     "skipped_budget",
                     format!(

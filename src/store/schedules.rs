@@ -661,17 +661,16 @@ impl Store {
                         [&name],
                         |r| Ok((r.get(0)?, r.get(1)?)),
                     )?;
-                    let usd = daily.usd.map(|u| u - spent.usd - held_usd - pending_usd);
-                    let tokens = daily.tokens.map(|t| {
-                        t.saturating_sub(spent.tokens)
-                            .saturating_sub(held_tokens.max(0) as u64)
-                            .saturating_sub(pending_tokens)
-                    });
-                    if usd.is_some_and(|u| u <= 0.0) || tokens == Some(0) {
+                    let taken_tokens =
+                        spent.tokens.saturating_add(held_tokens.max(0) as u64).saturating_add(pending_tokens);
+                    let Some(left) = daily.left_after(spent.usd + held_usd + pending_usd, taken_tokens) else {
                         return Ok(Reserved { runs: 0, each: None, short: Some(Short::Budget) });
-                    }
+                    };
                     let n = runs.max(1);
-                    Some(crate::budget::Budget { usd: usd.map(|u| u / n as f64), tokens: tokens.map(|t| t / n as u64) })
+                    Some(crate::budget::Budget {
+                        usd: left.usd.map(|u| u / n as f64),
+                        tokens: left.tokens.map(|t| t / n as u64),
+                    })
                 }
             };
             tx.execute(
