@@ -403,6 +403,58 @@ print("root", r.returncode, flush=True)
     assert_eq!(widened.write, vec![made_up.clone()], "only the refused folder is allowed, never /");
 }
 
+/// Class 10, a file: allow and continue on a refused new file directly
+/// under the user's home (whose folder is too wide to allow) makes that
+/// path an empty file, never a folder (the agent's retry would fail with
+/// "Is a directory" and a stray folder stay), and allows it alone; a
+/// sandbox that may write one file lets the agent write it. The refusal
+/// is read in what the command printed to its stdout (gathered into events
+/// of a size, which went unread for refusals).
+#[test]
+fn allow_and_continue_on_a_new_file_under_the_home_makes_a_file() {
+    let env = Env::new();
+    std::fs::create_dir_all(&env.user_home).unwrap();
+    let notes = env.user_home.join("notes.txt");
+    let script = format!(
+        r##"
+try:
+    open("{notes}", "a").write("noted\n")
+    print("wrote", flush=True)
+except OSError as e:
+    print(e, flush=True)
+"##,
+        notes = notes.display()
+    );
+    let (id, run, first) = run_agent(&env, "noter", "{network: none}", "", &script);
+    assert_eq!(run["status"], "completed", "{run:#}\n{first:?}");
+    let shown = first.iter().find(|l| l.contains("refused writing")).cloned().unwrap_or_default();
+    assert!(shown.contains(&format!("touch {}", notes.display())), "{shown:?} {first:?}");
+    let replied = env.corral(&["reply", &id, "--allow-denied"]);
+    assert!(String::from_utf8_lossy(&replied.stderr).contains("allowed, but"), "{replied:?}");
+    assert!(notes.is_file(), "the refused file was made as a file: {:?}", std::fs::metadata(&notes));
+    assert_eq!(std::fs::read(&notes).unwrap(), b"", "made empty");
+    let widened = env.store().sandbox_allows(&id).unwrap();
+    assert_eq!(widened.write, vec![notes.to_string_lossy().into_owned()]);
+    // The file allowed: written through, the home beside it still not.
+    let script = format!(
+        r##"
+open("{notes}", "a").write("noted\n")
+print("wrote", flush=True)
+try:
+    open("{beside}", "w")
+except OSError as e:
+    print("beside refused", e.strerror, flush=True)
+"##,
+        notes = notes.display(),
+        beside = env.user_home.join("beside.txt").display()
+    );
+    let sandbox = format!("{{write: ['{}'], network: none}}", notes.display());
+    let (_, run, said) = run_agent(&env, "noted", &sandbox, "", &script);
+    assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
+    assert!(has(&said, "wrote") && has(&said, "beside refused Read-only file system"), "{said:?}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "noted\n");
+}
+
 /// Class 11: the push key (which signs "allow and continue") is not
 /// readable inside.
 #[test]

@@ -12,8 +12,10 @@ use super::{expand, Network, Read, Sandbox};
 /// One refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denial {
-    /// A write to this path.
+    /// A write to this path (a file written or made).
     Write(PathBuf),
+    /// A folder made at this path (`mkdir`, as the tool said).
+    Mkdir(PathBuf),
     /// A read of this path.
     Read(PathBuf),
     /// A connection to this host.
@@ -25,11 +27,15 @@ impl Denial {
     /// user's home is `home`), exactly what allowing it would.
     pub fn describe(&self, run_id: &str, home: &Path) -> String {
         match self {
-            Denial::Write(path) => match self.allowance(home) {
+            Denial::Write(path) | Denial::Mkdir(path) => match self.allowance(home) {
                 Some(Allowance::Write { path: allowed, make }) => format!(
                     "sandbox refused writing {}: to allow it and go on, {}corral allow {run_id} --write {}",
                     path.display(),
-                    if make { format!("mkdir {} && ", allowed.display()) } else { String::new() },
+                    match make {
+                        Some(Made::Folder) => format!("mkdir {} && ", allowed.display()),
+                        Some(Made::File) => format!("touch {} && ", allowed.display()),
+                        None => String::new(),
+                    },
                     allowed.display()
                 ),
                 _ => format!(
@@ -51,6 +57,7 @@ impl Denial {
     pub fn entry(&self) -> String {
         match self {
             Denial::Write(path) => format!("sandbox: write {}", path.display()),
+            Denial::Mkdir(path) => format!("sandbox: mkdir {}", path.display()),
             Denial::Read(path) => format!("sandbox: read {}", path.display()),
             Denial::Connect(host) => format!("sandbox: connect {host}"),
         }
@@ -70,6 +77,7 @@ impl Denial {
         let (kind, value) = rest.split_once(' ')?;
         match kind {
             "write" => Some(Denial::Write(value.into())),
+            "mkdir" => Some(Denial::Mkdir(value.into())),
             "read" => Some(Denial::Read(value.into())),
             "connect" => Some(Denial::Connect(value.into())),
             _ => None,
@@ -79,22 +87,24 @@ impl Denial {
     /// What "allow and continue" widens the sandbox by for it: for a
     /// refused write, the file's folder (a tool that writes a file also
     /// makes its temporary files beside it), or where that is `/`, the
-    /// user's home or above it, the refused path itself (made as a folder
-    /// if missing: see [`Allowance::make`]); a refused host. Never a denied
+    /// user's home or above it, the refused path itself (made first if
+    /// missing, as what was refused: a folder for a `mkdir`, an empty file
+    /// for a write: see [`Allowance::make`]); a refused host. Never a denied
     /// read (those are the user's secrets: only their sandbox's `read:`
     /// lets one be read), never `/` or a folder holding the user's home
     /// (`home`), and never a path whose folder does not exist.
     pub fn allowance(&self, home: &Path) -> Option<Allowance> {
         match self {
-            Denial::Write(path) => {
+            Denial::Write(path) | Denial::Mkdir(path) => {
                 let too_wide = |p: &Path| p.parent().is_none() || home.starts_with(p);
                 let folder = path.parent().filter(|f| f.is_dir() && !too_wide(f));
                 match folder {
-                    Some(folder) => Some(Allowance::Write { path: folder.to_path_buf(), make: false }),
+                    Some(folder) => Some(Allowance::Write { path: folder.to_path_buf(), make: None }),
                     None if too_wide(path) => None,
-                    None if path.exists() => Some(Allowance::Write { path: path.clone(), make: false }),
+                    None if path.exists() => Some(Allowance::Write { path: path.clone(), make: None }),
                     None if path.parent().is_some_and(Path::is_dir) => {
-                        Some(Allowance::Write { path: path.clone(), make: true })
+                        let made = if matches!(self, Denial::Mkdir(_)) { Made::Folder } else { Made::File };
+                        Some(Allowance::Write { path: path.clone(), make: Some(made) })
                     }
                     None => None,
                 }
@@ -108,21 +118,37 @@ impl Denial {
 /// What allowing one refusal widens a sandbox by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Allowance {
-    /// A path written; `make`: the refused path itself, made as a folder
-    /// first (it did not exist: a `mkdir` refused).
-    Write { path: PathBuf, make: bool },
+    /// A path written; `make`: the refused path itself, made first (it did
+    /// not exist).
+    Write { path: PathBuf, make: Option<Made> },
     /// A host reached.
     Host(String),
 }
 
+/// What a refused path that did not exist is made as before it is allowed:
+/// what the tool was refused (a file made a folder would fail the agent's
+/// retry with "Is a directory" and leave a stray folder behind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Made {
+    /// A refused `mkdir`.
+    Folder,
+    /// A refused write of a new file: made empty, as `touch` would.
+    File,
+}
+
 impl Allowance {
-    /// Makes the folder a refused `mkdir` asked for, if it is one to make.
+    /// Makes the refused path, if it is one to make. One that exists
+    /// meanwhile is left as it is.
     pub fn make(&self) -> std::io::Result<()> {
-        match self {
-            Allowance::Write { path, make: true } => match std::fs::create_dir(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
-                _ => Ok(()),
-            },
+        let made = match self {
+            Allowance::Write { path, make: Some(Made::Folder) } => std::fs::create_dir(path),
+            Allowance::Write { path, make: Some(Made::File) } => {
+                std::fs::OpenOptions::new().write(true).create_new(true).open(path).map(drop)
+            }
+            _ => return Ok(()),
+        };
+        match made {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
             _ => Ok(()),
         }
     }
@@ -136,7 +162,10 @@ pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path, cwd: &Path) -> Vec<De
     let mut found = Vec::new();
     for line in text.lines() {
         if let Some(path) = path_said_with(line, "Read-only file system", cwd) {
-            found.push(Denial::Write(path));
+            // GNU mkdir's `cannot create directory`, Node's `EROFS: …, mkdir '/x'`.
+            let lower = line.to_ascii_lowercase();
+            let folder = lower.contains("cannot create directory") || lower.contains(", mkdir ");
+            found.push(if folder { Denial::Mkdir(path) } else { Denial::Write(path) });
         }
         if let Some(path) = path_said_with(line, "Permission denied", cwd) {
             if let Read::Deny(places) = &sandbox.read {
@@ -282,7 +311,7 @@ mod tests {
         let said = "mkdir: cannot create directory ‘/made-up’: Read-only file system";
         assert_eq!(
             in_text(said, &builder(), Path::new("/home/u"), Path::new("/w")),
-            [Denial::Write("/made-up".into())]
+            [Denial::Mkdir("/made-up".into())]
         );
     }
 }

@@ -102,10 +102,11 @@ impl Recorder {
         &mut self,
         store: &mut Store,
         run_id: &str,
-        adapter: &mut dyn Adapter,
+        adapter: &dyn Adapter,
         turn_over: bool,
     ) -> Result<(), StoreError> {
-        adapter.flush(&mut self.pending);
+        // What the adapter held back came in through `Session::flush_output`
+        // first (read for the sandbox's refusals).
         self.pending_since = None;
         let tool_open = !turn_over && adapter.busy();
         if tool_open != self.tool_open {

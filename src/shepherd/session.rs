@@ -117,6 +117,16 @@ impl Session {
         }
     }
 
+    /// What the adapter holds back (a command's output gathered into
+    /// events of a size), into `out`, with the refusals it says: every
+    /// event the agent's output becomes passes here or through
+    /// [`Session::read_line`], so none goes unread for denials.
+    pub fn flush_output(&mut self, out: &mut Vec<TranscriptEvent>) {
+        let from = out.len();
+        self.adapter.flush(out);
+        self.note_denials(out, from);
+    }
+
     /// Adds a denial after each event from `from` on in which a tool says
     /// the sandbox refused it (each refusal once per run).
     pub fn note_denials(&mut self, out: &mut Vec<TranscriptEvent>, from: usize) {

@@ -475,7 +475,7 @@ impl Supervisor {
     fn note_refused_hosts(&mut self) -> Result<(), ShepherdError> {
         let hosts = self.session.launch().proxy.as_ref().map(|p| p.take_refused()).unwrap_or_default();
         // Written with the next flush, after what the agent said before.
-        self.session.adapter().flush(self.recorder.pending());
+        self.session.flush_output(self.recorder.pending());
         self.session.refused_hosts(hosts, self.recorder.pending());
         Ok(())
     }
@@ -487,8 +487,8 @@ impl Supervisor {
             return;
         }
         // What the agent wrote to stdout before comes first.
+        self.session.flush_output(self.recorder.pending());
         let from = self.recorder.pending().len();
-        self.session.adapter().flush(self.recorder.pending());
         for text in events {
             self.recorder.push(EventKind::Stderr, text);
         }
@@ -639,8 +639,15 @@ impl Supervisor {
         stop_reason: StopReason,
         error: Option<String>,
     ) -> Result<(), ShepherdError> {
-        let report = self.session.report();
+        let report = self.final_report();
         self.commit_with(Verdict { status, stop_reason, error }, report, false).map(drop)
+    }
+
+    /// What the turn reported, once what the adapter held back is in (its
+    /// refusals among the run's denials).
+    fn final_report(&mut self) -> Report {
+        self.session.flush_output(self.recorder.pending());
+        self.session.report()
     }
 
     /// Commits the turn's verdict. Children whose results the agent never
@@ -648,7 +655,7 @@ impl Supervisor {
     /// waiting for the agent holds the verdict instead, and is delivered in
     /// a new turn (see `children`), if its session can take one.
     pub(super) fn commit_with_children(&mut self, verdict: Verdict) -> Result<(), ShepherdError> {
-        let mut report = self.session.report();
+        let mut report = self.final_report();
         if let Some(note) = child_runs::collect_uncollected(&mut self.store, &self.run_id)? {
             self.note_event(EventKind::System, note.clone())?;
             report.final_text = Some(match report.final_text.take() {
@@ -692,6 +699,7 @@ impl Supervisor {
     /// Writes pending transcript events in one transaction.
     pub(super) fn flush_events(&mut self) -> Result<(), ShepherdError> {
         let over = self.clock.turn_is_over();
+        self.session.flush_output(self.recorder.pending());
         self.recorder.flush(&mut self.store, &self.run_id, self.session.adapter(), over)?;
         Ok(())
     }
