@@ -571,3 +571,28 @@ fn an_agent_prunes_no_runs_and_its_words_cannot_rewrite_the_terminal() {
     let said = env.ok(&["wait", &loud]);
     assert!(said.contains("done") && !said.contains('\x1b') && said.contains("\\x1b]52"), "{said:?}");
 }
+
+/// A worktree removed by hand: its teardown still runs (its database is
+/// still to be dropped), but in an empty folder of its own, never in the
+/// user's checkout, where a relative `rm -rf` would take the user's files.
+#[test]
+fn a_teardown_whose_worktree_was_removed_by_hand_runs_nowhere_near_the_checkout() {
+    let env = one_file_repo();
+    let p = &env.project;
+    let dbs = p.parent().unwrap().join("databases");
+    std::fs::create_dir_all(&dbs).unwrap();
+    let teardown = format!("pwd > {0}/where; rm -rf a.txt; rm -r {0}/app_$CORRAL_RUN_ID", dbs.display());
+    let extra = format!("worktree: true\nteardown: [sh, -c, {teardown:?}]\n");
+    env.command_preset_with("db", &["sh", "-c", &format!("mkdir {}/app_$CORRAL_RUN_ID", dbs.display())], &extra);
+    let id = env.launch("db", "x");
+    let run = env.wait_end(&id);
+    let worktree = run["worktree"]["path"].as_str().unwrap().to_string();
+    std::fs::remove_dir_all(&worktree).unwrap();
+    env.ok(&["discard", &id]);
+    assert!(p.join("a.txt").exists(), "the teardown removed a file of the user's checkout");
+    let ran_in = std::fs::read_to_string(dbs.join("where")).unwrap();
+    assert!(!ran_in.trim().starts_with(p.to_str().unwrap()), "ran in {ran_in}");
+    assert!(!dbs.join(format!("app_{id}")).exists(), "the teardown ran all the same");
+    let said = env.ok(&["tail", &id]);
+    assert!(said.contains("was gone: run in an empty folder"), "{said}");
+}

@@ -94,12 +94,20 @@ pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<Strin
             c
         }
     };
-    // Its worktree; one removed by hand leaves the checkout it came from.
-    let folder = [run.worktree.as_ref().map(|w| w.path.clone()), Some(run.cwd.clone()), run.worktree_repo.clone()]
-        .into_iter()
-        .flatten()
-        .find(|p| Path::new(p).is_dir())
-        .unwrap_or_else(|| "/".into());
+    // Its worktree (or, without one, the folder it ran in). One removed
+    // by hand is never swapped for the checkout it came from: a relative
+    // `rm -rf node_modules` there would be the user's. It runs in an
+    // empty folder of the run's own instead (read-only in its sandbox).
+    let here = Path::new(run.worktree.as_ref().map_or(&run.cwd, |w| &w.path));
+    let stand_in = !here.is_dir();
+    let folder = match stand_in {
+        false => here.to_path_buf(),
+        true => {
+            let empty = run_dir.join("teardown-here");
+            std::fs::create_dir_all(&empty).map_err(start)?;
+            empty
+        }
+    };
     let log = run_dir.join("teardown.log");
     let out = crate::home::create_private(&log).map_err(start)?;
     let err = out.try_clone().map_err(start)?;
@@ -129,7 +137,17 @@ pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<Strin
     let cut = text.len().saturating_sub(OUTPUT);
     let cut = (cut..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
     let output = text[cut..].trim_end().to_string();
-    let words = format!("teardown: {}", command.join(" "));
+    if stand_in {
+        let _ = std::fs::remove_dir_all(&folder);
+    }
+    let words = match stand_in {
+        false => format!("teardown: {}", command.join(" ")),
+        true => format!(
+            "teardown: {} (its folder {} was gone: run in an empty folder, not the checkout)",
+            command.join(" "),
+            here.display()
+        ),
+    };
     let mut note = vec![TranscriptEvent::text(EventKind::System, words.clone())];
     if !output.is_empty() {
         note.push(TranscriptEvent::text(EventKind::Output, output.clone()));
