@@ -7,8 +7,9 @@
 //! promoter or waiter exited (see `watch`), and every [`HEAL_EVERY`] as a
 //! safety net while they block; a shepherd whose agent works heals every
 //! [`HEAL_EVERY_AT_WORK`]. Healing marks runs whose shepherd died `lost`
-//! (killing what is left of them), drops waits whose process died, and
-//! starts queued runs into free slots. So after any process dies, every run
+//! (killing what is left of them), drops waits whose process died,
+//! finishes merges whose process died mid-way (`merge_set`), and starts
+//! queued runs into free slots. So after any process dies, every run
 //! reaches its true state at once while any Corral process waits on the
 //! store, within a second while a shepherd works, and at the next Corral
 //! command or app start otherwise. A process does not see its own commits through
@@ -67,6 +68,7 @@ impl Healed {
 /// Reconciles, then starts queued runs into the free slots.
 pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, HealError> {
     let reconciled = reconcile(store)?;
+    crate::merge_set::finish_cut_short(store)?;
     let config = Config::load(store.home())?;
     let started = start_queued(store, &config, shepherd)?;
     if !reconciled.lost.is_empty() {

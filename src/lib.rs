@@ -21,6 +21,7 @@ pub mod home;
 pub mod launch;
 pub mod logging;
 pub mod mcp;
+pub mod merge_set;
 pub mod ownership;
 pub mod pause;
 pub mod ports;

@@ -109,10 +109,9 @@ pub struct Merged {
 /// uncommitted changes of the user's in the files it touches, it changes
 /// nothing and says why.
 pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, ReviewError> {
-    let (merged, made) = merge_unrecorded(store, id, keep_commits)?;
-    // The next merge, `diff` and `rm` start from what was merged.
-    store.record_merge(&merged.id, &made.merged, !keep_commits)?;
-    Ok(merged)
+    let run = store.find_run(id)?;
+    let merged = merge_in_order(store, std::slice::from_ref(&run), keep_commits)?;
+    Ok(merged.into_iter().next().expect("one run merged"))
 }
 
 /// Makes the merge of [`merge`] without recording it with the run.
@@ -275,39 +274,76 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
     if let Some(pair) = found.into_iter().next() {
         return Err(ReviewError::RunsConflict(pair));
     }
-    // All or nothing: one refused after others were made takes them back,
-    // and only a whole set is recorded with its runs.
-    let repo = runs.first().and_then(|r| r.worktree_repo.clone()).unwrap_or_default();
+    merge_in_order(store, &runs, keep_commits)
+}
+
+/// Merges `runs` (of one branch) in order as one step, all or nothing: one
+/// refused after others were made takes them back, and only a whole set
+/// is recorded with its runs. Journaled (`merge_sets`) from before the
+/// first merge until it is recorded or taken back, so a process killed
+/// mid-way (a closed terminal, SIGKILL during a slow hook) leaves the next
+/// heal to finish it (see `merge_set`), never merges made and unrecorded.
+fn merge_in_order(store: &mut Store, runs: &[Run], keep_commits: bool) -> Result<Vec<Merged>, ReviewError> {
+    let Some(first) = runs.first() else { return Ok(Vec::new()) };
+    let repo = first.worktree_repo.clone().unwrap_or_default();
     // (A repository that cannot be read is said by the first merge.)
     let before = worktree::head_of(Path::new(&repo));
+    let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+    let set = match (&before, &first.worktree_from_branch) {
+        (Ok(before), Some(branch)) => Some(store.begin_merge_set(&crate::store::NewMergeSet {
+            repo: &repo,
+            branch,
+            before,
+            squashed: !keep_commits,
+            runs: &ids,
+        })?),
+        _ => None,
+    };
     let mut made: Vec<(Merged, worktree::Made)> = Vec::new();
-    for run in &runs {
+    for run in runs {
         match merge_unrecorded(store, &run.id, keep_commits) {
             Ok(one) => made.push(one),
-            Err(e) if made.is_empty() => return Err(e),
+            Err(e) if made.is_empty() => {
+                close_merge_set(store, set, &[], keep_commits)?;
+                return Err(e);
+            }
             Err(e) => {
                 let now = made.last().map(|(m, _)| m.commit.clone()).unwrap_or_default();
-                let merged = made.iter().map(|(m, _)| m.id.clone()).collect();
+                let merged: Vec<String> = made.iter().map(|(m, _)| m.id.clone()).collect();
                 let undone = match &before {
                     Ok(before) => worktree::take_back(Path::new(&repo), before, &now).err(),
                     Err(e) => Some(WorktreeError::WouldConflict(format!("and where your branch was is unknown ({e})"))),
                 };
                 // Merges that could not be taken back stand: recorded as
                 // merged, so `diff` and `conflicts` say what is left.
-                if undone.is_some() {
-                    for (merged, one) in &made {
-                        store.record_merge(&merged.id, &one.merged, !keep_commits)?;
-                    }
-                }
+                let stand: Vec<(String, String)> = match undone {
+                    Some(_) => made.iter().map(|(m, one)| (m.id.clone(), one.merged.clone())).collect(),
+                    None => Vec::new(),
+                };
+                close_merge_set(store, set, &stand, keep_commits)?;
                 let undone = undone.map(Box::new);
                 return Err(ReviewError::NotTogether { merged, run: run.id.clone(), why: Box::new(e), undone });
             }
         }
     }
-    for (merged, one) in &made {
-        store.record_merge(&merged.id, &one.merged, !keep_commits)?;
-    }
+    // The next merge, `diff` and `rm` start from what was merged.
+    let all: Vec<(String, String)> = made.iter().map(|(m, one)| (m.id.clone(), one.merged.clone())).collect();
+    close_merge_set(store, set, &all, keep_commits)?;
     Ok(made.into_iter().map(|(m, _)| m).collect())
+}
+
+/// Records `merged` (each run and its branch's commit that went in) and
+/// leaves the journal, in one write.
+fn close_merge_set(
+    store: &mut Store,
+    set: Option<i64>,
+    merged: &[(String, String)],
+    keep_commits: bool,
+) -> Result<(), StoreError> {
+    match set {
+        Some(set) => store.end_merge_set(set, merged, !keep_commits),
+        None => merged.iter().try_for_each(|(id, commit)| store.record_merge(id, commit, !keep_commits)),
+    }
 }
 
 /// Runs run `id`'s preset's `teardown` (if it has one) before its worktree

@@ -596,3 +596,124 @@ fn a_teardown_whose_worktree_was_removed_by_hand_runs_nowhere_near_the_checkout(
     let said = env.ok(&["tail", &id]);
     assert!(said.contains("was gone: run in an empty folder"), "{said}");
 }
+
+/// Three runs of `one_file_repo`, each adding a file of its own (`x.txt`,
+/// `y.txt`, `z.txt`).
+fn three_apart(env: &Env) -> [String; 3] {
+    env.command_preset_with("own", &["sh", "-c", "echo mine > \"$CORRAL_TASK.txt\""], "worktree: true\n");
+    let ids = ["x", "y", "z"].map(|task| env.launch("own", task));
+    for id in &ids {
+        env.wait_end(id);
+    }
+    ids
+}
+
+/// A hook of the project's that blocks (its pid in `blocked`) the
+/// `block`-th time it runs, and passes every other.
+fn blocking_hook(env: &Env, name: &str, block: u32) -> std::path::PathBuf {
+    let dir = env.project.parent().unwrap();
+    let (count, blocked) = (dir.join(format!("{name}.count")), dir.join(format!("{name}.blocked")));
+    let hook = env.project.join(".git/hooks").join(name);
+    let script = format!(
+        "#!/bin/sh\nn=$(cat {c} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {c}\n\
+         if [ \"$n\" = {block} ]; then echo $$ > {b}.tmp; mv {b}.tmp {b}; exec sleep 60; fi\n",
+        c = count.display(),
+        b = blocked.display()
+    );
+    std::fs::write(&hook, script).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    blocked
+}
+
+/// `corral merge ids…` killed with SIGKILL once `blocked` says its hook
+/// blocks (the hook ended too).
+fn merge_killed_at(env: &Env, ids: &[String], blocked: &Path) {
+    let mut args = vec!["merge"];
+    args.extend(ids.iter().map(String::as_str));
+    let mut merging = env.command(&args).stdout(std::process::Stdio::null()).spawn().unwrap();
+    assert!(common::eventually(LIMIT, || blocked.exists()), "the hook never ran");
+    merging.kill().unwrap();
+    merging.wait().unwrap();
+    let hook: i32 = std::fs::read_to_string(blocked).unwrap().trim().parse().unwrap();
+    unsafe { libc::kill(hook, libc::SIGKILL) };
+    std::fs::remove_file(blocked).unwrap();
+}
+
+/// A merge of several killed mid-way (a closed terminal, SIGKILL during a
+/// slow hook) after its first run was merged: the next Corral command
+/// takes that merge back, as a refused one would be, and says so in each
+/// run's transcript; nothing is recorded merged, and the set merges whole
+/// afterwards.
+#[test]
+fn a_merge_of_several_killed_mid_way_is_taken_back_by_the_next_command() {
+    let env = one_file_repo();
+    let p = &env.project;
+    let ids = three_apart(&env);
+    let head = git(p, &["rev-parse", "HEAD"]);
+    let blocked = blocking_hook(&env, "pre-commit", 2);
+    merge_killed_at(&env, &ids, &blocked);
+    assert_ne!(git(p, &["rev-parse", "HEAD"]), head, "the first run was merged before the kill");
+    env.ok(&["ls"]);
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), head, "main is where it was");
+    assert!(!p.join("x.txt").exists(), "the first run's file went with its merge");
+    assert_eq!(git(p, &["status", "--porcelain"]).trim(), "", "the checkout is as it was");
+    for id in &ids {
+        assert!(env.show(id)["worktree"]["merged"].is_null(), "{id} recorded merged");
+        assert!(env.ok(&["tail", id]).contains("was cut short (its process ended) part way"), "{id}");
+    }
+    let merged = env.ok(&std::iter::once("merge").chain(ids.iter().map(String::as_str)).collect::<Vec<_>>());
+    assert!(ids.iter().all(|id| merged.contains(&format!("{id}  merged into main"))), "{merged}");
+    for task in ["x", "y", "z"] {
+        assert_eq!(std::fs::read_to_string(p.join(format!("{task}.txt"))).unwrap(), "mine\n");
+    }
+}
+
+/// Killed after its last merge was made, before it was recorded (a slow
+/// post-commit hook): the next command records every run merged; killed
+/// part way with a commit of the user's on top since: what it merged
+/// stays, recorded.
+#[test]
+fn a_merge_killed_after_it_was_made_or_built_on_is_recorded_as_it_stands() {
+    let env = one_file_repo();
+    let ids = three_apart(&env);
+    let blocked = blocking_hook(&env, "post-commit", 3);
+    merge_killed_at(&env, &ids, &blocked);
+    env.ok(&["ls"]);
+    for id in &ids {
+        assert!(!env.show(id)["worktree"]["merged"].is_null(), "{id} not recorded merged");
+    }
+    let again = env.corral(&["merge", &ids[0]]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to merge"), "{again:?}");
+
+    let env = one_file_repo();
+    let p = &env.project;
+    let ids = three_apart(&env);
+    let blocked = blocking_hook(&env, "pre-commit", 2);
+    merge_killed_at(&env, &ids, &blocked);
+    std::fs::write(p.join("yours.txt"), "yours\n").unwrap();
+    git(p, &["add", "yours.txt"]);
+    git(p, &["-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "yours"]);
+    env.ok(&["ls"]);
+    assert!(!env.show(&ids[0])["worktree"]["merged"].is_null(), "the merge under the user's commit stands");
+    assert!(env.show(&ids[1])["worktree"]["merged"].is_null());
+    assert!(p.join("x.txt").exists() && p.join("yours.txt").exists());
+    assert!(env.ok(&["tail", &ids[1]]).contains(&format!("{} stay merged", ids[0])));
+}
+
+/// The same with the agents' commits kept (`--no-squash`), killed in the
+/// last run's post-merge hook: a merge commit is known as the set's by its
+/// second parent, the run's branch, and every run is recorded merged.
+#[test]
+fn a_merge_keeping_commits_killed_after_it_was_made_is_recorded() {
+    let env = one_file_repo();
+    let ids = three_apart(&env);
+    let blocked = blocking_hook(&env, "post-merge", 3);
+    let mut args = vec!["--no-squash".to_string()];
+    args.extend(ids.iter().cloned());
+    merge_killed_at(&env, &args, &blocked);
+    env.ok(&["ls"]);
+    for id in &ids {
+        let run = env.show(id);
+        assert!(!run["worktree"]["merged"].is_null(), "{run:#}");
+    }
+}

@@ -279,6 +279,73 @@ pub fn head_of(repo: &Path) -> Result<String, WorktreeError> {
     Ok(git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string())
 }
 
+/// What of a merge set whose process died is in `branch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InBranch {
+    /// The branch's commit now.
+    pub tip: String,
+    /// The set's runs whose merge the branch holds, each with the commit of
+    /// its own branch that went in.
+    pub merged: Vec<(String, String)>,
+    /// True if the branch holds nothing since `before` but those merges:
+    /// nobody committed on top since, so taking them back loses nothing.
+    pub only_these: bool,
+    /// True if `branch` is the one checked out in `repo`.
+    pub checked_out: bool,
+}
+
+/// Finds which of `runs` (each run and its own branch) a merge set begun
+/// at `before` brought into `branch` of `repo`: a squashed merge by its
+/// message's last line (`Corral run ID`), a merge of the agent's commits
+/// by its second parent (the run's branch). Only the branch's own line of
+/// commits since `before` is read (first parents).
+pub fn in_branch(
+    repo: &Path,
+    branch: &str,
+    before: &str,
+    runs: &[(String, String)],
+) -> Result<InBranch, WorktreeError> {
+    let plain = Env::default();
+    let full = format!("refs/heads/{branch}");
+    let tip = git(repo, &["rev-parse", "--verify", &full], "reading your branch")?.trim().to_string();
+    let head = output(repo, &["symbolic-ref", "-q", "HEAD"], &plain, "reading your branch")?;
+    let checked_out = String::from_utf8_lossy(&head.stdout).trim() == full;
+    let from_before =
+        output(repo, &["merge-base", "--is-ancestor", before, &tip], &plain, "checking")?.status.success();
+    let range = format!("{before}..{tip}");
+    let mut log = vec!["log", "--first-parent", "-z", "--format=%H%x1f%P%x1f%B", "--max-count=1000"];
+    log.push(if from_before { range.as_str() } else { tip.as_str() });
+    let listed = git(repo, &log, "reading your branch")?;
+    let tips: Vec<(&str, Option<String>)> = runs
+        .iter()
+        .map(|(id, own)| {
+            let own = git(repo, &["rev-parse", "--verify", &format!("refs/heads/{own}")], "reading a run's branch");
+            (id.as_str(), own.ok().map(|t| t.trim().to_string()))
+        })
+        .collect();
+    let (mut merged, mut all_ours) = (Vec::new(), true);
+    let mut commits = 0;
+    for record in listed.split('\0').filter(|r| !r.trim().is_empty()) {
+        commits += 1;
+        let mut fields = record.trim_start_matches('\n').splitn(3, '\x1f');
+        let (_, parents, message) = (fields.next(), fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+        let second = parents.split_whitespace().nth(1);
+        let whose = tips.iter().find(|(id, own)| {
+            let trailer = format!("Corral run {id}");
+            message.lines().any(|l| l.trim() == trailer) || (second.is_some() && second == own.as_deref())
+        });
+        match whose {
+            Some((id, Some(own))) if !merged.iter().any(|(m, _): &(String, String)| m == id) => {
+                merged.push((id.to_string(), own.clone()))
+            }
+            Some(_) => {}
+            None => all_ours = false,
+        }
+    }
+    let only_these = from_before && all_ours && commits > 0;
+    Ok(InBranch { tip, merged, only_these, checked_out })
+}
+
 /// Takes back merges made together whose later one was refused: `repo`'s
 /// branch goes from `now` back to `before` (only from `now`), and the
 /// user's index and working tree with it, as a checkout would (files the

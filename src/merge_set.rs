@@ -1,0 +1,93 @@
+//! Merges cut short: a merge of runs whose process died mid-way (a closed
+//! terminal's SIGHUP, SIGTERM, SIGKILL during a slow hook) is finished by
+//! the next heal from its journal (`merge_sets`, begun by `review`), so
+//! the branch and what Corral records agree: a set cut short is taken
+//! back while nothing else was committed on top of it, or else what it
+//! merged is recorded as merged. Never merged and unrecorded.
+
+use std::path::Path;
+
+use crate::adapter::{EventKind, TranscriptEvent};
+use crate::store::{MergeSet, Store, StoreError};
+use crate::worktree::{self, InBranch};
+
+/// How a merge set cut short was finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finished {
+    /// Nothing of it had been made.
+    Nothing,
+    /// All its runs were merged: recorded.
+    Whole,
+    /// Part of it was made and is taken back: the branch is where it was.
+    TakenBack,
+    /// Part of it was made and stands (committed on top since, or it could
+    /// not be taken back): those runs are recorded as merged.
+    Stands(Vec<String>),
+}
+
+/// Finishes every journaled merge whose process is gone; what was
+/// finished, set by set. A set another process finishes meanwhile is left
+/// to it.
+pub fn finish_cut_short(store: &mut Store) -> Result<Vec<(MergeSet, Finished)>, StoreError> {
+    let mut finished = Vec::new();
+    for set in store.merge_sets()? {
+        if set.owner.is_alive() || !store.claim_merge_set(set.id, set.owner)? {
+            continue;
+        }
+        let done = finish(store, &set)?;
+        finished.push((set, done));
+    }
+    Ok(finished)
+}
+
+/// Finishes one set this process holds.
+fn finish(store: &mut Store, set: &MergeSet) -> Result<Finished, StoreError> {
+    let runs: Vec<(String, String)> = set
+        .runs
+        .iter()
+        .filter_map(|id| store.run(id).ok())
+        .filter_map(|run| Some((run.id, run.worktree?.branch)))
+        .collect();
+    let repo = Path::new(&set.repo);
+    let found = match worktree::in_branch(repo, &set.branch, &set.before, &runs) {
+        Ok(found) => found,
+        Err(e) => {
+            // The repository or its branch is gone: nothing to agree with.
+            tracing::warn!("a merge cut short in {} cannot be read: {e}", set.repo);
+            store.end_merge_set(set.id, &[], set.squashed)?;
+            return Ok(Finished::Nothing);
+        }
+    };
+    let InBranch { tip, merged, only_these, checked_out } = found;
+    let (done, record) = if merged.is_empty() {
+        (Finished::Nothing, Vec::new())
+    } else if merged.len() == set.runs.len() {
+        (Finished::Whole, merged)
+    } else if only_these && checked_out && worktree::take_back(repo, &set.before, &tip).is_ok() {
+        (Finished::TakenBack, Vec::new())
+    } else {
+        (Finished::Stands(merged.iter().map(|(id, _)| id.clone()).collect()), merged)
+    };
+    store.end_merge_set(set.id, &record, set.squashed)?;
+    let said = say(set, &done);
+    for id in &set.runs {
+        let next = store.last_event_seq(id)? + 1;
+        store.append_events(id, next, &[TranscriptEvent::text(EventKind::System, said.clone())])?;
+    }
+    Ok(done)
+}
+
+/// What each run's transcript says of it.
+fn say(set: &MergeSet, done: &Finished) -> String {
+    let what = format!("the merge of {} into {} was cut short (its process ended)", set.runs.join(", "), set.branch);
+    match done {
+        Finished::Nothing => format!("{what} before anything was merged: nothing is"),
+        Finished::Whole => format!("{what} after every run was merged: recorded as merged"),
+        Finished::TakenBack => format!("{what} part way: what it merged was taken back, none of them is merged"),
+        Finished::Stands(ids) => format!(
+            "{what} part way: {} stay merged (committed on top since, or they could not be taken back) and are \
+             recorded as merged; merge the others again",
+            ids.join(", ")
+        ),
+    }
+}
