@@ -31,7 +31,12 @@ pub enum Finished {
 pub fn finish_cut_short(store: &mut Store) -> Result<Vec<(MergeSet, Finished)>, StoreError> {
     let mut finished = Vec::new();
     for set in store.merge_sets()? {
-        if set.owner.is_alive() || !store.claim_merge_set(set.id, set.owner)? {
+        if set.owner.is_alive() {
+            continue;
+        }
+        // A git the dead process started may still be at work there (a
+        // merge's hook): the next heal finishes it once git is done.
+        if worktree::git_busy(Path::new(&set.repo)) || !store.claim_merge_set(set.id, set.owner)? {
             continue;
         }
         let done = finish(store, &set)?;

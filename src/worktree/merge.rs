@@ -279,6 +279,13 @@ pub fn head_of(repo: &Path) -> Result<String, WorktreeError> {
     Ok(git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string())
 }
 
+/// True if a git process is writing `repo`'s index now (its lock is held).
+pub fn git_busy(repo: &Path) -> bool {
+    git(repo, &["rev-parse", "--git-path", "index.lock"], "looking for git at work")
+        .map(|lock| repo.join(lock.trim()).exists())
+        .unwrap_or(false)
+}
+
 /// What of a merge set whose process died is in `branch`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InBranch {
