@@ -240,7 +240,7 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
 /// whose agent has no session to go on in (`agent: command`) is only
 /// widened, quietly, for its next launch.
 fn denial_actions(run: &Run) -> Vec<Action> {
-    use crate::sandbox::denial::{Allowance, Denial};
+    use crate::sandbox::denial::{self, Allowance, Denial};
     let id = run.id.as_str();
     let goes_on = run.agent != crate::run::AgentKind::Command;
     // The home `corral allow` and "Allow and continue" judge by.
@@ -254,7 +254,7 @@ fn denial_actions(run: &Run) -> Vec<Action> {
                 // where it leads, never where it seems to be; and never
                 // one `allow` refuses (`/`, a folder holding the home).
                 let path = std::fs::canonicalize(&path).unwrap_or(path);
-                if path.parent().is_none() || home.starts_with(&path) {
+                if path.parent().is_none() || home.starts_with(&path) || denial::is_settings(&path, &home) {
                     continue;
                 }
                 let path = path.to_string_lossy().into_owned();

@@ -32,11 +32,17 @@ impl Denial {
                     "sandbox refused writing {}: to allow it and go on, {}corral allow {run_id} --write {}",
                     path.display(),
                     match make {
-                        Some(Made::Folder) => format!("mkdir {} && ", allowed.display()),
-                        Some(Made::File) => format!("touch {} && ", allowed.display()),
+                        Some(Made::Folder) => format!("mkdir {} && ", quoted(&allowed.to_string_lossy())),
+                        Some(Made::File) => format!("touch {} && ", quoted(&allowed.to_string_lossy())),
                         None => String::new(),
                     },
-                    allowed.display()
+                    quoted(&allowed.to_string_lossy())
+                ),
+                _ if is_settings(path, home) => format!(
+                    "sandbox refused writing {}: a place your shell, desktop or tools read settings or programs \
+                     from, never widened by one click (what the agent printed may be its own words); if you mean \
+                     it, `corral allow {run_id} --write` the exact path yourself",
+                    path.display()
                 ),
                 _ => format!(
                     "sandbox refused writing {}: no folder of it can be allowed (it is /, your home or above it, or \
@@ -47,7 +53,8 @@ impl Denial {
             Denial::Read(path) => format!("sandbox refused reading {} (a denied place)", path.display()),
             Denial::Connect(host) => {
                 format!(
-                    "sandbox refused connecting to {host}: to allow it and go on, corral allow {run_id} --host {host}"
+                    "sandbox refused connecting to {host}: to allow it and go on, corral allow {run_id} --host {}",
+                    quoted(host)
                 )
             }
         }
@@ -62,6 +69,27 @@ impl Denial {
             Denial::Connect(host) => format!("sandbox: connect {host}"),
         }
     }
+}
+
+/// True if `path` is in a hidden entry of the user's home `home` (but its
+/// cache): `~/.bashrc`, `~/.ssh/`, `~/.config/autostart/`, `~/.local/bin/`
+/// are read by the user's shell, desktop and tools, so a write there runs
+/// outside the sandbox later. A refusal is read from what the agent
+/// printed, which the agent chooses: "Allow and continue" never widens a
+/// sandbox there, nor makes a file there.
+pub fn is_settings(path: &Path, home: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let first = path.strip_prefix(home).ok().and_then(|rest| rest.components().next());
+    first.is_some_and(|c| {
+        let name = c.as_os_str().as_bytes();
+        name.starts_with(b".") && name != b".cache"
+    })
+}
+
+/// `word` as one shell word: a path or host is the agent's to choose, and
+/// the command a denial suggests is pasted into the user's shell.
+fn quoted(word: &str) -> String {
+    shlex::try_quote(word).map(|q| q.into_owned()).unwrap_or_else(|_| "'(a name holding a NUL)'".into())
 }
 
 /// Whether an entry of a run's `denied` list is the sandbox's.
@@ -92,9 +120,11 @@ impl Denial {
     /// for a write: see [`Allowance::make`]); a refused host. Never a denied
     /// read (those are the user's secrets: only their sandbox's `read:`
     /// lets one be read), never `/` or a folder holding the user's home
-    /// (`home`), and never a path whose folder does not exist.
+    /// (`home`), never a path whose folder does not exist, and nothing of
+    /// the home's settings ([`is_settings`]).
     pub fn allowance(&self, home: &Path) -> Option<Allowance> {
         match self {
+            Denial::Write(path) | Denial::Mkdir(path) if is_settings(path, home) => None,
             Denial::Write(path) | Denial::Mkdir(path) => {
                 let too_wide = |p: &Path| p.parent().is_none() || home.starts_with(p);
                 let folder = path.parent().filter(|f| f.is_dir() && !too_wide(f));
@@ -187,35 +217,73 @@ pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path, cwd: &Path) -> Vec<De
 /// The path an error line names beside `error` (any case): after it
 /// (`[Errno 30] Read-only file system: '/x'`, zsh's `read-only file
 /// system: x`, Node's `EROFS: read-only file
-/// system, open '/x'`) or the last word before it (`cannot create /x:
-/// Read-only file system`, `touch: cannot touch '/x': …`).
+/// system, open '/x'`) or before it (`cannot create /x:
+/// Read-only file system`, `touch: cannot touch '/x': …`). A quoted path
+/// is taken whole between its quotes, and an unquoted absolute one from
+/// its `/` on: a name with spaces (`/home/u/my notes.txt`) is that name,
+/// never its last word taken as a file of the project.
 fn path_said_with(line: &str, error: &str, cwd: &Path) -> Option<PathBuf> {
     // ASCII lowercase keeps every byte where it was.
     let at = line.to_ascii_lowercase().find(&error.to_ascii_lowercase())?;
     let (before, after) = (&line[..at], &line[at + error.len()..]);
-    // GNU tools in a UTF-8 locale quote with ‘ ’.
-    let unquote = |w: &str| {
-        w.trim_matches(|c: char| matches!(c, '\'' | '"' | '`' | ':' | ',' | '(' | ')' | '‘' | '’')).to_string()
-    };
+    let place = |word: &str| if word.starts_with('/') { PathBuf::from(word) } else { cwd.join(word) };
     // zsh and Python say the path, as given, right after a colon:
     // `read-only file system: reviewed.txt`, `…: 'out/rel.txt'`.
-    if let Some(word) = after.strip_prefix(':').and_then(|rest| rest.split_whitespace().next()).map(unquote) {
-        if !word.is_empty() {
-            return Some(cwd.join(word));
+    if let Some(rest) = after.strip_prefix(':').map(str::trim) {
+        let word = match first_quoted(rest) {
+            Some(quoted) => Some(quoted),
+            None => rest.split_whitespace().next().map(|w| w.trim_matches(|c| matches!(c, ',' | ')' | '('))),
+        };
+        if let Some(word) = word.filter(|w| !w.is_empty()) {
+            return Some(place(word));
         }
     }
-    let after = after.split_whitespace().map(unquote).find(|w| w.starts_with('/'));
-    if let Some(path) = after {
-        return Some(PathBuf::from(path));
+    // Node: `…, open '/x'`.
+    if let Some(quoted) = first_quoted(after).filter(|q| q.starts_with('/')) {
+        return Some(PathBuf::from(quoted));
     }
-    // The word before: `cannot create X:`, `bash: line 1: X:`.
-    let word = before.trim_end().strip_suffix(':')?.split_whitespace().last().map(unquote)?;
+    if let Some(word) = after.split_whitespace().find(|w| w.starts_with('/')) {
+        return Some(PathBuf::from(word.trim_end_matches([',', ')'])));
+    }
+    // Before it: `cannot create X:`, `bash: line 1: X:`, `cannot touch 'X':`.
+    let said = before.trim_end().strip_suffix(':')?.trim_end();
+    if let Some(quoted) = last_quoted(said) {
+        return (!quoted.is_empty()).then(|| place(quoted));
+    }
+    if let Some(at) = said.find(" /") {
+        return Some(PathBuf::from(&said[at + 1..]));
+    }
+    if said.starts_with('/') && !said.contains(": ") {
+        return Some(PathBuf::from(said));
+    }
+    let word = said.split_whitespace().last()?;
     let looks_like_a_path = !word.is_empty() && !word.ends_with(':') && word != "1" && !word.contains('=');
-    match word.starts_with('/') {
-        true => Some(PathBuf::from(word)),
-        false if looks_like_a_path && word.chars().any(|c| c == '.' || c == '/') => Some(cwd.join(word)),
-        false => None,
+    (looks_like_a_path && word.chars().any(|c| c == '.' || c == '/')).then(|| cwd.join(word))
+}
+
+/// The quote marks tools put around a path, opening and closing (GNU
+/// tools in a UTF-8 locale quote with ‘ ’).
+const QUOTES: [(char, char); 4] = [('\'', '\''), ('"', '"'), ('`', '\''), ('‘', '’')];
+
+/// What `text` holds between its first quote mark and that quote's close.
+fn first_quoted(text: &str) -> Option<&str> {
+    let (at, open) = text.char_indices().find(|(_, c)| QUOTES.iter().any(|(o, _)| o == c))?;
+    let close = QUOTES.iter().find(|(o, _)| *o == open)?.1;
+    let inner = &text[at + open.len_utf8()..];
+    inner.find(close).map(|end| &inner[..end])
+}
+
+/// What `text`, ending with a closing quote mark, holds inside that quote.
+fn last_quoted(text: &str) -> Option<&str> {
+    let close = text.chars().last()?;
+    let inner = &text[..text.len() - close.len_utf8()];
+    let opens: Vec<char> = QUOTES.iter().filter(|(_, c)| *c == close).map(|(o, _)| *o).collect();
+    if opens.is_empty() {
+        return None;
     }
+    let at = inner.rfind(|c| opens.contains(&c))?;
+    let open_len = inner[at..].chars().next()?.len_utf8();
+    Some(&inner[at + open_len..])
 }
 
 /// The host a connection error names: curl's, Node's and Python's words
@@ -303,6 +371,65 @@ mod tests {
                 Denial::Write("/w/out/rel.txt".into()),
             ]
         );
+    }
+
+    /// A name with spaces is that name, whoever quotes it how; never its
+    /// last word taken as a file of the project (whose folder, the whole
+    /// project, "allow" would then widen a sandbox by).
+    #[test]
+    fn a_path_with_spaces_is_read_whole() {
+        let home = Path::new("/home/u");
+        let said = "sh: 1: cannot create /home/u/my notes.txt: Read-only file system\n\
+                    touch: cannot touch '/home/u/a b': Read-only file system\n\
+                    mkdir: cannot create directory ‘/home/u/c d’: Read-only file system\n\
+                    OSError: [Errno 30] Read-only file system: '/home/u/e f'\n\
+                    EROFS: read-only file system, open '/home/u/g h'\n\
+                    /bin/bash: line 1: /home/u/i j: Read-only file system\n";
+        assert_eq!(
+            in_text(said, &builder(), home, Path::new("/w")),
+            [
+                Denial::Write("/home/u/my notes.txt".into()),
+                Denial::Write("/home/u/a b".into()),
+                Denial::Mkdir("/home/u/c d".into()),
+                Denial::Write("/home/u/e f".into()),
+                Denial::Write("/home/u/g h".into()),
+                Denial::Write("/home/u/i j".into()),
+            ]
+        );
+    }
+
+    /// The command a denial suggests is pasted into a shell: a name the
+    /// agent chose is one quoted word there, whatever it holds.
+    #[test]
+    fn the_suggested_command_quotes_what_the_agent_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let evil = home.join("notes;touch${IFS}PWNED;#");
+        let said = Denial::Write(evil.clone()).describe("r1", home);
+        let quoted = shlex::try_quote(&evil.to_string_lossy()).unwrap().into_owned();
+        assert!(said.contains(&format!("touch {quoted} && corral allow r1 --write {quoted}")), "{said}");
+        assert_eq!(shlex::split(said.split("go on, ").nth(1).unwrap()).unwrap()[1], evil.to_string_lossy());
+        let host = Denial::Connect("a.b;reboot".into()).describe("r1", home);
+        assert!(host.ends_with("--host 'a.b;reboot'"), "{host}");
+    }
+
+    /// What the shell, the desktop and tools read from the home is never
+    /// made or widened by one click, whatever the agent printed; its cache
+    /// is.
+    #[test]
+    fn the_homes_settings_are_never_widened_by_a_click() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        for made in [".ssh", ".config/autostart", ".cache/pip"] {
+            std::fs::create_dir_all(home.join(made)).unwrap();
+        }
+        for path in [".bash_profile", ".ssh/authorized_keys", ".config/autostart/x.desktop", ".local/bin/git"] {
+            let denial = Denial::Write(home.join(path));
+            assert_eq!(denial.allowance(home), None, "{path}");
+            assert!(denial.describe("r1", home).contains("never widened by one click"), "{path}");
+        }
+        let cache = Denial::Write(home.join(".cache/pip/wheel"));
+        assert_eq!(cache.allowance(home), Some(Allowance::Write { path: home.join(".cache/pip"), make: None }));
     }
 
     /// GNU tools in a UTF-8 locale quote a path with ‘ ’.

@@ -85,10 +85,14 @@ pub fn run(
         // changed (a busy store's every commit is no reason to look), or
         // the presets' files are due a look (they are not in the store).
         let looked = std::time::Instant::now();
+        // The presets' files are looked at by the clock (a watcher at rest
+        // heals by none).
+        let presets_at = looked + PRESETS_EVERY;
+        let until = Some(until.map_or(presets_at, |u| u.min(presets_at)));
         loop {
             let healed = watcher.heal_if_due(store, shepherd)?;
             if !healed && !watcher.changed_before(store, until)? {
-                break; // the next slot is due
+                break; // the next slot, or the presets' look, is due
             }
             let changed = healed || store.status_version()? != seen;
             if changed || due.is_some_and(|at| super::now() >= at) || looked.elapsed() >= PRESETS_EVERY {

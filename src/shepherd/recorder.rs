@@ -39,8 +39,12 @@ pub(super) struct Recorder {
     committed: bool,
     /// What the run used before this shepherd (a run reopened by a reply).
     used_before: Resources,
-    /// When the run's resource use was last recorded.
+    /// When the run's resource use was last measured.
     measured_at: Instant,
+    /// What was last recorded of it: the same figures are not written
+    /// again (a paused run's frozen processes use nothing, and a commit
+    /// wakes every window, tray and `corral top` watching the store).
+    recorded: Option<Resources>,
 }
 
 impl Recorder {
@@ -64,6 +68,7 @@ impl Recorder {
             committed: false,
             used_before,
             measured_at: Instant::now(),
+            recorded: None,
         })
     }
 
@@ -170,10 +175,16 @@ impl Recorder {
     }
 
     /// Records what the run's processes used so far (live figures for
-    /// `show` and the window).
+    /// `show` and the window), if it changed.
     pub fn measure(&mut self, store: &mut Store, run_id: &str, cleanup: &Cleanup) -> Result<(), StoreError> {
         self.measured_at = Instant::now();
-        store.record_resources(run_id, &self.used(cleanup))
+        let used = self.used(cleanup);
+        if self.recorded == Some(used) {
+            return Ok(());
+        }
+        store.record_resources(run_id, &used)?;
+        self.recorded = Some(used);
+        Ok(())
     }
 
     /// What the run's processes used, over every shepherd's life.

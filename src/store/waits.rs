@@ -152,15 +152,17 @@ fn delete_wait(tx: &rusqlite::Transaction<'_>, wait: WaitId) -> rusqlite::Result
 impl Store {
     /// The processes whose death leaves the store untrue until it is healed:
     /// the shepherds of active runs, whoever promoted a run whose shepherd
-    /// has not claimed it yet, and the processes blocked in a wait. A
-    /// follower is told of their exits (pidfds) instead of looking for them.
+    /// has not claimed it yet, the processes blocked in a wait, and those
+    /// making a merge (`merge_set`). A follower is told of their exits
+    /// (pidfds) instead of looking for them.
     pub fn processes_to_follow(&self) -> Result<Vec<ProcessId>, StoreError> {
         let active = RunStatus::sql_list(RunStatus::ACTIVE);
         let sql = format!(
             "SELECT shepherd_pid, shepherd_start FROM runs WHERE status IN {active} AND shepherd_pid IS NOT NULL
              UNION SELECT promoter_pid, promoter_start FROM runs
                WHERE status IN {active} AND shepherd_pid IS NULL AND promoter_pid IS NOT NULL
-             UNION SELECT pid, start FROM waits"
+             UNION SELECT pid, start FROM waits
+             UNION SELECT pid, pid_start FROM merge_sets"
         );
         let mut stmt = self.conn().prepare_cached(&sql).doing("finding the processes to follow")?;
         let rows = stmt
@@ -173,5 +175,18 @@ impl Store {
             }
         }
         Ok(processes)
+    }
+
+    /// True if anything in the store could become untrue without a commit:
+    /// a run not ended (its shepherd may die, a queued one awaits a slot)
+    /// or a merge being made. When nothing is, a watcher needs no heal by
+    /// time: it sleeps until something commits.
+    pub fn anything_at_work(&self) -> Result<bool, StoreError> {
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE status IN {}) OR EXISTS (SELECT 1 FROM merge_sets)",
+            RunStatus::sql_list(RunStatus::ACTIVE)
+        );
+        let mut stmt = self.conn().prepare_cached(&sql).doing("looking for work going on")?;
+        stmt.query_row([], |r| r.get(0)).doing("looking for work going on")
     }
 }

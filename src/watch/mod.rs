@@ -10,8 +10,9 @@
 //! data_version` on their own connection says whether another connection
 //! committed. A process that sleeps on a store where nothing happens makes
 //! no wakeups.
-//! Healing stays, as a safety net every [`HEAL_EVERY`], and at once when a
-//! followed process dies.
+//! Healing stays, as a safety net every [`HEAL_EVERY`] while anything is
+//! at work (a run not ended, a merge being made; none when nothing is: no
+//! wakeups at all), and at once when a followed process dies.
 //!
 //! The desktop processes (the tray, the window) follow the store with a
 //! [`Follower`] (in `follower`): it heals as every waiting process must,
@@ -55,6 +56,9 @@ pub struct Watcher {
     told: Told,
     /// Exits to be told of.
     followed: Vec<PidFd>,
+    /// Nothing is at work in the store (no run not ended, no merge being
+    /// made: see `Store::anything_at_work`), as of the last look.
+    at_rest: bool,
     /// The kernel cannot tell of exits here (no pidfds): heal often.
     untold: bool,
     /// A followed process exited since the last heal.
@@ -125,6 +129,7 @@ impl Watcher {
             last: store.data_version()?,
             told,
             followed: Vec::new(),
+            at_rest: false,
             untold: false,
             died: false,
             healed_at: None,
@@ -198,6 +203,12 @@ impl Watcher {
         self.healed_at = Some(Instant::now());
     }
 
+    /// When the next heal by time is due: never while the store is at
+    /// rest (nothing can turn untrue unseen: every change commits).
+    fn heal_at(&self) -> Option<Instant> {
+        self.healed_at.filter(|_| !self.at_rest).map(|at| at + self.heal_every())
+    }
+
     fn heal_every(&self) -> Duration {
         if self.untold {
             HEAL_EVERY_UNTOLD
@@ -232,7 +243,7 @@ impl Watcher {
             if self.died {
                 return Ok(Wake::Changed);
             }
-            let heal_at = self.healed_at.map(|at| at + self.heal_every());
+            let heal_at = self.heal_at();
             let wake_at = [deadline, heal_at].into_iter().flatten().min();
             let mut timeout = match wake_at {
                 Some(at) => match at.checked_duration_since(Instant::now()) {
@@ -326,6 +337,7 @@ impl Watcher {
             return Ok(());
         }
         let wanted = store.processes_to_follow()?;
+        self.at_rest = wanted.is_empty() && !store.anything_at_work()?;
         self.followed.retain(|f| wanted.contains(&f.process));
         for process in wanted {
             if self.followed.iter().any(|f| f.process == process) {
@@ -351,6 +363,46 @@ impl Watcher {
 mod tests {
     use super::*;
     use crate::home::Home;
+
+    /// With nothing at work a watcher heals by no clock (it sleeps until a
+    /// commit, making no wakeups); once a run is not ended, or a merge is
+    /// being made, its safety net is back.
+    #[test]
+    fn a_store_at_rest_is_healed_by_no_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        let mut store = Store::open(&home).unwrap();
+        let mut watcher = Watcher::new(&store).unwrap();
+        watcher.healed_now();
+        assert_eq!(watcher.heal_at(), None, "healed by time with nothing at work");
+        let text = "---\nname: w\ndescription: d\nagent: command\ncommand: [true]\n---\n";
+        let preset = crate::preset::parse_preset(text, "w.md", crate::preset::PresetSource::Global).unwrap();
+        let new = crate::store::NewRun {
+            preset: &preset,
+            task: "t",
+            cwd: "/",
+            model: None,
+            parent_id: None,
+            worktree: None,
+            budget: None,
+            fire: None,
+            request: None,
+            ports: None,
+        };
+        store.insert_run(&new, 1_000_000, |_| Ok(())).unwrap();
+        watcher.follow(&store).unwrap();
+        assert!(watcher.heal_at().is_some(), "a run not ended, and no heal by time");
+        let runs = ["r".to_string()];
+        let set = crate::store::NewMergeSet { repo: "/", branch: "main", before: "0", squashed: true, runs: &runs };
+        let mut other = Store::open(&home).unwrap();
+        other.write("ending the run", |tx| tx.execute("UPDATE runs SET status = 'completed'", [])).unwrap();
+        watcher.follow(&store).unwrap();
+        assert_eq!(watcher.heal_at(), None);
+        let id = other.begin_merge_set(&set).unwrap();
+        watcher.follow(&store).unwrap();
+        assert!(watcher.heal_at().is_some(), "a merge being made, and no heal by time");
+        other.end_merge_set(id, &[], true).unwrap();
+    }
 
     /// A single small commit by another connection: its WAL write comes
     /// just before the WAL index shows it, and the wait must not miss it
