@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::adapter::{EventKind, TranscriptEvent};
 use crate::store::{MergeSet, Store, StoreError};
-use crate::worktree::{self, InBranch};
+use crate::worktree::{self, InBranch, SetRun};
 
 /// How a merge set cut short was finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,9 +34,11 @@ pub fn finish_cut_short(store: &mut Store) -> Result<Vec<(MergeSet, Finished)>, 
         if set.owner.is_alive() {
             continue;
         }
-        // A git the dead process started may still be at work there (a
-        // merge's hook): the next heal finishes it once git is done.
-        if worktree::git_busy(Path::new(&set.repo)) || !store.claim_merge_set(set.id, set.owner)? {
+        // A git at work there (the user's), or a branch that cannot be
+        // read for now (renamed, git failing): a later heal finishes it.
+        let repo = Path::new(&set.repo);
+        let unready = repo.is_dir() && (worktree::git_busy(repo) || worktree::branch_tip(repo, &set.branch).is_err());
+        if unready || !store.claim_merge_set(set.id, set.owner)? {
             continue;
         }
         let done = finish(store, &set)?;
@@ -47,19 +49,40 @@ pub fn finish_cut_short(store: &mut Store) -> Result<Vec<(MergeSet, Finished)>, 
 
 /// Finishes one set this process holds.
 fn finish(store: &mut Store, set: &MergeSet) -> Result<Finished, StoreError> {
-    let runs: Vec<(String, String)> = set
+    let runs: Vec<SetRun> = set
         .runs
         .iter()
         .filter_map(|id| store.run(id).ok())
-        .filter_map(|run| Some((run.id, run.worktree?.branch)))
+        .filter_map(|run| {
+            let commit = set.made.get(&run.id).cloned();
+            Some(SetRun { branch: run.worktree?.branch, id: run.id, commit })
+        })
         .collect();
     let repo = Path::new(&set.repo);
+    if !repo.is_dir() {
+        // The repository is gone (moved or deleted): nothing to agree with.
+        let said = format!(
+            "the merge of {} into {} was cut short (its process ended), and {} is gone: what it merged, if \
+             anything, is not recorded; `corral diff` says what is left",
+            set.runs.join(", "),
+            set.branch,
+            set.repo
+        );
+        store.end_merge_set(set.id, &[], set.squashed)?;
+        tell(store, set, &said)?;
+        return Ok(Finished::Nothing);
+    }
+    // A merge of the agents' commits git left unfinished when it ended
+    // with the merging process (`git merge` stopped in a hook): undone, as
+    // the refused merge it is.
+    worktree::undo_unfinished_merge(repo, &runs);
     let found = match worktree::in_branch(repo, &set.branch, &set.before, &runs) {
         Ok(found) => found,
         Err(e) => {
-            // The repository or its branch is gone: nothing to agree with.
-            tracing::warn!("a merge cut short in {} cannot be read: {e}", set.repo);
-            store.end_merge_set(set.id, &[], set.squashed)?;
+            // Unreadable for now (a branch renamed, git failing): left to
+            // a later heal, never dropped.
+            tracing::warn!("a merge cut short in {} cannot be read yet: {e}", set.repo);
+            store.release_merge_set(set.id, set.owner)?;
             return Ok(Finished::Nothing);
         }
     };
@@ -74,12 +97,20 @@ fn finish(store: &mut Store, set: &MergeSet) -> Result<Finished, StoreError> {
         (Finished::Stands(merged.iter().map(|(id, _)| id.clone()).collect()), merged)
     };
     store.end_merge_set(set.id, &record, set.squashed)?;
-    let said = say(set, &done);
-    for id in &set.runs {
-        let next = store.last_event_seq(id)? + 1;
-        store.append_events(id, next, &[TranscriptEvent::text(EventKind::System, said.clone())])?;
-    }
+    tell(store, set, &say(set, &done))?;
     Ok(done)
+}
+
+/// Says `said` in the transcript of each run of `set`.
+fn tell(store: &mut Store, set: &MergeSet, said: &str) -> Result<(), StoreError> {
+    for id in &set.runs {
+        if store.run(id).is_err() {
+            continue; // removed meanwhile
+        }
+        let next = store.last_event_seq(id)? + 1;
+        store.append_events(id, next, &[TranscriptEvent::text(EventKind::System, said.to_string())])?;
+    }
+    Ok(())
 }
 
 /// What each run's transcript says of it.

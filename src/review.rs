@@ -115,7 +115,12 @@ pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, 
 }
 
 /// Makes the merge of [`merge`] without recording it with the run.
-fn merge_unrecorded(store: &mut Store, id: &str, keep_commits: bool) -> Result<(Merged, worktree::Made), ReviewError> {
+fn merge_unrecorded(
+    store: &mut Store,
+    id: &str,
+    keep_commits: bool,
+    set: Option<i64>,
+) -> Result<(Merged, worktree::Made), ReviewError> {
     if let Some(caller) = crate::caller::sandboxed_caller(store, &crate::config::Config::load(store.home())?)? {
         return Err(ReviewError::Sandboxed(caller));
     }
@@ -134,7 +139,13 @@ fn merge_unrecorded(store: &mut Store, id: &str, keep_commits: bool) -> Result<(
     } else {
         let task_line = run.task.lines().next().unwrap_or_default();
         let message = format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id);
-        worktree::merge_squashed(Path::new(&repo), &branch, worktree, &run.id, &message)?
+        let squashed = worktree::prepare_squashed(Path::new(&repo), &branch, worktree, &run.id, &message)?;
+        // Journaled before the branch moves: the commit is the set's by
+        // its hash, if this process dies before it is recorded.
+        if let Some(set) = set {
+            store.note_merge_commit(set, &run.id, &squashed.commit)?;
+        }
+        squashed.land(Path::new(&repo))?
     };
     Ok((Merged { id: run.id, branch, commit: made.commit.clone() }, made))
 }
@@ -301,7 +312,7 @@ fn merge_in_order(store: &mut Store, runs: &[Run], keep_commits: bool) -> Result
     };
     let mut made: Vec<(Merged, worktree::Made)> = Vec::new();
     for run in runs {
-        match merge_unrecorded(store, &run.id, keep_commits) {
+        match merge_unrecorded(store, &run.id, keep_commits, set) {
             Ok(one) => made.push(one),
             Err(e) if made.is_empty() => {
                 close_merge_set(store, set, &[], keep_commits)?;

@@ -717,3 +717,58 @@ fn a_merge_keeping_commits_killed_after_it_was_made_is_recorded() {
         assert!(!run["worktree"]["merged"].is_null(), "{run:#}");
     }
 }
+
+/// What the user commits is never taken for the set's, whatever its
+/// message says: a commit of theirs carrying a run's `Corral run ID` line,
+/// or their amend of a merge the set made, stays with its files.
+#[test]
+fn a_commit_of_the_users_is_never_taken_back_for_a_merge_cut_short() {
+    let env = one_file_repo();
+    let p = &env.project;
+    let ids = three_apart(&env);
+    let blocked = blocking_hook(&env, "pre-commit", 1);
+    merge_killed_at(&env, &ids, &blocked);
+    std::fs::write(p.join("mine.txt"), "precious\n").unwrap();
+    git(p, &["add", "mine.txt"]);
+    let message = format!("fix\n\nCorral run {}", ids[0]);
+    git(p, &["-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", &message]);
+    let head = git(p, &["rev-parse", "HEAD"]);
+    env.ok(&["ls"]);
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), head, "the user's commit was taken back");
+    assert_eq!(std::fs::read_to_string(p.join("mine.txt")).unwrap(), "precious\n");
+    assert!(env.show(&ids[0])["worktree"]["merged"].is_null());
+
+    // Killed after the first merge; the user amends it before the heal.
+    let blocked = blocking_hook(&env, "pre-commit", 3);
+    merge_killed_at(&env, &ids, &blocked);
+    std::fs::write(p.join("mine2.txt"), "precious too\n").unwrap();
+    git(p, &["add", "mine2.txt"]);
+    git(p, &["-c", "core.hooksPath=/dev/null", "commit", "-q", "--amend", "--no-edit"]);
+    let head = git(p, &["rev-parse", "HEAD"]);
+    env.ok(&["ls"]);
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), head, "the user's amend was taken back");
+    assert!(p.join("mine2.txt").exists() && p.join("x.txt").exists());
+}
+
+/// `--no-squash` killed while git's `pre-merge-commit` hook runs: git
+/// ends with it, and the next command undoes the merge git left in
+/// progress, so nothing is staged, nothing lands later, nothing recorded.
+#[test]
+fn a_merge_keeping_commits_killed_in_its_hook_leaves_nothing_in_progress() {
+    let env = one_file_repo();
+    let p = &env.project;
+    let ids = three_apart(&env);
+    let head = git(p, &["rev-parse", "HEAD"]);
+    let blocked = blocking_hook(&env, "pre-merge-commit", 1);
+    let mut args = vec!["--no-squash".to_string()];
+    args.extend(ids.iter().cloned());
+    merge_killed_at(&env, &args, &blocked);
+    env.ok(&["ls"]);
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), head, "main is where it was");
+    assert_eq!(git(p, &["status", "--porcelain"]).trim(), "", "nothing left staged or in progress");
+    for id in &ids {
+        assert!(env.show(id)["worktree"]["merged"].is_null());
+    }
+    let merged = env.ok(&std::iter::once("merge").chain(ids.iter().map(String::as_str)).collect::<Vec<_>>());
+    assert!(merged.contains("merged into main"), "{merged}");
+}

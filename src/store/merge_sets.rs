@@ -24,6 +24,8 @@ pub struct MergeSet {
     pub squashed: bool,
     /// The runs, in merge order.
     pub runs: Vec<String>,
+    /// The commit each squashed merge was about to put on the branch.
+    pub made: std::collections::BTreeMap<String, String>,
     /// The process making it, or healing it.
     pub owner: ProcessId,
 }
@@ -86,13 +88,14 @@ impl Store {
         let mut stmt = self
             .conn()
             .prepare_cached(
-                "SELECT id, repo, branch, before, squashed, runs, pid, pid_start FROM merge_sets ORDER BY id",
+                "SELECT id, repo, branch, before, squashed, runs, pid, pid_start, made FROM merge_sets ORDER BY id",
             )
             .doing("reading the merges being made")?;
         let rows = stmt
             .query_map([], |r| {
                 let runs: String = r.get(5)?;
                 let (pid, start): (i32, Option<i64>) = (r.get(6)?, r.get(7)?);
+                let made: String = r.get(8)?;
                 Ok(MergeSet {
                     id: r.get(0)?,
                     repo: r.get(1)?,
@@ -100,11 +103,37 @@ impl Store {
                     before: r.get(3)?,
                     squashed: r.get(4)?,
                     runs: serde_json::from_str(&runs).unwrap_or_default(),
+                    made: serde_json::from_str(&made).unwrap_or_default(),
                     owner: ProcessId { pid, start: start.unwrap_or(0) as u64 },
                 })
             })
             .doing("reading the merges being made")?;
         rows.collect::<Result<_, _>>().doing("reading the merges being made")
+    }
+
+    /// Notes that run `run` of merge set `id` is about to put `commit` on
+    /// the branch: written before the branch moves.
+    pub fn note_merge_commit(&mut self, id: i64, run: &str, commit: &str) -> Result<(), StoreError> {
+        self.write("journaling a merge", |tx| {
+            let made: String = tx.query_row("SELECT made FROM merge_sets WHERE id = ?1", [id], |r| r.get(0))?;
+            let mut made: std::collections::BTreeMap<String, String> = serde_json::from_str(&made).unwrap_or_default();
+            made.insert(run.to_string(), commit.to_string());
+            let made = serde_json::to_string(&made).unwrap_or_else(|_| "{}".into());
+            tx.execute("UPDATE merge_sets SET made = ?2 WHERE id = ?1", params![id, made])
+        })
+        .map(drop)
+    }
+
+    /// Gives merge set `id` back to `was` (its process, gone): another
+    /// heal tries it again.
+    pub fn release_merge_set(&mut self, id: i64, was: ProcessId) -> Result<(), StoreError> {
+        self.write("leaving a merge left half made", |tx| {
+            tx.execute(
+                "UPDATE merge_sets SET pid = ?2, pid_start = ?3 WHERE id = ?1",
+                params![id, was.pid, was.start as i64],
+            )
+        })
+        .map(drop)
     }
 
     /// Takes merge set `id` over from `was` (a process found gone) for this

@@ -93,6 +93,10 @@ pub(super) fn output(dir: &Path, args: &[&str], env: &Env<'_>, doing: &'static s
         // What a sandboxed agent committed is in the worktree's own store.
         command.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", super::agent_objects(&linked.own));
     }
+    // A git left running after Corral died (a merge whose process was
+    // killed during a hook) would finish a merge no journal knows of:
+    // it ends with its caller (SIGTERM: git takes its locks away).
+    crate::process::die_with_parent(&mut command);
     command.output().map_err(|source| WorktreeError::NoGit { doing, source })
 }
 

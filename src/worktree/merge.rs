@@ -77,15 +77,30 @@ fn commit_run_branch(
     Ok(commit)
 }
 
-/// Brings the run's work not merged yet into `branch` of the user's
-/// repository `repo` as one commit with `message` (see the module).
-pub fn merge_squashed(
+/// A squashed merge written and judged by the hooks, the user's branch not
+/// moved yet: its commit can be journaled before it lands.
+#[derive(Debug)]
+pub struct Squashed {
+    /// The commit that will be the branch's.
+    pub commit: String,
+    /// The run's branch as merged.
+    pub merged: String,
+    head: String,
+    merged_tree: String,
+    branch: String,
+    run_branch: String,
+}
+
+/// Prepares the run's work not merged yet as one commit with `message` on
+/// `branch` of the user's repository `repo` (see the module), judged by
+/// its hooks; [`Squashed::land`] moves the branch and files to it.
+pub fn prepare_squashed(
     repo: &Path,
     branch: &str,
     worktree: &Worktree,
     run_id: &str,
     message: &str,
-) -> Result<Made, WorktreeError> {
+) -> Result<Squashed, WorktreeError> {
     require_branch(repo, branch)?;
     require_quiet(repo)?;
     let path = Path::new(&worktree.path);
@@ -182,23 +197,44 @@ pub fn merge_squashed(
     let mut args = committer(repo)?.to_vec();
     args.extend(["commit-tree", &merged_tree, "-p", &head, "-F", &message_path]);
     let commit = git(repo, &args, "committing the run's changes")?.trim().to_string();
+    Ok(Squashed { commit, merged, head, merged_tree, branch: branch.to_string(), run_branch: worktree.branch.clone() })
+}
 
+impl Squashed {
+    /// Moves `repo`'s branch to the merge, and the user's files with it.
+    pub fn land(self, repo: &Path) -> Result<Made, WorktreeError> {
+        let Squashed { commit, merged, head, merged_tree, branch, run_branch } = self;
+        land(repo, &branch, &run_branch, &head, &merged_tree, &commit)?;
+        Ok(Made { commit, merged })
+    }
+}
+
+/// Moves `repo`'s `branch` from `head` to `commit` (holding `merged_tree`,
+/// the merge of `run_branch`), and the user's files with it.
+fn land(
+    repo: &Path,
+    branch: &str,
+    run_branch: &str,
+    head: &str,
+    merged_tree: &str,
+    commit: &str,
+) -> Result<(), WorktreeError> {
     // The branch, moved only from the commit it was on; then your index and
     // working tree, as a checkout would move them (files the merge does not
     // touch, staged or not, stay), all or nothing: if they cannot move, the
     // branch goes back, and nothing was changed.
-    let reflog = format!("corral: merge {}", worktree.branch);
+    let reflog = format!("corral: merge {run_branch}");
     let plain = Env::default();
-    let moved = output(repo, &["update-ref", "-m", &reflog, "HEAD", &commit, &head], &plain, "moving your branch")?;
+    let moved = output(repo, &["update-ref", "-m", &reflog, "HEAD", commit, head], &plain, "moving your branch")?;
     if !moved.status.success() {
         return Err(WorktreeError::WouldConflict(format!(
             "cannot move {branch} to the merge ({}); nothing was changed. Merge again",
             stderr_of(&moved)
         )));
     }
-    let files = output(repo, &["read-tree", "-m", "-u", &head, &merged_tree], &plain, "updating your files")?;
+    let files = output(repo, &["read-tree", "-m", "-u", head, merged_tree], &plain, "updating your files")?;
     if !files.status.success() {
-        let back = output(repo, &["update-ref", "-m", "corral: merge undone", "HEAD", &head, &commit], &plain, "undo")?;
+        let back = output(repo, &["update-ref", "-m", "corral: merge undone", "HEAD", head, commit], &plain, "undo")?;
         let state = if back.status.success() {
             "nothing was changed".to_string()
         } else {
@@ -215,7 +251,7 @@ pub fn merge_squashed(
         )));
     }
     let _ = run_hook(repo, "post-commit", &[], &Env::default());
-    Ok(Made { commit, merged })
+    Ok(())
 }
 
 /// Brings the run's branch into `branch` of `repo` with a merge commit,
@@ -274,6 +310,12 @@ pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &st
     Ok(Made { commit, merged })
 }
 
+/// The commit `branch` of `repo` is on.
+pub fn branch_tip(repo: &Path, branch: &str) -> Result<String, WorktreeError> {
+    let full = format!("refs/heads/{branch}");
+    Ok(git(repo, &["rev-parse", "--verify", &full], "reading your branch")?.trim().to_string())
+}
+
 /// The commit `repo`'s HEAD is on: where merges made together start.
 pub fn head_of(repo: &Path) -> Result<String, WorktreeError> {
     Ok(git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string())
@@ -301,55 +343,101 @@ pub struct InBranch {
     pub checked_out: bool,
 }
 
-/// Finds which of `runs` (each run and its own branch) a merge set begun
-/// at `before` brought into `branch` of `repo`: a squashed merge by its
-/// message's last line (`Corral run ID`), a merge of the agent's commits
-/// by its second parent (the run's branch). Only the branch's own line of
-/// commits since `before` is read (first parents).
-pub fn in_branch(
-    repo: &Path,
-    branch: &str,
-    before: &str,
-    runs: &[(String, String)],
-) -> Result<InBranch, WorktreeError> {
+/// Undoes a `git merge` of one of `runs`' branches that git left unfinished
+/// in `repo` when it ended with the merging process: in progress (its
+/// `MERGE_HEAD`: a refusing hook), or its result staged and never
+/// committed (killed in `pre-merge-commit`). `git merge` starts only from
+/// an index that is HEAD's, so an index that is exactly HEAD merged with a
+/// run's branch is that merge's: it goes back to HEAD, files with it (the
+/// user's changes to other files stay).
+pub fn undo_unfinished_merge(repo: &Path, runs: &[SetRun]) {
+    let plain = Env::default();
+    let tips: Vec<String> = runs.iter().filter_map(|run| branch_tip(repo, &run.branch).ok()).collect();
+    if let Ok(at) = git(repo, &["rev-parse", "--git-path", "MERGE_HEAD"], "looking for a merge") {
+        if let Ok(merging) = std::fs::read_to_string(repo.join(at.trim())) {
+            if merging.lines().any(|m| tips.iter().any(|t| t == m.trim())) {
+                let _ = output(repo, &["merge", "--abort"], &plain, "undoing the merge");
+            }
+            return;
+        }
+    }
+    let (Ok(staged), Ok(head)) = (
+        git(repo, &["write-tree"], "reading your index"),
+        git(repo, &["rev-parse", "HEAD^{tree}"], "reading your branch"),
+    ) else {
+        return;
+    };
+    let (staged, head) = (staged.trim(), head.trim());
+    if staged == head {
+        return;
+    }
+    for tip in &tips {
+        let Ok(merged) = git(repo, &["merge-tree", "--write-tree", "HEAD", tip], "trying the merge") else { continue };
+        if merged.lines().next().map(str::trim) == Some(staged) {
+            let _ = output(repo, &["read-tree", "-m", "-u", staged, head], &plain, "undoing the merge");
+            return;
+        }
+    }
+}
+
+/// A run of a merge set, as the journal knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetRun {
+    /// The run.
+    pub id: String,
+    /// Its own branch.
+    pub branch: String,
+    /// The commit its squashed merge was about to put on the user's branch.
+    pub commit: Option<String>,
+}
+
+/// Finds which of `runs` a merge set begun at `before` brought into
+/// `branch` of `repo`: a squashed merge by the very commit journaled
+/// before the branch moved, a merge of the agent's commits by its second
+/// parent (the run's branch as it is). Never by a message, which anyone
+/// can write. Only the branch's own line of commits since `before` is read
+/// (first parents); a branch no longer holding `before` holds nothing of
+/// the set.
+pub fn in_branch(repo: &Path, branch: &str, before: &str, runs: &[SetRun]) -> Result<InBranch, WorktreeError> {
     let plain = Env::default();
     let full = format!("refs/heads/{branch}");
-    let tip = git(repo, &["rev-parse", "--verify", &full], "reading your branch")?.trim().to_string();
+    let tip = branch_tip(repo, branch)?;
     let head = output(repo, &["symbolic-ref", "-q", "HEAD"], &plain, "reading your branch")?;
     let checked_out = String::from_utf8_lossy(&head.stdout).trim() == full;
     let from_before =
         output(repo, &["merge-base", "--is-ancestor", before, &tip], &plain, "checking")?.status.success();
+    if !from_before {
+        return Ok(InBranch { tip, merged: Vec::new(), only_these: false, checked_out });
+    }
     let range = format!("{before}..{tip}");
-    let mut log = vec!["log", "--first-parent", "-z", "--format=%H%x1f%P%x1f%B", "--max-count=1000"];
-    log.push(if from_before { range.as_str() } else { tip.as_str() });
-    let listed = git(repo, &log, "reading your branch")?;
-    let tips: Vec<(&str, Option<String>)> = runs
+    let listed =
+        git(repo, &["rev-list", "--first-parent", "--parents", "--max-count=1000", &range], "reading your branch")?;
+    let tips: Vec<Option<String>> = runs
         .iter()
-        .map(|(id, own)| {
-            let own = git(repo, &["rev-parse", "--verify", &format!("refs/heads/{own}")], "reading a run's branch");
-            (id.as_str(), own.ok().map(|t| t.trim().to_string()))
+        .map(|run| {
+            let own =
+                git(repo, &["rev-parse", "--verify", &format!("refs/heads/{}", run.branch)], "reading a run's branch");
+            own.ok().map(|t| t.trim().to_string())
         })
         .collect();
-    let (mut merged, mut all_ours) = (Vec::new(), true);
-    let mut commits = 0;
-    for record in listed.split('\0').filter(|r| !r.trim().is_empty()) {
+    let (mut merged, mut all_ours, mut commits) = (Vec::new(), true, 0);
+    for line in listed.lines().filter(|l| !l.trim().is_empty()) {
         commits += 1;
-        let mut fields = record.trim_start_matches('\n').splitn(3, '\x1f');
-        let (_, parents, message) = (fields.next(), fields.next().unwrap_or(""), fields.next().unwrap_or(""));
-        let second = parents.split_whitespace().nth(1);
-        let whose = tips.iter().find(|(id, own)| {
-            let trailer = format!("Corral run {id}");
-            message.lines().any(|l| l.trim() == trailer) || (second.is_some() && second == own.as_deref())
-        });
+        let mut hashes = line.split_whitespace();
+        let (commit, second) = (hashes.next().unwrap_or(""), hashes.nth(1));
+        let whose = runs
+            .iter()
+            .zip(&tips)
+            .find(|(run, own)| run.commit.as_deref() == Some(commit) || (second.is_some() && second == own.as_deref()));
         match whose {
-            Some((id, Some(own))) if !merged.iter().any(|(m, _): &(String, String)| m == id) => {
-                merged.push((id.to_string(), own.clone()))
+            Some((run, Some(own))) if !merged.iter().any(|(m, _): &(String, String)| *m == run.id) => {
+                merged.push((run.id.clone(), own.clone()))
             }
             Some(_) => {}
             None => all_ours = false,
         }
     }
-    let only_these = from_before && all_ours && commits > 0;
+    let only_these = all_ours && commits > 0;
     Ok(InBranch { tip, merged, only_these, checked_out })
 }
 

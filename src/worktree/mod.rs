@@ -23,7 +23,10 @@ use serde::{Deserialize, Serialize};
 pub use across::{conflicts, Conflict, Judged};
 pub use carry::{carry, Carried};
 use git::{git, output, Env};
-pub use merge::{git_busy, head_of, in_branch, merge_commits, merge_squashed, take_back, InBranch, Made};
+pub use merge::{
+    branch_tip, git_busy, head_of, in_branch, merge_commits, prepare_squashed, take_back, undo_unfinished_merge,
+    InBranch, Made, SetRun, Squashed,
+};
 pub use snapshot::{changes, patch, patch_by_file, unmerged};
 
 /// How much a run's worktree changed.

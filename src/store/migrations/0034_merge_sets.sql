@@ -11,6 +11,11 @@ CREATE TABLE merge_sets (
     squashed INTEGER NOT NULL,
     -- The runs, in merge order: a JSON array of ids.
     runs TEXT NOT NULL,
+    -- The commit each squashed merge is about to put on the branch,
+    -- written before the branch moves: a JSON object, run id to commit. A
+    -- commit is the set's only if it is one of these (or a merge of a
+    -- run's branch): never by what its message says.
+    made TEXT NOT NULL DEFAULT '{}',
     -- The process making it (or healing it), and its start time: a pid
     -- used again by another process is not it.
     pid INTEGER NOT NULL,
