@@ -132,6 +132,10 @@ fn top_pins_what_needs_you_and_its_keys_answer_it() {
     assert!(eventually(LIMIT, || top.shows("Needs you (1)")), "{}", top.drawn.lock().unwrap());
     assert!(top.shows("budget of $1.00 reached") && top.shows(&id), "{}", top.drawn.lock().unwrap());
     assert!(top.shows("1 Allow $1.00 more"), "{}", top.drawn.lock().unwrap());
+    // Its transcript: each message with its usage folded in, no row of its own.
+    let folded = || top.shows("spent message 1 · 1000 in / 100 out");
+    assert!(eventually(LIMIT, folded), "{}", top.drawn.lock().unwrap());
+    assert!(!top.shows("usage 1000 in / 100 out"), "{}", top.drawn.lock().unwrap());
     // Tab to what needs you; 1: its first action, "Allow $1.00 more".
     top.press("\t1");
     assert!(eventually(LIMIT, || env.show(&id)["budget"]["usd"] == 2.0), "the key did not allow more");

@@ -226,13 +226,25 @@ impl Screen {
         if self.transcript_of.as_ref() == Some(&(id.clone(), last)) {
             return Ok(());
         }
-        self.transcript = store
-            .events_before(&id, i64::MAX, TRANSCRIPT)?
+        // Usage folded into the row it follows, as the window shows it; a
+        // long result said in its first line and how many more it has.
+        let events = store.events_before(&id, i64::MAX, TRANSCRIPT)?;
+        self.transcript = corral::store::fold_usage(&events)
             .into_iter()
-            .map(|e| {
-                let text: String =
-                    e.text.lines().next().unwrap_or_default().chars().filter(|c| !c.is_control()).collect();
-                Line::from(vec![Span::styled(format!("{:>8} ", e.kind.as_str()), dim()), Span::raw(text)])
+            .map(|row| {
+                let e = &row.event;
+                let mut spans = vec![
+                    Span::styled(format!("{:>8} ", e.kind.as_str()), dim()),
+                    Span::raw(printable(e.text.lines().next().unwrap_or_default())),
+                ];
+                let more = e.text.trim_end().lines().count().saturating_sub(1);
+                if more > 0 {
+                    spans.push(Span::styled(format!("  (+{more} lines)"), dim()));
+                }
+                if !row.usage.is_empty() {
+                    spans.push(Span::styled(format!("  · {}", printable(&row.usage.join(" · "))), dim()));
+                }
+                Line::from(spans)
             })
             .collect();
         self.transcript_of = Some((id, last));
