@@ -270,3 +270,22 @@ fn a_key_acts_on_nothing_once_the_chosen_run_left_the_list() {
     }
     env.ok(&["abort", &one, &two, &three]);
 }
+
+/// `s` on a failed run: looked at, as its page or `corral show` would
+/// mark it, so it leaves what needs you.
+#[test]
+fn s_marks_a_failure_seen_and_it_needs_you_no_more() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("fails", &["sh", "-c", "echo broke >&2; exit 3"]);
+    let id = env.launch("fails", "x");
+    env.wait_end(&id);
+    let mut top = Top::start(&env);
+    assert!(eventually(LIMIT, || top.shows("Needs you (1)")), "{}", top.drawn.lock().unwrap());
+    let before = top.mark();
+    top.press("\ts");
+    assert!(eventually(LIMIT, || top.shows_since(before, &format!("{id}: seen"))), "{}", top.drawn.lock().unwrap());
+    assert!(eventually(LIMIT, || !env.ok(&["needs"]).contains(&id)), "still needs you");
+    top.press("q");
+    assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
+}

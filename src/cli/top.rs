@@ -287,7 +287,7 @@ impl Screen {
     }
 
     /// A key: true if what is shown must be read again.
-    fn key(&mut self, store: &Store, code: KeyCode) -> bool {
+    fn key(&mut self, store: &mut Store, code: KeyCode) -> bool {
         if let Some((run, text)) = &mut self.replying {
             match code {
                 KeyCode::Enter => {
@@ -366,6 +366,19 @@ impl Screen {
             }
             KeyCode::Char('A') => {
                 self.act(&["reply", &run, "--allow-denied"]);
+                return true;
+            }
+            // Looked at: its failure or refusal no longer needs you, as
+            // when its page is opened in the window or `corral show`n.
+            KeyCode::Char('s') => {
+                let ended = store.run(&run).is_ok_and(|r| r.status.is_terminal());
+                self.said = match ended {
+                    true => match store.mark_seen(&run) {
+                        Ok(()) => format!("{run}: seen"),
+                        Err(e) => format!("{run}: {e}"),
+                    },
+                    false => format!("{run} has not ended: nothing to have seen yet"),
+                };
                 return true;
             }
             _ => return false,
@@ -482,7 +495,7 @@ impl Screen {
             None if !self.said.is_empty() => self.said.clone(),
             None => {
                 "↑↓ select · Tab needs/runs · 1-9 a need's action · a abort · p pause · r resume · R reply · A allow \
-                     denied · m merge · d diff · q quit"
+                     denied · s seen · m merge · d diff · q quit"
                     .into()
             }
         };
