@@ -18,17 +18,13 @@ pub struct Counts {
     /// Runs that failed or were lost whose transcript the user has not
     /// opened yet, and not cleared: the tray looks different while any are.
     pub unseen_failures: u64,
-    /// What needs the user (see `attention`): runs paused at a budget or a
-    /// usage limit, unseen failures, unseen runs with denied actions,
-    /// active runs whose agent keeps retrying, and schedules that paused
-    /// themselves.
-    pub attention: u64,
     /// Paused: not working, holding no slot.
     pub paused: u64,
 }
 
-/// The one rule of which of `runs`' rows need the user: the tray's count
-/// and `attention`'s list read it here.
+/// The one rule of which of `runs`' rows need the user: `attention`'s
+/// list (behind the tray's icon, the window, `needs` and `top`) reads it
+/// here.
 fn needs_you() -> String {
     format!(
         "((status = '{paused}' AND pause_reason IS NOT NULL)
@@ -107,7 +103,6 @@ impl Store {
             running: local.running + running as u64,
             total: local.total + total as u64,
             unseen_failures: local.unseen_failures + unseen as u64,
-            attention: local.attention + unseen as u64,
             paused: local.paused + paused as u64,
         })
     }
@@ -135,14 +130,11 @@ impl Store {
                count(*) FILTER (WHERE status IN {working}),
                count(*),
                count(*) FILTER (WHERE {ended_badly} AND seen_at IS NULL),
-               count(*) FILTER (WHERE {needs})
-                 + (SELECT count(*) FROM schedules WHERE paused_at IS NOT NULL AND paused_why <> 'by request'),
                count(*) FILTER (WHERE status = '{paused}')
              FROM runs WHERE dismissed_at IS NULL",
             working =
                 RunStatus::sql_list(&[RunStatus::Queued, RunStatus::Starting, RunStatus::Running, RunStatus::Waiting]),
             ended_badly = crate::run::Run::ENDED_BADLY_SQL,
-            needs = needs_you(),
             paused = RunStatus::Paused,
         );
         self.conn()
@@ -151,8 +143,7 @@ impl Store {
                     running: r.get::<_, i64>(0)? as u64,
                     total: r.get::<_, i64>(1)? as u64,
                     unseen_failures: r.get::<_, i64>(2)? as u64,
-                    attention: r.get::<_, i64>(3)? as u64,
-                    paused: r.get::<_, i64>(4)? as u64,
+                    paused: r.get::<_, i64>(3)? as u64,
                 })
             })
             .doing("counting runs")

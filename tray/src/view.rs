@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn the_title_and_the_icon_follow_the_counts() {
-        let counts = Counts { running: 2, total: 5, unseen_failures: 0, attention: 0, paused: 0 };
+        let counts = Counts { running: 2, total: 5, unseen_failures: 0, paused: 0 };
         let view = TrayView {
             counts,
             recent: Vec::new(),

@@ -166,7 +166,15 @@ export function cares(change) {
 async function showNeeds() {
   const section = root?.querySelector("#needs-you");
   if (!section) return;
-  const items = await call("needs").catch(() => []);
+  let items;
+  try {
+    items = await call("needs");
+  } catch (e) {
+    // Not known is said, never shown as "nothing needs you".
+    section.hidden = false;
+    section.replaceChildren(h("h2", {}, "Needs you"), h("div", { class: "need need-error" }, h("span", { class: "need-words" }, `cannot be read: ${e}`)));
+    return;
+  }
   section.hidden = !items.length;
   if (!items.length) { section.replaceChildren(); return; }
   section.replaceChildren(h("h2", {}, `Needs you (${items.length})`), ...items.map((item) =>

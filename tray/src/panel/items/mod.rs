@@ -74,7 +74,7 @@ mod tests {
     #[test]
     fn the_menu_reads_counts_launch_runs_then_actions() {
         let view = TrayView {
-            counts: Counts { running: 0, total: 0, unseen_failures: 0, attention: 0, paused: 0 },
+            counts: Counts { running: 0, total: 0, unseen_failures: 0, paused: 0 },
             recent: Vec::new(),
             launchable: Vec::new(),
             hosts: Vec::new(),
