@@ -72,10 +72,13 @@ fn finish(store: &mut Store, set: &MergeSet) -> Result<Finished, StoreError> {
         tell(store, set, &said)?;
         return Ok(Finished::Nothing);
     }
-    // A merge of the agents' commits git left unfinished when it ended
-    // with the merging process (`git merge` stopped in a hook): undone, as
-    // the refused merge it is.
-    worktree::undo_unfinished_merge(repo, &runs);
+    // A merge whose files moved and whose branch did not (killed between
+    // the two): its files go back.
+    for run in &runs {
+        if let Some(commit) = &run.commit {
+            worktree::take_back_files(repo, commit);
+        }
+    }
     let found = match worktree::in_branch(repo, &set.branch, &set.before, &runs) {
         Ok(found) => found,
         Err(e) => {

@@ -134,19 +134,19 @@ fn merge_unrecorded(
     let Some(branch) = run.worktree_from_branch.clone() else {
         return Err(ReviewError::NoBranch { run: run.id.clone(), repo, branch: worktree.branch.clone() });
     };
-    let made = if keep_commits {
-        worktree::merge_commits(Path::new(&repo), &branch, worktree, &run.id)?
+    let prepared = if keep_commits {
+        worktree::prepare_merge_commits(Path::new(&repo), &branch, worktree, &run.id)?
     } else {
         let task_line = run.task.lines().next().unwrap_or_default();
         let message = format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id);
-        let squashed = worktree::prepare_squashed(Path::new(&repo), &branch, worktree, &run.id, &message)?;
-        // Journaled before the branch moves: the commit is the set's by
-        // its hash, if this process dies before it is recorded.
-        if let Some(set) = set {
-            store.note_merge_commit(set, &run.id, &squashed.commit)?;
-        }
-        squashed.land(Path::new(&repo))?
+        worktree::prepare_squashed(Path::new(&repo), &branch, worktree, &run.id, &message)?
     };
+    // Journaled before anything of the user's moves: the commit is the
+    // set's by its hash, if this process dies before it is recorded.
+    if let Some(set) = set {
+        store.note_merge_commit(set, &run.id, &prepared.commit)?;
+    }
+    let made = prepared.land(Path::new(&repo))?;
     Ok((Merged { id: run.id, branch, commit: made.commit.clone() }, made))
 }
 

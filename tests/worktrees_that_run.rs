@@ -6,6 +6,7 @@
 mod common;
 
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use common::{git, Env};
@@ -750,9 +751,11 @@ fn a_commit_of_the_users_is_never_taken_back_for_a_merge_cut_short() {
     assert!(p.join("mine2.txt").exists() && p.join("x.txt").exists());
 }
 
-/// `--no-squash` killed while git's `pre-merge-commit` hook runs: git
-/// ends with it, and the next command undoes the merge git left in
-/// progress, so nothing is staged, nothing lands later, nothing recorded.
+/// `--no-squash` killed while the `pre-merge-commit` hook runs: the merge
+/// is written apart from the checkout (never a `git merge` left half done
+/// in it), so nothing is staged, nothing lands later, nothing recorded;
+/// and a merge of the run's branch the user then makes by hand is theirs,
+/// never taken back.
 #[test]
 fn a_merge_keeping_commits_killed_in_its_hook_leaves_nothing_in_progress() {
     let env = one_file_repo();
@@ -769,6 +772,49 @@ fn a_merge_keeping_commits_killed_in_its_hook_leaves_nothing_in_progress() {
     for id in &ids {
         assert!(env.show(id)["worktree"]["merged"].is_null());
     }
-    let merged = env.ok(&std::iter::once("merge").chain(ids.iter().map(String::as_str)).collect::<Vec<_>>());
-    assert!(merged.contains("merged into main"), "{merged}");
+    let branch = env.show(&ids[0])["worktree"]["branch"].as_str().unwrap().to_string();
+    git(p, &["-c", "core.hooksPath=/dev/null", "merge", "-q", "--no-ff", "-m", "my own merge, reviewed", &branch]);
+    let mine = git(p, &["rev-parse", "HEAD"]);
+    let blocked = blocking_hook(&env, "pre-merge-commit", 2);
+    let rest = vec!["--no-squash".to_string(), ids[1].clone(), ids[2].clone()];
+    merge_killed_at(&env, &rest, &blocked);
+    env.ok(&["ls"]);
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), mine, "the user's own merge was taken back");
+    assert!(p.join("x.txt").exists());
+}
+
+/// Killed after the user's files moved to the merge and before the branch
+/// did: the next command puts the files back (the journal names the
+/// merge's commit), so the checkout is as it was and nothing is recorded.
+#[test]
+fn a_merge_killed_between_its_files_and_its_branch_puts_the_files_back() {
+    let env = one_file_repo();
+    let p = &env.project;
+    let ids = three_apart(&env);
+    let head = git(p, &["rev-parse", "HEAD"]);
+    // A git that stops before moving the branch to a merge.
+    let dir = p.parent().unwrap();
+    let (wrapper, blocked) = (dir.join("slow-git"), dir.join("update-ref.blocked"));
+    std::fs::create_dir_all(&wrapper).unwrap();
+    let real = String::from_utf8(Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout).unwrap();
+    let script = format!(
+        "#!/bin/sh\ncase \"$*\" in *update-ref*corral:\\ merge*) echo $$ > {b}.tmp; mv {b}.tmp {b}; exec sleep 60;; esac\nexec {real} \"$@\"\n",
+        b = blocked.display(),
+        real = real.trim()
+    );
+    std::fs::write(wrapper.join("git"), script).unwrap();
+    std::fs::set_permissions(wrapper.join("git"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", wrapper.display(), std::env::var("PATH").unwrap());
+    let mut merging = env.command(&["merge", &ids[0], &ids[1]]).env("PATH", path).spawn().unwrap();
+    assert!(common::eventually(LIMIT, || blocked.exists()), "the merge never reached its branch");
+    assert!(p.join("x.txt").exists(), "the files moved first");
+    merging.kill().unwrap();
+    merging.wait().unwrap();
+    let sleeper: i32 = std::fs::read_to_string(&blocked).unwrap().trim().parse().unwrap();
+    unsafe { libc::kill(sleeper, libc::SIGKILL) };
+    env.ok(&["ls"]);
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), head);
+    assert!(!p.join("x.txt").exists(), "the merge's file was left in the checkout");
+    assert_eq!(git(p, &["status", "--porcelain"]).trim(), "", "the checkout is as it was");
+    assert!(env.show(&ids[0])["worktree"]["merged"].is_null());
 }

@@ -77,10 +77,10 @@ fn commit_run_branch(
     Ok(commit)
 }
 
-/// A squashed merge written and judged by the hooks, the user's branch not
-/// moved yet: its commit can be journaled before it lands.
+/// A merge written and judged by the repository's hooks, the user's
+/// branch not moved yet: its commit is journaled before it lands.
 #[derive(Debug)]
-pub struct Squashed {
+pub struct Prepared {
     /// The commit that will be the branch's.
     pub commit: String,
     /// The run's branch as merged.
@@ -89,18 +89,20 @@ pub struct Squashed {
     merged_tree: String,
     branch: String,
     run_branch: String,
+    /// The hook run once it landed, and its argument.
+    after: (&'static str, Option<&'static str>),
 }
 
 /// Prepares the run's work not merged yet as one commit with `message` on
 /// `branch` of the user's repository `repo` (see the module), judged by
-/// its hooks; [`Squashed::land`] moves the branch and files to it.
+/// its hooks; [`Prepared::land`] moves the branch and files to it.
 pub fn prepare_squashed(
     repo: &Path,
     branch: &str,
     worktree: &Worktree,
     run_id: &str,
     message: &str,
-) -> Result<Squashed, WorktreeError> {
+) -> Result<Prepared, WorktreeError> {
     require_branch(repo, branch)?;
     require_quiet(repo)?;
     let path = Path::new(&worktree.path);
@@ -160,11 +162,39 @@ pub fn prepare_squashed(
             "{branch} already holds the run's work: there is nothing to merge; nothing was changed"
         )));
     }
-    // Your uncommitted changes in any file the merge touches stop it.
+    refuse_dirty(repo, &head_tree, &merged_tree, &scratch)?;
+    // The repository's hooks judge the commit, on an index of it alone.
+    let message_file = judged_by_hooks(repo, &merged_tree, message, &objects, "pre-commit")?;
+    let message_path = message_file.path().to_string_lossy().into_owned();
+
+    // Made: the merge's objects go into the repository, the run's branch
+    // holds its work, and the commit is written.
+    objects.keep(repo, &[&tree, &merged_tree])?;
+    let merged = commit_run_branch(worktree, run_id, &snap, &objects)?;
+    // The commits a sandboxed agent made are in the worktree's own store:
+    // what the merge brings in is copied into the repository, checked.
+    objects.keep(repo, &[&merged])?;
+    let mut args = committer(repo)?.to_vec();
+    args.extend(["commit-tree", &merged_tree, "-p", &head, "-F", &message_path]);
+    let commit = git(repo, &args, "committing the run's changes")?.trim().to_string();
+    Ok(Prepared {
+        commit,
+        merged,
+        head,
+        merged_tree,
+        branch: branch.to_string(),
+        run_branch: worktree.branch.clone(),
+        after: ("post-commit", None),
+    })
+}
+
+/// Refuses a merge from `head_tree` to `merged_tree` that touches a file
+/// with uncommitted changes of the user's.
+fn refuse_dirty(repo: &Path, head_tree: &str, merged_tree: &str, env: &Env<'_>) -> Result<(), WorktreeError> {
     let touched = git_in(
         repo,
-        &["diff", "--name-only", "-z", "--no-renames", &head_tree, &merged_tree],
-        &scratch,
+        &["diff", "--name-only", "-z", "--no-renames", head_tree, merged_tree],
+        env,
         "listing the merge's files",
     )?;
     let touched: std::collections::BTreeSet<&str> = touched.split('\0').filter(|p| !p.is_empty()).collect();
@@ -177,88 +207,82 @@ pub fn prepare_squashed(
             shown(&dirty)
         )));
     }
-
-    // The repository's hooks judge the commit, on an index of it alone.
-    let index = temp_file_with(b"", "making a private index")?;
-    let private = Env::index(index.path()).scratch(&objects);
-    git_in(repo, &["read-tree", &merged_tree], &private, "reading the merge")?;
-    let message_file = temp_file_with(message.as_bytes(), "writing the commit message")?;
-    let message_path = message_file.path().to_string_lossy().into_owned();
-    run_hook(repo, "pre-commit", &[], &private)?;
-    run_hook(repo, "commit-msg", &[&message_path], &private)?;
-
-    // Made: the merge's objects go into the repository, the run's branch
-    // holds its work, and the commit is written.
-    objects.keep(repo, &[&tree, &merged_tree])?;
-    let merged = commit_run_branch(worktree, run_id, &snap, &objects)?;
-    // The commits a sandboxed agent made are in the worktree's own store:
-    // what the merge brings in is copied into the repository, checked.
-    objects.keep(repo, &[&merged])?;
-    let mut args = committer(repo)?.to_vec();
-    args.extend(["commit-tree", &merged_tree, "-p", &head, "-F", &message_path]);
-    let commit = git(repo, &args, "committing the run's changes")?.trim().to_string();
-    Ok(Squashed { commit, merged, head, merged_tree, branch: branch.to_string(), run_branch: worktree.branch.clone() })
+    Ok(())
 }
 
-impl Squashed {
-    /// Moves `repo`'s branch to the merge, and the user's files with it.
+/// Runs the repository's `first` hook (`pre-commit`, `pre-merge-commit`)
+/// and `commit-msg` on a private index holding `merged_tree` alone; the
+/// message as the hooks left it, in its file.
+fn judged_by_hooks(
+    repo: &Path,
+    merged_tree: &str,
+    message: &str,
+    objects: &ScratchObjects,
+    first: &'static str,
+) -> Result<tempfile::NamedTempFile, WorktreeError> {
+    let index = temp_file_with(b"", "making a private index")?;
+    let private = Env::index(index.path()).scratch(objects);
+    git_in(repo, &["read-tree", merged_tree], &private, "reading the merge")?;
+    let message_file = temp_file_with(message.as_bytes(), "writing the commit message")?;
+    let message_path = message_file.path().to_string_lossy().into_owned();
+    run_hook(repo, first, &[], &private)?;
+    run_hook(repo, "commit-msg", &[&message_path], &private)?;
+    Ok(message_file)
+}
+
+impl Prepared {
+    /// Moves the user's files, then `repo`'s branch, to the merge.
     pub fn land(self, repo: &Path) -> Result<Made, WorktreeError> {
-        let Squashed { commit, merged, head, merged_tree, branch, run_branch } = self;
-        land(repo, &branch, &run_branch, &head, &merged_tree, &commit)?;
+        let Prepared { commit, merged, head, merged_tree, branch, run_branch, after } = self;
+        let plain = Env::default();
+        // Your index and working tree first, as a checkout would move them
+        // (files the merge does not touch, staged or not, stay): a process
+        // killed before the branch moved leaves files the journal's commit
+        // names, which the next heal takes back; then the branch, only
+        // from the commit it was on, or the files go back.
+        let files = output(repo, &["read-tree", "-m", "-u", &head, &merged_tree], &plain, "updating your files")?;
+        if !files.status.success() {
+            return Err(WorktreeError::WouldConflict(format!(
+                "merging would touch your work ({}); nothing was changed. Commit, stash or move your files there, \
+                 then merge again (the worktree stays)",
+                stderr_of(&files)
+            )));
+        }
+        let reflog = format!("corral: merge {run_branch}");
+        let moved = output(repo, &["update-ref", "-m", &reflog, "HEAD", &commit, &head], &plain, "moving your branch")?;
+        if !moved.status.success() {
+            let back =
+                output(repo, &["read-tree", "-m", "-u", &merged_tree, &head], &plain, "putting your files back")?;
+            let state = match back.status.success() {
+                true => "nothing was changed".to_string(),
+                false => format!(
+                    "and putting your files back failed too ({}): `git -C {} checkout -- .` for the files it changed",
+                    stderr_of(&back),
+                    repo.display()
+                ),
+            };
+            return Err(WorktreeError::WouldConflict(format!(
+                "cannot move {branch} to the merge ({}); {state}. Merge again",
+                stderr_of(&moved)
+            )));
+        }
+        let args: Vec<&str> = after.1.into_iter().collect();
+        let _ = run_hook(repo, after.0, &args, &Env::default());
         Ok(Made { commit, merged })
     }
 }
 
-/// Moves `repo`'s `branch` from `head` to `commit` (holding `merged_tree`,
-/// the merge of `run_branch`), and the user's files with it.
-fn land(
-    repo: &Path,
-    branch: &str,
-    run_branch: &str,
-    head: &str,
-    merged_tree: &str,
-    commit: &str,
-) -> Result<(), WorktreeError> {
-    // The branch, moved only from the commit it was on; then your index and
-    // working tree, as a checkout would move them (files the merge does not
-    // touch, staged or not, stay), all or nothing: if they cannot move, the
-    // branch goes back, and nothing was changed.
-    let reflog = format!("corral: merge {run_branch}");
-    let plain = Env::default();
-    let moved = output(repo, &["update-ref", "-m", &reflog, "HEAD", commit, head], &plain, "moving your branch")?;
-    if !moved.status.success() {
-        return Err(WorktreeError::WouldConflict(format!(
-            "cannot move {branch} to the merge ({}); nothing was changed. Merge again",
-            stderr_of(&moved)
-        )));
-    }
-    let files = output(repo, &["read-tree", "-m", "-u", head, merged_tree], &plain, "updating your files")?;
-    if !files.status.success() {
-        let back = output(repo, &["update-ref", "-m", "corral: merge undone", "HEAD", head, commit], &plain, "undo")?;
-        let state = if back.status.success() {
-            "nothing was changed".to_string()
-        } else {
-            format!(
-                "and moving {branch} back failed too ({}): `git -C {} reset --soft {head}` puts it back",
-                stderr_of(&back),
-                repo.display()
-            )
-        };
-        return Err(WorktreeError::WouldConflict(format!(
-            "merging would touch your work ({}); {state}. Commit, stash or move your files there, then merge \
-             again (the worktree stays)",
-            stderr_of(&files)
-        )));
-    }
-    let _ = run_hook(repo, "post-commit", &[], &Env::default());
-    Ok(())
-}
-
-/// Brings the run's branch into `branch` of `repo` with a merge commit,
+/// Prepares the run's branch as a merge commit on `branch` of `repo`,
 /// keeping the agent's commits (its uncommitted work is committed on its
 /// branch first), or changes nothing and says why. Only onto the base the
-/// run was launched from: `branch` must hold it.
-pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &str) -> Result<Made, WorktreeError> {
+/// run was launched from: `branch` must hold it. [`Prepared::land`] moves
+/// the branch and files to it.
+pub fn prepare_merge_commits(
+    repo: &Path,
+    branch: &str,
+    worktree: &Worktree,
+    run_id: &str,
+) -> Result<Prepared, WorktreeError> {
     require_branch(repo, branch)?;
     require_quiet(repo)?;
     if worktree.merged.is_some() && worktree.merged_squashed {
@@ -287,27 +311,57 @@ pub fn merge_commits(repo: &Path, branch: &str, worktree: &Worktree, run_id: &st
     // The commits a sandboxed agent made are in the worktree's own store:
     // what the merge brings in is copied into the repository, checked.
     objects.keep(repo, &[&merged])?;
-    let mut args = committer(repo)?.to_vec();
-    args.extend(["merge", "--no-ff", "--no-edit", &worktree.branch]);
-    let out = output(repo, &args, &Env::default(), "merging")?;
-    if !out.status.success() {
-        let why = stderr_of(&out);
-        // A conflicted merge is undone; a refused one changed nothing. The
-        // merge in progress now is Corral's own: there was none before.
-        let merge_head = git(repo, &["rev-parse", "--git-path", "MERGE_HEAD"], "looking for the merge")?;
-        if repo.join(merge_head.trim()).exists() {
-            let _ = output(repo, &["merge", "--abort"], &Env::default(), "undoing the merge");
+    // git's own merge of the two, as `git merge --no-ff` makes it, but
+    // written apart from your checkout (nothing left half done in it if
+    // this process dies), judged by the hooks `git merge` runs.
+    let scratch = Env::default().scratch(&objects);
+    let head = git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string();
+    let head_tree = git(repo, &["rev-parse", &format!("{head}^{{tree}}")], "reading your branch")?.trim().to_string();
+    let tried = output(
+        repo,
+        &["merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", &head, &merged],
+        &scratch,
+        "merging",
+    )?;
+    let printed = String::from_utf8_lossy(&tried.stdout).into_owned();
+    let mut fields = printed.split('\0');
+    let merged_tree = fields.next().unwrap_or_default().trim().to_string();
+    match tried.status.code() {
+        Some(0) => {}
+        Some(1) => {
+            let files: Vec<&str> = fields.take_while(|f| !f.is_empty()).collect();
+            return Err(WorktreeError::WouldConflict(format!(
+                "the run's commits conflict with {branch} in {}; nothing was changed. Merge by hand: `git -C {} \
+                 merge {}` and resolve them (the worktree stays)",
+                shown(&files),
+                repo.display(),
+                worktree.branch
+            )));
         }
+        _ => return Err(WorktreeError::Git { doing: "merging", detail: stderr_of(&tried) }),
+    }
+    if merged_tree == head_tree {
         return Err(WorktreeError::WouldConflict(format!(
-            "merging {} would touch your work or conflicts ({why}); nothing was changed. Commit or stash your \
-             changes, or merge by hand: `git -C {} merge {}` (the worktree stays)",
-            worktree.branch,
-            repo.display(),
-            worktree.branch
+            "{branch} already holds the run's work: there is nothing to merge; nothing was changed"
         )));
     }
-    let commit = git(repo, &["rev-parse", "HEAD"], "reading the new commit")?.trim().to_string();
-    Ok(Made { commit, merged })
+    refuse_dirty(repo, &head_tree, &merged_tree, &scratch)?;
+    let message = format!("Merge branch '{}'", worktree.branch);
+    let message_file = judged_by_hooks(repo, &merged_tree, &message, &objects, "pre-merge-commit")?;
+    let message_path = message_file.path().to_string_lossy().into_owned();
+    objects.keep(repo, &[&merged_tree])?;
+    let mut args = committer(repo)?.to_vec();
+    args.extend(["commit-tree", &merged_tree, "-p", &head, "-p", &merged, "-F", &message_path]);
+    let commit = git(repo, &args, "committing the merge")?.trim().to_string();
+    Ok(Prepared {
+        commit,
+        merged,
+        head,
+        merged_tree,
+        branch: branch.to_string(),
+        run_branch: worktree.branch.clone(),
+        after: ("post-merge", Some("0")),
+    })
 }
 
 /// The commit `branch` of `repo` is on.
@@ -343,40 +397,20 @@ pub struct InBranch {
     pub checked_out: bool,
 }
 
-/// Undoes a `git merge` of one of `runs`' branches that git left unfinished
-/// in `repo` when it ended with the merging process: in progress (its
-/// `MERGE_HEAD`: a refusing hook), or its result staged and never
-/// committed (killed in `pre-merge-commit`). `git merge` starts only from
-/// an index that is HEAD's, so an index that is exactly HEAD merged with a
-/// run's branch is that merge's: it goes back to HEAD, files with it (the
-/// user's changes to other files stay).
-pub fn undo_unfinished_merge(repo: &Path, runs: &[SetRun]) {
+/// Takes back the files of journaled merge `commit` that a merging process
+/// killed between moving them and moving the branch left in `repo`: only
+/// while its branch is still on the merge's parent, and only as a checkout
+/// would (`read-tree -m -u`: files the user changed since are left, and
+/// then nothing is done).
+pub fn take_back_files(repo: &Path, commit: &str) {
     let plain = Env::default();
-    let tips: Vec<String> = runs.iter().filter_map(|run| branch_tip(repo, &run.branch).ok()).collect();
-    if let Ok(at) = git(repo, &["rev-parse", "--git-path", "MERGE_HEAD"], "looking for a merge") {
-        if let Ok(merging) = std::fs::read_to_string(repo.join(at.trim())) {
-            if merging.lines().any(|m| tips.iter().any(|t| t == m.trim())) {
-                let _ = output(repo, &["merge", "--abort"], &plain, "undoing the merge");
-            }
-            return;
-        }
-    }
-    let (Ok(staged), Ok(head)) = (
-        git(repo, &["write-tree"], "reading your index"),
-        git(repo, &["rev-parse", "HEAD^{tree}"], "reading your branch"),
-    ) else {
+    let (Ok(parent), Ok(head)) =
+        (git(repo, &["rev-parse", &format!("{commit}^1")], "reading the merge"), head_of(repo))
+    else {
         return;
     };
-    let (staged, head) = (staged.trim(), head.trim());
-    if staged == head {
-        return;
-    }
-    for tip in &tips {
-        let Ok(merged) = git(repo, &["merge-tree", "--write-tree", "HEAD", tip], "trying the merge") else { continue };
-        if merged.lines().next().map(str::trim) == Some(staged) {
-            let _ = output(repo, &["read-tree", "-m", "-u", staged, head], &plain, "undoing the merge");
-            return;
-        }
+    if parent.trim() == head {
+        let _ = output(repo, &["read-tree", "-m", "-u", commit, &head], &plain, "putting your files back");
     }
 }
 
@@ -387,15 +421,13 @@ pub struct SetRun {
     pub id: String,
     /// Its own branch.
     pub branch: String,
-    /// The commit its squashed merge was about to put on the user's branch.
+    /// The commit its merge was about to put on the user's branch.
     pub commit: Option<String>,
 }
 
 /// Finds which of `runs` a merge set begun at `before` brought into
-/// `branch` of `repo`: a squashed merge by the very commit journaled
-/// before the branch moved, a merge of the agent's commits by its second
-/// parent (the run's branch as it is). Never by a message, which anyone
-/// can write. Only the branch's own line of commits since `before` is read
+/// `branch` of `repo`: by the very commit journaled before the branch
+/// moved. Never by a message or a parent, which anyone can make. Only the branch's own line of commits since `before` is read
 /// (first parents); a branch no longer holding `before` holds nothing of
 /// the set.
 pub fn in_branch(repo: &Path, branch: &str, before: &str, runs: &[SetRun]) -> Result<InBranch, WorktreeError> {

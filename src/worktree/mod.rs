@@ -24,8 +24,8 @@ pub use across::{conflicts, Conflict, Judged};
 pub use carry::{carry, Carried};
 use git::{git, output, Env};
 pub use merge::{
-    branch_tip, git_busy, head_of, in_branch, merge_commits, prepare_squashed, take_back, undo_unfinished_merge,
-    InBranch, Made, SetRun, Squashed,
+    branch_tip, git_busy, head_of, in_branch, prepare_merge_commits, prepare_squashed, take_back, take_back_files,
+    InBranch, Made, Prepared, SetRun,
 };
 pub use snapshot::{changes, patch, patch_by_file, unmerged};
 
