@@ -84,6 +84,7 @@ pub fn allow(
         return Err(AllowError::NotSandboxed(run.id));
     }
     let home = user_home();
+    let real_home = std::fs::canonicalize(&home).unwrap_or_else(|_| home.clone());
     let mut widening = Widening::default();
     for path in &asked.write {
         if !crate::sandbox::is_full_path(path) {
@@ -94,7 +95,9 @@ pub fn allow(
             return Err(AllowError::BadPath(path.clone(), "it does not exist: create it first, or allow its folder"));
         }
         let full = std::fs::canonicalize(&full).unwrap_or(full);
-        if full.parent().is_none() || home.starts_with(&full) {
+        // The home as it resolves too: a home reached through a link
+        // (`/home` → `/var/home`) is still the home.
+        if full.parent().is_none() || home.starts_with(&full) || real_home.starts_with(&full) {
             return Err(AllowError::BadPath(
                 path.clone(),
                 "that is / or a folder holding your home: a sandbox that writes it is no sandbox. Allow the folder \
@@ -138,16 +141,21 @@ pub fn allow_denied(
             // Where a link on the way leads counts: never the home's
             // settings by another name.
             Some(Allowance::Write { path, .. })
-                if crate::sandbox::denial::is_settings(&std::fs::canonicalize(path).unwrap_or(path.clone()), &home) => {
-            }
+                if crate::sandbox::denial::never_by_click(
+                    &std::fs::canonicalize(path).unwrap_or(path.clone()),
+                    &home,
+                ) => {}
             Some(Allowance::Write { path, .. }) => {
                 let path = path.to_string_lossy().into_owned();
                 if widening.write.contains(&path) {
                     continue;
                 }
-                allowance.as_ref().map(Allowance::make).transpose().map_err(|e| {
-                    AllowError::BadPath(format!("{path} ({e})"), "it cannot be made: make it yourself, then allow it")
-                })?;
+                // One that cannot be made is left (the denial says how to
+                // allow it by hand); the others are allowed.
+                if let Some(Err(e)) = allowance.as_ref().map(Allowance::make) {
+                    tracing::warn!("{path} cannot be made ({e}): left for the user to allow by hand");
+                    continue;
+                }
                 widening.write.push(path);
             }
             Some(Allowance::Host(host)) if !widening.hosts.contains(host) => widening.hosts.push(host.clone()),

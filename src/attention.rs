@@ -254,7 +254,9 @@ fn denial_actions(run: &Run) -> Vec<Action> {
                 // where it leads, never where it seems to be; and never
                 // one `allow` refuses (`/`, a folder holding the home).
                 let path = std::fs::canonicalize(&path).unwrap_or(path);
-                if path.parent().is_none() || home.starts_with(&path) || denial::is_settings(&path, &home) {
+                let real_home = std::fs::canonicalize(&home).unwrap_or_else(|_| home.clone());
+                let too_wide = path.parent().is_none() || home.starts_with(&path) || real_home.starts_with(&path);
+                if too_wide || denial::never_by_click(&path, &home) {
                     continue;
                 }
                 let path = path.to_string_lossy().into_owned();

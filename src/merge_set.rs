@@ -37,7 +37,11 @@ pub fn finish_cut_short(store: &mut Store) -> Result<Vec<(MergeSet, Finished)>, 
         // A git at work there (the user's), or a branch that cannot be
         // read for now (renamed, git failing): a later heal finishes it.
         let repo = Path::new(&set.repo);
-        let unready = repo.is_dir() && (worktree::git_busy(repo) || worktree::branch_tip(repo, &set.branch).is_err());
+        let unready = match std::fs::metadata(repo) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false, // gone: said, and dropped
+            Err(_) => true, // cannot be reached for now (a folder's permissions)
+            Ok(_) => worktree::git_busy(repo) || worktree::branch_tip(repo, &set.branch).is_err(),
+        };
         if unready || !store.claim_merge_set(set.id, set.owner)? {
             continue;
         }
@@ -59,7 +63,7 @@ fn finish(store: &mut Store, set: &MergeSet) -> Result<Finished, StoreError> {
         })
         .collect();
     let repo = Path::new(&set.repo);
-    if !repo.is_dir() {
+    if std::fs::metadata(repo).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
         // The repository is gone (moved or deleted): nothing to agree with.
         let said = format!(
             "the merge of {} into {} was cut short (its process ended), and {} is gone: what it merged, if \

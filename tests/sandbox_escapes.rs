@@ -435,6 +435,12 @@ except OSError as e:
     assert_eq!(std::fs::read(&notes).unwrap(), b"", "made empty");
     let widened = env.store().sandbox_allows(&id).unwrap();
     assert_eq!(widened.write, vec![notes.to_string_lossy().into_owned()]);
+    // A home reached through a link is still the home: never allowed whole.
+    let linked = env.user_home.with_file_name("linked-home");
+    std::os::unix::fs::symlink(&env.user_home, &linked).unwrap();
+    let whole = env.command(&["allow", &id, "--write", "~", "--quiet"]).env("HOME", &linked).output().unwrap();
+    assert!(!whole.status.success(), "{whole:?}");
+    assert!(String::from_utf8_lossy(&whole.stderr).contains("holding your home"), "{whole:?}");
     // The file allowed: written through, the home beside it still not.
     let script = format!(
         r##"

@@ -38,7 +38,7 @@ impl Denial {
                     },
                     quoted(&allowed.to_string_lossy())
                 ),
-                _ if is_settings(path, home) => format!(
+                _ if never_by_click(path, home) => format!(
                     "sandbox refused writing {}: a place your shell, desktop or tools read settings or programs \
                      from, never widened by one click (what the agent printed may be its own words); if you mean \
                      it, `corral allow {run_id} --write` the exact path yourself",
@@ -71,25 +71,67 @@ impl Denial {
     }
 }
 
-/// True if `path` is in a hidden entry of the user's home `home` (but its
-/// cache): `~/.bashrc`, `~/.ssh/`, `~/.config/autostart/`, `~/.local/bin/`
-/// are read by the user's shell, desktop and tools, so a write there runs
-/// outside the sandbox later. A refusal is read from what the agent
+/// True if `path` (as it resolves) is where the user's shell, desktop,
+/// tools or git read settings or programs from, so a write there runs
+/// outside the sandbox later: a hidden entry of the home `home` and all in
+/// it (`~/.bashrc`, `~/.ssh/`, `~/.config/autostart/`, `~/.local/bin/`,
+/// `~/.cache/`), any `.git` folder (another repository's hooks), any `bin`
+/// or `sbin` folder (`~/bin` is put on `PATH` once it exists), and any
+/// folder on `PATH` or holding one. A refusal is read from what the agent
 /// printed, which the agent chooses: "Allow and continue" never widens a
 /// sandbox there, nor makes a file there.
-pub fn is_settings(path: &Path, home: &Path) -> bool {
+pub fn never_by_click(path: &Path, home: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
-    let first = path.strip_prefix(home).ok().and_then(|rest| rest.components().next());
-    first.is_some_and(|c| {
-        let name = c.as_os_str().as_bytes();
-        name.starts_with(b".") && name != b".cache"
-    })
+    let (path, home) = (resolved(path), resolved(home));
+    let hidden_in_home = path
+        .strip_prefix(&home)
+        .ok()
+        .and_then(|rest| rest.components().next())
+        .is_some_and(|c| c.as_os_str().as_bytes().starts_with(b"."));
+    let named = path.components().any(|c| matches!(c.as_os_str().as_bytes(), b".git" | b"bin" | b"sbin"));
+    let on_path = std::env::var_os("PATH").is_some_and(|dirs| {
+        std::env::split_paths(&dirs)
+            .filter(|d| d.is_absolute())
+            .map(|d| resolved(&d))
+            .any(|d| path.starts_with(&d) || d.starts_with(&path))
+    });
+    hidden_in_home || named || on_path
+}
+
+/// `path` with every link on the way resolved, as far as it exists (the
+/// rest as written); a path that climbs (`..`) past what exists is kept
+/// as written, and judged so.
+fn resolved(path: &Path) -> PathBuf {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            if rest.iter().any(|c: &&std::ffi::OsStr| *c == "..") {
+                return path.to_path_buf();
+            }
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// A name no file can have: what holds it is no refusal to allow.
+fn has_nul(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes().contains(&0)
 }
 
 /// `word` as one shell word: a path or host is the agent's to choose, and
 /// the command a denial suggests is pasted into the user's shell.
 fn quoted(word: &str) -> String {
-    shlex::try_quote(word).map(|q| q.into_owned()).unwrap_or_else(|_| "'(a name holding a NUL)'".into())
+    // (A word holding a NUL is never a path here: see `has_nul`.)
+    shlex::try_quote(word).map(|q| q.into_owned()).unwrap_or_default()
 }
 
 /// Whether an entry of a run's `denied` list is the sandbox's.
@@ -121,20 +163,22 @@ impl Denial {
     /// read (those are the user's secrets: only their sandbox's `read:`
     /// lets one be read), never `/` or a folder holding the user's home
     /// (`home`), never a path whose folder does not exist, and nothing of
-    /// the home's settings ([`is_settings`]).
+    /// where the user's tools read settings or programs from ([`never_by_click`]).
     pub fn allowance(&self, home: &Path) -> Option<Allowance> {
         match self {
-            Denial::Write(path) | Denial::Mkdir(path) if is_settings(path, home) => None,
+            Denial::Write(path) | Denial::Mkdir(path) if never_by_click(path, home) => None,
             Denial::Write(path) | Denial::Mkdir(path) => {
+                // Judged, and named, where links on the way lead.
+                let (path, home) = (&resolved(path), resolved(home));
                 let too_wide = |p: &Path| p.parent().is_none() || home.starts_with(p);
-                let folder = path.parent().filter(|f| f.is_dir() && !too_wide(f));
+                let folder = path.parent().filter(|f| f.is_dir() && !too_wide(f) && !never_by_click(f, &home));
                 match folder {
                     Some(folder) => Some(Allowance::Write { path: folder.to_path_buf(), make: None }),
                     None if too_wide(path) => None,
-                    None if path.exists() => Some(Allowance::Write { path: path.clone(), make: None }),
+                    None if path.exists() => Some(Allowance::Write { path: path.to_path_buf(), make: None }),
                     None if path.parent().is_some_and(Path::is_dir) => {
                         let made = if matches!(self, Denial::Mkdir(_)) { Made::Folder } else { Made::File };
-                        Some(Allowance::Write { path: path.clone(), make: Some(made) })
+                        Some(Allowance::Write { path: path.to_path_buf(), make: Some(made) })
                     }
                     None => None,
                 }
@@ -191,13 +235,13 @@ impl Allowance {
 pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path, cwd: &Path) -> Vec<Denial> {
     let mut found = Vec::new();
     for line in text.lines() {
-        if let Some(path) = path_said_with(line, "Read-only file system", cwd) {
+        if let Some(path) = path_said_with(line, "Read-only file system", cwd).filter(|p| !has_nul(p)) {
             // GNU mkdir's `cannot create directory`, Node's `EROFS: …, mkdir '/x'`.
             let lower = line.to_ascii_lowercase();
             let folder = lower.contains("cannot create directory") || lower.contains(", mkdir ");
             found.push(if folder { Denial::Mkdir(path) } else { Denial::Write(path) });
         }
-        if let Some(path) = path_said_with(line, "Permission denied", cwd) {
+        if let Some(path) = path_said_with(line, "Permission denied", cwd).filter(|p| !has_nul(p)) {
             if let Read::Deny(places) = &sandbox.read {
                 if places.iter().any(|p| path.starts_with(expand(p, home))) {
                     found.push(Denial::Read(path));
@@ -251,7 +295,12 @@ fn path_said_with(line: &str, error: &str, cwd: &Path) -> Option<PathBuf> {
         return (!quoted.is_empty()).then(|| place(quoted));
     }
     if let Some(at) = said.find(" /") {
-        return Some(PathBuf::from(&said[at + 1..]));
+        // `bash: /x/deploy.sh: line 3: log.txt`: the path is the last said.
+        let said = &said[at + 1..];
+        return match said.rfind(": ") {
+            Some(cut) => Some(place(&said[cut + 2..])),
+            None => Some(PathBuf::from(said)),
+        };
     }
     if said.starts_with('/') && !said.contains(": ") {
         return Some(PathBuf::from(said));
@@ -384,7 +433,8 @@ mod tests {
                     mkdir: cannot create directory ‘/home/u/c d’: Read-only file system\n\
                     OSError: [Errno 30] Read-only file system: '/home/u/e f'\n\
                     EROFS: read-only file system, open '/home/u/g h'\n\
-                    /bin/bash: line 1: /home/u/i j: Read-only file system\n";
+                    /bin/bash: line 1: /home/u/i j: Read-only file system\n\
+                    bash: /home/u/tools/deploy.sh: line 3: log.txt: Read-only file system\n";
         assert_eq!(
             in_text(said, &builder(), home, Path::new("/w")),
             [
@@ -394,6 +444,7 @@ mod tests {
                 Denial::Write("/home/u/e f".into()),
                 Denial::Write("/home/u/g h".into()),
                 Denial::Write("/home/u/i j".into()),
+                Denial::Write("/w/log.txt".into()),
             ]
         );
     }
@@ -413,23 +464,46 @@ mod tests {
         assert!(host.ends_with("--host 'a.b;reboot'"), "{host}");
     }
 
-    /// What the shell, the desktop and tools read from the home is never
-    /// made or widened by one click, whatever the agent printed; its cache
-    /// is.
+    /// Where the shell, the desktop, tools and git read settings or
+    /// programs from is never made or widened by one click, whatever the
+    /// agent printed, nor by another name (a home reached through a link);
+    /// a folder of the user's work is.
     #[test]
-    fn the_homes_settings_are_never_widened_by_a_click() {
+    fn where_programs_and_settings_are_read_is_never_widened_by_a_click() {
         let dir = tempfile::tempdir().unwrap();
-        let home = dir.path();
-        for made in [".ssh", ".config/autostart", ".cache/pip"] {
+        let home = dir.path().join("real-home");
+        for made in [".ssh", ".config/autostart", ".cache/pip", "other/.git/hooks", "bin", "go/bin", "notes"] {
             std::fs::create_dir_all(home.join(made)).unwrap();
         }
-        for path in [".bash_profile", ".ssh/authorized_keys", ".config/autostart/x.desktop", ".local/bin/git"] {
-            let denial = Denial::Write(home.join(path));
-            assert_eq!(denial.allowance(home), None, "{path}");
-            assert!(denial.describe("r1", home).contains("never widened by one click"), "{path}");
+        let linked = dir.path().join("home");
+        std::os::unix::fs::symlink(&home, &linked).unwrap();
+        let refused = [
+            ".bash_profile",
+            ".ssh/authorized_keys",
+            ".config/autostart/x.desktop",
+            ".local/bin/git",
+            ".cache/pip/wheel",
+            "other/.git/hooks/pre-commit",
+            "bin/ls",
+            "go/bin/tool",
+        ];
+        for path in refused {
+            for (said, judged) in [(&home, &home), (&home, &linked), (&linked, &home)] {
+                let denial = Denial::Write(said.join(path));
+                assert_eq!(denial.allowance(judged), None, "{path} said under {said:?}, home {judged:?}");
+                assert!(denial.describe("r1", judged).contains("never widened by one click"), "{path}");
+            }
         }
-        let cache = Denial::Write(home.join(".cache/pip/wheel"));
-        assert_eq!(cache.allowance(home), Some(Allowance::Write { path: home.join(".cache/pip"), make: None }));
+        // Said through the link, judged by a home given as the link: the
+        // home itself is never the folder allowed.
+        assert_eq!(
+            Denial::Write(home.join("new.txt"))
+                .allowance(&linked)
+                .map(|a| matches!(a, Allowance::Write { make: Some(Made::File), .. })),
+            Some(true)
+        );
+        let notes = Denial::Write(linked.join("notes/today.md"));
+        assert_eq!(notes.allowance(&linked), Some(Allowance::Write { path: home.join("notes"), make: None }));
     }
 
     /// GNU tools in a UTF-8 locale quote a path with ‘ ’.
