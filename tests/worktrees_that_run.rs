@@ -818,3 +818,27 @@ fn a_merge_killed_between_its_files_and_its_branch_puts_the_files_back() {
     assert_eq!(git(p, &["status", "--porcelain"]).trim(), "", "the checkout is as it was");
     assert!(env.show(&ids[0])["worktree"]["merged"].is_null());
 }
+
+/// A merge of a run's branch the user makes by hand, after a merge set of
+/// that run was cut short before anything landed, is the user's: the
+/// heal leaves it, and its files.
+#[test]
+fn the_users_own_merge_of_a_runs_branch_is_never_taken_back() {
+    let env = one_file_repo();
+    let p = &env.project;
+    let ids = three_apart(&env);
+    let blocked = blocking_hook(&env, "pre-merge-commit", 1);
+    let mut args = vec!["--no-squash".to_string()];
+    args.extend(ids.iter().cloned());
+    merge_killed_at(&env, &args, &blocked);
+    std::fs::remove_file(p.join(".git/hooks/pre-merge-commit")).unwrap();
+    let branch = env.show(&ids[0])["worktree"]["branch"].as_str().unwrap().to_string();
+    git(p, &["merge", "-q", "--no-ff", "--no-commit", &branch]);
+    std::fs::write(p.join("NOTES"), "my notes\n").unwrap();
+    git(p, &["add", "NOTES"]);
+    git(p, &["commit", "-q", "-m", "my merge of it, with my notes"]);
+    let mine = git(p, &["rev-parse", "HEAD"]);
+    env.ok(&["ls"]);
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), mine, "the user's merge was taken back");
+    assert!(p.join("NOTES").exists() && p.join("x.txt").exists());
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::Watcher;
 use crate::heal::{open_healed, HealError};
 use crate::home::Home;
-use crate::process::Waker;
+use crate::process::{FolderWatch, Waker};
 use crate::queue::ShepherdCommand;
 use crate::store::{Counts, EventMark, Store, StoreError};
 
@@ -53,6 +53,11 @@ pub struct Follower {
     quiet: bool,
     /// Growing transcripts, if followed.
     transcripts: Option<Transcripts>,
+    /// `config.toml` written whole: healed at once (a typo is shown, a
+    /// wider `max_parallel` starts queued runs), as no commit tells of it.
+    settings: Option<FolderWatch>,
+    /// The settings were written since the last look.
+    settings_written: bool,
 }
 
 /// The shortest time between two looks of a desktop process at the store:
@@ -80,6 +85,7 @@ impl Follower {
         shepherd: ShepherdCommand,
         transcripts_every: Option<Duration>,
     ) -> std::io::Result<Follower> {
+        let settings = FolderWatch::written_whole(&home.config_dir(), "config.toml").ok();
         Ok(Follower {
             home,
             shepherd,
@@ -96,6 +102,8 @@ impl Follower {
                 grew: false,
                 told_at: None,
             }),
+            settings,
+            settings_written: false,
         })
     }
 
@@ -126,10 +134,12 @@ impl Follower {
         }
         let due = self.transcripts.as_ref().filter(|t| t.grew).and_then(|t| t.told_at.map(|at| at + t.every));
         let until = [until, due].into_iter().flatten().min();
-        match &mut self.store {
-            Some((store, watcher)) => watcher.changed_before(store, until).map(drop),
-            None => Ok(()),
+        let Some((store, watcher)) = &mut self.store else { return Ok(()) };
+        let extra: Vec<std::os::fd::BorrowedFd<'_>> = self.settings.iter().map(std::os::fd::AsFd::as_fd).collect();
+        if let super::Wake::Extra(_) = watcher.wait(store, until, &extra)? {
+            self.settings_written |= self.settings.as_ref().is_some_and(FolderWatch::drain);
         }
+        Ok(())
     }
 
     /// Wakes a [`Follower::wait`] from another thread.
@@ -166,7 +176,10 @@ impl Follower {
         };
         let mut changed = std::mem::take(&mut self.again);
         // A process does not see its own commits in the data version.
-        changed |= watcher.heal_if_due(store, &self.shepherd)?;
+        changed |= match std::mem::take(&mut self.settings_written) {
+            true => watcher.heal_now(store, &self.shepherd)?,
+            false => watcher.heal_if_due(store, &self.shepherd)?,
+        };
         let version = store.data_version()?;
         if version != self.last_version || changed {
             self.last_version = version;

@@ -427,9 +427,9 @@ pub struct SetRun {
 
 /// Finds which of `runs` a merge set begun at `before` brought into
 /// `branch` of `repo`: by the very commit journaled before the branch
-/// moved. Never by a message or a parent, which anyone can make. Only the branch's own line of commits since `before` is read
-/// (first parents); a branch no longer holding `before` holds nothing of
-/// the set.
+/// moved. Never by a message or a parent, which anyone can make. Only
+/// the branch's own line of commits since `before` is read (first
+/// parents); a branch no longer holding `before` holds nothing of the set.
 pub fn in_branch(repo: &Path, branch: &str, before: &str, runs: &[SetRun]) -> Result<InBranch, WorktreeError> {
     let plain = Env::default();
     let full = format!("refs/heads/{branch}");
@@ -442,25 +442,12 @@ pub fn in_branch(repo: &Path, branch: &str, before: &str, runs: &[SetRun]) -> Re
         return Ok(InBranch { tip, merged: Vec::new(), only_these: false, checked_out });
     }
     let range = format!("{before}..{tip}");
-    let listed =
-        git(repo, &["rev-list", "--first-parent", "--parents", "--max-count=1000", &range], "reading your branch")?;
-    let tips: Vec<Option<String>> = runs
-        .iter()
-        .map(|run| {
-            let own =
-                git(repo, &["rev-parse", "--verify", &format!("refs/heads/{}", run.branch)], "reading a run's branch");
-            own.ok().map(|t| t.trim().to_string())
-        })
-        .collect();
+    let listed = git(repo, &["rev-list", "--first-parent", "--max-count=1000", &range], "reading your branch")?;
+    let tips: Vec<Option<String>> = runs.iter().map(|run| branch_tip(repo, &run.branch).ok()).collect();
     let (mut merged, mut all_ours, mut commits) = (Vec::new(), true, 0);
-    for line in listed.lines().filter(|l| !l.trim().is_empty()) {
+    for commit in listed.lines().map(str::trim).filter(|l| !l.is_empty()) {
         commits += 1;
-        let mut hashes = line.split_whitespace();
-        let (commit, second) = (hashes.next().unwrap_or(""), hashes.nth(1));
-        let whose = runs
-            .iter()
-            .zip(&tips)
-            .find(|(run, own)| run.commit.as_deref() == Some(commit) || (second.is_some() && second == own.as_deref()));
+        let whose = runs.iter().zip(&tips).find(|(run, _)| run.commit.as_deref() == Some(commit));
         match whose {
             Some((run, Some(own))) if !merged.iter().any(|(m, _): &(String, String)| *m == run.id) => {
                 merged.push((run.id.clone(), own.clone()))
