@@ -85,7 +85,7 @@ impl Follower {
         shepherd: ShepherdCommand,
         transcripts_every: Option<Duration>,
     ) -> std::io::Result<Follower> {
-        let settings = FolderWatch::written_whole(&home.config_dir(), "config.toml").ok();
+        let settings = FolderWatch::written_whole(home.config_dir(), "config.toml").ok();
         Ok(Follower {
             home,
             shepherd,
