@@ -842,3 +842,23 @@ fn the_users_own_merge_of_a_runs_branch_is_never_taken_back() {
     assert_eq!(git(p, &["rev-parse", "HEAD"]), mine, "the user's merge was taken back");
     assert!(p.join("NOTES").exists() && p.join("x.txt").exists());
 }
+
+/// What a hook writes while it judges a merge (lint-staged's backup
+/// stash) is the repository's: its refs point at objects the repository
+/// has, whatever happens to the run's worktree after.
+#[test]
+fn what_a_hook_writes_while_judging_a_merge_stays_in_the_repository() {
+    let env = one_file_repo();
+    let p = &env.project;
+    let ids = three_apart(&env);
+    std::fs::write(p.join("a.txt"), "a\nwork in progress\n").unwrap();
+    let hook = p.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, "#!/bin/sh\nh=$(git stash create backup) && git stash store -m backup \"$h\"\nexit 0\n").unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    env.ok(&["merge", &ids[0]]);
+    env.ok(&["rm", &ids[0]]);
+    assert!(git(p, &["stash", "list"]).contains("backup"));
+    let fsck = Command::new("git").args(["fsck", "--no-progress"]).current_dir(p).output().unwrap();
+    assert!(fsck.status.success(), "{}", String::from_utf8_lossy(&fsck.stderr));
+    git(p, &["gc", "-q"]);
+}

@@ -5,20 +5,22 @@
 //! uncommitted is committed on it first (the agent's own commits kept). A
 //! squash merge is git's `merge-tree --write-tree` of the user's HEAD and
 //! that branch, from where the run started or from what was merged last
-//! (so merge, reply, merge again takes exactly the follow-up's work); the
-//! commit goes through the repository's `pre-commit` and `commit-msg` hooks
-//! and holds the merged tree alone (nothing the user staged). Then the
-//! branch moves, only from the commit it was on, and the user's index and
-//! working tree move to it as `git checkout` would (files the merge does
-//! not touch, and the user's changes in them, stay); if they cannot, the
-//! branch goes back. A conflict, uncommitted
-//! changes of the user's in the files it touches, a repository the run made
-//! inside its worktree, a refusing hook: nothing is changed, and it says
-//! why. What is computed to try a merge is written where it leaves nothing
-//! in the user's `.git` unless the merge is made.
-//!
-//! `--no-squash` merges the run's own commits with `git merge` (its hooks
-//! too, no autostash), only onto the base the run was launched from.
+//! (so merge, reply, merge again takes exactly the follow-up's work);
+//! `--no-squash` is `merge-tree` of HEAD and the run's branch, as `git
+//! merge --no-ff` makes it, with both as parents. Either is written apart
+//! from the user's checkout, judged by the hooks git would run (squash:
+//! `pre-commit`, `commit-msg`; merge: `pre-merge-commit`, `commit-msg`) on
+//! an index of the merge alone, and committed with `commit-tree`: nothing
+//! of the user's is touched until it is made (a process that dies
+//! meanwhile leaves no merge half done in the checkout). Then it lands
+//! ([`Prepared::land`]): the user's index and working tree move to it as
+//! `git checkout` would (files the merge does not touch, and the user's
+//! changes in them, stay), then the branch, only from the commit it was
+//! on; if it cannot, the files go back. A conflict, uncommitted changes of
+//! the user's in the files it touches, a repository the run made inside
+//! its worktree, a refusing hook: nothing is changed, and it says why.
+//! What is computed to try a merge is written where it leaves nothing in
+//! the user's `.git` unless the hooks are to judge it.
 
 use std::path::Path;
 
@@ -169,7 +171,7 @@ pub fn prepare_squashed(
 
     // Made: the merge's objects go into the repository, the run's branch
     // holds its work, and the commit is written.
-    objects.keep(repo, &[&tree, &merged_tree])?;
+    objects.keep(repo, &[&tree])?;
     let merged = commit_run_branch(worktree, run_id, &snap, &objects)?;
     // The commits a sandboxed agent made are in the worktree's own store:
     // what the merge brings in is copied into the repository, checked.
@@ -220,13 +222,25 @@ fn judged_by_hooks(
     objects: &ScratchObjects,
     first: &'static str,
 ) -> Result<tempfile::NamedTempFile, WorktreeError> {
+    // The merge's objects go into the repository first, and the hooks run
+    // with its own object store: what a hook writes (lint-staged's backup
+    // stash, a note, a tag) is the repository's, never left in a scratch
+    // store its refs would then point into.
+    objects.keep(repo, &[merged_tree])?;
     let index = temp_file_with(b"", "making a private index")?;
-    let private = Env::index(index.path()).scratch(objects);
+    let private = Env::index(index.path());
     git_in(repo, &["read-tree", merged_tree], &private, "reading the merge")?;
     let message_file = temp_file_with(message.as_bytes(), "writing the commit message")?;
     let message_path = message_file.path().to_string_lossy().into_owned();
     run_hook(repo, first, &[], &private)?;
     run_hook(repo, "commit-msg", &[&message_path], &private)?;
+    // As git: a message the hook emptied (but for comments) is no commit.
+    let said = std::fs::read_to_string(message_file.path()).unwrap_or_default();
+    if said.lines().all(|l| l.trim().is_empty() || l.starts_with('#')) {
+        return Err(WorktreeError::WouldConflict(
+            "your repository's commit-msg hook left the message empty; nothing was changed".into(),
+        ));
+    }
     Ok(message_file)
 }
 
@@ -346,10 +360,11 @@ pub fn prepare_merge_commits(
         )));
     }
     refuse_dirty(repo, &head_tree, &merged_tree, &scratch)?;
-    let message = format!("Merge branch '{}'", worktree.branch);
+    // git's words: " into BRANCH" but for main and master.
+    let into = if matches!(branch, "main" | "master") { String::new() } else { format!(" into {branch}") };
+    let message = format!("Merge branch '{}'{into}", worktree.branch);
     let message_file = judged_by_hooks(repo, &merged_tree, &message, &objects, "pre-merge-commit")?;
     let message_path = message_file.path().to_string_lossy().into_owned();
-    objects.keep(repo, &[&merged_tree])?;
     let mut args = committer(repo)?.to_vec();
     args.extend(["commit-tree", &merged_tree, "-p", &head, "-p", &merged, "-F", &message_path]);
     let commit = git(repo, &args, "committing the merge")?.trim().to_string();
