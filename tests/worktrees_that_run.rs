@@ -853,7 +853,8 @@ fn what_a_hook_writes_while_judging_a_merge_stays_in_the_repository() {
     let ids = three_apart(&env);
     std::fs::write(p.join("a.txt"), "a\nwork in progress\n").unwrap();
     let hook = p.join(".git/hooks/pre-commit");
-    std::fs::write(&hook, "#!/bin/sh\nh=$(git stash create backup) && git stash store -m backup \"$h\"\nexit 0\n").unwrap();
+    std::fs::write(&hook, "#!/bin/sh\nh=$(git stash create backup) && git stash store -m backup \"$h\"\nexit 0\n")
+        .unwrap();
     std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     env.ok(&["merge", &ids[0]]);
     env.ok(&["rm", &ids[0]]);
