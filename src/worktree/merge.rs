@@ -136,29 +136,18 @@ pub fn prepare_squashed(
     let theirs = git_in(repo, &[&who[..], &[&tree, "-p", from, "-m", "run"]].concat(), &scratch, "trying the merge")?;
     let ours = [&who[..], &[&head_tree, "-p", &head, "-p", from, "-m", "yours"]].concat();
     let ours = git_in(repo, &ours, &scratch, "trying the merge")?;
-    let tried = output(
-        repo,
-        &["merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", ours.trim(), theirs.trim()],
-        &scratch,
-        "merging",
-    )?;
-    let printed = String::from_utf8_lossy(&tried.stdout).into_owned();
-    let mut fields = printed.split('\0');
-    let merged_tree = fields.next().unwrap_or_default().trim().to_string();
-    match tried.status.code() {
-        Some(0) => {}
-        Some(1) => {
-            let files: Vec<&str> = fields.take_while(|f| !f.is_empty()).collect();
+    let merged_tree = match merge_tree(repo, ours.trim(), theirs.trim(), &scratch)? {
+        Ok(tree) => tree,
+        Err(files) => {
             return Err(WorktreeError::WouldConflict(format!(
                 "the run's work conflicts with {branch} in {}; nothing was changed. Merge by hand: `git -C {} \
                  merge --squash {}` and resolve them (the worktree stays)",
-                shown(&files),
+                shown(&files.iter().map(String::as_str).collect::<Vec<_>>()),
                 repo.display(),
                 worktree.branch
-            )));
+            )))
         }
-        _ => return Err(WorktreeError::Git { doing: "merging", detail: stderr_of(&tried) }),
-    }
+    };
     if merged_tree == head_tree {
         return Err(WorktreeError::WouldConflict(format!(
             "{branch} already holds the run's work: there is nothing to merge; nothing was changed"
@@ -188,6 +177,30 @@ pub fn prepare_squashed(
         run_branch: worktree.branch.clone(),
         after: ("post-commit", None),
     })
+}
+
+/// git's three-way merge of commits `ours` and `theirs` in `env`, written
+/// as a tree only: the tree, or the files that conflict.
+fn merge_tree(
+    repo: &Path,
+    ours: &str,
+    theirs: &str,
+    env: &Env<'_>,
+) -> Result<Result<String, Vec<String>>, WorktreeError> {
+    let tried = output(
+        repo,
+        &["merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", ours, theirs],
+        env,
+        "merging",
+    )?;
+    let printed = String::from_utf8_lossy(&tried.stdout).into_owned();
+    let mut fields = printed.split('\0');
+    let tree = fields.next().unwrap_or_default().trim().to_string();
+    match tried.status.code() {
+        Some(0) => Ok(Ok(tree)),
+        Some(1) => Ok(Err(fields.take_while(|f| !f.is_empty()).map(str::to_string).collect())),
+        _ => Err(WorktreeError::Git { doing: "merging", detail: stderr_of(&tried) }),
+    }
 }
 
 /// Refuses a merge from `head_tree` to `merged_tree` that touches a file
@@ -329,31 +342,20 @@ pub fn prepare_merge_commits(
     // written apart from your checkout (nothing left half done in it if
     // this process dies), judged by the hooks `git merge` runs.
     let scratch = Env::default().scratch(&objects);
-    let head = git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string();
+    let head = head_of(repo)?;
     let head_tree = git(repo, &["rev-parse", &format!("{head}^{{tree}}")], "reading your branch")?.trim().to_string();
-    let tried = output(
-        repo,
-        &["merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", &head, &merged],
-        &scratch,
-        "merging",
-    )?;
-    let printed = String::from_utf8_lossy(&tried.stdout).into_owned();
-    let mut fields = printed.split('\0');
-    let merged_tree = fields.next().unwrap_or_default().trim().to_string();
-    match tried.status.code() {
-        Some(0) => {}
-        Some(1) => {
-            let files: Vec<&str> = fields.take_while(|f| !f.is_empty()).collect();
+    let merged_tree = match merge_tree(repo, &head, &merged, &scratch)? {
+        Ok(tree) => tree,
+        Err(files) => {
             return Err(WorktreeError::WouldConflict(format!(
                 "the run's commits conflict with {branch} in {}; nothing was changed. Merge by hand: `git -C {} \
                  merge {}` and resolve them (the worktree stays)",
-                shown(&files),
+                shown(&files.iter().map(String::as_str).collect::<Vec<_>>()),
                 repo.display(),
                 worktree.branch
-            )));
+            )))
         }
-        _ => return Err(WorktreeError::Git { doing: "merging", detail: stderr_of(&tried) }),
-    }
+    };
     if merged_tree == head_tree {
         return Err(WorktreeError::WouldConflict(format!(
             "{branch} already holds the run's work: there is nothing to merge; nothing was changed"
