@@ -138,13 +138,6 @@ pub fn allow_denied(
     for denial in run.denied.iter().filter_map(|d| Denial::from_entry(d)) {
         let allowance = denial.allowance(&home);
         match &allowance {
-            // Where a link on the way leads counts: never the home's
-            // settings by another name.
-            Some(Allowance::Write { path, .. })
-                if crate::sandbox::denial::never_by_click(
-                    &std::fs::canonicalize(path).unwrap_or(path.clone()),
-                    &home,
-                ) => {}
             Some(Allowance::Write { path, .. }) => {
                 let path = path.to_string_lossy().into_owned();
                 if widening.write.contains(&path) {
