@@ -134,9 +134,17 @@ pub fn allow_denied(
     use crate::sandbox::denial::{Allowance, Denial};
     let run = store.find_run(id)?;
     let home = user_home();
+    let allowances: Vec<Allowance> =
+        run.denied.iter().filter_map(|d| Denial::from_entry(d)).filter_map(|d| d.allowance(&home)).collect();
+    // A sandbox is widened by its user only: refused before anything is
+    // made for it.
+    if !allowances.is_empty() {
+        if let Some(caller) = crate::caller::caller_run(store)? {
+            return Err(AllowError::InsideRun(caller));
+        }
+    }
     let mut widening = Widening::default();
-    for denial in run.denied.iter().filter_map(|d| Denial::from_entry(d)) {
-        let allowance = denial.allowance(&home);
+    for allowance in allowances.into_iter().map(Some) {
         match &allowance {
             Some(Allowance::Write { path, .. }) => {
                 let path = path.to_string_lossy().into_owned();

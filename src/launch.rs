@@ -96,6 +96,12 @@ pub enum LaunchError {
     #[error("{} is not a folder run {within}'s sandbox reads, so no run is launched there from inside it: \
              launch it from your own terminal", folder.display())]
     FolderHidden { folder: PathBuf, within: String },
+    /// A folder, asked from inside a sandbox, that no run launched there
+    /// may work in: a system folder, or inside a repository's `.git`.
+    #[error("{} is a system folder or inside a repository's .git, so no run is launched there from inside run \
+             {within}'s sandbox (it would see the host's, or write what git runs): pass a folder of the project",
+             folder.display())]
+    FolderNotForChild { folder: PathBuf, within: String },
     /// The budget over the launching run is spent: work launched now
     /// would spend past it before anyone was asked.
     #[error(
@@ -187,7 +193,8 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     }
     // A cloned repository's preset that runs code runs only once trusted;
     // one that replaces a shipped or global preset is said.
-    crate::trust::check(store, preset).map_err(|e| match e {
+    let config = Config::load(store.home())?;
+    crate::trust::check(store, preset, config.sandbox.as_ref()).map_err(|e| match e {
         crate::trust::CheckError::Store(e) => LaunchError::Store(e),
         crate::trust::CheckError::Untrusted(e) => LaunchError::Untrusted(e),
     })?;
@@ -200,7 +207,6 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     if let Some(why) = preset::available::unavailable(preset, path.as_deref(), &cwd) {
         return Err(LaunchError::Unavailable { preset: preset.name.clone(), why });
     }
-    let config = Config::load(store.home())?;
     // Launched from inside a sandbox (its parent's, or an ancestor's), it
     // runs in that sandbox whoever starts it: its own preset cannot widen it.
     let confined;
@@ -238,7 +244,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     // one that sandbox reads whole.
     if let (Some(within), Some(plan), Some(crate::sandbox::Asked::Rules(sandbox))) = (&within, &plan, &preset.sandbox) {
         let home = crate::run_env::var(request.env.as_deref(), "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
-        if !sandbox.read.reads_all_of(&plan.repo, &home) {
+        if !sandbox.reads_all_of(&plan.repo, &home) {
             return Err(LaunchError::WorktreeUnreadable { repo: plan.repo.clone(), within: within.clone() });
         }
     }
@@ -329,6 +335,20 @@ fn folder_within(
     if corral.iter().any(|c| real.starts_with(c)) && !real.starts_with(&own) {
         return Err(hidden());
     }
+    // Never a folder the sandbox replaces with its own (`/tmp`, `/run`,
+    // `/proc`, `/dev`) or the kernel's (`/sys`): the child would see the
+    // host's, sockets and processes included. Never inside a `.git`: the
+    // child would write what the user's next `git` runs. Only the
+    // launcher's own folder, or a place it writes, may lie there.
+    let written = rules.write.iter().filter_map(|p| match p {
+        crate::sandbox::Place::Path(p) => Some(canonical(&crate::sandbox::expand(p, &home))),
+        crate::sandbox::Place::Worktree => None,
+    });
+    let shown = std::iter::once(own.clone()).chain(written).any(|w| real.starts_with(&w));
+    let system = crate::sandbox::bwrap::SYSTEM_SHARED.iter().any(|s| real.starts_with(s));
+    if (system && !shown) || crate::sandbox::bwrap::inside_git(&real) {
+        return Err(LaunchError::FolderNotForChild { folder: real, within: within.to_string() });
+    }
     let place = |p: &String| canonical(&crate::sandbox::expand(p, &home));
     let readable = match &rules.read {
         crate::sandbox::Read::Deny(denied) => !denied.iter().map(place).any(|d| real.starts_with(d)),
@@ -336,7 +356,8 @@ fn folder_within(
             real.starts_with(&own) || listed.iter().map(place).any(|l| real.starts_with(l))
         }
     };
-    if readable {
+    let masked = rules.masked.iter().map(place).any(|m| real.starts_with(m));
+    if readable && !masked {
         Ok(real)
     } else {
         Err(hidden())

@@ -58,7 +58,10 @@ pub fn is_project(source: PresetSource) -> bool {
 
 /// What a project preset would run of its own, if anything: what makes
 /// it need the user's trust.
-pub fn runs_code(preset: &Preset) -> Option<&'static str> {
+/// `default` is the sandbox a preset without `sandbox:` gets here
+/// (config.toml's `[sandbox]`): a project preset's own sandbox that is not
+/// a narrowing of it is the repository widening what its runs may touch.
+pub fn runs_code(preset: &Preset, default: Option<&crate::sandbox::Sandbox>) -> Option<&'static str> {
     if !is_project(preset.source) {
         return None;
     }
@@ -78,10 +81,28 @@ pub fn runs_code(preset: &Preset) -> Option<&'static str> {
         // A sandboxed run writing its project could plant one, for your
         // next launch to run unsandboxed.
         Some("runs unsandboxed whatever [sandbox] says (sandbox: none)")
+    } else if widens(preset, default) {
+        // A builder could plant `{write: [/], network: all}` as easily.
+        Some("asks for a sandbox wider than your own default ([sandbox] in config.toml)")
     } else if preset.mcp == Some(crate::preset::McpScope::All) {
         Some("lets its agent act on every run (mcp: all)")
     } else {
         None
+    }
+}
+
+/// Whether `preset`'s own `sandbox:` lets its runs touch more than
+/// `default` would (none: any sandbox is narrower than none).
+fn widens(preset: &Preset, default: Option<&crate::sandbox::Sandbox>) -> bool {
+    use crate::sandbox::Asked;
+    let Some(default) = default else { return false };
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+    match &preset.sandbox {
+        None => false,
+        Some(Asked::None) => true,
+        // The default's rules, run unsandboxed where no engine works.
+        Some(Asked::Optional) => !default.optional,
+        Some(Asked::Rules(rules)) => !rules.narrows(default, &home),
     }
 }
 
@@ -101,8 +122,8 @@ fn fingerprint(path: &Path) -> Result<(String, String), std::io::Error> {
 
 /// `Ok` if `preset` may run: it runs no code of its own, or the user
 /// trusted its file as it is now.
-pub fn check(store: &Store, preset: &Preset) -> Result<(), CheckError> {
-    let Some(why) = runs_code(preset) else { return Ok(()) };
+pub fn check(store: &Store, preset: &Preset, default: Option<&crate::sandbox::Sandbox>) -> Result<(), CheckError> {
+    let Some(why) = runs_code(preset, default) else { return Ok(()) };
     let path = Path::new(&preset.path);
     let untrusted = |changed| Untrusted {
         name: preset.name.clone(),
@@ -133,12 +154,16 @@ pub enum CheckError {
 /// Trusts every project preset in effect in `presets` (those of one
 /// folder) that runs code of its own, as its file is now. Returns their
 /// files. Refused inside a run.
-pub fn trust(store: &mut Store, presets: &[Effective]) -> Result<Vec<String>, TrustError> {
+pub fn trust(
+    store: &mut Store,
+    presets: &[Effective],
+    default: Option<&crate::sandbox::Sandbox>,
+) -> Result<Vec<String>, TrustError> {
     if let Some(run) = crate::caller::caller_run(store)? {
         return Err(TrustError::InsideRun(run));
     }
     let mut trusted = Vec::new();
-    for e in presets.iter().filter(|e| runs_code(&e.preset).is_some()) {
+    for e in presets.iter().filter(|e| runs_code(&e.preset, default).is_some()) {
         let path = Path::new(&e.preset.path);
         let (canonical, hash) =
             fingerprint(path).map_err(|source| TrustError::Unreadable { path: path.to_path_buf(), source })?;

@@ -14,7 +14,6 @@
 //! `gemini-0.61-chat.jsonl`.
 
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -107,7 +106,9 @@ impl SessionLog {
             self.path = self.find(session);
         }
         let path = self.path.clone()?;
-        let mut file = File::open(&path).ok()?;
+        // The agent writes this file: a FIFO or a link it left there is
+        // never waited on or followed.
+        let mut file = crate::process::open_regular(&path).ok()?;
         let len = file.metadata().ok()?.len();
         if len < self.offset {
             // Written anew (a chat rewritten whole): read it again.
@@ -220,7 +221,7 @@ fn gemini_chat(root: &Path, session: &str) -> Option<PathBuf> {
         let chats = project.path().join("chats");
         let path = newest_in(&chats, |name| name.starts_with("session-") && name.ends_with(&suffix))?;
         let mut head = String::new();
-        File::open(&path).ok()?.take(64 << 10).read_to_string(&mut head).ok()?;
+        crate::process::open_regular(&path).ok()?.take(64 << 10).read_to_string(&mut head).ok()?;
         let first: Value = serde_json::from_str(head.lines().next()?).ok()?;
         (json::str_at(&first, &["sessionId"]) == Some(session)).then_some(path)
     })

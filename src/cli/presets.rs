@@ -77,7 +77,8 @@ fn trust(store: &mut Store, dir: Option<PathBuf>, out: &mut impl Write) -> anyho
         None => corral::launch::working_folder()?,
     };
     let set = preset::discover(&Roots::new(store.home(), Some(&dir)));
-    let trusted = corral::trust::trust(store, &set.presets)?;
+    let default = corral::config::Config::load(store.home())?.sandbox;
+    let trusted = corral::trust::trust(store, &set.presets, default.as_ref())?;
     if trusted.is_empty() {
         writeln!(
             out,
@@ -93,7 +94,10 @@ fn trust(store: &mut Store, dir: Option<PathBuf>, out: &mut impl Write) -> anyho
 
 /// Why `e` does not run until trusted, if it does not.
 fn untrusted(store: &Store, e: &corral::preset::Effective) -> anyhow::Result<Option<String>> {
-    match corral::trust::check(store, &e.preset) {
+    // The default sandbox a project preset may not widen; a broken
+    // config.toml is said by the launch itself.
+    let default = corral::config::Config::load(store.home()).ok().and_then(|c| c.sandbox);
+    match corral::trust::check(store, &e.preset, default.as_ref()) {
         Ok(()) => Ok(None),
         Err(corral::trust::CheckError::Untrusted(u)) => Ok(Some(u.to_string())),
         Err(corral::trust::CheckError::Store(e)) => Err(e.into()),

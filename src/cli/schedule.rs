@@ -194,8 +194,8 @@ fn act(store: &mut Store, action: Action, shepherd: &ShepherdCommand, out: &mut 
         Action::Ls { json } => list(store, json, out),
         Action::Show { name, count, json } => show(store, &name, count, json, out),
         Action::Pause { name } => {
-            let row = store.set_schedule_paused(&name, Some("by request"))?;
-            writeln!(out, "{}  paused", row.name)?;
+            let paused = schedule::pause(store, &name)?;
+            writeln!(out, "{}  paused", paused.name)?;
             Ok(0)
         }
         Action::Resume { name } => {

@@ -24,6 +24,7 @@ impl CorralTools {
             };
             let set = preset::discover(&Roots::new(store.home(), Some(&cwd)));
             let path = std::env::var_os("PATH");
+            let default = crate::config::Config::load(store.home()).ok().and_then(|c| c.sandbox);
             let presets: Vec<serde_json::Value> = set
                 .presets
                 .iter()
@@ -39,7 +40,7 @@ impl CorralTools {
                     if let Some(why) = preset::available::unavailable(&e.preset, path.as_deref(), &cwd) {
                         entry["available"] = false.into();
                         entry["unavailable"] = why.into();
-                    } else if let Err(why) = crate::trust::check(store, &e.preset) {
+                    } else if let Err(why) = crate::trust::check(store, &e.preset, default.as_ref()) {
                         entry["available"] = false.into();
                         entry["unavailable"] = why.to_string().into();
                     }

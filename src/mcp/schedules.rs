@@ -105,8 +105,7 @@ impl CorralTools {
     )]
     async fn pause_schedule(&self, Parameters(args): Parameters<ScheduleArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
-            let row = store.set_schedule_paused(&args.name, Some("by request"))?;
-            Ok(json_result(&schedule::Schedule::from_row(row)?))
+            Ok(json_result(&schedule::pause(store, &args.name)?))
         })
         .await
     }

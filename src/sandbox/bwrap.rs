@@ -75,6 +75,20 @@ const SYSTEM: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 /// agents; `/run/docker.sock` is root on the machine.
 const RUN_KEPT: &[&str] = &["/run/systemd/resolve", "/run/resolvconf", "/run/current-system", "/run/wrappers"];
 
+/// The host's places a sandbox shows only as its own (or, for `/sys`, as
+/// the kernel's): no run launched from inside a sandbox works in them.
+pub const SYSTEM_SHARED: &[&str] = &["/tmp", "/run", "/dev", "/proc", "/sys", "/var/run"];
+
+/// Whether `path` (as on disk) lies inside a repository's git folder: a
+/// `.git` folder, or a bare repository's (a folder holding `HEAD`,
+/// `objects` and `refs`).
+pub fn inside_git(path: &Path) -> bool {
+    path.ancestors().any(|dir| {
+        dir.file_name().is_some_and(|n| n == ".git")
+            || (dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir())
+    })
+}
+
 /// The host's places every sandbox replaces with its own: what lies under
 /// them and is readable or written is shown again afterwards.
 const REPLACED: &[&str] = &["/tmp", "/run", "/dev", "/proc"];
@@ -157,6 +171,16 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         };
         if path == Path::new("/tmp") {
             continue; // the run's own, below
+        }
+        // A repository's git folder runs what is written in it (hooks,
+        // config) with the user's rights at the user's next `git`.
+        if inside_git(&path) {
+            notes.push(format!(
+                "sandbox: {} is inside a repository's git folder, never writable inside a sandbox (the user's \
+                 next git would run what the agent wrote there)",
+                path.display()
+            ));
+            continue;
         }
         if private.iter().any(|p| path.starts_with(p)) && !path.starts_with(&worktrees) {
             notes.push(format!(
@@ -249,8 +273,12 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         args.push_os(["--setenv".into(), super::broker::SOCKET_ENV.into(), inside.into()]);
     }
     protect_git(&mut args, view, &written);
-    if let Read::Deny(places) = &sandbox.read {
-        for place in places {
+    let denied = match &sandbox.read {
+        Read::Deny(places) => places.as_slice(),
+        Read::Only(_) => &[],
+    };
+    {
+        for place in denied.iter().chain(&sandbox.masked) {
             // Through a link (a dotfiles repository's ~/.ssh), what it
             // points at is masked: bubblewrap mounts on no link.
             let Ok(path) = std::fs::canonicalize(expand(place, home)) else { continue };
@@ -338,7 +366,7 @@ fn dot_git_of(place: &Path) -> Option<PathBuf> {
 
 /// The administrative folder a linked worktree's `.git` file names.
 fn own_git_dir(worktree: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(worktree.join(".git")).ok()?;
+    let text = crate::process::read_regular(&worktree.join(".git"), 64 << 10).ok()?;
     let dir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
     std::fs::canonicalize(dir).ok()
 }
@@ -363,7 +391,7 @@ fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) {
     let mut dots: Vec<PathBuf> = written.iter().filter_map(|p| dot_git_of(p)).collect();
     dots.sort();
     dots.dedup();
-    for dot in dots.iter().filter(|d| written.iter().any(|w| d.starts_with(w))) {
+    for dot in dots.iter().filter(|d| written.iter().any(|w| d.starts_with(w) || w.starts_with(d))) {
         args.bind("--ro-bind", dot);
     }
     let Some(worktree) = view.worktree else { return };
@@ -376,6 +404,13 @@ fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) {
     // which git reads where `extensions.worktreeConfig` is on) stay as
     // Corral made them.
     let _ = std::fs::create_dir_all(crate::worktree::agent_objects(&own));
+    // Settings git reads there once `extensions.worktreeConfig` is on (a
+    // sparse checkout sets it): made empty now, so they are held read-only
+    // rather than left for the agent to make.
+    let settings = own.join("config.worktree");
+    if settings.symlink_metadata().is_err() {
+        let _ = std::fs::File::create(&settings);
+    }
     args.bind("--bind", &own);
     for file in ["commondir", "gitdir", "config.worktree", "hooks"] {
         args.bind("--ro-bind-try", &own.join(file));

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{expand, Network, Read, Sandbox};
+use super::{expand, Read, Sandbox};
 
 /// One refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +95,19 @@ pub fn never_by_click(path: &Path, home: &Path) -> bool {
             .map(|d| resolved(&d))
             .any(|d| path.starts_with(&d) || d.starts_with(&path))
     });
-    hidden_in_home || named || on_path
+    hidden_in_home || named || on_path || linked_from_home(&path, &home)
+}
+
+/// Whether a link where the user's tools read settings (the home's own
+/// entries, `~/.config`, `~/.local/bin`, `~/.local/share`) leads into
+/// `path` or holds it: `~/.bashrc` → `~/dotfiles/bashrc` makes
+/// `~/dotfiles` the shell's settings, whatever its name.
+fn linked_from_home(path: &Path, home: &Path) -> bool {
+    let folders = [home.to_path_buf(), home.join(".config"), home.join(".local/bin"), home.join(".local/share")];
+    folders.iter().flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten()).any(|entry| {
+        entry.file_type().is_ok_and(|t| t.is_symlink())
+            && std::fs::canonicalize(entry.path()).is_ok_and(|target| target.starts_with(path) || path.starts_with(&target))
+    })
 }
 
 /// `path` with every link on the way resolved, as far as it exists (the
@@ -183,6 +195,9 @@ impl Denial {
                     None => None,
                 }
             }
+            // Only what the proxy refused is recorded as a host (never the
+            // agent's words, which could name `*.com`): a literal name.
+            Denial::Connect(host) if host.contains('*') => None,
             Denial::Connect(host) => Some(Allowance::Host(host.clone())),
             Denial::Read(_) => None,
         }
@@ -246,11 +261,6 @@ pub fn in_text(text: &str, sandbox: &Sandbox, home: &Path, cwd: &Path) -> Vec<De
                 if places.iter().any(|p| path.starts_with(expand(p, home))) {
                     found.push(Denial::Read(path));
                 }
-            }
-        }
-        if sandbox.network != Network::All {
-            if let Some(host) = host_refused(line) {
-                found.push(Denial::Connect(host));
             }
         }
     }
@@ -335,40 +345,10 @@ fn last_quoted(text: &str) -> Option<&str> {
     Some(&inner[at + open_len..])
 }
 
-/// The host a connection error names: curl's, Node's and Python's words
-/// for a name that cannot be resolved, and the proxy's refusal.
-fn host_refused(line: &str) -> Option<String> {
-    const SAID: &[&str] = &[
-        "Could not resolve host: ",
-        "getaddrinfo EAI_AGAIN ",
-        "getaddrinfo ENOTFOUND ",
-        "Failed to resolve '",
-        "Temporary failure in name resolution",
-        "not in the sandbox's network allowlist: ",
-    ];
-    for said in SAID {
-        if let Some((before, after)) = line.split_once(said) {
-            let word = if after.is_empty() || said.starts_with("Temporary") {
-                // Python: "…HTTPSConnection(host='example.com', port=443)…"
-                before.split("host='").nth(1).and_then(|h| h.split('\'').next()).unwrap_or("")
-            } else {
-                after
-                    .split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ':' | ')' | ','))
-                    .next()
-                    .unwrap_or("")
-            };
-            let host = word.trim_end_matches('.');
-            if !host.is_empty() && host.contains('.') {
-                return Some(host.to_ascii_lowercase());
-            }
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::Network;
 
     fn builder() -> Sandbox {
         Sandbox { network: Network::None, ..Sandbox::profile("builder").unwrap() }
@@ -383,7 +363,8 @@ mod tests {
                     EROFS: read-only file system, open '/srv/n'\n\
                     cat: /home/u/.ssh/id_ed25519: Permission denied\n\
                     cat: /root/other: Permission denied\n\
-                    curl: (6) Could not resolve host: example.com\n";
+                    curl: (6) Could not resolve host: example.com\n\
+                    curl: (6) Could not resolve host: *.com\n";
         assert_eq!(
             in_text(said, &builder(), home, Path::new("/w")),
             [
@@ -392,11 +373,11 @@ mod tests {
                 Denial::Write("/opt/z".into()),
                 Denial::Write("/srv/n".into()),
                 Denial::Read("/home/u/.ssh/id_ed25519".into()),
-                Denial::Connect("example.com".into()),
-            ]
+            ],
+            "a host is offered only from what the proxy refused, never from the agent's words"
         );
+        assert_eq!(Denial::Connect("*.com".into()).allowance(home), None);
         let all = Sandbox { network: Network::All, ..builder() };
-        assert!(in_text("curl: (6) Could not resolve host: example.com", &all, home, Path::new("/w")).is_empty());
         let relative = "/bin/bash: line 1: reviewed.txt: Read-only file system";
         assert_eq!(in_text(relative, &all, home, Path::new("/w")), [Denial::Write("/w/reviewed.txt".into())]);
     }

@@ -35,6 +35,11 @@ pub struct Sandbox {
     pub write: Vec<Place>,
     /// What it may read.
     pub read: Read,
+    /// Places hidden whatever `read` says: what the sandbox a run was
+    /// launched from denies, inside what the run's own `read: only` lists
+    /// (`only [~]` inside a sandbox that hides `~/.ssh` reads `~` but it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub masked: Vec<String>,
     /// Where it may connect.
     pub network: Network,
     /// The only variables it keeps (besides those its agent needs); `None`
@@ -161,6 +166,7 @@ impl Sandbox {
                 profile: Some("reviewer".into()),
                 write: Vec::new(),
                 read: secrets(),
+                masked: Vec::new(),
                 network: Network::Hosts(vec!["agent".into()]),
                 env_keep: None,
                 optional: false,
@@ -169,6 +175,7 @@ impl Sandbox {
                 profile: Some("builder".into()),
                 write: vec![Place::Worktree, Place::Path("/tmp".into())],
                 read: secrets(),
+                masked: Vec::new(),
                 network: Network::Hosts(
                     std::iter::once("agent").chain(REGISTRIES.iter().copied()).map(str::to_string).collect(),
                 ),
@@ -202,6 +209,10 @@ impl Sandbox {
             Read::Deny(list) => format!("reads all but {} places", list.len()),
             Read::Only(list) => format!("reads only {}", list.join(", ")),
         };
+        let read = match self.masked.len() {
+            0 => read,
+            n => format!("{read} but {n} places hidden"),
+        };
         let profile = self.profile.as_deref().map(|p| format!("{p}: ")).unwrap_or_default();
         format!("{profile}writes {write}; {read}; reaches {network}")
     }
@@ -220,6 +231,15 @@ impl Read {
             Read::Deny(denied) => !denied.iter().map(place).any(|d| d.starts_with(&path) || path.starts_with(&d)),
             Read::Only(listed) => listed.iter().map(place).any(|l| path.starts_with(&l)),
         }
+    }
+}
+
+impl Sandbox {
+    /// Whether everything under `path` may be read: its `read` allows it
+    /// and nothing it masks lies in it or holds it.
+    pub fn reads_all_of(&self, path: &Path, home: &Path) -> bool {
+        let masked = Read::Deny(self.masked.clone());
+        self.read.reads_all_of(path, home) && masked.reads_all_of(path, home)
     }
 }
 

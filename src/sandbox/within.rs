@@ -31,6 +31,7 @@ impl Sandbox {
             )),
             write: writes_within(&self.write, &outer.write, at),
             read: reads_within(&self.read, &outer.read, at.home),
+            masked: masked_within(self, outer, at.home),
             network: network_within(&self.network, &outer.network),
             env_keep: match (&self.env_keep, &outer.env_keep) {
                 (Some(inner), Some(outer)) => {
@@ -40,6 +41,52 @@ impl Sandbox {
             },
             optional: self.optional && outer.optional,
         }
+    }
+}
+
+impl Sandbox {
+    /// Whether this sandbox lets a run touch nothing `other` does not:
+    /// every place it writes lies in one `other` writes, it reads nothing
+    /// `other` hides, reaches no host `other` does not, keeps no variable
+    /// `other` drops, and is optional only where `other` is. Judged on
+    /// paths as they are on disk; `home` is `~`.
+    pub fn narrows(&self, other: &Sandbox, home: &Path) -> bool {
+        let place = |p: &str| {
+            let path = expand(p, home);
+            std::fs::canonicalize(&path).unwrap_or(path)
+        };
+        let writes = self.write.iter().all(|mine| match mine {
+            Place::Worktree => other.write.contains(&Place::Worktree),
+            Place::Path(p) => other.write.iter().any(|theirs| match theirs {
+                Place::Path(q) => place(p).starts_with(place(q)),
+                Place::Worktree => false,
+            }),
+        });
+        let lies_in = |p: &String, list: &[String]| list.iter().any(|q| place(p).starts_with(place(q)));
+        let meets = |p: &String, list: &[String]| {
+            list.iter().any(|q| place(p).starts_with(place(q)) || place(q).starts_with(place(p)))
+        };
+        let masked = other.masked.iter().all(|m| lies_in(m, &self.masked) || self.read_hides(m, home));
+        let reads = masked
+            && match (&self.read, &other.read) {
+                // Every place `other` hides is hidden here too.
+                (Read::Deny(mine), Read::Deny(theirs)) => theirs.iter().all(|t| lies_in(t, mine)),
+                (Read::Only(mine), Read::Deny(theirs)) => mine.iter().all(|m| !meets(m, theirs)),
+                (Read::Only(mine), Read::Only(theirs)) => mine.iter().all(|m| lies_in(m, theirs)),
+                (Read::Deny(_), Read::Only(_)) => false,
+            };
+        let network = network_within(&self.network, &other.network) == self.network;
+        let env = match (&self.env_keep, &other.env_keep) {
+            (_, None) => true,
+            (None, Some(_)) => false,
+            (Some(mine), Some(theirs)) => mine.iter().all(|name| keeps(theirs, name, &[])),
+        };
+        writes && reads && network && env && (!self.optional || other.optional)
+    }
+
+    /// Whether `place` is hidden by this sandbox's `read`.
+    fn read_hides(&self, place: &str, home: &Path) -> bool {
+        !self.read.reads_all_of(&expand(place, home), home)
     }
 }
 
@@ -102,6 +149,29 @@ fn reads_within(inner: &Read, outer: &Read, home: &Path) -> Read {
             Read::Only(both)
         }
     }
+}
+
+/// What stays hidden inside both: what either hides already, and what a
+/// sandbox that reads all but some places denies inside what the other's
+/// `read: only` lists (a list of what may be read cannot say "but").
+fn masked_within(inner: &Sandbox, outer: &Sandbox, home: &Path) -> Vec<String> {
+    let mut masked: Vec<String> = inner.masked.iter().chain(&outer.masked).cloned().collect();
+    let inside = |denied: &[String], only: &[String]| -> Vec<String> {
+        let holds = |place: &String| {
+            let place = expand(place, home);
+            only.iter().any(|o| place.starts_with(expand(o, home)))
+        };
+        denied.iter().filter(|d| holds(d)).cloned().collect()
+    };
+    match (&inner.read, &outer.read) {
+        (Read::Only(only), Read::Deny(denied)) | (Read::Deny(denied), Read::Only(only)) => {
+            masked.extend(inside(denied, only))
+        }
+        _ => {}
+    }
+    masked.sort();
+    masked.dedup();
+    masked
 }
 
 /// Where both let a run connect: nowhere if either says so; the hosts
@@ -169,6 +239,7 @@ mod tests {
             profile: None,
             write: vec![Place::Worktree, Place::Path("~".into())],
             read: Read::Deny(vec![]),
+            masked: vec![],
             network: Network::All,
             env_keep: None,
             optional: true,
@@ -190,6 +261,7 @@ mod tests {
             profile: None,
             write: vec![],
             read: Read::Only(vec!["~/app".into(), "~/.ssh".into(), "/srv".into()]),
+            masked: vec![],
             network: Network::Hosts(vec!["agent".into(), "api.github.com".into(), "*.example.com".into()]),
             env_keep: Some(vec!["GITHUB_TOKEN".into(), "FOO".into()]),
             optional: false,

@@ -104,6 +104,7 @@ impl WrittenRules {
                 profile: None,
                 write: Vec::new(),
                 read: Read::Deny(super::SECRETS.iter().map(|s| s.to_string()).collect()),
+                masked: Vec::new(),
                 network: Network::All,
                 env_keep: None,
                 optional: false,

@@ -74,6 +74,7 @@ const RUN_NOW: &str = "run-now";
 /// Fires schedule `name` now, a slot of its own, paused or not: the user
 /// asked (`corral schedule run-now`).
 pub fn run_now(store: &mut Store, name: &str, shepherd: &ShepherdCommand) -> Result<FireRow, ScheduleError> {
+    super::refuse_inside_a_run(store)?;
     let schedule = get(store, name)?;
     let now = super::now();
     // A slot is a millisecond: run-nows in the same one each take the next

@@ -59,15 +59,15 @@ pub enum ScheduleError {
     /// Asked from inside a sandboxed run: a schedule's runs start where its
     /// firer is, outside that sandbox.
     #[error(
-        "a schedule's runs start outside the sandbox of run {0}, so it cannot add or resume one: \
-         do it in your own terminal"
+        "a schedule is yours and its runs start outside the sandbox of run {0}, so it cannot add, pause, resume, \
+         fire or remove one: do it in your own terminal"
     )]
     InsideSandbox(String),
     /// Asked from inside a run that a budget covers: a schedule's runs
     /// start later, as runs of no one's, outside that budget.
     #[error(
-        "a schedule's runs start later as runs of their own, outside the budget over run {0}, so it cannot add or \
-         resume one: launch the work as its own runs (they count in its budget), or add the schedule in your own \
+        "a schedule's runs start later as runs of their own, outside the budget over run {0}, so it cannot add, \
+         pause, resume, fire or remove one: launch the work as its own runs (they count in its budget), or add the schedule in your own \
          terminal"
     )]
     UnderBudget(String),
@@ -320,10 +320,18 @@ pub fn resume(store: &mut Store, name: &str) -> Result<Schedule, ScheduleError> 
     Schedule::from_row(store.set_schedule_paused(name, None)?)
 }
 
-/// Refuses, to a process of a run, what makes work that starts outside
-/// that run's sandbox or outside the budget over it: a schedule's runs
-/// start later, as runs of no one's.
-fn refuse_inside_a_run(store: &Store) -> Result<(), ScheduleError> {
+/// Pauses schedule `name` at the user's word (its fires launch nothing).
+pub fn pause(store: &mut Store, name: &str) -> Result<Schedule, ScheduleError> {
+    refuse_inside_a_run(store)?;
+    Schedule::from_row(store.set_schedule_paused(name, Some("by request"))?)
+}
+
+/// The one gate of every verb that changes a schedule (add, pause,
+/// resume, run now, remove), whatever door asks (the CLI, MCP, the
+/// window): refused to a process of a sandboxed run, or of a run a budget
+/// covers. A schedule is the user's; its runs start later as runs of no
+/// one's, outside that run's sandbox and budget.
+pub(crate) fn refuse_inside_a_run(store: &Store) -> Result<(), ScheduleError> {
     let config = crate::config::Config::load(store.home())?;
     if let Some(run) = crate::caller::sandboxed_caller(store, &config)? {
         return Err(ScheduleError::InsideSandbox(run));
@@ -347,6 +355,7 @@ pub fn all(store: &Store) -> Result<Vec<Schedule>, ScheduleError> {
 /// Removes schedule `name` and its folder; its runs stay. A preset's
 /// schedule goes with its `schedule:` key, not this way.
 pub fn remove(store: &mut Store, name: &str) -> Result<(), ScheduleError> {
+    refuse_inside_a_run(store)?;
     if let Some(file) = store.schedule(name)?.source {
         return Err(ScheduleError::Invalid(format!(
             "schedule {name} is the `schedule:` of the preset {file}: remove it there (or pause it here)"

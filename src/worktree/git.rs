@@ -143,7 +143,8 @@ fn linked_worktree(dir: &Path) -> Result<Option<Linked>, String> {
             dir.display()
         )
     };
-    let read = |path: &Path| std::fs::read_to_string(path).map(|t| t.trim().to_string()).ok();
+    // Written by the agent, maybe: no link, no FIFO, a few KiB.
+    let read = |path: &Path| crate::process::read_regular(path, 64 << 10).map(|t| t.trim().to_string()).ok();
     let named = read(&dot_git).ok_or_else(|| refused("its .git file cannot be read"))?;
     let named = named.strip_prefix("gitdir:").ok_or_else(|| refused("its .git file names no folder"))?.trim();
     let own = std::fs::canonicalize(dir.join(named)).map_err(|_| refused("its .git file names no folder"))?;

@@ -29,7 +29,10 @@ pub fn list_schedules(state: State<'_, AppState>) -> Result<Vec<serde_json::Valu
 #[tauri::command(async)]
 pub fn pause_schedule(state: State<'_, AppState>, name: String, paused: bool) -> Result<(), AppError> {
     let mut store = state.store()?;
-    store.set_schedule_paused(&name, paused.then_some("by request"))?;
+    match paused {
+        true => schedule::pause(&mut store, &name).map_err(invalid)?,
+        false => schedule::resume(&mut store, &name).map_err(invalid)?,
+    };
     Ok(())
 }
 
