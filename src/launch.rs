@@ -102,6 +102,14 @@ pub enum LaunchError {
              {within}'s sandbox (it would see the host's, or write what git runs): pass a folder of the project",
              folder.display())]
     FolderNotForChild { folder: PathBuf, within: String },
+    /// A worktree, asked from inside a sandbox, of a repository whose git
+    /// folder that sandbox could write.
+    #[error(
+        "no worktree is made from inside run {within}'s sandbox of the repository at {}: that sandbox can write \
+         its git folder (hooks and settings Corral's git would run outside the sandbox). Launch without \
+         --worktree, or from your own terminal", git.display()
+    )]
+    WorktreeOfWritableGit { git: PathBuf, within: String },
     /// The budget over the launching run is spent: work launched now
     /// would spend past it before anyone was asked.
     #[error(
@@ -248,6 +256,15 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
             return Err(LaunchError::WorktreeUnreadable { repo: plan.repo.clone(), within: within.clone() });
         }
     }
+    // Corral's `git worktree add` runs outside every sandbox: never in a
+    // repository whose git folder (hooks, settings, filters) the sandbox
+    // it is asked from could write.
+    if let (Some(within), Some(plan)) = (&within, &plan) {
+        let git = crate::worktree::common_dir(&plan.repo)?;
+        if git_writable_within(store, &config, within, &git, request.env.as_deref())? {
+            return Err(LaunchError::WorktreeOfWritableGit { git, within: within.clone() });
+        }
+    }
     let new = NewRun {
         preset,
         task: &request.task,
@@ -362,6 +379,35 @@ fn folder_within(
     } else {
         Err(hidden())
     }
+}
+
+/// Whether run `within`'s sandbox may write git folder `git`: it lies in a
+/// place that sandbox writes (its own folder among them), and is not one
+/// the sandbox held read-only at its turn's start (as the folder is now:
+/// one made or put in its place since is the agent's).
+fn git_writable_within(
+    store: &Store,
+    config: &Config,
+    within: &str,
+    git: &std::path::Path,
+    env: Option<&[(OsString, OsString)]>,
+) -> Result<bool, LaunchError> {
+    let run_dir = store.home().run_dir(within);
+    if crate::sandbox::bwrap::held_by(&run_dir, git) {
+        return Ok(false);
+    }
+    let Some(rules) = config.sandbox_for(&store.run_preset(within)?) else { return Ok(false) };
+    let rules = rules.widened(&store.sandbox_allows(within)?);
+    let run = store.run(within)?;
+    let own = run.worktree.map(|w| w.path).unwrap_or(run.cwd);
+    let home = crate::run_env::var(env, "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let written = rules.write.iter().map(|place| match place {
+        crate::sandbox::Place::Worktree => canonical(std::path::Path::new(&own)),
+        crate::sandbox::Place::Path(p) => canonical(&crate::sandbox::expand(p, &home)),
+    });
+    // `/tmp` in a sandbox is the run's own: its host's is not written.
+    Ok(written.filter(|w| w != std::path::Path::new("/tmp")).any(|w| git.starts_with(&w)))
 }
 
 /// Refuses a preset whose sandbox cannot be made here (unless it is

@@ -272,7 +272,10 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         args.push_os(["--bind".into(), socket.into(), inside.into()]);
         args.push_os(["--setenv".into(), super::broker::SOCKET_ENV.into(), inside.into()]);
     }
-    protect_git(&mut args, view, &written);
+    let held = protect_git(&mut args, view, &written);
+    if let Err(e) = write_held(view.run_dir, &held) {
+        notes.push(format!("sandbox: cannot note which git folders are held read-only: {e}"));
+    }
     let denied = match &sandbox.read {
         Read::Deny(places) => places.as_slice(),
         Read::Only(_) => &[],
@@ -385,20 +388,27 @@ fn common_of(own: &Path) -> Option<PathBuf> {
 /// HEAD and its branch; the objects it makes go to its own store (see
 /// [`git_env`]), which Corral copies into the repository, checked, when it
 /// merges.
-fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) {
+///
+/// Returns the git folders held read-only: a run launched from inside
+/// this sandbox gets a worktree only of a repository among them, or of one
+/// this sandbox cannot write ([`held_by`]).
+fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) -> Vec<PathBuf> {
     // Every repository (or `.git` file) a written place is in or holds at
     // its top: read-only.
     let mut dots: Vec<PathBuf> = written.iter().filter_map(|p| dot_git_of(p)).collect();
     dots.sort();
     dots.dedup();
+    let mut held = Vec::new();
     for dot in dots.iter().filter(|d| written.iter().any(|w| d.starts_with(w) || w.starts_with(d))) {
         args.bind("--ro-bind", dot);
+        held.push(dot.clone());
     }
-    let Some(worktree) = view.worktree else { return };
-    let Some(own) = own_git_dir(worktree) else { return };
-    let Some(common) = common_of(&own) else { return };
+    let Some(worktree) = view.worktree else { return held };
+    let Some(own) = own_git_dir(worktree) else { return held };
+    let Some(common) = common_of(&own) else { return held };
     args.bind("--ro-bind", &worktree.join(".git"));
     args.bind("--ro-bind", &common);
+    held.push(common.clone());
     // Its own folder: its index, HEAD, logs and object store; what points
     // elsewhere (`commondir`, `gitdir`) and settings (`config.worktree`,
     // which git reads where `extensions.worktreeConfig` is on) stay as
@@ -417,7 +427,7 @@ fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) {
     }
     // Its branch: the folder its ref is written in (a lock file, then a
     // rename), every other ref there held as it is.
-    let Some(branch) = view.branch else { return };
+    let Some(branch) = view.branch else { return held };
     for base in ["refs/heads", "logs/refs/heads"] {
         let own_ref = common.join(base).join(branch);
         let Some(folder) = own_ref.parent() else { continue };
@@ -433,6 +443,32 @@ fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) {
             }
         }
     }
+    held
+}
+
+/// The file in a run's folder naming the git folders its sandbox holds
+/// read-only this turn, by device and inode (a name can be replaced).
+fn held_file(run_dir: &Path) -> PathBuf {
+    run_dir.join("git-held")
+}
+
+fn write_held(run_dir: &Path, held: &[PathBuf]) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let lines: String = held
+        .iter()
+        .filter_map(|dir| std::fs::metadata(dir).ok().map(|m| format!("{} {}\n", m.dev(), m.ino())))
+        .collect();
+    std::fs::write(held_file(run_dir), lines)
+}
+
+/// Whether git folder `dir` is one run (folder `run_dir`)'s sandbox held
+/// read-only at its turn's start, as the folder is now.
+pub fn held_by(run_dir: &Path, dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(dir) else { return false };
+    let held = std::fs::read_to_string(held_file(run_dir)).unwrap_or_default();
+    let wanted = format!("{} {}", meta.dev(), meta.ino());
+    held.lines().any(|line| line == wanted)
 }
 
 #[derive(Default)]

@@ -74,7 +74,15 @@ pub(super) fn git_in(dir: &Path, args: &[&str], env: &Env<'_>, doing: &'static s
 pub(super) fn output(dir: &Path, args: &[&str], env: &Env<'_>, doing: &'static str) -> Result<Output, WorktreeError> {
     let linked = linked_worktree(dir).map_err(|detail| WorktreeError::Git { doing, detail })?;
     let mut command = Command::new("git");
-    command.arg("-C").arg(dir).args(NEUTRAL).args(args).env("GIT_TERMINAL_PROMPT", "0");
+    command.arg("-C").arg(dir).args(NEUTRAL);
+    // In a run's worktree (one with an object store of Corral's) the files
+    // are the agent's: a relative `core.hooksPath` (husky's `.husky`)
+    // would run what it wrote. No hook runs there; the user's hooks judge
+    // a merge in the user's checkout.
+    if linked.as_ref().is_some_and(|l| super::agent_objects(&l.own).is_dir()) {
+        command.args(["-c", "core.hooksPath=/dev/null"]);
+    }
+    command.args(args).env("GIT_TERMINAL_PROMPT", "0");
     for (key, value) in &env.vars {
         command.env(key, value);
     }
@@ -239,30 +247,37 @@ impl ScratchObjects {
                 self.dir.join(fan).join(rest).exists() && !self.repository.join(fan).join(rest).exists()
             })
             .collect();
-        // Written by an agent, maybe: an object whose content is not what
-        // its name says would stand, in the repository, for the content
-        // that name is of.
-        self.check(&wanted)?;
-        for id in wanted {
-            let (fan, rest) = id.split_at(2);
-            let source = self.dir.join(fan).join(rest);
-            let target = self.repository.join(fan).join(rest);
-            std::fs::create_dir_all(self.repository.join(fan)).map_err(fail)?;
-            // A hard link where the folders share a disk, else a copy.
-            if std::fs::hard_link(&source, &target).is_err() {
-                let temporary = self.repository.join(fan).join(format!(".corral-{}", std::process::id()));
-                std::fs::copy(&source, &temporary).map_err(fail)?;
-                std::fs::rename(&temporary, &target).map_err(fail)?;
+        // Written by an agent, maybe, and still writable by it: each is
+        // copied (no link, no FIFO) into a folder of the repository's that
+        // no sandbox writes, checked there, and only then put in place. A
+        // link would let the agent rewrite a merged object in place later.
+        let staging = self.repository.join(format!("corral-incoming-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        let copied = (|| -> Result<(), WorktreeError> {
+            for id in &wanted {
+                let (fan, rest) = id.split_at(2);
+                let mut source = crate::process::open_regular(&self.dir.join(fan).join(rest)).map_err(fail)?;
+                std::fs::create_dir_all(staging.join(fan)).map_err(fail)?;
+                let mut copy = std::fs::File::create(staging.join(fan).join(rest)).map_err(fail)?;
+                std::io::copy(&mut source, &mut copy).map_err(fail)?;
             }
-        }
-        Ok(())
+            self.check(&staging, &wanted)?;
+            for id in &wanted {
+                let (fan, rest) = id.split_at(2);
+                std::fs::create_dir_all(self.repository.join(fan)).map_err(fail)?;
+                std::fs::rename(staging.join(fan).join(rest), self.repository.join(fan).join(rest)).map_err(fail)?;
+            }
+            Ok(())
+        })();
+        let _ = std::fs::remove_dir_all(&staging);
+        copied
     }
 }
 
 impl ScratchObjects {
     /// Refuses unless each object `ids` names, as stored here, is the
     /// content its id is the hash of.
-    fn check(&self, ids: &[&str]) -> Result<(), WorktreeError> {
+    fn check(&self, dir: &Path, ids: &[&str]) -> Result<(), WorktreeError> {
         use std::io::{BufRead, Read, Write};
         if ids.is_empty() {
             return Ok(());
@@ -270,9 +285,9 @@ impl ScratchObjects {
         let fail = |detail: String| WorktreeError::Git { doing: "checking the run's objects", detail };
         let mut cat = Command::new("git")
             .args(["cat-file", "--batch"])
-            .current_dir(&self.dir)
-            .env("GIT_DIR", self.dir.parent().unwrap_or(&self.dir))
-            .env("GIT_OBJECT_DIRECTORY", &self.dir)
+            .current_dir(dir)
+            .env("GIT_DIR", self.repository.parent().unwrap_or(dir))
+            .env("GIT_OBJECT_DIRECTORY", dir)
             .env_remove("GIT_ALTERNATE_OBJECT_DIRECTORIES")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

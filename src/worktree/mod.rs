@@ -212,6 +212,14 @@ impl Changes {
     }
 }
 
+/// The git folder `repo`'s objects, refs and settings are in (its
+/// `.git`, or a bare repository's own folder), as on disk.
+pub fn common_dir(repo: &Path) -> Result<PathBuf, WorktreeError> {
+    let common = git(repo, &["rev-parse", "--path-format=absolute", "--git-common-dir"], "finding the repository")?;
+    let common = PathBuf::from(common.trim());
+    Ok(std::fs::canonicalize(&common).unwrap_or(common))
+}
+
 /// The top folder of the repository a worktree belongs to (its main
 /// working tree), which outlives any other worktree.
 pub fn main_repository(worktree: &Path) -> Option<PathBuf> {
