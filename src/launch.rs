@@ -238,7 +238,18 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         }
         None => {
             check_sandbox(&config, preset, path.as_deref())?;
-            preset
+            // What it may write, fixed as the places are on disk now.
+            match config.sandbox_for(preset) {
+                Some(sandbox) => {
+                    let home = crate::run_env::var(request.env.as_deref(), "HOME")
+                        .map(PathBuf::from)
+                        .unwrap_or_else(|| "/".into());
+                    let sandbox = crate::sandbox::Asked::Rules(sandbox.resolved(&home));
+                    confined = Preset { sandbox: Some(sandbox), ..preset.clone() };
+                    &confined
+                }
+                None => preset,
+            }
         }
     };
     let parent = parent.map(|p| p.id);
@@ -361,7 +372,16 @@ fn folder_within(
         crate::sandbox::Place::Path(p) => Some(canonical(&crate::sandbox::expand(p, &home))),
         crate::sandbox::Place::Worktree => None,
     });
-    let shown = std::iter::once(own.clone()).chain(written).any(|w| real.starts_with(&w));
+    // What the launcher's sandbox shows of them: its own folder, what it
+    // writes, the home (shown again over its own `/tmp` where it lies
+    // there) or what its `read: only` lists.
+    let read_there: Vec<PathBuf> = match &rules.read {
+        crate::sandbox::Read::Deny(_) => vec![canonical(&home)].into_iter().filter(|h| h.parent().is_some()).collect(),
+        crate::sandbox::Read::Only(listed) => {
+            listed.iter().map(|p| canonical(&crate::sandbox::expand(p, &home))).collect()
+        }
+    };
+    let shown = std::iter::once(own.clone()).chain(written).chain(read_there).any(|w| real.starts_with(&w));
     let system = crate::sandbox::bwrap::SYSTEM_SHARED.iter().any(|s| real.starts_with(s));
     if (system && !shown) || crate::sandbox::bwrap::inside_git(&real) {
         return Err(LaunchError::FolderNotForChild { folder: real, within: within.to_string() });

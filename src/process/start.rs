@@ -43,6 +43,9 @@ pub struct AgentStart<'a> {
     pub stdin: Option<File>,
     /// The run's groups to start it in.
     pub join: &'a Join,
+    /// Descriptors it is handed besides its standard three (a sandbox's
+    /// pinned places), at their numbers.
+    pub handed: Option<&'a super::Handed>,
 }
 
 /// A started agent: its pid (its own process group) and the read ends of
@@ -78,17 +81,18 @@ pub fn start_agent(start: AgentStart<'_>) -> io::Result<StartedAgent> {
     };
     let shepherd = std::process::id() as libc::pid_t;
     let join = start.join;
+    let handed = start.handed;
 
     // SAFETY: clone3 without CLONE_VM is a fork; the child runs only
     // `exec_child`, which makes async-signal-safe calls on `prepared`,
     // built above, and never returns.
     let pid = match join.into.map(|dir| unsafe { clone_into(dir) }) {
-        Some(Ok(0)) => unsafe { exec_child(&prepared, &child, join, false, shepherd) },
+        Some(Ok(0)) => unsafe { exec_child(&prepared, &child, join, false, shepherd, handed) },
         Some(Ok(pid)) => pid,
         // Refused: fork, and join by writing.
         Some(Err(_)) | None => match unsafe { libc::fork() } {
             -1 => return Err(io::Error::last_os_error()),
-            0 => unsafe { exec_child(&prepared, &child, join, true, shepherd) },
+            0 => unsafe { exec_child(&prepared, &child, join, true, shepherd, handed) },
             pid => pid,
         },
     };
@@ -196,7 +200,14 @@ unsafe fn clone_into(dir: RawFd) -> io::Result<libc::pid_t> {
 ///
 /// # Safety
 /// Only between fork and exec, with `prepared` and `fds` made before the fork.
-unsafe fn exec_child(prepared: &Prepared, fds: &ChildFds, join: &Join, write_v2: bool, shepherd: libc::pid_t) -> ! {
+unsafe fn exec_child(
+    prepared: &Prepared,
+    fds: &ChildFds,
+    join: &Join,
+    write_v2: bool,
+    shepherd: libc::pid_t,
+    handed: Option<&super::Handed>,
+) -> ! {
     let fail = |fds: &ChildFds| -> ! {
         let errno = io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
         // SAFETY: write(2) and _exit(2) are async-signal-safe.
@@ -232,6 +243,12 @@ unsafe fn exec_child(prepared: &Prepared, fds: &ChildFds, join: &Join, write_v2:
         // Nothing but its standard three: a descriptor the launcher held
         // (a folder, a terminal, a socket) is no door for the agent.
         close_above_stderr();
+        // Those it is handed, open across the exec (dup2 clears the mark).
+        if let Some(handed) = handed {
+            if !handed.put_in_place() {
+                fail(fds);
+            }
+        }
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
@@ -323,6 +340,7 @@ mod tests {
             cwd: Path::new("/"),
             stdin: None,
             join: &join,
+            handed: None,
         };
         let agent = start_agent(start)?;
         let mut out = String::new();

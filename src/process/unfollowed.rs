@@ -65,6 +65,7 @@ pub fn pin(path: &Path) -> io::Result<OwnedFd> {
 /// `fds` moved to descriptors `first`, `first + 1`, … of a child that is
 /// about to exec, open across the exec: made ready before the fork (each
 /// copied above where they go, so none is overwritten by another's move).
+#[derive(Debug)]
 pub struct Handed {
     /// Copies at or above `first + fds.len()`, in order.
     above: Vec<OwnedFd>,
@@ -111,5 +112,17 @@ impl Handed {
             // SAFETY: dup2 of a live descriptor; the copy is open across exec.
             unsafe { libc::dup2(fd.as_raw_fd(), self.first + i as RawFd) != -1 }
         })
+    }
+}
+
+/// Hands `handed` to `command`'s child at their places (see [`Handed`]).
+pub fn hand_to(command: &mut std::process::Command, handed: Handed) {
+    use std::os::unix::process::CommandExt;
+    if handed.is_empty() {
+        return;
+    }
+    // SAFETY: only dup2, async-signal-safe, runs between fork and exec.
+    unsafe {
+        command.pre_exec(move || if handed.put_in_place() { Ok(()) } else { Err(io::Error::last_os_error()) });
     }
 }

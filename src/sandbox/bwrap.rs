@@ -103,7 +103,7 @@ const REPLACED: &[&str] = &["/tmp", "/run", "/dev", "/proc"];
 /// written place holds them, and the run's own part of them shown again;
 /// git's metadata made read-only but for the run's own branch; what is
 /// denied masked; then the namespaces.
-pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<String>) {
+pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     let mut args = Args::default();
     let mut notes = Vec::new();
     let home = view.user_home;
@@ -164,13 +164,25 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             Place::Worktree => view.worktree.unwrap_or(view.cwd).to_path_buf(),
             Place::Path(path) => expand(path, home),
         };
-        // Bubblewrap mounts on no link: what a link points at is bound.
-        let Ok(path) = std::fs::canonicalize(&path) else {
-            notes.push(super::not_writable(&path));
-            continue;
-        };
         if path == Path::new("/tmp") {
             continue; // the run's own, below
+        }
+        // As resolved at launch, never again: a place that is a link now
+        // (a launcher swapped its child's folder for a link to `/`) is not
+        // followed, but refused.
+        match crate::process::pin(&path) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(ELOOP) => {
+                notes.push(format!(
+                    "sandbox: {} is a link now, not the folder it was at launch: it is not writable",
+                    path.display()
+                ));
+                continue;
+            }
+            Err(_) => {
+                notes.push(super::not_writable(&path));
+                continue;
+            }
         }
         // A repository's git folder runs what is written in it (hooks,
         // config) with the user's rights at the user's next `git`.
@@ -190,7 +202,10 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
             ));
             continue;
         }
-        args.bind("--bind", &path);
+        if let Err(e) = args.pinned(true, &path) {
+            notes.push(format!("sandbox: {} cannot be bound: {e}", path.display()));
+            continue;
+        }
         written.push(path);
     }
     // What the agent needs to work: its own files, the run's copies of
@@ -235,7 +250,9 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         }
     }
     for place in written.iter().filter(|p| under_replaced(p)) {
-        args.bind("--bind", place);
+        if let Err(e) = args.pinned(true, place) {
+            notes.push(format!("sandbox: {} cannot be bound: {e}", place.display()));
+        }
     }
     for (copy, real) in agent_files.iter().filter(|(_, real)| under_replaced(real)) {
         args.push_os(["--bind".into(), copy.into(), real.into()]);
@@ -263,7 +280,9 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
         args.bind("--ro-bind-try", place);
     }
     for place in written.iter().filter(|p| in_private(p)) {
-        args.bind("--bind", place);
+        if let Err(e) = args.pinned(true, place) {
+            notes.push(format!("sandbox: {} cannot be bound: {e}", place.display()));
+        }
     }
     if let Some(socket) = view.broker {
         // At one place in every sandbox, so a `corral` whose agent scrubbed
@@ -315,8 +334,11 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> (Vec<OsString>, Vec<S
     args.push(["--cap-drop", "ALL", "--die-with-parent"]);
     args.push_os(["--chdir".into(), view.cwd.into()]);
     args.push(["--"]);
-    (args.0, notes)
+    Arguments { args: args.0, notes, fds: args.1 }
 }
+
+/// The error `openat2` gives for a link where `RESOLVE_NO_SYMLINKS` forbids one.
+const ELOOP: i32 = 40;
 
 /// The folders holding a denied place that does not exist yet (`aws
 /// configure` may make it while the run goes on): the nearest existing
@@ -471,10 +493,39 @@ pub fn held_by(run_dir: &Path, dir: &Path) -> bool {
     held.lines().any(|line| line == wanted)
 }
 
+/// The first descriptor number the places a sandbox binds by descriptor
+/// are handed at (`--bind-fd 100 …`): above whatever a spawn uses itself.
+pub const FIRST_HANDED_FD: i32 = 100;
+
+/// Bubblewrap's arguments for one sandbox, what could not be granted, and
+/// the places pinned by descriptor that they name (handed to bubblewrap at
+/// [`FIRST_HANDED_FD`] and up).
+pub struct Arguments {
+    /// The arguments, up to and with `--`.
+    pub args: Vec<OsString>,
+    /// What could not be granted, said.
+    pub notes: Vec<String>,
+    /// The pinned places, in the order their numbers were given.
+    pub fds: Vec<std::os::fd::OwnedFd>,
+}
+
 #[derive(Default)]
-struct Args(Vec<OsString>);
+struct Args(Vec<OsString>, Vec<std::os::fd::OwnedFd>);
 
 impl Args {
+    /// `--bind-fd N path` (or `--ro-bind-fd`): the place as it is on disk
+    /// now, opened by a path that holds no link, so neither a link put in
+    /// its stead since launch nor one swapped in while the sandbox is made
+    /// is followed. Fails (`ELOOP`) where the path is a link now.
+    fn pinned(&mut self, writable: bool, path: &Path) -> std::io::Result<()> {
+        let fd = crate::process::pin(path)?;
+        let number = FIRST_HANDED_FD + self.1.len() as i32;
+        self.1.push(fd);
+        let how = if writable { "--bind-fd" } else { "--ro-bind-fd" };
+        self.push_os([how.into(), number.to_string().into(), path.into()]);
+        Ok(())
+    }
+
     fn push<const N: usize>(&mut self, words: [&str; N]) {
         self.0.extend(words.iter().map(OsString::from));
     }

@@ -196,6 +196,26 @@ impl Sandbox {
         paths.filter(|p| !p.exists()).map(|p| not_writable(&p)).collect()
     }
 
+    /// This sandbox with the places it writes as they are on disk now
+    /// (`~` made `home`, links resolved): fixed at launch, so a link put
+    /// in a place's stead later is refused at the next turn, never
+    /// followed (see `bwrap`).
+    pub fn resolved(&self, home: &Path) -> Sandbox {
+        let write = self
+            .write
+            .iter()
+            .map(|place| match place {
+                Place::Worktree => Place::Worktree,
+                Place::Path(path) => {
+                    let full = expand(path, home);
+                    let real = std::fs::canonicalize(&full).unwrap_or(full);
+                    Place::Path(real.to_string_lossy().into_owned())
+                }
+            })
+            .collect();
+        Sandbox { write, ..self.clone() }
+    }
+
     /// One line for `show`: what it may write and reach.
     pub fn describe(&self) -> String {
         let write: Vec<String> = self.write.iter().map(Place::to_string).collect();

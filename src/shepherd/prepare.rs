@@ -93,11 +93,7 @@ pub(super) fn prepare(
         ))
     };
     let mut command = match launch.in_sandbox(&setup[0], &setup[1..], &mut env).map_err(cannot)? {
-        Some((bwrap, args)) => {
-            let mut command = Command::new(bwrap);
-            command.args(args);
-            command
-        }
+        Some(command) => command,
         None => {
             let mut command = Command::new(&setup[0]);
             command.args(&setup[1..]);

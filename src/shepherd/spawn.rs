@@ -205,11 +205,12 @@ impl AgentLaunch {
             home::create_private(path)?.write_all(text.as_bytes())?;
         }
         env.extend(invocation.env.iter().map(|(k, v)| (k.into(), v.into())));
-        let (program, args) = match &self.sandbox {
+        let (program, args, handed) = match &self.sandbox {
             Some((sandbox, bwrap)) => {
-                self.sandboxed(&invocation.program, &invocation.args, sandbox, bwrap, &mut env)?
+                let sandboxed = self.sandboxed(&invocation.program, &invocation.args, sandbox, bwrap, &mut env)?;
+                (sandboxed.program, sandboxed.args, Some(sandboxed.handed))
             }
-            None => (invocation.program.clone().into(), invocation.args.iter().map(OsString::from).collect()),
+            None => (invocation.program.clone().into(), invocation.args.iter().map(OsString::from).collect(), None),
         };
         process::start_agent(AgentStart {
             program: &program,
@@ -218,6 +219,7 @@ impl AgentLaunch {
             cwd: Path::new(&self.cwd),
             stdin: self.stdin_for(invocation)?,
             join: &self.join,
+            handed: handed.as_ref(),
         })
     }
 }
@@ -238,9 +240,13 @@ impl AgentLaunch {
         program: &str,
         args: &[String],
         env: &mut BTreeMap<OsString, OsString>,
-    ) -> io::Result<Option<(OsString, Vec<OsString>)>> {
+    ) -> io::Result<Option<std::process::Command>> {
         let Some((sandbox, bwrap)) = &self.sandbox else { return Ok(None) };
-        self.sandboxed(program, args, sandbox, bwrap, env).map(Some)
+        let sandboxed = self.sandboxed(program, args, sandbox, bwrap, env)?;
+        let mut command = std::process::Command::new(sandboxed.program);
+        command.args(sandboxed.args);
+        process::hand_to(&mut command, sandboxed.handed);
+        Ok(Some(command))
     }
 
     /// Bubblewrap and its arguments around `program` and `args`, and the
@@ -252,7 +258,7 @@ impl AgentLaunch {
         sandbox: &crate::sandbox::Sandbox,
         bwrap: &Path,
         env: &mut BTreeMap<OsString, OsString>,
-    ) -> io::Result<(OsString, Vec<OsString>)> {
+    ) -> io::Result<Sandboxed> {
         // Found here, so a missing binary is said as one (bubblewrap would
         // only say that its exec failed).
         let path = env.get(OsStr::new("PATH")).cloned();
@@ -309,7 +315,9 @@ impl AgentLaunch {
             search_path: &path.as_deref().map(|p| std::env::split_paths(p).collect::<Vec<_>>()).unwrap_or_default(),
         };
         env.extend(crate::sandbox::bwrap::git_env(&view));
-        let (mut args, notes) = crate::sandbox::bwrap::arguments(sandbox, &view);
+        let made = crate::sandbox::bwrap::arguments(sandbox, &view);
+        let (mut args, notes) = (made.args, made.notes);
+        let handed = process::Handed::new(&made.fds, crate::sandbox::bwrap::FIRST_HANDED_FD)?;
         for note in notes {
             tracing::warn!(run = self.run_id, "{note}");
         }
@@ -319,7 +327,7 @@ impl AgentLaunch {
         }
         args.push(program.into());
         args.extend(arguments.iter().map(OsString::from));
-        Ok((bwrap.into(), args))
+        Ok(Sandboxed { program: bwrap.into(), args, handed })
     }
 
     /// The agent's standard input: nothing, or the invocation's text from a
@@ -330,6 +338,14 @@ impl AgentLaunch {
         home::create_private(&path)?.write_all(text.as_bytes())?;
         Ok(Some(File::open(&path)?))
     }
+}
+
+/// A program as a run's sandbox starts it: bubblewrap, its arguments, and
+/// the places it binds by descriptor.
+struct Sandboxed {
+    program: OsString,
+    args: Vec<OsString>,
+    handed: process::Handed,
 }
 
 /// The run folder's logs, appended to across turns: the raw streams (their

@@ -83,11 +83,7 @@ pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<Strin
     };
     let mut vars = launch.run_environment();
     let mut child = match launch.in_sandbox(&command[0], &command[1..], &mut vars).map_err(start)? {
-        Some((bwrap, args)) => {
-            let mut c = Command::new(bwrap);
-            c.args(args);
-            c
-        }
+        Some(c) => c,
         None => {
             let mut c = Command::new(&command[0]);
             c.args(&command[1..]);
