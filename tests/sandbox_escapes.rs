@@ -688,8 +688,10 @@ for cwd in ["{project}/..", "{project}/link", "{secret}"]:
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(!env.user_home.join("planted.txt").exists(), "a child wrote the user's home: {said:?}");
     assert!(!said.iter().any(|l| l.contains("TOPSECRET")), "{said:?}");
-    let refused: Vec<&String> =
-        said.iter().filter(|l| l.starts_with("child ") && l.contains(" 2 ") && l.contains("no run is launched")).collect();
+    let refused: Vec<&String> = said
+        .iter()
+        .filter(|l| l.starts_with("child ") && l.contains(" 2 ") && l.contains("no run is launched"))
+        .collect();
     assert_eq!(refused.len(), 3, "{said:?}");
 }
 

@@ -104,10 +104,7 @@ impl CorralTools {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn pause_schedule(&self, Parameters(args): Parameters<ScheduleArgs>) -> CallToolResult {
-        self.with_store(move |store, _| {
-            Ok(json_result(&schedule::pause(store, &args.name)?))
-        })
-        .await
+        self.with_store(move |store, _| Ok(json_result(&schedule::pause(store, &args.name)?))).await
     }
 
     #[tool(

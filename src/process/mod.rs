@@ -21,8 +21,8 @@ pub use linux::{
     start_time, state_of, try_user_namespace, waits_for_a_child, ProcessId,
 };
 pub use start::{start_agent, AgentStart, StartedAgent};
-pub use unfollowed::{hand_to, open_regular, pin, read_regular, Handed};
 pub use told::{Bell, FolderWatch, PidFd, Waker};
+pub use unfollowed::{hand_to, open_regular, pin, read_regular, Handed};
 pub use unix::{
     close_all_but, die_with_parent, fork_detached, make_nonblocking, prepare_run_command, read_available, reap_any,
     redirect_output, return_free_memory, signal_group, signal_pid, spawn_detached, terminal_width, wait_readable,

@@ -42,7 +42,9 @@ pub fn pin(path: &Path) -> io::Result<OwnedFd> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a path"))?;
     // SAFETY: a zeroed open_how is "no flags"; the fields set are integers.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
+    // No O_NOFOLLOW: with it, a link as the last name would be opened
+    // itself rather than refused.
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
     how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
     // SAFETY: openat2 with a NUL-terminated path and a valid open_how of
     // its size; the descriptor returned is owned here.

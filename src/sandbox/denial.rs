@@ -106,7 +106,8 @@ fn linked_from_home(path: &Path, home: &Path) -> bool {
     let folders = [home.to_path_buf(), home.join(".config"), home.join(".local/bin"), home.join(".local/share")];
     folders.iter().flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten()).any(|entry| {
         entry.file_type().is_ok_and(|t| t.is_symlink())
-            && std::fs::canonicalize(entry.path()).is_ok_and(|target| target.starts_with(path) || path.starts_with(&target))
+            && std::fs::canonicalize(entry.path())
+                .is_ok_and(|target| target.starts_with(path) || path.starts_with(&target))
     })
 }
 
