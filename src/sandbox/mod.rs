@@ -112,6 +112,21 @@ pub const SECRETS: &[&str] = &[
     "~/.mozilla",
     "~/.config/google-chrome",
     "~/.config/chromium",
+    // Agents of keys that sign on request (a read-only bind keeps a socket
+    // connectable), git's own credential store, shell and REPL histories
+    // (tokens typed at a prompt).
+    "~/.1password",
+    "~/.bitwarden-ssh-agent.sock",
+    "~/.docker/run",
+    "~/.docker/desktop",
+    "~/.config/git/credentials",
+    "~/.bash_history",
+    "~/.zsh_history",
+    "~/.local/share/fish/fish_history",
+    "~/.python_history",
+    "~/.node_repl_history",
+    "~/.psql_history",
+    "~/.mysql_history",
     // The agents' own: each agent reads its own (read-only), no other.
     "~/.claude/.credentials.json",
     "~/.codex/auth.json",
