@@ -10,25 +10,6 @@ use std::path::Path;
 use std::process::Command;
 
 use common::Env;
-use serde_json::Value;
-
-/// What the run's transcript says, event by event.
-fn said(env: &Env, id: &str) -> Vec<String> {
-    let text = env.ok(&["tail", id, "--json", "-n", "1000"]);
-    let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    events.iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect()
-}
-
-/// Runs `script` (Python) as a sandboxed agent with `sandbox` (the YAML
-/// after `sandbox: `) and `extra` preset lines; waits for its end.
-fn run_agent(env: &Env, name: &str, sandbox: &str, extra: &str, script: &str) -> (String, Value, Vec<String>) {
-    let script = format!("import json, os, subprocess, sys\n{script}");
-    env.command_preset_with(name, &["python3", "-c", &script], &format!("{extra}sandbox: {sandbox}\n"));
-    let id = env.launch(name, "go");
-    let run = env.wait_end(&id);
-    let said = said(env, &id);
-    (id, run, said)
-}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
@@ -82,7 +63,8 @@ open("work.txt", "w").write("mine\n")
 "##,
         mark = mark.display()
     );
-    let (id, run, said) = run_agent(&env, "sly", "{write: [worktree], network: none}", "worktree: true\n", &script);
+    let (id, run, said) =
+        env.run_python_sandboxed("sly", "{write: [worktree], network: none}", "worktree: true\n", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(has(&said, "refused .git Read-only file system"), "{said:?}");
     assert!(has(&said, "refused commondir Read-only file system"), "{said:?}");
@@ -140,7 +122,7 @@ for name in ["commondir", "config.worktree", "hooks/pre-commit", "HEAD"]:
         print("refused", name, e.strerror, flush=True)
 open("code.txt", "w").write("mine\n")
 "##;
-    let (_, run, said) = run_agent(&env, "direct", "{write: [worktree], network: none}", "", script);
+    let (_, run, said) = env.run_python_sandboxed("direct", "{write: [worktree], network: none}", "", script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     for name in ["commondir", "config.worktree", "hooks/pre-commit", "HEAD"] {
         assert!(has(&said, &format!("refused {name} Read-only file system")), "{name}: {said:?}");
@@ -184,7 +166,7 @@ print("commit", r.returncode, r.stderr.strip(), flush=True)
         rest = &makefile_blob[2..]
     );
     let (id, run, said) =
-        run_agent(&env, "brancher", "{write: [worktree], network: none}", "worktree: true\n", &script);
+        env.run_python_sandboxed("brancher", "{write: [worktree], network: none}", "worktree: true\n", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(has(&said, "refused move main Read-only file system"), "{said:?}");
     assert!(has(&said, "refused new branch Read-only file system"), "{said:?}");
@@ -219,7 +201,8 @@ r = subprocess.run(["git", "update-ref", "HEAD", commit], capture_output=True, t
 print("forged", r.returncode, flush=True)
 subprocess.run(["git", "reset", "-q", "--hard"])
 "##;
-    let (id, run, said) = run_agent(&env, "forger", "{write: [worktree], network: none}", "worktree: true\n", script);
+    let (id, run, said) =
+        env.run_python_sandboxed("forger", "{write: [worktree], network: none}", "worktree: true\n", script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(has(&said, "forged 0"), "{said:?}");
     let out = env.corral(&["merge", &id, "--no-squash"]);
@@ -266,7 +249,7 @@ open("brief.md", "w").write("a brief of mine")
 corral("launch", "echo", "--task-file", "brief.md", "--wait")
 "##
     );
-    let (_, run, said) = run_agent(&env, "boxed", "{write: [worktree], network: none}", "", &script);
+    let (_, run, said) = env.run_python_sandboxed("boxed", "{write: [worktree], network: none}", "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     let line = |verb: &str| said.iter().filter(|l| l.starts_with(&format!("{verb} "))).cloned().collect::<Vec<_>>();
     let launches = line("launch");
@@ -300,9 +283,9 @@ time.sleep(20)
     let first = env.launch("beside", "one");
     let second = env.launch("beside", "two");
     env.wait_run(&second, std::time::Duration::from_secs(20), |_| {
-        said(&env, &second).iter().any(|l| l.starts_with("runs seen"))
+        env.said(&second).iter().any(|l| l.starts_with("runs seen"))
     });
-    assert!(said(&env, &second).iter().any(|l| l == "runs seen 1"), "{:?}", said(&env, &second));
+    assert!(env.said(&second).iter().any(|l| l == "runs seen 1"), "{:?}", env.said(&second));
     // The test is no process of the run: connecting to its socket is refused.
     let socket = env.run_dir(&first).join("corral.sock");
     if corral::process::cgroup::run_of(std::process::id() as i32).is_none()
@@ -344,7 +327,7 @@ print("child", r.returncode, (r.stdout + r.stderr).strip().replace("\n", " "), f
     );
     // The folder is read, a file of it is not: a worktree would hold it.
     let sandbox = format!("\n  read: deny ['{}']\n  network: none", outside.join("secret.txt").display());
-    let (_, run, said) = run_agent(&env, "narrow", &sandbox, "", &script);
+    let (_, run, said) = env.run_python_sandboxed("narrow", &sandbox, "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(said.iter().any(|l| l.starts_with("child 2 ") && l.contains("may not read all of")), "{said:?}");
     assert!(!said.iter().any(|l| l.contains("hidden")), "{said:?}");
@@ -366,7 +349,7 @@ except OSError as e:
     print("config refused", e.strerror, flush=True)
 "##;
     let (_, run, said) =
-        run_agent(&env, "wide", &format!("{{write: ['{}'], network: none}}", root.display()), "", script);
+        env.run_python_sandboxed("wide", &format!("{{write: ['{}'], network: none}}", root.display()), "", script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(has(&said, "store False"), "{said:?}");
     assert!(has(&said, "config refused Read-only file system"), "{said:?}");
@@ -386,7 +369,7 @@ print("root", r.returncode, flush=True)
 "##,
         pid = std::process::id()
     );
-    let (id, run, first) = run_agent(&env, "maker", "{network: none}", "", &script);
+    let (id, run, first) = env.run_python_sandboxed("maker", "{network: none}", "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{first:?}");
     let shown = first.iter().find(|l| l.starts_with(&format!("sandbox refused writing {made_up}"))).cloned();
     let shown = shown.unwrap_or_else(|| panic!("{first:?}"));
@@ -425,7 +408,7 @@ except OSError as e:
 "##,
         notes = notes.display()
     );
-    let (id, run, first) = run_agent(&env, "noter", "{network: none}", "", &script);
+    let (id, run, first) = env.run_python_sandboxed("noter", "{network: none}", "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{first:?}");
     let shown = first.iter().find(|l| l.contains("refused writing")).cloned().unwrap_or_default();
     assert!(shown.contains(&format!("touch {}", notes.display())), "{shown:?} {first:?}");
@@ -455,7 +438,7 @@ except OSError as e:
         beside = env.user_home.join("beside.txt").display()
     );
     let sandbox = format!("{{write: ['{}'], network: none}}", notes.display());
-    let (_, run, said) = run_agent(&env, "noted", &sandbox, "", &script);
+    let (_, run, said) = env.run_python_sandboxed("noted", &sandbox, "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(has(&said, "wrote") && has(&said, "beside refused Read-only file system"), "{said:?}");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "noted\n");
@@ -474,7 +457,7 @@ try:
 except OSError as e:
     print("key refused", e.strerror, flush=True)
 "##;
-    let (_, run, said) = run_agent(&env, "signer", "{write: [worktree], network: none}", "", script);
+    let (_, run, said) = env.run_python_sandboxed("signer", "{write: [worktree], network: none}", "", script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(has(&said, "key refused No such file or directory"), "{said:?}");
 }
@@ -496,7 +479,7 @@ except OSError as e:
 "##,
         pid = editor.id()
     );
-    let (_, run, said) = run_agent(&env, "peeker", "{network: none}", "", &script);
+    let (_, run, said) = env.run_python_sandboxed("peeker", "{network: none}", "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(has(&said, "processes few"), "{said:?}");
     assert!(has(&said, "kill refused No such process"), "{said:?}");
@@ -555,7 +538,7 @@ print("fds", sorted(os.readlink("/proc/self/fd/%d" % f) for f in fds if f > 2 an
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let run = env.wait_end(&id);
-    let said = said(&env, &id);
+    let said = env.said(&id);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(has(&said, "SSH_AUTH_SOCK None"), "{said:?}");
     assert!(has(&said, "socket refused"), "{said:?}");
@@ -585,7 +568,7 @@ for port in [{a}, {o}]:
         print(port, "other", type(e).__name__, flush=True)
 "##
     );
-    let (_, _run, said) = run_agent(&env, "gateway", &format!("{{network: ['127.0.0.1:{a}']}}"), "", &script);
+    let (_, _run, said) = env.run_python_sandboxed("gateway", &format!("{{network: ['127.0.0.1:{a}']}}"), "", &script);
     assert!(has(&said, &format!("{o} 403")), "another local port was reached: {said:?}");
     assert!(!has(&said, &format!("{a} 403")), "{said:?}");
 }
@@ -621,14 +604,14 @@ print("pgpass", read(".pgpass"), flush=True)
     let script = format!("import json, os, subprocess, sys\n{script}");
     env.command_preset_with("thief", &["python3", "-c", &script], "sandbox: {network: none}\n");
     let id = env.launch("thief", "go");
-    env.wait_run(&id, std::time::Duration::from_secs(20), |_| said(&env, &id).iter().any(|l| l == "waiting"));
+    env.wait_run(&id, std::time::Duration::from_secs(20), |_| env.said(&id).iter().any(|l| l == "waiting"));
     // `aws configure` and a database password, made while it runs.
     std::fs::create_dir_all(env.user_home.join(".aws")).unwrap();
     std::fs::write(env.user_home.join(".aws/credentials"), "AWS-SECRET\n").unwrap();
     std::fs::write(env.user_home.join(".pgpass"), "PG-SECRET\n").unwrap();
     std::fs::write(&ready, "").unwrap();
     let run = env.wait_end(&id);
-    let said = said(&env, &id);
+    let said = env.said(&id);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(has(&said, "codex refused"), "{said:?}");
     assert!(has(&said, "aws refused") && has(&said, "pgpass refused"), "{said:?}");
@@ -684,7 +667,7 @@ for cwd in ["{project}/..", "{project}/link", "{secret}"]:
         corral = common::corral_bin().display()
     );
     let sandbox = format!("\n  write: [worktree]\n  read: only ['{project}']\n  network: none");
-    let (_, run, said) = run_agent(&env, "launcher", &sandbox, "", &script);
+    let (_, run, said) = env.run_python_sandboxed("launcher", &sandbox, "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(!env.user_home.join("planted.txt").exists(), "a child wrote the user's home: {said:?}");
     assert!(!said.iter().any(|l| l.contains("TOPSECRET")), "{said:?}");
@@ -705,7 +688,8 @@ fn a_diff_at_a_terminal_sends_no_escape_sequence_of_the_agents() {
     let script = r##"
 open("notes.txt", "w").write("\x1b]52;c;cm0gLXJmIH4K\x07 looks harmless\n")
 "##;
-    let (id, run, said) = run_agent(&env, "inkjet", "{write: [worktree], network: none}", "worktree: true\n", script);
+    let (id, run, said) =
+        env.run_python_sandboxed("inkjet", "{write: [worktree], network: none}", "worktree: true\n", script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     let at_terminal = format!("{} diff {id}", common::corral_bin().display());
     // The environment a `corral` of this installation runs with.

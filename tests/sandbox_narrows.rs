@@ -10,23 +10,6 @@ mod common;
 use std::path::Path;
 
 use common::{git, Env};
-use serde_json::Value;
-
-fn said(env: &Env, id: &str) -> Vec<String> {
-    let text = env.ok(&["tail", id, "--json", "-n", "1000"]);
-    let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    events.iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect()
-}
-
-/// Runs `script` (Python) as a sandboxed command agent; waits for its end.
-fn run_agent(env: &Env, name: &str, sandbox: &str, extra: &str, script: &str) -> (String, Value, Vec<String>) {
-    let script = format!("import json, os, subprocess, sys\n{script}");
-    env.command_preset_with(name, &["python3", "-c", &script], &format!("{extra}sandbox: {sandbox}\n"));
-    let id = env.launch(name, "go");
-    let run = env.wait_end(&id);
-    let said = said(env, &id);
-    (id, run, said)
-}
 
 fn repository(dir: &Path) {
     git(dir, &["init", "-q", "-b", "main"]);
@@ -61,7 +44,7 @@ for cwd in ["/tmp", "/proc", "/run", "{hooks}"]:
 "##,
         hooks = hooks.display()
     );
-    let (_, run, said) = run_agent(&env, "lead", "{write: [worktree], network: none}", "", &script);
+    let (_, run, said) = env.run_python_sandboxed("lead", "{write: [worktree], network: none}", "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     let refused = said.iter().filter(|l| l.starts_with("child ") && l.contains(" 2 ") && l.contains("system folder"));
     assert_eq!(refused.count(), 4, "{said:?}");
@@ -102,7 +85,7 @@ except OSError as e:
     std::os::unix::fs::symlink(&env.user_home, &sub).unwrap();
     env.ok(&["abort", &blocker]);
     let run = env.wait_end(&id);
-    let said = said(&env, &id);
+    let said = env.said(&id);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(!env.user_home.join(".bashrc").exists(), "the run wrote the user's home through a link: {said:?}");
     assert!(said.iter().any(|l| l.starts_with("refused")), "{said:?}");
@@ -131,7 +114,7 @@ for run in json.loads(r.stdout):
         t = subprocess.run(["corral", "tail", run["id"], "-n", "50"], capture_output=True, text=True)
         print("tail", t.stdout.replace("\n", " | "), flush=True)
 "##;
-    let (_, run, said) = run_agent(&env, "lead", "{write: [worktree], network: none}", "", script);
+    let (_, run, said) = env.run_python_sandboxed("lead", "{write: [worktree], network: none}", "", script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(said.iter().any(|l| l.starts_with("tail") && l.contains("read-done")), "{said:?}");
     assert!(!said.iter().any(|l| l.contains("PRIVATE-KEY")), "the child read a key its launcher hides: {said:?}");
@@ -184,7 +167,8 @@ open("work.txt", "w").write("mine\n")
 "##,
         mark = mark.display()
     );
-    let (id, run, said) = run_agent(&env, "filt", "{write: [worktree], network: none}", "worktree: true\n", &script);
+    let (id, run, said) =
+        env.run_python_sandboxed("filt", "{write: [worktree], network: none}", "worktree: true\n", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(said.iter().any(|l| l == "refused settings Read-only file system"), "{said:?}");
     env.ok(&["diff", &id]);
@@ -217,7 +201,7 @@ print("child", r.returncode, (r.stdout + r.stderr).strip().replace("\n", " "), f
 "##,
         mark = mark.display()
     );
-    let (_, run, said) = run_agent(&env, "builder", "{write: [worktree], network: none}", "", &script);
+    let (_, run, said) = env.run_python_sandboxed("builder", "{write: [worktree], network: none}", "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(said.iter().any(|l| l.starts_with("child 2 ") && l.contains("can write its git folder")), "{said:?}");
     assert!(!mark.exists(), "Corral's git worktree add ran the agent's hook");
@@ -238,7 +222,7 @@ subprocess.run(["git", "add", "feature.txt"])
 subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=A", "commit", "-qm", "agent's"])
 "##;
     let (id, run, said) =
-        run_agent(&env, "committer", "{write: [worktree], network: none}", "worktree: true\n", script);
+        env.run_python_sandboxed("committer", "{write: [worktree], network: none}", "worktree: true\n", script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     env.ok(&["merge", &id, "--no-squash"]);
     let blob = git(&env.project, &["rev-parse", "main:feature.txt"]).trim().to_string();
@@ -270,7 +254,7 @@ if child is None:
 r = subprocess.run(["corral", "reply", child, "--allow-denied", "go on"], capture_output=True, text=True)
 print("allow", r.returncode, (r.stdout + r.stderr).strip().replace("\n", " "), flush=True)
 "##;
-    let (_, run, said) = run_agent(&env, "lead", "{write: [worktree], network: none}", "", script);
+    let (_, run, said) = env.run_python_sandboxed("lead", "{write: [worktree], network: none}", "", script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(said.iter().any(|l| l.starts_with("allow ") && l.contains("not from inside run")), "{said:?}");
     assert!(!made.exists(), "Corral made the refused path for an allowance it then refused");
@@ -312,7 +296,7 @@ for n, tool in enumerate(["pause_schedule", "run_schedule_now"], start=2):
 mcp.stdin.close()
 mcp.wait()
 "##;
-    let (_, run, said) = run_agent(&env, "sly", "{write: [worktree], network: none}", "", script);
+    let (_, run, said) = env.run_python_sandboxed("sly", "{write: [worktree], network: none}", "", script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     for verb in ["pause", "run-now"] {
         assert!(said.iter().any(|l| l.starts_with(&format!("cli {verb} 2 "))), "{verb}: {said:?}");

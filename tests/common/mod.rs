@@ -213,6 +213,32 @@ impl Env {
     pub fn run_dir(&self, id: &str) -> PathBuf {
         self.home.join("runs").join(id)
     }
+
+    /// What run `id`'s transcript says, event by event.
+    pub fn said(&self, id: &str) -> Vec<String> {
+        let text = self.ok(&["tail", id, "--json", "-n", "1000"]);
+        let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        events.iter().map(|e| e["text"].as_str().unwrap_or("").to_string()).collect()
+    }
+
+    /// Runs `script` (Python, with `json`, `os`, `subprocess` and `sys`
+    /// imported) as preset `name`'s sandboxed command agent, its sandbox
+    /// `sandbox` (the YAML after `sandbox: `) and `extra` preset lines;
+    /// waits for its end: its id, its run, what it said.
+    pub fn run_python_sandboxed(
+        &self,
+        name: &str,
+        sandbox: &str,
+        extra: &str,
+        script: &str,
+    ) -> (String, Value, Vec<String>) {
+        let script = format!("import json, os, subprocess, sys\n{script}");
+        self.command_preset_with(name, &["python3", "-c", &script], &format!("{extra}sandbox: {sandbox}\n"));
+        let id = self.launch(name, "go");
+        let run = self.wait_end(&id);
+        let said = self.said(&id);
+        (id, run, said)
+    }
 }
 
 impl Drop for Env {

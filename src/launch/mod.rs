@@ -11,6 +11,10 @@ use crate::queue::{start_or_fail, ShepherdCommand};
 use crate::run::{Run, RunStatus};
 use crate::store::{NewRun, Store, StoreError};
 
+mod within;
+
+use within::Launcher;
+
 /// What to launch.
 #[derive(Debug, Clone)]
 pub struct LaunchRequest {
@@ -217,33 +221,32 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     }
     // Launched from inside a sandbox (its parent's, or an ancestor's), it
     // runs in that sandbox whoever starts it: its own preset cannot widen it.
+    let home = crate::run_env::var(request.env.as_deref(), "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
     let confined;
     let within = crate::caller::confining(store, &config, parent.as_ref().map(|p| p.id.clone()))?;
+    let launcher = within.as_deref().map(|id| Launcher::load(store, &config, id, &home)).transpose()?.flatten();
     // Inside a sandbox a run is launched only where that sandbox reads, as
     // the folder is on disk (not `proj/..`, not a link out of `proj`).
-    let cwd = match &within {
-        Some(within) => folder_within(store, &config, within, &cwd, request.env.as_deref())?,
-        None => cwd,
+    let cwd = match &launcher {
+        Some(launcher) => launcher.folder(store, &cwd)?,
+        None => std::fs::canonicalize(&cwd).ok().filter(|_| within.is_some()).unwrap_or(cwd),
     };
-    let preset = match &within {
-        Some(within) => {
-            let home = crate::run_env::var(request.env.as_deref(), "HOME").map(PathBuf::from);
+    let preset = match &launcher {
+        Some(launcher) => {
             let at = crate::sandbox::Folders {
-                home: home.as_deref().unwrap_or(std::path::Path::new("/")),
+                home: &home,
                 cwd: &cwd,
                 own_worktree: request.worktree.unwrap_or(preset.worktree),
             };
-            confined = confine(store, &config, preset, within, &at)?;
+            confined = launcher.confine(&config, preset, &at);
             &confined
         }
+        None if within.is_some() => preset,
         None => {
             check_sandbox(&config, preset, path.as_deref())?;
             // What it may write, fixed as the places are on disk now.
             match config.sandbox_for(preset) {
                 Some(sandbox) => {
-                    let home = crate::run_env::var(request.env.as_deref(), "HOME")
-                        .map(PathBuf::from)
-                        .unwrap_or_else(|| "/".into());
                     let sandbox = crate::sandbox::Asked::Rules(sandbox.resolved(&home));
                     confined = Preset { sandbox: Some(sandbox), ..preset.clone() };
                     &confined
@@ -261,19 +264,20 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     };
     // A worktree is a copy of its repository: made inside a sandbox only of
     // one that sandbox reads whole.
-    if let (Some(within), Some(plan), Some(crate::sandbox::Asked::Rules(sandbox))) = (&within, &plan, &preset.sandbox) {
-        let home = crate::run_env::var(request.env.as_deref(), "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
+    if let (Some(launcher), Some(plan), Some(crate::sandbox::Asked::Rules(sandbox))) =
+        (&launcher, &plan, &preset.sandbox)
+    {
         if !sandbox.reads_all_of(&plan.repo, &home) {
-            return Err(LaunchError::WorktreeUnreadable { repo: plan.repo.clone(), within: within.clone() });
+            return Err(LaunchError::WorktreeUnreadable { repo: plan.repo.clone(), within: launcher.id.clone() });
         }
     }
     // Corral's `git worktree add` runs outside every sandbox: never in a
     // repository whose git folder (hooks, settings, filters) the sandbox
     // it is asked from could write.
-    if let (Some(within), Some(plan)) = (&within, &plan) {
+    if let (Some(launcher), Some(plan)) = (&launcher, &plan) {
         let git = crate::worktree::common_dir(&plan.repo)?;
-        if git_writable_within(store, &config, within, &git, request.env.as_deref())? {
-            return Err(LaunchError::WorktreeOfWritableGit { git, within: within.clone() });
+        if launcher.writes_git(store, &git) {
+            return Err(LaunchError::WorktreeOfWritableGit { git, within: launcher.id.clone() });
         }
     }
     let new = NewRun {
@@ -302,132 +306,6 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         start_or_fail(store, &run.id, shepherd)?;
     }
     Ok(store.run(&run.id)?)
-}
-
-/// `preset` as it runs when launched from inside run `within`'s sandbox:
-/// in that sandbox (as widened by `corral allow`), its worktree being
-/// `within`'s folder — and the worktree Corral makes the run, if it makes
-/// one (a copy only a merge of yours brings back) — narrowed by the
-/// preset's own sandbox, if it asks for one.
-fn confine(
-    store: &Store,
-    config: &Config,
-    preset: &Preset,
-    within: &str,
-    at: &crate::sandbox::Folders<'_>,
-) -> Result<Preset, LaunchError> {
-    use crate::sandbox::{Asked, Place, Sandbox};
-    let Some(rules) = config.sandbox_for(&store.run_preset(within)?) else { return Ok(preset.clone()) };
-    let rules = rules.widened(&store.sandbox_allows(within)?);
-    let run = store.run(within)?;
-    let folder = run.worktree.map(|w| w.path).unwrap_or(run.cwd);
-    let mut write: Vec<Place> = rules
-        .write
-        .iter()
-        .map(|place| match place {
-            Place::Worktree => Place::Path(folder.clone()),
-            place => place.clone(),
-        })
-        .collect();
-    if at.own_worktree {
-        write.push(Place::Worktree);
-    }
-    let profile = Some(format!("run {within}'s sandbox, where it was launched"));
-    let outer = Sandbox { profile, write, ..rules };
-    let sandbox = match config.sandbox_for(preset) {
-        Some(own) => own.within(&outer, at),
-        None => outer,
-    };
-    Ok(Preset { sandbox: Some(Asked::Rules(sandbox)), ..preset.clone() })
-}
-
-/// `cwd` as it is on disk, if run `within`'s sandbox may read it and it is
-/// not in Corral's own folders (but the launching run's own folder): a run
-/// launched from inside that sandbox works there.
-fn folder_within(
-    store: &Store,
-    config: &Config,
-    within: &str,
-    cwd: &std::path::Path,
-    env: Option<&[(OsString, OsString)]>,
-) -> Result<PathBuf, LaunchError> {
-    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let real = canonical(cwd);
-    let hidden = || LaunchError::FolderHidden { folder: cwd.to_path_buf(), within: within.to_string() };
-    let Some(rules) = config.sandbox_for(&store.run_preset(within)?) else { return Ok(real) };
-    let rules = rules.widened(&store.sandbox_allows(within)?);
-    let run = store.run(within)?;
-    let own = canonical(std::path::Path::new(&run.worktree.map(|w| w.path).unwrap_or(run.cwd)));
-    let home = crate::run_env::var(env, "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
-    let corral = [canonical(store.home().data_dir()), canonical(store.home().config_dir())];
-    if corral.iter().any(|c| real.starts_with(c)) && !real.starts_with(&own) {
-        return Err(hidden());
-    }
-    // Never a folder the sandbox replaces with its own (`/tmp`, `/run`,
-    // `/proc`, `/dev`) or the kernel's (`/sys`): the child would see the
-    // host's, sockets and processes included. Never inside a `.git`: the
-    // child would write what the user's next `git` runs. Only the
-    // launcher's own folder, or a place it writes, may lie there.
-    let written = rules.write.iter().filter_map(|p| match p {
-        crate::sandbox::Place::Path(p) => Some(canonical(&crate::sandbox::expand(p, &home))),
-        crate::sandbox::Place::Worktree => None,
-    });
-    // What the launcher's sandbox shows of them: its own folder, what it
-    // writes, the home (shown again over its own `/tmp` where it lies
-    // there) or what its `read: only` lists.
-    let read_there: Vec<PathBuf> = match &rules.read {
-        crate::sandbox::Read::Deny(_) => vec![canonical(&home)].into_iter().filter(|h| h.parent().is_some()).collect(),
-        crate::sandbox::Read::Only(listed) => {
-            listed.iter().map(|p| canonical(&crate::sandbox::expand(p, &home))).collect()
-        }
-    };
-    let shown = std::iter::once(own.clone()).chain(written).chain(read_there).any(|w| real.starts_with(&w));
-    let system = crate::sandbox::bwrap::SYSTEM_SHARED.iter().any(|s| real.starts_with(s));
-    if (system && !shown) || crate::sandbox::bwrap::inside_git(&real) {
-        return Err(LaunchError::FolderNotForChild { folder: real, within: within.to_string() });
-    }
-    let place = |p: &String| canonical(&crate::sandbox::expand(p, &home));
-    let readable = match &rules.read {
-        crate::sandbox::Read::Deny(denied) => !denied.iter().map(place).any(|d| real.starts_with(d)),
-        crate::sandbox::Read::Only(listed) => {
-            real.starts_with(&own) || listed.iter().map(place).any(|l| real.starts_with(l))
-        }
-    };
-    let masked = rules.masked.iter().map(place).any(|m| real.starts_with(m));
-    if readable && !masked {
-        Ok(real)
-    } else {
-        Err(hidden())
-    }
-}
-
-/// Whether run `within`'s sandbox may write git folder `git`: it lies in a
-/// place that sandbox writes (its own folder among them), and is not one
-/// the sandbox held read-only at its turn's start (as the folder is now:
-/// one made or put in its place since is the agent's).
-fn git_writable_within(
-    store: &Store,
-    config: &Config,
-    within: &str,
-    git: &std::path::Path,
-    env: Option<&[(OsString, OsString)]>,
-) -> Result<bool, LaunchError> {
-    let run_dir = store.home().run_dir(within);
-    if crate::sandbox::bwrap::held_by(&run_dir, git) {
-        return Ok(false);
-    }
-    let Some(rules) = config.sandbox_for(&store.run_preset(within)?) else { return Ok(false) };
-    let rules = rules.widened(&store.sandbox_allows(within)?);
-    let run = store.run(within)?;
-    let own = run.worktree.map(|w| w.path).unwrap_or(run.cwd);
-    let home = crate::run_env::var(env, "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
-    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let written = rules.write.iter().map(|place| match place {
-        crate::sandbox::Place::Worktree => canonical(std::path::Path::new(&own)),
-        crate::sandbox::Place::Path(p) => canonical(&crate::sandbox::expand(p, &home)),
-    });
-    // `/tmp` in a sandbox is the run's own: its host's is not written.
-    Ok(written.filter(|w| w != std::path::Path::new("/tmp")).any(|w| git.starts_with(&w)))
 }
 
 /// Refuses a preset whose sandbox cannot be made here (unless it is
