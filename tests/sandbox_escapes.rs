@@ -326,7 +326,12 @@ print("child", r.returncode, (r.stdout + r.stderr).strip().replace("\n", " "), f
         outside = outside.display()
     );
     // The folder is read, a file of it is not: a worktree would hold it.
-    let sandbox = format!("\n  read: deny ['{}']\n  network: none", outside.join("secret.txt").display());
+    // (Shown by `home:`, as the home is by allow-list.)
+    let sandbox = format!(
+        "\n  read: deny ['{}']\n  home: ['{}']\n  network: none",
+        outside.join("secret.txt").display(),
+        outside.display()
+    );
     let (_, run, said) = env.run_python_sandboxed("narrow", &sandbox, "", &script);
     assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
     assert!(said.iter().any(|l| l.starts_with("child 2 ") && l.contains("may not read all of")), "{said:?}");

@@ -314,3 +314,45 @@ mcp.wait()
     let fires = env.ok(&["schedule", "show", "nightly"]);
     assert!(!fires.contains("run now") && !fires.contains("run-now"), "{fires}");
 }
+
+/// Root 3: the home is shown by allow-list: a socket no list names (a key
+/// agent's), a token file no deny-list knows, are not there; the
+/// toolchains and what `home:` names are read.
+#[test]
+fn the_home_is_shown_by_allow_list() {
+    let env = Env::new();
+    let home = &env.user_home;
+    std::fs::create_dir_all(home.join(".newvault")).unwrap();
+    let socket = home.join(".newvault/agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::fs::create_dir_all(home.join(".config/someapp")).unwrap();
+    std::fs::write(home.join(".config/someapp/token"), "TOKEN-123\n").unwrap();
+    std::fs::create_dir_all(home.join(".cargo")).unwrap();
+    std::fs::write(home.join(".cargo/env"), "cargo-env\n").unwrap();
+    std::fs::create_dir_all(home.join("notes")).unwrap();
+    std::fs::write(home.join("notes/n.txt"), "my notes\n").unwrap();
+    let script = format!(
+        r##"
+import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("{sock}")
+    print("connected", flush=True)
+except OSError as e:
+    print("no socket", e.strerror, flush=True)
+for path in ["{home}/.config/someapp/token", "{home}/.cargo/env", "{home}/notes/n.txt"]:
+    try:
+        print("read", open(path).read().strip(), flush=True)
+    except OSError as e:
+        print("unread", path, e.strerror, flush=True)
+"##,
+        sock = socket.display(),
+        home = home.display()
+    );
+    let (_, run, said) = env.run_python_sandboxed("curious", "{network: none, home: ['~/notes']}", "", &script);
+    assert_eq!(run["status"], "completed", "{run:#}\n{said:?}");
+    assert!(said.iter().any(|l| l.starts_with("no socket")), "a key agent's socket in the home answered: {said:?}");
+    assert!(!said.iter().any(|l| l.contains("TOKEN-123")), "{said:?}");
+    assert!(said.iter().any(|l| l == "read cargo-env"), "the toolchains are read: {said:?}");
+    assert!(said.iter().any(|l| l == "read my notes"), "what home: names is read: {said:?}");
+}

@@ -264,10 +264,8 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     };
     // A worktree is a copy of its repository: made inside a sandbox only of
     // one that sandbox reads whole.
-    if let (Some(launcher), Some(plan), Some(crate::sandbox::Asked::Rules(sandbox))) =
-        (&launcher, &plan, &preset.sandbox)
-    {
-        if !sandbox.reads_all_of(&plan.repo, &home) {
+    if let (Some(launcher), Some(plan)) = (&launcher, &plan) {
+        if !launcher.reads_all_of(&plan.repo) {
             return Err(LaunchError::WorktreeUnreadable { repo: plan.repo.clone(), within: launcher.id.clone() });
         }
     }

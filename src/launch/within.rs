@@ -40,6 +40,8 @@ impl Launcher {
                 *place = Place::Path(folder.clone());
             }
         }
+        // Its folder is shown whether or not it writes it.
+        rules.home.push(folder.clone());
         let own = canonical(Path::new(&folder));
         Ok(Some(Launcher { id: id.to_string(), rules, own, home: home.to_path_buf() }))
     }
@@ -75,7 +77,7 @@ impl Launcher {
         // would see the host's, sockets and processes included; one inside
         // a `.git` would write what the user's next `git` runs.
         let read_there: Vec<PathBuf> = match &self.rules.read {
-            Read::Deny(_) => Some(canonical(&self.home)).filter(|h| h.parent().is_some()).into_iter().collect(),
+            Read::Deny(_) => self.rules.home_shown(&self.home),
             Read::Only(listed) => listed.iter().map(|p| self.place(p)).collect(),
         };
         let shown = std::iter::once(self.own.clone()).chain(self.written()).chain(read_there);
@@ -85,7 +87,9 @@ impl Launcher {
             return Err(LaunchError::FolderNotForChild { folder: real, within: self.id.clone() });
         }
         let readable = match &self.rules.read {
-            Read::Deny(denied) => !denied.iter().any(|d| real.starts_with(self.place(d))),
+            Read::Deny(denied) => {
+                !denied.iter().any(|d| real.starts_with(self.place(d))) && self.rules.shows_of_home(&real, &self.home)
+            }
             Read::Only(listed) => real.starts_with(&self.own) || listed.iter().any(|l| real.starts_with(self.place(l))),
         };
         let masked = self.rules.masked.iter().any(|m| real.starts_with(self.place(m)));
@@ -111,6 +115,12 @@ impl Launcher {
             None => outer,
         };
         Preset { sandbox: Some(Asked::Rules(sandbox)), ..preset.clone() }
+    }
+
+    /// Whether this sandbox reads all of `path` (a repository a worktree
+    /// would copy).
+    pub fn reads_all_of(&self, path: &Path) -> bool {
+        self.rules.reads_all_of(path, &self.home)
     }
 
     /// Whether this sandbox may write git folder `git`: it lies in a place

@@ -116,15 +116,22 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     // What is read, as bound; the folders shown as they are now.
     let mut read: Vec<PathBuf> = Vec::new();
     let mut holding: Vec<PathBuf> = Vec::new();
+    // The home by allow-list: hidden whole, what is shown bound back.
+    let real_home = canonical(home);
+    let hides_home = matches!(sandbox.read, Read::Deny(_)) && real_home.parent().is_some() && real_home.is_dir();
     match &sandbox.read {
         Read::Deny(denied) => {
             args.push(["--ro-bind", "/", "/"]);
-            read.push(canonical(home));
+            if hides_home {
+                // Where the home lies in a place replaced below (`/tmp`),
+                // it is hidden there instead.
+                if !is_replaced(&real_home) {
+                    args.push_os(["--tmpfs".into(), real_home.clone().into()]);
+                }
+                read.extend(sandbox.home_shown(home).into_iter().filter(|p| p.exists()));
+            }
             read.extend(view.search_path.iter().filter(|d| d.is_absolute() && d.is_dir()).map(|d| canonical(d)));
             holding = holding_missing(denied, home);
-            for folder in &holding {
-                as_of_now(&mut args, folder);
-            }
         }
         Read::Only(places) => {
             for dir in SYSTEM {
@@ -148,10 +155,18 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     }
     read.extend(program_dirs.iter().cloned());
     read.push(canonical(view.cwd));
-    if matches!(sandbox.read, Read::Only(_)) {
-        for place in &read {
-            args.bind("--ro-bind-try", place);
-        }
+    // Shown where the home is hidden (under `read: only`, everywhere).
+    let in_hidden_home = |p: &Path| hides_home && p.starts_with(&real_home);
+    let shown = |p: &Path| !in_hidden_home(p) || read.iter().any(|r| p.starts_with(r));
+    match sandbox.read {
+        Read::Only(_) => read.iter().for_each(|place| args.bind("--ro-bind-try", place)),
+        Read::Deny(_) => read.iter().filter(|p| in_hidden_home(p)).for_each(|place| args.bind("--ro-bind-try", place)),
+    }
+    // A folder holding a denied place not made yet, as it was at launch:
+    // only where it is shown.
+    holding.retain(|folder| shown(folder));
+    for folder in &holding {
+        as_of_now(&mut args, folder);
     }
     // What is written, as bound: never Corral's own data or settings.
     let mut private = vec![canonical(view.corral_home), canonical(view.corral_config)];
@@ -242,7 +257,10 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     for kept in RUN_KEPT {
         args.bind("--ro-bind-try", Path::new(kept));
     }
-    let under_replaced = |p: &Path| REPLACED.iter().any(|r| p.starts_with(r));
+    if hides_home && is_replaced(&real_home) {
+        args.push_os(["--tmpfs".into(), real_home.clone().into()]);
+    }
+    let under_replaced = |p: &Path| is_replaced(p);
     for place in read.iter().filter(|p| under_replaced(p)) {
         args.bind("--ro-bind-try", place);
         for folder in holding.iter().filter(|f| f.starts_with(place)) {
@@ -304,6 +322,12 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
             // Through a link (a dotfiles repository's ~/.ssh), what it
             // points at is masked: bubblewrap mounts on no link.
             let Ok(path) = std::fs::canonicalize(expand(place, home)) else { continue };
+            // Not there at all where the home is hidden and it is not shown.
+            if in_hidden_home(&path)
+                && !read.iter().chain(&written).any(|r| path.starts_with(r) || r.starts_with(&path))
+            {
+                continue;
+            }
             // The agent's own credentials: read, never written.
             if agent_files.iter().any(|(_, own)| path.starts_with(own)) {
                 args.bind("--ro-bind", &path);
@@ -325,6 +349,21 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     for dir in &private {
         args.push_os(["--remount-ro".into(), dir.into()]);
     }
+    if hides_home {
+        // The home's own links that lead to what is shown (`~/out` →
+        // a folder it writes), as they are; then the hidden home
+        // read-only, so a write there is refused as one ("Read-only file
+        // system": a denial to allow), not kept in memory.
+        let shown_places: Vec<&PathBuf> = read.iter().chain(&written).collect();
+        for entry in std::fs::read_dir(&real_home).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let (Ok(target), Ok(real)) = (std::fs::read_link(&path), std::fs::canonicalize(&path)) else { continue };
+            if shown_places.iter().any(|p| real.starts_with(p)) {
+                args.push_os(["--symlink".into(), target.into(), path.into()]);
+            }
+        }
+        args.push_os(["--remount-ro".into(), real_home.clone().into()]);
+    }
     if sandbox.network != Network::All {
         args.push(["--unshare-net"]);
     }
@@ -339,6 +378,11 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
 
 /// The error `openat2` gives for a link where `RESOLVE_NO_SYMLINKS` forbids one.
 const ELOOP: i32 = 40;
+
+/// Whether `path` lies in a place every sandbox replaces with its own.
+fn is_replaced(path: &Path) -> bool {
+    REPLACED.iter().any(|r| path.starts_with(r))
+}
 
 /// The folders holding a denied place that does not exist yet (`aws
 /// configure` may make it while the run goes on): the nearest existing

@@ -40,6 +40,11 @@ pub struct Sandbox {
     /// (`only [~]` inside a sandbox that hides `~/.ssh` reads `~` but it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub masked: Vec<String>,
+    /// Under `read: deny`, the places of the home it reads besides its own
+    /// folder, what it writes and the toolchains ([`TOOLCHAINS`]): the
+    /// rest of the home is hidden (`home: [~/notes]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub home: Vec<String>,
     /// Where it may connect.
     pub network: Network,
     /// The only variables it keeps (besides those its agent needs); `None`
@@ -136,6 +141,35 @@ pub const SECRETS: &[&str] = &[
     "~/.pi/agent/auth.json",
 ];
 
+/// What of the home every sandbox that reads "all but" shows, read-only,
+/// besides the run's folder, what it writes and its agent's own files:
+/// the toolchains and caches an agent's builds need, and git's settings
+/// (who commits). The rest of the home — sockets of key agents, shell
+/// histories, credential stores no list names yet — is not there.
+pub const TOOLCHAINS: &[&str] = &[
+    "~/.cargo",
+    "~/.rustup",
+    "~/.npm",
+    "~/.nvm",
+    "~/.volta",
+    "~/.bun",
+    "~/.deno",
+    "~/.yarn",
+    "~/.cache/pip",
+    "~/.cache/uv",
+    "~/.pyenv",
+    "~/.local/bin",
+    "~/.local/lib",
+    "~/go",
+    "~/.m2/repository",
+    "~/.gradle/caches",
+    "~/.gradle/wrapper",
+    "~/.gitconfig",
+    "~/.config/git/config",
+    "~/.config/git/ignore",
+    "~/.config/git/attributes",
+];
+
 /// Variables that name a socket of the host's (an agent of keys, a session
 /// bus, a display, a container engine): a sandbox shows none of them, so
 /// it is not handed their names either.
@@ -182,6 +216,7 @@ impl Sandbox {
                 write: Vec::new(),
                 read: secrets(),
                 masked: Vec::new(),
+                home: Vec::new(),
                 network: Network::Hosts(vec!["agent".into()]),
                 env_keep: None,
                 optional: false,
@@ -191,6 +226,7 @@ impl Sandbox {
                 write: vec![Place::Worktree, Place::Path("/tmp".into())],
                 read: secrets(),
                 masked: Vec::new(),
+                home: Vec::new(),
                 network: Network::Hosts(
                     std::iter::once("agent").chain(REGISTRIES.iter().copied()).map(str::to_string).collect(),
                 ),
@@ -241,7 +277,14 @@ impl Sandbox {
             Network::Hosts(hosts) => hosts.join(", "),
         };
         let read = match &self.read {
-            Read::Deny(list) => format!("reads all but {} places", list.len()),
+            Read::Deny(list) if self.home.is_empty() => {
+                format!("reads the system, its folder and the toolchains of the home but {} places", list.len())
+            }
+            Read::Deny(list) => format!(
+                "reads the system, its folder, the toolchains and {} of the home but {} places",
+                self.home.join(", "),
+                list.len()
+            ),
             Read::Only(list) => format!("reads only {}", list.join(", ")),
         };
         let read = match self.masked.len() {
@@ -270,11 +313,41 @@ impl Read {
 }
 
 impl Sandbox {
-    /// Whether everything under `path` may be read: its `read` allows it
-    /// and nothing it masks lies in it or holds it.
+    /// Whether everything under `path` may be read: its `read` allows it,
+    /// nothing it masks lies in it or holds it, and under `read: deny` it
+    /// is not in the hidden part of the home.
     pub fn reads_all_of(&self, path: &Path, home: &Path) -> bool {
         let masked = Read::Deny(self.masked.clone());
-        self.read.reads_all_of(path, home) && masked.reads_all_of(path, home)
+        let shown = match self.read {
+            Read::Deny(_) => self.shows_of_home(path, home),
+            Read::Only(_) => true,
+        };
+        shown && self.read.reads_all_of(path, home) && masked.reads_all_of(path, home)
+    }
+
+    /// The places of the home `home` it shows under `read: deny`, as on
+    /// disk: the toolchains, its `home:` list and what it writes there.
+    pub fn home_shown(&self, home: &Path) -> Vec<PathBuf> {
+        let place = |p: &str| {
+            let p = expand(p, home);
+            std::fs::canonicalize(&p).unwrap_or(p)
+        };
+        let written = self.write.iter().filter_map(|p| match p {
+            Place::Path(p) => Some(p.as_str()),
+            Place::Worktree => None,
+        });
+        TOOLCHAINS.iter().copied().chain(self.home.iter().map(String::as_str)).chain(written).map(place).collect()
+    }
+
+    /// Whether `path` is out of the home `home`, or lies in a place of it
+    /// this sandbox shows under `read: deny` (see [`Sandbox::home_shown`]).
+    pub fn shows_of_home(&self, path: &Path, home: &Path) -> bool {
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let real_home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+        if real_home.parent().is_none() || !path.starts_with(&real_home) {
+            return true;
+        }
+        self.home_shown(home).iter().any(|shown| path.starts_with(shown))
     }
 }
 

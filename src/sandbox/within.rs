@@ -30,8 +30,9 @@ impl Sandbox {
                 outer.profile.as_deref().unwrap_or("another")
             )),
             write: writes_within(&self.write, &outer.write, at),
-            read: reads_within(&self.read, &outer.read, at.home),
+            read: reads_within(self, outer, at.home),
             masked: masked_within(self, outer, at.home),
+            home: home_within(self, outer, at.home),
             network: network_within(&self.network, &outer.network),
             env_keep: match (&self.env_keep, &outer.env_keep) {
                 (Some(inner), Some(outer)) => {
@@ -67,11 +68,15 @@ impl Sandbox {
             list.iter().any(|q| place(p).starts_with(place(q)) || place(q).starts_with(place(p)))
         };
         let masked = other.masked.iter().all(|m| lies_in(m, &self.masked) || self.read_hides(m, home));
+        let shown_by_other = |p: &String| other.shows_of_home(&place(p), home);
         let reads = masked
             && match (&self.read, &other.read) {
-                // Every place `other` hides is hidden here too.
-                (Read::Deny(mine), Read::Deny(theirs)) => theirs.iter().all(|t| lies_in(t, mine)),
-                (Read::Only(mine), Read::Deny(theirs)) => mine.iter().all(|m| !meets(m, theirs)),
+                // Every place `other` hides is hidden here too, the home's
+                // hidden part with them.
+                (Read::Deny(mine), Read::Deny(theirs)) => {
+                    theirs.iter().all(|t| lies_in(t, mine)) && self.home.iter().all(shown_by_other)
+                }
+                (Read::Only(mine), Read::Deny(theirs)) => mine.iter().all(|m| !meets(m, theirs) && shown_by_other(m)),
                 (Read::Only(mine), Read::Only(theirs)) => mine.iter().all(|m| lies_in(m, theirs)),
                 (Read::Deny(_), Read::Only(_)) => false,
             };
@@ -125,18 +130,37 @@ fn writes_within(inner: &[Place], outer: &[Place], at: &Folders<'_>) -> Vec<Plac
 /// What both let a run read: everything but what either denies; under a
 /// list of what alone may be read, what that list (or both lists) allow,
 /// less what the other denies.
-fn reads_within(inner: &Read, outer: &Read, home: &Path) -> Read {
+fn reads_within(inner_sandbox: &Sandbox, outer_sandbox: &Sandbox, home: &Path) -> Read {
     let lies_in = |place: &String, others: &[String]| {
         let place = expand(place, home);
         others.iter().any(|other| place.starts_with(expand(other, home)))
     };
-    match (inner, outer) {
+    match (&inner_sandbox.read, &outer_sandbox.read) {
         (Read::Deny(inner), Read::Deny(outer)) => {
             let mut denied = inner.clone();
             denied.extend(outer.iter().filter(|p| !inner.contains(p)).cloned());
             Read::Deny(denied)
         }
-        (Read::Only(only), Read::Deny(denied)) | (Read::Deny(denied), Read::Only(only)) => {
+        (Read::Only(only), Read::Deny(denied)) => {
+            // Of the home, only what the outer shows: `only [~]` inside a
+            // sandbox that shows the project and the toolchains reads those.
+            let shown = outer_sandbox.home_shown(home);
+            let mut listed = Vec::new();
+            for place in only.iter().filter(|p| !lies_in(p, denied)) {
+                let path = expand(place, home);
+                let path = std::fs::canonicalize(&path).unwrap_or(path);
+                if outer_sandbox.shows_of_home(&path, home) {
+                    listed.push(place.clone());
+                } else {
+                    listed.extend(
+                        shown.iter().filter(|s| s.starts_with(&path)).map(|s| s.to_string_lossy().into_owned()),
+                    );
+                }
+            }
+            listed.dedup();
+            Read::Only(listed)
+        }
+        (Read::Deny(denied), Read::Only(only)) => {
             Read::Only(only.iter().filter(|p| !lies_in(p, denied)).cloned().collect())
         }
         (Read::Only(inner), Read::Only(outer)) => {
@@ -172,6 +196,19 @@ fn masked_within(inner: &Sandbox, outer: &Sandbox, home: &Path) -> Vec<String> {
     masked.sort();
     masked.dedup();
     masked
+}
+
+/// What of the home both show under `read: deny`: each one's `home:`
+/// places the other shows too.
+fn home_within(inner: &Sandbox, outer: &Sandbox, home: &Path) -> Vec<String> {
+    let shown_by = |sandbox: &Sandbox, place: &String| sandbox.shows_of_home(&expand(place, home), home);
+    let mut both: Vec<String> = inner.home.iter().filter(|p| shown_by(outer, p)).cloned().collect();
+    for place in outer.home.iter().filter(|p| shown_by(inner, p)) {
+        if !both.contains(place) {
+            both.push(place.clone());
+        }
+    }
+    both
 }
 
 /// Where both let a run connect: nowhere if either says so; the hosts
@@ -240,6 +277,7 @@ mod tests {
             write: vec![Place::Worktree, Place::Path("~".into())],
             read: Read::Deny(vec![]),
             masked: vec![],
+            home: vec![],
             network: Network::All,
             env_keep: None,
             optional: true,
@@ -262,6 +300,7 @@ mod tests {
             write: vec![],
             read: Read::Only(vec!["~/app".into(), "~/.ssh".into(), "/srv".into()]),
             masked: vec![],
+            home: vec![],
             network: Network::Hosts(vec!["agent".into(), "api.github.com".into(), "*.example.com".into()]),
             env_keep: Some(vec!["GITHUB_TOKEN".into(), "FOO".into()]),
             optional: false,

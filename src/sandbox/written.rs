@@ -27,6 +27,7 @@ pub struct WrittenRules {
     read: Option<WrittenList>,
     network: Option<WrittenNetwork>,
     env: Option<WrittenList>,
+    home: Option<Vec<String>>,
     optional: Option<bool>,
 }
 
@@ -105,6 +106,7 @@ impl WrittenRules {
                 write: Vec::new(),
                 read: Read::Deny(super::SECRETS.iter().map(|s| s.to_string()).collect()),
                 masked: Vec::new(),
+                home: Vec::new(),
                 network: Network::All,
                 env_keep: None,
                 optional: false,
@@ -138,6 +140,9 @@ impl WrittenRules {
         }
         if let Some(env) = &self.env {
             sandbox.env_keep = Some(env.split("env", &["keep"], "")?.1);
+        }
+        if let Some(home) = &self.home {
+            sandbox.home = home.iter().map(|p| full_path("home", p.trim())).collect::<Result<_, _>>()?;
         }
         if let Some(optional) = self.optional {
             sandbox.optional = optional;
