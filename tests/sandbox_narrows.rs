@@ -356,3 +356,25 @@ for path in ["{home}/.config/someapp/token", "{home}/.cargo/env", "{home}/notes/
     assert!(said.iter().any(|l| l == "read cargo-env"), "the toolchains are read: {said:?}");
     assert!(said.iter().any(|l| l == "read my notes"), "what home: names is read: {said:?}");
 }
+
+/// Root 1: a sandboxed run's folder is fixed at launch as on disk: made a
+/// link before its turn, the run is not started there, and says why.
+#[test]
+fn a_folder_made_a_link_after_launch_is_not_worked_in() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let sub = env.project.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    env.command_preset("blocker", &["sleep", "60"]);
+    env.command_preset_with("looker", &["sh", "-c", "pwd; ls"], "sandbox: {write: [worktree], network: none}\n");
+    let blocker = env.launch("blocker", "hold the slot");
+    env.wait_run(&blocker, std::time::Duration::from_secs(20), |r| r["status"] == "running");
+    let id = env.ok(&["launch", "looker", "look", "--cwd", sub.to_str().unwrap()]).trim().to_string();
+    assert_eq!(env.show(&id)["status"], "queued");
+    std::fs::remove_dir(&sub).unwrap();
+    std::os::unix::fs::symlink(&env.user_home, &sub).unwrap();
+    env.ok(&["abort", &blocker]);
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert!(run["error"].as_str().unwrap_or("").contains("is a link now"), "{run:#}");
+}

@@ -256,6 +256,12 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         }
     };
     let parent = parent.map(|p| p.id);
+    // A sandboxed run's folder as on disk: its sandbox never follows a
+    // link put in its stead later.
+    let cwd = match &preset.sandbox {
+        Some(crate::sandbox::Asked::Rules(_)) => std::fs::canonicalize(&cwd).unwrap_or(cwd),
+        _ => cwd,
+    };
     let cwd_text = cwd.to_string_lossy().into_owned();
     let plan = match (request.worktree.unwrap_or(preset.worktree), &request.base) {
         (true, base) => Some(crate::worktree::plan(&cwd, base.as_deref())?),

@@ -176,7 +176,9 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     let mut written: Vec<PathBuf> = Vec::new();
     for place in &sandbox.write {
         let path = match place {
-            Place::Worktree => view.worktree.unwrap_or(view.cwd).to_path_buf(),
+            // A worktree of Corral's, whose folder no sandbox can replace:
+            // as on disk (its data folder may be reached through a link).
+            Place::Worktree => view.worktree.map(canonical).unwrap_or_else(|| view.cwd.to_path_buf()),
             Place::Path(path) => expand(path, home),
         };
         if path == Path::new("/tmp") {
@@ -377,7 +379,7 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
 }
 
 /// The error `openat2` gives for a link where `RESOLVE_NO_SYMLINKS` forbids one.
-const ELOOP: i32 = 40;
+pub const ELOOP: i32 = 40;
 
 /// Whether `path` lies in a place every sandbox replaces with its own.
 fn is_replaced(path: &Path) -> bool {

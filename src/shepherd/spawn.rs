@@ -186,9 +186,23 @@ impl AgentLaunch {
 
     /// Why the agent cannot start in the run's folder, if it cannot.
     pub fn cwd_problem(&self) -> Option<String> {
-        (!Path::new(&self.cwd).is_dir()).then(|| {
-            format!(
+        let cwd = Path::new(&self.cwd);
+        if !cwd.is_dir() {
+            return Some(format!(
                 "the working folder {} does not exist: create it, or launch with --cwd pointing at an existing folder",
+                self.cwd
+            ));
+        }
+        // A sandboxed run's folder was fixed at launch as on disk: one made
+        // a link since (a launcher swapping its child's folder) is not
+        // followed.
+        let linked = self.sandbox.is_some()
+            && self.worktree.is_none()
+            && process::pin(cwd).is_err_and(|e| e.raw_os_error() == Some(crate::sandbox::bwrap::ELOOP));
+        linked.then(|| {
+            format!(
+                "the working folder {} is a link now, not the folder it was at launch: a sandboxed run never follows \
+                 it. Launch again in the folder you mean",
                 self.cwd
             )
         })
