@@ -287,8 +287,9 @@ def answer(id):
 send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
 answer(1)
 send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-for n, tool in enumerate(["pause_schedule", "run_schedule_now"], start=2):
-    send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": {"name": "nightly"}}})
+for n, tool in enumerate(["pause_schedule", "run_schedule_now", "list_schedules"], start=2):
+    arguments = {} if tool == "list_schedules" else {"name": "nightly"}
+    send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
     got = answer(n)
     text = " ".join(c.get("text", "") for c in got["result"]["content"]) if got and "result" in got else json.dumps(got)
     error = got and got.get("result", {}).get("isError")
@@ -301,7 +302,8 @@ mcp.wait()
     for verb in ["pause", "run-now"] {
         assert!(said.iter().any(|l| l.starts_with(&format!("cli {verb} 2 "))), "{verb}: {said:?}");
     }
-    for tool in ["pause_schedule", "run_schedule_now"] {
+    assert!(!said.iter().any(|l| l.contains("\"work\"") || l.contains("nap")), "a schedule's task was listed: {said:?}");
+    for tool in ["pause_schedule", "run_schedule_now", "list_schedules"] {
         assert!(
             said.iter().any(|l| l.starts_with(&format!("mcp {tool} error")) && l.contains("own terminal")),
             "{tool}: {said:?}"

@@ -20,6 +20,7 @@ impl CorralTools {
     )]
     async fn list_schedules(&self) -> CallToolResult {
         self.with_store(|store, shepherd| {
+            schedule::refuse_inside_a_sandbox(store)?;
             // Presets' schedules as their files say now (problems are the
             // firer's to say), their timers with them.
             schedule::presets::sync(store)?;

@@ -59,8 +59,8 @@ pub enum ScheduleError {
     /// Asked from inside a sandboxed run: a schedule's runs start where its
     /// firer is, outside that sandbox.
     #[error(
-        "a schedule is yours and its runs start outside the sandbox of run {0}, so it cannot add, pause, resume, \
-         fire or remove one: do it in your own terminal"
+        "a schedule is yours and its runs start outside the sandbox of run {0}, so from inside it no schedule is \
+         listed, added, paused, resumed, fired or removed: do it in your own terminal"
     )]
     InsideSandbox(String),
     /// Asked from inside a run that a budget covers: a schedule's runs
@@ -332,13 +332,21 @@ pub fn pause(store: &mut Store, name: &str) -> Result<Schedule, ScheduleError> {
 /// covers. A schedule is the user's; its runs start later as runs of no
 /// one's, outside that run's sandbox and budget.
 pub(crate) fn refuse_inside_a_run(store: &Store) -> Result<(), ScheduleError> {
-    let config = crate::config::Config::load(store.home())?;
-    if let Some(run) = crate::caller::sandboxed_caller(store, &config)? {
-        return Err(ScheduleError::InsideSandbox(run));
-    }
+    refuse_inside_a_sandbox(store)?;
     match crate::caller::caller_run(store)? {
         Some(run) if store.budget_left(&run)?.is_some() => Err(ScheduleError::UnderBudget(run)),
         _ => Ok(()),
+    }
+}
+
+/// Refuses a process of a sandboxed run any look at the schedules: they
+/// are the user's (their tasks, folders and kept environments), as the
+/// CLI's `corral schedule` is refused inside a sandbox.
+pub fn refuse_inside_a_sandbox(store: &Store) -> Result<(), ScheduleError> {
+    let config = crate::config::Config::load(store.home())?;
+    match crate::caller::sandboxed_caller(store, &config)? {
+        Some(run) => Err(ScheduleError::InsideSandbox(run)),
+        None => Ok(()),
     }
 }
 
