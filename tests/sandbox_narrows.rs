@@ -302,7 +302,10 @@ mcp.wait()
     for verb in ["pause", "run-now"] {
         assert!(said.iter().any(|l| l.starts_with(&format!("cli {verb} 2 "))), "{verb}: {said:?}");
     }
-    assert!(!said.iter().any(|l| l.contains("\"work\"") || l.contains("nap")), "a schedule's task was listed: {said:?}");
+    assert!(
+        !said.iter().any(|l| l.contains("\"work\"") || l.contains("nap")),
+        "a schedule's task was listed: {said:?}"
+    );
     for tool in ["pause_schedule", "run_schedule_now", "list_schedules"] {
         assert!(
             said.iter().any(|l| l.starts_with(&format!("mcp {tool} error")) && l.contains("own terminal")),
@@ -379,4 +382,22 @@ fn a_folder_made_a_link_after_launch_is_not_worked_in() {
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "failed", "{run:#}");
     assert!(run["error"].as_str().unwrap_or("").contains("is a link now"), "{run:#}");
+}
+
+/// Root 2: a session file Corral follows outside the sandbox (Codex's
+/// rollout, for live spend) that the agent made a FIFO is never waited on:
+/// the run ends when its agent does.
+#[test]
+fn a_session_file_made_a_fifo_never_stops_the_shepherd() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("codex", "session-spender");
+    env.agent_preset("spender", "codex", "sandbox: {write: [worktree], network: none}\n");
+    std::fs::create_dir_all(env.user_home.join(".codex")).unwrap();
+    let mut launch = env.command(&["launch", "--budget", "1M tokens", "spender", "work"]);
+    let out = launch.envs([("SPEND_MESSAGES", "60"), ("SESSION_AS_FIFO", "1")]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let run = env.wait_end(&id);
+    assert_eq!(run["status"], "completed", "{run:#}");
 }
