@@ -521,21 +521,26 @@ fn held_file(run_dir: &Path) -> PathBuf {
 }
 
 fn write_held(run_dir: &Path, held: &[PathBuf]) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let lines: String = held
-        .iter()
-        .filter_map(|dir| std::fs::metadata(dir).ok().map(|m| format!("{} {}\n", m.dev(), m.ino())))
-        .collect();
+    let lines: String = held.iter().filter_map(|dir| identity(dir)).map(|id| format!("{id}\n")).collect();
     std::fs::write(held_file(run_dir), lines)
+}
+
+/// A folder's identity: device, inode and, where the file system keeps
+/// it, birth time. (A held folder is a read-only mount in the sandbox, so
+/// the agent cannot remove it to free its inode number; the birth time
+/// is one more guard.)
+fn identity(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir).ok()?;
+    let born = meta.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    Some(format!("{} {} {}", meta.dev(), meta.ino(), born.map_or(0, |b| b.as_nanos())))
 }
 
 /// Whether git folder `dir` is one run (folder `run_dir`)'s sandbox held
 /// read-only at its turn's start, as the folder is now.
 pub fn held_by(run_dir: &Path, dir: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(dir) else { return false };
+    let Some(wanted) = identity(dir) else { return false };
     let held = std::fs::read_to_string(held_file(run_dir)).unwrap_or_default();
-    let wanted = format!("{} {}", meta.dev(), meta.ino());
     held.lines().any(|line| line == wanted)
 }
 
