@@ -64,6 +64,11 @@ pub fn pin(path: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// Whether `error` is [`pin`]'s refusal of a path that holds a link.
+pub fn is_a_link(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ELOOP)
+}
+
 /// `fds` moved to descriptors `first`, `first + 1`, … of a child that is
 /// about to exec, open across the exec: made ready before the fork (each
 /// copied above where they go, so none is overwritten by another's move).

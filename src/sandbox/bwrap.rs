@@ -184,23 +184,6 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
         if path == Path::new("/tmp") {
             continue; // the run's own, below
         }
-        // As resolved at launch, never again: a place that is a link now
-        // (a launcher swapped its child's folder for a link to `/`) is not
-        // followed, but refused.
-        match crate::process::pin(&path) {
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(ELOOP) => {
-                notes.push(format!(
-                    "sandbox: {} is a link now, not the folder it was at launch: it is not writable",
-                    path.display()
-                ));
-                continue;
-            }
-            Err(_) => {
-                notes.push(super::not_writable(&path));
-                continue;
-            }
-        }
         // A repository's git folder runs what is written in it (hooks,
         // config) with the user's rights at the user's next `git`.
         if inside_git(&path) {
@@ -219,9 +202,22 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
             ));
             continue;
         }
-        if let Err(e) = args.pinned(true, &path) {
-            notes.push(format!("sandbox: {} cannot be bound: {e}", path.display()));
-            continue;
+        // As resolved at launch, never again: a place that is a link now
+        // (a launcher swapped its child's folder for a link to `/`) is not
+        // followed, but refused.
+        match args.pinned(true, &path) {
+            Ok(()) => {}
+            Err(e) if crate::process::is_a_link(&e) => {
+                notes.push(format!(
+                    "sandbox: {} is a link now, not the folder it was at launch: it is not writable",
+                    path.display()
+                ));
+                continue;
+            }
+            Err(_) => {
+                notes.push(super::not_writable(&path));
+                continue;
+            }
         }
         written.push(path);
     }
@@ -319,29 +315,23 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
         Read::Deny(places) => places.as_slice(),
         Read::Only(_) => &[],
     };
-    {
-        for place in denied.iter().chain(&sandbox.masked) {
-            // Through a link (a dotfiles repository's ~/.ssh), what it
-            // points at is masked: bubblewrap mounts on no link.
-            let Ok(path) = std::fs::canonicalize(expand(place, home)) else { continue };
-            // Not there at all where the home is hidden and it is not shown.
-            if in_hidden_home(&path)
-                && !read.iter().chain(&written).any(|r| path.starts_with(r) || r.starts_with(&path))
-            {
-                continue;
-            }
-            // The agent's own credentials: read, never written.
-            if agent_files.iter().any(|(_, own)| path.starts_with(own)) {
-                args.bind("--ro-bind", &path);
-                continue;
-            }
-            match std::fs::metadata(&path) {
-                Ok(meta) if meta.is_dir() => {
-                    args.push_os(["--perms".into(), "0000".into(), "--tmpfs".into(), path.into()])
-                }
-                Ok(_) => args.push_os(["--ro-bind".into(), view.unreadable.into(), path.into()]),
-                Err(_) => {}
-            }
+    for place in denied.iter().chain(&sandbox.masked) {
+        // Through a link (a dotfiles repository's ~/.ssh), what it
+        // points at is masked: bubblewrap mounts on no link.
+        let Ok(path) = std::fs::canonicalize(expand(place, home)) else { continue };
+        // Not there at all where the home is hidden and it is not shown.
+        if in_hidden_home(&path) && !read.iter().chain(&written).any(|r| path.starts_with(r) || r.starts_with(&path)) {
+            continue;
+        }
+        // The agent's own credentials: read, never written.
+        if agent_files.iter().any(|(_, own)| path.starts_with(own)) {
+            args.bind("--ro-bind", &path);
+            continue;
+        }
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_dir() => args.push_os(["--perms".into(), "0000".into(), "--tmpfs".into(), path.into()]),
+            Ok(_) => args.push_os(["--ro-bind".into(), view.unreadable.into(), path.into()]),
+            Err(_) => {}
         }
     }
     // Corral's folders, made for the sandbox, are read-only once all is
@@ -377,9 +367,6 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     args.push(["--"]);
     Arguments { args: args.0, notes, fds: args.1 }
 }
-
-/// The error `openat2` gives for a link where `RESOLVE_NO_SYMLINKS` forbids one.
-pub const ELOOP: i32 = 40;
 
 /// Whether `path` lies in a place every sandbox replaces with its own.
 fn is_replaced(path: &Path) -> bool {

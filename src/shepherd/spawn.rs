@@ -198,7 +198,7 @@ impl AgentLaunch {
         // followed.
         let linked = self.sandbox.is_some()
             && self.worktree.is_none()
-            && process::pin(cwd).is_err_and(|e| e.raw_os_error() == Some(crate::sandbox::bwrap::ELOOP));
+            && process::pin(cwd).is_err_and(|e| process::is_a_link(&e));
         linked.then(|| {
             format!(
                 "the working folder {} is a link now, not the folder it was at launch: a sandboxed run never follows \
