@@ -144,23 +144,23 @@ pub fn allow_denied(
         }
     }
     let mut widening = Widening::default();
-    for allowance in allowances.into_iter().map(Some) {
-        match &allowance {
-            Some(Allowance::Write { path, .. }) => {
+    for allowance in &allowances {
+        match allowance {
+            Allowance::Write { path, .. } => {
                 let path = path.to_string_lossy().into_owned();
                 if widening.write.contains(&path) {
                     continue;
                 }
                 // One that cannot be made is left (the denial says how to
                 // allow it by hand); the others are allowed.
-                if let Some(Err(e)) = allowance.as_ref().map(Allowance::make) {
+                if let Err(e) = allowance.make() {
                     tracing::warn!("{path} cannot be made ({e}): left for the user to allow by hand");
                     continue;
                 }
                 widening.write.push(path);
             }
-            Some(Allowance::Host(host)) if !widening.hosts.contains(host) => widening.hosts.push(host.clone()),
-            _ => {}
+            Allowance::Host(host) if !widening.hosts.contains(host) => widening.hosts.push(host.clone()),
+            Allowance::Host(_) => {}
         }
     }
     let tools = run.denied.iter().any(|d| !crate::sandbox::denial::is_entry(d));

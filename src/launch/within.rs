@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::LaunchError;
 use crate::config::Config;
 use crate::preset::Preset;
-use crate::sandbox::{expand, Asked, Folders, Place, Read, Sandbox};
+use crate::sandbox::{on_disk, Asked, Folders, Place, Read, Sandbox};
 use crate::store::{Store, StoreError};
 
 /// Run `id`'s sandbox, as widened by `corral allow`, with `worktree` made
@@ -48,7 +48,7 @@ impl Launcher {
 
     /// A place of its rules as on disk.
     fn place(&self, place: &str) -> PathBuf {
-        canonical(&expand(place, &self.home))
+        on_disk(place, &self.home)
     }
 
     /// The places it writes, as on disk.

@@ -257,11 +257,7 @@ impl Sandbox {
             .iter()
             .map(|place| match place {
                 Place::Worktree => Place::Worktree,
-                Place::Path(path) => {
-                    let full = expand(path, home);
-                    let real = std::fs::canonicalize(&full).unwrap_or(full);
-                    Place::Path(real.to_string_lossy().into_owned())
-                }
+                Place::Path(path) => Place::Path(on_disk(path, home).to_string_lossy().into_owned()),
             })
             .collect();
         Sandbox { write, ..self.clone() }
@@ -301,10 +297,7 @@ impl Read {
     /// denied place lies in it or holds it, or a place listed holds it.
     pub fn reads_all_of(&self, path: &Path, home: &Path) -> bool {
         let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let place = |p: &String| {
-            let p = expand(p, home);
-            std::fs::canonicalize(&p).unwrap_or(p)
-        };
+        let place = |p: &String| on_disk(p, home);
         match self {
             Read::Deny(denied) => !denied.iter().map(place).any(|d| d.starts_with(&path) || path.starts_with(&d)),
             Read::Only(listed) => listed.iter().map(place).any(|l| path.starts_with(&l)),
@@ -328,10 +321,7 @@ impl Sandbox {
     /// The places of the home `home` it shows under `read: deny`, as on
     /// disk: the toolchains, its `home:` list and what it writes there.
     pub fn home_shown(&self, home: &Path) -> Vec<PathBuf> {
-        let place = |p: &str| {
-            let p = expand(p, home);
-            std::fs::canonicalize(&p).unwrap_or(p)
-        };
+        let place = |p: &str| on_disk(p, home);
         let written = self.write.iter().filter_map(|p| match p {
             Place::Path(p) => Some(p.as_str()),
             Place::Worktree => None,
@@ -372,6 +362,13 @@ pub fn expand(path: &str, home: &Path) -> PathBuf {
         Some(rest) if rest.starts_with('/') => home.join(rest.trim_start_matches('/')),
         _ => PathBuf::from(path),
     }
+}
+
+/// `path` (`~` is `home`) as it is on disk: links resolved, as far as it
+/// exists (else as written).
+pub fn on_disk(path: &str, home: &Path) -> PathBuf {
+    let full = expand(path, home);
+    std::fs::canonicalize(&full).unwrap_or(full)
 }
 
 /// The variables every sandboxed run keeps, whatever `env: keep` lists:

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{expand, keeps, Network, Place, Read, Sandbox};
+use super::{expand, keeps, on_disk, Network, Place, Read, Sandbox};
 
 /// Where the two sandboxes' places are, for comparing them.
 pub struct Folders<'a> {
@@ -52,10 +52,7 @@ impl Sandbox {
     /// `other` drops, and is optional only where `other` is. Judged on
     /// paths as they are on disk; `home` is `~`.
     pub fn narrows(&self, other: &Sandbox, home: &Path) -> bool {
-        let place = |p: &str| {
-            let path = expand(p, home);
-            std::fs::canonicalize(&path).unwrap_or(path)
-        };
+        let place = |p: &str| on_disk(p, home);
         let writes = self.write.iter().all(|mine| match mine {
             Place::Worktree => other.write.contains(&Place::Worktree),
             Place::Path(p) => other.write.iter().any(|theirs| match theirs {
@@ -147,8 +144,7 @@ fn reads_within(inner_sandbox: &Sandbox, outer_sandbox: &Sandbox, home: &Path) -
             let shown = outer_sandbox.home_shown(home);
             let mut listed = Vec::new();
             for place in only.iter().filter(|p| !lies_in(p, denied)) {
-                let path = expand(place, home);
-                let path = std::fs::canonicalize(&path).unwrap_or(path);
+                let path = on_disk(place, home);
                 if outer_sandbox.shows_of_home(&path, home) {
                     listed.push(place.clone());
                 } else {
