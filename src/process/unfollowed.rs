@@ -64,6 +64,44 @@ pub fn pin(path: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// `relative` opened to read from under the folder `root` is open on,
+/// never leaving it and following no link on the way or at the end
+/// (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`): `ELOOP`
+/// where any part is a link, whatever was swapped in since `root` was
+/// opened. Never blocks on a FIFO.
+pub fn open_beneath(root: &File, relative: &Path) -> io::Result<File> {
+    let name = std::ffi::CString::new(relative.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a path"))?;
+    // SAFETY: a zeroed open_how is "no flags"; the fields set are integers.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: openat2 on a live folder descriptor with a NUL-terminated
+    // path and a valid open_how of its size; the descriptor returned is
+    // owned here.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            name.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned by the kernel, owned by no one else.
+    Ok(unsafe { File::from_raw_fd(fd as RawFd) })
+}
+
+/// The names in the folder `dir` is open on (that folder, whatever its
+/// path names now).
+pub fn names_in(dir: &File) -> io::Result<Vec<std::ffi::OsString>> {
+    let listed = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
+    listed.map(|entry| entry.map(|e| e.file_name())).collect()
+}
+
 /// Whether `error` is [`pin`]'s refusal of a path that holds a link.
 pub fn is_a_link(error: &io::Error) -> bool {
     error.raw_os_error() == Some(libc::ELOOP)

@@ -118,7 +118,18 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     let mut holding: Vec<PathBuf> = Vec::new();
     // The home by allow-list: hidden whole, what is shown bound back.
     let real_home = canonical(home);
-    let hides_home = matches!(sandbox.read, Read::Deny(_)) && real_home.parent().is_some() && real_home.is_dir();
+    // Not where the run writes the home or a folder holding it, or works
+    // above it: then all of it is the run's to see.
+    let holds_home = |p: &Path| real_home.starts_with(canonical(p));
+    let writes_home = sandbox.write.iter().any(|place| match place {
+        Place::Worktree => holds_home(view.worktree.unwrap_or(view.cwd)),
+        Place::Path(path) => holds_home(&expand(path, home)),
+    });
+    let hides_home = matches!(sandbox.read, Read::Deny(_))
+        && real_home.parent().is_some()
+        && real_home.is_dir()
+        && !writes_home
+        && !holds_home(view.cwd);
     match &sandbox.read {
         Read::Deny(denied) => {
             args.push(["--ro-bind", "/", "/"]);
@@ -155,6 +166,10 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     }
     read.extend(program_dirs.iter().cloned());
     read.push(canonical(view.cwd));
+    // A home in a place every sandbox replaces (`/tmp`) is hidden after
+    // the replacement, unless a folder shown again there holds it.
+    let hides_home =
+        hides_home && !(is_replaced(&real_home) && read.iter().any(|r| *r != real_home && real_home.starts_with(r)));
     // Shown where the home is hidden (under `read: only`, everywhere).
     let in_hidden_home = |p: &Path| hides_home && p.starts_with(&real_home);
     let shown = |p: &Path| !in_hidden_home(p) || read.iter().any(|r| p.starts_with(r));
@@ -353,12 +368,26 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
         // a folder it writes), as they are; then the hidden home
         // read-only, so a write there is refused as one ("Read-only file
         // system": a denial to allow), not kept in memory.
+        // Its other folders as empty names: a write there is refused as
+        // one ("Read-only file system", a denial that can be allowed)
+        // rather than "No such file", and nothing of what is in them is
+        // there.
         let shown_places: Vec<&PathBuf> = read.iter().chain(&written).collect();
         for entry in std::fs::read_dir(&real_home).into_iter().flatten().flatten() {
             let path = entry.path();
-            let (Ok(target), Ok(real)) = (std::fs::read_link(&path), std::fs::canonicalize(&path)) else { continue };
-            if shown_places.iter().any(|p| real.starts_with(p)) {
-                args.push_os(["--symlink".into(), target.into(), path.into()]);
+            match entry.file_type() {
+                Ok(kind) if kind.is_symlink() => {
+                    let (Ok(target), Ok(real)) = (std::fs::read_link(&path), std::fs::canonicalize(&path)) else {
+                        continue;
+                    };
+                    if shown_places.iter().any(|p| real.starts_with(p)) {
+                        args.push_os(["--symlink".into(), target.into(), path.into()]);
+                    }
+                }
+                Ok(kind) if kind.is_dir() && !shown_places.iter().any(|p| p.starts_with(&path)) => {
+                    args.push_os(["--dir".into(), path.into()]);
+                }
+                _ => {}
             }
         }
         args.push_os(["--remount-ro".into(), real_home.clone().into()]);
@@ -484,7 +513,7 @@ fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) -> Vec<
         let _ = std::fs::File::create(&settings);
     }
     args.bind("--bind", &own);
-    for file in ["commondir", "gitdir", "config.worktree", "hooks"] {
+    for file in ["commondir", "gitdir", "config.worktree", "hooks", crate::worktree::carry::IN_GIT_FOLDER] {
         args.bind("--ro-bind-try", &own.join(file));
     }
     // Its branch: the folder its ref is written in (a lock file, then a

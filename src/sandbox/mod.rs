@@ -310,12 +310,18 @@ impl Sandbox {
     /// nothing it masks lies in it or holds it, and under `read: deny` it
     /// is not in the hidden part of the home.
     pub fn reads_all_of(&self, path: &Path, home: &Path) -> bool {
-        let masked = Read::Deny(self.masked.clone());
         let shown = match self.read {
             Read::Deny(_) => self.shows_of_home(path, home),
             Read::Only(_) => true,
         };
-        shown && self.read.reads_all_of(path, home) && masked.reads_all_of(path, home)
+        shown && self.reads_by_rules(path, home)
+    }
+
+    /// Whether its rules let it read all of `path` wherever it lies (its
+    /// `read:` and what it masks, not the home's allow-list): what may be
+    /// carried from the checkout into its worktree, which it does read.
+    pub fn reads_by_rules(&self, path: &Path, home: &Path) -> bool {
+        self.read.reads_all_of(path, home) && Read::Deny(self.masked.clone()).reads_all_of(path, home)
     }
 
     /// The places of the home `home` it shows under `read: deny`, as on
@@ -326,7 +332,9 @@ impl Sandbox {
             Place::Path(p) => Some(p.as_str()),
             Place::Worktree => None,
         });
-        TOOLCHAINS.iter().copied().chain(self.home.iter().map(String::as_str)).chain(written).map(place).collect()
+        let real_home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+        let places = TOOLCHAINS.iter().copied().chain(self.home.iter().map(String::as_str)).chain(written);
+        places.map(place).filter(|p| p.starts_with(&real_home)).collect()
     }
 
     /// Whether `path` is out of the home `home`, or lies in a place of it

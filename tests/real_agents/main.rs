@@ -398,10 +398,8 @@ fn sandboxed(real: &Real, agent: &str, args: &str) {
         denied.contains(&format!("sandbox: write {}", outside.display()).as_str()),
         "{agent}: {denied:?}\n{transcript}"
     );
-    assert!(
-        denied.iter().any(|d| d.starts_with("sandbox: read") && d.ends_with(".ssh/id_ed25519")),
-        "{agent}: {denied:?}"
-    );
+    // The key is not there at all (the home is shown by allow-list), so no
+    // read of it is refused: there is nothing to read.
     assert!(transcript.contains("sandbox refused writing"), "{agent}: {transcript}");
     assert!(!hook.exists(), "{agent} planted a hook");
     // Claude Code refuses a write into `.git` itself, before the sandbox.
@@ -478,8 +476,8 @@ fn allowed_and_going_on(real: &Real, agent: &str, args: &str, by_reply: bool) {
     assert_eq!(run2["status"], "completed", "{agent}: {run:#}\n{run2:#}\n{}", real.transcript(&id));
     assert_eq!(std::fs::read_to_string(shared.join("a.txt")).unwrap().trim(), "second", "{agent}");
     assert_eq!(run2["session_id"], run["session_id"], "{agent}: the same session went on");
-    let denied: Vec<&str> = run2["denied"].as_array().unwrap().iter().filter_map(|d| d.as_str()).collect();
-    assert!(denied.iter().any(|d| d.starts_with("sandbox: read") && d.ends_with("id_ed25519")), "{agent}: {denied:?}");
+    // The key stays out of reach after the widening: not there at all
+    // (the home is shown by allow-list), never allowed by a click.
     assert!(!real.transcript(&id).contains("PRIVATE KEY"), "{agent}");
 }
 
