@@ -240,6 +240,9 @@ fn conflicts_candidates(store: &Store, cwd: &Path) -> Result<Vec<Run>, ReviewErr
         .runs(&filter)?
         .into_iter()
         .filter(|r| r.worktree.is_some() && r.worktree_repo.as_deref() == Some(repo.as_str()))
+        // A worktree removed by hand has no work to judge: it is left out,
+        // not made every other run's failure.
+        .filter(|r| r.worktree.as_ref().is_some_and(|w| Path::new(&w.path).is_dir()))
         .filter(|r| crate::scope::run_for(store, &r.id, crate::scope::Access::Read).is_ok())
         .collect();
     runs.reverse();

@@ -416,13 +416,14 @@ fn fire_line(fire: &FireRow) -> String {
         })
         .collect();
     let runs = if runs.is_empty() { String::new() } else { format!(" [{}]", runs.join(", ")) };
-    // What a precheck printed is the program's: shown, never sent to the
-    // terminal as it is (a screen clear, a clipboard write).
+    // What a precheck printed is the program's: shown on this one line,
+    // never sent to the terminal as it is (a screen clear, a clipboard
+    // write, a new line forging a fire of its own).
     let detail = fire
         .detail
         .as_deref()
         .filter(|d| !d.is_empty())
-        .map(|d| format!(": {}", super::table::printable(d)))
+        .map(|d| format!(": {}", super::table::name(d)))
         .unwrap_or_default();
     format!("{} {} {}{late} {}{detail}{runs}", mark(fire), fire.schedule, fire.due_at, fire.outcome)
 }

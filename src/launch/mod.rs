@@ -126,6 +126,12 @@ pub enum LaunchError {
          own tree (its budget, its waits). Leave out --parent"
     )]
     ParentNotYours { parent: String, caller: String },
+    /// `{port}` named with no ports to fill it.
+    #[error(
+        "preset {preset} uses {{port}}, and its runs get no ports (every run would get the same empty value, and \
+         one run's teardown would drop another's): add `ports: 1` to {path}, or `ports = 1` to config.toml"
+    )]
+    PortWithoutPorts { preset: String, path: String },
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -213,6 +219,9 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     if let Some(shadow) = presets.presets.iter().find(|e| e.preset.path == preset.path).and_then(crate::trust::shadows)
     {
         tracing::warn!("{shadow}");
+    }
+    if preset.uses_port() && config.ports_for(preset).is_none() {
+        return Err(LaunchError::PortWithoutPorts { preset: preset.name.clone(), path: preset.path.clone() });
     }
     // With the PATH the run will have: the launcher's.
     let path = crate::run_env::var(request.env.as_deref(), "PATH");

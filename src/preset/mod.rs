@@ -169,6 +169,16 @@ pub struct Preset {
     pub warnings: Vec<String>,
 }
 
+impl Preset {
+    /// Whether its `env:`, `setup` or `teardown` names `{port}`: its runs
+    /// need a block of ports of their own, or every run would share the
+    /// same empty one (`app_` for every run's database).
+    pub fn uses_port(&self) -> bool {
+        let named = |word: &String| word.contains("{port}");
+        self.env.values().any(named) || self.setup.iter().any(named) || self.teardown.iter().any(named)
+    }
+}
+
 /// A preset's `schedule:` as written: when, the task, and the rules of
 /// its fires (the same as `corral schedule add`'s options).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

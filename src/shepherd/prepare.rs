@@ -64,12 +64,23 @@ pub(super) fn prepare(
             ));
             // What the checkout ignores and `.worktreeinclude` names
             // (`.env`, `node_modules/`), before setup.
-            let carried =
-                crate::worktree::carry(Path::new(repo), Path::new(&worktree.path), &launch.preset.worktree_include)
-                    .map_err(|e| {
-                        NotPrepared::Failed(format!("cannot carry ignored files into the run's worktree: {e}"))
-                    })?;
+            // Only what the run's own sandbox lets it read.
+            let readable = |path: &Path| match &launch.sandbox {
+                Some((sandbox, _)) => sandbox.reads_by_rules(path, &launch.user_home),
+                None => true,
+            };
+            let cannot = |e: crate::worktree::WorktreeError| {
+                NotPrepared::Failed(format!("cannot carry ignored files into the run's worktree: {e}"))
+            };
+            let carried = crate::worktree::carry(
+                Path::new(repo),
+                Path::new(&worktree.path),
+                &launch.preset.worktree_include,
+                &readable,
+            )
+            .map_err(cannot)?;
             if let Some(carried) = carried {
+                crate::worktree::carry::keep_list(Path::new(&worktree.path), &carried).map_err(cannot)?;
                 home::create_private(&crate::worktree::carry::list_file(&launch.run_dir))
                     .and_then(|mut f| std::io::Write::write_all(&mut f, carried.list().as_bytes()))
                     .map_err(|e| NotPrepared::Failed(format!("cannot keep the list of carried files: {e}")))?;

@@ -94,12 +94,24 @@ fn patterns(checkout: &Path, extra: &[String]) -> Vec<String> {
 }
 
 /// Carries into `worktree` what git ignores in `checkout` and the
-/// patterns name; `None` when there are no patterns.
-pub fn carry(checkout: &Path, worktree: &Path, extra: &[String]) -> Result<Option<Carried>, WorktreeError> {
+/// patterns name, and only what `readable` says the run may read (its
+/// sandbox's rules, as `checkout`'s paths); `None` when there are no
+/// patterns.
+pub fn carry(
+    checkout: &Path,
+    worktree: &Path,
+    extra: &[String],
+    readable: &dyn Fn(&Path) -> bool,
+) -> Result<Option<Carried>, WorktreeError> {
     let patterns = patterns(checkout, extra);
     if patterns.is_empty() {
         return Ok(None);
     }
+    // Every entry is opened beneath this folder, never through a link: a
+    // sandboxed run writing the checkout cannot swap a folder for a link
+    // to `~/.ssh` while it is carried.
+    let root = File::open(checkout).map_err(|e| WorktreeError::Carry { entry: ".".into(), source: e })?;
+    let from = Source { root: &root, checkout, readable };
     let started = Instant::now();
     let mut carried = Carried::default();
     // What this carry made, taken out again if a later entry fails: a
@@ -126,7 +138,7 @@ pub fn carry(checkout: &Path, worktree: &Path, extra: &[String]) -> Result<Optio
             fs::create_dir_all(parent).map_err(|e| failed(&entry, e, &made))?;
         }
         made.push(target.clone());
-        carry_path(checkout, &checkout.join(relative), &target, &mut carried).map_err(|e| failed(&entry, e, &made))?;
+        from.carry(relative, &target, &mut carried).map_err(|e| failed(&entry, e, &made))?;
         carried.entries.push(entry);
     }
     carried.took = started.elapsed();
@@ -182,55 +194,71 @@ fn unsafe_destination(worktree: &Path, relative: &Path) -> Option<&'static str> 
     None
 }
 
-/// Carries `from` (a file, folder or link in `checkout`) to `to`.
-fn carry_path(checkout: &Path, from: &Path, to: &Path, carried: &mut Carried) -> io::Result<()> {
-    let meta = fs::symlink_metadata(from)?;
-    let kind = meta.file_type();
-    let shown = || from.strip_prefix(checkout).unwrap_or(from).display().to_string();
-    if kind.is_symlink() {
-        // A link is carried as a link only if it stays in the checkout
-        // and is relative (an absolute one would lead the agent back into
-        // the user's own files).
-        let target = fs::read_link(from)?;
-        let inside = target.is_relative()
-            && fs::canonicalize(from)
-                .is_ok_and(|real| real.starts_with(fs::canonicalize(checkout).unwrap_or_default()));
-        if inside {
-            symlink(&target, to)?;
-        } else {
-            carried.skipped.push((shown(), "a link out of the checkout"));
-        }
-    } else if kind.is_dir() {
-        fs::create_dir(to)?;
-        for entry in fs::read_dir(from)? {
-            let entry = entry?;
-            carry_path(checkout, &entry.path(), &to.join(entry.file_name()), carried)?;
-        }
-        // Its mode once it is filled (a read-only folder takes its files
-        // first); never set-id or sticky.
-        fs::set_permissions(to, fs::Permissions::from_mode(meta.permissions().mode() & 0o777))?;
-    } else if kind.is_file() {
-        // A copy is never set-uid or set-gid.
-        if clone_or_copy(from, to, meta.permissions().mode() & 0o777)? {
-            carried.cloned += 1;
-        }
-        carried.files += 1;
-        carried.bytes += meta.len();
-    } else {
-        carried.skipped.push((shown(), "not a regular file"));
-    }
-    Ok(())
+/// Where carried files are read from: the checkout, open, and what of it
+/// the run may read.
+struct Source<'a> {
+    root: &'a File,
+    checkout: &'a Path,
+    readable: &'a dyn Fn(&Path) -> bool,
 }
 
-/// Clones `from` to a new file `to` (sharing blocks: `FICLONE`), or copies
+impl Source<'_> {
+    /// Carries `relative` (a file, folder or link in the checkout) to `to`.
+    fn carry(&self, relative: &Path, to: &Path, carried: &mut Carried) -> io::Result<()> {
+        let from = self.checkout.join(relative);
+        let shown = || relative.display().to_string();
+        if !(self.readable)(&from) && !from.is_dir() {
+            carried.skipped.push((shown(), "the run's sandbox may not read it"));
+            return Ok(());
+        }
+        let file = match crate::process::open_beneath(self.root, relative) {
+            Ok(file) => file,
+            // A link, at the end or on the way: carried as a link only if
+            // it is the entry itself, relative and staying in the checkout
+            // (an absolute one would lead the agent back into your files).
+            Err(e) if crate::process::is_a_link(&e) => {
+                let target = fs::read_link(&from).ok().filter(|t| t.is_relative());
+                let inside = fs::canonicalize(&from)
+                    .is_ok_and(|real| real.starts_with(fs::canonicalize(self.checkout).unwrap_or_default()));
+                match target.filter(|_| inside) {
+                    Some(target) => symlink(&target, to)?,
+                    None => carried.skipped.push((shown(), "a link out of the checkout")),
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            fs::create_dir(to)?;
+            for name in crate::process::names_in(&file)? {
+                self.carry(&relative.join(&name), &to.join(&name), carried)?;
+            }
+            // Its mode once it is filled (a read-only folder takes its
+            // files first); never set-id or sticky.
+            fs::set_permissions(to, fs::Permissions::from_mode(meta.permissions().mode() & 0o777))?;
+        } else if meta.is_file() {
+            // A copy is never set-uid or set-gid.
+            if clone_or_copy(&file, to, meta.permissions().mode() & 0o777)? {
+                carried.cloned += 1;
+            }
+            carried.files += 1;
+            carried.bytes += meta.len();
+        } else {
+            carried.skipped.push((shown(), "not a regular file"));
+        }
+        Ok(())
+    }
+}
+
+/// Clones `source` to a new file `to` (sharing blocks: `FICLONE`), or copies
 /// it where the file system cannot; true if cloned.
-fn clone_or_copy(from: &Path, to: &Path, mode: u32) -> io::Result<bool> {
-    let source = File::open(from)?;
+fn clone_or_copy(source: &File, to: &Path, mode: u32) -> io::Result<bool> {
     let mut target = fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(to)?;
     // SAFETY: both descriptors are open for the duration of the call.
     let cloned = unsafe { libc::ioctl(target.as_raw_fd(), libc::FICLONE, source.as_raw_fd()) } == 0;
     if !cloned {
-        copy_data(&source, &mut target)?;
+        copy_data(source, &mut target)?;
     }
     Ok(cloned)
 }
@@ -291,30 +319,88 @@ pub fn committed(list: &str, changed: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The file in a worktree's own git folder listing what was carried in:
+/// what Corral's snapshot of the worktree leaves out (its `diff`, `merge`
+/// and `rm` never take a carried `.env` for the run's work). Corral's, and
+/// read-only inside the run's sandbox.
+pub const IN_GIT_FOLDER: &str = "corral-carried";
+
+/// Keeps `carried`'s list in the worktree's own git folder (see
+/// [`IN_GIT_FOLDER`]).
+pub fn keep_list(worktree: &Path, carried: &Carried) -> Result<(), WorktreeError> {
+    let own = git(worktree, &["rev-parse", "--absolute-git-dir"], "finding the worktree's git folder")?;
+    let path = Path::new(own.trim()).join(IN_GIT_FOLDER);
+    fs::write(&path, carried.list()).map_err(|e| WorktreeError::Carry { entry: IN_GIT_FOLDER.into(), source: e })
+}
+
+/// The carried entries a snapshot of the worktree whose own git folder is
+/// `own` leaves out, as literal pathspecs from its top.
+pub(super) fn left_out(own: &Path) -> Vec<String> {
+    let list = crate::process::read_regular(&own.join(IN_GIT_FOLDER), 1 << 20).unwrap_or_default();
+    list.lines()
+        .map(|l| l.trim_end_matches('/'))
+        .filter(|l| !l.is_empty())
+        .map(|l| format!(":(top,literal){l}"))
+        .collect()
+}
+
 /// The file in a run's folder listing what was carried into its worktree.
 pub fn list_file(run_dir: &Path) -> PathBuf {
     run_dir.join("carried")
 }
 
 /// The values a run's carried files hold (`KEY=VALUE` lines of the small
-/// files carried whole, `.env` and the like), read from the checkout:
-/// what a push to the phone never shows.
+/// files carried, `.env` and the like, whole or inside a carried folder:
+/// `config/prod.env`), read from the checkout: what a push to the phone
+/// never shows. Read beneath the checkout, no link followed, a bounded
+/// number of files.
 pub fn values(checkout: &Path, list: &str) -> Vec<String> {
+    let Ok(root) = File::open(checkout) else { return Vec::new() };
     let mut found = Vec::new();
-    for entry in list.lines().filter(|e| !e.is_empty() && !e.ends_with('/')) {
-        let path = checkout.join(entry);
-        let small = fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= 64 << 10);
-        let Some(text) = small.then(|| fs::read_to_string(&path).ok()).flatten() else { continue };
-        for line in text.lines() {
-            let line = line.trim().trim_start_matches("export ");
-            let Some((_, value)) = line.split_once('=') else { continue };
-            let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
-            if value.chars().count() >= 6 && !found.iter().any(|f| f == value) {
-                found.push(value.to_string());
-            }
-        }
+    let mut looked = 0;
+    for entry in list.lines().filter(|e| !e.is_empty()) {
+        values_in(&root, Path::new(entry.trim_end_matches('/')), 0, &mut looked, &mut found);
     }
     found
+}
+
+/// The most files [`values`] reads, and how deep it looks into folders
+/// (a carried `node_modules/` is not read through).
+const VALUE_FILES: usize = 256;
+const VALUE_DEPTH: usize = 4;
+
+fn values_in(root: &File, relative: &Path, depth: usize, looked: &mut usize, found: &mut Vec<String>) {
+    use std::io::Read;
+    if *looked >= VALUE_FILES {
+        return;
+    }
+    let Ok(file) = crate::process::open_beneath(root, relative) else { return };
+    let Ok(meta) = file.metadata() else { return };
+    if meta.is_dir() {
+        if depth >= VALUE_DEPTH || relative.file_name().is_some_and(|n| n == "node_modules") {
+            return;
+        }
+        for name in crate::process::names_in(&file).unwrap_or_default() {
+            values_in(root, &relative.join(name), depth + 1, looked, found);
+        }
+        return;
+    }
+    if !meta.is_file() || meta.len() > 64 << 10 {
+        return;
+    }
+    *looked += 1;
+    let mut text = String::new();
+    if file.take(64 << 10).read_to_string(&mut text).is_err() {
+        return;
+    }
+    for line in text.lines() {
+        let line = line.trim().trim_start_matches("export ");
+        let Some((_, value)) = line.split_once('=').or_else(|| line.split_once(": ")) else { continue };
+        let value = value.trim().trim_matches(|c| c == '"' || c == '\'' || c == ',');
+        if value.chars().count() >= 6 && !found.iter().any(|f| f == value) {
+            found.push(value.to_string());
+        }
+    }
 }
 
 /// `text` with every value of `values` hidden.

@@ -34,6 +34,15 @@ pub(super) fn snapshot(path: &Path, objects: &ScratchObjects) -> Result<Snapshot
         git_in(path, &["read-tree", "HEAD"], &env, "reading the worktree's HEAD")?;
         add()?;
     }
+    // What was carried in from the checkout (`.env`) is never the run's
+    // work: as its HEAD has it (nothing, unless the agent committed it,
+    // which a merge refuses).
+    let carried = own.parent().map(super::carry::left_out).unwrap_or_default();
+    if !carried.is_empty() {
+        let mut args = vec!["reset", "-q", "HEAD", "--"];
+        args.extend(carried.iter().map(String::as_str));
+        git_in(path, &args, &env, "leaving out what was carried in")?;
+    }
     let tree = git_in(path, &["write-tree"], &env, "writing the snapshot")?.trim().to_string();
     Ok(Snapshot { tree, index })
 }
