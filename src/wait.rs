@@ -53,12 +53,15 @@ pub struct WaitResult {
     pub timed_out: bool,
     /// True if whoever asked stopped waiting first (a cancelled MCP call).
     pub cancelled: bool,
+    /// The runs not over at that moment: still at work, or ended and about
+    /// to start again for a reply (a status of the moment would say done).
+    pub still: Vec<String>,
 }
 
 impl WaitResult {
-    /// True if every run completed.
+    /// True if every run completed and none is about to work again.
     pub fn all_completed(&self) -> bool {
-        self.runs.iter().all(|r| r.status == RunStatus::Completed)
+        self.still.is_empty() && self.runs.iter().all(|r| r.status == RunStatus::Completed)
     }
 }
 
@@ -188,13 +191,13 @@ impl<'a> Waiting<'a> {
                 Ok::<_, StoreError>((runs, still))
             })?;
             if still.is_empty() {
-                return Ok(WaitResult { runs, timed_out: false, cancelled: false });
+                return Ok(WaitResult { runs, timed_out: false, cancelled: false, still });
             }
             if self.cancelled.is_some_and(Cancel::is_cancelled) {
-                return Ok(WaitResult { runs, timed_out: false, cancelled: true });
+                return Ok(WaitResult { runs, timed_out: false, cancelled: true, still });
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(WaitResult { runs, timed_out: true, cancelled: false });
+                return Ok(WaitResult { runs, timed_out: true, cancelled: false, still });
             }
             let changed = self.heal(false)?;
             if let Some(blocked) = blocked.as_deref_mut() {
@@ -211,12 +214,14 @@ impl<'a> Waiting<'a> {
                 (Some(d), Some(l)) => Some(d.min(l)),
                 (d, l) => d.or(l),
             };
-            // Told by their ends, written beside them: the runs that ended
-            // since this look, the rest as this look found them.
-            self.watcher.watch_ends_of(self.store, &still);
+            // Told by their ends, written beside them: every run waited on,
+            // the ones this look found ended too (a reply reopening one
+            // takes its end away), so the answer is the ends as they are
+            // now, never this look's for some and a later one for others.
+            self.watcher.watch_ends_of(self.store, ids);
             if let Some(ended) = self.sleep(wake)? {
                 let runs = runs.into_iter().map(|run| ended.iter().find(|e| e.id == run.id).cloned().unwrap_or(run));
-                return Ok(WaitResult { runs: runs.collect(), timed_out: false, cancelled: false });
+                return Ok(WaitResult { runs: runs.collect(), timed_out: false, cancelled: false, still: Vec::new() });
             }
         }
     }

@@ -233,3 +233,51 @@ fn a_wait_begun_after_a_reply_gets_the_end_of_the_replys_turn_not_the_one_before
         "Echo: and a second one"
     );
 }
+
+/// A wait on several runs answers with one moment: a run it found ended
+/// that a reply reopens while it waits on another is waited for again,
+/// never said `completed` with its previous turn's words.
+#[test]
+fn a_wait_on_two_runs_sees_one_reopened_meanwhile_as_at_work() {
+    let (env, log) = conversing();
+    let hold = env.project.join("hold");
+    let vars = [("CONVERSE_LOG", log.to_str().unwrap()), ("CONVERSE_HOLD", hold.to_str().unwrap())];
+    let a = env.launch_env("talk", "first question", &vars);
+    release(&hold);
+    assert_eq!(env.wait_end(&a)["final_text"], "Echo: first question");
+    let go = env.project.join("go");
+    let script = format!("while [ ! -e {} ]; do sleep 0.005; done; echo b done", go.display());
+    env.command_preset("slowb", &["sh", "-c", &script]);
+    let b = env.launch("slowb", "x");
+    assert!(eventually(LIMIT, || env.show(&b)["status"] == "running"));
+    let waiter = env.command(&["wait", &a, &b]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    // B ends right after the reply reopens A, within one look of the wait.
+    env.ok(&["reply", &a, "a second one"]);
+    std::fs::write(&go, "").unwrap();
+    assert!(eventually(LIMIT, || is_terminal(&env.show(&b))));
+    assert!(eventually(LIMIT, || turns(&log).len() == 2), "the reply's turn started: {:?}", turns(&log));
+    release(&hold);
+    let out = waiter.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("Echo: a second one"), "the wait said a turn that was over: {said}");
+    assert!(!said.contains("Echo: first question"), "{said}");
+}
+
+/// A wait that times out while a run is about to start again for a reply
+/// counts it as still at work, and says so.
+#[test]
+fn a_wait_timing_out_counts_a_run_a_reply_reopens_as_at_work() {
+    let (env, log) = conversing();
+    let hold = env.project.join("hold");
+    let vars = [("CONVERSE_LOG", log.to_str().unwrap()), ("CONVERSE_HOLD", hold.to_str().unwrap())];
+    let a = env.launch_env("talk", "first question", &vars);
+    release(&hold);
+    env.wait_end(&a);
+    env.ok(&["reply", &a, "a second one"]);
+    let out = env.corral(&["wait", &a, "--timeout", "0"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(124), "{said}");
+    assert!(said.contains("timed out with 1 run(s) still active"), "{said}");
+    release(&hold);
+    env.wait_run(&a, LIMIT, |r| r["final_text"] == "Echo: a second one" && !r["exited_at"].is_null());
+}

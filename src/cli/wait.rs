@@ -54,8 +54,7 @@ pub fn run(
             print_ended(run, out)?;
         }
         if result.timed_out {
-            let left = result.runs.iter().filter(|r| r.status.is_active()).count();
-            writeln!(out, "timed out with {left} run(s) still active")?;
+            writeln!(out, "timed out with {} run(s) still active", result.still.len())?;
         }
     }
     Ok(exit_code(&result))

@@ -97,7 +97,7 @@ impl CorralTools {
             let views: Vec<RunView<'_>> = ended.iter().map(RunView::from).collect();
             Ok(json_result(&serde_json::json!({
                 "timed_out": timed_out,
-                "all_completed": ended.iter().all(|r| r.status == crate::RunStatus::Completed),
+                "all_completed": !timed_out && ended.iter().all(|r| r.status == crate::RunStatus::Completed),
                 "runs": views,
             })))
         })
