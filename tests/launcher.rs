@@ -266,3 +266,66 @@ time.sleep(3)
     assert!(escaped.is_empty(), "a run's process launched outside its run: {escaped:#?}");
     env.ok(&["abort", &first]);
 }
+
+/// A launch through the template is never looser than cold: a launcher
+/// under `no_new_privs` (or another CPU affinity) gets a run under it too —
+/// the spare cannot take it on, so the launch goes cold.
+#[test]
+fn the_template_keeps_a_launchers_no_new_privs() {
+    let env = Env::new();
+    env.config("launch_template = true\n");
+    env.command_preset("sleeper", &["sleep", "30"]);
+    env.command_preset("privs", &["sh", "-c", "grep NoNewPrivs /proc/self/status"]);
+    let first = env.launch("sleeper", "starts the template");
+    let limit = std::time::Duration::from_secs(10);
+    assert!(common::eventually(limit, || env.home.join("corral.template").exists()));
+    // (Not --wait: a waiting launch is always cold.)
+    let cmd = env.command(&["launch", "privs", "x"]);
+    let program = cmd.get_program().to_owned();
+    let args: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let mut wrapped = std::process::Command::new("setpriv");
+    wrapped.arg("--no-new-privs").arg(program).args(args);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    wrapped.current_dir(&env.project);
+    let out = wrapped.output().unwrap();
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(out.status.success(), "{id}{}", String::from_utf8_lossy(&out.stderr));
+    let run = env.wait_end(&id);
+    let said = run["final_text"].as_str().unwrap_or("");
+    assert!(said.contains("NoNewPrivs:") && said.ends_with('1'), "the run lost its launcher's no_new_privs: {run:#}");
+    env.ok(&["abort", &first]);
+}
+
+/// A launch asked twice at once under one key (a launcher gone cold while
+/// the template's spare took its request too) makes one run, and both
+/// launchers answer with it.
+#[test]
+fn one_request_launched_twice_at_once_makes_one_run() {
+    let env = Env::new();
+    env.config("max_parallel = 16\n");
+    env.command_preset("sleeper", &["sleep", "30"]);
+    let launchers: Vec<_> = (0..8)
+        .map(|_| {
+            env.command(&["launch", "sleeper", "once", "--request", "k-123"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = launchers.into_iter().map(|l| l.wait_with_output().unwrap()).collect();
+    for out in &outs {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let ids: std::collections::BTreeSet<String> =
+        outs.iter().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let runs = env.json(&["ls", "--all"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs:#}");
+    env.ok(&["abort", ids.iter().next().unwrap()]);
+}

@@ -310,11 +310,15 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     // The environment is kept before the row is visible: a queued run may
     // be promoted by another process at once, and without its environment
     // it would start with that process's (a stranger's PATH and keys).
-    let run = store.insert_run(&new, config.max_parallel, |id| {
+    let run = match store.insert_run(&new, config.max_parallel, |id| {
         let run_dir = home.run_dir(id);
         home::ensure_private_dir(&run_dir).map_err(std::io::Error::other)?;
         crate::run_env::save(&run_dir, env.iter().cloned())
-    })?;
+    }) {
+        // The other launcher of this request made it (and starts it).
+        Err(StoreError::RequestMade(made)) => return Ok(store.run(&made)?),
+        made => made?,
+    };
     if run.status == RunStatus::Starting {
         start_or_fail(store, &run.id, shepherd)?;
     }

@@ -1,7 +1,9 @@
 //! Becoming as another process of the user's would have made it: what a
 //! template's spare does before it launches for a launcher, so a warm run
 //! starts as a cold one would (the launcher's umask, limits, priority and
-//! cgroup), or is left to the cold path where that cannot be.
+//! cgroup), or is left to the cold path where that cannot be (another
+//! no_new_privs, seccomp filter, CPU affinity, capabilities, scheduling
+//! policy or I/O class).
 
 use std::fs;
 use std::io;
@@ -15,6 +17,10 @@ pub enum Unlike {
     /// Its groups differ.
     #[error("its groups differ ({0})")]
     Groups(String),
+    /// An attribute this process does not take on differs (it would be
+    /// lost: a launch through the template is never looser than cold).
+    #[error("its {0} differs")]
+    Attribute(&'static str),
     /// Reading or taking on one of its attributes failed.
     #[error("{doing}: {source}")]
     Os { doing: String, source: io::Error },
@@ -52,11 +58,38 @@ pub fn become_like(pid: i32) -> Result<(), Unlike> {
             return Err(Unlike::Groups(format!("{field} {theirs}")));
         }
     }
+    // What a spare cannot take on (no_new_privs is one-way, a seccomp
+    // filter is the launcher's own), or does not: the same, or cold.
+    for (field, what) in [
+        ("NoNewPrivs:", "no_new_privs"),
+        ("Seccomp:", "seccomp filter"),
+        ("Cpus_allowed_list:", "CPU affinity"),
+        ("Mems_allowed_list:", "memory nodes"),
+        ("CapInh:", "inheritable capabilities"),
+        ("CapBnd:", "capability bounding set"),
+        ("CapAmb:", "ambient capabilities"),
+    ] {
+        let theirs = status_field(pid, field).map_err(os(format!("reading its {what}")))?;
+        let ours = status_field(std::process::id() as i32, field).map_err(os(format!("reading our {what}")))?;
+        if theirs != ours {
+            return Err(Unlike::Attribute(what));
+        }
+    }
+    // SAFETY: sched_getscheduler reads a process's scheduling policy.
+    if unsafe { libc::sched_getscheduler(pid) != libc::sched_getscheduler(0) } {
+        return Err(Unlike::Attribute("scheduling policy"));
+    }
     let umask = status_field(pid, "Umask:").map_err(os("reading its umask"))?;
     let umask = u32::from_str_radix(&umask, 8).map_err(|e| os("reading its umask")(io::Error::other(e)))?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(umask));
     take_limits(pid)?;
     take_priority(pid)?;
+    // The I/O class, once the priority it follows by default is taken on.
+    // SAFETY: the ioprio_get system call reads a process's I/O priority
+    // (1: IOPRIO_WHO_PROCESS; 0: this process).
+    if unsafe { libc::syscall(libc::SYS_ioprio_get, 1, pid) != libc::syscall(libc::SYS_ioprio_get, 1, 0) } {
+        return Err(Unlike::Attribute("I/O class"));
+    }
     super::cgroup::join_groups_of(pid).map_err(os("joining its cgroup"))
 }
 

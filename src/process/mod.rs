@@ -24,7 +24,7 @@ pub use start::{start_agent, AgentStart, StartedAgent};
 pub use told::{Bell, FolderWatch, PidFd, Waker};
 pub use unfollowed::{hand_to, is_a_link, names_in, open_beneath, open_regular, pin, read_regular, Handed};
 pub use unix::{
-    close_all_but, die_with_parent, fork_detached, make_nonblocking, prepare_run_command, read_available, reap_any,
-    redirect_output, return_free_memory, signal_group, signal_pid, spawn_detached, terminal_width, wait_readable,
-    FileLock, Forked, Middle, Readiness, Reaped, Sig, SignalPipe,
+    close_all_but, connect_now, die_with_parent, fork_detached, make_nonblocking, prepare_run_command, read_available,
+    reap_any, redirect_output, return_free_memory, signal_group, signal_pid, spawn_detached, terminal_width,
+    wait_readable, FileLock, Forked, Middle, Readiness, Reaped, Sig, SignalPipe,
 };

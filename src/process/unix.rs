@@ -386,3 +386,16 @@ impl SignalPipe {
         self.read.as_fd()
     }
 }
+
+/// Connects to the UNIX socket at `path` without waiting: a listener that
+/// is stopped and whose queue is full answers `WouldBlock` at once, where a
+/// plain connect would wait for ever. The stream is blocking once made.
+pub fn connect_now(path: &std::path::Path) -> io::Result<UnixStream> {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    let fd = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC, None)?;
+    let address = UnixAddr::new(path)?;
+    connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &address)?;
+    let stream = UnixStream::from(fd);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}

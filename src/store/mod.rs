@@ -96,6 +96,10 @@ pub enum StoreError {
         "no block of {count} free ports between 20000 and 29999 (active runs, ended runs whose teardown has not run yet, and what listens on this machine hold them): ask for fewer with `ports:`, wait for runs to end, or discard (or rm) ended runs whose teardown has not run"
     )]
     NoFreePorts { count: u16 },
+    /// A launch under a key another launch under the same key made first
+    /// (a launcher gone cold whose template spare took it too): its run.
+    #[error("run {0} was made by this launch already")]
+    RequestMade(String),
     /// A prefix matches several runs.
     #[error("'{prefix}' matches several runs ({matches}): give more of the id")]
     AmbiguousRun { prefix: String, matches: String },

@@ -62,6 +62,19 @@ impl std::fmt::Display for NoFreePorts {
 
 impl std::error::Error for NoFreePorts {}
 
+/// The run a launch under the same key made first, carried out of the
+/// insert's write.
+#[derive(Debug)]
+struct Made(String);
+
+impl std::fmt::Display for Made {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "run {} was made under this key", self.0)
+    }
+}
+
+impl std::error::Error for Made {}
+
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
@@ -120,6 +133,16 @@ impl Store {
         let id = loop {
             let id = new_run_id();
             let inserted = self.write("recording a new run", |tx| {
+                // Made already under the same key, by the other of two
+                // launchers of one request (the cold one, the spare): one run.
+                if let Some(key) = new.request {
+                    let made: Option<String> = tx
+                        .query_row("SELECT run_id FROM launch_requests WHERE key = ?1", [key], |r| r.get(0))
+                        .optional()?;
+                    if let Some(made) = made {
+                        return Err(rusqlite::Error::ToSqlConversionFailure(Box::new(Made(made))));
+                    }
+                }
                 let ports = match new.ports {
                     Some(count) => Some(
                         super::ports::free_block(tx, count, &listening)?
@@ -201,6 +224,10 @@ impl Store {
                     if e.is::<NoFreePorts>() =>
                 {
                     return Err(StoreError::NoFreePorts { count: new.ports.unwrap_or_default() });
+                }
+                Err(StoreError::Sql { source: rusqlite::Error::ToSqlConversionFailure(e), .. }) if e.is::<Made>() => {
+                    let made = e.downcast::<Made>().map(|m| m.0).unwrap_or_default();
+                    return Err(StoreError::RequestMade(made));
                 }
                 Err(StoreError::Sql { source: rusqlite::Error::ToSqlConversionFailure(e), .. }) => {
                     let source = match e.downcast::<std::io::Error>() {

@@ -2,7 +2,6 @@
 //! is none (and the launch goes cold).
 
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use super::{WarmAnswer, WarmLaunch};
@@ -24,7 +23,9 @@ const MOST: u64 = 16 << 20;
 /// Asks the template of `home` to launch `launch`; `None` if no template
 /// answers (none runs, or it went away): then launch cold.
 pub fn ask(home: &Home, launch: &WarmLaunch) -> Option<WarmAnswer> {
-    let mut stream = UnixStream::connect(home.template_socket()).ok()?;
+    // Never waits to connect: a stopped template whose queue filled up
+    // would hold every launch in `connect` for ever.
+    let mut stream = crate::process::connect_now(&home.template_socket()).ok()?;
     let request = serde_json::to_vec(launch).ok()?;
     // A long task fills the socket until a spare reads it.
     stream.set_write_timeout(Some(TAKEN_WITHIN)).ok()?;
