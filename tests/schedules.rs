@@ -1269,3 +1269,22 @@ fn a_prechecks_detached_processes_neither_hold_its_fire_nor_outlive_it() {
     }
     assert!(all_runs_ended(&env));
 }
+
+/// A fire taken while the clock read two days ahead records a slot in the
+/// future; once the clock is right again, the real slots before it still
+/// fire (they are not "nothing due").
+#[test]
+fn a_fire_taken_with_the_clock_ahead_does_not_silence_the_real_slots() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    env.ok(&["schedule", "add", "hourly", "--preset", "quick", "--every", "1h", "go"]);
+    // The clock two days ahead: a fire of that slot.
+    let ahead = json_at(&env, 2 * 86_400 + 5, &["schedule", "fire", "hourly"]);
+    assert_eq!(ahead["outcome"], "launched", "{ahead:#}");
+    assert!(eventually(Duration::from_secs(20), || all_runs_ended(&env)));
+    // Set right: the first real slot, an hour on, fires.
+    let real = json_at(&env, 3_600 + 5, &["schedule", "fire", "hourly"]);
+    assert_eq!(real["outcome"], "launched", "a real slot was taken for done: {real:#}");
+    assert!(all_runs_ended(&env));
+}

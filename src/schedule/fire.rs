@@ -41,7 +41,7 @@ pub fn fire_due(
         when.latest_due(created, at, local, now)
     };
     // Nothing due: no write (a firer looks at every schedule at each wake).
-    let last = store.last_fire_due(name)?;
+    let last = store.last_fire_due(name, &time::format(now))?;
     if due(last.as_ref().map(|(at, local)| (at.as_str(), local.as_deref()))).is_none() {
         return Ok(None);
     }

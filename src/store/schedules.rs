@@ -138,6 +138,13 @@ fn schedule_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
     })
 }
 
+/// A schedule's latest fire whose slot is not after now: a fire taken
+/// while the clock read ahead (days ahead, then set right) records a slot
+/// in the future, which must not make every real slot before it "nothing
+/// due".
+const LAST_FIRE_DUE: &str =
+    "SELECT due_at, due_local FROM fires WHERE schedule = ?1 AND due_at <= ?2 ORDER BY due_at DESC LIMIT 1";
+
 impl Store {
     /// Records a new schedule, made at `now`; refused if the name is taken.
     pub fn add_schedule(&mut self, name: &str, settings: &str, now: &str) -> Result<ScheduleRow, StoreError> {
@@ -282,10 +289,10 @@ impl Store {
 
     /// The slot of the schedule's latest fire, if it fired: its due time,
     /// and its wall-clock time where it fired.
-    pub fn last_fire_due(&self, name: &str) -> Result<Option<(String, Option<String>)>, StoreError> {
+    pub fn last_fire_due(&self, name: &str, now: &str) -> Result<Option<(String, Option<String>)>, StoreError> {
         self.conn()
-            .prepare_cached("SELECT due_at, due_local FROM fires WHERE schedule = ?1 ORDER BY due_at DESC LIMIT 1")
-            .and_then(|mut stmt| stmt.query_row([name], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .prepare_cached(LAST_FIRE_DUE)
+            .and_then(|mut stmt| stmt.query_row([name, now], |r| Ok((r.get(0)?, r.get(1)?))).optional())
             .doing("reading a schedule's last fire")
     }
 
@@ -304,13 +311,8 @@ impl Store {
     ) -> Result<Option<FireRow>, StoreError> {
         let (pid, start) = self.me();
         let id = self.write("claiming a schedule's fire", |tx| {
-            let last: Option<(String, Option<String>)> = tx
-                .query_row(
-                    "SELECT due_at, due_local FROM fires WHERE schedule = ?1 ORDER BY due_at DESC LIMIT 1",
-                    [name],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
+            let last: Option<(String, Option<String>)> =
+                tx.query_row(LAST_FIRE_DUE, [name, now], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
             let Some((due_at, late_ms, due_local)) =
                 due(last.as_ref().map(|(at, local)| (at.as_str(), local.as_deref())))
             else {
