@@ -147,3 +147,31 @@ fn a_precheck_line_break_stays_on_its_line() {
     let shown = env.ok(&["schedule", "show", "gate"]);
     assert!(!shown.lines().any(|l| l.starts_with("✓ gate 2026-01-01")), "{shown}");
 }
+
+/// Item 13: two discards at once (the window and the CLI) run a run's
+/// teardown once, whole: neither kills the other's part way.
+#[test]
+fn two_discards_at_once_tear_down_once() {
+    let env = Env::new();
+    env.config("");
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join(".gitignore"), ".corral/\n").unwrap();
+    std::fs::write(p.join("a.txt"), "a\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    let log = p.parent().unwrap().join("teardowns.log");
+    let extra = format!(
+        "worktree: true\nteardown: [sh, -c, \"echo start >> {log}; sleep 1; echo end >> {log}\"]\n",
+        log = log.display()
+    );
+    env.command_preset_with("db", &["sh", "-c", "echo work > change.txt"], &extra);
+    let id = env.launch("db", "x");
+    env.wait_end(&id);
+    let discards: Vec<_> =
+        (0..2).map(|_| env.command(&["discard", &id]).stdout(std::process::Stdio::piped()).spawn().unwrap()).collect();
+    for discard in discards {
+        discard.wait_with_output().unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "start\nend\n", "the teardown ran twice, or was cut short");
+}

@@ -264,6 +264,13 @@ impl FileLock {
             .ok()
             .map(|lock| FileLock { _lock: lock })
     }
+
+    /// Locks `file`, waiting while another holds it.
+    pub fn exclusive(file: File) -> io::Result<FileLock> {
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map(|lock| FileLock { _lock: lock })
+            .map_err(|(_, errno)| io::Error::from(errno))
+    }
 }
 
 /// Closes every descriptor above 2 but `keep`: a process forked from a

@@ -49,9 +49,20 @@ pub enum TeardownError {
 pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<String>, TeardownError> {
     let run = store.run(id)?;
     let preset = store.run_preset(id)?;
+    if preset.teardown.is_empty() {
+        return Ok(None);
+    }
+    // Once per run, and one at a time: two discards at once (the window
+    // and the CLI) never run it twice in one cgroup, the first to end
+    // killing the other part way; the second waits, then finds it done.
+    let lock_path = home.run_dir(id).join("teardown.lock");
+    let lock_file = crate::home::open_private_append(&lock_path)
+        .map_err(|e| StoreError::RunFolder { path: lock_path.clone(), source: e })?;
+    let _held = process::FileLock::exclusive(lock_file)
+        .map_err(|e| StoreError::RunFolder { path: lock_path.clone(), source: e })?;
     // Once per run: a discard, then an `rm`, tear down once (a run torn
     // down by an older Corral has `teardown.done` in its folder).
-    if preset.teardown.is_empty() || store.torn_down(id)? || home.run_dir(id).join("teardown.done").exists() {
+    if store.torn_down(id)? || home.run_dir(id).join("teardown.done").exists() {
         return Ok(None);
     }
     if run.status.is_active() {
