@@ -220,7 +220,14 @@ impl<'a> Waiting<'a> {
             // now, never this look's for some and a later one for others.
             self.watcher.watch_ends_of(self.store, ids);
             if let Some(ended) = self.sleep(wake)? {
-                let runs = runs.into_iter().map(|run| ended.iter().find(|e| e.id == run.id).cloned().unwrap_or(run));
+                // A run this look found ended and whose end is the same
+                // one (not a later turn's) is as this look read it, with
+                // what was recorded after its end (its exit).
+                let same_end = |run: &Run, end: &Run| run.status.is_terminal() && run.completed_at == end.completed_at;
+                let runs = runs.into_iter().map(|run| match ended.iter().find(|e| e.id == run.id) {
+                    Some(end) if !same_end(&run, end) => end.clone(),
+                    _ => run,
+                });
                 return Ok(WaitResult { runs: runs.collect(), timed_out: false, cancelled: false, still: Vec::new() });
             }
         }
