@@ -1,15 +1,18 @@
 //! Merges cut short: a merge of runs whose process died mid-way (a closed
 //! terminal's SIGHUP, SIGTERM, SIGKILL during a slow hook) is finished by
 //! the next heal from its journal (`merge_sets`, begun by `review`), so
-//! the branch and what Corral records agree: a set cut short is taken
-//! back while nothing else was committed on top of it, or else what it
-//! merged is recorded as merged. Never merged and unrecorded.
+//! the branch and what Corral records agree. A set lands in one step
+//! (see `worktree::land`): killed before it, nothing is merged; killed
+//! between its files and its branch, the files go back; killed after,
+//! what the branch holds of it is recorded as merged. The branch itself
+//! is never moved back: whatever else landed on it stays. Never merged
+//! and unrecorded.
 
 use std::path::Path;
 
 use crate::adapter::{EventKind, TranscriptEvent};
 use crate::store::{MergeSet, Store, StoreError};
-use crate::worktree::{self, InBranch, SetRun};
+use crate::worktree::{self, SetRun};
 
 /// How a merge set cut short was finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,11 +21,13 @@ pub enum Finished {
     Nothing,
     /// All its runs were merged: recorded.
     Whole,
-    /// Part of it was made and is taken back: the branch is where it was.
-    TakenBack,
-    /// Part of it was made and stands (committed on top since, or it could
-    /// not be taken back): those runs are recorded as merged.
+    /// The branch holds part of it (the user moved it since): those runs
+    /// are recorded as merged.
     Stands(Vec<String>),
+    /// Its files stayed in the checkout, staged, while the branch is
+    /// where it was: the user's changes were in the way of putting them
+    /// back.
+    FilesLeft,
 }
 
 /// Finishes every journaled merge whose process is gone; what was
@@ -42,10 +47,22 @@ pub fn finish_cut_short(store: &mut Store) -> Result<Vec<(MergeSet, Finished)>, 
             Err(_) => true, // cannot be reached for now (a folder's permissions)
             Ok(_) => worktree::git_busy(repo) || worktree::branch_tip(repo, &set.branch).is_err(),
         };
-        if unready || !store.claim_merge_set(set.id, set.owner)? {
+        if unready {
+            continue;
+        }
+        // A merge of this repository at work now finishes first.
+        let lock = match std::fs::metadata(repo) {
+            Ok(_) => match worktree::MergeLock::try_take(repo) {
+                Some(lock) => Some(lock),
+                None => continue,
+            },
+            Err(_) => None,
+        };
+        if !store.claim_merge_set(set.id, set.owner)? {
             continue;
         }
         let done = finish(store, &set)?;
+        drop(lock);
         finished.push((set, done));
     }
     Ok(finished)
@@ -76,13 +93,11 @@ fn finish(store: &mut Store, set: &MergeSet) -> Result<Finished, StoreError> {
         tell(store, set, &said)?;
         return Ok(Finished::Nothing);
     }
-    // A merge whose files moved and whose branch did not (killed between
-    // the two): its files go back.
-    for run in &runs {
-        if let Some(commit) = &run.commit {
-            worktree::take_back_files(repo, commit);
-        }
-    }
+    // A landing killed between its files and its branch: the files go
+    // back from the last merge it journaled (each was made on the one
+    // before, so the last holds them all).
+    let last = set.runs.iter().rev().find_map(|id| set.made.get(id));
+    let files_back = last.is_none_or(|last| worktree::take_back_files(repo, &set.before, last));
     let found = match worktree::in_branch(repo, &set.branch, &set.before, &runs) {
         Ok(found) => found,
         Err(e) => {
@@ -93,16 +108,17 @@ fn finish(store: &mut Store, set: &MergeSet) -> Result<Finished, StoreError> {
             return Ok(Finished::Nothing);
         }
     };
-    let InBranch { tip, merged, only_these, checked_out } = found;
-    let (done, record) = if merged.is_empty() {
-        (Finished::Nothing, Vec::new())
+    let merged = found.merged;
+    let done = if merged.is_empty() && !files_back {
+        Finished::FilesLeft
+    } else if merged.is_empty() {
+        Finished::Nothing
     } else if merged.len() == set.runs.len() {
-        (Finished::Whole, merged)
-    } else if only_these && checked_out && worktree::take_back(repo, &set.before, &tip).is_ok() {
-        (Finished::TakenBack, Vec::new())
+        Finished::Whole
     } else {
-        (Finished::Stands(merged.iter().map(|(id, _)| id.clone()).collect()), merged)
+        Finished::Stands(merged.iter().map(|(id, _)| id.clone()).collect())
     };
+    let record = merged;
     store.end_merge_set(set.id, &record, set.squashed)?;
     tell(store, set, &say(set, &done))?;
     Ok(done)
@@ -126,11 +142,15 @@ fn say(set: &MergeSet, done: &Finished) -> String {
     match done {
         Finished::Nothing => format!("{what} before anything was merged: nothing is"),
         Finished::Whole => format!("{what} after every run was merged: recorded as merged"),
-        Finished::TakenBack => format!("{what} part way: what it merged was taken back, none of them is merged"),
         Finished::Stands(ids) => format!(
-            "{what} part way: {} stay merged (committed on top since, or they could not be taken back) and are \
-             recorded as merged; merge the others again",
+            "{what}; {} are in the branch (it was moved since) and are recorded as merged; merge the others again",
             ids.join(", ")
+        ),
+        Finished::FilesLeft => format!(
+            "{what} after it moved your files and before it moved the branch, and your changes since are in the way \
+             of putting them back: its files are staged in {}, none of it is merged (`git -C {} status`; `git -C {} \
+             restore --staged --worktree` on its files)",
+            set.repo, set.repo, set.repo
         ),
     }
 }

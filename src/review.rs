@@ -37,24 +37,26 @@ pub enum ReviewError {
         paths.join(", "), paths.join(" ")
     )]
     CarriedFiles { run: String, worktree: String, paths: Vec<String> },
-    /// Two of the runs merged together change the same lines.
+    /// Two of the runs merged together change the same lines, or the
+    /// second makes only the change the first makes.
     #[error(
-        "runs {} and {} both change {}: merge one, then reply to the other to redo its change on top (or merge it by hand); nothing was merged",
-        .0.first, .0.second, .0.files.join(", ")
+        "{}; nothing was merged",
+        if .0.same {
+            format!("run {} makes only the change run {} makes ({}): merge one of them, discard the other", .0.second, .0.first, .0.files.join(", "))
+        } else {
+            format!("runs {} and {} both change {}: merge one, then reply to the other to redo its change on top (or merge it by hand)", .0.first, .0.second, .0.files.join(", "))
+        }
     )]
     RunsConflict(worktree::Conflict),
     /// A run of several merged together was refused for its own reasons
-    /// (a conflict with the branch, the user's uncommitted changes in its
-    /// files, a hook) after the ones before it were merged: those were
-    /// taken back, unless `undone` says why not.
+    /// (a conflict with the branch or with the runs before it, the user's
+    /// uncommitted changes in its files, a hook): the set lands whole or
+    /// not at all, so nothing was merged.
     #[error(
-        "run {run} cannot be merged: {why}{}",
-        match undone {
-            None => format!(" — so {} merged before it {} taken back: none of them is merged", merged.join(", "), if merged.len() == 1 { "was" } else { "were" }),
-            Some(e) => format!(" — {} merged before it stay merged, {e}", merged.join(", ")),
-        }
+        "run {run} cannot be merged after {}: {why} — so none of them is merged (a set lands whole or not at all); merge {} without it, or one at a time",
+        before.join(", "), before.join(" ")
     )]
-    NotTogether { merged: Vec<String>, run: String, why: Box<ReviewError>, undone: Option<Box<WorktreeError>> },
+    NotTogether { before: Vec<String>, run: String, why: Box<ReviewError> },
     /// Runs judged or shown together must be of one repository.
     #[error("runs {first} and {second} are in different repositories ({first_repo}, {second_repo}): name the runs of one repository at a time")]
     OtherRepositories { first: String, second: String, first_repo: String, second_repo: String },
@@ -114,20 +116,30 @@ pub fn merge(store: &mut Store, id: &str, keep_commits: bool) -> Result<Merged, 
     Ok(merged.into_iter().next().expect("one run merged"))
 }
 
-/// Makes the merge of [`merge`] without recording it with the run.
-fn merge_unrecorded(
+/// Prepares run `id`'s merge (see `worktree::merge`) on `onto` (the merge
+/// before it in a set) or on its branch's HEAD, under the repository's
+/// merge lock: the run as it is now, refused while it or another run
+/// working in its worktree is active.
+fn prepare(
     store: &mut Store,
     id: &str,
     keep_commits: bool,
-    set: Option<i64>,
-) -> Result<(Merged, worktree::Made), ReviewError> {
-    if let Some(caller) = crate::caller::sandboxed_caller(store, &crate::config::Config::load(store.home())?)? {
-        return Err(ReviewError::Sandboxed(caller));
-    }
+    onto: Option<&str>,
+) -> Result<(Run, worktree::Prepared), ReviewError> {
     let run = store.find_run(id)?;
     let worktree = worktree_of(&run)?;
     if run.status.is_active() {
         return Err(WorktreeError::Active(run.id.clone()).into());
+    }
+    // Never what another run is still writing there (a helper launched
+    // in it): `discard` and `rm` refuse the same.
+    if let Some(other) = working_in(store, worktree)? {
+        return Err(WorktreeError::WouldConflict(format!(
+            "run {} works in the worktree of run {} now: merging would take its files half written; nothing was \
+             changed. Wait for it (`corral wait {}`), or abort it, then merge again",
+            other.id, run.id, other.id
+        ))
+        .into());
     }
     let repo = run.worktree_repo.clone().unwrap_or_default();
     refuse_carried(store, &run, worktree)?;
@@ -135,19 +147,13 @@ fn merge_unrecorded(
         return Err(ReviewError::NoBranch { run: run.id.clone(), repo, branch: worktree.branch.clone() });
     };
     let prepared = if keep_commits {
-        worktree::prepare_merge_commits(Path::new(&repo), &branch, worktree, &run.id)?
+        worktree::prepare_merge_commits(Path::new(&repo), &branch, worktree, &run.id, onto)?
     } else {
         let task_line = run.task.lines().next().unwrap_or_default();
         let message = format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id);
-        worktree::prepare_squashed(Path::new(&repo), &branch, worktree, &run.id, &message)?
+        worktree::prepare_squashed(Path::new(&repo), &branch, worktree, &run.id, &message, onto)?
     };
-    // Journaled before anything of the user's moves: the commit is the
-    // set's by its hash, if this process dies before it is recorded.
-    if let Some(set) = set {
-        store.note_merge_commit(set, &run.id, &prepared.commit)?;
-    }
-    let made = prepared.land(Path::new(&repo))?;
-    Ok((Merged { id: run.id, branch, commit: made.commit.clone() }, made))
+    Ok((run, prepared))
 }
 
 /// The pairs of runs `ids` whose unmerged work conflicts (git's
@@ -163,7 +169,12 @@ pub fn conflicts(
     one_repository(&runs)?;
     let pairs: Vec<(String, Worktree)> =
         runs.iter().map(|r| Ok((r.id.clone(), worktree_of(r)?.clone()))).collect::<Result<_, WorktreeError>>()?;
-    let judged = worktree::conflicts(&pairs)?;
+    // Judged onto the branch they merge into, as the merge would.
+    let onto = runs.first().and_then(|r| {
+        let repo = r.worktree_repo.as_deref()?;
+        worktree::branch_tip(Path::new(repo), r.worktree_from_branch.as_deref()?).ok()
+    });
+    let judged = worktree::conflicts(onto.as_deref(), &pairs)?;
     let runs = if every { runs.into_iter().filter(|r| judged.with_work.contains(&r.id)).collect() } else { runs };
     Ok((runs, judged.conflicts))
 }
@@ -291,59 +302,69 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
     merge_in_order(store, &runs, keep_commits)
 }
 
-/// Merges `runs` (of one branch) in order as one step, all or nothing: one
-/// refused after others were made takes them back, and only a whole set
-/// is recorded with its runs. Journaled (`merge_sets`) from before the
-/// first merge until it is recorded or taken back, so a process killed
-/// mid-way (a closed terminal, SIGKILL during a slow hook) leaves the next
-/// heal to finish it (see `merge_set`), never merges made and unrecorded.
+/// Merges `runs` (of one branch) in order as one step, all or nothing,
+/// holding the repository's merge lock throughout: each merge is prepared
+/// on the one before, so whatever cannot merge is refused before anything
+/// of the user's moves, then all land at once (see `worktree::land`).
+/// Journaled (`merge_sets`) from before the first is prepared until it is
+/// recorded, so a process killed mid-way (a closed terminal, SIGKILL
+/// during a slow hook) leaves the next heal to finish it (see
+/// `merge_set`), never merges made and unrecorded.
 fn merge_in_order(store: &mut Store, runs: &[Run], keep_commits: bool) -> Result<Vec<Merged>, ReviewError> {
     let Some(first) = runs.first() else { return Ok(Vec::new()) };
+    if let Some(caller) = crate::caller::sandboxed_caller(store, &crate::config::Config::load(store.home())?)? {
+        return Err(ReviewError::Sandboxed(caller));
+    }
     let repo = first.worktree_repo.clone().unwrap_or_default();
+    let repo = Path::new(&repo);
     // (A repository that cannot be read is said by the first merge.)
-    let before = worktree::head_of(Path::new(&repo));
+    let _lock = if repo.is_dir() { Some(worktree::MergeLock::take(repo)?) } else { None };
     let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
-    let set = match (&before, &first.worktree_from_branch) {
+    let set = match (worktree::head_of(repo), &first.worktree_from_branch) {
         (Ok(before), Some(branch)) => Some(store.begin_merge_set(&crate::store::NewMergeSet {
-            repo: &repo,
+            repo: &repo.to_string_lossy(),
             branch,
-            before,
+            before: &before,
             squashed: !keep_commits,
             runs: &ids,
         })?),
         _ => None,
     };
-    let mut made: Vec<(Merged, worktree::Made)> = Vec::new();
+    let (mut made, mut steps): (Vec<Run>, Vec<worktree::Prepared>) = (Vec::new(), Vec::new());
     for run in runs {
-        match merge_unrecorded(store, &run.id, keep_commits, set) {
-            Ok(one) => made.push(one),
-            Err(e) if made.is_empty() => {
-                close_merge_set(store, set, &[], keep_commits)?;
-                return Err(e);
+        let onto = steps.last().map(|prepared| prepared.commit.clone());
+        match prepare(store, &run.id, keep_commits, onto.as_deref()) {
+            Ok((run, prepared)) => {
+                // Journaled before anything of the user's moves: the
+                // commit is the set's by its hash.
+                if let Some(set) = set {
+                    store.note_merge_commit(set, &run.id, &prepared.commit)?;
+                }
+                made.push(run);
+                steps.push(prepared);
             }
             Err(e) => {
-                let now = made.last().map(|(m, _)| m.commit.clone()).unwrap_or_default();
-                let merged: Vec<String> = made.iter().map(|(m, _)| m.id.clone()).collect();
-                let undone = match &before {
-                    Ok(before) => worktree::take_back(Path::new(&repo), before, &now).err(),
-                    Err(e) => Some(WorktreeError::WouldConflict(format!("and where your branch was is unknown ({e})"))),
-                };
-                // Merges that could not be taken back stand: recorded as
-                // merged, so `diff` and `conflicts` say what is left.
-                let stand: Vec<(String, String)> = match undone {
-                    Some(_) => made.iter().map(|(m, one)| (m.id.clone(), one.merged.clone())).collect(),
-                    None => Vec::new(),
-                };
-                close_merge_set(store, set, &stand, keep_commits)?;
-                let undone = undone.map(Box::new);
-                return Err(ReviewError::NotTogether { merged, run: run.id.clone(), why: Box::new(e), undone });
+                close_merge_set(store, set, &[], keep_commits)?;
+                if made.is_empty() {
+                    return Err(e);
+                }
+                let before = made.iter().map(|r| r.id.clone()).collect();
+                return Err(ReviewError::NotTogether { before, run: run.id.clone(), why: Box::new(e) });
             }
         }
     }
+    if let Err(e) = worktree::land(repo, &steps) {
+        close_merge_set(store, set, &[], keep_commits)?;
+        return Err(e.into());
+    }
     // The next merge, `diff` and `rm` start from what was merged.
-    let all: Vec<(String, String)> = made.iter().map(|(m, one)| (m.id.clone(), one.merged.clone())).collect();
+    let all: Vec<(String, String)> = made.iter().zip(&steps).map(|(r, p)| (r.id.clone(), p.merged.clone())).collect();
     close_merge_set(store, set, &all, keep_commits)?;
-    Ok(made.into_iter().map(|(m, _)| m).collect())
+    Ok(made
+        .into_iter()
+        .zip(steps)
+        .map(|(run, p)| Merged { id: run.id, branch: run.worktree_from_branch.unwrap_or_default(), commit: p.commit })
+        .collect())
 }
 
 /// Records `merged` (each run and its branch's commit that went in) and

@@ -407,7 +407,7 @@ fn a_500_mb_ignored_folder_is_carried_in_and_said_how() {
 }
 
 #[test]
-fn a_merge_of_several_refused_at_a_later_run_takes_the_earlier_back() {
+fn a_merge_of_several_refused_at_a_later_run_merges_none() {
     let (env, [first, _second, third]) = three_runs();
     // The user changes the line `first` changes and commits it: `first`
     // conflicts with main, not with `third`.
@@ -418,8 +418,8 @@ fn a_merge_of_several_refused_at_a_later_run_takes_the_earlier_back() {
     let out = env.corral(&["merge", &third, &first]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("run {first} cannot be merged")) && err.contains("conflicts with main"), "{err}");
-    assert!(err.contains(&format!("{third} merged before it was taken back: none of them is merged")), "{err}");
+    assert!(err.contains(&format!("run {first} cannot be merged after {third}")), "{err}");
+    assert!(err.contains("conflicts with main") && err.contains("none of them is merged"), "{err}");
     assert_eq!(git(p, &["rev-parse", "HEAD"]), head, "main is where it was");
     assert!(!p.join("third.txt").exists(), "the first run's file went with its merge");
     assert_eq!(git(p, &["status", "--porcelain"]).trim(), "", "the checkout is as it was");
@@ -641,26 +641,26 @@ fn merge_killed_at(env: &Env, ids: &[String], blocked: &Path) {
 }
 
 /// A merge of several killed mid-way (a closed terminal, SIGKILL during a
-/// slow hook) after its first run was merged: the next Corral command
-/// takes that merge back, as a refused one would be, and says so in each
-/// run's transcript; nothing is recorded merged, and the set merges whole
-/// afterwards.
+/// slow hook) while its second run was judged: nothing of it had landed
+/// (a set lands whole), the next Corral command closes it and says so in
+/// each run's transcript; nothing is recorded merged, and the set merges
+/// whole afterwards.
 #[test]
-fn a_merge_of_several_killed_mid_way_is_taken_back_by_the_next_command() {
+fn a_merge_of_several_killed_mid_way_leaves_nothing_merged() {
     let env = one_file_repo();
     let p = &env.project;
     let ids = three_apart(&env);
     let head = git(p, &["rev-parse", "HEAD"]);
     let blocked = blocking_hook(&env, "pre-commit", 2);
     merge_killed_at(&env, &ids, &blocked);
-    assert_ne!(git(p, &["rev-parse", "HEAD"]), head, "the first run was merged before the kill");
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), head, "part of the set landed before the kill");
     env.ok(&["ls"]);
     assert_eq!(git(p, &["rev-parse", "HEAD"]), head, "main is where it was");
     assert!(!p.join("x.txt").exists(), "the first run's file went with its merge");
     assert_eq!(git(p, &["status", "--porcelain"]).trim(), "", "the checkout is as it was");
     for id in &ids {
         assert!(env.show(id)["worktree"]["merged"].is_null(), "{id} recorded merged");
-        assert!(env.ok(&["tail", id]).contains("was cut short (its process ended) part way"), "{id}");
+        assert!(env.ok(&["tail", id]).contains("was cut short (its process ended) before anything was merged"), "{id}");
     }
     let merged = env.ok(&std::iter::once("merge").chain(ids.iter().map(String::as_str)).collect::<Vec<_>>());
     assert!(ids.iter().all(|id| merged.contains(&format!("{id}  merged into main"))), "{merged}");
@@ -686,19 +686,35 @@ fn a_merge_killed_after_it_was_made_or_built_on_is_recorded_as_it_stands() {
     let again = env.corral(&["merge", &ids[0]]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to merge"), "{again:?}");
 
+    // Killed in the first post-commit hook, then the user commits on top
+    // before the heal: the set is recorded merged, the user's commit stays.
     let env = one_file_repo();
     let p = &env.project;
     let ids = three_apart(&env);
-    let blocked = blocking_hook(&env, "pre-commit", 2);
+    let blocked = blocking_hook(&env, "post-commit", 1);
     merge_killed_at(&env, &ids, &blocked);
     std::fs::write(p.join("yours.txt"), "yours\n").unwrap();
     git(p, &["add", "yours.txt"]);
     git(p, &["-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "yours"]);
+    let yours = git(p, &["rev-parse", "HEAD"]);
     env.ok(&["ls"]);
-    assert!(!env.show(&ids[0])["worktree"]["merged"].is_null(), "the merge under the user's commit stands");
-    assert!(env.show(&ids[1])["worktree"]["merged"].is_null());
+    for id in &ids {
+        assert!(!env.show(id)["worktree"]["merged"].is_null(), "the merge under the user's commit stands: {id}");
+    }
+    assert_eq!(git(p, &["rev-parse", "HEAD"]), yours);
     assert!(p.join("x.txt").exists() && p.join("yours.txt").exists());
-    assert!(env.ok(&["tail", &ids[1]]).contains(&format!("{} stay merged", ids[0])));
+    // The user moves the branch back into the middle of the set: what the
+    // branch holds is recorded, the rest is said to merge again.
+    let env = one_file_repo();
+    let p = &env.project;
+    let ids = three_apart(&env);
+    let blocked = blocking_hook(&env, "post-commit", 1);
+    merge_killed_at(&env, &ids, &blocked);
+    git(p, &["reset", "-q", "--hard", "HEAD~2"]);
+    env.ok(&["ls"]);
+    assert!(!env.show(&ids[0])["worktree"]["merged"].is_null());
+    assert!(env.show(&ids[1])["worktree"]["merged"].is_null());
+    assert!(env.ok(&["tail", &ids[1]]).contains(&format!("{} are in the branch", ids[0])));
 }
 
 /// The same with the agents' commits kept (`--no-squash`), killed in the
@@ -739,8 +755,9 @@ fn a_commit_of_the_users_is_never_taken_back_for_a_merge_cut_short() {
     assert_eq!(std::fs::read_to_string(p.join("mine.txt")).unwrap(), "precious\n");
     assert!(env.show(&ids[0])["worktree"]["merged"].is_null());
 
-    // Killed after the first merge; the user amends it before the heal.
-    let blocked = blocking_hook(&env, "pre-commit", 3);
+    // Killed after the set landed; the user amends its last merge before
+    // the heal.
+    let blocked = blocking_hook(&env, "post-commit", 1);
     merge_killed_at(&env, &ids, &blocked);
     std::fs::write(p.join("mine2.txt"), "precious too\n").unwrap();
     git(p, &["add", "mine2.txt"]);

@@ -29,11 +29,15 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         for pair in &found {
             // The files are named as the agents named them.
             let files: Vec<String> = pair.files.iter().map(|f| super::table::name(f)).collect();
-            writeln!(out, "{} × {}: {}", pair.first, pair.second, files.join(", "))?;
+            match pair.same {
+                true => writeln!(out, "{} × {}: the same change ({})", pair.first, pair.second, files.join(", "))?,
+                false => writeln!(out, "{} × {}: {}", pair.first, pair.second, files.join(", "))?,
+            }
         }
         writeln!(
             out,
-            "{} conflicting pairs among {} runs: merge one of each, then reply to the other to redo its change on top",
+            "{} conflicting pairs among {} runs: merge one of each, then reply to the other to redo its change on top \
+             (or discard it, where it is the same change)",
             found.len(),
             runs.len()
         )?;

@@ -16,7 +16,7 @@
 //! ([`Prepared::land`]): the user's index and working tree move to it as
 //! `git checkout` would (files the merge does not touch, and the user's
 //! changes in them, stay), then the branch, only from the commit it was
-//! on; if it cannot, the files go back. A conflict, uncommitted changes of
+//! on; if it cannot, the files go back (see `land`). A conflict, uncommitted changes of
 //! the user's in the files it touches, a repository the run made inside
 //! its worktree, a refusing hook: nothing is changed, and it says why.
 //! What is computed to try a merge is written where it leaves nothing in
@@ -25,17 +25,9 @@
 use std::path::Path;
 
 use super::git::{committer, git, git_in, output, said, stderr_of, temp_file_with, Env, ScratchObjects};
+use super::land::head_of;
 use super::snapshot::{nested_repositories, snapshot, unmerged_from, worktree_index, Snapshot};
 use super::{Worktree, WorktreeError};
-
-/// A merge that was made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Made {
-    /// The new commit on the user's branch.
-    pub commit: String,
-    /// The run's branch as merged: the next merge starts from there.
-    pub merged: String,
-}
 
 /// Commits everything the worktree holds on the run's branch (nothing if
 /// it is all committed): the run's work as commits. Returns the branch's
@@ -87,23 +79,28 @@ pub struct Prepared {
     pub commit: String,
     /// The run's branch as merged.
     pub merged: String,
-    head: String,
-    merged_tree: String,
-    branch: String,
-    run_branch: String,
+    /// The commit it is made on: the branch's, or the merge prepared
+    /// before it in a set.
+    pub(super) head: String,
+    pub(super) merged_tree: String,
+    pub(super) branch: String,
+    pub(super) run_branch: String,
     /// The hook run once it landed, and its argument.
-    after: (&'static str, Option<&'static str>),
+    pub(super) after: (&'static str, Option<&'static str>),
 }
 
 /// Prepares the run's work not merged yet as one commit with `message` on
 /// `branch` of the user's repository `repo` (see the module), judged by
-/// its hooks; [`Prepared::land`] moves the branch and files to it.
+/// its hooks; made on `onto` (the merge prepared before it in a set), or
+/// on the branch's HEAD. [`land`](super::land) moves the branch and files
+/// to it.
 pub fn prepare_squashed(
     repo: &Path,
     branch: &str,
     worktree: &Worktree,
     run_id: &str,
     message: &str,
+    onto: Option<&str>,
 ) -> Result<Prepared, WorktreeError> {
     require_branch(repo, branch)?;
     require_quiet(repo)?;
@@ -124,7 +121,10 @@ pub fn prepare_squashed(
     if !nested.is_empty() {
         return Err(nested_refused(worktree, &nested));
     }
-    let head = git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string();
+    let head = match onto {
+        Some(commit) => commit.to_string(),
+        None => head_of(repo)?,
+    };
     let head_tree = git(repo, &["rev-parse", &format!("{head}^{{tree}}")], "reading your branch")?.trim().to_string();
 
     // git's three-way merge of your HEAD and the run's work, from where the
@@ -149,9 +149,7 @@ pub fn prepare_squashed(
         }
     };
     if merged_tree == head_tree {
-        return Err(WorktreeError::WouldConflict(format!(
-            "{branch} already holds the run's work: there is nothing to merge; nothing was changed"
-        )));
+        return Err(already_holds(branch, onto));
     }
     refuse_dirty(repo, &head_tree, &merged_tree, &scratch)?;
     // The repository's hooks judge the commit, on an index of it alone.
@@ -181,7 +179,7 @@ pub fn prepare_squashed(
 
 /// git's three-way merge of commits `ours` and `theirs` in `env`, written
 /// as a tree only: the tree, or the files that conflict.
-fn merge_tree(
+pub(super) fn merge_tree(
     repo: &Path,
     ours: &str,
     theirs: &str,
@@ -257,58 +255,29 @@ fn judged_by_hooks(
     Ok(message_file)
 }
 
-impl Prepared {
-    /// Moves the user's files, then `repo`'s branch, to the merge.
-    pub fn land(self, repo: &Path) -> Result<Made, WorktreeError> {
-        let Prepared { commit, merged, head, merged_tree, branch, run_branch, after } = self;
-        let plain = Env::default();
-        // Your index and working tree first, as a checkout would move them
-        // (files the merge does not touch, staged or not, stay): a process
-        // killed before the branch moved leaves files the journal's commit
-        // names, which the next heal takes back; then the branch, only
-        // from the commit it was on, or the files go back.
-        let files = output(repo, &["read-tree", "-m", "-u", &head, &merged_tree], &plain, "updating your files")?;
-        if !files.status.success() {
-            return Err(WorktreeError::WouldConflict(format!(
-                "merging would touch your work ({}); nothing was changed. Commit, stash or move your files there, \
-                 then merge again (the worktree stays)",
-                stderr_of(&files)
-            )));
-        }
-        let reflog = format!("corral: merge {run_branch}");
-        let moved = output(repo, &["update-ref", "-m", &reflog, "HEAD", &commit, &head], &plain, "moving your branch")?;
-        if !moved.status.success() {
-            let back =
-                output(repo, &["read-tree", "-m", "-u", &merged_tree, &head], &plain, "putting your files back")?;
-            let state = match back.status.success() {
-                true => "nothing was changed".to_string(),
-                false => format!(
-                    "and putting your files back failed too ({}): `git -C {} checkout -- .` for the files it changed",
-                    stderr_of(&back),
-                    repo.display()
-                ),
-            };
-            return Err(WorktreeError::WouldConflict(format!(
-                "cannot move {branch} to the merge ({}); {state}. Merge again",
-                stderr_of(&moved)
-            )));
-        }
-        let args: Vec<&str> = after.1.into_iter().collect();
-        let _ = run_hook(repo, after.0, &args, &Env::default());
-        Ok(Made { commit, merged })
-    }
+/// The refusal of a merge that would change nothing: the branch (or the
+/// merges before it in a set) holds the run's work already.
+fn already_holds(branch: &str, onto: Option<&str>) -> WorktreeError {
+    WorktreeError::WouldConflict(match onto {
+        None => format!("{branch} already holds the run's work: there is nothing to merge; nothing was changed"),
+        Some(_) => "the runs merged before it in this set already make its change (the same change twice): merge \
+                    one of them, discard the other; nothing was changed"
+            .to_string(),
+    })
 }
 
 /// Prepares the run's branch as a merge commit on `branch` of `repo`,
 /// keeping the agent's commits (its uncommitted work is committed on its
 /// branch first), or changes nothing and says why. Only onto the base the
-/// run was launched from: `branch` must hold it. [`Prepared::land`] moves
-/// the branch and files to it.
+/// run was launched from: `branch` must hold it. Made on `onto`, or on
+/// the branch's HEAD; [`land`](super::land) moves the branch and files
+/// to it.
 pub fn prepare_merge_commits(
     repo: &Path,
     branch: &str,
     worktree: &Worktree,
     run_id: &str,
+    onto: Option<&str>,
 ) -> Result<Prepared, WorktreeError> {
     require_branch(repo, branch)?;
     require_quiet(repo)?;
@@ -318,7 +287,11 @@ pub fn prepare_merge_commits(
              squashed too (`corral merge {run_id}`); nothing was changed"
         )));
     }
-    let contains = output(repo, &["merge-base", "--is-ancestor", &worktree.base, "HEAD"], &Env::default(), "checking")?;
+    let head = match onto {
+        Some(commit) => commit.to_string(),
+        None => head_of(repo)?,
+    };
+    let contains = output(repo, &["merge-base", "--is-ancestor", &worktree.base, &head], &Env::default(), "checking")?;
     if !contains.status.success() {
         let short = &worktree.base[..worktree.base.len().min(12)];
         return Err(WorktreeError::WouldConflict(format!(
@@ -342,7 +315,6 @@ pub fn prepare_merge_commits(
     // written apart from your checkout (nothing left half done in it if
     // this process dies), judged by the hooks `git merge` runs.
     let scratch = Env::default().scratch(&objects);
-    let head = head_of(repo)?;
     let head_tree = git(repo, &["rev-parse", &format!("{head}^{{tree}}")], "reading your branch")?.trim().to_string();
     let merged_tree = match merge_tree(repo, &head, &merged, &scratch)? {
         Ok(tree) => tree,
@@ -357,9 +329,7 @@ pub fn prepare_merge_commits(
         }
     };
     if merged_tree == head_tree {
-        return Err(WorktreeError::WouldConflict(format!(
-            "{branch} already holds the run's work: there is nothing to merge; nothing was changed"
-        )));
+        return Err(already_holds(branch, onto));
     }
     refuse_dirty(repo, &head_tree, &merged_tree, &scratch)?;
     // git's words: " into BRANCH" but for main and master.
@@ -381,130 +351,9 @@ pub fn prepare_merge_commits(
     })
 }
 
-/// The commit `branch` of `repo` is on.
-pub fn branch_tip(repo: &Path, branch: &str) -> Result<String, WorktreeError> {
-    let full = format!("refs/heads/{branch}");
-    Ok(git(repo, &["rev-parse", "--verify", &full], "reading your branch")?.trim().to_string())
-}
-
-/// The commit `repo`'s HEAD is on: where merges made together start.
-pub fn head_of(repo: &Path) -> Result<String, WorktreeError> {
-    Ok(git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string())
-}
-
-/// True if a git process is writing `repo`'s index now (its lock is held).
-pub fn git_busy(repo: &Path) -> bool {
-    git(repo, &["rev-parse", "--git-path", "index.lock"], "looking for git at work")
-        .map(|lock| repo.join(lock.trim()).exists())
-        .unwrap_or(false)
-}
-
-/// What of a merge set whose process died is in `branch`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InBranch {
-    /// The branch's commit now.
-    pub tip: String,
-    /// The set's runs whose merge the branch holds, each with the commit of
-    /// its own branch that went in.
-    pub merged: Vec<(String, String)>,
-    /// True if the branch holds nothing since `before` but those merges:
-    /// nobody committed on top since, so taking them back loses nothing.
-    pub only_these: bool,
-    /// True if `branch` is the one checked out in `repo`.
-    pub checked_out: bool,
-}
-
-/// Takes back the files of journaled merge `commit` that a merging process
-/// killed between moving them and moving the branch left in `repo`: only
-/// while its branch is still on the merge's parent, and only as a checkout
-/// would (`read-tree -m -u`: files the user changed since are left, and
-/// then nothing is done).
-pub fn take_back_files(repo: &Path, commit: &str) {
-    let plain = Env::default();
-    let (Ok(parent), Ok(head)) =
-        (git(repo, &["rev-parse", &format!("{commit}^1")], "reading the merge"), head_of(repo))
-    else {
-        return;
-    };
-    if parent.trim() == head {
-        let _ = output(repo, &["read-tree", "-m", "-u", commit, &head], &plain, "putting your files back");
-    }
-}
-
-/// A run of a merge set, as the journal knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SetRun {
-    /// The run.
-    pub id: String,
-    /// Its own branch.
-    pub branch: String,
-    /// The commit its merge was about to put on the user's branch.
-    pub commit: Option<String>,
-}
-
-/// Finds which of `runs` a merge set begun at `before` brought into
-/// `branch` of `repo`: by the very commit journaled before the branch
-/// moved. Never by a message or a parent, which anyone can make. Only
-/// the branch's own line of commits since `before` is read (first
-/// parents); a branch no longer holding `before` holds nothing of the set.
-pub fn in_branch(repo: &Path, branch: &str, before: &str, runs: &[SetRun]) -> Result<InBranch, WorktreeError> {
-    let plain = Env::default();
-    let full = format!("refs/heads/{branch}");
-    let tip = branch_tip(repo, branch)?;
-    let head = output(repo, &["symbolic-ref", "-q", "HEAD"], &plain, "reading your branch")?;
-    let checked_out = String::from_utf8_lossy(&head.stdout).trim() == full;
-    let from_before =
-        output(repo, &["merge-base", "--is-ancestor", before, &tip], &plain, "checking")?.status.success();
-    if !from_before {
-        return Ok(InBranch { tip, merged: Vec::new(), only_these: false, checked_out });
-    }
-    let range = format!("{before}..{tip}");
-    let listed = git(repo, &["rev-list", "--first-parent", "--max-count=1000", &range], "reading your branch")?;
-    let tips: Vec<Option<String>> = runs.iter().map(|run| branch_tip(repo, &run.branch).ok()).collect();
-    let (mut merged, mut all_ours, mut commits) = (Vec::new(), true, 0);
-    for commit in listed.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        commits += 1;
-        let whose = runs.iter().zip(&tips).find(|(run, _)| run.commit.as_deref() == Some(commit));
-        match whose {
-            Some((run, Some(own))) if !merged.iter().any(|(m, _): &(String, String)| *m == run.id) => {
-                merged.push((run.id.clone(), own.clone()))
-            }
-            Some(_) => {}
-            None => all_ours = false,
-        }
-    }
-    let only_these = all_ours && commits > 0;
-    Ok(InBranch { tip, merged, only_these, checked_out })
-}
-
-/// Takes back merges made together whose later one was refused: `repo`'s
-/// branch goes from `now` back to `before` (only from `now`), and the
-/// user's index and working tree with it, as a checkout would (files the
-/// merges did not touch, and the user's changes in them, stay). Says what
-/// to run if it cannot.
-pub fn take_back(repo: &Path, before: &str, now: &str) -> Result<(), WorktreeError> {
-    let plain = Env::default();
-    let put_back = |why: String| {
-        WorktreeError::WouldConflict(format!(
-            "and taking back those merges failed ({why}): `git -C {} reset --keep {before}` takes them back",
-            repo.display()
-        ))
-    };
-    let moved = output(repo, &["update-ref", "-m", "corral: merges taken back", "HEAD", before, now], &plain, "undo")?;
-    if !moved.status.success() {
-        return Err(put_back(stderr_of(&moved)));
-    }
-    let files = output(repo, &["read-tree", "-m", "-u", now, before], &plain, "putting your files back")?;
-    if !files.status.success() {
-        let _ = output(repo, &["update-ref", "-m", "corral: merges kept", "HEAD", now, before], &plain, "redo");
-        return Err(put_back(stderr_of(&files)));
-    }
-    Ok(())
-}
-
 /// Runs the repository's hook `name` (`git hook run`, git 2.36+), if it
 /// has one: its refusal changes nothing and is said in its own words.
-fn run_hook(repo: &Path, name: &'static str, args: &[&str], env: &Env<'_>) -> Result<(), WorktreeError> {
+pub(super) fn run_hook(repo: &Path, name: &'static str, args: &[&str], env: &Env<'_>) -> Result<(), WorktreeError> {
     let mut argv = vec!["hook", "run", "--ignore-missing", name];
     if !args.is_empty() {
         argv.push("--");
@@ -539,7 +388,7 @@ fn nested_refused(worktree: &Worktree, nested: &[String]) -> WorktreeError {
 }
 
 /// Up to ten names, then how many more.
-fn shown(names: &[&str]) -> String {
+pub(super) fn shown(names: &[&str]) -> String {
     if names.len() > 10 {
         format!("{}, and {} more", names[..10].join(", "), names.len() - 10)
     } else {
@@ -550,7 +399,7 @@ fn shown(names: &[&str]) -> String {
 /// Every path with uncommitted changes of the user's (staged, unstaged,
 /// untracked, both sides of a rename), read in one call whatever their
 /// number.
-fn uncommitted_paths(repo: &Path) -> Result<Vec<String>, WorktreeError> {
+pub(super) fn uncommitted_paths(repo: &Path) -> Result<Vec<String>, WorktreeError> {
     let status = git(
         repo,
         &["status", "--porcelain=v1", "-z", "--untracked-files=all"],

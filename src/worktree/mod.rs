@@ -13,6 +13,7 @@
 mod across;
 pub mod carry;
 mod git;
+mod land;
 mod merge;
 mod snapshot;
 
@@ -23,10 +24,8 @@ use serde::{Deserialize, Serialize};
 pub use across::{conflicts, Conflict, Judged};
 pub use carry::{carry, Carried};
 use git::{git, output, Env};
-pub use merge::{
-    branch_tip, git_busy, head_of, in_branch, prepare_merge_commits, prepare_squashed, take_back, take_back_files,
-    InBranch, Made, Prepared, SetRun,
-};
+pub use land::{branch_tip, git_busy, head_of, in_branch, land, take_back_files, InBranch, MergeLock, SetRun};
+pub use merge::{prepare_merge_commits, prepare_squashed, Prepared};
 pub use snapshot::{changes, patch, patch_by_file, unmerged};
 
 /// How much a run's worktree changed.
