@@ -13,7 +13,7 @@ mod harness;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use corral::process::{signal_pid, Sig};
+use corral::process::{ProcessId, Sig};
 use corral::RunStatus;
 use harness::{fake_agent, report, Bench, AGENT_MODE};
 
@@ -39,9 +39,10 @@ fn main() {
         // a random phase, so the kill lands anywhere between two heals.
         std::thread::sleep(Duration::from_millis(400 + fastrand::u64(0..250)));
         assert_eq!(store.run(&b).unwrap().status, RunStatus::Queued);
-        let shepherd = store.run(&a).unwrap().shepherd_pid.unwrap();
+        let run = store.run(&a).unwrap();
+        let shepherd = ProcessId { pid: run.shepherd_pid.unwrap(), start: run.shepherd_start.unwrap() };
         let killed = corral::time::now();
-        signal_pid(shepherd, Sig::Kill).unwrap();
+        shepherd.signal(Sig::Kill).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while store.run(&b).unwrap().started_at.is_none() {
             assert!(Instant::now() < deadline, "B never started");

@@ -101,7 +101,7 @@ impl Bench {
             corral::abort::abort(&mut store, &id, Duration::from_secs(10), &self.shepherd).unwrap();
             Self::until_exited(&store, &id);
             let exited = corral::time::parse(store.run(&id).unwrap().exited_at.as_deref().unwrap()).unwrap();
-            let survivors = corral::process::pids_with_env("CORRAL_RUN_ID", &id);
+            let survivors = corral::process::processes_with_env("CORRAL_RUN_ID", &id);
             assert!(survivors.is_empty(), "survivors {survivors:?}");
             reaped.push((exited - start).num_milliseconds() as f64);
         }

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::heal::HealError;
-use crate::process::{self, ProcessId, Sig};
+use crate::process::{ProcessId, Sig};
 use crate::queue::ShepherdCommand;
 use crate::run::Run;
 use crate::store::{AbortRequest, Store, StoreError};
@@ -38,11 +38,10 @@ pub fn request(store: &mut Store, id: &str) -> Result<AbortRequest, StoreError> 
     let request = store.request_abort(id)?;
     if let AbortRequest::Requested(run) = &request {
         if let (Some(pid), Some(start)) = (run.shepherd_pid, run.shepherd_start) {
-            if (ProcessId { pid, start }).is_alive() {
-                // An error here means the shepherd just exited; reconciling
-                // finds out.
-                let _ = process::signal_pid(pid, Sig::Term);
-            }
+            // By identity: a shepherd gone, its pid taken, is never
+            // signalled. An error here means the shepherd just exited;
+            // reconciling finds out.
+            let _ = (ProcessId { pid, start }).signal(Sig::Term);
         }
     }
     Ok(request)

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::budget::{BudgetChange, Crossing};
 use crate::heal::HealError;
-use crate::process::{self, ProcessId, Sig};
+use crate::process::{ProcessId, Sig};
 use crate::queue::ShepherdCommand;
 use crate::run::{PauseReason, Run, RunStatus};
 use crate::store::{Store, StoreError};
@@ -199,9 +199,8 @@ fn raise(store: &mut Store, id: &str, crossing: &Crossing, change: &BudgetChange
 /// sandbox's allowances).
 pub fn nudge(run: &Run) {
     if let (Some(pid), Some(start)) = (run.shepherd_pid, run.shepherd_start) {
-        if (ProcessId { pid, start }).is_alive() {
-            // An error means the shepherd just exited; healing finds out.
-            let _ = process::signal_pid(pid, Sig::Usr1);
-        }
+        // By identity; an error means the shepherd just exited: healing
+        // finds out.
+        let _ = (ProcessId { pid, start }).signal(Sig::Usr1);
     }
 }

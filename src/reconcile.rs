@@ -215,8 +215,8 @@ fn kill_survivors(run: &Run) -> Option<Resources> {
             let _ = process::signal_group(pid, Sig::Kill);
         }
     }
-    for pid in process::pids_with_env(RUN_ID_ENV, &run.id) {
-        let _ = process::signal_pid(pid, Sig::Kill);
+    for marked in process::processes_with_env(RUN_ID_ENV, &run.id) {
+        let _ = marked.signal(Sig::Kill);
     }
     used
 }

@@ -11,8 +11,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::signal_pid;
 use common::{alive, eventually, fake_agent, Env};
-use corral::process::{signal_pid, Sig};
+use corral::process::Sig;
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(30);

@@ -29,7 +29,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{output_within, Env};
-use corral::process::{pids_with_env, signal_pid, ProcessId, Sig};
+use corral::process::{processes_with_env, ProcessId, Sig};
 use corral::{Run, RunStatus, Store};
 
 /// Seeds run by the test command; new ones come from `scripts/soak.sh`.
@@ -264,7 +264,7 @@ impl Sequence {
                 let run = self.store().run(&self.runs[i].id).unwrap();
                 if let (Some(pid), Some(start)) = (run.shepherd_pid, run.shepherd_start) {
                     if (ProcessId { pid, start }).is_alive() {
-                        signal_pid(pid, Sig::Kill).unwrap();
+                        (ProcessId { pid, start }).signal(Sig::Kill).unwrap();
                         self.runs[i].told_to_end = true;
                         self.log.push(format!("kill -9 shepherd of {} ({})", run.id, run.status));
                     }
@@ -374,7 +374,7 @@ impl Sequence {
                     }
                 }
                 status if status.is_terminal() => {
-                    let left = pids_with_env("CORRAL_RUN_ID", &run.id);
+                    let left: Vec<i32> = processes_with_env("CORRAL_RUN_ID", &run.id).iter().map(|p| p.pid).collect();
                     if !left.is_empty() {
                         return Some(format!("{} ended ({status}) but processes {left:?} are alive", run.id));
                     }

@@ -8,8 +8,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
+use common::signal_pid;
 use common::{eventually, fake_agent, output_within, stream, Env};
-use corral::process::{signal_pid, Sig};
+use corral::process::Sig;
 use corral::RunStatus;
 use serde_json::Value;
 

@@ -32,7 +32,11 @@ pub fn run(mut command: Command) -> Answer {
     let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
         return Answer::Hung;
     };
-    let pid = child.id() as i32;
+    // Held by a pidfd while it is still ours to reap: killed at the
+    // deadline, it is this very child, never a process that took its pid
+    // after it was reaped.
+    let held =
+        crate::process::ProcessId::of(child.id() as i32).and_then(|p| crate::process::PidFd::open(p).ok().flatten());
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut text = String::new();
@@ -45,7 +49,9 @@ pub fn run(mut command: Command) -> Answer {
         Ok((Ok(status), text)) if status.success() => Answer::Said(text.trim().to_string()),
         Ok((_, text)) => Answer::Failed(text.trim().to_string()),
         Err(_) => {
-            let _ = crate::process::signal_pid(pid, crate::process::Sig::Kill);
+            if let Some(held) = &held {
+                let _ = held.signal(crate::process::Sig::Kill);
+            }
             Answer::Hung
         }
     }

@@ -279,8 +279,8 @@ impl RunCgroup {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound && self.dir.is_dir() => {
                 let _ = self.freeze(true);
-                for pid in self.procs() {
-                    let _ = super::signal_pid(pid, super::Sig::Kill);
+                for process in self.procs().into_iter().filter_map(super::ProcessId::of) {
+                    let _ = process.signal(super::Sig::Kill);
                 }
                 self.freeze(false)
             }

@@ -29,6 +29,22 @@ impl ProcessId {
     pub fn is_alive_or_zombie(&self) -> bool {
         start_time(self.pid) == Some(self.start)
     }
+
+    /// Sends `sig` to this very process, never to a later one that took
+    /// its pid: through a pidfd opened and then checked against its start
+    /// time. One that is gone is not an error. Without pidfds (Linux
+    /// before 5.3), by its pid right after the same check.
+    pub fn signal(&self, sig: super::Sig) -> std::io::Result<()> {
+        match super::PidFd::open(*self) {
+            Ok(Some(held)) => held.signal(sig),
+            Ok(None) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match self.is_alive_or_zombie() {
+                true => super::unix::signal_pid(self.pid, sig),
+                false => Ok(()),
+            },
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// Fields of `/proc/<pid>/stat` after the command name, which may itself
@@ -212,17 +228,20 @@ pub fn has_env_var(pid: i32, key: &str) -> bool {
 
 /// Live processes of this user whose environment holds `key=value`: how a
 /// run's escaped descendants are found after their parents are gone.
-pub fn pids_with_env(key: &str, value: &str) -> Vec<i32> {
+pub fn processes_with_env(key: &str, value: &str) -> Vec<ProcessId> {
     let needle = format!("{key}={value}").into_bytes();
     let me = std::process::id() as i32;
     all_pids()
         .into_iter()
         .filter(|&pid| pid != me)
-        .filter(|&pid| {
-            fs::read(format!("/proc/{pid}/environ"))
+        // Who it is is read before what it carries: a pid taken by a
+        // later process between the two is a process of another start.
+        .filter_map(ProcessId::of)
+        .filter(|process| {
+            fs::read(format!("/proc/{}/environ", process.pid))
                 .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == needle.as_slice()))
         })
-        .filter(|&pid| !is_zombie(pid))
+        .filter(|process| process.is_alive())
         .collect()
 }
 
@@ -314,5 +333,21 @@ mod tests {
         assert!(me.is_alive());
         let reused = ProcessId { start: me.start + 1, ..me };
         assert!(!reused.is_alive(), "a different start time is a different process");
+    }
+
+    /// A pid that another process holds now (a later start) is never
+    /// signalled by the identity of the one that held it before; the one
+    /// it names now is, and one that is gone is no error.
+    #[test]
+    fn signals_by_identity_never_by_the_number_alone() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let now = ProcessId::of(child.id() as i32).unwrap();
+        let before = ProcessId { start: now.start.saturating_sub(1), ..now };
+        before.signal(crate::process::Sig::Kill).unwrap();
+        assert!(child.try_wait().unwrap().is_none(), "a process that took the pid was killed");
+        now.signal(crate::process::Sig::Kill).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        now.signal(crate::process::Sig::Kill).unwrap();
     }
 }

@@ -17,7 +17,7 @@ pub use fd_pass::{peer_pid, recv_fd, recv_fds, send_fd, send_fds};
 pub use likeness::{become_like, Unlike};
 pub use linux::{
     age, ancestry, children_cpu_seconds, children_of, descendants, disk_free, env_var_of, exe_of, group_members,
-    group_of, has_env_var, has_unreaped_child, is_alive, listening_ports, pids_with_env, set_child_subreaper,
+    group_of, has_env_var, has_unreaped_child, is_alive, listening_ports, processes_with_env, set_child_subreaper,
     start_time, state_of, try_user_namespace, waits_for_a_child, ProcessId,
 };
 pub use start::{start_agent, AgentStart, StartedAgent};
@@ -25,6 +25,6 @@ pub use told::{Bell, FolderWatch, PidFd, Waker};
 pub use unfollowed::{hand_to, is_a_link, names_in, open_beneath, open_regular, pin, read_regular, Handed};
 pub use unix::{
     close_all_but, connect_now, die_with_parent, fork_detached, make_nonblocking, prepare_run_command, read_available,
-    reap_any, redirect_output, return_free_memory, signal_group, signal_pid, spawn_detached, terminal_width,
-    wait_readable, FileLock, Forked, Middle, Readiness, Reaped, Sig, SignalPipe,
+    reap_any, redirect_output, return_free_memory, signal_group, spawn_detached, terminal_width, wait_readable,
+    FileLock, Forked, Middle, Readiness, Reaped, Sig, SignalPipe,
 };

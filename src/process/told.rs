@@ -7,7 +7,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -152,6 +152,23 @@ impl PidFd {
             return Ok(None);
         }
         Ok(Some(PidFd { fd, process }))
+    }
+
+    /// Sends `sig` to this very process (`pidfd_send_signal`): never to a
+    /// later one that took its pid. One that has exited is not an error.
+    pub fn signal(&self, sig: super::Sig) -> io::Result<()> {
+        // SAFETY: pidfd_send_signal(2) takes a pidfd this process holds, a
+        // signal number, no siginfo and no flags.
+        let sent = unsafe {
+            libc::syscall(libc::SYS_pidfd_send_signal, self.fd.as_raw_fd(), sig.number(), std::ptr::null::<u8>(), 0)
+        };
+        if sent == 0 {
+            return Ok(());
+        }
+        match io::Error::last_os_error() {
+            e if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+            e => Err(e),
+        }
     }
 
     /// True once the process has exited (a zombie included), asked now.

@@ -46,6 +46,11 @@ impl Sig {
         }
     }
 
+    /// Its number.
+    pub fn number(self) -> i32 {
+        self.nix() as i32
+    }
+
     /// The usual name, e.g. `SIGTERM`.
     pub fn name(self) -> &'static str {
         self.nix().as_str()
@@ -61,8 +66,11 @@ pub fn signal_group(pgid: i32, sig: Sig) -> io::Result<()> {
     }
 }
 
-/// Sends `sig` to one process. A process that no longer exists is not an error.
-pub fn signal_pid(pid: i32, sig: Sig) -> io::Result<()> {
+/// Sends `sig` to one process by its number alone: only for a child of
+/// this process not yet reaped (its pid cannot be taken meanwhile).
+/// Anything else is signalled by identity ([`ProcessId::signal`]). A
+/// process that no longer exists is not an error.
+pub(super) fn signal_pid(pid: i32, sig: Sig) -> io::Result<()> {
     match signal::kill(Pid::from_raw(pid), sig.nix()) {
         Ok(()) | Err(Errno::ESRCH) => Ok(()),
         Err(e) => Err(e.into()),

@@ -51,15 +51,15 @@ impl FollowLock {
 #[derive(Debug, Clone, Default)]
 pub struct Following {
     stop: Arc<AtomicBool>,
-    child: Arc<Mutex<Option<u32>>>,
+    child: Arc<Mutex<Option<crate::process::ProcessId>>>,
 }
 
 impl Following {
     /// Ends the follower: its connection is closed now.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(pid) = *self.child.lock().unwrap_or_else(|e| e.into_inner()) {
-            let _ = crate::process::signal_pid(pid as i32, crate::process::Sig::Term);
+        if let Some(child) = *self.child.lock().unwrap_or_else(|e| e.into_inner()) {
+            let _ = child.signal(crate::process::Sig::Term);
         }
     }
 
@@ -147,7 +147,7 @@ fn session(store: &mut Store, ssh: &Ssh, following: &Following, until: Option<In
         args.push("--until-caught-up".into());
     }
     let mut child = ssh.spawn_corral(&args, None, Stdio::piped(), Stdio::piped())?;
-    *following.child.lock().unwrap_or_else(|e| e.into_inner()) = Some(child.id());
+    *following.child.lock().unwrap_or_else(|e| e.into_inner()) = crate::process::ProcessId::of(child.id() as i32);
     let result = read_stream(store, &host, &mut child, position, first, until);
     *following.child.lock().unwrap_or_else(|e| e.into_inner()) = None;
     let _ = child.kill();

@@ -225,9 +225,13 @@ fn stop(pgid: Option<i32>, group: Option<&RunCgroup>, label: &str) {
     if let Some(group) = group {
         let _ = group.kill();
     }
-    for pid in process::pids_with_env(MARK_ENV, label) {
-        let _ = process::signal_group(pid, Sig::Kill);
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    for marked in process::processes_with_env(MARK_ENV, label) {
+        // Its group only while it is still that very process (a group's
+        // id stays its leader's while any member lives).
+        if marked.is_alive() && process::group_of(marked.pid) == Some(marked.pid) {
+            let _ = process::signal_group(marked.pid, Sig::Kill);
+        }
+        let _ = marked.signal(Sig::Kill);
     }
 }
 

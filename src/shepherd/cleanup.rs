@@ -217,8 +217,8 @@ impl Cleanup {
         }
         // Those that left the group are stopped one by one.
         let sig = if frozen { Sig::Stop } else { Sig::Cont };
-        for pid in self.escaped() {
-            let _ = process::signal_pid(pid, sig);
+        for process in self.escaped() {
+            let _ = process.signal(sig);
         }
     }
 
@@ -296,38 +296,41 @@ impl Cleanup {
     /// included, adopted as subreaper) and anything carrying the run's id.
     /// The shepherds of this store's other runs are not this run's, nor
     /// their trees.
-    pub(super) fn own_processes(&mut self) -> Vec<i32> {
-        let mut pids = match &self.cgroup {
-            Some(group) => group.procs(),
+    /// Each is known by its identity as found: signalled later, a pid
+    /// another process took meanwhile is not.
+    pub(super) fn own_processes(&mut self) -> Vec<ProcessId> {
+        let mut found: Vec<ProcessId> = match &self.cgroup {
+            Some(group) => group.procs().into_iter().filter_map(ProcessId::of).collect(),
             None => Vec::new(),
         };
-        for pid in self.escaped() {
-            if !pids.contains(&pid) {
-                pids.push(pid);
+        for process in self.escaped() {
+            if !found.iter().any(|p| p.pid == process.pid) {
+                found.push(process);
             }
         }
-        pids
+        found
     }
 
     /// The run's processes outside its cgroup: with one, the descendants
     /// that moved to another group; without, every process of the run.
     /// The environment is read only without a cgroup: with one, a stranger
     /// carrying the run's id (a stale terminal) is not the run's.
-    fn escaped(&mut self) -> Vec<i32> {
+    fn escaped(&mut self) -> Vec<ProcessId> {
         let group = self.cgroup.as_ref().map(|g| g.dir().to_path_buf());
-        let mut pids: Vec<i32> = self
+        let mut found: Vec<ProcessId> = self
             .tree()
             .into_iter()
             .filter(|&pid| !group.as_ref().is_some_and(|dir| process::cgroup::is_in(pid, dir)))
+            .filter_map(ProcessId::of)
             .collect();
         if group.is_none() {
-            for pid in process::pids_with_env(RUN_ID_ENV, &self.run_id) {
-                if !pids.contains(&pid) {
-                    pids.push(pid);
+            for process in process::processes_with_env(RUN_ID_ENV, &self.run_id) {
+                if !found.iter().any(|p| p.pid == process.pid) {
+                    found.push(process);
                 }
             }
         }
-        pids
+        found
     }
 
     /// The shepherd's live descendants, leaving out the shepherds of this
@@ -392,10 +395,10 @@ impl Cleanup {
         }
         let others = if self.cgroup.is_some() { self.escaped() } else { self.own_processes() };
         if !others.is_empty() {
-            let list: Vec<String> = others.iter().map(i32::to_string).collect();
+            let list: Vec<String> = others.iter().map(|p| p.pid.to_string()).collect();
             self.note(&format!("SIGKILL -> pids {}", list.join(" ")));
-            for pid in others {
-                let _ = process::signal_pid(pid, Sig::Kill);
+            for process in others {
+                let _ = process.signal(Sig::Kill);
             }
         }
     }
@@ -426,7 +429,7 @@ impl Cleanup {
         let left: Vec<String> = self
             .own_processes()
             .iter()
-            .map(|&pid| format!("{pid} (state {})", process::state_of(pid).unwrap_or('?')))
+            .map(|p| format!("{} (state {})", p.pid, process::state_of(p.pid).unwrap_or('?')))
             .collect();
         self.note(&format!(
             "giving up after {}: processes that SIGKILL did not end: {}",
@@ -443,7 +446,7 @@ impl Cleanup {
         let Some(leader) = self.leader else { return };
         let pgid = leader.pid;
         let ours =
-            leader.is_alive_or_zombie() || self.own_processes().iter().any(|&pid| process::group_of(pid) == Some(pgid));
+            leader.is_alive_or_zombie() || self.own_processes().iter().any(|p| process::group_of(p.pid) == Some(pgid));
         if !ours {
             self.note(&format!("{} -> group {pgid}: skipped, no process of the run is left in it", sig.name()));
             return;

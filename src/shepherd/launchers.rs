@@ -23,7 +23,7 @@ pub(super) fn await_launchers(cleanup: &mut Cleanup, corral_exe: &Path, agent: i
     let deadline = start + patience;
     let mut noted = false;
     loop {
-        let left = cleanup.own_processes();
+        let left: Vec<i32> = cleanup.own_processes().into_iter().map(|p| p.pid).collect();
         let launchers: Vec<i32> =
             left.iter().copied().filter(|&pid| process::exe_of(pid).is_some_and(|exe| exe == corral_exe)).collect();
         // A shell's `corral launch … &` may not have exec'd yet when the

@@ -327,14 +327,21 @@ pub fn output_within(mut cmd: Command, limit: Duration) -> Option<Output> {
     if done_rx.recv_timeout(limit).is_ok() {
         return Some(waiter.join().unwrap());
     }
-    let _ = corral::process::signal_pid(pid, corral::process::Sig::Kill);
+    if let Some(child) = corral::process::ProcessId::of(pid) {
+        let _ = child.signal(corral::process::Sig::Kill);
+    }
     let _ = waiter.join();
     None
 }
 
+/// Sends `sig` to the process `pid` names now (a test's own view of it).
+pub fn signal_pid(pid: i32, sig: corral::process::Sig) -> std::io::Result<()> {
+    corral::process::ProcessId::of(pid).map_or(Ok(()), |p| p.signal(sig))
+}
+
 /// Live processes whose environment carries `CORRAL_RUN_ID=<id>`.
 pub fn processes_of_run(id: &str) -> Vec<i32> {
-    corral::process::pids_with_env("CORRAL_RUN_ID", id)
+    corral::process::processes_with_env("CORRAL_RUN_ID", id).iter().map(|p| p.pid).collect()
 }
 
 /// True if `pid` is alive (not a zombie).
