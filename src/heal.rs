@@ -75,6 +75,8 @@ pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, Hea
         let lost: Vec<&str> = reconciled.lost.iter().map(|r| r.id.as_str()).collect();
         fire_queued_behind(store, &lost, shepherd)?;
     }
+    // Queued runs behind a usage limit start at its reset, whoever looks.
+    crate::watch::limit_wake::ensure(store)?;
     Ok(Healed { reconciled, started })
 }
 

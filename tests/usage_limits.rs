@@ -264,3 +264,26 @@ fn a_run_whose_shepherd_died_waiting_out_a_limit_goes_on_in_its_session() {
     let turns = turns(&log);
     assert!(turns.last().unwrap().contains("resume 01a21394-322d-71a3-a5e0-20873b64d16b"), "{turns:?}");
 }
+
+/// Item 21 of round 6: a run queued behind a usage limit starts at the
+/// reset with no Corral process looking (the limited run was aborted, so
+/// no shepherd waits it out): something wakes at the reset. The store is
+/// read directly here, never through a command that would heal it.
+#[test]
+fn runs_queued_behind_a_limit_start_at_its_reset_with_nobody_looking() {
+    let env = limited_env("");
+    let said = "You've hit your usage limit. Try again in 4s.";
+    let first = env.launch_env("cx", "first", &[("LIMIT_SAID", said), ("LIMIT_ALWAYS", "1")]);
+    let paused = env.wait_run(&first, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(paused["pause_reason"], "usage_limit", "{paused:#}");
+    let second = env.launch_env("cx", "second", &[("LIMIT_SAID", said), ("LIMIT_ALWAYS", "1")]);
+    assert_eq!(env.show(&second)["status"], "queued", "started into the wall");
+    env.ok(&["abort", &first]);
+    env.wait_end(&first);
+    let status = |id: &str| env.store().run(id).unwrap().status;
+    assert!(
+        common::eventually(LIMIT, || status(&second) != corral::run::RunStatus::Queued),
+        "the queued run never started after the reset"
+    );
+    env.ok(&["abort", &second]);
+}

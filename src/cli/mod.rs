@@ -154,6 +154,10 @@ enum Command {
         /// The run whose teardown runs.
         run: String,
     },
+    /// Start the runs queued behind a usage limit at its reset (started by
+    /// a heal that finds one; not for direct use).
+    #[command(hide = true)]
+    LimitWake,
     /// Carry out a command another machine's Corral sent over SSH, its
     /// words on standard input where no login shell reads them (not for
     /// direct use).
@@ -282,6 +286,11 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         corral::shepherd::shepherd(&home, run).with_context(|| format!("shepherd of run {run}"))?;
         return Ok(0);
     }
+    if let Command::LimitWake = &command {
+        let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
+        corral::watch::limit_wake::serve(&home, &shepherd)?;
+        return Ok(0);
+    }
     if let Command::Template = &command {
         corral::template::serve(&home)?;
         return Ok(0);
@@ -343,6 +352,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         }
         Command::Mcp
         | Command::Template
+        | Command::LimitWake
         | Command::Shepherd { .. }
         | Command::RemoteExec
         | Command::SandboxNet { .. }
@@ -407,6 +417,7 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         | Command::Completions { .. }
         | Command::Man
         | Command::Template
+        | Command::LimitWake
         | Command::Shepherd { .. }
         | Command::RemoteExec
         | Command::SandboxNet { .. } => return Ok(()),

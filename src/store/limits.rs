@@ -98,6 +98,20 @@ impl Store {
             .doing("reading an agent's usage limit")
     }
 
+    /// The earliest reset of a usage limit standing now that queued runs
+    /// of its agent wait for (RFC 3339), if any.
+    pub fn next_reset_holding_queued(&self) -> Result<Option<String>, StoreError> {
+        let now = time::format(time::now());
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT min(l.resets_at) FROM usage_limits l WHERE l.resets_at > ?1
+                   AND EXISTS (SELECT 1 FROM runs r WHERE r.status = '{}' AND r.agent = l.agent)",
+                RunStatus::Queued
+            ))
+            .and_then(|mut stmt| stmt.query_row([now], |r| r.get(0)))
+            .doing("reading the next usage-limit reset")
+    }
+
     /// When run `id`, paused at a usage limit, goes on by itself.
     pub fn resumes_at(&self, id: &str) -> Result<Option<String>, StoreError> {
         self.conn()

@@ -20,6 +20,7 @@
 //! process redraws only what changed.
 
 mod follower;
+pub mod limit_wake;
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
