@@ -407,3 +407,28 @@ fn a_carried_secret_never_reaches_the_phone() {
     assert!(!pushed.contains("hunter2-secret-token"), "{pushed}");
     assert!(pushed.contains("[hidden: a carried value]") && pushed.contains("curl -H"), "{pushed}");
 }
+
+/// Item 22 of round 6: a sender stopped mid-send (Ctrl-C of `push listen`,
+/// the tray quit) while the server is slow leaves its claim; the next
+/// sender takes it at once and the ask reaches the phone.
+#[test]
+fn a_push_whose_sender_stopped_mid_send_is_sent_by_the_next() {
+    let ntfy = protected();
+    let env = pushing_env(&ntfy);
+    ntfy.set_slow(true);
+    let first = Listener::start(&env);
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "x"]).trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let database = env.store().home().database();
+    let claimed = || {
+        let db = rusqlite::Connection::open(&database)?;
+        db.query_row("SELECT count(*) FROM pushes WHERE claimed_at IS NOT NULL", [], |r| r.get::<_, i64>(0))
+    };
+    assert!(eventually(LIMIT, || claimed().unwrap() > 0), "the first sender never claimed the ask");
+    drop(first);
+    ntfy.set_slow(false);
+    let _second = Listener::start(&env);
+    assert!(eventually(LIMIT, || asks(&ntfy).len() == 1), "the ask was never sent: {:?}", ntfy.messages("phone"));
+    ntfy.press(action(&asks(&ntfy)[0], "Stop"));
+    assert_eq!(env.wait_end(&id)["status"], "aborted");
+}

@@ -22,6 +22,9 @@ use crate::watch::Watcher;
 /// The longest the sender waits before it looks at the pushes again while
 /// one waits to be sent (one given back, or one a dead sender claimed).
 const CLAIM_CHECK: Duration = Duration::from_secs(60);
+/// The shortest: a push due and not taken by this sender's last look is
+/// another live sender's, in the middle of its send.
+const CLAIM_LOOK: Duration = Duration::from_secs(2);
 /// Longest wait before following the answers again after a failure.
 const MOST_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -223,14 +226,15 @@ fn send_pushes(home: &Home, channel: &Channel, config: &PushConfig, secret: &[u8
     }
 }
 
-/// When the sender next has a push to try again (a claim a dead sender
-/// left stands [`CLAIM_CHECK`] at most).
+/// When the sender next has a push to try again: a claim of another
+/// sender is looked at every [`CLAIM_LOOK`] (taken once that sender is
+/// gone), one given back when it is due, [`CLAIM_CHECK`] at most.
 fn next_try(store: &Store) -> Result<Option<Instant>, ListenError> {
     let Some(at) = store.next_push_try()?.and_then(|at| crate::time::parse(&at)) else {
         return Ok(store.push_trouble()?.map(|_| Instant::now() + CLAIM_CHECK));
     };
     let wait = (at - crate::time::now()).to_std().unwrap_or_default();
-    Ok(Some(Instant::now() + wait.min(CLAIM_CHECK)))
+    Ok(Some(Instant::now() + wait.clamp(CLAIM_LOOK, CLAIM_CHECK)))
 }
 
 /// `corral push listen`'s work: both halves, for ever.

@@ -45,6 +45,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0032_torn_down.sql"),
     include_str!("migrations/0033_budget_step.sql"),
     include_str!("migrations/0034_merge_sets.sql"),
+    include_str!("migrations/0035_push_claimer.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -22,21 +22,46 @@ impl Store {
 
     /// Claims every push not sent yet whose next try is due (oldest
     /// first): this process's to send, until it says it was sent
-    /// ([`Store::push_sent`]) or gives it back ([`Store::push_not_sent`]);
-    /// a claim a dead sender left is taken again after [`CLAIM_STANDS`].
+    /// ([`Store::push_sent`]) or gives it back ([`Store::push_not_sent`]).
+    /// A claim stands while the very process that made it lives, and
+    /// [`CLAIM_STANDS`] at most (a sender hung for good): one a sender
+    /// left when it stopped mid-send is taken at once.
     pub fn claim_unsent_pushes(&mut self) -> Result<Vec<UnsentPush>, StoreError> {
         let now = time::now();
         let (at, stale) = (time::format(now), time::format(now - chrono::Duration::seconds(CLAIM_STANDS)));
+        let me = crate::process::ProcessId::of(std::process::id() as i32);
         self.write("claiming pushes to send", |tx| {
-            let due = "sent_at IS NULL AND (next_try_at IS NULL OR next_try_at <= ?1) \
-                       AND (claimed_at IS NULL OR claimed_at < ?2)";
-            let claimed: Vec<UnsentPush> = tx
-                .prepare(&format!("SELECT key, body, webhook_only FROM pushes WHERE {due} ORDER BY created_at"))?
-                .query_map(params![at, stale], |r| {
-                    Ok(UnsentPush { key: r.get(0)?, body: r.get(1)?, webhook_only: r.get(2)? })
+            let due = "sent_at IS NULL AND (next_try_at IS NULL OR next_try_at <= ?1)";
+            let rows: Vec<(UnsentPush, Option<String>, Option<i32>, Option<i64>)> = tx
+                .prepare(&format!(
+                    "SELECT key, body, webhook_only, claimed_at, claimer_pid, claimer_start FROM pushes
+                     WHERE {due} ORDER BY created_at"
+                ))?
+                .query_map(params![at], |r| {
+                    let push = UnsentPush { key: r.get(0)?, body: r.get(1)?, webhook_only: r.get(2)? };
+                    Ok((push, r.get(3)?, r.get(4)?, r.get(5)?))
                 })?
                 .collect::<Result<_, _>>()?;
-            tx.execute(&format!("UPDATE pushes SET claimed_at = ?1 WHERE {due}"), params![at, stale])?;
+            let mut claimed = Vec::new();
+            for (push, claimed_at, pid, start) in rows {
+                let stands = match (claimed_at, pid, start) {
+                    (None, _, _) => false,
+                    (Some(at), _, _) if at < stale => false,
+                    (Some(_), Some(pid), Some(start)) => {
+                        crate::process::ProcessId { pid, start: start as u64 }.is_alive()
+                    }
+                    // Claimed by a sender of before owners were kept.
+                    (Some(_), _, _) => true,
+                };
+                if stands {
+                    continue;
+                }
+                tx.execute(
+                    "UPDATE pushes SET claimed_at = ?2, claimer_pid = ?3, claimer_start = ?4 WHERE key = ?1",
+                    params![push.key, at, me.map(|p| p.pid), me.map(|p| p.start as i64)],
+                )?;
+                claimed.push(push);
+            }
             Ok(claimed)
         })
     }
@@ -68,10 +93,17 @@ impl Store {
         })
     }
 
-    /// When the next push given back is due, if one is.
+    /// When the next push given back is due, if one is; one claimed and
+    /// not sent is due now (its sender is looked at again: a sender that
+    /// stopped mid-send leaves it to the next).
     pub fn next_push_try(&self) -> Result<Option<String>, StoreError> {
         self.conn()
-            .query_row("SELECT min(next_try_at) FROM pushes WHERE sent_at IS NULL", [], |r| r.get(0))
+            .query_row(
+                "SELECT min(coalesce(claimed_at, next_try_at)) FROM pushes
+                 WHERE sent_at IS NULL AND (claimed_at IS NOT NULL OR next_try_at IS NOT NULL)",
+                [],
+                |r| r.get(0),
+            )
             .doing("reading when a push is tried again")
     }
 
@@ -105,9 +137,9 @@ impl Store {
     }
 }
 
-/// How long a sender's claim on a push stands before another takes it (a
-/// sender that died mid-send).
-const CLAIM_STANDS: i64 = 60;
+/// The longest a sender's claim on a push stands, however alive the
+/// sender (one hung for good).
+const CLAIM_STANDS: i64 = 600;
 
 /// The longest wait between two tries of a push, in seconds.
 const MOST_BETWEEN_TRIES: i64 = 600;

@@ -30,6 +30,8 @@ struct State {
     messages: Mutex<Vec<Message>>,
     arrived: Condvar,
     down: AtomicBool,
+    /// Publishes are held, unanswered, while it is set (a slow server).
+    slow: AtomicBool,
     next: AtomicU64,
     /// Connections made to it, whatever they asked.
     connections: AtomicU64,
@@ -129,6 +131,13 @@ impl Ntfy {
         *self.state.token.lock().unwrap() = None;
     }
 
+    /// Holds every publish unanswered (and unkept) while `slow` is set, as
+    /// a server that takes its time.
+    #[allow(dead_code)]
+    pub fn set_slow(&self, slow: bool) {
+        self.state.slow.store(slow, Ordering::SeqCst);
+    }
+
     /// Takes the server down (connections refused, followers cut) or
     /// brings it back.
     pub fn set_down(&self, down: bool) {
@@ -152,6 +161,12 @@ fn serve(mut stream: TcpStream, state: &Arc<State>) {
     let known = token.is_none_or(|t| authorization.as_deref() == Some(format!("Bearer {t}").as_str()));
     if !known && route != "/v1/health" {
         return respond_status(&mut stream, "403 Forbidden");
+    }
+    if method == "POST" && state.slow.load(Ordering::SeqCst) {
+        while state.slow.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        return; // the sender gave up or went: nothing kept
     }
     match (method.as_str(), route) {
         ("GET", "/v1/health") => respond(&mut stream, &json!({"healthy": true})),
