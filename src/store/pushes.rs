@@ -32,19 +32,19 @@ impl Store {
         let me = crate::process::ProcessId::of(std::process::id() as i32);
         self.write("claiming pushes to send", |tx| {
             let due = "sent_at IS NULL AND (next_try_at IS NULL OR next_try_at <= ?1)";
-            let rows: Vec<(UnsentPush, Option<String>, Option<i32>, Option<i64>)> = tx
+            let rows: Vec<(UnsentPush, Claim)> = tx
                 .prepare(&format!(
                     "SELECT key, body, webhook_only, claimed_at, claimer_pid, claimer_start FROM pushes
                      WHERE {due} ORDER BY created_at"
                 ))?
                 .query_map(params![at], |r| {
                     let push = UnsentPush { key: r.get(0)?, body: r.get(1)?, webhook_only: r.get(2)? };
-                    Ok((push, r.get(3)?, r.get(4)?, r.get(5)?))
+                    Ok((push, (r.get(3)?, r.get(4)?, r.get(5)?)))
                 })?
                 .collect::<Result<_, _>>()?;
             let mut claimed = Vec::new();
-            for (push, claimed_at, pid, start) in rows {
-                let stands = match (claimed_at, pid, start) {
+            for (push, claim) in rows {
+                let stands = match claim {
                     (None, _, _) => false,
                     (Some(at), _, _) if at < stale => false,
                     (Some(_), Some(pid), Some(start)) => {
@@ -143,6 +143,9 @@ const CLAIM_STANDS: i64 = 600;
 
 /// The longest wait between two tries of a push, in seconds.
 const MOST_BETWEEN_TRIES: i64 = 600;
+
+/// A push's claim as kept: when, and by which process (pid, start).
+type Claim = (Option<String>, Option<i32>, Option<i64>);
 
 /// A push claimed to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
