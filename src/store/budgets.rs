@@ -143,28 +143,17 @@ impl Store {
         Ok(ids)
     }
 
-    /// What run `id` and every run below it have spent.
+    /// What run `id` and every run below it have spent, here and on other
+    /// hosts (as their stores last said, never below zero), removed since
+    /// or not: the `spend` ledger.
     pub fn tree_spent(&self, id: &str) -> Result<Spent, StoreError> {
         self.conn()
             .prepare_cached(
                 "WITH RECURSIVE tree(id) AS (
-                    SELECT ?1 UNION SELECT r.id FROM runs r JOIN tree ON r.parent_id = tree.id),
-                 spend(cost, estimated, tokens) AS (
-                    SELECT cost_usd, cost_estimated,
-                      input_tokens + output_tokens + cache_read_tokens + cache_write_tokens
-                    FROM runs WHERE id IN tree
-                    UNION ALL
-                    -- What the tree launched on other hosts, as their
-                    -- stores last said.
-                    SELECT json_extract(run, '$.cost_usd'), coalesce(json_extract(run, '$.cost_estimated'), 0),
-                      coalesce(json_extract(run, '$.usage.input_tokens'), 0)
-                        + coalesce(json_extract(run, '$.usage.output_tokens'), 0)
-                        + coalesce(json_extract(run, '$.usage.cache_read_tokens'), 0)
-                        + coalesce(json_extract(run, '$.usage.cache_write_tokens'), 0)
-                    FROM remote_runs WHERE launched_by IN tree)
-                 SELECT coalesce(sum(cost), 0.0), coalesce(max(estimated), 0), coalesce(sum(tokens), 0),
-                   coalesce(sum(cost IS NULL AND tokens > 0), 0)
-                 FROM spend",
+                    SELECT ?1 UNION SELECT s.run_id FROM spend s JOIN tree ON s.parent_id = tree.id)
+                 SELECT coalesce(sum(usd), 0.0), coalesce(max(estimated), 0), coalesce(sum(tokens), 0),
+                   coalesce(sum(NOT priced AND tokens > 0), 0)
+                 FROM spend WHERE run_id IN tree",
             )
             .and_then(|mut stmt| {
                 stmt.query_row([id], |r| {

@@ -46,6 +46,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0033_budget_step.sql"),
     include_str!("migrations/0034_merge_sets.sql"),
     include_str!("migrations/0035_push_claimer.sql"),
+    include_str!("migrations/0036_spend.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -418,6 +418,8 @@ type Mirrored = (String, String, Option<String>, Option<String>);
 fn parse(host: &str, json: &str, trouble: Option<(String, String)>) -> Option<Run> {
     let mut run: Run = serde_json::from_str(json).ok()?;
     run.host = Some(host.to_string());
+    // A host's word, checked for sense: a cost is never below zero.
+    run.cost_usd = run.cost_usd.map(|usd| if usd.is_finite() { usd.max(0.0) } else { 0.0 });
     let (since, why) = trouble.filter(|_| run.status.is_active()).unzip();
     run.unreachable_since = since;
     run.host_trouble = why;

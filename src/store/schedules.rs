@@ -718,6 +718,8 @@ pub(super) fn record_fire_run(
         "INSERT INTO fire_runs (fire, run_id, item) VALUES (?1, ?2, ?3)",
         params![link.fire, run_id, link.item],
     )?;
+    // What it spends is the fire's, and so is what its children spend.
+    tx.execute("UPDATE spend SET fire = ?1 WHERE run_id = ?2", params![link.fire, run_id])?;
     if let Some(item) = link.item {
         tx.execute(
             "INSERT INTO schedule_items (schedule, item, fire)
@@ -729,13 +731,14 @@ pub(super) fn record_fire_run(
     Ok(())
 }
 
-/// What the runs of schedule `name`'s fires since `since` spent, read on
-/// `conn` (the store's, or a transaction's).
+/// What every run schedule `name`'s fires since `since` caused spent (its
+/// own runs and what they launched, here and on hosts, removed since or
+/// not: the `spend` ledger), read on `conn` (the store's, or a
+/// transaction's).
 fn spent_since(conn: &rusqlite::Connection, name: &str, since: &str) -> rusqlite::Result<crate::budget::Spent> {
     conn.prepare_cached(
-        "SELECT coalesce(sum(r.cost_usd), 0.0), coalesce(max(r.cost_estimated), 0),
-           coalesce(sum(r.input_tokens + r.output_tokens + r.cache_read_tokens + r.cache_write_tokens), 0)
-         FROM fire_runs f JOIN fires ON fires.id = f.fire JOIN runs r ON r.id = f.run_id
+        "SELECT coalesce(sum(s.usd), 0.0), coalesce(max(s.estimated), 0), coalesce(sum(s.tokens), 0)
+         FROM spend s JOIN fires ON fires.id = s.fire
          WHERE fires.schedule = ?1 AND fires.fired_at >= ?2",
     )?
     .query_row(params![name, since], |r| {
