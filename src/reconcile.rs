@@ -20,7 +20,6 @@ use crate::process::{self, ProcessId, Sig};
 use crate::resources::Resources;
 use crate::run::{PauseReason, Run, RunStatus, StopReason};
 use crate::run_env::RUN_ID_ENV;
-use crate::store::ReplyPlaced;
 use crate::store::{Outcome, Store, StoreError};
 use crate::time;
 use crate::usage_limit::CONTINUE;
@@ -89,16 +88,25 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
             report: Default::default(),
         };
         // A run waiting out a usage limit has no process of its own:
-        // its shepherd died, yet none of its work went with it.
-        let limited = run.pause_reason == Some(PauseReason::UsageLimit) && run.session_id.is_some();
+        // its shepherd died, yet none of its work went with it. Queued
+        // again in one commit: never `lost` on the way.
+        let limited = run.pause_reason == Some(PauseReason::UsageLimit)
+            && run.session_id.is_some()
+            && run.shepherd_pid.is_some()
+            && run.shepherd_start.is_some();
+        if limited {
+            match go_on_after_limit(store, &run)? {
+                AfterLimit::Requeued => requeued += 1,
+                // Another healer queued it first (or it changed since it
+                // was read): never marked lost from a stale look.
+                AfterLimit::NotThatRun => {}
+            }
+            continue;
+        }
         if store.commit_outcome(&run.id, &outcome)? {
             let used = kill_survivors(&run);
             store.mark_exited_using(&run.id, None, None, used.as_ref())?;
-            if limited && go_on_after_limit(store, &run.id)? {
-                requeued += 1;
-            } else {
-                lost.push(store.run(&run.id)?);
-            }
+            lost.push(store.run(&run.id)?);
         }
     }
     // A shepherd killed after the outcome, during cleanup: the outcome
@@ -125,15 +133,29 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
 /// Queues run `id` again to go on in its agent's session, as its dead
 /// shepherd would have at the limit's reset: the queue holds an agent's
 /// runs until its limit resets. Said in its transcript.
-fn go_on_after_limit(store: &mut Store, id: &str) -> Result<bool, StoreError> {
+fn go_on_after_limit(store: &mut Store, run: &Run) -> Result<AfterLimit, StoreError> {
+    let (Some(pid), Some(start)) = (run.shepherd_pid, run.shepherd_start) else { return Ok(AfterLimit::NotThatRun) };
+    // It holds no process; any left is not its to keep.
+    kill_survivors(run);
+    if !store.requeue_at_limit(&run.id, ProcessId { pid, start }, CONTINUE)? {
+        return Ok(AfterLimit::NotThatRun);
+    }
     let note = TranscriptEvent::text(
         EventKind::System,
         "the run's shepherd died while it waited out a usage limit: it is queued to go on in its session \
          once the limit has reset",
     );
-    let seq = store.last_event_seq(id)? + 1;
-    store.append_events(id, seq, &[note])?;
-    Ok(store.add_reply(id, CONTINUE, &[], false)? == ReplyPlaced::Reopened)
+    let seq = store.last_event_seq(&run.id)? + 1;
+    store.append_events(&run.id, seq, &[note])?;
+    Ok(AfterLimit::Requeued)
+}
+
+/// What became of a run at its limit whose shepherd died.
+enum AfterLimit {
+    /// Queued to go on in its session, by this process.
+    Requeued,
+    /// No longer that run as read (queued by another healer meanwhile).
+    NotThatRun,
 }
 
 /// The exit code of a process that finds its own run lost.

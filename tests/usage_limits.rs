@@ -287,3 +287,39 @@ fn runs_queued_behind_a_limit_start_at_its_reset_with_nobody_looking() {
     );
     env.ok(&["abort", &second]);
 }
+
+/// Item 15 of round 6: a run waiting out a limit whose shepherd is killed
+/// is queued again in one commit: waiters woken meanwhile (the tray is
+/// one) never see it `lost` on the way, and go on waiting.
+#[test]
+fn waiters_never_see_a_run_lost_on_its_way_back_to_the_queue() {
+    let later = if Local::now().hour() < 21 { clock_in(120) } else { clock_in(30) };
+    let env = limited_env("");
+    let id = env.launch_env("cx", "x", &[("LIMIT_AT", &later)]);
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let waiters: Vec<std::process::Child> = (0..8)
+        .map(|_| {
+            env.command(&["wait", &id])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Each waiter asleep in poll(2), following the shepherd's pidfd.
+    let asleep = |child: &std::process::Child| {
+        std::fs::read_to_string(format!("/proc/{}/wchan", child.id())).is_ok_and(|w| w.contains("poll"))
+    };
+    assert!(common::eventually(LIMIT, || waiters.iter().all(asleep)), "the waiters never blocked");
+    let pid = env.show(&id)["shepherd_pid"].as_i64().expect("a shepherd") as i32;
+    common::signal_pid(pid, corral::process::Sig::Kill).unwrap();
+    let run = env.wait_run(&id, LIMIT, |r| r["status"] != "paused");
+    assert_eq!(run["status"], "queued", "{run:#}");
+    env.ok(&["abort", &id]);
+    for waiter in waiters {
+        let out = waiter.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(!said.contains("lost"), "a waiter saw the run lost: {said}");
+        assert!(said.contains("aborted"), "{said}");
+    }
+}

@@ -112,6 +112,43 @@ impl Store {
             .doing("reading the next usage-limit reset")
     }
 
+    /// Run `id`, paused at its usage limit, lost its shepherd `was`: it is
+    /// queued to go on in its session with `prompt` (delivered as a reply
+    /// by its next shepherd, once the limit has reset), in one commit, so
+    /// no watcher ever sees it `lost` on the way. False if it is no longer
+    /// that run paused at its limit.
+    pub fn requeue_at_limit(
+        &mut self,
+        id: &str,
+        was: crate::process::ProcessId,
+        prompt: &str,
+    ) -> Result<bool, StoreError> {
+        let now = time::format(time::now());
+        self.write("queueing a run to go on after its usage limit", |tx| {
+            let n = tx.execute(
+                &format!(
+                    "UPDATE runs SET status = '{}', pause_requested = 0, pause_reason = NULL, paused_at = NULL,
+                       resumes_at = NULL, shepherd_pid = NULL, shepherd_start = NULL, agent_pid = NULL,
+                       agent_start = NULL, promoted_at = NULL, promoter_pid = NULL, promoter_start = NULL,
+                       waiting_at = NULL, slot_wanted_at = NULL
+                     WHERE id = ?1 AND status = '{}' AND pause_reason = ?2 AND shepherd_pid = ?3
+                       AND shepherd_start = ?4 AND session_id IS NOT NULL",
+                    RunStatus::Queued,
+                    RunStatus::Paused
+                ),
+                params![id, PauseReason::UsageLimit.as_str(), was.pid, was.start as i64],
+            )?;
+            if n == 1 {
+                tx.execute(
+                    "INSERT INTO replies (run_id, text, allow, created_at, reopens) VALUES (?1, ?2, NULL, ?3, 1)",
+                    params![id, prompt, now],
+                )?;
+                super::ports::renew(tx, id)?;
+            }
+            Ok(n == 1)
+        })
+    }
+
     /// When run `id`, paused at a usage limit, goes on by itself.
     pub fn resumes_at(&self, id: &str) -> Result<Option<String>, StoreError> {
         self.conn()
