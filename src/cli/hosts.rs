@@ -119,11 +119,12 @@ fn list(home: &Home, store: &Store, json: bool, out: &mut impl Write) -> anyhow:
             Some(a) => ("reachable".to_string(), a.version.clone(), a.running.to_string(), a.total.to_string()),
             None => ("unreachable".to_string(), "-".into(), "-".into(), "-".into()),
         };
-        table.row(vec![host.name.to_string(), cell(host.ssh, 30), state, version, running, total]);
+        table.row(vec![host.name.to_string(), cell(host.ssh, 30), state, cell(&version, 30), running, total]);
     }
     table.write(out)?;
     for host in listed.iter().filter(|h| !h.reachable) {
-        writeln!(out, "{}: {}", host.name, host.error.as_deref().unwrap_or("no answer"))?;
+        let why = host.error.as_deref().map_or_else(|| "no answer".to_string(), |e| cell(e, 400));
+        writeln!(out, "{}: {why}", host.name)?;
     }
     Ok(if listed.iter().all(|h| h.reachable) { 0 } else { 1 })
 }

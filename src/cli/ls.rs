@@ -118,9 +118,11 @@ pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> 
     let now = time::now();
     let mut rows = Vec::new();
     for (depth, run) in as_tree(&runs) {
+        // A host's run says its own id and preset: shown escaped, as
+        // every word another machine or an agent chose.
         let id = match depth {
-            0 => run.id.clone(),
-            d => format!("{}└─ {}", "   ".repeat(d - 1), run.id),
+            0 => super::table::name(&run.id),
+            d => format!("{}└─ {}", "   ".repeat(d - 1), super::table::name(&run.id)),
         };
         let age = time::parse(&run.created_at).map_or_else(String::new, |at| time::ago(at, now));
         let duration = run.duration(now).map_or_else(|| "-".to_string(), time::human_duration);
@@ -160,7 +162,7 @@ pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> 
             Some(host) => format!("{host}:{}", cell(&folder, 20)),
             None => cell(&folder, 20),
         };
-        rows.push(vec![id, status, run.preset.clone(), folder, age, duration, tokens, run.task.clone()]);
+        rows.push(vec![id, status, cell(&run.preset, 40), folder, age, duration, tokens, run.task.clone()]);
     }
     // The task takes what the terminal has left (everything, into a pipe).
     let fixed: usize = (0..7).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0) + 2).sum();
@@ -183,7 +185,8 @@ pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> 
     }
     // Why a host's runs are as last seen, and what to do.
     for state in troubled.iter().filter(|s| runs.iter().any(|r| r.host.as_ref() == Some(&s.name))) {
-        writeln!(out, "{}: {}", state.name, state.error.as_deref().unwrap_or("cannot be followed"))?;
+        let why = state.error.as_deref().map_or_else(|| "cannot be followed".to_string(), |e| cell(e, 400));
+        writeln!(out, "{}: {why}", state.name)?;
     }
     Ok(0)
 }

@@ -145,8 +145,11 @@ fn verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> anyhow:
     let mut child = ssh.spawn_corral(args, None, std::process::Stdio::piped(), std::process::Stdio::piped())?;
     let stderr = child.stderr.take().map(|mut err| {
         std::thread::spawn(move || {
+            // What a host says is bounded: a megabyte kept, the rest read
+            // and dropped (so its ssh never blocks on a full pipe).
             let mut said = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut err, &mut said);
+            let _ = std::io::Read::read_to_end(&mut std::io::Read::take(&mut err, 1 << 20), &mut said);
+            let _ = std::io::copy(&mut err, &mut std::io::sink());
             said
         })
     });
@@ -171,23 +174,32 @@ fn verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> anyhow:
         return Err(e.into());
     }
     if json {
-        std::io::stdout().write_all(&with_host(&printed, &host.name))?;
+        let shown = with_host(&printed, &host.name);
+        std::io::stdout().write_all(super::table::printable(&String::from_utf8_lossy(&shown)).as_bytes())?;
     }
-    std::io::stderr().write_all(corral::remote::after_banner(&said))?;
+    let said = String::from_utf8_lossy(corral::remote::after_banner(&said)).into_owned();
+    std::io::stderr().write_all(super::table::printable(&said).as_bytes())?;
     Ok(status.code().unwrap_or(EXIT_ERROR))
 }
 
-/// Copies `from` to `to` as it comes, each piece flushed.
+/// The longest piece of a host's output held before it is shown: a line
+/// that never ends is shown in pieces, never kept whole.
+const PIECE: usize = 64 * 1024;
+
+/// Copies `from` (what a host printed) to `to` as it comes, line by line,
+/// each flushed: escaped as every word another machine chose is (its
+/// bytes cannot rewrite the terminal, set its title or its clipboard),
+/// and held [`PIECE`] bytes at most.
 fn pass_on(from: &mut impl std::io::BufRead, to: &mut impl Write) -> std::io::Result<()> {
+    let mut line = Vec::new();
     loop {
-        let piece = from.fill_buf()?;
-        if piece.is_empty() {
+        line.clear();
+        let n = std::io::BufRead::read_until(&mut std::io::Read::take(&mut *from, PIECE as u64), b'\n', &mut line)?;
+        if n == 0 {
             return Ok(());
         }
-        let n = piece.len();
-        to.write_all(piece)?;
+        to.write_all(super::table::printable(&String::from_utf8_lossy(&line)).as_bytes())?;
         to.flush()?;
-        from.consume(n);
     }
 }
 
