@@ -64,8 +64,16 @@ pub fn judge(store: &Store, run: &Run, me: i32, waiter: Waiter) -> Result<WaitBl
 }
 
 /// True if `pid` sleeps in `wait(2)` and every child of it but `below` is
-/// a waiter or so blocked itself; `None` if the kernel does not say.
+/// a waiter or so blocked itself; `None` if the kernel does not say. What
+/// is read of it is one moment: a shell that woke between the looks (its
+/// `sleep` ended, reaped, the next not forked yet) is not blocked.
 fn blocked_on(pid: i32, below: i32, waiting: &[i32]) -> Option<bool> {
+    let before = process::switches(pid);
+    let blocked = blocked_now(pid, below, waiting)?;
+    Some(blocked && before.is_some() && process::switches(pid) == before)
+}
+
+fn blocked_now(pid: i32, below: i32, waiting: &[i32]) -> Option<bool> {
     if !process::waits_for_a_child(pid)? {
         return Some(false);
     }
@@ -85,7 +93,10 @@ fn only_waits(pid: i32, waiting: &[i32], depth: usize) -> bool {
     if waiting.contains(&pid) {
         return true;
     }
+    let before = process::switches(pid);
     depth < MAX_DEPTH
         && process::waits_for_a_child(pid) == Some(true)
         && process::children_of(pid).into_iter().all(|c| only_waits(c, waiting, depth + 1))
+        && before.is_some()
+        && process::switches(pid) == before
 }

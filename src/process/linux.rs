@@ -184,6 +184,15 @@ pub fn children_of(pid: i32) -> Vec<i32> {
     children
 }
 
+/// How many times `pid` was switched to so far (its voluntary and
+/// involuntary context switches): unchanged across two looks, it did not
+/// run between them, so what they read of it is one moment.
+pub fn switches(pid: i32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let count = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse::<u64>().ok());
+    Some(count("voluntary_ctxt_switches:")? + count("nonvoluntary_ctxt_switches:")?)
+}
+
 /// Whether `pid` has a child that ended and is not reaped yet.
 pub fn has_unreaped_child(pid: i32) -> bool {
     every_child_of(pid).into_iter().any(is_zombie)
