@@ -57,12 +57,22 @@ pub fn recognise(verdict: &Verdict, now: DateTime<Local>) -> Option<Limit> {
         .any(|words| lower.contains(words));
     // A reset further off than any plan's window is not believed (an
     // agent's garbled words): tried again as with no reset said.
-    let resets_at = reset_from(said, now).filter(|at| *at - now <= chrono::Duration::days(FURTHEST_RESET_DAYS));
+    // A reset further off than any plan's window, or already past (a dated
+    // reset read late: "try again at Nov 26th, 2026 5:40 PM" on the 28th),
+    // is not believed: tried again as with no reset said, a few times.
+    let resets_at = reset_from(said, now).filter(|at| {
+        *at - now <= chrono::Duration::days(FURTHEST_RESET_DAYS)
+            && now - *at <= chrono::Duration::minutes(PAST_RESET_MINUTES)
+    });
     limited.then(|| Limit { said: said.to_string(), resets_at })
 }
 
 /// The furthest reset believed: a monthly plan's window, and a little.
 const FURTHEST_RESET_DAYS: i64 = 32;
+
+/// How long ago a reset may be and still be believed: one said to the
+/// minute is read within that minute.
+const PAST_RESET_MINUTES: i64 = 2;
 
 /// The longest wait between two tries of a limit that said no reset time,
 /// whatever `[usage_limits] retry` and the doubling make of it.
@@ -79,6 +89,15 @@ pub fn reset_from(said: &str, now: DateTime<Local>) -> Option<DateTime<Local>> {
     let lower = said.to_lowercase();
     for marker in ["try again in ", "retry in ", "resets in "] {
         if let Some(rest) = lower.split(marker).nth(1) {
+            // Seconds with a fraction (Gemini: "Please retry in 57.48s").
+            let number: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            let unit = rest[number.len()..].trim_start();
+            if number.contains('.') && (unit.starts_with('s') && !unit.starts_with("se") || unit.starts_with("sec")) {
+                if let Ok(seconds) = number.parse::<f64>() {
+                    let wait = Duration::try_from_secs_f64(seconds).ok()?;
+                    return now.checked_add_signed(chrono::Duration::from_std(wait).ok()?);
+                }
+            }
             let words: String = rest.split(['.', ',', '·', ')']).next().unwrap_or("").trim().to_string();
             if let Ok(d) = humantime::parse_duration(&words.replace(" and ", " ")) {
                 return now.checked_add_signed(chrono::Duration::from_std(d).ok()?);
@@ -284,6 +303,13 @@ mod tests {
         let absurd = recognise(&failed("usage limit reached, try again in 200000000 years"), now).unwrap();
         assert_eq!(absurd.resets_at, None);
         assert_eq!(reset_from("usage limit · resets 99:99pm", now), None);
+        // Gemini's seconds with a fraction.
+        let gemini = reset_from("Quota exceeded. Please retry in 57.48s.", now).unwrap();
+        assert_eq!((gemini - now).num_milliseconds(), 57_480);
+        // A dated reset already past (read two days late) is not believed:
+        // tried again a few times, as with no reset said, never every 5 s.
+        let late = recognise(&failed("You've hit your usage limit. Try again at Nov 23rd, 2026 5:40 PM."), now);
+        assert_eq!(late.unwrap().resets_at, None);
         let done = Verdict { status: RunStatus::Completed, stop_reason: StopReason::EndTurn, error: None };
         assert!(recognise(&done, now).is_none());
     }

@@ -432,3 +432,29 @@ fn a_push_whose_sender_stopped_mid_send_is_sent_by_the_next() {
     ntfy.press(action(&asks(&ntfy)[0], "Stop"));
     assert_eq!(env.wait_end(&id)["status"], "aborted");
 }
+
+/// A night's money, item 7: an ask kept while the server was down, for a
+/// run the user then stopped at the terminal, is never sent once the
+/// server is back: the phone never says "paused: budget reached" of a run
+/// that is not.
+#[test]
+fn an_ask_the_user_answered_at_the_terminal_is_not_sent_later() {
+    let ntfy = protected();
+    ntfy.set_down(true);
+    let env = pushing_env(&ntfy);
+    let _listener = Listener::start(&env);
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "x"]).trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let store = env.store();
+    assert!(eventually(LIMIT, || store.push_trouble().unwrap().is_some()), "the ask was never tried");
+    env.ok(&["abort", &id]);
+    env.wait_end(&id);
+    ntfy.set_down(false);
+    let database = store.home().database();
+    let unsent = || {
+        let db = rusqlite::Connection::open(&database).unwrap();
+        db.query_row("SELECT count(*) FROM pushes WHERE sent_at IS NULL", [], |r| r.get::<_, i64>(0)).unwrap()
+    };
+    assert!(eventually(LIMIT, || unsent() == 0), "the sender never looked at the ask again");
+    assert!(asks(&ntfy).is_empty(), "an ask for a stopped run was sent: {:?}", asks(&ntfy));
+}

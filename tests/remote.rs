@@ -1266,3 +1266,35 @@ fn a_run_an_agent_launches_on_a_host_is_held_to_its_parents_budget() {
     std::fs::write(&gate, "").unwrap();
     assert_eq!(env.wait_end(&parent)["status"], "completed");
 }
+
+/// Item 26 of round 6: the host refuses connections (its sshd stopped, not
+/// only the connection dropped) for a while during `launch --host …
+/// --wait`: the wait waits it out, as `corral wait` does, and says the
+/// run's end.
+#[test]
+fn launch_wait_on_a_host_waits_while_the_host_refuses_connections() {
+    let Some(mut remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    let mut waiting = env.command(&["launch", "--host", "box", "gated", "x", "--wait"]);
+    waiting.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let waiting = waiting.spawn().unwrap();
+    assert!(eventually(LIMIT, || remote
+        .json(&["ls"])
+        .as_array()
+        .is_some_and(|runs| runs.iter().any(|r| r["status"] == "running"))));
+    assert!(eventually(LIMIT, || remote.has_connections()));
+    remote.stop_sshd();
+    let port = remote.port;
+    // Refused for a while: a connection attempt is turned away.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    std::fs::write(&gate, "").unwrap();
+    let run_ended =
+        || remote.json(&["ls"]).as_array().is_some_and(|runs| runs.iter().all(|r| r["status"] == "completed"));
+    assert!(eventually(LIMIT, run_ended), "the run there never ended");
+    remote.start_sshd();
+    let waited = waiting.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&waited.stderr);
+    assert!(waited.status.success(), "launch --wait gave up while the host refused connections: {said}");
+    assert!(String::from_utf8_lossy(&waited.stdout).contains("completed"), "{said}");
+}

@@ -323,3 +323,21 @@ fn waiters_never_see_a_run_lost_on_its_way_back_to_the_queue() {
         assert!(said.contains("aborted"), "{said}");
     }
 }
+
+/// A night's money, item 6: a limit whose dated reset is already past (Codex's
+/// "try again at Nov 23rd, 2026 5:40 PM" read days later) is tried again
+/// the few times a limit without a reset is, then fails in words: never
+/// a request every few seconds all night.
+#[test]
+fn a_reset_already_past_is_tried_a_few_times_then_fails() {
+    let env = limited_env("[usage_limits]\nretry = \"200ms\"\ntries = 2\n");
+    let log = env.project.join("turns.log");
+    let said = "You've hit your usage limit. Try again at Nov 23rd, 2026 5:40 PM.";
+    let vars = [("LIMIT_SAID", said), ("LIMIT_ALWAYS", "1"), ("LIMIT_LOG", log.to_str().unwrap())];
+    let id = env.launch_env("cx", "x", &vars);
+    let run = env.wait_run(&id, LIMIT, |r| common::is_terminal(r) && !r["exited_at"].is_null());
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert_eq!(run["stop_reason"], "usage_limit", "{run:#}");
+    assert!(run["error"].as_str().unwrap().contains("still after 2 tries"), "{run:#}");
+    assert_eq!(turns(&log).len(), 3, "the first turn and two tries: {:?}", turns(&log));
+}

@@ -124,7 +124,19 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
 /// how many were sent.
 pub fn send(store: &mut Store, channel: &Channel) -> Result<usize, StoreError> {
     let mut sent = 0;
-    for push in store.claim_unsent_pushes()? {
+    let claimed = store.claim_unsent_pushes()?;
+    // An ask the user answered meanwhile (the run stopped or resumed at the
+    // terminal while the server was away) is asked no more: never a
+    // "paused: budget reached" for a run that is not.
+    let asked: Vec<String> = match claimed.iter().any(|p| p.key.starts_with("budget:")) {
+        true => crate::ask::pending(store)?.iter().map(budget_key).collect(),
+        false => Vec::new(),
+    };
+    for push in claimed {
+        if push.key.starts_with("budget:") && !asked.contains(&push.key) {
+            store.push_sent(&push.key)?;
+            continue;
+        }
         let message: Value = serde_json::from_str(&push.body).unwrap_or(Value::Null);
         match channel.publish(&message, push.webhook_only) {
             Ok(()) => {
