@@ -397,3 +397,25 @@ fn codex_and_gemini_are_held_to_their_budget_mid_turn() {
         env.ok(&["abort", &id]);
     }
 }
+
+/// A night's money, item 5: Codex keeps writing a thread resumed days after
+/// it began into the folder of the day it began; such a turn is followed
+/// there and frozen at its budget mid-turn, as today's is.
+#[test]
+fn a_codex_thread_begun_days_ago_is_held_to_its_budget_mid_turn() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("codex", "session-spender");
+    env.agent_preset("long", "codex", "");
+    std::fs::create_dir_all(env.user_home.join(".codex")).unwrap();
+    let day = (chrono::Local::now() - chrono::Duration::days(9)).format("%Y/%m/%d").to_string();
+    let mut launch = env.command(&["launch", "--budget", "1M tokens", "long", "work for long"]);
+    let out = launch.envs([("SPEND_MESSAGES", "200"), ("SPEND_EVERY", "0.2"), ("SESSION_DAY", &day)]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let ran = env.wait_run(&id, LIMIT, |r| r["status"] == "paused" || common::is_terminal(r));
+    assert_eq!(ran["status"], "paused", "spent past its budget mid-turn: {ran:#}");
+    let spent = ran["usage"]["input_tokens"].as_u64().unwrap_or(0);
+    assert!((1_000_000..2_000_000).contains(&spent), "{spent} input tokens: {ran:#}");
+    env.ok(&["abort", &id]);
+}

@@ -191,9 +191,40 @@ impl SessionLog {
     }
 }
 
-/// `ROOT/sessions/YYYY/MM/DD/rollout-…-SESSION.jsonl`, on the days around
-/// now (Codex names the day as it sees it; a turn may cross midnight).
+/// `ROOT/sessions/YYYY/MM/DD/rollout-…-SESSION.jsonl`: on the days around
+/// now first (Codex names the day as it sees it; a turn may cross
+/// midnight), then, for a thread resumed days after it began (Codex keeps
+/// writing it in the folder of the day it began), every day's folder,
+/// newest first, [`DAYS_LOOKED_BACK`] at most.
 fn codex_rollout(root: &Path, session: &str) -> Option<PathBuf> {
+    codex_rollout_around_now(root, session).or_else(|| codex_rollout_any_day(root, session))
+}
+
+/// The most day folders a resumed thread's rollout is looked for in.
+const DAYS_LOOKED_BACK: usize = 800;
+
+fn codex_rollout_any_day(root: &Path, session: &str) -> Option<PathBuf> {
+    let suffix = format!("-{session}.jsonl");
+    // Folders named by numbers, newest (largest) first.
+    let numbered = |dir: &Path| -> Vec<PathBuf> {
+        let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+            .collect();
+        found.sort_by(|a, b| b.0.cmp(&a.0));
+        found.into_iter().map(|(_, path)| path).collect()
+    };
+    numbered(&root.join("sessions"))
+        .iter()
+        .flat_map(|year| numbered(year))
+        .flat_map(|month| numbered(&month))
+        .take(DAYS_LOOKED_BACK)
+        .find_map(|day| newest_in(&day, |name| name.starts_with("rollout-") && name.ends_with(&suffix)))
+}
+
+fn codex_rollout_around_now(root: &Path, session: &str) -> Option<PathBuf> {
     let suffix = format!("-{session}.jsonl");
     let now = chrono::Utc::now();
     let mut days: Vec<chrono::NaiveDate> = Vec::new();
@@ -265,6 +296,12 @@ mod tests {
         assert_eq!(usage, Usage { input_tokens: 36, output_tokens: 21, cache_read_tokens: 0, cache_write_tokens: 0 });
         // Another thread's file is not this one's.
         assert_eq!(follow_written(Format::CodexRollout, &relative, &text, "another-thread", ""), None);
+        // A thread resumed a week after it began is still in the folder of
+        // the day it began: followed there (a live check on every turn).
+        let week_ago = (chrono::Utc::now() - chrono::Duration::days(9)).format("%Y/%m/%d");
+        let relative = format!("sessions/{week_ago}/rollout-2026-11-18T04-26-27-{thread}.jsonl");
+        let usage = follow_written(Format::CodexRollout, &relative, &text, thread, "").unwrap();
+        assert_eq!(usage.output_tokens, 21);
     }
 
     #[test]
