@@ -213,7 +213,7 @@ fn codex_rollout_any_day(root: &Path, session: &str) -> Option<PathBuf> {
             .flatten()
             .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
             .collect();
-        found.sort_by(|a, b| b.0.cmp(&a.0));
+        found.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
         found.into_iter().map(|(_, path)| path).collect()
     };
     numbered(&root.join("sessions"))
