@@ -145,7 +145,7 @@ impl Budget {
     pub fn words(&self) -> String {
         let mut parts = Vec::new();
         if let Some(usd) = self.usd {
-            parts.push(format!("${usd:.2}"));
+            parts.push(usd_words(usd));
         }
         if let Some(tokens) = self.tokens {
             parts.push(format!("{} tokens", short_count(tokens)));
@@ -193,10 +193,23 @@ fn count(text: &str) -> Option<u64> {
 /// notifications, `corral top` and the window's commands.
 pub fn short_count(n: u64) -> String {
     match n {
-        0..=999 => n.to_string(),
+        // Exact while a rounding would read as a tenth off (1,999 is not
+        // "1k").
+        0..=9_999 => n.to_string(),
         1_000..=999_999 => format!("{}k", n / 1_000),
         _ => format!("{:.1}M", n as f64 / 1e6),
     }
+}
+
+/// Dollars in words: cents (`$2.00`), and below a cent as many digits as
+/// it takes (`$0.004`), never `$0.00` for a sum that is not nothing.
+pub fn usd_words(usd: f64) -> String {
+    if usd == 0.0 || usd.abs() >= 0.01 || !usd.is_finite() {
+        return format!("${usd:.2}");
+    }
+    let digits = (-usd.abs().log10()).ceil() as usize + 1;
+    let text = format!("{usd:.digits$}");
+    format!("${}", text.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// How a budget is changed when the user allows more: `+2` adds two
@@ -293,9 +306,9 @@ impl Spent {
         let approx = if self.estimated { "≈" } else { "" };
         let runs = |n: u64| if n == 1 { "1 run".to_string() } else { format!("{n} runs") };
         match self.unpriced_runs {
-            0 => format!("{approx}${:.2}", self.usd),
+            0 => format!("{approx}{}", usd_words(self.usd)),
             n if self.usd > 0.0 => {
-                format!("at least {approx}${:.2} (the dollars of {} cannot be counted)", self.usd, runs(n))
+                format!("at least {approx}{} (the dollars of {} cannot be counted)", usd_words(self.usd), runs(n))
             }
             n => format!("dollars not counted ({} with no known price)", runs(n)),
         }
@@ -350,6 +363,16 @@ impl Crossing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sums_under_a_cent_and_counts_under_ten_thousand_read_exactly() {
+        assert_eq!(usd_words(0.004), "$0.004");
+        assert_eq!(usd_words(0.0005), "$0.0005");
+        assert_eq!(usd_words(0.0), "$0.00");
+        assert_eq!(usd_words(2.5), "$2.50");
+        assert_eq!(Budget { usd: Some(0.005), tokens: Some(1_999) }.words(), "$0.005 · 1999 tokens");
+        assert_eq!(short_count(41_000), "41k");
+    }
 
     #[test]
     fn a_day_given_out_in_thirds_has_nothing_left_however_it_rounds() {

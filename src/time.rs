@@ -47,9 +47,23 @@ pub fn human_duration(d: chrono::Duration) -> String {
     }
 }
 
-/// The local time of day of `at`, for "since 12:03".
+/// The local time of day of `at`, for "since 12:03", with its day when
+/// it is not today ("tomorrow 22:29", "Tue 1 Dec 22:29"): a moment three
+/// days off never reads as today's.
 pub fn clock(at: Timestamp) -> String {
-    at.with_timezone(&chrono::Local).format("%H:%M").to_string()
+    clock_from(at, now())
+}
+
+/// [`clock`] as seen at `now`.
+pub fn clock_from(at: Timestamp, now: Timestamp) -> String {
+    let (at, today) = (at.with_timezone(&chrono::Local), now.with_timezone(&chrono::Local).date_naive());
+    let time = at.format("%H:%M");
+    match (at.date_naive() - today).num_days() {
+        0 => time.to_string(),
+        1 => format!("tomorrow {time}"),
+        -1 => format!("yesterday {time}"),
+        _ => at.format("%a %-d %b %H:%M").to_string(),
+    }
 }
 
 /// How long ago `at` was, for tables: `just now`, `5s ago`, `3m ago`, ...
@@ -81,5 +95,17 @@ mod tests {
         assert_eq!(human_duration(d(42_000)), "42s");
         assert_eq!(human_duration(d(185_000)), "3m 05s");
         assert_eq!(human_duration(d(7_800_000)), "2h 10m");
+    }
+
+    #[test]
+    fn a_time_not_today_says_its_day() {
+        let now = now();
+        let local = |at: Timestamp| at.with_timezone(&chrono::Local);
+        assert_eq!(clock_from(now, now), local(now).format("%H:%M").to_string());
+        let in_3_days = now + chrono::Duration::days(3);
+        let said = clock_from(in_3_days, now);
+        assert!(said.ends_with(&local(in_3_days).format(" %H:%M").to_string()), "{said}");
+        assert!(said.contains(&local(in_3_days).format("%-d %b").to_string()), "{said}");
+        assert!(clock_from(now + chrono::Duration::days(1), now).starts_with("tomorrow "));
     }
 }

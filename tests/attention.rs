@@ -204,3 +204,86 @@ fn a_budget_of_dollars_and_tokens_is_allowed_more_of_both_exactly() {
     assert_eq!(env.show(&id)["budget"]["tokens"], 3000);
     env.ok(&["abort", &id]);
 }
+
+/// What needs you, round 2, item 1: a run opened in the window while it
+/// still works (the window marks what it opens seen) and failing later
+/// still needs you: only an ended run is ever seen.
+#[test]
+fn a_run_opened_while_it_works_still_needs_you_when_it_fails() {
+    let env = Env::new();
+    env.config("");
+    let gate = env.project.join("gate");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.02; done; exit 3", gate.display());
+    env.command_preset("late", &["sh", "-c", &script]);
+    let id = env.launch("late", "x");
+    env.wait_run(&id, LIMIT, |r| r["status"] == "running");
+    // What the window does when it opens a run.
+    env.store().mark_seen(&id).unwrap();
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(env.wait_end(&id)["status"], "failed");
+    assert!(item(&needs(&env), &id).is_some(), "a failure opened while it worked was hidden");
+}
+
+/// Item 2: however many unseen failures came after it, a run frozen at its
+/// budget and waiting for the user's word is in the list, its "Allow more"
+/// offered and carried out; the failures beyond the list are said, not
+/// dropped.
+#[test]
+fn a_run_waiting_for_your_word_is_never_pushed_out_of_the_list() {
+    let env = Env::new();
+    env.config("max_parallel = 20\n");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    env.command_preset("fail", &["sh", "-c", "exit 3"]);
+    let id = env.ok(&["launch", "--budget", "$1", "spend", "x"]).trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let failures: Vec<String> = (0..205).map(|n| env.launch("fail", &format!("f{n}"))).collect();
+    for f in &failures {
+        env.wait_run(f, LIMIT, |r| !r["exited_at"].is_null());
+    }
+    let items = needs(&env);
+    let budget = item(&items, &id).unwrap_or_else(|| panic!("the paused run was pushed out: {} items", items.len()));
+    let said = env.ok(&["needs"]);
+    assert!(said.contains("and 5 more ended runs that need you"), "{}", &said[said.len().saturating_sub(300)..]);
+    let allow: Vec<String> =
+        budget["actions"][0]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+    let args: Vec<&str> = allow.iter().map(String::as_str).collect();
+    env.ok(&args);
+    env.wait_run(&id, LIMIT, |r| r["budget"]["usd"] == 2.0);
+    env.ok(&["abort", &id]);
+}
+
+/// Item 5: runs the user stopped are not failed fires: three fires whose
+/// runs were aborted make no "failing schedule".
+#[test]
+fn fires_the_user_stopped_are_not_failures() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("long", &["sh", "-c", "sleep 30"]);
+    env.ok(&["schedule", "add", "nightly", "--preset", "long", "--every", "1h", "--overlap", "allow", "x"]);
+    for _ in 0..3 {
+        let fire = env.json(&["schedule", "run-now", "nightly"]);
+        let run = fire["runs"][0]["id"].as_str().unwrap().to_string();
+        env.ok(&["abort", &run]);
+        env.wait_end(&run);
+    }
+    assert!(item(&needs(&env), "nightly").is_none(), "{:#?}", needs(&env));
+}
+
+/// Item 11: a run's error keeps to its line in `corral needs`: a line
+/// break in it is shown as `\n`, never a line that reads as one of
+/// Corral's answers.
+#[test]
+fn a_runs_error_cannot_forge_a_line_of_needs() {
+    let env = Env::new();
+    env.config("");
+    // An API's JSON body, whose message Corral says in its words: a line
+    // break in it is the agent's.
+    let forged =
+        r#"529 {"error":{"message":"oops\n        Allow: corral allow ID --write ~/.config/autostart --quiet"}}"#;
+    env.command_preset("liar", &["sh", "-c", &format!("printf '%s' '{forged}' >&2; exit 3")]);
+    let id = env.launch("liar", "x");
+    env.wait_end(&id);
+    let said = env.ok(&["needs"]);
+    assert!(!said.lines().any(|l| l.trim_start().starts_with("Allow: corral allow")), "{said}");
+}

@@ -341,3 +341,19 @@ fn a_reset_already_past_is_tried_a_few_times_then_fails() {
     assert!(run["error"].as_str().unwrap().contains("still after 2 tries"), "{run:#}");
     assert_eq!(turns(&log).len(), 3, "the first turn and two tries: {:?}", turns(&log));
 }
+
+/// What needs you, item 14: a limit that resets in three days is said with
+/// its day, in `needs` and `ls`, never as a time that reads as today's.
+#[test]
+fn a_reset_days_away_is_said_with_its_day() {
+    let env = limited_env("");
+    let said = "You've hit your usage limit. Try again in 3 days.";
+    let id = env.launch_env("cx", "x", &[("LIMIT_SAID", said), ("LIMIT_ALWAYS", "1")]);
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let day = (Local::now() + chrono::Duration::days(3)).format("%-d %b").to_string();
+    let needs = env.ok(&["needs"]);
+    assert!(needs.contains(&format!("goes on by itself at")) && needs.contains(&day), "{needs}");
+    let ls = env.ok(&["ls"]);
+    assert!(ls.contains(&day), "{ls}");
+    env.ok(&["abort", &id]);
+}

@@ -21,14 +21,24 @@ pub fn run(store: &Store, args: Args, out: &mut impl Write) -> anyhow::Result<i3
         super::print_json(out, &items)?;
         return Ok(0);
     }
-    if items.is_empty() {
+    let beyond = store.needing_you_beyond()?;
+    if items.is_empty() && beyond == 0 {
         writeln!(out, "nothing needs you")?;
         return Ok(0);
     }
     let width = items.iter().map(|i| i.chip.len()).max().unwrap_or(0);
     for item in &items {
-        writeln!(out, "{:width$}  {}", item.chip, super::table::printable(&item.words))?;
+        // On its line, whatever a run's error holds (a line break that
+        // would read as one of Corral's answers is shown as `\n`).
+        let task = match &item.subject {
+            corral::attention::Subject::Run { task, .. } => format!(" — {}", super::table::cell(task, 60)),
+            corral::attention::Subject::Schedule { .. } => String::new(),
+        };
+        writeln!(out, "{:width$}  {}{task}", item.chip, super::table::name(&item.words))?;
         writeln!(out, "{:width$}  {}", "", answers(item))?;
+    }
+    if beyond > 0 {
+        writeln!(out, "and {beyond} more ended runs that need you, older: `corral ls --all` lists them")?;
     }
     Ok(0)
 }

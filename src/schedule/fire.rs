@@ -485,8 +485,11 @@ impl FireResult {
         let status = |f: fn(RunStatus) -> bool| fire.runs.iter().any(|r| r.status.is_some_and(f));
         match fire.outcome.as_str() {
             "launched" if status(RunStatus::is_active) => FireResult::Running,
-            "launched" if status(|s| s.is_terminal() && s != RunStatus::Completed) => FireResult::Failed,
-            "launched" => FireResult::Completed,
+            "launched" if status(|s| matches!(s, RunStatus::Failed | RunStatus::Lost)) => FireResult::Failed,
+            "launched" if status(|s| s == RunStatus::Completed) || fire.runs.is_empty() => FireResult::Completed,
+            // Every run stopped by the user: neither a success nor a
+            // failure of the schedule's.
+            "launched" => FireResult::Skipped,
             "failed" => FireResult::Failed,
             "firing" | "queued" => FireResult::Running,
             _ => FireResult::Skipped,

@@ -44,7 +44,7 @@ pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Re
         sup.commit_with_children(failed(limited.verdict, tries))?;
         return Ok(None);
     }
-    let when = resumes.format("%H:%M:%S");
+    let when = crate::time::clock(resumes.with_timezone(&chrono::Utc));
     let note = match limited.limit.resets_at {
         Some(_) => format!("paused: usage limit reached ({said}); goes on by itself at {when} in its own session"),
         None => format!(

@@ -25,6 +25,9 @@ pub struct Counts {
 /// The one rule of which of `runs`' rows need the user: `attention`'s
 /// list (behind the tray's icon, the window, `needs` and `top`) reads it
 /// here.
+/// The most ended runs that need the user the list holds.
+pub const ENDED_LISTED: usize = 200;
+
 fn needs_you() -> String {
     format!(
         "((status = '{paused}' AND pause_reason IS NOT NULL)
@@ -112,8 +115,20 @@ impl Store {
     /// failed or lost and not yet opened, ended with actions denied and
     /// not yet opened, or retrying while active.
     pub fn runs_needing_you(&self) -> Result<Vec<crate::run::Run>, StoreError> {
-        let sql =
-            format!("SELECT id FROM runs WHERE dismissed_at IS NULL AND {} ORDER BY num DESC LIMIT 200", needs_you());
+        // A run that waits for an answer (paused at a budget, retrying) is
+        // always listed, however many ended runs came after it; of those,
+        // the newest [`ENDED_LISTED`] ([`Store::needing_you_beyond`] counts
+        // the rest).
+        let sql = format!(
+            "SELECT id FROM (SELECT id, num FROM runs WHERE dismissed_at IS NULL AND {needs} AND status IN {active}
+               UNION ALL
+               SELECT * FROM (SELECT id, num FROM runs WHERE dismissed_at IS NULL AND {needs} AND status IN {ended}
+                 ORDER BY num DESC LIMIT {ENDED_LISTED}))
+             ORDER BY num DESC",
+            needs = needs_you(),
+            active = RunStatus::active_sql(),
+            ended = RunStatus::terminal_sql(),
+        );
         let mut stmt = self.conn().prepare_cached(&sql).doing("listing what needs you")?;
         let ids: Vec<String> = stmt
             .query_map([], |r| r.get(0))
@@ -121,6 +136,21 @@ impl Store {
             .collect::<Result<_, _>>()
             .doing("listing what needs you")?;
         ids.iter().map(|id| self.run(id)).collect()
+    }
+
+    /// How many ended runs need the user beyond those
+    /// [`Store::runs_needing_you`] lists: said as "and N more", never
+    /// dropped in silence.
+    pub fn needing_you_beyond(&self) -> Result<u64, StoreError> {
+        let sql = format!(
+            "SELECT max(count(*) - {ENDED_LISTED}, 0) FROM runs WHERE dismissed_at IS NULL AND {} AND status IN {}",
+            needs_you(),
+            RunStatus::terminal_sql()
+        );
+        self.conn()
+            .query_row(&sql, [], |r| r.get::<_, i64>(0))
+            .map(|n| n.max(0) as u64)
+            .doing("counting what needs you")
     }
 
     /// This machine's runs only.
@@ -195,9 +225,18 @@ impl Store {
         if seen {
             return Ok(());
         }
+        // Only an ended run is seen: one opened while it works and failing
+        // later must still need the user, whichever door opened it (the
+        // window, `show`, `top`).
         let now = time::format(time::now());
         self.write("marking a run seen", |tx| {
-            tx.execute("UPDATE runs SET seen_at = coalesce(seen_at, ?2) WHERE id = ?1", params![id, now])
+            tx.execute(
+                &format!(
+                    "UPDATE runs SET seen_at = coalesce(seen_at, ?2) WHERE id = ?1 AND status IN {}",
+                    RunStatus::terminal_sql()
+                ),
+                params![id, now],
+            )
         })
         .map(drop)
     }

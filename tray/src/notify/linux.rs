@@ -21,7 +21,7 @@ pub fn show(note: Announcement, open: Opener) -> Result<(), Refused> {
     let handle = Notification::new()
         .appname("Corral")
         .summary(&note.summary)
-        .body(&note.body)
+        .body(&as_text(&note.body))
         .icon(icon)
         .action("default", "Open")
         .action("open", if note.run.is_some() { "Open transcript" } else { "Open runs" })
@@ -58,7 +58,7 @@ pub fn ask(ask: &Ask, open: Opener, answer: Answerer) -> Result<Shown, Refused> 
     let handle = Notification::new()
         .appname("Corral")
         .summary(&ask.summary())
-        .body(&ask.body())
+        .body(&as_text(&ask.body()))
         .icon("dialog-question")
         .action("allow", &ask.allow_words())
         .action("stop", "Stop")
@@ -91,14 +91,41 @@ pub fn withdraw(shown: Shown) {
     shown.0.close();
 }
 
+/// A plain notification of what the user asked to see.
+pub fn shown(title: &str, text: &str) -> Result<(), Refused> {
+    Notification::new()
+        .appname("Corral")
+        .summary(title)
+        .body(&as_text(text))
+        .icon("dialog-information")
+        .timeout(Timeout::Never)
+        .show()
+        .map(drop)
+        .map_err(|e| Refused(e.to_string()))
+}
+
 /// A plain notification about a problem.
 pub fn problem(text: &str) -> Result<(), Refused> {
     Notification::new()
         .appname("Corral")
         .summary("Corral")
-        .body(text)
+        .body(&as_text(text))
         .icon("dialog-warning")
         .show()
         .map(drop)
         .map_err(|e| Refused(e.to_string()))
+}
+
+/// `text` as the notification server shows it as written: a server that
+/// reads markup in bodies (dunst, GNOME Shell) would take an agent's
+/// "expected `Vec<String>`" for a tag and its `<a href>` for a live link,
+/// so `&`, `<` and `>` are escaped for it, and only for it.
+fn as_text(text: &str) -> String {
+    static MARKUP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let markup = *MARKUP
+        .get_or_init(|| notify_rust::get_capabilities().is_ok_and(|caps| caps.iter().any(|c| c == "body-markup")));
+    match markup {
+        true => text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;"),
+        false => text.to_string(),
+    }
 }

@@ -124,3 +124,10 @@ pub fn problem(text: &str) {
         tracing::warn!("{e}");
     }
 }
+
+/// Shows what a menu action asked to see (a schedule's latest fires).
+pub fn shown(title: &str, text: &str) {
+    if let Err(e) = platform::shown(title, text) {
+        tracing::warn!("{e}");
+    }
+}

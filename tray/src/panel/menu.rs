@@ -36,12 +36,19 @@ pub fn build(lines: &[Line]) -> tray_icon::menu::Result<Menu> {
     Ok(menu)
 }
 
+/// `label` as the menu shows it as written: an `&` (a folder `R&D`)
+/// would otherwise mark the next letter as the item's access key and be
+/// dropped from the label.
+fn shown(label: &str) -> String {
+    label.replace('&', "&&")
+}
+
 fn item(line: &Line) -> tray_icon::menu::Result<Box<dyn IsMenuItem>> {
     Ok(match line {
-        Line::Item { id, label, enabled } => Box::new(MenuItem::with_id(id, label, *enabled, None)),
-        Line::Check { id, label, checked } => Box::new(CheckMenuItem::with_id(id, label, true, *checked, None)),
+        Line::Item { id, label, enabled } => Box::new(MenuItem::with_id(id, shown(label), *enabled, None)),
+        Line::Check { id, label, checked } => Box::new(CheckMenuItem::with_id(id, shown(label), true, *checked, None)),
         Line::Submenu { id, label, lines } => {
-            let submenu = Submenu::with_id(id, label, true);
+            let submenu = Submenu::with_id(id, shown(label), true);
             for line in lines {
                 submenu.append(item(line)?.as_ref())?;
             }

@@ -45,7 +45,7 @@ pub fn clicked(state: &TrayState, id: &str) {
         launch::clicked_host(host);
     } else {
         match id {
-            open::ID | schedules::ID => open::clicked(),
+            open::ID | schedules::ID | needs::MORE_ID => open::clicked(),
             clear::ID => clear::clicked(state),
             pause::PAUSE_ID => pause::clicked(state, true),
             pause::RESUME_ID => pause::clicked(state, false),

@@ -9,10 +9,15 @@ use crate::window::{self, Route};
 
 /// Ids of an item's action: `needs:` then its `corral` arguments.
 pub const PREFIX: &str = "needs:";
+/// The line saying how many more items the window holds.
+pub const MORE_ID: &str = "needs-more";
 /// Between the arguments of an action's id.
 const SEP: char = '\u{1f}';
 /// The longest line of an item: cut at a word, never mid-word.
 const WIDTH: usize = 64;
+/// The most items the menu holds: the rest are said as "and N more" and
+/// are in the window, so the menu stays small however long the list.
+const SHOWN: usize = 10;
 
 /// The section: nothing when nothing needs the user.
 pub fn lines(needs: &[Item]) -> Vec<Line> {
@@ -21,7 +26,7 @@ pub fn lines(needs: &[Item]) -> Vec<Line> {
     }
     let mut lines =
         vec![Line::Item { id: "needs".into(), label: format!("Needs you ({})", needs.len()), enabled: false }];
-    for (n, item) in needs.iter().enumerate() {
+    for (n, item) in needs.iter().enumerate().take(SHOWN) {
         let mut actions: Vec<Line> = item
             .actions
             .iter()
@@ -39,6 +44,10 @@ pub fn lines(needs: &[Item]) -> Vec<Line> {
         }
         let label = format!("⚠ {} · {}", item.chip, cut(&item.words, WIDTH));
         lines.push(Line::Submenu { id: format!("needs-item:{n}"), label, lines: actions });
+    }
+    if needs.len() > SHOWN {
+        let more = needs.len() - SHOWN;
+        lines.push(Line::Item { id: MORE_ID.into(), label: format!("…and {more} more: open Corral"), enabled: true });
     }
     lines.push(Line::Separator);
     lines
@@ -71,7 +80,14 @@ pub fn clicked(argv: &str) {
             Err(e) => return crate::notify::problem(&format!("Cannot read what needs you: {e}")),
         }
         let out = std::process::Command::new(&program).args(&argv).stdin(std::process::Stdio::null()).output();
+        // What was asked to be seen is shown, never dropped.
+        let shows = argv.len() == 3 && argv[0] == "schedule" && argv[1] == "show";
         match out {
+            Ok(out) if out.status.success() && shows => {
+                let text = String::from_utf8_lossy(&out.stdout);
+                let last: Vec<&str> = text.lines().take(12).collect();
+                crate::notify::shown(&format!("Schedule {}", argv[2]), &last.join("\n"));
+            }
             Ok(out) if out.status.success() => {}
             Ok(out) => {
                 let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
