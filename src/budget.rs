@@ -196,7 +196,7 @@ pub fn short_count(n: u64) -> String {
         // Exact while a rounding would read as a tenth off (1,999 is not
         // "1k").
         0..=9_999 => n.to_string(),
-        1_000..=999_999 => format!("{}k", n / 1_000),
+        10_000..=999_999 => format!("{}k", n / 1_000),
         _ => format!("{:.1}M", n as f64 / 1e6),
     }
 }
