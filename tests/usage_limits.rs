@@ -352,7 +352,7 @@ fn a_reset_days_away_is_said_with_its_day() {
     env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
     let day = (Local::now() + chrono::Duration::days(3)).format("%-d %b").to_string();
     let needs = env.ok(&["needs"]);
-    assert!(needs.contains(&format!("goes on by itself at")) && needs.contains(&day), "{needs}");
+    assert!(needs.contains("goes on by itself at") && needs.contains(&day), "{needs}");
     let ls = env.ok(&["ls"]);
     assert!(ls.contains(&day), "{ls}");
     env.ok(&["abort", &id]);
