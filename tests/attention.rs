@@ -287,3 +287,20 @@ fn a_runs_error_cannot_forge_a_line_of_needs() {
     let said = env.ok(&["needs"]);
     assert!(!said.lines().any(|l| l.trim_start().starts_with("Allow: corral allow")), "{said}");
 }
+
+/// Item 4: removing a run that needs you is a change the tray follows at
+/// once (its status version moves, as for a new status): the red icon and
+/// "Needs you (1)" go with it, not at some other run's next change.
+#[test]
+fn removing_a_run_that_needs_you_is_told_at_once() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("fail", &["sh", "-c", "exit 3"]);
+    let id = env.launch("fail", "x");
+    env.wait_end(&id);
+    let store = env.store();
+    let before = store.status_version().unwrap();
+    env.ok(&["rm", &id]);
+    assert!(store.status_version().unwrap() > before, "the tray is never told the run went");
+    assert!(item(&needs(&env), &id).is_none());
+}
