@@ -288,3 +288,21 @@ fn s_marks_a_failure_seen_and_it_needs_you_no_more() {
     top.press("q");
     assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
 }
+
+/// What needs you, round 2, item 15: the title counts every run at work,
+/// not only those listed (`-n 2` with three running says three).
+#[test]
+fn the_title_counts_every_run_at_work_not_only_those_listed() {
+    let env = Env::new();
+    env.config("max_parallel = 10\n");
+    env.command_preset("long", &["sh", "-c", "sleep 30"]);
+    let ids: Vec<String> = (0..3).map(|n| env.launch("long", &format!("t{n}"))).collect();
+    for id in &ids {
+        env.wait_run(id, LIMIT, |r| r["status"] == "running");
+    }
+    let mut top = Top::start_with(&env, &["-n", "2"]);
+    assert!(eventually(LIMIT, || top.shows("Runs (3 running)")), "{}", top.drawn.lock().unwrap());
+    top.press("q");
+    assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()));
+    env.ok(&["abort", &ids[0], &ids[1], &ids[2]]);
+}

@@ -66,6 +66,13 @@ struct Screen {
     said: String,
     /// A reply being written to this run.
     replying: Option<(String, String)>,
+    /// The selected need's actions as last drawn: a number key acts on the
+    /// action its number was shown beside, never on one that took its
+    /// place since (a retrying run's "2 Stop" that became "2 Relaunch").
+    drawn_actions: Vec<corral::attention::Action>,
+    /// What runs and pauses the whole store counts (the title says them,
+    /// not only those listed).
+    counts: Option<corral::store::Counts>,
 }
 
 /// Events of the selected run shown.
@@ -105,6 +112,8 @@ fn follow(
         diff_scroll: 0,
         said: String::new(),
         replying: None,
+        drawn_actions: Vec::new(),
+        counts: None,
     };
     let mut watcher = Watcher::new(store)?;
     let stdin = std::io::stdin();
@@ -144,7 +153,15 @@ fn follow(
             Wake::Deadline => look = Some(Look::Everything),
             Wake::Extra(_) => {
                 while event::poll(Duration::ZERO)? {
-                    let Event::Key(key) = event::read()? else { continue };
+                    let key = match event::read()? {
+                        Event::Key(key) => key,
+                        // Drawn again at its new size, whatever else is.
+                        Event::Resize(..) => {
+                            look = look.or(Some(Look::Transcript));
+                            continue;
+                        }
+                        _ => continue,
+                    };
                     if key.kind != KeyEventKind::Press {
                         continue;
                     }
@@ -190,6 +207,7 @@ impl Screen {
         let need_was = self.needs_at.selected().and_then(|i| self.needs.get(i)).map(|n| n.subject.clone());
         self.needs = needs_you(store)?;
         self.runs = store.runs(&RunFilter { limit: Some(limit), ..RunFilter::default() })?;
+        self.counts = store.local_counts().ok();
         // One that left (answered, cleared, past `-n`) leaves nothing
         // selected: the next key acts on nothing until one is chosen.
         let keep = |at: &mut ListState, len: usize, was: Option<Option<usize>>| {
@@ -339,7 +357,7 @@ impl Screen {
             // A need's own actions, by number.
             KeyCode::Char(c @ '1'..='9') if self.focus == Focus::Needs => {
                 let n = c as usize - '1' as usize;
-                let action = self.needs_at.selected().and_then(|i| self.needs.get(i)).and_then(|i| i.actions.get(n));
+                let action = self.drawn_actions.get(n);
                 if let Some(action) = action.cloned() {
                     // Only while the list still offers it: keys pressed
                     // together act once (a budget is raised once).
@@ -436,6 +454,8 @@ impl Screen {
                     ]))
                 })
                 .collect();
+            self.drawn_actions =
+                self.needs_at.selected().and_then(|i| self.needs.get(i)).map(|n| n.actions.clone()).unwrap_or_default();
             let title = format!("Needs you ({})", self.needs.len());
             let list = List::new(items)
                 .block(Block::bordered().title(title).border_style(focused(Focus::Needs)))
@@ -463,9 +483,15 @@ impl Screen {
                 ))
             })
             .collect();
-        // Paused is not running: counted apart, as the tray counts them.
-        let paused = self.runs.iter().filter(|r| r.status == corral::RunStatus::Paused).count();
-        let running = self.runs.iter().filter(|r| r.status.is_active()).count() - paused;
+        // Paused is not running: counted apart, as the tray counts them;
+        // the whole store's, not only the runs listed.
+        let (running, paused) = match &self.counts {
+            Some(c) => (c.running as usize, c.paused as usize),
+            None => {
+                let paused = self.runs.iter().filter(|r| r.status == corral::RunStatus::Paused).count();
+                (self.runs.iter().filter(|r| r.status.is_active()).count() - paused, paused)
+            }
+        };
         let title = match paused {
             0 => format!("Runs ({running} running)"),
             _ => format!("Runs ({running} running · {paused} paused)"),
