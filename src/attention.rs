@@ -236,18 +236,23 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
 /// What answers what `run` was refused, each as the CLI takes it: a
 /// sandbox's refused write or host widened (`corral allow`: the folder the
 /// write needs, as "Allow and continue" would make it; offered only where
-/// it exists), and "Allow and continue" for all of it in one turn. A run
-/// whose agent has no session to go on in (`agent: command`) is only
-/// widened, quietly, for its next launch.
+/// it exists), and "Allow and continue" for all of it in one turn, offered
+/// only where a click can allow something (never for a read of `~/.ssh`
+/// alone). A run whose agent has no session to go on in (`agent:
+/// command`) is never run again: nothing is offered that would widen it
+/// (its preset's `sandbox:` is where its next runs are widened).
 fn denial_actions(run: &Run) -> Vec<Action> {
     use crate::sandbox::denial::{self, Allowance, Denial};
     let id = run.id.as_str();
     let goes_on = run.agent != crate::run::AgentKind::Command;
+    if !goes_on {
+        return Vec::new();
+    }
     // The home `corral allow` and "Allow and continue" judge by.
     let home = crate::allow::user_home();
     let mut actions: Vec<Action> = Vec::new();
     for denial in run.denied.iter().filter_map(|d| Denial::from_entry(d)) {
-        let (label, mut argv) = match denial.allowance(&home) {
+        let (label, argv) = match denial.allowance(&home) {
             Some(Allowance::Write { path, .. }) if path.is_dir() || path.is_file() => {
                 // Said as `corral allow` will widen it: a link on the way
                 // (an agent's `./tools` pointing at ~/.local/bin) named
@@ -269,14 +274,14 @@ fn denial_actions(run: &Run) -> Vec<Action> {
             }
             _ => continue,
         };
-        if !goes_on {
-            argv.push("--quiet".into());
-        }
         if !actions.iter().any(|a| a.argv == argv) {
             actions.push(Action { label, argv });
         }
     }
-    if goes_on && !run.denied.is_empty() {
+    // A tool call it was refused, or a refusal of its sandbox a click can
+    // widen: then, and only then, it can be allowed and go on.
+    let tools = run.denied.iter().any(|d| !denial::is_entry(d));
+    if tools || !actions.is_empty() {
         actions.push(Action::new("Allow and continue", &["reply", id, "--allow-denied"]));
     }
     actions
