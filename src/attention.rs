@@ -135,6 +135,13 @@ pub fn needs_you(store: &Store) -> Result<Vec<Item>, StoreError> {
             items.push(item);
         }
     }
+    // Runs of other hosts waiting for the user's word, as last seen: a
+    // run frozen at its budget there needs the user here as much.
+    for run in store.remote_runs(None)? {
+        if let Some(item) = of_host_run(&run) {
+            items.push(item);
+        }
+    }
     for schedule in store.schedules()? {
         if let Some(item) = schedule_item(store, schedule) {
             items.push(item);
@@ -231,6 +238,59 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
         _ => return Ok(None),
     };
     Ok(Some(Item { subject, reason, chip, words, actions, since }))
+}
+
+/// The item of `run` of another host, if it waits for the user's word:
+/// paused at its budget (what its store said of its budget and spend) or
+/// at a usage limit. Its actions are the CLI's, which carries them out
+/// there.
+fn of_host_run(run: &Run) -> Option<Item> {
+    let id = run.id.as_str();
+    let host = run.host.as_deref().unwrap_or("another host");
+    let name = format!("{} ({id}) on {host}", run.preset);
+    let subject =
+        Subject::Run { id: run.id.clone(), preset: run.preset.clone(), task: run.task.chars().take(80).collect() };
+    if run.status != RunStatus::Paused {
+        return None;
+    }
+    let (reason, chip, words, actions) = match run.pause_reason? {
+        PauseReason::Budget => {
+            let budget = run.budget?;
+            let spent = crate::budget::Spent {
+                usd: run.cost_usd.unwrap_or(0.0).max(0.0),
+                estimated: run.cost_estimated,
+                tokens: run.usage.total(),
+                unpriced_runs: 0,
+            };
+            let crossing = Crossing {
+                owner: run.id.clone(),
+                budget,
+                step: budget,
+                spent,
+                on_budget: crate::budget::OnBudget::Pause,
+            };
+            let more = more_of(&crossing);
+            let words = format!("{name} paused: {}", crossing.words(id));
+            let reason =
+                Reason::Budget { owner: run.id.clone(), budget: budget.words(), spent: spent_words(&crossing) };
+            let actions = vec![
+                Action::new(format!("Allow {} more", more.1), &["resume", id, "--budget", &more.0]),
+                Action::new("Stop", &["abort", id]),
+            ];
+            (reason, "budget", words, actions)
+        }
+        PauseReason::UsageLimit => {
+            let at = run.resumes_at.as_deref().and_then(time::parse).map(time::clock);
+            let words = match &at {
+                Some(at) => format!("{name} paused at its usage limit: goes on by itself at {at}"),
+                None => format!("{name} paused at its usage limit"),
+            };
+            let reason = Reason::UsageLimit { resumes_at: run.resumes_at.clone() };
+            let actions = vec![Action::new("Resume now", &["resume", id]), Action::new("Stop", &["abort", id])];
+            (reason, "usage limit", words, actions)
+        }
+    };
+    Some(Item { subject, reason, chip, words, actions, since: run.paused_at.clone() })
 }
 
 /// What answers what `run` was refused, each as the CLI takes it: a

@@ -1298,3 +1298,44 @@ fn launch_wait_on_a_host_waits_while_the_host_refuses_connections() {
     assert!(waited.status.success(), "launch --wait gave up while the host refused connections: {said}");
     assert!(String::from_utf8_lossy(&waited.stdout).contains("completed"), "{said}");
 }
+
+/// What needs you, round 2, item 3: a run on a host frozen at its budget
+/// needs you here: `corral needs` lists it, with its host, and its "Allow
+/// more" is carried out there.
+#[test]
+fn a_host_run_frozen_at_its_budget_needs_you_here() {
+    let Some(remote) = Remote::start() else { return };
+    let d = remote.dir.path();
+    let bin = d.join("remote-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(common::fake_agent("spender"), bin.join("pi")).unwrap();
+    let wrapper = d.join("corral-there");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nPATH='{}':\"$PATH\" exec '{}' \"$@\"\n", bin.display(), corral_bin().display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(remote.home.join("presets/spend.md"), "---\nname: spend\ndescription: d\nagent: pi\n---\n").unwrap();
+    let env = Env::new();
+    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+    let id = env.ok(&["launch", "--host", "box", "--budget", "$1", "spend", "x"]).trim().to_string();
+    let listed = || env.json(&["needs"]).as_array().unwrap().iter().any(|i| i["id"] == id.as_str());
+    // Followed here as it goes (`ls` catches up with the host).
+    assert!(
+        eventually(LIMIT, || {
+            env.ok(&["ls"]);
+            listed()
+        }),
+        "{}",
+        env.ok(&["needs"])
+    );
+    let item = env.json(&["needs"]).as_array().unwrap().iter().find(|i| i["id"] == id.as_str()).unwrap().clone();
+    assert!(item["words"].as_str().unwrap().contains("on box"), "{item:#}");
+    let allow: Vec<String> =
+        item["actions"][0]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+    let args: Vec<&str> = allow.iter().map(String::as_str).collect();
+    env.ok(&args);
+    assert!(eventually(LIMIT, || remote.json(&["show", &id])["budget"]["usd"] == 2.0), "not allowed there");
+    env.ok(&["abort", &id]);
+}
