@@ -1339,3 +1339,46 @@ fn a_host_run_frozen_at_its_budget_needs_you_here() {
     assert!(eventually(LIMIT, || remote.json(&["show", &id])["budget"]["usd"] == 2.0), "not allowed there");
     env.ok(&["abort", &id]);
 }
+
+/// A night's money, item 13: every verb reaches a run an agent launched
+/// on a host as it reaches a local one: its result read, paused, resumed,
+/// told one more thing and aborted there, through MCP, under the same
+/// scope (another agent's run there is refused).
+#[tokio::test(flavor = "current_thread")]
+async fn an_agent_acts_on_its_helper_on_a_host_through_mcp() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    let gate = remote.gated_preset();
+    env.command_preset("me", &["true"]);
+    let caller = env.launch("me", "the orchestrator's own run");
+    env.wait_end(&caller);
+    let client = common::mcp::connect(&env, Some(&caller)).await;
+    let (error, launched) =
+        common::mcp::call(&client, "launch_agent", serde_json::json!({"preset": "gated", "task": "x", "host": "box"}))
+            .await;
+    assert!(!error, "{launched}");
+    let id = launched["run_id"].as_str().unwrap().to_string();
+    assert!(eventually(LIMIT, || remote.json(&["show", &id])["status"] == "running"));
+    let (error, result) = common::mcp::call(&client, "agent_result", serde_json::json!({"run_id": id})).await;
+    assert!(!error, "{result}");
+    assert_eq!(result["run"]["status"], "running", "{result}");
+    let (error, paused) = common::mcp::call(&client, "pause_agent", serde_json::json!({"run_id": id})).await;
+    assert!(!error, "{paused}");
+    assert_eq!(remote.json(&["show", &id])["status"], "paused");
+    let (error, resumed) = common::mcp::call(&client, "resume_agent", serde_json::json!({"run_id": id})).await;
+    assert!(!error, "{resumed}");
+    assert!(eventually(LIMIT, || remote.json(&["show", &id])["status"] == "running"));
+    // Another agent may not act on it.
+    env.command_preset("other", &["true"]);
+    let stranger = env.launch("other", "someone else");
+    env.wait_end(&stranger);
+    let other = common::mcp::connect(&env, Some(&stranger)).await;
+    let (error, said) = common::mcp::call(&other, "abort_agent", serde_json::json!({"run_id": id})).await;
+    assert!(error, "{said}");
+    let (error, aborted) = common::mcp::call(&client, "abort_agent", serde_json::json!({"run_id": id})).await;
+    assert!(!error, "{aborted}");
+    assert_eq!(remote.json(&["show", &id])["status"], "aborted");
+    std::fs::write(&gate, "").unwrap();
+    client.cancel().await.unwrap();
+    other.cancel().await.unwrap();
+}

@@ -16,7 +16,10 @@ impl CorralTools {
     )]
     async fn agent_result(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
-            let run = run_for(store, &args.run_id, Access::Read)?;
+            let run = match super::server::on_host(store, &args.run_id, Access::Read, &[])? {
+                Some(there) => there,
+                None => run_for(store, &args.run_id, Access::Read)?,
+            };
             let caller = caller_run(store)?;
             collected_by(store, caller.as_deref(), std::slice::from_ref(&run))?;
             if run.status.is_active() {

@@ -29,8 +29,15 @@ impl CorralTools {
     )]
     async fn resume_agent(&self, Parameters(args): Parameters<ResumeArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
-            let run = run_for(store, &args.run_id, Access::Act)?;
             let change = args.budget.as_deref().map(crate::budget::BudgetChange::parse).transpose()?;
+            let mut verb = vec!["resume", "{id}"];
+            if let Some(budget) = args.budget.as_deref() {
+                verb.extend(["--budget", budget]);
+            }
+            if let Some(there) = super::server::on_host(store, &args.run_id, Access::Act, &verb)? {
+                return Ok(json_result(&RunView::from(&there)));
+            }
+            let run = run_for(store, &args.run_id, Access::Act)?;
             let run = crate::pause::resume(store, &run.id, change, crate::pause::PATIENCE, shepherd)?;
             Ok(json_result(&RunView::from(&run)))
         })
@@ -52,6 +59,10 @@ impl CorralTools {
     /// Pauses (`paused`) or resumes the run the caller may act on.
     async fn pause_or_resume(&self, run_id: String, paused: bool) -> CallToolResult {
         self.with_store(move |store, shepherd| {
+            let verb = [if paused { "pause" } else { "resume" }, "{id}"];
+            if let Some(there) = super::server::on_host(store, &run_id, Access::Act, &verb)? {
+                return Ok(json_result(&RunView::from(&there)));
+            }
             let run = run_for(store, &run_id, Access::Act)?;
             let run = crate::pause::pause(store, &run.id, paused, crate::pause::PATIENCE, shepherd)?;
             Ok(json_result(&RunView::from(&run)))

@@ -23,6 +23,14 @@ impl CorralTools {
     async fn reply_agent(&self, Parameters(args): Parameters<ReplyArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
             let allow = args.allow_denied.unwrap_or(false);
+            let mut verb = vec!["reply", "{id}"];
+            if allow {
+                verb.push("--allow-denied");
+            }
+            verb.extend(["--", args.text.as_str()]);
+            if let Some(there) = super::server::on_host(store, &args.run_id, Access::Act, &verb)? {
+                return Ok(json_result(&serde_json::json!({ "result": "told there", "run": RunView::from(&there) })));
+            }
             let run = run_for(store, &args.run_id, Access::Act)?;
             let replied = crate::reply::reply(store, &run.id, &args.text, allow, shepherd)?;
             let note = match replied.placed {

@@ -129,6 +129,33 @@ impl<'a> From<&'a Run> for RunView<'a> {
     }
 }
 
+/// Carries out `corral VERB…` (`verb`) there when `id` names a run of
+/// another host the caller may have `access` to (one it launched there),
+/// as the CLI does: that run as its host then shows it. `None` for a run
+/// of this machine (or none), which the tool acts on here. Every verb
+/// reaches a run on a host as it reaches a local one, under the same
+/// scope.
+pub(super) fn on_host(
+    store: &Store,
+    id: &str,
+    access: crate::scope::Access,
+    verb: &[&str],
+) -> Result<Option<Run>, ToolFailure> {
+    if store.find_run(id).is_ok() {
+        return Ok(None);
+    }
+    let Some(run) = crate::scope::remote_run_for(store, id, access)? else { return Ok(None) };
+    let home = store.home().clone();
+    if !verb.is_empty() {
+        let args: Vec<std::ffi::OsString> = verb.iter().map(|a| a.replace("{id}", &run.id).into()).collect();
+        crate::remote::act(&home, &run, &args)?;
+    }
+    let shown = crate::remote::act(&home, &run, &["show".into(), run.id.clone().into(), "--json".into()])?;
+    let mut fresh: Run = serde_json::from_slice(&shown).map_err(|e| garbled(&run, "corral show", e))?;
+    fresh.host = run.host;
+    Ok(Some(fresh))
+}
+
 /// What a host printed that this Corral cannot read.
 pub(super) fn garbled(run: &Run, what: &'static str, e: serde_json::Error) -> crate::remote::RemoteError {
     crate::remote::RemoteError::Garbled { host: run.host.clone().unwrap_or_default(), what, detail: e.to_string() }
