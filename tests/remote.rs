@@ -1382,3 +1382,43 @@ async fn an_agent_acts_on_its_helper_on_a_host_through_mcp() {
     client.cancel().await.unwrap();
     other.cancel().await.unwrap();
 }
+
+/// A night's money, item 12: a host whose connection is up and whose
+/// `corral` never answers: `corral wait --timeout 2` and MCP's
+/// `wait_agents(timeout_s=2)` end with their timeout (and a little), never
+/// waiting without end.
+#[tokio::test(flavor = "current_thread")]
+async fn a_host_that_never_answers_does_not_hang_a_wait_with_a_timeout() {
+    let Some(remote) = Remote::start() else { return };
+    let d = remote.dir.path();
+    let silent = d.join("silent");
+    let wrapper = d.join("corral-there");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ -e '{}' ] && exec sleep 600\nexec '{}' \"$@\"\n",
+            silent.display(),
+            corral_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let gate = remote.gated_preset();
+    let env = Env::new();
+    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+    let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
+    std::fs::write(&silent, "").unwrap();
+    let started = std::time::Instant::now();
+    let out = env.command(&["wait", &id, "--timeout", "2"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(124), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(40), "waited {:?}", started.elapsed());
+    env.command_preset("me", &["true"]);
+    let client = common::mcp::connect(&env, None).await;
+    let started = std::time::Instant::now();
+    let (_, waited) =
+        common::mcp::call(&client, "wait_agents", serde_json::json!({"run_ids": [id], "timeout_s": 2})).await;
+    assert!(started.elapsed() < Duration::from_secs(40), "waited {:?}: {waited}", started.elapsed());
+    client.cancel().await.unwrap();
+    std::fs::remove_file(&silent).unwrap();
+    std::fs::write(&gate, "").unwrap();
+}

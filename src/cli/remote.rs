@@ -143,6 +143,23 @@ fn verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> anyhow:
     // Standard input carries only the command: ssh never reads the
     // caller's (a script's `while read` loop keeps its lines).
     let mut child = ssh.spawn_corral(args, None, std::process::Stdio::piped(), std::process::Stdio::piped())?;
+    // A host connected and silent is ended at the verb's deadline (said as
+    // not responding, which a wait waits out), never waited for without
+    // end.
+    let silent = corral::remote::answer_within(args).map(|within| {
+        let held = corral::process::ProcessId::of(child.id() as i32)
+            .and_then(|p| corral::process::PidFd::open(p).ok().flatten());
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            if let (Err(std::sync::mpsc::RecvTimeoutError::Timeout), Some(held)) = (stopped.recv_timeout(within), held)
+            {
+                let _ = held.signal(corral::process::Sig::Kill);
+                return true;
+            }
+            false
+        });
+        (stop, watchdog)
+    });
     let stderr = child.stderr.take().map(|mut err| {
         std::thread::spawn(move || {
             // What a host says is bounded: a megabyte kept, the rest read
@@ -170,6 +187,18 @@ fn verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> anyhow:
     }
     let status = child.wait()?;
     let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    let timed_out = silent.is_some_and(|(stop, watchdog)| {
+        let _ = stop.send(());
+        watchdog.join().unwrap_or(false)
+    });
+    if timed_out {
+        return Err(corral::remote::SshError::Unreachable {
+            host: host.name.clone(),
+            dest: host.ssh.clone(),
+            detail: "its corral did not answer in time (not responding)".into(),
+        }
+        .into());
+    }
     if let Some(e) = ssh.failure(status.code(), &said) {
         return Err(e.into());
     }

@@ -19,7 +19,9 @@ impl CorralTools {
     async fn abort_agent(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
             if let Some(there) = super::server::on_host(store, &args.run_id, Access::Act, &["abort", "{id}"])? {
-                return Ok(json_result(&serde_json::json!({ "result": "aborted there", "run": RunView::from(&there) })));
+                return Ok(json_result(
+                    &serde_json::json!({ "result": "aborted there", "run": RunView::from(&there) }),
+                ));
             }
             let run = run_for(store, &args.run_id, Access::Act)?;
             let config = Config::load(store.home())?;

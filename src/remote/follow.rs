@@ -173,6 +173,10 @@ fn session(store: &mut Store, ssh: &Ssh, following: &Following, until: Option<In
 }
 
 /// Applies each line of the stream as it comes.
+/// The longest line of a host's stream of changes: a run as JSON, its
+/// final text and all, is far smaller.
+const LONGEST_LINE: usize = 16 << 20;
+
 fn read_stream(
     store: &mut Store,
     host: &str,
@@ -186,8 +190,24 @@ fn read_stream(
     if !super::ssh::skip_banner(&mut stdout).unwrap_or(false) {
         return Ok(()); // ended before Corral began there: said by its exit
     }
-    for line in stdout.lines() {
-        let Ok(line) = line else { break };
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        // One line at most [`LONGEST_LINE`]: a host that sends one without
+        // end is garbled, never followed into memory.
+        let read = (&mut stdout).take(LONGEST_LINE as u64 + 1).read_until(b'\n', &mut buffer);
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if buffer.len() > LONGEST_LINE && !buffer.ends_with(b"\n") {
+            return Err(RemoteError::Garbled {
+                host: host.to_string(),
+                what: "corral watch --json",
+                detail: format!("a line longer than {} MiB", LONGEST_LINE >> 20),
+            });
+        }
+        let line = String::from_utf8_lossy(&buffer);
         if until.is_some_and(|at| Instant::now() > at) {
             break;
         }

@@ -287,12 +287,30 @@ pub fn call(home: &Home, name: &str, args: &[OsString]) -> Result<(i32, Vec<u8>)
     let config = crate::config::Config::load(home)?;
     let host =
         config.host(name).map_err(|e| RemoteError::Refused { host: name.to_string(), message: e.to_string() })?;
-    let output = Ssh::new(home, host).run(args, None)?;
+    let output = Ssh::new(home, host).answering_within(answer_within(args)).run(args, None)?;
     match output.status.code() {
         Some(code @ (0 | 1 | 124)) => Ok((code, output.stdout)),
         _ => Err(refused(host, &output.stderr)),
     }
 }
+
+/// How long `corral ARGS` there has to answer: a wait its own timeout and
+/// a little more (a wait with none, as long as it takes), any other verb
+/// [`ssh::ANSWER_WITHIN`]: a host whose connection is up and whose
+/// `corral` never answers is said so, never waited for without end.
+pub fn answer_within(args: &[OsString]) -> Option<std::time::Duration> {
+    let words: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    let timeout = words.iter().position(|w| *w == "--timeout").and_then(|i| words.get(i + 1)?.parse::<f64>().ok());
+    match (words.first().copied(), timeout) {
+        (Some("wait"), Some(t)) => std::time::Duration::try_from_secs_f64(t.max(0.0)).ok().map(|t| t + WAIT_GRACE),
+        (Some("wait" | "tail"), None) => None,
+        _ if words.contains(&"--wait") || words.contains(&"--follow") || words.contains(&"-f") => None,
+        _ => Some(ssh::ANSWER_WITHIN),
+    }
+}
+
+/// What a wait there is given past its own timeout to answer.
+const WAIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The host of config.toml that has `run` (a mirrored run) now: its own;
 /// or, when config.toml no longer names that host, the host whose store it

@@ -54,7 +54,18 @@ pub struct Ssh {
     installation: PathBuf,
     /// Seconds to wait for a connection.
     connect_timeout: u32,
+    /// The longest a command there may take to answer (a host whose
+    /// connection is up and whose `corral` never answers); `None`: as
+    /// long as it takes (a wait without a timeout).
+    answer_within: Option<std::time::Duration>,
 }
+
+/// How long a command there has to answer, unless told otherwise.
+pub const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The most a command there may print that is kept: a host that prints
+/// without end is cut off, never followed into memory.
+const MOST_KEPT: u64 = 64 << 20;
 
 /// Why a command on a host could not run, in words that say what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,6 +139,7 @@ impl Ssh {
             sockets: socket_folder(),
             installation: home.data_dir().to_path_buf(),
             connect_timeout: CONNECT_TIMEOUT_SECONDS,
+            answer_within: Some(ANSWER_WITHIN),
         }
     }
 
@@ -148,6 +160,13 @@ impl Ssh {
     /// must not hold a command up).
     pub fn connecting_within(mut self, seconds: u32) -> Ssh {
         self.connect_timeout = seconds;
+        self
+    }
+
+    /// The same, its commands given `within` to answer (`None`: as long as
+    /// they take).
+    pub fn answering_within(mut self, within: Option<std::time::Duration>) -> Ssh {
+        self.answer_within = within;
         self
     }
 
@@ -246,11 +265,53 @@ impl Ssh {
     }
 
     fn run_once(&self, args: &[OsString], input: Option<&[u8]>) -> Result<Output, SshError> {
-        let child = self.spawn_corral(args, input, Stdio::piped(), Stdio::piped())?;
-        let mut output = child.wait_with_output().map_err(|e| SshError::NoClient(e.to_string()))?;
-        output.stdout = after_banner(&output.stdout).to_vec();
-        output.stderr = after_banner(&output.stderr).to_vec();
-        Ok(output)
+        use std::io::Read;
+        let mut child = self.spawn_corral(args, input, Stdio::piped(), Stdio::piped())?;
+        // Each stream read on a thread of its own, a bounded amount kept
+        // (the rest read and dropped, so the host never blocks on a pipe).
+        let reader = |stream: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut kept = Vec::new();
+                if let Some(mut stream) = stream {
+                    let _ = (&mut stream).take(MOST_KEPT).read_to_end(&mut kept);
+                    let _ = std::io::copy(&mut stream, &mut std::io::sink());
+                }
+                kept
+            })
+        };
+        let out = reader(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+        let err = reader(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+        // Held by a pidfd while unreaped: ended at the deadline, it is this
+        // very ssh.
+        let held = crate::process::ProcessId::of(child.id() as i32)
+            .and_then(|p| crate::process::PidFd::open(p).ok().flatten());
+        let (done, ended) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(child.wait());
+        });
+        let waited = match self.answer_within {
+            Some(within) => ended.recv_timeout(within).ok(),
+            None => ended.recv().ok(),
+        };
+        let status = match waited {
+            Some(status) => status.map_err(|e| SshError::NoClient(e.to_string()))?,
+            None => {
+                // Connected and silent: ended here (its connection goes
+                // with it), said as a host that does not answer.
+                if let Some(held) = &held {
+                    let _ = held.signal(crate::process::Sig::Kill);
+                }
+                let within = self.answer_within.unwrap_or_default().as_secs();
+                return Err(SshError::Unreachable {
+                    host: self.host.name.clone(),
+                    dest: self.host.ssh.clone(),
+                    detail: format!("its corral did not answer within {within} s (not responding)"),
+                });
+            }
+        };
+        let stdout = out.join().unwrap_or_default();
+        let stderr = err.join().unwrap_or_default();
+        Ok(Output { status, stdout: after_banner(&stdout).to_vec(), stderr: after_banner(&stderr).to_vec() })
     }
 
     /// What went wrong, if ssh (exit 255) or the remote shell (127: no
