@@ -1422,3 +1422,43 @@ async fn a_host_that_never_answers_does_not_hang_a_wait_with_a_timeout() {
     std::fs::remove_file(&silent).unwrap();
     std::fs::write(&gate, "").unwrap();
 }
+
+/// A night's money, item 8: two machines cloned from one image after
+/// Corral ran there share their store's identity; both in config.toml,
+/// they are two hosts, never one renamed: following one moves none of the
+/// other's runs, and a verb on a run goes to the machine it works on.
+#[test]
+fn two_hosts_cloned_from_one_image_stay_two() {
+    let (Some(one), Some(two)) = (Remote::start(), Remote::start()) else { return };
+    one.preset("quick", &["sh", "-c", "echo done"]);
+    let env = Env::new();
+    let config = format!("{}{}", one.host_config(), two.host_config().replace("[hosts.box]", "[hosts.box2]"));
+    env.config(&config);
+    let first = env.ok(&["launch", "--host", "box", "quick", "x"]).trim().to_string();
+    env.ok(&["wait", &first]);
+    // The second machine: a clone of the first, store and all.
+    for entry in std::fs::read_dir(&one.home).unwrap().flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with("corral.db") {
+            std::fs::copy(entry.path(), two.home.join(&name)).unwrap();
+        }
+    }
+    std::fs::copy(one.home.join("presets/quick.md"), two.home.join("presets/quick.md")).unwrap();
+    let second = env.ok(&["launch", "--host", "box", "quick", "y"]).trim().to_string();
+    env.ok(&["wait", &second]);
+    env.ok(&["ls", "--host", "box2"]);
+    env.ok(&["ls"]);
+    // Each machine's runs are its own as mirrored here: the one launched
+    // after the clone is box's alone, and both hosts stand.
+    let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
+    let hosts_of = |id: &str| -> Vec<String> {
+        let mut stmt = db.prepare("SELECT host FROM remote_runs WHERE id = ?1 ORDER BY host").unwrap();
+        stmt.query_map([id], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    };
+    assert_eq!(hosts_of(&second), ["box"], "a run of box was moved to its clone");
+    assert_eq!(hosts_of(&first), ["box", "box2"], "the run from before the clone is each machine's");
+    // Asked of the machine it works on, not of its clone.
+    let shown = env.json(&["show", &second]);
+    assert_eq!(shown["host"], "box", "a run of box was taken for box2's: {shown:#}");
+    assert_eq!(shown["final_text"].as_str().unwrap_or_default().trim(), "done", "{shown:#}");
+}

@@ -130,7 +130,10 @@ fn session(store: &mut Store, ssh: &Ssh, following: &Following, until: Option<In
     let host = ssh.host().name.clone();
     let remote = about(ssh)?;
     store.record_host_answers(&host, Some(&remote.version))?;
-    let position = match store.host_store_seen(&host, &remote.store, remote.seq)? {
+    let configured: Vec<String> = crate::config::Config::load(store.home())
+        .map(|c| c.hosts.iter().map(|h| h.name.clone()).collect())
+        .unwrap_or_default();
+    let position = match store.host_store_seen(&host, &remote.store, remote.seq, &configured)? {
         HostHistory::Same { seq } => seq,
         HostHistory::Renamed { from, seq } => {
             tracing::info!(host = %host, "the runs of '{from}' are this host's: the same store");

@@ -338,23 +338,33 @@ impl Store {
 
     /// Settles whose history `host`'s store (identity `store`, at change
     /// `remote_seq`) is, in one transaction: runs mirrored under another
-    /// name for the same store become this host's (it was renamed); a store
-    /// other than the one mirrored is a new history, and the active runs
-    /// it no longer has are marked lost, in words ("gone from host …").
-    pub fn host_store_seen(&mut self, host: &str, store: &str, remote_seq: i64) -> Result<HostHistory, StoreError> {
+    /// name for the same store become this host's (it was renamed), unless
+    /// that name is one of `configured` too (two machines cloned from one
+    /// image after Corral ran there share a store's identity: each keeps
+    /// its runs, never moved to the other); a store other than the one
+    /// mirrored is a new history, and the active runs it no longer has are
+    /// marked lost, in words ("gone from host …").
+    pub fn host_store_seen(
+        &mut self,
+        host: &str,
+        store: &str,
+        remote_seq: i64,
+        configured: &[String],
+    ) -> Result<HostHistory, StoreError> {
         let now = time::format(time::now());
         let active = RunStatus::sql_list(RunStatus::ACTIVE);
         self.write("settling a host's history", |tx| {
             let known: Option<(Option<String>, i64)> = tx
                 .query_row("SELECT store, seq FROM hosts WHERE name = ?1", [host], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
-            let other: Option<(String, i64)> = tx
-                .query_row(
-                    "SELECT name, seq FROM hosts WHERE store = ?1 AND name != ?2 ORDER BY seq DESC LIMIT 1",
-                    params![store, host],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
+            // Names of this store no longer in config.toml: the host's old
+            // names.
+            let others: Vec<(String, i64)> = tx
+                .prepare("SELECT name, seq FROM hosts WHERE store = ?1 AND name != ?2 ORDER BY seq DESC")?
+                .query_map(params![store, host], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            let renamed: Vec<(String, i64)> = others.into_iter().filter(|(n, _)| !configured.contains(n)).collect();
+            let other = renamed.first().cloned();
             tx.execute(
                 "INSERT INTO hosts (name, store) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET store = ?2",
                 params![host, store],
@@ -362,11 +372,10 @@ impl Store {
             if let Some((from, seq)) = other {
                 let mine = known.as_ref().filter(|(s, _)| s.as_deref() == Some(store)).map_or(0, |(_, seq)| *seq);
                 let seq = seq.max(mine);
-                tx.execute(
-                    "UPDATE OR REPLACE remote_runs SET host = ?1 WHERE host IN (SELECT name FROM hosts WHERE store = ?2 AND name != ?1)",
-                    params![host, store],
-                )?;
-                tx.execute("DELETE FROM hosts WHERE store = ?1 AND name != ?2", params![store, host])?;
+                for (name, _) in &renamed {
+                    tx.execute("UPDATE OR REPLACE remote_runs SET host = ?1 WHERE host = ?2", params![host, name])?;
+                    tx.execute("DELETE FROM hosts WHERE name = ?1", [name])?;
+                }
                 tx.execute("UPDATE hosts SET seq = ?2 WHERE name = ?1", params![host, seq])?;
                 return Ok(HostHistory::Renamed { from, seq });
             }
