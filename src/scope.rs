@@ -40,7 +40,7 @@ pub enum Refused {
 
 /// True if run `caller` may see and act on every run: its preset says
 /// `mcp: all`, and so did the preset of every run above it.
-fn grants_all(store: &Store, caller: &str) -> Result<bool, StoreError> {
+pub fn grants_all(store: &Store, caller: &str) -> Result<bool, StoreError> {
     let mut next = Some(caller.to_string());
     let mut hops = 0;
     while let Some(id) = next.filter(|_| hops < 1024) {

@@ -24,6 +24,7 @@ fn request(env: &Env, task: String) -> LaunchRequest {
         budget: None,
         fire: None,
         request: None,
+        scope_own: false,
     }
 }
 

@@ -39,6 +39,7 @@ fn launching_leaves_no_zombie_and_the_shepherd_is_not_our_child() {
         budget: None,
         fire: None,
         request: None,
+        scope_own: false,
     };
     let mut ids = Vec::new();
     for _ in 0..5 {

@@ -1462,3 +1462,34 @@ fn two_hosts_cloned_from_one_image_stay_two() {
     assert_eq!(shown["host"], "box", "a run of box was taken for box2's: {shown:#}");
     assert_eq!(shown["final_text"].as_str().unwrap_or_default().trim(), "done", "{shown:#}");
 }
+
+/// A night's money, item 10: an agent whose scope is its own tree launches
+/// on a host the user's `mcp: all` preset: the run there acts on its own
+/// tree only (a child's scope never exceeds its parent's across a host);
+/// a person's launch there keeps the preset's scope.
+#[tokio::test(flavor = "current_thread")]
+async fn a_childs_scope_on_a_host_never_exceeds_its_launchers() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    std::fs::write(
+        remote.home.join("presets/boss.md"),
+        "---\nname: boss\ndescription: d\nagent: command\ncommand: [\"true\"]\nmcp: all\n---\n",
+    )
+    .unwrap();
+    env.command_preset("me", &["true"]);
+    let caller = env.launch("me", "the orchestrator's own run");
+    env.wait_end(&caller);
+    let client = common::mcp::connect(&env, Some(&caller)).await;
+    let (error, launched) =
+        common::mcp::call(&client, "launch_agent", serde_json::json!({"preset": "boss", "task": "x", "host": "box"}))
+            .await;
+    assert!(!error, "{launched}");
+    let id = launched["run_id"].as_str().unwrap().to_string();
+    let there = corral::Store::open(&corral::Home::from_root(Some(remote.home.clone().into())).unwrap()).unwrap();
+    let preset = there.run_preset(&id).unwrap();
+    assert_eq!(preset.mcp, None, "the run there was given the preset's `mcp: all`");
+    client.cancel().await.unwrap();
+    // The user's own launch there keeps it.
+    let mine = env.ok(&["launch", "--host", "box", "boss", "y"]).trim().to_string();
+    assert_eq!(there.run_preset(&mine).unwrap().mcp, Some(corral::preset::McpScope::All));
+}

@@ -158,6 +158,7 @@ impl Bench {
             budget: None,
             fire: None,
             request: None,
+            scope_own: false,
         };
         launch(store, &request, &self.shepherd).unwrap().id
     }

@@ -59,6 +59,11 @@ pub struct Args {
     /// and none is launched again. What a host's launch sends.
     #[arg(long, value_name = "KEY", hide = true)]
     request: Option<String>,
+    /// Its agent acts over MCP on its own tree only, whatever its preset's
+    /// `mcp:` says (what a launch from an agent of another machine, whose
+    /// own scope is its tree, sends).
+    #[arg(long, hide = true)]
+    mcp_own: bool,
     /// The task, once read (standard input is read once, by the warm path
     /// if it was tried).
     #[arg(skip)]
@@ -197,6 +202,7 @@ pub fn run(
         budget: args.budget,
         fire: None,
         request: args.request,
+        scope_own: args.mcp_own,
     };
     let run = launch(store, &request, shepherd)?;
     shepherd.dismiss_forked();

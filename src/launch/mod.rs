@@ -44,6 +44,10 @@ pub struct LaunchRequest {
     /// A key of the launcher's: a launch asked again under it (its answer
     /// lost on the way) gets the run the first one made.
     pub request: Option<String>,
+    /// Its agent acts over MCP on its own tree only, whatever its preset's
+    /// `mcp:` says: a run an agent of another machine launched here, whose
+    /// own scope is its tree, is never given more than that agent has.
+    pub scope_own: bool,
 }
 
 /// Why a launch did not happen.
@@ -264,6 +268,16 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
             }
         }
     };
+    // Launched here by an agent of another machine whose scope is its own
+    // tree: never given more over MCP than that agent has.
+    let narrowed;
+    let preset = match request.scope_own && preset.mcp.is_some() {
+        true => {
+            narrowed = Preset { mcp: None, ..preset.clone() };
+            &narrowed
+        }
+        false => preset,
+    };
     let parent = parent.map(|p| p.id);
     // A sandboxed run's folder as on disk: its sandbox never follows a
     // link put in its stead later.
@@ -371,6 +385,7 @@ pub fn relaunch_with(
         budget: store.launch_budget_of(&old.id)?.or(old.budget),
         fire: None,
         request: None,
+        scope_own: false,
     };
     let run = launch(store, &request, shepherd)?;
     // Relaunched is answered: the old run's failure or refusal leaves

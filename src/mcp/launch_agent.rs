@@ -63,6 +63,7 @@ impl CorralTools {
                 budget: budget_of(args.budget.as_deref())?,
                 fire: None,
                 request: None,
+                scope_own: false,
             };
             let run = launch(store, &request, shepherd)?;
             Ok(json_result(&RunView::from(&run)))

@@ -199,6 +199,18 @@ pub fn launch_for(
     }
     let ssh = Ssh::new(home, host);
     let mut args: Vec<OsString> = vec!["launch".into(), preset.into(), "-".into(), "--json".into()];
+    // An agent whose scope is its own tree launches there a run whose scope
+    // is its own tree too, whatever the host's preset says: a child's
+    // scope never exceeds its parent's across a host.
+    let caller = match launched_by {
+        Some(run) => Some(run.to_string()),
+        None => crate::caller::caller_run(store)?,
+    };
+    if let Some(caller) = caller {
+        if !crate::scope::grants_all(store, &caller)? {
+            args.push("--mcp-own".into());
+        }
+    }
     if let Some(cwd) = &options.cwd {
         args.extend(["--cwd".into(), cwd.into()]);
     }

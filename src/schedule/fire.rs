@@ -409,6 +409,7 @@ fn decide(
                     budget,
                     fire: Some((fire.id, item.clone())),
                     request: None,
+                    scope_own: false,
                 };
                 launch(store, &request, shepherd).map_err(|e| e.to_string())
             }

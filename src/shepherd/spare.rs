@@ -144,6 +144,7 @@ fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<Str
             budget: asked.budget,
             fire: None,
             request: Some(asked.request),
+            scope_own: false,
         };
         launch(store, &request, &shepherd).map_err(|e| e.to_string())
     });

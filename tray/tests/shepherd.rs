@@ -34,6 +34,7 @@ fn the_trays_own_shepherd_supervises_a_run_to_its_end() {
         budget: None,
         fire: None,
         request: None,
+        scope_own: false,
     };
     let run = launch(&mut store, &request, &shepherd).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

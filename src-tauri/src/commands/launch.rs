@@ -62,6 +62,7 @@ pub fn launch_run(
         budget,
         fire: None,
         request: None,
+        scope_own: false,
     };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
     corral::recent_folders::remember(&state.home, &cwd)?;
