@@ -219,6 +219,7 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
                 actions.push(Action::new("Relaunch", &["relaunch", id]));
             }
             actions.extend(denial_actions(run));
+            actions.push(Action::new("Dismiss", &["needs", "--dismiss", id]));
             let chip = if status == RunStatus::Aborted { "stopped" } else { "failed" };
             (Reason::Failed { error }, chip, words, actions, run.completed_at.clone())
         }
@@ -227,6 +228,7 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
             let words = format!("{name} {status}: {}", crate::run::denied_note(&what).unwrap_or_default());
             let mut actions = denial_actions(run);
             actions.push(Action::new("Open", &["show", id]));
+            actions.push(Action::new("Dismiss", &["needs", "--dismiss", id]));
             (Reason::Denied { what }, "denied", words, actions, run.completed_at.clone())
         }
         (status, _) if status.is_active() => {

@@ -74,7 +74,7 @@ fn a_failure_needs_you_in_words_until_you_look_at_it() {
     assert!(!failed["words"].as_str().unwrap().contains("{\"type\""), "raw JSON: {failed:#}");
     let labels: Vec<&str> =
         failed["actions"].as_array().unwrap().iter().map(|a| a["label"].as_str().unwrap()).collect();
-    assert_eq!(labels, ["Open", "Relaunch"]);
+    assert_eq!(labels, ["Open", "Relaunch", "Dismiss"]);
     env.ok(&["show", &id]);
     assert!(item(&needs(&env), &id).is_none(), "looked at, it no longer needs you");
 }
@@ -306,4 +306,31 @@ fn removing_a_run_that_needs_you_is_told_at_once() {
     env.ok(&["rm", &id]);
     assert!(store.status_version().unwrap() > before, "the tray is never told the run went");
     assert!(item(&needs(&env), &id).is_none());
+}
+
+/// Item 6: what needs you can be tidied: a failure offers "Dismiss" (the
+/// CLI's `needs --dismiss`, which the window, the tray and `top` carry out
+/// as they carry out any action), its task is shown beside it, and the
+/// tray's "Clear finished" never wipes what still needs you nor hides a
+/// worktree run whose work is not merged.
+#[test]
+fn needs_you_is_tidied_one_item_at_a_time_and_clear_finished_keeps_what_matters() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("fail", &["sh", "-c", "exit 3"]);
+    env.command_preset("ok", &["true"]);
+    let failed = env.launch("fail", "the nightly import");
+    let done = env.launch("ok", "x");
+    env.wait_end(&failed);
+    env.wait_end(&done);
+    assert!(env.ok(&["needs"]).contains("the nightly import"), "the task is not shown");
+    // "Clear finished": the finished run goes, the failure stays.
+    let cleared = env.store().dismiss_finished().unwrap();
+    assert_eq!(cleared, 1);
+    let items = needs(&env);
+    let failure = item(&items, &failed).unwrap_or_else(|| panic!("Clear finished wiped a failure: {items:#?}"));
+    let dismiss = failure["actions"].as_array().unwrap().iter().find(|a| a["label"] == "Dismiss").expect("Dismiss");
+    let argv: Vec<&str> = dismiss["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    env.ok(&argv);
+    assert!(item(&needs(&env), &failed).is_none(), "dismissed, it still needs you");
 }

@@ -318,7 +318,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Presets(args) => presets::run(&mut store, args, &mut out)?,
         Command::Launch(args) => launch::run(&home, &mut store, args, &shepherd, &mut out)?,
         Command::Ls(args) => ls::run(&home, &mut store, args, &mut out)?,
-        Command::Needs(args) => needs::run(&store, args, &mut out)?,
+        Command::Needs(args) => needs::run(&mut store, args, &mut out)?,
         Command::Top(args) => top::run(&mut store, args, &shepherd)?,
         Command::Show(args) => show::run(&mut store, &args.run, args.json, &mut out)?,
         Command::Tail(args) => tail::run(&mut store, args, &shepherd, &mut out)?,
@@ -399,6 +399,8 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         Command::Allow(args) => (vec![args.run()], Act),
         // Every tree's runs: refused inside a run, below.
         Command::Prune(_) => (Vec::new(), Act),
+        // Dismissing a run's failure is acting on it.
+        Command::Needs(args) if args.dismiss.is_some() => (args.dismiss.iter().collect(), Act),
         // Every verb says which runs it reads or acts on: a new one must
         // be placed here, or it does not build.
         Command::Presets(_)

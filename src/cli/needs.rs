@@ -13,9 +13,26 @@ pub struct Args {
     /// the reason in words, and its actions as `corral` arguments).
     #[arg(long)]
     pub json: bool,
+    /// Looked at, nothing more to do: an ended run that needs you (a
+    /// failure, a refusal) leaves the list, as when its page is opened.
+    #[arg(long, value_name = "RUN")]
+    pub dismiss: Option<String>,
 }
 
-pub fn run(store: &Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+    if let Some(id) = &args.dismiss {
+        let run = store.find_run(id)?;
+        if !run.status.is_terminal() {
+            anyhow::bail!(
+                "run {} has not ended ({}): nothing to dismiss yet; it needs you once it has",
+                run.id,
+                run.status
+            );
+        }
+        store.mark_seen(&run.id)?;
+        writeln!(out, "{}: dismissed", run.id)?;
+        return Ok(0);
+    }
     let items = needs_you(store)?;
     if args.json {
         super::print_json(out, &items)?;

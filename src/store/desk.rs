@@ -242,14 +242,20 @@ impl Store {
     }
 
     /// "Clear finished": ended runs leave the tray's total and the default
-    /// lists (they stay in the store; `ls --all` shows them). Returns how many.
+    /// lists (they stay in the store; `ls --all` shows them), but for what
+    /// still needs the user (a failure not looked at, one click never
+    /// wipes them all) and a worktree run whose work is not merged (never
+    /// hidden from the review it waits for). Returns how many.
     pub fn dismiss_finished(&mut self) -> Result<usize, StoreError> {
         let now = time::format(time::now());
         self.write("clearing finished runs", |tx| {
             tx.execute(
                 &format!(
-                    "UPDATE runs SET dismissed_at = ?1 WHERE dismissed_at IS NULL AND status IN {}",
-                    RunStatus::terminal_sql()
+                    "UPDATE runs SET dismissed_at = ?1 WHERE dismissed_at IS NULL AND status IN {} AND NOT {}
+                       AND NOT (worktree_path IS NOT NULL AND worktree_removed_at IS NULL
+                         AND coalesce(changes_files, 1) > 0 AND worktree_merged IS NULL)",
+                    RunStatus::terminal_sql(),
+                    needs_you()
                 ),
                 [now],
             )
