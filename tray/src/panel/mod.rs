@@ -93,11 +93,27 @@ pub fn create(state: Arc<TrayState>) -> Result<(), TrayError> {
 
 /// Shows `view` (from any thread: drawn on the GTK thread).
 pub fn show(view: TrayView) {
-    on_panel(move |panel| {
-        panel.view = Some(view);
-        panel.draw();
+    // Coalesced: the newest view waits here, and one draw is queued on the
+    // GTK thread at a time, which takes whichever view is newest when it
+    // runs. A burst of changes costs the draws the panel can make, never
+    // a queue of stale ones behind it.
+    *NEXT_VIEW.lock().unwrap_or_else(|e| e.into_inner()) = Some(view);
+    if DRAW_QUEUED.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        return;
+    }
+    on_panel(|panel| {
+        DRAW_QUEUED.store(false, std::sync::atomic::Ordering::Release);
+        if let Some(view) = NEXT_VIEW.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            panel.view = Some(view);
+            panel.draw();
+        }
     });
 }
+
+/// The newest view not drawn yet (see [`show`]). Runtime state only.
+static NEXT_VIEW: std::sync::Mutex<Option<TrayView>> = std::sync::Mutex::new(None);
+/// A draw is queued on the GTK thread.
+static DRAW_QUEUED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Shows (or, with `None`, clears) why the tray cannot follow the store: a
 /// line at the top of the menu and the tooltip. From any thread.
