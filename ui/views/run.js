@@ -93,6 +93,8 @@ function renderHeader() {
     // The reader's scrolling paints; Corral's own (following the end) has
     // painted already.
     box.addEventListener("scroll", () => { if (!followed) paint(); followed = false; });
+    // A command has no session to go on in: no reply is offered.
+    view.querySelector("#reply").hidden = run.agent === "command";
     box.addEventListener("keydown", onKey);
   }
   const title = h("div", { class: "toolbar run-title" },
@@ -388,22 +390,26 @@ async function renderReplies() {
 async function send() {
   const box = view.querySelector("#reply-text");
   if (!box.value.trim()) return say("Write what the agent should do next.", true);
-  await reply(box.value, false);
-  box.value = "";
+  // What was typed stays until it is taken: a refused reply keeps it.
+  if (await reply(box.value, false)) box.value = "";
 }
 
 async function allowDenied() {
   await reply("", true);
 }
 
+/** True if the reply was taken. */
 async function reply(text, allowDenied) {
+  let taken = false;
   try {
     const run = await call("reply_run", { id: runId, text, allowDenied });
     say(`replied to ${run.id}: ${run.status}`);
+    taken = true;
   } catch (e) {
     say(String(e), true);
   }
   await refresh();
+  return taken;
 }
 
 async function openWith(command) {
