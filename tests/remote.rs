@@ -1493,3 +1493,38 @@ async fn a_childs_scope_on_a_host_never_exceeds_its_launchers() {
     let mine = env.ok(&["launch", "--host", "box", "boss", "y"]).trim().to_string();
     assert_eq!(there.run_preset(&mine).unwrap().mcp, Some(corral::preset::McpScope::All));
 }
+
+/// A night's money, item 9: a host's word is checked for sense: a helper
+/// there that reports a negative cost spends nothing of its lead's tree
+/// here, never gives it money back.
+#[test]
+fn a_negative_cost_from_a_host_gives_no_budget_back() {
+    let Some(remote) = Remote::start() else { return };
+    let d = remote.dir.path();
+    let bin = d.join("remote-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(common::fake_agent("spender"), bin.join("pi")).unwrap();
+    let wrapper = d.join("corral-there");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nPATH='{}':\"$PATH\" SPEND_COST=-100 SPEND_MESSAGES=2 exec '{}' \"$@\"\n",
+            bin.display(),
+            corral_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(remote.home.join("presets/spend.md"), "---\nname: spend\ndescription: d\nagent: pi\n---\n").unwrap();
+    let env = Env::new();
+    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+    env.command_preset("lead", &["sh", "-c", "corral launch --host box spend helper --wait >/dev/null"]);
+    let lead = env.ok(&["launch", "--budget", "$1", "lead", "x"]).trim().to_string();
+    let ended = env.wait_run(&lead, LIMIT, |r| !r["exited_at"].is_null());
+    assert_eq!(ended["status"], "completed", "{ended:#}");
+    let helper = env.store().remote_children(&lead).unwrap();
+    assert_eq!(helper.len(), 1, "{helper:?}");
+    assert!(helper[0].cost_usd.unwrap_or(0.0) >= 0.0, "a negative cost shown: {:?}", helper[0].cost_usd);
+    let spent = env.store().tree_spent(&lead).unwrap();
+    assert!(spent.usd >= 0.0, "the lead's tree was given ${:.2} back", -spent.usd);
+}
