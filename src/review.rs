@@ -77,12 +77,52 @@ pub fn worktree_of(run: &Run) -> Result<&Worktree, WorktreeError> {
 }
 
 /// What run `id` (or a unique prefix) changed; the numbers are kept with
-/// the run (the window's `+N −M`).
+/// the run (the window's `+N −M`). Files carried in from the user's
+/// checkout are never the run's work, committed by its agent or not: left
+/// out (a merge refuses them, and says which).
 pub fn changes(store: &mut Store, id: &str) -> Result<(Run, Changes), ReviewError> {
     let run = store.find_run(id)?;
-    let changes = worktree::changes(worktree_of(&run)?)?;
+    let mut changes = worktree::changes(worktree_of(&run)?)?;
+    let carried = carried_of(store, &run, &changes.files.iter().map(|f| f.path.clone()).collect::<Vec<_>>());
+    if !carried.is_empty() {
+        changes.files.retain(|f| !carried.contains(&f.path));
+        changes.added = changes.files.iter().map(|f| f.added).sum();
+        changes.removed = changes.files.iter().map(|f| f.removed).sum();
+    }
     store.record_changes(&run.id, changes.count())?;
     Ok((run, changes))
+}
+
+/// Run `id`'s unified diff, without the files carried in from the user's
+/// checkout: each of those said on one line, its content (a `.env`'s
+/// secret) never shown.
+pub fn patch(store: &Store, run: &Run) -> Result<String, ReviewError> {
+    let worktree = worktree_of(run)?;
+    let by_file = worktree::patch_by_file(worktree)?;
+    let paths: Vec<String> = by_file.iter().map(|(path, _)| path.clone()).collect();
+    let carried = carried_of(store, run, &paths);
+    if carried.is_empty() {
+        return Ok(worktree::patch(worktree)?);
+    }
+    let mut patch = String::new();
+    for (path, diff) in by_file {
+        match carried.contains(&path) {
+            true => patch.push_str(&format!(
+                "# {path}: carried in from your checkout and committed by the agent; not shown, never merged\n"
+            )),
+            false => patch.push_str(&diff),
+        }
+    }
+    Ok(patch)
+}
+
+/// Which of `changed` were carried into run `run`'s worktree.
+fn carried_of(store: &Store, run: &Run, changed: &[String]) -> Vec<String> {
+    let list = std::fs::read_to_string(worktree::carry::list_file(&store.home().run_dir(&run.id))).unwrap_or_default();
+    match list.trim().is_empty() {
+        true => Vec::new(),
+        false => worktree::carry::committed(&list, changed),
+    }
 }
 
 /// Measures what run `id` changed, if it has a worktree, and keeps the
@@ -128,9 +168,7 @@ fn prepare(
 ) -> Result<(Run, worktree::Prepared), ReviewError> {
     let run = store.find_run(id)?;
     let worktree = worktree_of(&run)?;
-    if run.status.is_active() {
-        return Err(WorktreeError::Active(run.id.clone()).into());
-    }
+    refuse_still_writing(&run)?;
     // Never what another run is still writing there (a helper launched
     // in it): `discard` and `rm` refuse the same.
     if let Some(other) = working_in(store, worktree)? {
@@ -421,11 +459,34 @@ fn refuse_carried(store: &Store, run: &Run, worktree: &Worktree) -> Result<(), R
     Err(ReviewError::CarriedFiles { run: run.id.clone(), worktree: worktree.path.clone(), paths })
 }
 
-/// The active run working in `worktree`'s folder, if one does (a child
-/// launched in it, or a run relaunched there).
+/// The run working in `worktree`'s folder, if one does (a child launched
+/// in it, or a run relaunched there; through a link to it too): active,
+/// or ended with processes of it still being stopped.
 pub fn working_in(store: &Store, worktree: &Worktree) -> Result<Option<Run>, StoreError> {
-    let folder = Path::new(&worktree.path);
-    Ok(store.active_runs()?.into_iter().find(|r| Path::new(&r.cwd).starts_with(folder)))
+    let folder = std::fs::canonicalize(&worktree.path).unwrap_or_else(|_| worktree.path.clone().into());
+    let inside = |r: &Run| {
+        let cwd = std::fs::canonicalize(&r.cwd).unwrap_or_else(|_| r.cwd.clone().into());
+        cwd.starts_with(&folder) || Path::new(&r.cwd).starts_with(&worktree.path)
+    };
+    let mut working = store.active_runs()?;
+    working.extend(store.unreaped_runs()?);
+    Ok(working.into_iter().find(inside))
+}
+
+/// Refuses what would take run `run`'s work while it, or a process of it
+/// still being stopped after its end, may write there.
+fn refuse_still_writing(run: &Run) -> Result<(), WorktreeError> {
+    if run.status.is_active() {
+        return Err(WorktreeError::Active(run.id.clone()));
+    }
+    if run.exited_at.is_none() && run.started_at.is_some() {
+        return Err(WorktreeError::WouldConflict(format!(
+            "run {} has ended, but processes of it are still being stopped and may still write in its worktree; \
+             nothing was changed. Try again in a moment (`corral wait {}` returns once they are gone)",
+            run.id, run.id
+        )));
+    }
+    Ok(())
 }
 
 /// Removes run `id`'s worktree and branch; refused while it, or any run
@@ -433,9 +494,7 @@ pub fn working_in(store: &Store, worktree: &Worktree) -> Result<Option<Run>, Sto
 pub fn discard(store: &mut Store, id: &str) -> Result<Run, ReviewError> {
     let run = store.find_run(id)?;
     let worktree = worktree_of(&run)?;
-    if run.status.is_active() {
-        return Err(WorktreeError::Active(run.id.clone()).into());
-    }
+    refuse_still_writing(&run)?;
     if let Some(other) = working_in(store, worktree)? {
         return Err(WorktreeError::InUse { run: other.id, path: worktree.path.clone() }.into());
     }

@@ -224,3 +224,155 @@ fn pairs_are_judged_on_the_branch_not_from_an_old_base() {
         "L1 by B\nl2\nl3\nl4\nl5\nfirst line\nsecond line\n"
     );
 }
+
+/// A hostile hour's finding: the user switches branch while a merge's hook
+/// runs: the merge is refused, and neither branch takes it.
+#[test]
+fn a_branch_switched_during_a_merge_takes_nothing_of_it() {
+    let env = repo();
+    let p = &env.project;
+    let ids = adding(&env, &["a"]);
+    let (waiting, release) = waiting_hook(&env, 1, 0);
+    let head = git(p, &["rev-parse", "HEAD"]);
+    let merging = spawn_merge(&env, &[&ids[0]]);
+    assert!(common::eventually(LIMIT, || waiting.exists()), "the merge never reached its hook");
+    git(p, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(&release, "").unwrap();
+    let (ok, said) = finished(merging);
+    assert!(!ok && said.contains("switched away from main"), "{said}");
+    assert_eq!(git(p, &["rev-parse", "feature"]), head, "the merge landed on the branch switched to");
+    assert_eq!(git(p, &["rev-parse", "main"]), head);
+    assert!(env.show(&ids[0])["worktree"]["merged"].is_null());
+}
+
+/// A hostile hour's finding: a link to the checkout put where a run's
+/// worktree was: its teardown runs in a folder of the run's own, never
+/// through the link in the user's checkout.
+#[test]
+fn a_teardown_never_follows_a_link_put_where_the_worktree_was() {
+    let env = repo();
+    let p = &env.project;
+    let marker = p.parent().unwrap().join("teardown.pwd");
+    let teardown = format!("teardown: [\"sh\", \"-c\", \"pwd > {}; rm -f notes.txt\"]\n", marker.display());
+    env.command_preset_with("td", &["sh", "-c", "echo x > x.txt"], &format!("worktree: true\n{teardown}"));
+    let id = env.launch("td", "x");
+    env.wait_end(&id);
+    let folder = std::path::PathBuf::from(env.show(&id)["worktree"]["path"].as_str().unwrap());
+    std::fs::rename(&folder, folder.with_extension("moved")).unwrap();
+    std::os::unix::fs::symlink(p, &folder).unwrap();
+    let _ = env.corral(&["discard", &id]);
+    assert!(p.join("notes.txt").exists(), "the teardown deleted a file of the user's checkout");
+    let ran_in = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert!(!ran_in.trim().starts_with(&p.display().to_string()), "ran in the checkout: {ran_in}");
+}
+
+/// A hostile hour's finding: a run that ended while a process of it still
+/// writes in its worktree is not merged until that process is gone.
+#[test]
+fn a_run_whose_processes_are_still_stopping_is_not_merged() {
+    let env = repo();
+    let p = &env.project;
+    let gate = p.parent().unwrap().join("late.gate");
+    let script = format!(
+        "echo first >> notes.txt; (setsid sh -c 'trap \"\" TERM; while [ ! -e {g} ]; do sleep 0.05; done; echo late >> notes.txt' \
+         </dev/null >/dev/null 2>&1 &); exit 0",
+        g = gate.display()
+    );
+    env.command_preset_with("lingers", &["sh", "-c", &script], "worktree: true\n");
+    let id = env.launch("lingers", "x");
+    env.wait_run(&id, LIMIT, |r| r["status"] == "completed");
+    if env.show(&id)["exited_at"].is_null() {
+        let out = env.corral(&["merge", &id]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("still being stopped"), "{err}");
+    }
+    std::fs::write(&gate, "").unwrap();
+    env.wait_run(&id, LIMIT, |r| !r["exited_at"].is_null());
+    env.ok(&["merge", &id]);
+    let merged = git(p, &["show", "HEAD:notes.txt"]);
+    let there = std::fs::read_to_string(
+        std::path::Path::new(env.show(&id)["worktree"]["path"].as_str().unwrap()).join("notes.txt"),
+    )
+    .unwrap();
+    assert_eq!(merged, there, "merged what was still being written");
+}
+
+/// A hostile hour's finding: a helper launched in a run's worktree through
+/// a link to it keeps the merge off as one launched at its real path does.
+#[test]
+fn a_helper_in_a_worktree_through_a_link_keeps_the_merge_off() {
+    let env = repo();
+    let p = &env.project;
+    let ids = adding(&env, &["a"]);
+    let folder = env.show(&ids[0])["worktree"]["path"].as_str().unwrap().to_string();
+    let link = p.parent().unwrap().join("wlink");
+    std::os::unix::fs::symlink(&folder, &link).unwrap();
+    let gate = p.parent().unwrap().join("helper.gate");
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display());
+    let argv = serde_json::to_string(&["sh", "-c", &script]).unwrap();
+    std::fs::create_dir_all(env.home.join("presets")).unwrap();
+    std::fs::write(
+        env.home.join("presets/helper.md"),
+        format!("---\nname: helper\ndescription: a helper\nagent: command\ncommand: {argv}\n---\n"),
+    )
+    .unwrap();
+    let helper = env.ok(&["launch", "helper", "x", "--cwd", link.to_str().unwrap()]).trim().to_string();
+    env.wait_run(&helper, LIMIT, |r| r["status"] == "running");
+    let out = env.corral(&["merge", &ids[0]]);
+    assert!(!out.status.success(), "merged while a helper works there through a link");
+    let out = env.corral(&["discard", &ids[0]]);
+    assert!(!out.status.success(), "discarded while a helper works there through a link");
+    std::fs::write(&gate, "").unwrap();
+    env.wait_end(&helper);
+    env.ok(&["merge", &ids[0]]);
+}
+
+/// A hostile hour's finding: a git of the user's holding the index (a
+/// commit in its hooks) is waited for, as the README says.
+#[test]
+fn a_merge_waits_while_git_holds_the_index() {
+    let env = repo();
+    let p = &env.project;
+    let ids = adding(&env, &["a"]);
+    let lock = p.join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let merging = spawn_merge(&env, &[&ids[0]]);
+    // Held a while, then let go.
+    assert!(!common::eventually(Duration::from_millis(700), || p.join("a.txt").exists()), "merged through a lock");
+    std::fs::remove_file(&lock).unwrap();
+    let (ok, said) = finished(merging);
+    assert!(ok, "{said}");
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "mine\n");
+}
+
+/// A hostile hour's finding: a carried file the agent committed is never
+/// shown as its work: `diff` names it without its content.
+#[test]
+fn a_carried_file_the_agent_committed_is_never_shown_as_its_work() {
+    let env = Env::new();
+    env.config("");
+    let p = &env.project;
+    git(p, &["init", "-q", "-b", "main"]);
+    std::fs::write(p.join(".gitignore"), ".corral/\n.env\n").unwrap();
+    std::fs::write(p.join(".worktreeinclude"), ".env\n").unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    std::fs::write(p.join(".env"), "API_TOKEN=supersecret123\n").unwrap();
+    env.command_preset_with(
+        "sneak",
+        &[
+            "sh",
+            "-c",
+            "echo work > work.txt; git add -f .env work.txt; git -c user.name=a -c user.email=a@b commit -qm sneak",
+        ],
+        "worktree: true\n",
+    );
+    let id = env.launch("sneak", "x");
+    env.wait_end(&id);
+    let diff = env.ok(&["diff", &id]);
+    assert!(!diff.contains("supersecret123"), "{diff}");
+    assert!(diff.contains("work.txt") && diff.contains(".env: carried in from your checkout"), "{diff}");
+    let json = env.json(&["diff", &id]);
+    assert!(!json.to_string().contains("supersecret123"), "{json:#}");
+    assert_eq!(json["files"].as_array().unwrap().len(), 1, "{json:#}");
+}

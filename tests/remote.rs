@@ -1528,3 +1528,47 @@ fn a_negative_cost_from_a_host_gives_no_budget_back() {
     let spent = env.store().tree_spent(&lead).unwrap();
     assert!(spent.usd >= 0.0, "the lead's tree was given ${:.2} back", -spent.usd);
 }
+
+/// A night's money, item 3: a `--host box` schedule's runs spend on box,
+/// and that counts against its day here: the next fire is given what is
+/// left of the day, as the host last reported it.
+#[test]
+fn a_host_schedules_spend_counts_against_its_day() {
+    let Some(remote) = Remote::start() else { return };
+    let d = remote.dir.path();
+    let bin = d.join("remote-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(common::fake_agent("spender"), bin.join("pi")).unwrap();
+    let wrapper = d.join("corral-there");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nPATH='{}':\"$PATH\" SPEND_MESSAGES=2 exec '{}' \"$@\"\n",
+            bin.display(),
+            corral_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(remote.home.join("presets/spend.md"), "---\nname: spend\ndescription: d\nagent: pi\n---\n").unwrap();
+    let env = Env::new();
+    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+    let add =
+        ["schedule", "add", "there", "--preset", "spend", "--host", "box", "--every", "1h", "--budget-per-day", "$1"];
+    env.ok(&[&add[..], &["spend"]].concat());
+    let first = env.json(&["schedule", "run-now", "there"]);
+    assert_eq!(first["outcome"], "launched", "{first:#}");
+    let id = first["runs"][0]["id"].as_str().unwrap().to_string();
+    env.ok(&["wait", &id]);
+    // Its end (and spend) followed here.
+    assert!(eventually(LIMIT, || {
+        env.ok(&["ls"]);
+        env.json(&["show", &id])["cost_usd"] == 0.5
+    }));
+    let second = env.json(&["schedule", "run-now", "there"]);
+    assert_eq!(second["outcome"], "launched", "{second:#}");
+    let next = second["runs"][0]["id"].as_str().unwrap().to_string();
+    let given = remote.json(&["show", &next])["budget"]["usd"].as_f64().unwrap();
+    assert!((given - 0.5).abs() < 1e-9, "the host's spend was not the day's: ${given:.2} given");
+    env.ok(&["abort", &next]);
+}

@@ -6,7 +6,6 @@
 use std::io::Write;
 
 use corral::review::worktree_of;
-use corral::worktree;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]
@@ -29,12 +28,13 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
     }
     let id = runs[0].as_str();
     let run = store.find_run(id)?;
-    let worktree = worktree_of(&run)?;
+    // A run without a worktree says so before anything is read.
+    worktree_of(&run)?;
     if json {
         let (_, changes) = corral::review::changes(store, id)?;
         let mut value = serde_json::to_value(&changes)?;
         if !stat {
-            value["diff"] = worktree::patch(worktree)?.into();
+            value["diff"] = corral::review::patch(store, &run)?.into();
         }
         super::print_json(out, &value)?;
     } else if stat {
@@ -46,7 +46,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         }
         writeln!(out, " {} files changed, +{} -{}", changes.files.len(), changes.added, changes.removed)?;
     } else {
-        let patch = worktree::patch(worktree)?;
+        let patch = corral::review::patch(store, &run)?;
         // At a terminal, what the agent wrote cannot rewrite the screen or
         // the clipboard (OSC 52); piped, the patch stays one `git apply` takes.
         let patch = match std::io::IsTerminal::is_terminal(&std::io::stdout()) {

@@ -105,8 +105,14 @@ pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<Strin
     // by hand is never swapped for the checkout it came from: a relative
     // `rm -rf node_modules` there would be the user's. It runs in an
     // empty folder of the run's own instead (read-only in its sandbox).
+    // Nor a link put where it was, nor a folder that is not a worktree of
+    // a repository (its `.git` a file naming the repository's): a
+    // checkout's `.git` is a folder.
     let here = Path::new(run.worktree.as_ref().map_or(&run.cwd, |w| &w.path));
-    let stand_in = !here.is_dir();
+    let not_its_worktree = run.worktree.is_some()
+        && (std::fs::symlink_metadata(here).is_ok_and(|m| m.file_type().is_symlink())
+            || !std::fs::symlink_metadata(here.join(".git")).is_ok_and(|m| m.is_file()));
+    let stand_in = !here.is_dir() || not_its_worktree;
     let folder = match stand_in {
         false => here.to_path_buf(),
         true => {

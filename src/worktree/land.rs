@@ -21,6 +21,10 @@ use super::merge::{run_hook, Prepared};
 use super::WorktreeError;
 use crate::process::FileLock;
 
+/// The longest a merge waits for a git of the user's that holds the
+/// checkout's index.
+const GIT_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The merge lock of one repository, held while it lives.
 pub struct MergeLock {
     _lock: FileLock,
@@ -65,6 +69,33 @@ pub fn land(repo: &Path, steps: &[Prepared]) -> Result<(), WorktreeError> {
     let (Some(first), Some(last)) = (steps.first(), steps.last()) else { return Ok(()) };
     let (head, commit, merged_tree, branch) = (&first.head, &last.commit, &last.merged_tree, &last.branch);
     let plain = Env::default();
+    // A git of the user's at work in the checkout (its index locked: a
+    // commit in its hooks) is waited for, as git's own commands would
+    // need it to finish.
+    let waited_from = std::time::Instant::now();
+    while git_busy(repo) {
+        if waited_from.elapsed() > GIT_BUSY_WAIT {
+            return Err(WorktreeError::WouldConflict(format!(
+                "git is at work in {} (its index is locked: a commit or checkout of yours) and did not finish in {} \
+                 s; nothing was changed. Merge again once it has",
+                repo.display(),
+                GIT_BUSY_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Still the branch the merges were made for: a switch to another
+    // branch meanwhile (during a slow hook) takes nothing of them.
+    let full = format!("refs/heads/{branch}");
+    let current = output(repo, &["symbolic-ref", "-q", "HEAD"], &plain, "reading your branch")?;
+    if String::from_utf8_lossy(&current.stdout).trim() != full {
+        return Err(WorktreeError::WouldConflict(format!(
+            "{} switched away from {branch} while merging; nothing was changed. `git -C {} switch {branch}`, then \
+             merge again",
+            repo.display(),
+            repo.display()
+        )));
+    }
     // Files first: a process killed before the branch moved leaves files
     // the journal's commit names, which the next heal puts back.
     let files = output(repo, &["read-tree", "-m", "-u", head, merged_tree], &plain, "updating your files")?;
@@ -77,7 +108,8 @@ pub fn land(repo: &Path, steps: &[Prepared]) -> Result<(), WorktreeError> {
     }
     let names: Vec<&str> = steps.iter().map(|s| s.run_branch.as_str()).collect();
     let reflog = format!("corral: merge {}", names.join(" "));
-    let moved = output(repo, &["update-ref", "-m", &reflog, "HEAD", commit, head], &plain, "moving your branch")?;
+    // The branch itself, by name: never whichever branch HEAD names by then.
+    let moved = output(repo, &["update-ref", "-m", &reflog, &full, commit, head], &plain, "moving your branch")?;
     if !moved.status.success() {
         // Where the branch moved meanwhile (a commit of the user's), the
         // files go to where it is now, never to where it was.
