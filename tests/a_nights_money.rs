@@ -117,3 +117,45 @@ fn what_a_scheduled_lead_launches_is_the_days_spend() {
     assert!((left - 0.25).abs() < 1e-9, "the worker's spend was not the day's: ${left:.2} given");
     env.ok(&["abort", runs[0]]);
 }
+
+/// Item 4: with `--each`, a fire launches no more runs than what is left of
+/// the day pays one message each (as its runs' messages cost before):
+/// twelve items on the $0.50 left of a day whose messages cost $0.25
+/// launch two runs, the other items left for a later fire.
+#[test]
+fn a_fire_launches_no_more_runs_than_its_budget_pays_a_message_each() {
+    let env = spending();
+    let items = env.project.join("items");
+    std::fs::write(&items, "first\n").unwrap();
+    let precheck = format!("cat {}", items.display());
+    let add = [
+        "schedule",
+        "add",
+        "fanout",
+        "--preset",
+        "spend",
+        "--every",
+        "1h",
+        "--budget-per-day",
+        "$1",
+        "--precheck",
+        &precheck,
+        "--each",
+        "--overlap",
+        "allow",
+        "work {item}",
+    ];
+    let out = env.command(&add).env("SPEND_MESSAGES", "2").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = fire(&env, "fanout");
+    ended_runs(&env, &first);
+    let twelve: Vec<String> = (0..12).map(|n| format!("item{n}")).collect();
+    std::fs::write(&items, twelve.join("\n") + "\n").unwrap();
+    let second = fire(&env, "fanout");
+    assert_eq!(second["outcome"], "launched", "{second:#}");
+    let launched = second["runs"].as_array().unwrap().len();
+    assert_eq!(launched, 2, "launched more runs than $0.50 pays a $0.25 message each: {second:#}");
+    for run in second["runs"].as_array().unwrap() {
+        let _ = env.corral(&["abort", run["id"].as_str().unwrap()]);
+    }
+}

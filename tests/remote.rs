@@ -1572,3 +1572,19 @@ fn a_host_schedules_spend_counts_against_its_day() {
     assert!((given - 0.5).abs() < 1e-9, "the host's spend was not the day's: ${given:.2} given");
     env.ok(&["abort", &next]);
 }
+
+/// A night's money, item 11: a host's bytes reach the terminal escaped, as
+/// a local run's do: an OSC 52 clipboard write in a host run's output is
+/// shown as text by `tail`, never passed on raw.
+#[test]
+fn a_hosts_bytes_reach_the_terminal_escaped() {
+    let Some(remote) = Remote::start() else { return };
+    let env = local(&remote);
+    remote.preset("osc", &["sh", "-c", "printf 'before \\033]52;c;SGVsbG8=\\007 after\\n'"]);
+    let id = env.ok(&["launch", "--host", "box", "osc", "x"]).trim().to_string();
+    env.ok(&["wait", &id]);
+    let out = env.corral(&["tail", "-n", "all", &id]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!out.stdout.contains(&0x1b), "raw escape bytes from the host: {:?}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("before"), "{}", String::from_utf8_lossy(&out.stdout));
+}

@@ -209,7 +209,8 @@ fn three_runs() -> (Env, [String; 3]) {
     edit("third", "echo mine > third.txt");
     let ids = ["first", "second", "third"].map(|name| env.launch(name, "edit"));
     for id in &ids {
-        env.wait_end(id);
+        let run = env.wait_end(id);
+        assert_eq!(run["status"], "completed", "{run:#}\n{}", env.ok(&["tail", "-n", "all", id]));
     }
     (env, ids)
 }

@@ -668,6 +668,24 @@ impl Store {
                     let Some(left) = daily.left_after(spent.usd + held_usd + pending_usd, taken_tokens) else {
                         return Ok(Reserved { runs: 0, each: None, short: Some(Short::Budget) });
                     };
+                    // No more runs than what is left pays one message each
+                    // (what one of its runs' messages cost before, at the
+                    // most; a token each at the least): a share smaller
+                    // than one message would be spent past before any run
+                    // is paused.
+                    let (usd_each, tokens_each) = one_message(tx, &name)?;
+                    let mut payable = runs;
+                    if let (Some(usd), Some(one)) = (left.usd, usd_each.filter(|u| *u > 0.0)) {
+                        payable = payable.min((usd / one).floor() as usize);
+                    }
+                    if let Some(tokens) = left.tokens {
+                        let one = tokens_each.unwrap_or(1).max(1);
+                        payable = payable.min((tokens / one) as usize);
+                    }
+                    if payable == 0 {
+                        return Ok(Reserved { runs: 0, each: None, short: Some(Short::Budget) });
+                    }
+                    runs = payable;
                     let n = runs.max(1);
                     Some(crate::budget::Budget {
                         usd: left.usd.map(|u| u / n as f64),
@@ -729,6 +747,22 @@ pub(super) fn record_fire_run(
         )?;
     }
     Ok(())
+}
+
+/// What one message of schedule `name`'s runs cost at the most, in
+/// dollars and in tokens, from its latest runs that reported any (their
+/// spend over their messages that spent); `None` before any did.
+fn one_message(conn: &rusqlite::Connection, name: &str) -> rusqlite::Result<(Option<f64>, Option<u64>)> {
+    conn.prepare_cached(
+        "SELECT max(usd / n), max(tokens / n) FROM (
+           SELECT s.usd, s.tokens,
+             (SELECT count(*) FROM events e WHERE e.run_id = s.run_id AND e.kind = 'usage'
+                AND e.text NOT LIKE '0 in / 0 out%') AS n
+           FROM spend s JOIN fires ON fires.id = s.fire
+           WHERE fires.schedule = ?1 AND (s.usd > 0 OR s.tokens > 0) ORDER BY fires.id DESC LIMIT 20)
+         WHERE n > 0",
+    )?
+    .query_row([name], |r| Ok((r.get::<_, Option<f64>>(0)?, r.get::<_, Option<i64>>(1)?.map(|t| t.max(0) as u64))))
 }
 
 /// What every run schedule `name`'s fires since `since` caused spent (its

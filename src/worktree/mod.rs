@@ -173,8 +173,26 @@ pub fn create(repo: &Path, path: &Path, branch: &str, base: &str) -> Result<(), 
             .map_err(|e| WorktreeError::Git { doing: "creating the worktrees folder", detail: e.to_string() })?;
     }
     let path = path.to_string_lossy();
-    git(repo, &["worktree", "add", "--quiet", "-b", branch, &path, base], "creating the worktree")?;
-    Ok(())
+    // Runs launched together add worktrees of one repository at once: a
+    // lock another `git worktree add` holds a moment is waited out.
+    let mut pause = std::time::Duration::from_millis(20);
+    loop {
+        let added = output(
+            repo,
+            &["worktree", "add", "--quiet", "-b", branch, &path, base],
+            &Env::default(),
+            "creating the worktree",
+        )?;
+        if added.status.success() {
+            return Ok(());
+        }
+        let said = git::stderr_of(&added);
+        if !said.contains(".lock") || pause > std::time::Duration::from_secs(2) {
+            return Err(WorktreeError::Git { doing: "creating the worktree", detail: said });
+        }
+        std::thread::sleep(pause);
+        pause *= 2;
+    }
 }
 
 /// One changed file.

@@ -297,8 +297,13 @@ fn decide(api: Api, request: &Value, attempts: &Mutex<HashMap<String, usize>>) -
 }
 
 /// The first line after each `marker` in `text`.
+/// The first line of each text after `marker`, inside the frame Corral
+/// puts around a run's own words (`<<<run-words …`).
 fn first_lines_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
-    text.split(marker).skip(1).filter_map(|part| part.lines().map(str::trim).find(|l| !l.is_empty())).collect()
+    text.split(marker)
+        .skip(1)
+        .filter_map(|part| part.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("<<<run-words")))
+        .collect()
 }
 
 fn tool_names(api: Api, request: &Value) -> Vec<String> {
