@@ -419,3 +419,32 @@ fn a_codex_thread_begun_days_ago_is_held_to_its_budget_mid_turn() {
     assert!((1_000_000..2_000_000).contains(&spent), "{spent} input tokens: {ran:#}");
     env.ok(&["abort", &id]);
 }
+
+/// A first afternoon, item 12: "Stop" on a run frozen at its budget
+/// signals it while it is still frozen, then thaws it: no message of the
+/// agent's is recorded after the run was recorded aborted.
+#[test]
+fn a_run_stopped_at_its_budget_writes_nothing_after_its_end() {
+    for _ in 0..3 {
+        let env = Env::new();
+        env.config("");
+        env.use_fake("pi", "spender");
+        env.agent_preset("spend", "pi", "");
+        let mut launch = env.command(&["launch", "--budget", "$1", "spend", "x"]);
+        let out = launch.envs([("SPEND_EVERY", "0.001"), ("SPEND_MESSAGES", "400")]).output().unwrap();
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+        env.ok(&["abort", &id]);
+        let run = env.wait_run(&id, LIMIT, |r| !r["exited_at"].is_null());
+        assert_eq!(run["status"], "aborted", "{run:#}");
+        let ended = run["completed_at"].as_str().unwrap().to_string();
+        let events = env.store().events_before(&id, i64::MAX, 10_000).unwrap();
+        let late: Vec<_> = events
+            .iter()
+            .filter(|e| e.at.as_str() > ended.as_str())
+            .filter(|e| e.text.contains("spent message"))
+            .map(|e| e.text.clone())
+            .collect();
+        assert!(late.is_empty(), "the agent worked after its end was recorded: {late:?}");
+    }
+}

@@ -602,12 +602,14 @@ impl Supervisor {
         if !self.recorder.is_committed() {
             self.commit(status, stop_reason, Some(error.clone()))?;
         }
+        // The stop signal first, while a paused run is still frozen (it is
+        // pending then), and only then the thaw: the agent's first act on
+        // waking is to take it, never more work after its end was recorded.
+        self.cleanup.stop(Instant::now(), &error);
         if self.clock.is_paused() {
-            // A frozen process cannot act on SIGTERM.
             self.clock.resume(Instant::now());
             self.cleanup.freeze(false);
         }
-        self.cleanup.stop(Instant::now(), &error);
         // Those it cannot reach are noted in the cleanup record.
         child_runs::abort_active(&mut self.store, &mut self.cleanup, &self.run_id)?;
         Ok(())
