@@ -376,3 +376,28 @@ fn a_carried_file_the_agent_committed_is_never_shown_as_its_work() {
     assert!(!json.to_string().contains("supersecret123"), "{json:#}");
     assert_eq!(json["files"].as_array().unwrap().len(), 1, "{json:#}");
 }
+
+/// A first afternoon, item 3: the advice a conflict gives works as
+/// written: the run's uncommitted work is on its branch, so `git merge
+/// --squash corral/ID` brings it (and its conflict), never "Already up to
+/// date".
+#[test]
+fn the_advice_a_conflict_gives_works_as_written() {
+    let env = repo();
+    let p = &env.project;
+    env.command_preset_with("edit", &["sh", "-c", "sed -i 's/l3/L3 by the run/' notes.txt"], "worktree: true\n");
+    let id = env.launch("edit", "x");
+    env.wait_end(&id);
+    std::fs::write(p.join("notes.txt"), "l1\nl2\nl3 by you\nl4\nl5\n").unwrap();
+    git(p, &["commit", "-q", "-am", "mine"]);
+    let out = env.corral(&["merge", &id]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success() && err.contains("conflicts with main"), "{err}");
+    let advised = err.split('`').nth(1).expect("a command in backticks").to_string();
+    let words: Vec<&str> = advised.split_whitespace().collect();
+    assert_eq!(words[0], "git", "{advised}");
+    let merged = std::process::Command::new("git").args(&words[1..]).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&merged.stdout), String::from_utf8_lossy(&merged.stderr));
+    assert!(!said.contains("Already up to date"), "the advice did nothing: {said}");
+    assert!(said.contains("CONFLICT"), "{said}");
+}

@@ -139,13 +139,18 @@ pub fn prepare_squashed(
     let merged_tree = match merge_tree(repo, ours.trim(), theirs.trim(), &scratch)? {
         Ok(tree) => tree,
         Err(files) => {
+            // The advice must work as written: the run's work, uncommitted
+            // in its worktree, is committed on its own branch first (the
+            // run's, never anything of the user's).
+            objects.keep(repo, &[&tree])?;
+            commit_run_branch(worktree, run_id, &snap, &objects)?;
             return Err(WorktreeError::WouldConflict(format!(
-                "the run's work conflicts with {branch} in {}; nothing was changed. Merge by hand: `git -C {} \
-                 merge --squash {}` and resolve them (the worktree stays)",
+                "the run's work conflicts with {branch} in {}; nothing of yours was changed. Merge by hand: `git \
+                 -C {} merge --squash {}` (its branch holds all its work) and resolve them (the worktree stays)",
                 shown(&files.iter().map(String::as_str).collect::<Vec<_>>()),
                 repo.display(),
                 worktree.branch
-            )))
+            )));
         }
     };
     if merged_tree == head_tree {
