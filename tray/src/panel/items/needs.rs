@@ -128,6 +128,24 @@ fn cut(text: &str, width: usize) -> String {
 mod tests {
     use super::*;
 
+    /// However long the list, the menu holds ten items and says the rest.
+    #[test]
+    fn the_menu_stays_small_however_long_the_list() {
+        use corral::attention::{Action, Reason};
+        let item = |n: usize| Item {
+            subject: Subject::Run { id: format!("run{n}"), preset: "p".into(), task: "t".into() },
+            reason: Reason::Failed { error: "boom".into() },
+            chip: "failed",
+            words: format!("p (run{n}) failed: boom"),
+            actions: vec![Action { label: "Open".into(), argv: vec!["show".into(), format!("run{n}")] }],
+            since: None,
+        };
+        let needs: Vec<Item> = (0..500).map(item).collect();
+        let lines = lines(&needs);
+        assert_eq!(lines.len(), 1 + SHOWN + 1 + 1, "{lines:?}");
+        assert!(lines.iter().any(|l| matches!(l, Line::Item { label, .. } if label == "…and 490 more: open Corral")));
+    }
+
     #[test]
     fn a_long_reason_is_cut_at_a_word() {
         let said = cut("fixer (k3x9abcd) failed: 529: Overloaded while it was working into their documents", 40);
