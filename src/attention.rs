@@ -355,11 +355,24 @@ fn denial_actions(run: &Run) -> Vec<Action> {
 /// on). A target, not a raise: two presses, from two terminals at once,
 /// raise it once.
 fn more_of(crossing: &Crossing) -> (String, String) {
-    let more = crossing.more();
+    let mut more = crossing.more();
+    // As many steps as it takes to be past what was spent: a message that
+    // cost more than one step would leave a raise of one step spent too,
+    // and `resume` refuses a budget that is spent.
+    if let (Some(budget), Some(step)) = (crossing.budget.usd, more.usd.filter(|s| *s > 0.0)) {
+        let steps = ((crossing.spent.usd - budget) / step).floor().max(0.0) + 1.0;
+        more.usd = Some(step * steps);
+    }
+    if let (Some(budget), Some(step)) = (crossing.budget.tokens, more.tokens.filter(|s| *s > 0)) {
+        let steps = crossing.spent.tokens.saturating_sub(budget) / step + 1;
+        more.tokens = Some(step.saturating_mul(steps));
+    }
     let to = crossing.budget.raised_by(&more);
     let mut exact = Vec::new();
     if let Some(usd) = to.usd {
-        exact.push(format!("usd={usd}"));
+        // Exact to a millionth of a dollar, never `0.3333333333333333`.
+        let usd = format!("{usd:.6}");
+        exact.push(format!("usd={}", usd.trim_end_matches('0').trim_end_matches('.')));
     }
     if let Some(tokens) = to.tokens {
         exact.push(format!("tokens={tokens}"));

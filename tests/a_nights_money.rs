@@ -159,3 +159,62 @@ fn a_fire_launches_no_more_runs_than_its_budget_pays_a_message_each() {
         let _ = env.corral(&["abort", run["id"].as_str().unwrap()]);
     }
 }
+
+/// A hostile reading's finding: the ledger says which schedule's fire
+/// caused a row on the row itself: a fire id used again after `schedule
+/// rm` never charges a new schedule with another's money, and a schedule
+/// removed and added again under its name keeps its day's spend.
+#[test]
+fn the_days_spend_is_the_schedules_whatever_fire_ids_are_used_again() {
+    let env = spending();
+    let add = |name: &str| {
+        let args = ["schedule", "add", name, "--preset", "spend", "--every", "1h", "--budget-per-day", "$1", "spend"];
+        let out = env.command(&args).env("SPEND_MESSAGES", "1").output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    add("x");
+    let fired = fire(&env, "x");
+    ended_runs(&env, &fired);
+    env.ok(&["schedule", "rm", "x"]);
+    add("r");
+    let fired = fire(&env, "r");
+    assert_eq!(fired["outcome"], "launched", "a new schedule was charged another's money: {fired:#}");
+    let runs = ended_runs(&env, &fired);
+    assert!((given(&env, &runs[0]) - 1.0).abs() < 1e-9, "{fired:#}");
+    add("x");
+    let fired = fire(&env, "x");
+    let runs = ended_runs(&env, &fired);
+    let left = given(&env, &runs[0]);
+    assert!((left - 0.75).abs() < 1e-9, "x added again was given its day back: ${left:.2}");
+}
+
+/// A hostile reading's finding: a schedule's first fire, before any of its
+/// runs said what a message costs, launches no more runs than what is left
+/// pays a $0.25 message each: twenty items on a $1 day launch four.
+#[test]
+fn a_first_fire_is_bounded_before_any_message_was_priced() {
+    let env = spending();
+    let add = [
+        "schedule",
+        "add",
+        "first",
+        "--preset",
+        "spend",
+        "--every",
+        "1h",
+        "--budget-per-day",
+        "$1",
+        "--precheck",
+        "seq 1 20",
+        "--each",
+        "item {item}",
+    ];
+    env.ok(&add);
+    let fired = fire(&env, "first");
+    assert_eq!(fired["outcome"], "launched", "{fired:#}");
+    let runs = fired["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{fired:#}");
+    for run in runs {
+        let _ = env.corral(&["abort", run["id"].as_str().unwrap()]);
+    }
+}

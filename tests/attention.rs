@@ -334,3 +334,26 @@ fn needs_you_is_tidied_one_item_at_a_time_and_clear_finished_keeps_what_matters(
     env.ok(&argv);
     assert!(item(&needs(&env), &failed).is_none(), "dismissed, it still needs you");
 }
+
+/// A hostile reading's finding: a message that cost more than the budget
+/// step leaves "Allow $N more" past what was spent, so it is carried out
+/// as printed, never refused as spent too.
+#[test]
+fn allow_more_is_past_what_was_spent_and_runs_as_printed() {
+    let env = Env::new();
+    env.config("");
+    env.use_fake("pi", "spender");
+    env.agent_preset("spend", "pi", "");
+    let mut launch = env.command(&["launch", "--budget", "$1", "spend", "x"]);
+    let id = String::from_utf8(launch.env("SPEND_COST", "2.5").output().unwrap().stdout).unwrap().trim().to_string();
+    env.wait_run(&id, LIMIT, |r| r["status"] == "paused");
+    let items = needs(&env);
+    let budget = item(&items, &id).unwrap_or_else(|| panic!("{items:#?}"));
+    let allow: Vec<String> =
+        budget["actions"][0]["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+    let args: Vec<&str> = allow.iter().map(String::as_str).collect();
+    env.ok(&args);
+    let run = env.show(&id);
+    assert!(run["budget"]["usd"].as_f64().unwrap() > 2.5, "{run:#}");
+    env.ok(&["abort", &id]);
+}

@@ -357,3 +357,20 @@ fn a_reset_days_away_is_said_with_its_day() {
     assert!(ls.contains(&day), "{ls}");
     env.ok(&["abort", &id]);
 }
+
+/// A hostile reading's finding: a limit that says its reset is now, again
+/// and again (said to the minute, repeated within that minute), is tried
+/// the few times a limit with no reset is, longer apart, then fails: never
+/// every few seconds.
+#[test]
+fn a_reset_said_to_be_now_again_and_again_is_tried_a_few_times() {
+    let env = limited_env("[usage_limits]\nretry = \"200ms\"\ntries = 2\n");
+    let log = env.project.join("turns.log");
+    let said = "You've hit your usage limit. Try again in 1 second.";
+    let vars = [("LIMIT_SAID", said), ("LIMIT_ALWAYS", "1"), ("LIMIT_LOG", log.to_str().unwrap())];
+    let id = env.launch_env("cx", "x", &vars);
+    let run = env.wait_run(&id, LIMIT, |r| common::is_terminal(r) && !r["exited_at"].is_null());
+    assert_eq!(run["status"], "failed", "{run:#}");
+    assert_eq!(run["stop_reason"], "usage_limit", "{run:#}");
+    assert!(turns(&log).len() <= 4, "tried {} times: {:?}", turns(&log).len(), turns(&log));
+}

@@ -27,9 +27,12 @@ const MARGIN: Duration = Duration::from_secs(5);
 /// meanwhile (aborted).
 pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Result<Option<NextTurn>, ShepherdError> {
     let now = Local::now();
+    // A reset that is now, said again after the first try, is tried as a
+    // limit with no reset time: longer apart each time.
+    let repeated_now = tries > 0 && super::limited::resets_now(&limited.limit);
     let resumes: DateTime<Local> = match limited.limit.resets_at {
-        Some(at) => at.max(now) + chrono::Duration::from_std(MARGIN).unwrap_or_default(),
-        None => {
+        Some(at) if !repeated_now => at.max(now) + chrono::Duration::from_std(MARGIN).unwrap_or_default(),
+        _ => {
             now + chrono::Duration::from_std(usage_limit::backoff(sup.config.usage_limit_retry, tries))
                 .unwrap_or_default()
         }
@@ -45,7 +48,7 @@ pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Re
         return Ok(None);
     }
     let when = crate::time::clock(resumes.with_timezone(&chrono::Utc));
-    let note = match limited.limit.resets_at {
+    let note = match limited.limit.resets_at.filter(|_| !repeated_now) {
         Some(_) => format!("paused: usage limit reached ({said}); goes on by itself at {when} in its own session"),
         None => format!(
             "paused: usage limit reached with no reset time said ({said}); tried again at {when} (try {} of {})",

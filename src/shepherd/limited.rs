@@ -27,8 +27,19 @@ pub(super) fn reported(verdict: &Verdict) -> Option<Limit> {
 /// where it stopped; a limit that said no reset time is waited out
 /// `max_tries` times (`[usage_limits] tries`), `tries` so far.
 pub(super) fn waits(limit: &Limit, can_resume: impl FnOnce() -> bool, tries: u32, max_tries: u32) -> bool {
-    (limit.resets_at.is_some() || tries < max_tries) && can_resume()
+    (limit.resets_at.is_some() && !resets_now(limit) || tries < max_tries) && can_resume()
 }
+
+/// True if `limit` resets now, or a moment ago: said again after its reset
+/// (a reset said to the minute, repeated within that minute, or one the
+/// provider did not keep), it is tried as one with no reset said — a few
+/// times, longer apart each time — never again every few seconds.
+pub(super) fn resets_now(limit: &Limit) -> bool {
+    limit.resets_at.is_some_and(|at| at <= Local::now() + chrono::Duration::seconds(RESET_IS_NOW_SECONDS))
+}
+
+/// How near a reset is to count as now.
+const RESET_IS_NOW_SECONDS: i64 = 90;
 
 /// The verdict of a run whose limit cannot be waited out, in words.
 pub(super) fn failed(verdict: Verdict, tries: u32) -> Verdict {

@@ -328,7 +328,7 @@ fn live(mut sup: supervise::Supervisor) -> Result<(), ShepherdError> {
         // A turn that ended at the agent's usage limit waits it out.
         if let Some(limited) = sup.limited.take() {
             let tries = sup.limit_tries;
-            if limited.limit.resets_at.is_none() {
+            if limited.limit.resets_at.is_none() || limited::resets_now(&limited.limit) {
                 sup.limit_tries += 1;
             }
             match limit::wait_out(&mut sup, limited, tries)? {

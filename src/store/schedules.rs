@@ -673,13 +673,17 @@ impl Store {
                     // most; a token each at the least): a share smaller
                     // than one message would be spent past before any run
                     // is paused.
+                    // Before any of its runs said what a message costs, a
+                    // message is taken to cost [`FIRST_MESSAGE_USD`] and
+                    // [`FIRST_MESSAGE_TOKENS`].
                     let (usd_each, tokens_each) = one_message(tx, &name)?;
                     let mut payable = runs;
-                    if let (Some(usd), Some(one)) = (left.usd, usd_each.filter(|u| *u > 0.0)) {
+                    if let Some(usd) = left.usd {
+                        let one = usd_each.filter(|u| *u > 0.0).unwrap_or(FIRST_MESSAGE_USD);
                         payable = payable.min((usd / one).floor() as usize);
                     }
                     if let Some(tokens) = left.tokens {
-                        let one = tokens_each.unwrap_or(1).max(1);
+                        let one = tokens_each.filter(|t| *t > 0).unwrap_or(FIRST_MESSAGE_TOKENS);
                         payable = payable.min((tokens / one) as usize);
                     }
                     if payable == 0 {
@@ -737,7 +741,11 @@ pub(super) fn record_fire_run(
         params![link.fire, run_id, link.item],
     )?;
     // What it spends is the fire's, and so is what its children spend.
-    tx.execute("UPDATE spend SET fire = ?1 WHERE run_id = ?2", params![link.fire, run_id])?;
+    tx.execute(
+        "UPDATE spend SET fire = ?1, schedule = f.schedule, fired_at = f.fired_at
+         FROM (SELECT schedule, fired_at FROM fires WHERE id = ?1) f WHERE run_id = ?2",
+        params![link.fire, run_id],
+    )?;
     if let Some(item) = link.item {
         tx.execute(
             "INSERT INTO schedule_items (schedule, item, fire)
@@ -749,6 +757,12 @@ pub(super) fn record_fire_run(
     Ok(())
 }
 
+/// What one message is taken to cost before a schedule's runs said: an
+/// agent's message with a working context, on a frontier model.
+const FIRST_MESSAGE_USD: f64 = 0.25;
+/// The same in tokens.
+const FIRST_MESSAGE_TOKENS: u64 = 20_000;
+
 /// What one message of schedule `name`'s runs cost at the most, in
 /// dollars and in tokens, from its latest runs that reported any (their
 /// spend over their messages that spent); `None` before any did.
@@ -758,8 +772,8 @@ fn one_message(conn: &rusqlite::Connection, name: &str) -> rusqlite::Result<(Opt
            SELECT s.usd, s.tokens,
              (SELECT count(*) FROM events e WHERE e.run_id = s.run_id AND e.kind = 'usage'
                 AND e.text NOT LIKE '0 in / 0 out%') AS n
-           FROM spend s JOIN fires ON fires.id = s.fire
-           WHERE fires.schedule = ?1 AND (s.usd > 0 OR s.tokens > 0) ORDER BY fires.id DESC LIMIT 20)
+           FROM spend s
+           WHERE s.schedule = ?1 AND (s.usd > 0 OR s.tokens > 0) ORDER BY s.fired_at DESC LIMIT 20)
          WHERE n > 0",
     )?
     .query_row([name], |r| Ok((r.get::<_, Option<f64>>(0)?, r.get::<_, Option<i64>>(1)?.map(|t| t.max(0) as u64))))
@@ -771,9 +785,8 @@ fn one_message(conn: &rusqlite::Connection, name: &str) -> rusqlite::Result<(Opt
 /// transaction's).
 fn spent_since(conn: &rusqlite::Connection, name: &str, since: &str) -> rusqlite::Result<crate::budget::Spent> {
     conn.prepare_cached(
-        "SELECT coalesce(sum(s.usd), 0.0), coalesce(max(s.estimated), 0), coalesce(sum(s.tokens), 0)
-         FROM spend s JOIN fires ON fires.id = s.fire
-         WHERE fires.schedule = ?1 AND fires.fired_at >= ?2",
+        "SELECT coalesce(sum(usd), 0.0), coalesce(max(estimated), 0), coalesce(sum(tokens), 0)
+         FROM spend WHERE schedule = ?1 AND fired_at >= ?2",
     )?
     .query_row(params![name, since], |r| {
         Ok(crate::budget::Spent {
