@@ -209,6 +209,16 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
             (reason, "usage limit", words, actions, run.paused_at.clone())
         }
         (RunStatus::Paused, _) => return Ok(None),
+        // Held in the queue by its agent's usage limit, which outlives the
+        // run that hit it: said, with when it starts.
+        (RunStatus::Queued, _) => {
+            let Some(limit) = store.agent_limit(run.agent)? else { return Ok(None) };
+            let at = time::parse(&limit.resets_at).map(time::clock).unwrap_or(limit.resets_at.clone());
+            let words = format!("{name} queued behind {}'s usage limit: starts by itself at {at}", run.agent);
+            let reason = Reason::UsageLimit { resumes_at: Some(limit.resets_at.clone()) };
+            let actions = vec![Action::new("Stop", &["abort", id])];
+            (reason, "usage limit", words, actions, Some(run.created_at.clone()))
+        }
         (status, _) if run.ended_badly() => {
             let error = error_words(run.error.as_deref().unwrap_or("no reason was recorded"));
             let words = format!("{name} {status}: {error}");

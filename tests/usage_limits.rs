@@ -374,3 +374,21 @@ fn a_reset_said_to_be_now_again_and_again_is_tried_a_few_times() {
     assert_eq!(run["stop_reason"], "usage_limit", "{run:#}");
     assert!(turns(&log).len() <= 4, "tried {} times: {:?}", turns(&log).len(), turns(&log));
 }
+
+/// A hostile reading's finding: a usage limit outlives the run that hit it
+/// (aborted): the runs it holds in the queue need you, with when they
+/// start, never "nothing needs you".
+#[test]
+fn runs_a_limit_holds_in_the_queue_are_said() {
+    let env = limited_env("");
+    let at = if Local::now().hour() < 21 { clock_in(120) } else { clock_in(30) };
+    let first = env.launch_env("cx", "first", &[("LIMIT_AT", &at)]);
+    env.wait_run(&first, LIMIT, |r| r["status"] == "paused");
+    let second = env.launch_env("cx", "second", &[("LIMIT_AT", &at)]);
+    env.ok(&["abort", &first]);
+    env.wait_end(&first);
+    assert_eq!(env.show(&second)["status"], "queued");
+    let needs = env.ok(&["needs"]);
+    assert!(needs.contains(&second) && needs.contains("queued behind codex's usage limit"), "{needs}");
+    env.ok(&["abort", &second]);
+}

@@ -31,10 +31,13 @@ pub const ENDED_LISTED: usize = 200;
 fn needs_you() -> String {
     format!(
         "((status = '{paused}' AND pause_reason IS NOT NULL)
+          OR (status = '{queued}' AND agent IN (SELECT agent FROM usage_limits
+                WHERE resets_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))
           OR ({ended_badly} AND seen_at IS NULL)
           OR (denied IS NOT NULL AND seen_at IS NULL AND status IN {ended})
           OR (retrying IS NOT NULL AND status IN {active}))",
         paused = RunStatus::Paused,
+        queued = RunStatus::Queued,
         ended_badly = crate::run::Run::ENDED_BADLY_SQL,
         ended = RunStatus::terminal_sql(),
         active = RunStatus::active_sql(),
