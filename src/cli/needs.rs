@@ -24,7 +24,8 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         let run = store.find_run(id)?;
         if !run.status.is_terminal() {
             anyhow::bail!(
-                "run {} has not ended ({}): nothing to dismiss yet; it needs you once it has",
+                "run {} has not ended ({}): only an ended run is dismissed; what it waits for is answered by its \
+                 actions (`corral needs` lists them)",
                 run.id,
                 run.status
             );
