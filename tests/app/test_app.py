@@ -731,7 +731,7 @@ def test_a_run_page_at_a_glance(session, env):
         assert driver.text("#run-error").startswith("529: Overloaded"), driver.text("#run-error")
         assert '{"type"' not in driver.js("return document.querySelector('#run-error .notice-words').textContent")
         # A budget as a meter: a cent of a dollar.
-        assert "$0.02 · 4k tokens of $1.00" in driver.text("#budget-meter"), driver.text("#budget-meter")
+        assert "$0.02 · 4040 tokens of $1.00" in driver.text("#budget-meter"), driver.text("#budget-meter")
         # The transcript right under the header; usage folded into the
         # message it follows, a long text saying how much more it has.
         order = driver.js("return [...document.querySelectorAll('#view h2, #run-details')].map(e => e.id || e.textContent)")
