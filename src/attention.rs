@@ -54,6 +54,13 @@ pub enum Subject {
     },
 }
 
+impl Subject {
+    /// Run `run`: its id, preset and the first words of its task.
+    fn of(run: &Run) -> Subject {
+        Subject::Run { id: run.id.clone(), preset: run.preset.clone(), task: run.task.chars().take(80).collect() }
+    }
+}
+
 /// Why an item needs the user.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -182,31 +189,16 @@ fn schedule_item(store: &Store, schedule: crate::store::ScheduleRow) -> Option<I
 pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
     let id = run.id.as_str();
     let name = format!("{} ({id})", run.preset);
-    let subject =
-        Subject::Run { id: run.id.clone(), preset: run.preset.clone(), task: run.task.chars().take(80).collect() };
+    let subject = Subject::of(run);
     let (reason, chip, words, actions, since) = match (run.status, run.pause_reason) {
         (RunStatus::Paused, Some(PauseReason::Budget)) => {
             let Some(crossing) = store.budget_crossed(id)? else { return Ok(None) };
-            let more = more_of(&crossing);
-            let owner = crossing.owner.clone();
-            let words = format!("{name} paused: {}", crossing.words(id));
-            let reason =
-                Reason::Budget { owner: owner.clone(), budget: crossing.budget.words(), spent: spent_words(&crossing) };
-            let actions = vec![
-                Action::new(format!("Allow {} more", more.1), &["resume", &owner, "--budget", &more.0]),
-                Action::new("Stop", &["abort", &owner]),
-            ];
-            (reason, "budget", words, actions, run.paused_at.clone())
+            let (reason, chip, words, actions) = budget_answers(&name, id, &crossing);
+            (reason, chip, words, actions, run.paused_at.clone())
         }
         (RunStatus::Paused, Some(PauseReason::UsageLimit)) => {
-            let at = run.resumes_at.as_deref().and_then(time::parse).map(time::clock);
-            let words = match &at {
-                Some(at) => format!("{name} paused at its usage limit: goes on by itself at {at}"),
-                None => format!("{name} paused at its usage limit"),
-            };
-            let reason = Reason::UsageLimit { resumes_at: run.resumes_at.clone() };
-            let actions = vec![Action::new("Resume now", &["resume", id]), Action::new("Stop", &["abort", id])];
-            (reason, "usage limit", words, actions, run.paused_at.clone())
+            let (reason, chip, words, actions) = limit_answers(&name, run);
+            (reason, chip, words, actions, run.paused_at.clone())
         }
         (RunStatus::Paused, _) => return Ok(None),
         // Held in the queue by its agent's usage limit, which outlives the
@@ -252,6 +244,35 @@ pub fn of_run(store: &Store, run: &Run) -> Result<Option<Item>, StoreError> {
     Ok(Some(Item { subject, reason, chip, words, actions, since }))
 }
 
+/// What a run frozen at `crossing` needs (`name` says the run `id`): the
+/// budget in words, "Allow more" and "Stop", each acting on its owner.
+fn budget_answers(name: &str, id: &str, crossing: &Crossing) -> (Reason, &'static str, String, Vec<Action>) {
+    let more = more_of(crossing);
+    let owner = crossing.owner.as_str();
+    let words = format!("{name} paused: {}", crossing.words(id));
+    let reason =
+        Reason::Budget { owner: owner.to_string(), budget: crossing.budget.words(), spent: spent_words(crossing) };
+    let actions = vec![
+        Action::new(format!("Allow {} more", more.1), &["resume", owner, "--budget", &more.0]),
+        Action::new("Stop", &["abort", owner]),
+    ];
+    (reason, "budget", words, actions)
+}
+
+/// What `run`, paused at its usage limit, needs: when it goes on, "Resume
+/// now" and "Stop".
+fn limit_answers(name: &str, run: &Run) -> (Reason, &'static str, String, Vec<Action>) {
+    let id = run.id.as_str();
+    let at = run.resumes_at.as_deref().and_then(time::parse).map(time::clock);
+    let words = match &at {
+        Some(at) => format!("{name} paused at its usage limit: goes on by itself at {at}"),
+        None => format!("{name} paused at its usage limit"),
+    };
+    let reason = Reason::UsageLimit { resumes_at: run.resumes_at.clone() };
+    let actions = vec![Action::new("Resume now", &["resume", id]), Action::new("Stop", &["abort", id])];
+    (reason, "usage limit", words, actions)
+}
+
 /// The item of `run` of another host, if it waits for the user's word:
 /// paused at its budget (what its store said of its budget and spend) or
 /// at a usage limit. Its actions are the CLI's, which carries them out
@@ -260,8 +281,7 @@ fn of_host_run(run: &Run) -> Option<Item> {
     let id = run.id.as_str();
     let host = run.host.as_deref().unwrap_or("another host");
     let name = format!("{} ({id}) on {host}", run.preset);
-    let subject =
-        Subject::Run { id: run.id.clone(), preset: run.preset.clone(), task: run.task.chars().take(80).collect() };
+    let subject = Subject::of(run);
     if run.status != RunStatus::Paused {
         return None;
     }
@@ -281,26 +301,9 @@ fn of_host_run(run: &Run) -> Option<Item> {
                 spent,
                 on_budget: crate::budget::OnBudget::Pause,
             };
-            let more = more_of(&crossing);
-            let words = format!("{name} paused: {}", crossing.words(id));
-            let reason =
-                Reason::Budget { owner: run.id.clone(), budget: budget.words(), spent: spent_words(&crossing) };
-            let actions = vec![
-                Action::new(format!("Allow {} more", more.1), &["resume", id, "--budget", &more.0]),
-                Action::new("Stop", &["abort", id]),
-            ];
-            (reason, "budget", words, actions)
+            budget_answers(&name, id, &crossing)
         }
-        PauseReason::UsageLimit => {
-            let at = run.resumes_at.as_deref().and_then(time::parse).map(time::clock);
-            let words = match &at {
-                Some(at) => format!("{name} paused at its usage limit: goes on by itself at {at}"),
-                None => format!("{name} paused at its usage limit"),
-            };
-            let reason = Reason::UsageLimit { resumes_at: run.resumes_at.clone() };
-            let actions = vec![Action::new("Resume now", &["resume", id]), Action::new("Stop", &["abort", id])];
-            (reason, "usage limit", words, actions)
-        }
+        PauseReason::UsageLimit => limit_answers(&name, run),
     };
     Some(Item { subject, reason, chip, words, actions, since: run.paused_at.clone() })
 }
