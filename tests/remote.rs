@@ -146,6 +146,25 @@ impl Remote {
         gate
     }
 
+    /// An installation here whose host `box` runs the fake spending `pi`
+    /// (preset `spend` there), its `corral` started with `vars` (`K=V …`).
+    fn spending_there(&self, vars: &str) -> Env {
+        let d = self.dir.path();
+        let bin = d.join("remote-bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(common::fake_agent("spender"), bin.join("pi")).unwrap();
+        let wrapper = d.join("corral-there");
+        let script =
+            format!("#!/bin/sh\nPATH='{}':\"$PATH\" {vars} exec '{}' \"$@\"\n", bin.display(), corral_bin().display());
+        std::fs::write(&wrapper, script).unwrap();
+        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::fs::write(self.home.join("presets/spend.md"), "---\nname: spend\ndescription: d\nagent: pi\n---\n")
+            .unwrap();
+        let env = Env::new();
+        env.config(&self.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+        env
+    }
+
     /// `corral ARGS --json` run on the remote side directly (not over SSH);
     /// exit 1 (a run that did not complete) is an answer too.
     fn json(&self, args: &[&str]) -> Value {
@@ -1305,20 +1324,7 @@ fn launch_wait_on_a_host_waits_while_the_host_refuses_connections() {
 #[test]
 fn a_host_run_frozen_at_its_budget_needs_you_here() {
     let Some(remote) = Remote::start() else { return };
-    let d = remote.dir.path();
-    let bin = d.join("remote-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(common::fake_agent("spender"), bin.join("pi")).unwrap();
-    let wrapper = d.join("corral-there");
-    std::fs::write(
-        &wrapper,
-        format!("#!/bin/sh\nPATH='{}':\"$PATH\" exec '{}' \"$@\"\n", bin.display(), corral_bin().display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::fs::write(remote.home.join("presets/spend.md"), "---\nname: spend\ndescription: d\nagent: pi\n---\n").unwrap();
-    let env = Env::new();
-    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+    let env = remote.spending_there("");
     let id = env.ok(&["launch", "--host", "box", "--budget", "$1", "spend", "x"]).trim().to_string();
     let listed = || env.json(&["needs"]).as_array().unwrap().iter().any(|i| i["id"] == id.as_str());
     // Followed here as it goes (`ls` catches up with the host).
@@ -1500,24 +1506,7 @@ async fn a_childs_scope_on_a_host_never_exceeds_its_launchers() {
 #[test]
 fn a_negative_cost_from_a_host_gives_no_budget_back() {
     let Some(remote) = Remote::start() else { return };
-    let d = remote.dir.path();
-    let bin = d.join("remote-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(common::fake_agent("spender"), bin.join("pi")).unwrap();
-    let wrapper = d.join("corral-there");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nPATH='{}':\"$PATH\" SPEND_COST=-100 SPEND_MESSAGES=2 exec '{}' \"$@\"\n",
-            bin.display(),
-            corral_bin().display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::fs::write(remote.home.join("presets/spend.md"), "---\nname: spend\ndescription: d\nagent: pi\n---\n").unwrap();
-    let env = Env::new();
-    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+    let env = remote.spending_there("SPEND_COST=-100 SPEND_MESSAGES=2");
     env.command_preset("lead", &["sh", "-c", "corral launch --host box spend helper --wait >/dev/null"]);
     let lead = env.ok(&["launch", "--budget", "$1", "lead", "x"]).trim().to_string();
     let ended = env.wait_run(&lead, LIMIT, |r| !r["exited_at"].is_null());
@@ -1535,24 +1524,7 @@ fn a_negative_cost_from_a_host_gives_no_budget_back() {
 #[test]
 fn a_host_schedules_spend_counts_against_its_day() {
     let Some(remote) = Remote::start() else { return };
-    let d = remote.dir.path();
-    let bin = d.join("remote-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(common::fake_agent("spender"), bin.join("pi")).unwrap();
-    let wrapper = d.join("corral-there");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nPATH='{}':\"$PATH\" SPEND_MESSAGES=2 exec '{}' \"$@\"\n",
-            bin.display(),
-            corral_bin().display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::fs::write(remote.home.join("presets/spend.md"), "---\nname: spend\ndescription: d\nagent: pi\n---\n").unwrap();
-    let env = Env::new();
-    env.config(&remote.host_config().replace(&corral_bin().display().to_string(), &wrapper.display().to_string()));
+    let env = remote.spending_there("SPEND_MESSAGES=2");
     let add =
         ["schedule", "add", "there", "--preset", "spend", "--host", "box", "--every", "1h", "--budget-per-day", "$1"];
     env.ok(&[&add[..], &["spend"]].concat());
