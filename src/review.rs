@@ -306,9 +306,7 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
     let runs = distinct_runs(store, ids)?;
     for run in &runs {
         let worktree = worktree_of(run)?;
-        if run.status.is_active() {
-            return Err(WorktreeError::Active(run.id.clone()).into());
-        }
+        refuse_still_writing(run)?;
         refuse_carried(store, run, worktree)?;
         // Nothing to merge is said before anything is merged.
         if worktree::changes(worktree)?.files.is_empty() {
