@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use super::git::{git_in, Env, ScratchObjects};
+use super::git::{git_in, Env, ScratchObjects, SCRATCH_COMMIT};
 use super::merge::merge_tree;
 use super::snapshot::{snapshot, unmerged_from};
 use super::{Worktree, WorktreeError};
@@ -79,8 +79,7 @@ pub fn conflicts(onto: Option<&str>, runs: &[(String, Worktree)]) -> Result<Judg
             let env = Env { objects: Some(&a.objects), others: vec![&b.objects], ..Env::default() };
             let tried = match (onto, &alone[i], &alone[j]) {
                 (Some(onto), Some(tree_a), Some(_)) => {
-                    let who = ["-c", "user.name=Corral", "-c", "user.email=corral@localhost", "commit-tree"];
-                    let args = [&who[..], &[tree_a, "-p", onto, "-p", &b.from, "-m", "first"]].concat();
+                    let args = [&SCRATCH_COMMIT[..], &[tree_a, "-p", onto, "-p", &b.from, "-m", "first"]].concat();
                     let with_a = git_in(dir, &args, &env, "trying two runs' work together")?;
                     match merge_tree(dir, with_a.trim(), cb, &env)? {
                         Ok(tree) if tree == *tree_a => {
@@ -111,9 +110,8 @@ fn step(
     env: &Env<'_>,
 ) -> Result<Result<String, Vec<String>>, WorktreeError> {
     // `from` as a second parent makes it the best common ancestor.
-    let who = ["-c", "user.name=Corral", "-c", "user.email=corral@localhost", "commit-tree"];
     let tree = format!("{onto}^{{tree}}");
-    let args = [&who[..], &[&tree, "-p", onto, "-p", from, "-m", "branch"]].concat();
+    let args = [&SCRATCH_COMMIT[..], &[&tree, "-p", onto, "-p", from, "-m", "branch"]].concat();
     let ours = git_in(dir, &args, env, "trying the run's work on the branch")?;
     merge_tree(dir, ours.trim(), commit, env)
 }
@@ -136,8 +134,7 @@ fn work_of(id: &str, worktree: &Worktree) -> Result<Work, WorktreeError> {
     let commit = if from_tree.trim() == tree {
         None
     } else {
-        let who = ["-c", "user.name=Corral", "-c", "user.email=corral@localhost", "commit-tree"];
-        let args = [&who[..], &[&tree, "-p", from, "-m", id]].concat();
+        let args = [&SCRATCH_COMMIT[..], &[&tree, "-p", from, "-m", id]].concat();
         Some(git_in(path, &args, &scratch, "writing the run's work")?.trim().to_string())
     };
     Ok(Work { run: id.to_string(), objects, from: from.to_string(), commit })

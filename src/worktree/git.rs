@@ -56,6 +56,11 @@ impl<'a> Env<'a> {
     }
 }
 
+/// `git commit-tree` with a fixed identity, for scratch commits Corral
+/// makes to try merges and never keeps.
+pub(super) const SCRATCH_COMMIT: [&str; 5] =
+    ["-c", "user.name=Corral", "-c", "user.email=corral@localhost", "commit-tree"];
+
 /// Runs git with `args` in `dir`; its stdout on success.
 pub(super) fn git(dir: &Path, args: &[&str], doing: &'static str) -> Result<String, WorktreeError> {
     git_in(dir, args, &Env::default(), doing)

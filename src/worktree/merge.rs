@@ -24,7 +24,9 @@
 
 use std::path::Path;
 
-use super::git::{committer, git, git_in, output, said, stderr_of, temp_file_with, Env, ScratchObjects};
+use super::git::{
+    committer, git, git_in, output, said, stderr_of, temp_file_with, Env, ScratchObjects, SCRATCH_COMMIT,
+};
 use super::land::head_of;
 use super::snapshot::{nested_repositories, snapshot, unmerged_from, worktree_index, Snapshot};
 use super::{Worktree, WorktreeError};
@@ -132,9 +134,9 @@ pub fn prepare_squashed(
     // `ours` is your HEAD with `from` as a second parent, so that `from`
     // is their best common ancestor (git 2.38+, no `--merge-base` needed).
     // Scratch commits, never kept: a fixed identity.
-    let who = ["-c", "user.name=Corral", "-c", "user.email=corral@localhost", "commit-tree"];
-    let theirs = git_in(repo, &[&who[..], &[&tree, "-p", from, "-m", "run"]].concat(), &scratch, "trying the merge")?;
-    let ours = [&who[..], &[&head_tree, "-p", &head, "-p", from, "-m", "yours"]].concat();
+    let theirs =
+        git_in(repo, &[&SCRATCH_COMMIT[..], &[&tree, "-p", from, "-m", "run"]].concat(), &scratch, "trying the merge")?;
+    let ours = [&SCRATCH_COMMIT[..], &[&head_tree, "-p", &head, "-p", from, "-m", "yours"]].concat();
     let ours = git_in(repo, &ours, &scratch, "trying the merge")?;
     let merged_tree = match merge_tree(repo, ours.trim(), theirs.trim(), &scratch)? {
         Ok(tree) => tree,
