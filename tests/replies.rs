@@ -216,7 +216,9 @@ fn a_wait_begun_after_a_reply_gets_the_end_of_the_replys_turn_not_the_one_before
     let told: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(told[0]["final_text"], "Echo: first question", "{told:#}");
     let ended = env.run_dir(&id).join("ended.json");
-    assert!(ended.is_file(), "the end is written beside the run for its waiters");
+    // Written as the end is committed: a waiter woken by the commit itself
+    // may read the store a moment before the file is in place.
+    assert!(eventually(LIMIT, || ended.is_file()), "the end is written beside the run for its waiters");
 
     env.ok(&["reply", &id, "and a second one"]);
     assert!(!ended.exists(), "the reply took the first end away as it was recorded");
