@@ -13,7 +13,8 @@ for path in ./usr/bin/corral ./usr/bin/corral-push ./usr/bin/corral-tray ./usr/b
   ./usr/share/icons/hicolor/128x128/apps/corral.png ./usr/share/icons/hicolor/256x256/apps/corral.png \
   ./usr/share/icons/hicolor/512x512/apps/corral.png ./usr/share/man/man1/corral.1.gz \
   ./usr/share/bash-completion/completions/corral ./usr/share/zsh/vendor-completions/_corral \
-  ./usr/share/fish/vendor_completions.d/corral.fish ./usr/share/corral/apparmor/bwrap; do
+  ./usr/share/fish/vendor_completions.d/corral.fish ./usr/share/corral/apparmor/bwrap \
+  ./usr/share/doc/corral/README.md ./usr/share/doc/corral/docs/SUMMARY.md ./usr/share/doc/corral/docs/window-runs.png; do
   if ! grep -qx "$path" <<<"$contents"; then
     echo "check-deb: $deb lacks $path" >&2
     missing=1

@@ -31,6 +31,10 @@ for size in 16 32 48 64 128 256; do
 done
 install -Dm644 icons/icon.png "$stage/usr/share/icons/hicolor/512x512/apps/corral.png"
 install -Dm644 README.md "$stage/usr/share/doc/corral/README.md"
+# The manual beside it, its pictures with it.
+for page in docs/*.md docs/*.png; do
+  install -Dm644 "$page" "$stage/usr/share/doc/corral/docs/$(basename "$page")"
+done
 # Not enabled: `corral doctor` says when it helps and how to turn it on.
 install -Dm644 packaging/apparmor/bwrap "$stage/usr/share/corral/apparmor/bwrap"
 # The manual page and shell completions, generated from the command line's

@@ -1,6 +1,5 @@
 //! Run containment: whether a run gets a cgroup here, with which limits,
-//! and how pause and abort work (see "Nothing escapes its run" in the
-//! README).
+//! and how pause and abort work (see the manual, docs/supervision.md).
 
 use super::{Finding, Level};
 use crate::config::Config;

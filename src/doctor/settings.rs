@@ -17,7 +17,7 @@ pub fn check(home: &Home) -> Vec<Finding> {
         }
         Ok(_) => Finding::ok(AREA, "config.toml", format!("none at {}: the defaults", home.config_file().display())),
         Err(e) => Finding::new(AREA, "config.toml", Level::Fail, e.to_string())
-            .fix(format!("fix {} (every key is in the README under Settings)", home.config_file().display())),
+            .fix(format!("fix {} (every key is in the manual: docs/settings.md)", home.config_file().display())),
     }];
     let cwd = std::env::current_dir().ok();
     let mut set = preset::discover(&Roots::new(home, cwd.as_deref()));

@@ -127,7 +127,7 @@ impl Channel {
         let said = if self.token.is_none() {
             Answering::Off(format!(
                 "no `[push] token`: the topic {topic} is protected by its name alone, and whoever reads it could \
-                 answer for you; protect it on the server and set a token (see the README, Answers from the phone)"
+                 answer for you; protect it on the server and set a token (see the manual, docs/push.md)"
             ))
         } else {
             let read = self.stranger(self.agent.get(format!("{server}/{topic}/json?poll=1&since=latest")).call())?;

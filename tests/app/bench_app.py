@@ -5,9 +5,11 @@ app's processes, and how many are WebKit's) with the tray alone and with
 the window open, idle CPU with 10 runs in the store, CPU while 10 runs
 stream (tray only, the window on a finished run, the window on a streaming
 run), CPU of the tray, the window on the runs list and `corral top` while
-10 and 60 runs stream, the window's start on demand, and with a store of 2,000 finished
-runs: the notifications at start and the window's memory. Run by
-scripts/bench-app.sh."""
+10 and 60 runs stream, the window's start on demand, with a store of 2,000 finished
+runs: the notifications at start and the window's memory, and with 500
+unseen failures: how soon the tray shows 150 more ending in a burst, its
+memory and how long it keeps the panel waiting. Run by
+scripts/bench-app.sh (`bench_app.py needs`: only the last)."""
 
 import os
 import sqlite3
@@ -239,6 +241,7 @@ def main():
     tray.wait()
     streaming(session)
     month(session)
+    needs_burst(session)
 
 
 def top_cpu(env, seconds):
@@ -329,9 +332,80 @@ def month(session):
     tray.wait()
 
 
+def needs_burst(session):
+    """What needs you, long and busy: 500 unseen failures in the store, then
+    150 runs that end together, each a failure. The tray must show the
+    truth (its counts and "Needs you (650)") soon after the last end, answer
+    the panel meanwhile, and stay small however long the list."""
+    import threading
+    from datetime import datetime
+    env = Env()
+    (env.home / "config.toml").write_text('max_parallel = 200\nexit_grace = "200ms"\nstop_grace = "500ms"\n')
+    env.preset("broken", ["sh", "-c", "echo overloaded >&2; exit 3"], "Fails at once")
+    gate = env.root / "go"
+    env.preset("held", ["sh", "-c", f'while [ ! -e "{gate}" ]; do sleep 0.05; done; echo let go >&2; exit 3'],
+               "Fails when let go")
+    script = f'for i in $(seq 500); do "{CLI}" launch broken "failure $i" >/dev/null || exit 1; done'
+    subprocess.run(["sh", "-c", script], cwd=env.project, env=env.env, check=True, timeout=900)
+    db = sqlite3.connect(env.home / "corral.db")
+    unended = lambda: db.execute("SELECT count(*) FROM runs WHERE exited_at IS NULL").fetchone()[0]
+    wait_until("500 failures ended", lambda: unended() == 0, timeout=300, every=0.5)
+    known = len(session.watcher.items)
+    tray = env.start_tray()
+    item = wait_until("the tray", lambda: len(session.watcher.items) > known and session.tray(), every=0.05)
+
+    def needs_header():
+        _, entries = tray_menu(item)
+        return next((label for _, label in entries if label.startswith("Needs you")), None)
+
+    wait_until("500 failures in the tray", lambda: tray_label(item) == "0 running / 500 total"
+               and needs_header() == "Needs you (500)", timeout=60, every=0.1)
+    time.sleep(3)
+    memory("tray only, 500 unseen failures")
+    script = f'for i in $(seq 150); do "{CLI}" launch held "held $i" >/dev/null || exit 1; done'
+    subprocess.run(["sh", "-c", script], cwd=env.project, env=env.env, check=True, timeout=900)
+    wait_until("150 running", lambda: tray_label(item) == "150 running / 650 total", timeout=120, every=0.1)
+    time.sleep(2)
+
+    # While the burst lands: the tray's memory every 50 ms, and how long
+    # the panel waits for its label (a gdbus call, as a panel would ask).
+    peak, waits, done = [0], [], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], sum(status_kb(p, "VmRSS") for p in app_pids()))
+            t0 = time.monotonic()
+            tray_label(item)
+            waits.append((time.monotonic() - t0) * 1000)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    let_go = time.time()
+    gate.touch()
+    wait_until("150 ended", lambda: unended() == 0, timeout=120, every=0.01)
+    truth = wait_until("the truth in the tray", lambda: tray_label(item) == "0 running / 650 total"
+                       and needs_header() == "Needs you (650)" and time.time(), timeout=300, every=0.01)
+    done.set()
+    sampler.join()
+    last_end = max(datetime.fromisoformat(row[0].replace("Z", "+00:00")).timestamp()
+                   for row in db.execute("SELECT exited_at FROM runs WHERE task LIKE 'held %'"))
+    waits.sort()
+    print(f"500 unseen failures, 150 runs ending in a burst: last end {last_end - let_go:.2f} s after the gate, "
+          f"the tray's label and Needs you (650) {truth - last_end:.2f} s after the last end; "
+          f"tray RSS peak {peak[0] / 1024:.1f} MB; the panel's wait for the label p50 {waits[len(waits) // 2]:.0f} ms, "
+          f"max {waits[-1]:.0f} ms (n={len(waits)})")
+    time.sleep(3)
+    memory("tray only, 650 unseen failures after the burst")
+    tray.kill()
+    tray.wait()
+
+
 if __name__ == "__main__":
     # `bench_app.py streaming`: only the figures under streaming load.
     if sys.argv[1:] == ["streaming"]:
         streaming(Session())
+    elif sys.argv[1:] == ["needs"]:
+        needs_burst(Session())
     else:
         main()
