@@ -94,12 +94,8 @@ pub fn single(store: &Store, run: &Run) -> Result<Announcement, StoreError> {
             summary.push_str(&format!(" · {}${:.2}", if estimated { "≈" } else { "" }, costs.iter().sum::<f64>()));
         }
     }
-    let source = match run.status {
-        RunStatus::Completed => run.final_text.as_deref(),
-        _ => run.error.as_deref().or(run.final_text.as_deref()),
-    };
-    let first = source.and_then(|t| t.lines().find(|l| !l.trim().is_empty())).unwrap_or(&run.task).trim();
-    let mut body: String = first.chars().take(200).collect();
+    let headline = Some(run.headline()).filter(|l| !l.is_empty()).unwrap_or(run.task.trim());
+    let mut body: String = headline.chars().take(200).collect();
     // Denied actions need the user: said first, and urgent.
     let denied: Vec<String> = std::iter::once(run).chain(&tree).flat_map(|r| r.denied.iter().cloned()).collect();
     let denied_note = crate::run::denied_note(&denied);
@@ -178,17 +174,13 @@ pub fn usage_limits(store: &Store) -> Result<Vec<(String, Announcement)>, StoreE
 /// launched completed with nothing refused. `while_closed`: they ended
 /// while the app was not running.
 pub fn summary(store: &Store, runs: &[Run], while_closed: bool) -> Result<Announcement, StoreError> {
-    let n = runs.len();
-    let summary = if while_closed {
-        format!("{n} {} finished while Corral was closed", plural(n, "run", "runs"))
-    } else {
-        format!("{n} {} finished: {}", plural(n, "run", "runs"), outcomes(runs))
-    };
     // Each run with what went wrong in its tree.
     let mut wrong = Vec::new();
     let mut fine = Vec::new();
+    let mut launched_badly = Vec::new();
     for run in runs {
         let tree = descendants(store, &run.id)?;
+        launched_badly.extend(tree.iter().filter(|r| alarms(r)).cloned());
         let bad: Vec<&Run> = std::iter::once(run).chain(&tree).filter(|r| alarms(r) || !r.denied.is_empty()).collect();
         if bad.is_empty() {
             fine.push(line_of(run));
@@ -196,6 +188,7 @@ pub fn summary(store: &Store, runs: &[Run], while_closed: bool) -> Result<Announ
             wrong.extend(bad.into_iter().map(line_of));
         }
     }
+    let summary = summary_title(runs, &launched_badly, while_closed);
     let urgent = !wrong.is_empty();
     let mut lines = wrong;
     if lines.is_empty() {
@@ -210,6 +203,20 @@ pub fn summary(store: &Store, runs: &[Run], while_closed: bool) -> Result<Announ
     }
     let ended_since = runs.iter().filter_map(|r| r.completed_at.clone()).min();
     Ok(Announcement { summary, body: lines.join("\n"), run: None, ended_since, urgent })
+}
+
+/// A summary's title. It counts what its lines name: "2 completed" never
+/// stands above a launched run's "✗ … failed" unexplained.
+fn summary_title(runs: &[Run], launched_badly: &[Run], while_closed: bool) -> String {
+    let n = runs.len();
+    let finished = format!("{n} {} finished", plural(n, "run", "runs"));
+    match (while_closed, launched_badly.is_empty()) {
+        (true, _) => format!("{finished} while Corral was closed"),
+        (false, true) => format!("{finished}: {}", outcomes(runs)),
+        (false, false) => {
+            format!("{finished}: {}; of the runs they launched, {}", outcomes(runs), outcomes(launched_badly))
+        }
+    }
 }
 
 /// `2 completed, 1 failed` in a fixed order.
@@ -448,6 +455,17 @@ mod tests {
         runs[1].denied.clear();
         let note = summary(&store, &runs, false).unwrap();
         assert!(!note.urgent && note.body.starts_with("All completed."), "{}", note.body);
+    }
+
+    #[test]
+    fn a_summary_title_counts_the_launched_runs_its_lines_name() {
+        let leads = [run("a", None, RunStatus::Completed), run("b", None, RunStatus::Completed)];
+        let child = run("c", Some("a"), RunStatus::Failed);
+        assert_eq!(
+            summary_title(&leads, std::slice::from_ref(&child), false),
+            "2 runs finished: 2 completed; of the runs they launched, 1 failed"
+        );
+        assert_eq!(summary_title(&leads, &[], false), "2 runs finished: 2 completed");
     }
 
     #[test]

@@ -364,11 +364,27 @@ impl Run {
         denied_note(&self.denied)
     }
 
-    /// The first non-blank line of its error, else of its final text: what
-    /// one line about the run should say.
+    /// Why it stopped, when that says more than its status: `None` for a
+    /// run that completed the ordinary way (its agent's turn ended, its
+    /// command exited 0), where "exit code" beside "completed" read like
+    /// an error. `show`, `wait` and the window's run page say this.
+    pub fn stop_reason_said(&self) -> Option<StopReason> {
+        match (self.status, self.stop_reason) {
+            (RunStatus::Completed, Some(StopReason::EndTurn | StopReason::ExitCode)) => None,
+            (_, reason) => reason,
+        }
+    }
+
+    /// What one line about the run should say: the first non-blank line of
+    /// its error, else of its final text — but of a command's final text
+    /// (the last lines of its output) the last, where a command says how it
+    /// came out. The notifications, `wait` and a parent's summary of its
+    /// children all say this.
     pub fn headline(&self) -> &str {
+        let from_end = self.error.is_none() && self.agent == AgentKind::Command;
         let detail = self.error.as_deref().or(self.final_text.as_deref()).unwrap_or("");
-        detail.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
+        let mut lines = detail.lines().map(str::trim).filter(|l| !l.is_empty());
+        (if from_end { lines.next_back() } else { lines.next() }).unwrap_or("")
     }
 
     /// The folder the run was launched in: with a worktree, the same
@@ -386,13 +402,16 @@ impl Run {
         Some(std::path::Path::new(repo).join(inside))
     }
 
-    /// Wall time from start to semantic completion (or to now while active).
+    /// Wall time from start to semantic completion (or, while active, to
+    /// now; while paused, to the moment it was frozen: a frozen run does
+    /// not tick).
     pub fn duration(&self, now: crate::time::Timestamp) -> Option<chrono::Duration> {
         let start = crate::time::parse(self.started_at.as_deref()?)?;
-        let end = match &self.completed_at {
-            Some(done) => crate::time::parse(done)?,
-            None if self.status.is_active() => now,
-            None => return None,
+        let end = match (&self.completed_at, &self.paused_at) {
+            (Some(done), _) => crate::time::parse(done)?,
+            (None, Some(frozen)) if self.status == RunStatus::Paused => crate::time::parse(frozen)?,
+            (None, _) if self.status.is_active() => now,
+            (None, _) => return None,
         };
         Some(end - start)
     }

@@ -34,16 +34,21 @@ pub fn parse(text: &str) -> Option<Timestamp> {
     DateTime::parse_from_rfc3339(text).ok().map(|t| t.with_timezone(&Utc))
 }
 
-/// A short human duration: `850ms`, `42s`, `3m 05s`, `2h 10m`, `3d 4h`.
+/// A short human duration, rounded to its last unit shown (never cut: a
+/// 2.99 s run is `3.0s`, not `2s`): `850ms`, `4.2s`, `42s`, `3m 05s`,
+/// `2h 10m`, `3d 4h`. The window's `duration` (ui/kit.js) writes the same.
 pub fn human_duration(d: chrono::Duration) -> String {
     let ms = d.num_milliseconds().max(0);
-    let s = ms / 1000;
-    match s {
+    let tenths = (ms + 50) / 100;
+    let s = (ms + 500) / 1000;
+    let m = (ms + 30_000) / 60_000;
+    match ms {
         _ if ms < 1000 => format!("{ms}ms"),
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m {:02}s", s / 60, s % 60),
-        3600..=86_399 => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
-        _ => format!("{}d {}h", s / 86_400, (s % 86_400) / 3600),
+        _ if tenths < 100 => format!("{}.{}s", tenths / 10, tenths % 10),
+        _ if s < 60 => format!("{s}s"),
+        _ if s < 3600 => format!("{}m {:02}s", s / 60, s % 60),
+        _ if m < 24 * 60 => format!("{}h {:02}m", m / 60, m % 60),
+        _ => format!("{}d {}h", m / 1440, (m % 1440) / 60),
     }
 }
 
@@ -93,6 +98,10 @@ mod tests {
         let d = chrono::Duration::milliseconds;
         assert_eq!(human_duration(d(850)), "850ms");
         assert_eq!(human_duration(d(42_000)), "42s");
+        assert_eq!(human_duration(d(2_990)), "3.0s", "never cut to the second below");
+        assert_eq!(human_duration(d(4_240)), "4.2s");
+        assert_eq!(human_duration(d(9_960)), "10s");
+        assert_eq!(human_duration(d(59_600)), "1m 00s");
         assert_eq!(human_duration(d(185_000)), "3m 05s");
         assert_eq!(human_duration(d(7_800_000)), "2h 10m");
     }

@@ -523,3 +523,29 @@ fn a_task_never_reaches_the_terminal_as_control_sequences() {
     let hit = hits.as_array().unwrap().iter().find(|h| h["id"] == id3.as_str() && h["field"] != "transcript");
     assert_eq!(hit.expect("a hit in the run's fields")["field"], "final_text", "{hits:#}");
 }
+
+/// One line about a command run says how it came out: the last line of its
+/// output, not the first of its last twenty; a failure's reason is the
+/// message, not a backtrace's last frame. `wait`, the notifications and a
+/// parent's summary of its children all say this line.
+#[test]
+fn a_command_run_is_summed_up_by_its_last_line_and_a_failure_by_its_message() {
+    let env = Env::new();
+    env.command_preset("count", &["sh", "-c", "for i in $(seq 22); do echo working $i; done; echo all 22 passed"]);
+    env.command_preset(
+        "panics",
+        &[
+            "sh",
+            "-c",
+            "printf '%s\\n' \"thread 'main' panicked at src/main.rs:2:5:\" 'no config at ~/.app' 'stack backtrace:' \
+             '   0: rust_begin_unwind' '  13: <unknown>' 'note: Some details are omitted.' >&2; exit 101",
+        ],
+    );
+    let counted = env.launch("count", "x");
+    let panicked = env.launch("panics", "x");
+    let waited = env.command(&["wait", &counted, &panicked]).output().unwrap();
+    let said = String::from_utf8_lossy(&waited.stdout);
+    assert!(said.contains(&format!("{counted}  completed  all 22 passed")), "{said}");
+    assert!(said.contains("exited with code 101: no config at ~/.app"), "{said}");
+    assert!(!said.contains("<unknown>") && !said.contains("working 3"), "{said}");
+}

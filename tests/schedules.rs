@@ -856,6 +856,25 @@ fn a_schedule_paused_after_failures_pauses_at_once_and_resumes_afresh() {
     assert!(!paused(&env), "resumed, the old failures no longer count");
 }
 
+/// Runs launched by a schedule that then fail: the end that makes the
+/// failures reach `pause_after_failures` pauses the schedule then, not at
+/// its next slot ("✗✗ active" until then was a state shown untrue).
+#[test]
+fn a_schedule_whose_runs_fail_pauses_when_the_last_of_them_ends() {
+    let env = Env::new();
+    env.command_preset("failing", &[&fake_agent("exit-with"), "1"]);
+    env.ok(&["schedule", "add", "flaky", "--preset", "failing", "--every", "1h", "--pause-after-failures", "2", "t"]);
+    let paused = |env: &Env| env.json(&["schedule", "ls"])[0]["paused_at"].is_string();
+    for _ in 0..2 {
+        assert_eq!(json_at(&env, 0, &["schedule", "run-now", "flaky"])["outcome"], "launched");
+        assert!(all_runs_ended(&env));
+    }
+    assert!(eventually(Duration::from_secs(10), || paused(&env)), "two failed runs pause it before its next slot");
+    let listed = env.ok(&["schedule", "ls"]);
+    let line = listed.lines().find(|l| l.starts_with("flaky")).unwrap();
+    assert!(line.contains("paused (its last 2 fires failed") && !line.contains("active"), "{listed}");
+}
+
 /// A typo in a global preset's `schedule:` (or a YAML slip) keeps the
 /// schedule it had, with its fires; fixed, it goes on where it was.
 #[test]

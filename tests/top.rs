@@ -15,7 +15,7 @@ use common::{eventually, Env};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// `corral top` on a 120×40 pseudo-terminal: the child, the terminal's
+/// `corral top` on a pseudo-terminal (120×40 unless asked): the child, the terminal's
 /// end to type on, and what it drew so far (escape sequences removed).
 struct Top {
     child: std::process::Child,
@@ -31,7 +31,12 @@ impl Top {
     }
 
     fn start_with(env: &Env, args: &[&str]) -> Top {
-        let size = nix::pty::Winsize { ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0 };
+        Top::start_sized(env, 40, 120, args)
+    }
+
+    /// `corral top` on a pseudo-terminal of `rows`×`cols`.
+    fn start_sized(env: &Env, rows: u16, cols: u16, args: &[&str]) -> Top {
+        let size = nix::pty::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
         let pty = nix::pty::openpty(Some(&size), None).unwrap();
         let tty = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
         let mut command = env.command(&[&["top"], args].concat());
@@ -141,7 +146,7 @@ fn top_pins_what_needs_you_and_its_keys_answer_it() {
     assert!(eventually(LIMIT, || env.show(&id)["budget"]["usd"] == 2.0), "the key did not allow more");
     // Paused again at $2: the runs list acts too (a: abort the selected run).
     env.wait_run(&id, LIMIT, |r| r["status"] == "paused" && r["budget"]["usd"] == 2.0);
-    top.press("\ta");
+    top.press("\taa");
     let ended = env.wait_run(&id, LIMIT, common::is_terminal);
     assert_eq!(ended["status"], "aborted");
     assert!(eventually(LIMIT, || top.shows("aborted")), "the list followed the store");
@@ -262,7 +267,7 @@ fn a_key_acts_on_nothing_once_the_chosen_run_left_the_list() {
     // A third run pushes the one chosen past `-n 2`.
     let three = env.launch("slow", "ZQXZQXZQX");
     assert!(eventually(LIMIT, || top.shows("ZQXZQXZQX")), "{}", top.drawn.lock().unwrap());
-    top.press("a");
+    top.press("aa");
     top.press("q");
     assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
     for id in [&one, &two, &three] {
@@ -305,4 +310,29 @@ fn the_title_counts_every_run_at_work_not_only_those_listed() {
     top.press("q");
     assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()));
     env.ok(&["abort", &ids[0], &ids[1], &ids[2]]);
+}
+
+/// At 80×24 (a terminal's default size) a need's keys and the help are
+/// whole; `a` asks before it aborts, and any other key keeps the run.
+#[test]
+fn at_eighty_columns_the_keys_are_shown_and_abort_asks_first() {
+    let (env, id) = paused_at_a_dollar();
+    let mut top = Top::start_sized(&env, 24, 80, &[]);
+    assert!(eventually(LIMIT, || top.shows("1 Allow $1.00 more")), "{}", top.drawn.lock().unwrap());
+    assert!(top.shows("d diff · q quit"), "the help runs off the edge: {}", top.drawn.lock().unwrap());
+    // `a`, then another key; `R` after them opens a reply, drawn once both
+    // were taken (keys are taken in order).
+    let mark = top.mark();
+    top.press("axR");
+    assert!(eventually(LIMIT, || top.shows_since(mark, "Enter sends, Esc cancels")), "{}", top.drawn.lock().unwrap());
+    assert_eq!(env.show(&id)["status"], "paused", "one key stopped paid work");
+    top.child.kill().unwrap();
+    top.child.wait().unwrap();
+    // `a` twice aborts.
+    let mut top = Top::start_sized(&env, 24, 80, &[]);
+    assert!(eventually(LIMIT, || top.shows(&id)), "{}", top.drawn.lock().unwrap());
+    top.press("aa");
+    assert_eq!(env.wait_run(&id, LIMIT, common::is_terminal)["status"], "aborted");
+    top.press("q");
+    assert!(eventually(LIMIT, || top.child.try_wait().unwrap().is_some()), "q did not leave");
 }

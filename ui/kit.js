@@ -84,16 +84,24 @@ export function ago(iso) {
   return `${Math.floor(s / 86400)}d ago`;
 }
 
+/** Wall time from start to end (a paused run: to the moment it was frozen),
+ * rounded to its last unit shown, as `corral` writes it (time::human_duration):
+ * 850ms, 4.2s, 42s, 3m 05s, 2h 10m, 3d 4h. */
 export function duration(run) {
   if (!run.started_at) return "-";
-  const end = run.completed_at ? Date.parse(run.completed_at) : (["completed", "failed", "aborted", "lost"].includes(run.status) ? null : Date.now());
-  if (end === null) return "-";
+  let end = Date.now();
+  if (run.completed_at) end = Date.parse(run.completed_at);
+  else if (run.status === "paused" && run.paused_at) end = Date.parse(run.paused_at);
+  else if (!isActive(run.status)) return "-";
   const ms = Math.max(0, end - Date.parse(run.started_at));
-  const s = Math.floor(ms / 1000);
+  const tenths = Math.round(ms / 100), s = Math.round(ms / 1000), m = Math.round(ms / 60000);
+  const two = (n) => String(n).padStart(2, "0");
   if (ms < 1000) return `${ms}ms`;
+  if (tenths < 100) return `${Math.floor(tenths / 10)}.${tenths % 10}s`;
   if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
-  return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${two(s % 60)}s`;
+  if (m < 1440) return `${Math.floor(m / 60)}h ${two(m % 60)}m`;
+  return `${Math.floor(m / 1440)}d ${Math.floor((m % 1440) / 60)}h`;
 }
 
 /** A count as people read one: 950, 705k, 1.2M (the exact count on hover). */

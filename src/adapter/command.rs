@@ -149,6 +149,23 @@ mod tests {
         let v = verdict_from_end(ProcessEnd::Exited(3), "warning\nboom: no such file\n");
         assert_eq!(v.status, RunStatus::Failed);
         assert_eq!(v.error.as_deref(), Some("exited with code 3: boom: no such file"));
+        // A Rust panic with its backtrace, a Node error with its stack: the
+        // message, not the last frame or the runtime's footer.
+        let panic = "thread 'main' panicked at src/main.rs:2:5:\nboom\nstack backtrace:\n   0: rust_begin_unwind\n  13: <unknown>\nnote: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.\n";
+        assert_eq!(
+            verdict_from_end(ProcessEnd::Exited(101), panic).error.as_deref(),
+            Some("exited with code 101: boom")
+        );
+        let short = "thread 'main' panicked at src/main.rs:2:5:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            verdict_from_end(ProcessEnd::Exited(101), short).error.as_deref(),
+            Some("exited with code 101: boom")
+        );
+        let node = "/x.js:1\nError: no config\n    at Object.<anonymous> (/x.js:1:7)\n    at node:internal/main:1:1\n\nNode.js v20.19.0\n";
+        assert_eq!(
+            verdict_from_end(ProcessEnd::Exited(1), node).error.as_deref(),
+            Some("exited with code 1: Error: no config")
+        );
         let v = verdict_from_end(ProcessEnd::Signaled(9), "");
         assert_eq!(v.error.as_deref(), Some("killed by SIGKILL (9)"));
         assert_eq!(verdict_from_end(ProcessEnd::Exited(0), "").status, RunStatus::Completed);

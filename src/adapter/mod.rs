@@ -331,9 +331,26 @@ pub(crate) fn truncate_at_char(text: &mut String, max: usize) -> usize {
     dropped
 }
 
-/// The last non-blank line of a stderr tail, trimmed: the likeliest reason.
+/// The likeliest reason in a stderr tail, trimmed: its last line that is
+/// not a stack trace or a runtime's footer. A Rust panic's backtrace is cut
+/// at `stack backtrace:` (the message is above it), and frames (`at …`,
+/// `13: <unknown>`), `Node.js v20…` and `note: run with RUST_BACKTRACE…`
+/// are passed over: "exited with code 1: 13: <unknown>" said nothing.
 pub(crate) fn last_line(stderr_tail: &str) -> Option<&str> {
-    stderr_tail.lines().rev().map(str::trim).find(|l| !l.is_empty())
+    let before_backtrace = match stderr_tail.find("\nstack backtrace:") {
+        Some(at) => &stderr_tail[..at],
+        None => stderr_tail,
+    };
+    let noise = |line: &str| {
+        let frame = line.split_once(": ").is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        frame
+            || line.starts_with("at ")
+            || line.starts_with("Node.js v")
+            || line.starts_with("note: run with `RUST_BACKTRACE")
+            || line.starts_with("note: Some details are omitted")
+    };
+    let lines = || before_backtrace.lines().rev().map(str::trim).filter(|l| !l.is_empty());
+    lines().find(|l| !noise(l)).or_else(|| lines().next())
 }
 
 /// `what`, followed by `: hint` when there is one.

@@ -38,7 +38,7 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
         Some(t) => format!("{} ({})", time::format(t), time::ago(t, now)),
         None => "-".to_string(),
     };
-    let status = match (run.stop_reason, &run.retrying) {
+    let status = match (run.stop_reason_said(), &run.retrying) {
         _ if run.unreachable_since.is_some() => format!(
             "{} when last seen; host not followed since {}: {}",
             run.status,

@@ -66,6 +66,9 @@ struct Screen {
     said: String,
     /// A reply being written to this run.
     replying: Option<(String, String)>,
+    /// A run whose abort was asked once: a second `a` aborts it, any other
+    /// key keeps it (a stray key never stops paid work).
+    aborting: Option<String>,
     /// The selected need's actions as last drawn: a number key acts on the
     /// action its number was shown beside, never on one that took its
     /// place since (a retrying run's "2 Stop" that became "2 Relaunch").
@@ -112,6 +115,7 @@ fn follow(
         diff_scroll: 0,
         said: String::new(),
         replying: None,
+        aborting: None,
         drawn_actions: Vec::new(),
         counts: None,
     };
@@ -323,6 +327,16 @@ impl Screen {
             }
             return false;
         }
+        if let Some(run) = self.aborting.take() {
+            self.said = match code {
+                KeyCode::Char('a') => {
+                    self.act(&["abort", &run]);
+                    return true;
+                }
+                _ => format!("{run} not aborted"),
+            };
+            return true;
+        }
         let moved = |at: &mut ListState, len: usize, by: isize| {
             if len > 0 {
                 let now = at.selected().unwrap_or(0) as isize;
@@ -374,7 +388,11 @@ impl Screen {
         }
         let Some(run) = self.selected_run() else { return false };
         let verb = match code {
-            KeyCode::Char('a') => "abort",
+            KeyCode::Char('a') => {
+                self.said = format!("abort {run}? a again aborts it, any other key keeps it");
+                self.aborting = Some(run);
+                return true;
+            }
             KeyCode::Char('p') => "pause",
             KeyCode::Char('r') => "resume",
             KeyCode::Char('m') => "merge",
@@ -421,12 +439,22 @@ impl Screen {
     }
 
     fn draw(&mut self, frame: &mut ratatui::Frame<'_>) {
-        let needs_height = if self.needs.is_empty() { 0 } else { (self.needs.len() as u16 + 2).min(8) };
+        let help = match &self.replying {
+            Some((run, text)) => format!("reply to {run}: {text}▏ (Enter sends, Esc cancels)"),
+            None if !self.said.is_empty() => self.said.clone(),
+            None => "↑↓ select · Tab needs/runs · 1-9 a need's action · a abort · p pause · r resume · R reply · \
+                     A allow denied · s seen · m merge · d diff · q quit"
+                .into(),
+        };
+        // The help wraps rather than run off a narrow terminal (80 columns).
+        let width = frame.area().width.max(1) as usize;
+        let footer_height = help.chars().count().div_ceil(width).clamp(1, 3) as u16;
+        let needs_height = if self.needs.is_empty() { 0 } else { (2 * self.needs.len() as u16 + 2).min(10) };
         let [needs, runs, transcript, footer] = Layout::vertical([
             Constraint::Length(needs_height),
             Constraint::Min(6),
             Constraint::Percentage(40),
-            Constraint::Length(1),
+            Constraint::Length(footer_height),
         ])
         .areas(frame.area());
         let focused = |f: Focus| {
@@ -447,11 +475,15 @@ impl Screen {
                         .enumerate()
                         .map(|(i, a)| format!("{} {}", i + 1, printable(&a.label)))
                         .collect();
-                    ListItem::new(Line::from(vec![
-                        Span::styled(format!(" {} ", n.chip), Style::default().fg(Color::White).bg(Color::Red)),
-                        Span::raw(format!(" {}  ", printable(&n.words))),
-                        Span::styled(keys.join(" · "), dim()),
-                    ]))
+                    // Its keys on a line of their own: a narrow terminal
+                    // cuts the words, never the answers.
+                    ListItem::new(vec![
+                        Line::from(vec![
+                            Span::styled(format!(" {} ", n.chip), Style::default().fg(Color::White).bg(Color::Red)),
+                            Span::raw(format!(" {}", printable(&n.words))),
+                        ]),
+                        Line::styled(format!("    {}", keys.join(" · ")), dim()),
+                    ])
                 })
                 .collect();
             self.drawn_actions =
@@ -516,16 +548,7 @@ impl Screen {
                 .scroll((self.diff_scroll, 0)),
         };
         frame.render_widget(pane, transcript);
-        let help = match &self.replying {
-            Some((run, text)) => format!("reply to {run}: {text}▏ (Enter sends, Esc cancels)"),
-            None if !self.said.is_empty() => self.said.clone(),
-            None => {
-                "↑↓ select · Tab needs/runs · 1-9 a need's action · a abort · p pause · r resume · R reply · A allow \
-                     denied · s seen · m merge · d diff · q quit"
-                    .into()
-            }
-        };
-        frame.render_widget(Paragraph::new(help).style(dim()), footer);
+        frame.render_widget(Paragraph::new(help).style(dim()).wrap(Wrap { trim: true }), footer);
     }
 }
 

@@ -73,7 +73,7 @@ pub fn exit_code(result: &WaitResult) -> i32 {
 
 /// One line per run: id, status, reason, and the first line of its result.
 pub fn print_ended(run: &Run, out: &mut impl Write) -> std::io::Result<()> {
-    let reason = run.stop_reason.map(|r| format!(" ({r})")).unwrap_or_default();
+    let reason = run.stop_reason_said().map(|r| format!(" ({r})")).unwrap_or_default();
     // The result is the agent's words: it cannot rewrite the terminal.
     writeln!(out, "{}  {}{reason}  {}", run.id, run.status, super::table::name(run.headline()))
 }

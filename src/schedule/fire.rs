@@ -122,19 +122,27 @@ pub fn fire_queued(
     Ok(fired)
 }
 
-/// Carries out the queued fires of the schedule that launched run
-/// `run_id`, now that it ended: what its shepherd does last, so a queued
-/// fire goes when its turn comes even with no firer running (only
+/// What the schedule that launched run `run_id` does now that it ended
+/// (its shepherd's last act): pauses itself if this end made its failures
+/// reach `pause_after_failures` — at once, not at its next slot, so it is
+/// never shown "✗✗ active" meanwhile — then carries out its queued fires,
+/// so one goes when its turn comes even with no firer running (only
 /// systemd timers).
 pub fn fire_queued_after(
     store: &mut Store,
     run_id: &str,
     shepherd: &ShepherdCommand,
 ) -> Result<Vec<FireRow>, ScheduleError> {
-    match store.schedule_of_run(run_id)? {
-        Some(name) => fire_queued(store, &name, &format!("after {run_id}"), shepherd),
-        None => Ok(Vec::new()),
+    let Some(name) = store.schedule_of_run(run_id)? else { return Ok(Vec::new()) };
+    let schedule = get(store, &name)?;
+    if let Some(limit) = schedule.settings.pause_after_failures.filter(|n| *n > 0 && schedule.paused_at.is_none()) {
+        let failed = failed_in_a_row(store, &name, None)?;
+        if failed >= limit as usize {
+            let why = format!("its last {failed} fires failed (pause_after_failures: {limit})");
+            store.set_schedule_paused(&name, Some(&why))?;
+        }
     }
+    fire_queued(store, &name, &format!("after {run_id}"), shepherd)
 }
 
 /// Settles the fires that their firer left `firing` and can no longer

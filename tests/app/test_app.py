@@ -713,6 +713,9 @@ def test_a_run_page_at_a_glance(session, env):
     (env.project / ".corral" / "presets" / "overloaded.md").write_text(
         "---\nname: overloaded\ndescription: fails as an overloaded API\nagent: pi\nbudget: {usd: 1}\n---\n")
     env.preset("broken", ["sh", "-c", "echo overloaded >&2; exit 3"], "Fails")
+    absent = next(a for a in ("gemini", "opencode", "codex", "claude") if not shutil.which(a, path=env.env["PATH"]))
+    (env.project / ".corral" / "presets" / "absent.md").write_text(
+        f"---\nname: absent\ndescription: an agent not installed here\nagent: {absent}\n---\n")
     failed = env.launch_with("overloaded", "try", PATH=f"{bin_dir}:{env.env['PATH']}", FAKE_STREAM=str(stream))
     wait_until("the failure", lambda: env.show(failed)["exited_at"] is not None)
     assert env.show(failed)["status"] == "failed", env.show(failed)
@@ -753,11 +756,17 @@ def test_a_run_page_at_a_glance(session, env):
         wait_until("the children", lambda: driver.js("return document.querySelectorAll('#children .child').length") == 2)
         statuses = driver.js("return [...document.querySelectorAll('#children .child')].map(c => [c.dataset.id, c.dataset.status])")
         assert statuses == [[child_bad, "failed"], [child_ok, "completed"]], statuses
-        # Its duration ticks while it runs.
+        # Its duration ticks while it runs; a command says no tokens or cost.
         figures = driver.text("#run-figures")
+        assert "tokens" not in figures and "-" not in figures, figures
         wait_until("its duration ticks", lambda: driver.text("#run-figures") != figures, timeout=5)
         driver.screenshot(ARTIFACTS / "run-page-parent.png")
         gate.write_text("")
+        # A run that completed the ordinary way carries no reason beside
+        # its status ("exit code" read like an error).
+        driver.js("location.hash = arguments[0]", f"#/run/{child_ok}")
+        wait_until("the child's page", lambda: child_ok in (driver.js("return document.querySelector('.run-title')?.textContent") or ""))
+        assert driver.js("return document.querySelector('#run-reason')?.textContent ?? null") is None
 
         # The Timeline: spend per day per preset, and the period whole.
         driver.js("location.hash = '#/timeline'")
@@ -770,10 +779,14 @@ def test_a_run_page_at_a_glance(session, env):
         assert not overflows(driver), overflows(driver)
         driver.screenshot(ARTIFACTS / "window-timeline.png")
 
-        # Presets: nothing but presets (DOM's "null" never written).
+        # Presets: nothing but presets (DOM's "null" never written); one
+        # whose agent is not installed says so, and offers no launch.
         driver.js("location.hash = '#/presets'")
         wait_until("the presets", lambda: driver.find("[data-preset=slow]"))
         assert "null" not in driver.text("#presets-body"), driver.text("#presets-body")
+        card = "[data-preset=absent]"
+        assert "cannot start here" in driver.text(card), driver.text(card)
+        assert driver.js(f"return document.querySelectorAll('{card} a').length") == 0, "a Launch… that opens another preset"
         assert not overflows(driver), overflows(driver)
 
         # Schedules' times in the one format, and nothing off the edge.
@@ -794,6 +807,15 @@ def test_a_run_page_at_a_glance(session, env):
         driver.click("#launch-submit")
         launched = wait_until("the new run", lambda: (h := driver.js("return location.hash")).startswith("#/run/") and h[6:])
         assert env.show(launched)["budget"] == {"usd": 0.5}, env.show(launched)
+        # The form opened afresh offers the preset launched last (not the
+        # alphabetically first, nor one that cannot start), and Ctrl+Enter
+        # in the task launches.
+        driver.js("location.hash = '#/launch'")
+        wait_until("the last preset", lambda: driver.js("return document.querySelector('#launch-preset')?.value") == "quick")
+        driver.type("#launch-task", "by the keyboard\ue009\ue007\ue000")
+        keyed = wait_until("the keyed run", lambda: (h := driver.js("return location.hash")) != f"#/run/{launched}"
+                           and h.startswith("#/run/") and h[6:])
+        assert env.show(keyed)["task"] == "by the keyboard", env.show(keyed)
     finally:
         driver.quit()
         gate.write_text("")

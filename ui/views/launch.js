@@ -19,10 +19,17 @@ export async function show(view, _arg, params) {
     loadPresets();
   } }, h("option", { value: "" }, "this machine"), hosts.map((name) => h("option", { value: name, selected: name === params.get("host") }, name)));
   const cwd = params.get("cwd") || folders[0] || "";
-  const wanted = params.get("preset") || "";
+  // The preset asked for (a card's Launch…), else the one launched last.
+  const wanted = params.get("preset") || localStorage.getItem("corral.lastPreset") || "";
   const presetSelect = h("select", { id: "launch-preset", required: true });
   const cwdInput = h("input", { type: "text", id: "launch-cwd", value: cwd, list: "launch-folders", placeholder: "/path/to/project", onchange: () => loadPresets() });
-  const task = h("textarea", { id: "launch-task", placeholder: "What should the agent do? It sees only this text." });
+  const task = h("textarea", { id: "launch-task", placeholder: "What should the agent do? It sees only this text. (Ctrl+Enter launches)" });
+  task.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
   const model = h("input", { type: "text", id: "launch-model", placeholder: "default: the preset's model" });
   const budget = h("input", { type: "text", id: "launch-budget", placeholder: "default: the preset's or config.toml's — e.g. 2 ($2), 500k (tokens), usd=2,tokens=1M" });
   const worktree = h("input", { type: "checkbox", id: "launch-worktree" });
@@ -49,8 +56,12 @@ export async function show(view, _arg, params) {
     const keep = presetSelect.value || wanted;
     presets = set.presets;
     // A preset whose agent is not installed is shown, with why, and cannot be picked.
+    // Never an unavailable one picked for the user: the one kept if it
+    // can start, else the first that can.
+    const startable = set.presets.filter((p) => !p.unavailable).map((p) => p.name);
+    const chosen = startable.includes(keep) ? keep : startable[0];
     presetSelect.replaceChildren(...set.presets.map((p) =>
-      h("option", { value: p.name, selected: p.name === keep && !p.unavailable, disabled: Boolean(p.unavailable), title: p.unavailable ?? "" },
+      h("option", { value: p.name, selected: p.name === chosen, disabled: Boolean(p.unavailable), title: p.unavailable ?? "" },
         p.unavailable ? `${p.name} (${p.agent}) — cannot start: ${p.unavailable}` : `${p.name} (${p.agent}) — ${p.description}`)));
     presetWorktree();
   }
@@ -60,6 +71,7 @@ export async function show(view, _arg, params) {
     submit.disabled = true;
     try {
       const run = await call("launch_run", { preset: presetSelect.value, task: task.value, cwd: cwdInput.value, model: model.value || null, worktree: worktree.checked, host: hostSelect.value || null, budget: budget.value || null });
+      localStorage.setItem("corral.lastPreset", presetSelect.value);
       say(`launched ${run.id}`);
       location.hash = `#/run/${run.id}`;
     } catch (err) {

@@ -34,8 +34,12 @@ export async function refresh(change) {
   const set = await call("list_presets", { cwd: cwd || null });
   const cards = set.presets.map((p) => h("div", { class: "card", "data-preset": p.name },
     h("div", { class: "toolbar" }, h("strong", {}, p.name), h("span", { class: "pill" }, p.agent), p.model ? h("span", { class: "pill" }, p.model) : null, h("span", { class: "pill" }, p.source),
-      h("span", { style: "flex:1" }), h("a", { href: `#/launch?preset=${encodeURIComponent(p.name)}&cwd=${encodeURIComponent(cwd)}` }, "Launch…")),
+      h("span", { style: "flex:1" }),
+      // An agent not installed here: said on the card, and nothing to launch.
+      p.unavailable ? h("span", { class: "chip", title: p.unavailable }, "cannot start here")
+        : h("a", { href: `#/launch?preset=${encodeURIComponent(p.name)}&cwd=${encodeURIComponent(cwd)}` }, "Launch…")),
     h("div", {}, p.description),
+    p.unavailable ? h("div", { class: "path unavailable" }, p.unavailable) : null,
     h("div", { class: "path" }, p.path),
     p.overrides.length ? h("div", { class: "path" }, "overrides: ", p.overrides.join(", ")) : null,
   ));

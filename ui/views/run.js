@@ -101,7 +101,7 @@ function renderHeader() {
     h("h1", { style: "margin:0" }, `${run.preset} `, h("span", { class: "muted" }, run.id)),
     statusBadge(run.status, run.retrying),
     detail.need && detail.need.chip !== run.status ? h("span", { class: `chip need-${detail.need.reason.kind}`, id: "run-reason" }, detail.need.chip)
-      : run.stop_reason ? h("span", { class: "pill", id: "run-reason" }, run.stop_reason.replace(/_/g, " ")) : null,
+      : detail.reason ? h("span", { class: "pill", id: "run-reason" }, detail.reason.replace(/_/g, " ")) : null,
     runFigures(run),
     meter(detail.meter),
   );
@@ -150,7 +150,9 @@ function renderHeader() {
 
 /** Duration, tokens and cost in one line. */
 function runFigures(run) {
-  return h("span", { class: "muted", id: "run-figures" }, `${duration(run)} · `, tokens(run), " tokens · ", cost(run.cost_usd, run.cost_estimated));
+  // A command reports no tokens and no cost: only its duration is said.
+  const spent = run.agent === "command" ? [] : [" · ", tokens(run), " tokens · ", cost(run.cost_usd, run.cost_estimated)];
+  return h("span", { class: "muted", id: "run-figures" }, h("span", { class: "dur" }, duration(run)), ...spent);
 }
 
 /** A budget as a meter: spent of it, filled as far as the nearer limit. */
@@ -199,8 +201,8 @@ function renderDetails() {
 /** Ticks an active run's duration: its figures change every second. */
 function tick() {
   if (!view || !detail || !isActive(detail.run.status)) return;
-  const figures = view.querySelector("#run-figures");
-  if (figures?.firstChild) figures.firstChild.textContent = `${duration(detail.run)} · `;
+  const shown = view.querySelector("#run-figures .dur");
+  if (shown) shown.textContent = duration(detail.run);
 }
 
 function renderTranscript() {

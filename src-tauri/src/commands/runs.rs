@@ -91,6 +91,8 @@ pub struct RunDetail {
     children: Vec<Child>,
     /// Why it needs the user, if it does (the same item as Needs you).
     need: Option<corral::attention::Item>,
+    /// Why it stopped, when that says more than its status.
+    reason: Option<corral::run::StopReason>,
 }
 
 /// A run's budget as its page draws it: a meter.
@@ -138,6 +140,7 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
                 let event_count = fold_usage(&state.remote_transcript(&run, true)?).len() as i64;
                 let folder = format!("{}:{}", run.host.as_deref().unwrap_or_default(), run.cwd);
                 let error_words = run.error.as_deref().map(corral::attention::error_words);
+                let reason = run.stop_reason_said();
                 return Ok(RunDetail {
                     run,
                     stderr_tail: String::new(),
@@ -148,6 +151,7 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
                     error_words,
                     children: Vec::new(),
                     need: None,
+                    reason,
                 });
             }
             None => return Err(corral::store::StoreError::UnknownRun(id).into()),
@@ -170,6 +174,7 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
         .collect();
     Ok(RunDetail {
         need: corral::attention::of_run(&store, &run)?,
+        reason: run.stop_reason_said(),
         ask,
         meter,
         children,
