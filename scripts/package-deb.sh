@@ -14,7 +14,8 @@ profile=release
 if [ "$profile" = release ]; then
   cargo build --release -p corral -p corral-tray -p corral-app
 else
-  cargo build -p corral -p corral-tray -p corral-app
+  # As the app tests build it (scripts/test-app.sh): shared, not rebuilt.
+  cargo build -p corral -p corral-tray -p corral-app --bins --tests
 fi
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(dpkg --print-architecture)

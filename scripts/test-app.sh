@@ -5,5 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-cargo build -p corral -p corral-tray -p corral-app
+# With their tests: the dependencies then get the features the tests'
+# dev-dependencies add (rmcp's client, tokio's process), as the test run
+# before built them, so nothing is compiled twice (41 s of tokio, zbus,
+# tauri and the three programs again, before). The package's debug check
+# builds the same way (package-deb.sh --debug).
+cargo build -p corral -p corral-tray -p corral-app --bins --tests
 exec xvfb-run -a -s "-screen 0 1280x800x24" dbus-run-session -- /usr/bin/python3 tests/app/test_app.py

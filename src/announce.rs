@@ -276,8 +276,20 @@ pub enum Release {
 impl Pacer {
     /// How long endings are gathered before one notification.
     pub const GATHER: Duration = Duration::from_millis(1500);
-    /// Most notifications in any minute.
+    /// Most notifications in any minute while only good news waits.
     pub const PER_MINUTE: usize = 3;
+    /// Most in any minute when bad news waits (a failure, a stop Corral
+    /// made): it is not held behind successes an every-minute schedule
+    /// announced, nor for most of a minute.
+    pub const ALARMS_PER_MINUTE: usize = 6;
+
+    /// The cap that holds what waits now.
+    fn cap(&self) -> usize {
+        match self.pending.iter().any(alarms) {
+            true => Self::ALARMS_PER_MINUTE,
+            false => Self::PER_MINUTE,
+        }
+    }
 
     /// Endings to announce.
     pub fn push(&mut self, runs: Vec<Run>, now: Instant) {
@@ -306,7 +318,7 @@ impl Pacer {
         while self.sent.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60)) {
             self.sent.pop_front();
         }
-        if now.duration_since(first) < Self::GATHER || self.sent.len() >= Self::PER_MINUTE {
+        if now.duration_since(first) < Self::GATHER || self.sent.len() >= self.cap() {
             return None;
         }
         Some(self.take(now))
@@ -316,12 +328,12 @@ impl Pacer {
     /// wait: a waiting process sleeps until then, not on a clock.
     pub fn next_release(&self) -> Option<Instant> {
         let gathered = self.first_pending? + Self::GATHER;
-        // Once this one is a minute old, fewer than PER_MINUTE were sent in
+        // Once this one is a minute old, fewer than the cap were sent in
         // the last minute.
         let pace = self
             .sent
             .len()
-            .checked_sub(Self::PER_MINUTE)
+            .checked_sub(self.cap())
             .and_then(|i| self.sent.get(i))
             .map(|t| *t + Duration::from_secs(60));
         Some(pace.map_or(gathered, |p| p.max(gathered)))
@@ -412,9 +424,22 @@ mod tests {
         }
         for (i, at) in shown.iter().enumerate() {
             let in_minute = shown[i..].iter().take_while(|t| t.duration_since(*at) < Duration::from_secs(60)).count();
-            assert!(in_minute <= Pacer::PER_MINUTE, "{in_minute} notifications in a minute");
+            assert!(in_minute <= Pacer::ALARMS_PER_MINUTE, "{in_minute} notifications in a minute");
         }
         assert!(pacer.is_waiting() || shown.len() >= 2);
+        // Successes spend only their own few: a failure after three of an
+        // every-minute schedule goes once gathered, not most of a minute on.
+        let mut busy = Pacer::default();
+        for i in 0..3u64 {
+            let at = t0 + Duration::from_secs(i * 10);
+            busy.push(vec![run(&format!("ok{i}"), None, RunStatus::Completed)], at);
+            assert!(busy.release(at + Pacer::GATHER).is_some());
+        }
+        let later = t0 + Duration::from_secs(30);
+        busy.push(vec![run("ok3", None, RunStatus::Completed)], later);
+        assert_eq!(busy.release(later + Pacer::GATHER), None, "a fourth success in the minute waits");
+        busy.push(vec![run("bad", None, RunStatus::Failed)], later + Duration::from_secs(1));
+        assert!(busy.release(later + Pacer::GATHER * 2).is_some(), "a failure is not held behind successes");
         // Everything waiting goes at once when "Do not disturb" ends.
         let mut quiet = Pacer::default();
         quiet.push(vec![run("q1", None, RunStatus::Completed), run("q2", None, RunStatus::Failed)], t0);

@@ -133,6 +133,29 @@ pub fn still_offered(store: &Store, argv: &[String]) -> Result<bool, StoreError>
     Ok(needs_you(store)?.into_iter().flat_map(|i| i.actions).any(|a| a.argv == argv))
 }
 
+/// The list as every view shows it: its items, and how many older ended
+/// runs that need the user it leaves out — said as "and N more", never
+/// dropped, so a count is the whole count (650 unseen failures read 650).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Needs {
+    /// What [`needs_you`] lists.
+    pub items: Vec<Item>,
+    /// Ended runs that need the user beyond those listed.
+    pub beyond: u64,
+}
+
+impl Needs {
+    /// How many things need the user, listed or not.
+    pub fn total(&self) -> u64 {
+        self.items.len() as u64 + self.beyond
+    }
+}
+
+/// [`needs_you`] with what it leaves out counted.
+pub fn needs(store: &Store) -> Result<Needs, StoreError> {
+    Ok(Needs { items: needs_you(store)?, beyond: store.needing_you_beyond()? })
+}
+
 /// Everything that needs the user now: runs (newest first), then
 /// schedules.
 pub fn needs_you(store: &Store) -> Result<Vec<Item>, StoreError> {

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use corral::attention::{needs_you, Item};
+use corral::attention::Item;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]
@@ -34,12 +34,16 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         writeln!(out, "{}: dismissed", run.id)?;
         return Ok(0);
     }
-    let items = needs_you(store)?;
+    let corral::attention::Needs { items, beyond } = corral::attention::needs(store)?;
     if args.json {
         super::print_json(out, &items)?;
+        // The array keeps its shape; what it leaves out is said, never
+        // silently dropped.
+        if beyond > 0 {
+            eprintln!("corral: and {beyond} more ended runs that need you, older: `corral ls --all` lists them");
+        }
         return Ok(0);
     }
-    let beyond = store.needing_you_beyond()?;
     if items.is_empty() && beyond == 0 {
         writeln!(out, "nothing needs you")?;
         return Ok(0);

@@ -10,7 +10,7 @@
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use corral::attention::{needs_you, Item};
+use corral::attention::Item;
 use corral::queue::ShepherdCommand;
 use corral::store::RunFilter;
 use corral::watch::{Wake, Watcher, LOOK_AT_MOST_EVERY};
@@ -45,6 +45,8 @@ enum Pane {
 /// What is on screen. Runtime state only.
 struct Screen {
     needs: Vec<Item>,
+    /// Older ended runs that need the user, beyond those listed.
+    needs_beyond: u64,
     runs: Vec<Run>,
     focus: Focus,
     needs_at: ListState,
@@ -103,6 +105,7 @@ fn follow(
 ) -> anyhow::Result<i32> {
     let mut screen = Screen {
         needs: Vec::new(),
+        needs_beyond: 0,
         runs: Vec::new(),
         focus: Focus::Runs,
         needs_at: ListState::default(),
@@ -209,7 +212,7 @@ impl Screen {
         // what the user chose, never on what slid under the cursor.
         let run_was = self.runs_at.selected().and_then(|i| self.runs.get(i)).map(|r| r.id.clone());
         let need_was = self.needs_at.selected().and_then(|i| self.needs.get(i)).map(|n| n.subject.clone());
-        self.needs = needs_you(store)?;
+        corral::attention::Needs { items: self.needs, beyond: self.needs_beyond } = corral::attention::needs(store)?;
         self.runs = store.runs(&RunFilter { limit: Some(limit), ..RunFilter::default() })?;
         self.counts = store.local_counts().ok();
         // One that left (answered, cleared, past `-n`) leaves nothing
@@ -488,7 +491,13 @@ impl Screen {
                 .collect();
             self.drawn_actions =
                 self.needs_at.selected().and_then(|i| self.needs.get(i)).map(|n| n.actions.clone()).unwrap_or_default();
-            let title = format!("Needs you ({})", self.needs.len());
+            // The whole count; the list holds the newest.
+            let title = match self.needs_beyond {
+                0 => format!("Needs you ({})", self.needs.len()),
+                beyond => {
+                    format!("Needs you ({}; the {beyond} oldest: corral needs)", self.needs.len() as u64 + beyond)
+                }
+            };
             let list = List::new(items)
                 .block(Block::bordered().title(title).border_style(focused(Focus::Needs)))
                 .highlight_symbol("▶ ");

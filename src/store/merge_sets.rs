@@ -72,10 +72,7 @@ impl Store {
     pub fn end_merge_set(&mut self, id: i64, merged: &[(String, String)], squashed: bool) -> Result<(), StoreError> {
         self.write("recording a merge", |tx| {
             for (run, commit) in merged {
-                tx.execute(
-                    "UPDATE runs SET worktree_merged = ?2, worktree_merged_squashed = ?3 WHERE id = ?1",
-                    params![run, commit, squashed],
-                )?;
+                tx.execute(super::transitions::RECORD_MERGE_SQL, params![run, commit, squashed])?;
             }
             tx.execute("DELETE FROM merge_sets WHERE id = ?1", [id])
         })

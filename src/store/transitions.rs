@@ -49,6 +49,13 @@ pub enum AbortRequest {
     Requested(Run),
 }
 
+/// A merge recorded (`?1` the run, `?2` its branch's commit that went in,
+/// `?3` squashed): what it changed is measured from there, so nothing is
+/// left unmerged — the list's counts and "review together" follow at once,
+/// not at the next `corral diff`.
+pub(super) const RECORD_MERGE_SQL: &str = "UPDATE runs SET worktree_merged = ?2, worktree_merged_squashed = ?3, \
+     changes_files = 0, changes_added = 0, changes_removed = 0 WHERE id = ?1";
+
 impl Store {
     /// Marks runs as collected by their parent (it has their results now).
     pub fn mark_collected(&mut self, ids: &[String]) -> Result<(), StoreError> {
@@ -268,13 +275,7 @@ impl Store {
     /// Records that run `id`'s branch was merged up to commit `merged`
     /// (squashed, or with its commits).
     pub fn record_merge(&mut self, id: &str, merged: &str, squashed: bool) -> Result<(), StoreError> {
-        self.write("recording a merge", |tx| {
-            tx.execute(
-                "UPDATE runs SET worktree_merged = ?2, worktree_merged_squashed = ?3 WHERE id = ?1",
-                params![id, merged, squashed],
-            )
-        })
-        .map(drop)
+        self.write("recording a merge", |tx| tx.execute(RECORD_MERGE_SQL, params![id, merged, squashed])).map(drop)
     }
 
     /// Records that a run's worktree and branch were removed.

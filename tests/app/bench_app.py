@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from desktop import Session, close_x_window, tray_label, wait_until, x_windows  # noqa: E402
+from desktop import Session, close_x_window, tray_label, tray_menu, wait_until, x_windows  # noqa: E402
 import json  # noqa: E402
 
 from test_app import APP, CLI, Env  # noqa: E402

@@ -1080,10 +1080,14 @@ def test_review_and_reply(session, env):
         wait_until("the worktrees' disk space", lambda: "1 worktree" in driver.text("#worktrees-usage"))
         opened = driver.js("const t0 = performance.now(); location.hash = arguments[0]; return t0;", f"#/run/{edits}")
         wait_until("the changed files and a diff", lambda: driver.js(
-            "return document.querySelectorAll('#changed-files .file').length === 1001 && document.querySelectorAll('#diff .dl').length > 3"))
+            "return document.querySelectorAll('#changed-files .file').length === 1001 && document.querySelectorAll('#diff .d2h-code-line-ctn').length >= 1"))
         TIMINGS["Changes view on a 1,000-file change (ms to files and first diff)"] = round(driver.js("return performance.now()") - opened)
         driver.js("[...document.querySelectorAll('#changed-files .file')].find(f => f.textContent.startsWith('main.rs')).click()")
         wait_until("main.rs coloured", lambda: driver.js("return document.querySelectorAll('#diff .tk-kw, #diff .tk-str').length") >= 3)
+        # As reviewers read a diff: line numbers beside the lines, git's
+        # own headers (`diff --git`, `index …`) not shown as lines.
+        assert driver.js("return document.querySelectorAll('#diff [class*=linenumber]').length") >= 1
+        assert "index " not in driver.text("#diff") and "diff --git" not in driver.text("#diff"), driver.text("#diff")
         driver.screenshot(ARTIFACTS / "window-changes.png")
         driver.click("#discard")
         assert env.show(edits)["worktree"] is not None, "one click only asks"
@@ -1100,10 +1104,17 @@ def test_review_and_reply(session, env):
         wait_until("the small run", lambda: env.show(small)["exited_at"] is not None, timeout=60)
         driver.js("location.hash = arguments[0]", f"#/run/{small}")
         wait_until("its one file", lambda: driver.js("return document.querySelectorAll('#changed-files .file').length") == 1)
+        # The change within the line is marked.
+        wait_until("the line's change marked", lambda: driver.js("return document.querySelectorAll('#diff ins, #diff del').length") >= 1)
         driver.click("#merge")
-        wait_until("nothing left to merge", lambda: "No changes." in driver.text("#changes"))
-        assert driver.js("return document.querySelector('#merge').disabled"), "Merge again after a merge"
+        # Said in words where the changes were, with no hash the user
+        # never saw and no Merge to press again; the list marks it merged.
+        wait_until("merged, said", lambda: "Merged as " in driver.text("#changes-state"))
+        assert "against" not in driver.text("#changes") and "0 files" not in driver.text("#changes"), driver.text("#changes")
+        assert not driver.js("return !!document.querySelector('#merge')"), "Merge again after a merge"
         assert (env.project / "README").read_text() == "changed\n"
+        driver.js("location.hash = '#/runs'")
+        wait_until("merged in the list", lambda: driver.text(f"tr[data-id='{small}'] .changes-cell") == "merged")
 
         # Several runs reviewed together from the runs list: two change
         # the same line, one a file of its own; the pair is named before
@@ -1116,8 +1127,13 @@ def test_review_and_reply(session, env):
         for run in (left, right, own):
             wait_until("the edit", lambda: env.show(run)["exited_at"] is not None, timeout=60)
         driver.js("location.hash = '#/runs'")
+        row_top = lambda run: driver.js(f"return document.querySelector(\"tr[data-id='{run}']\").getBoundingClientRect().top")
+        wait_until("the rows", lambda: driver.find(f"tr[data-id='{own}'] .pick"))
+        tops = {run: row_top(run) for run in (left, right, own)}
         for run in (left, right, own):
             wait_until("its pick box", lambda: driver.find(f"tr[data-id='{run}'] .pick"))
+            # Ticking never moves the rows under the pointer.
+            assert row_top(run) == tops[run], f"the list moved under the pointer: {row_top(run)} != {tops[run]}"
             driver.click(f"tr[data-id='{run}'] .pick")
         wait_until("the review button", lambda: driver.text("#review-together") == "Review 3 together")
         driver.click("#review-together")
@@ -1126,10 +1142,16 @@ def test_review_and_reply(session, env):
         assert driver.js("return document.querySelectorAll('[data-path=\"README\"] .review-run').length") == 2
         assert not driver.js("return !!document.querySelector('#merge-all')"), "Merge all offered with a conflict"
         driver.screenshot(ARTIFACTS / "window-review-together.png")
+        # The run that clashes with nothing can go alone.
+        driver.click(f".merge-one[data-run='{own}']")
+        wait_until("own merged", lambda: (env.project / "own.txt").exists())
         driver.js("location.hash = arguments[0]", f"#/review?runs={own},{left}")
         wait_until("no clash", lambda: driver.find("#merge-all"))
         driver.click("#merge-all")
         wait_until("both merged", lambda: (env.project / "own.txt").exists() and (env.project / "README").read_text() == "left\n")
+        # Nothing is left to merge, and no Merge all is live to fail.
+        wait_until("said done", lambda: driver.find("#review-done"))
+        assert not driver.js("return !!document.querySelector('#merge-all')")
 
         # The reply box: a follow-up in the agent's own session.
         driver.js("location.hash = arguments[0]", f"#/run/{talk}")

@@ -32,8 +32,9 @@ pub struct TrayView {
     pub paused: usize,
     /// The schedules, soonest next fire first.
     pub schedules: Vec<ScheduleLine>,
-    /// What needs the user (the one list: see `corral::attention`).
-    pub needs: Vec<corral::attention::Item>,
+    /// What needs the user (the one list: see `corral::attention`), with
+    /// what it leaves out counted.
+    pub needs: corral::attention::Needs,
 }
 
 /// A schedule as the menu says it.
@@ -62,7 +63,7 @@ impl TrayView {
         let hosts = corral::config::Config::load(home).map(|c| c.hosts.into_iter().map(|h| h.name).collect());
         let hosts = hosts.unwrap_or_default();
         let schedules = schedules(store);
-        let needs = corral::attention::needs_you(store)?;
+        let needs = corral::attention::needs(store)?;
         let launchable = launchable(home, store, std::env::var_os("PATH").as_deref());
         Ok(TrayView { counts, recent, launchable, hosts, quiet, working, paused, schedules, needs })
     }
@@ -73,12 +74,16 @@ impl TrayView {
         title(&self.counts)
     }
 
-    /// The icon's look: the running count, and red while anything needs
-    /// the user (the one list: a budget reached, a failure or a refusal
-    /// not yet looked at, a usage limit, a run retrying, a schedule that
-    /// paused itself or keeps failing).
+    /// The icon's look: the running count — or, red, how many things
+    /// need the user (the one list: a budget reached, a failure or a
+    /// refusal not yet looked at, a usage limit, a run retrying, a schedule
+    /// that paused itself or keeps failing): the number on a red icon says
+    /// what the red is about.
     pub fn look(&self) -> (u64, bool) {
-        (self.counts.running, !self.needs.is_empty())
+        match self.needs.total() {
+            0 => (self.counts.running, false),
+            needing => (needing, true),
+        }
     }
 }
 
@@ -156,7 +161,7 @@ mod tests {
             working: 0,
             paused: 0,
             schedules: Vec::new(),
-            needs: Vec::new(),
+            needs: Default::default(),
         };
         assert_eq!(view.title(), "2 running / 5 total");
         assert_eq!(view.look(), (2, false));
@@ -170,8 +175,10 @@ mod tests {
             actions: Vec::new(),
             since: None,
         };
-        let needs = TrayView { needs: vec![item], ..view.clone() };
-        assert_eq!(needs.look(), (2, true), "red while something needs the user");
+        let needs = TrayView { needs: corral::attention::Needs { items: vec![item], beyond: 0 }, ..view.clone() };
+        assert_eq!(needs.look(), (1, true), "red, counting what needs the user");
+        let many = TrayView { needs: corral::attention::Needs { beyond: 449, ..needs.needs.clone() }, ..view.clone() };
+        assert_eq!(many.look(), (450, true), "the whole count, listed or not");
     }
 
     #[test]

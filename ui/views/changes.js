@@ -1,7 +1,10 @@
 // A run's worktree changes in the run view: files with added and removed
-// lines, one file's unified diff at a time (so a 1,000-file change paints at
-// once), coloured by diff and by a small language-neutral highlighter, and
-// Merge / Discard. Every text is put in as text, never as HTML.
+// lines, one file's diff at a time (so a 1,000-file change paints at once)
+// drawn by diff2html as reviewers read diffs — line numbers, the changes
+// within a line marked, side by side where the window is wide — its code
+// coloured by a small language-neutral highlighter, and Merge / Discard.
+// Every text of a run's is put in as text; diff2html's HTML escapes every
+// line and name it is given.
 
 import { call, h, say } from "../kit.js";
 
@@ -10,12 +13,15 @@ let runId = null;
 let files = [];       // [{ path, added, removed, binary, patch }]
 let selected = 0;
 let measuredFor = null;
+let merged = null;    // it was merged: { commit } (the commit it landed as, when this window merged it)
 
 /** Shows the changes of `run` in `container`; measures again only when the
  *  run's end (or its worktree) changed since the last look. */
 export async function render(container, run) {
   box = container;
+  if (runId !== run.id) merged = null;
   runId = run.id;
+  if (run.worktree?.merged && !merged) merged = { commit: null };
   const key = `${run.id}|${run.status}|${run.exited_at}|${run.worktree?.path}`;
   if (!run.worktree) {
     measuredFor = key;
@@ -61,10 +67,22 @@ function splitPatch(patch) {
 }
 
 function paint(changes) {
+  if (!files.length) {
+    // Nothing left to merge: say why in words (merged, or never changed),
+    // with no hash the user never saw and no button that would only fail.
+    const said = merged
+      ? `Merged${merged.commit ? ` as ${merged.commit.slice(0, 12)}` : ""}: nothing changed since.`
+      : "No changes.";
+    box.replaceChildren(h("div", { class: "toolbar", id: "changes-state" },
+      merged ? h("span", { class: "chip merged" }, "merged") : null, h("span", { class: "muted" }, said),
+      h("span", { style: "flex:1" }),
+      h("button", { class: "danger", id: "discard", onclick: discard }, merged ? "Remove worktree…" : "Discard…")));
+    return;
+  }
   const summary = h("div", { class: "toolbar" },
     h("strong", {}, `${files.length} file${files.length === 1 ? "" : "s"}`),
     h("span", { class: "add" }, `+${changes.added}`), h("span", { class: "del" }, `−${changes.removed}`),
-    h("span", { class: "muted" }, `against ${changes.base.slice(0, 12)}`),
+    h("span", { class: "muted" }, merged ? "since its last merge" : "since it started"),
     h("span", { style: "flex:1" }),
     // Said in words, not in tooltips: a tooltip outlives the button a
     // click redraws (WebKitGTK leaves it floating over the page).
@@ -73,10 +91,6 @@ function paint(changes) {
     h("button", { id: "merge-keep", onclick: () => merge(true), disabled: !files.length }, "Merge keeping commits"),
     h("button", { class: "danger", id: "discard", onclick: discard }, "Discard…"),
   );
-  if (!files.length) {
-    box.replaceChildren(summary, h("p", { class: "muted" }, "No changes."));
-    return;
-  }
   const list = h("div", { class: "files", id: "changed-files" }, files.map((f, i) =>
     h("div", { class: `file${i === selected ? " selected" : ""}`, onclick: () => { selected = i; paint(changes); } },
       h("span", { class: "path" }, f.path),
@@ -84,20 +98,38 @@ function paint(changes) {
   box.replaceChildren(summary, h("div", { class: "changes" }, list, diffView(files[selected])));
 }
 
-/** One file's diff, line by line (`file`: its path and patch). */
+/** One file's diff (`file`: its path and patch), as diff2html draws it:
+ *  side by side from WIDE pixels of window, else line by line. */
 export function diffView(file) {
+  const box = h("div", { class: "diff", id: "diff" });
+  if (!file.patch) return box;
+  box.innerHTML = Diff2Html.html(file.patch, {
+    drawFileList: false,
+    matching: "lines",
+    diffStyle: "word",
+    outputFormat: window.innerWidth >= WIDE ? "side-by-side" : "line-by-line",
+  });
   const lang = file.path.split(".").pop();
-  const lines = file.patch.split("\n");
-  if (lines.at(-1) === "") lines.pop();
-  return h("div", { class: "diff", id: "diff" }, lines.map((line) => {
-    const kind = line.startsWith("@@") ? "hunk"
-      : /^(diff --git|index |--- |\+\+\+ |new file|deleted file|similarity|rename |Binary files)/.test(line) ? "fh"
-      : line[0] === "+" ? "add" : line[0] === "-" ? "del" : "ctx";
-    if (kind === "hunk" || kind === "fh") return h("div", { class: `dl ${kind}` }, line);
-    return h("div", { class: `dl ${kind}` }, h("span", { class: "sign" }, line[0] ?? " "), ...highlight(line.slice(1), lang));
-  }));
+  if (!PROSE.has(lang)) for (const cell of box.querySelectorAll(".d2h-code-line-ctn")) colour(cell, lang);
+  return box;
 }
 
+/** The window's width from which a diff is drawn side by side. */
+const WIDE = 1100;
+
+/** Colours the code of one drawn line, text node by text node (within-line
+ *  marks stay as they are). */
+function colour(cell, lang) {
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  while (walker.nextNode()) texts.push(walker.currentNode);
+  for (const text of texts) {
+    const parts = highlight(text.nodeValue, lang);
+    if (parts.some((p) => typeof p !== "string")) text.replaceWith(...parts);
+  }
+}
+
+const PROSE = new Set(["md", "markdown", "txt", "rst", "adoc", "org"]);
 const KEYWORDS = new Set(("fn let mut pub use mod impl struct enum trait match if else for while loop return break continue " +
   "const static async await move self Self where type function var class extends import export from default new this " +
   "def elif lambda yield with as try except finally raise pass None True False null true false undefined in of " +
@@ -107,7 +139,9 @@ const TOKEN = /("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`(?:[^`\\]|\\.)*`)|(\/\/.*$|
 /** Spans for strings, comments, numbers and keywords: enough colour to
  *  read a diff in any of the usual languages, as text nodes only. */
 function highlight(text, lang) {
-  const comments = !["md", "txt", "json"].includes(lang);
+  // Prose is not code: "for" and "in" in a sentence are words.
+  if (PROSE.has(lang)) return [text];
+  const comments = lang !== "json";
   const out = [];
   let at = 0;
   for (const m of text.matchAll(TOKEN)) {
@@ -130,7 +164,8 @@ async function merge(keepCommits) {
   for (const b of box.querySelectorAll("#merge, #merge-keep")) b.disabled = true;
   try {
     const commit = await call("merge_run", { id: runId, keepCommits });
-    say(`merged as ${commit.slice(0, 12)}; the worktree stays until you discard it`);
+    merged = { commit };
+    say(`merged as ${commit.slice(0, 12)}; the worktree stays until you remove it`);
   } catch (e) {
     say(String(e), true);
   }

@@ -36,12 +36,19 @@ export async function refresh(change) {
     return;
   }
   const clashing = new Set(together.conflicts.flatMap((c) => c.files));
-  const notice = together.conflicts.length
+  // Runs with something left to merge (a merged run's changes are gone).
+  const left = ids.filter((id) => together.files.some((f) => f.runs.some((r) => r.run === id)));
+  // With pairs that clash, each run can still go alone: one of each pair,
+  // and those that clash with nothing.
+  const one = (id) => h("button", { class: "merge-one", "data-run": id, onclick: (e) => mergeSome(e, [id]) }, `Merge ${id}`);
+  const notice = !left.length
+    ? h("div", { class: "notice", id: "review-done" }, h("span", { class: "notice-words" }, "Nothing left to merge: each run is merged or changed nothing."))
+    : together.conflicts.length
     ? h("div", { class: "notice failure", id: "review-conflicts" },
       h("span", { class: "notice-words" }, together.conflicts.map((c) => `${c.first} × ${c.second}: ${c.files.join(", ")}`).join("; "),
-        ". Merge one of each pair, then reply to the other to redo its change on top."))
+        ". Merge one of each pair, then reply to the other to redo its change on top."), ...left.map(one))
     : h("div", { class: "notice", id: "review-clean" }, h("span", { class: "notice-words" }, `No two of these runs change the same lines.`),
-      h("button", { class: "primary", id: "merge-all", onclick: mergeAll }, "Merge all, in this order"));
+      h("button", { class: "primary", id: "merge-all", onclick: (e) => mergeSome(e, left) }, "Merge all, in this order"));
   const files = together.files.map((file) => h("section", { class: "review-file", "data-path": file.path },
     h("h2", {}, clashing.has(file.path) ? h("span", { class: "chip need-failed" }, "conflict") : null, " ", file.path,
       h("span", { class: "muted" }, `  ${file.runs.map((r) => r.run).join(", ")}`)),
@@ -50,10 +57,10 @@ export async function refresh(change) {
   root.querySelector("#review-body").replaceChildren(notice, ...files);
 }
 
-async function mergeAll(e) {
+async function mergeSome(e, some) {
   e.currentTarget.disabled = true;
   try {
-    const commits = await call("merge_runs", { ids });
+    const commits = await call("merge_runs", { ids: some });
     say(`merged ${commits.length} runs: ${commits.map((c) => c.slice(0, 12)).join(", ")}`);
   } catch (err) {
     say(String(err), true);

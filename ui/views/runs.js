@@ -36,7 +36,7 @@ export async function show(view, _arg, params) {
     ? h("span", { class: "pill", id: "ended-since" }, `ended since ${new Date(state.endedSince).toLocaleTimeString()} `,
       h("a", { href: "#/runs" }, "show all"))
     : null;
-  const together = h("button", { id: "review-together", hidden: true, onclick: () => { location.hash = `#/review?runs=${state.picked.join(",")}`; } });
+  const together = h("button", { id: "review-together", onclick: () => { location.hash = `#/review?runs=${state.picked.join(",")}`; } });
   view.append(h("section", { id: "needs-you", hidden: true }), h("div", { class: "toolbar" }, search, filter, machine, all, clear, since, together, h("span", { style: "flex:1" }), disk), h("div", { id: "runs-table" }));
   showPicked();
   call("worktrees_usage").then((u) => {
@@ -62,13 +62,16 @@ function pick(id, on) {
 function showPicked() {
   const button = root?.querySelector("#review-together");
   if (!button) return;
-  button.hidden = state.picked.length < 2;
+  // Its place is kept while hidden: ticking a box never moves the list
+  // under the pointer (the next click would open a run).
+  button.style.visibility = state.picked.length < 2 ? "hidden" : "visible";
   button.textContent = `Review ${state.picked.length} together`;
 }
 
 /** "+12 −3" for a run whose worktree changed something. */
 function changeCounts(run) {
   const c = run.changes;
+  if (run.worktree?.merged && !c?.files) return h("span", { class: "chip merged" }, "merged");
   if (!c || !c.files) return "";
   return [h("span", { class: "add" }, `+${c.added}`), " ", h("span", { class: "del" }, `−${c.removed}`)];
 }
@@ -166,18 +169,22 @@ export function cares(change) {
 async function showNeeds() {
   const section = root?.querySelector("#needs-you");
   if (!section) return;
-  let items;
+  let items, beyond;
   try {
-    items = await call("needs");
+    ({ items, beyond } = await call("needs"));
   } catch (e) {
     // Not known is said, never shown as "nothing needs you".
     section.hidden = false;
     section.replaceChildren(h("h2", {}, "Needs you"), h("div", { class: "need need-error" }, h("span", { class: "need-words" }, `cannot be read: ${e}`)));
     return;
   }
-  section.hidden = !items.length;
-  if (!items.length) { section.replaceChildren(); return; }
-  section.replaceChildren(h("h2", {}, `Needs you (${items.length})`), ...items.map((item) =>
+  // The whole count: what the list leaves out (older ended runs) is said.
+  const total = items.length + beyond;
+  section.hidden = !total;
+  if (!total) { section.replaceChildren(); return; }
+  const more = beyond ? h("div", { class: "need muted", id: "needs-more" },
+    `and ${beyond} more, older: ended runs not looked at (Clear finished, or corral needs --dismiss RUN)`) : null;
+  section.replaceChildren(h("h2", {}, `Needs you (${total})`), ...items.map((item) =>
     h("div", { class: `need need-${item.reason.kind}`, "data-id": item.id ?? item.name },
       h("span", { class: "chip" }, item.chip),
       h("span", { class: "need-words" }, item.words),
@@ -188,7 +195,7 @@ async function showNeeds() {
             try { await call("act_on_need", { argv: action.argv }); say(`${action.label}: done`); } catch (e) { say(String(e), true); }
             refresh();
           },
-        }, action.label))))));
+        }, action.label))))), more);
 }
 
 /** Refetches the page when a status changed, and at most every

@@ -91,6 +91,7 @@ function barTitle(run) {
 
 const DAYS = 14;
 const PALETTE = ["#1f6f50", "#1b4fd8", "#ef8f00", "#8e24aa", "#c62828", "#00838f", "#6d4c41", "#5c6bc0"];
+const OTHERS = "#9e9e9e";
 
 /** Spend per day for the last 14 days, one stacked bar per day, one color
  *  per preset (plain SVG). Dollars where any run has a cost; tokens where
@@ -107,8 +108,15 @@ function spendChart(days, now) {
     d.setDate(d.getDate() - i);
     dayKeys.push(`${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, "0")}-${String(d.getDate()).padStart(2, "0")}`);
   }
-  const presets = [...new Set(days.map((d) => d.preset))].sort();
-  const color = new Map(presets.map((p, i) => [p, PALETTE[i % PALETTE.length]]));
+  // A colour each for the presets that spent most; past the palette, the
+  // rest share one grey said as "others" (never a colour said twice).
+  const spent = new Map();
+  for (const d of days) spent.set(d.preset, (spent.get(d.preset) ?? 0) + value(d));
+  const ranked = [...spent.keys()].sort((a, b) => spent.get(b) - spent.get(a) || a.localeCompare(b));
+  const own = ranked.length > PALETTE.length ? ranked.slice(0, PALETTE.length - 1) : ranked;
+  const others = ranked.slice(own.length);
+  const color = new Map([...own.map((p, i) => [p, PALETTE[i]]), ...others.map((p) => [p, OTHERS])]);
+  const presets = [...own].sort();
   const totals = dayKeys.map((k) => days.filter((d) => d.day === k).reduce((sum, d) => sum + value(d), 0));
   const top = Math.max(...totals, 0);
   const W = 700, H = 150, LEFT = 56, BOTTOM = 20, GAP = 6;
@@ -133,9 +141,10 @@ function spendChart(days, now) {
   ]) : [];
   const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "spend-chart", role: "img", "aria-label": `spend per day, last ${DAYS} days` },
     grid, svg("line", { x1: LEFT, x2: W, y1: H - BOTTOM, y2: H - BOTTOM, class: "spend-grid" }), bars);
-  const legend = h("div", { class: "legend" }, presets.map((p) => h("span", { style: `--c: ${color.get(p)}` }, p)));
+  const legend = h("div", { class: "legend" }, presets.map((p) => h("span", { style: `--c: ${color.get(p)}` }, p)),
+    others.length ? h("span", { style: `--c: ${OTHERS}`, title: others.join(", ") }, `${others.length} others`) : null);
   const total = totals.reduce((a, b) => a + b, 0);
   return h("div", { class: "spend" },
     h("div", { class: "toolbar" }, h("h2", { style: "margin:0" }, `Spend per day, last ${DAYS} days`), h("span", { class: "muted", id: "spend-total" }, total ? `${said(total)} in all` : "nothing spent")),
-    chart, presets.length ? legend : null);
+    chart, ranked.length ? legend : null);
 }

@@ -2,16 +2,17 @@
 //! `corral::attention` (the tray's red icon and its section read it too),
 //! and its actions carried out as `corral` would.
 
-use corral::attention::{needs_you, Item};
+use corral::attention::Needs;
 use tauri::State;
 
 use crate::error::AppError;
 use crate::state::AppState;
 
-/// Everything that needs the user now.
+/// Everything that needs the user now, with what the list leaves out
+/// counted.
 #[tauri::command(async)]
-pub fn needs(state: State<'_, AppState>) -> Result<Vec<Item>, AppError> {
-    Ok(needs_you(&state.store()?)?)
+pub fn needs(state: State<'_, AppState>) -> Result<Needs, AppError> {
+    Ok(corral::attention::needs(&state.store()?)?)
 }
 
 /// Carries out one of the actions the list offers now (`corral ARGV`, by

@@ -82,7 +82,7 @@ mod tests {
             working: 0,
             paused: 0,
             schedules: Vec::new(),
-            needs: Vec::new(),
+            needs: Default::default(),
         };
         assert_eq!(
             labels(&lines(&view)),

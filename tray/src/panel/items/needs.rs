@@ -2,7 +2,7 @@
 //! the user's word (the one list of `corral::attention`), its reason as a
 //! chip, and its actions in a submenu, carried out as `corral` would.
 
-use corral::attention::{Item, Subject};
+use corral::attention::{Needs, Subject};
 
 use crate::panel::menu::Line;
 use crate::window::{self, Route};
@@ -19,13 +19,14 @@ const WIDTH: usize = 64;
 /// are in the window, so the menu stays small however long the list.
 const SHOWN: usize = 10;
 
-/// The section: nothing when nothing needs the user.
-pub fn lines(needs: &[Item]) -> Vec<Line> {
-    if needs.is_empty() {
+/// The section: nothing when nothing needs the user. Its count is the
+/// whole list's, what the store leaves out of it too.
+pub fn lines(all: &Needs) -> Vec<Line> {
+    let (needs, total) = (&all.items, all.total());
+    if total == 0 {
         return Vec::new();
     }
-    let mut lines =
-        vec![Line::Item { id: "needs".into(), label: format!("Needs you ({})", needs.len()), enabled: false }];
+    let mut lines = vec![Line::Item { id: "needs".into(), label: format!("Needs you ({total})"), enabled: false }];
     for (n, item) in needs.iter().enumerate().take(SHOWN) {
         let mut actions: Vec<Line> = item
             .actions
@@ -45,8 +46,9 @@ pub fn lines(needs: &[Item]) -> Vec<Line> {
         let label = format!("⚠ {} · {}", item.chip, cut(&item.words, WIDTH));
         lines.push(Line::Submenu { id: format!("needs-item:{n}"), label, lines: actions });
     }
-    if needs.len() > SHOWN {
-        let more = needs.len() - SHOWN;
+    let shown = needs.len().min(SHOWN) as u64;
+    if total > shown {
+        let more = total - shown;
         lines.push(Line::Item { id: MORE_ID.into(), label: format!("…and {more} more: open Corral"), enabled: true });
     }
     lines.push(Line::Separator);
@@ -131,7 +133,7 @@ mod tests {
     /// However long the list, the menu holds ten items and says the rest.
     #[test]
     fn the_menu_stays_small_however_long_the_list() {
-        use corral::attention::{Action, Reason};
+        use corral::attention::{Action, Item, Reason};
         let item = |n: usize| Item {
             subject: Subject::Run { id: format!("run{n}"), preset: "p".into(), task: "t".into() },
             reason: Reason::Failed { error: "boom".into() },
@@ -140,9 +142,11 @@ mod tests {
             actions: vec![Action { label: "Open".into(), argv: vec!["show".into(), format!("run{n}")] }],
             since: None,
         };
-        let needs: Vec<Item> = (0..500).map(item).collect();
+        // 200 listed, 300 more the store left out: counted whole.
+        let needs = Needs { items: (0..200).map(item).collect(), beyond: 300 };
         let lines = lines(&needs);
         assert_eq!(lines.len(), 1 + SHOWN + 1 + 1, "{lines:?}");
+        assert!(matches!(&lines[0], Line::Item { label, .. } if label == "Needs you (500)"), "{:?}", lines[0]);
         assert!(lines.iter().any(|l| matches!(l, Line::Item { label, .. } if label == "…and 490 more: open Corral")));
     }
 
