@@ -166,7 +166,7 @@ fn prepare(
     keep_commits: bool,
     onto: Option<&str>,
 ) -> Result<(Run, worktree::Prepared), ReviewError> {
-    let run = store.find_run(id)?;
+    let run = once_exited(store, store.find_run(id)?)?;
     let worktree = worktree_of(&run)?;
     refuse_still_writing(&run)?;
     // Never what another run is still writing there (a helper launched
@@ -480,17 +480,38 @@ fn refuse_still_writing(run: &Run) -> Result<(), WorktreeError> {
     if run.exited_at.is_none() && run.started_at.is_some() {
         return Err(WorktreeError::WouldConflict(format!(
             "run {} has ended, but processes of it are still being stopped and may still write in its worktree; \
-             nothing was changed. Try again in a moment (`corral wait {}` returns once they are gone)",
+             nothing was changed. Try again once they are gone (`corral show {}` says `exited` then)",
             run.id, run.id
         )));
     }
     Ok(())
 }
 
+/// Run `run` once its last processes are gone, if it ended and they go
+/// within its stop sequence's graces (and a second): `corral wait` returns
+/// at a run's end, and a merge, a discard or a pull request typed right
+/// after it waits the moment its processes take to go, told by the store,
+/// rather than refuse.
+pub(crate) fn once_exited(store: &Store, run: Run) -> Result<Run, ReviewError> {
+    if run.status.is_active() || run.exited_at.is_some() || run.started_at.is_none() {
+        return Ok(run);
+    }
+    let config = crate::config::Config::load(store.home())?;
+    let deadline =
+        std::time::Instant::now() + config.exit_grace + config.stop_grace + std::time::Duration::from_secs(1);
+    let mut watcher = crate::watch::Watcher::new(store)?;
+    loop {
+        let now = store.run(&run.id)?;
+        if now.exited_at.is_some() || !watcher.changed_before(store, Some(deadline))? {
+            return Ok(store.run(&run.id)?);
+        }
+    }
+}
+
 /// Removes run `id`'s worktree and branch; refused while it, or any run
 /// working in its worktree, is active.
 pub fn discard(store: &mut Store, id: &str) -> Result<Run, ReviewError> {
-    let run = store.find_run(id)?;
+    let run = once_exited(store, store.find_run(id)?)?;
     let worktree = worktree_of(&run)?;
     refuse_still_writing(&run)?;
     if let Some(other) = working_in(store, worktree)? {

@@ -65,6 +65,10 @@ fn the_first_run_runs_as_written() {
     assert!(stdout.contains("hello  "), "`corral ls` lists the run by its preset:\n{stdout}");
     assert!(stdout.lines().any(|l| l.contains(" completed")), "`corral wait` says completed:\n{stdout}");
     assert!(stdout.contains("hello, world"), "`corral show` has its output:\n{stdout}");
+    assert!(
+        !stdout.contains("tokens") && !stdout.contains("- -> -"),
+        "a command's show says no agent's figures:\n{stdout}"
+    );
     let runs = env.json(&["ls"]);
     let run = &runs.as_array().expect("runs")[0];
     assert_eq!(run["status"], "completed", "{run}");

@@ -851,3 +851,56 @@ fn a_childs_worktree_outlives_its_parents_and_every_printed_command_names_a_fold
         assert!(Path::new(folder).is_dir(), "a printed command names {folder}, which does not exist: {said}");
     }
 }
+
+/// An edit of the same size made in the second the worktree was made (a
+/// quick command changing one word) is seen: `diff` shows it and `rm`
+/// keeps the worktree that holds it. A snapshot's copy of the index once
+/// carried a new time, so git took the file for unchanged, and `rm`
+/// deleted the run's only work.
+#[test]
+fn a_same_size_edit_made_at_once_is_seen_and_never_removed() {
+    let env = repo();
+    std::fs::write(env.project.join("tracked.txt"), "AAA\n").unwrap();
+    git(&env.project, &["commit", "-qam", "three letters"]);
+    env.command_preset_with("swap", &["sh", "-c", "echo \"$CORRAL_TASK\" > tracked.txt"], "worktree: true\n");
+    for _ in 0..3 {
+        let id = env.launch("swap", "R1R");
+        env.wait_end(&id);
+        let stat = env.ok(&["diff", &id, "--stat"]);
+        assert!(stat.contains("tracked.txt"), "the edit was missed: {stat}");
+        let worktree = std::path::PathBuf::from(env.show(&id)["worktree"]["path"].as_str().unwrap());
+        let removed = env.corral(&["rm", &id]);
+        let said = String::from_utf8_lossy(&removed.stdout).to_string() + &String::from_utf8_lossy(&removed.stderr);
+        let kept = std::fs::read_to_string(worktree.join("tracked.txt")).ok();
+        assert_eq!(kept.as_deref(), Some("R1R\n"), "rm removed the run's only work: {said}");
+        assert!(said.contains("kept"), "{said}");
+        git(&env.project, &["worktree", "remove", "--force", worktree.to_str().unwrap()]);
+    }
+}
+
+/// `corral wait` returns at a run's end; its processes may take a moment
+/// more to go. A merge typed right after waits that moment (told by the
+/// store) rather than refuse, as a user scripting `launch --wait` then
+/// `merge` expects.
+#[test]
+fn a_merge_right_after_wait_waits_for_the_runs_last_processes() {
+    let env = repo();
+    // The agent leaves a child behind: the run ends when the agent exits,
+    // its processes are gone once the child is stopped.
+    env.command_preset_with(
+        "lingers",
+        &["sh", "-c", "echo \"$CORRAL_TASK\" > lingered.txt; sleep 30 &"],
+        "worktree: true\n",
+    );
+    for n in 0..2 {
+        let launched = env.json(&["launch", "lingers", "--wait", &format!("change {n}")]);
+        let id = launched["id"].as_str().unwrap();
+        let merged = env.corral(&["merge", id]);
+        assert!(
+            merged.status.success(),
+            "merge right after the run's end: {}",
+            String::from_utf8_lossy(&merged.stderr)
+        );
+    }
+    assert_eq!(std::fs::read_to_string(env.project.join("lingered.txt")).unwrap(), "change 1\n");
+}

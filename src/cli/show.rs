@@ -115,7 +115,13 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
             },
         ),
     ];
+    // A command has no model, tokens, cost or session: those lines would
+    // only ever say nothing.
+    let agentless = ["model", "tokens", "cost", "session"];
     for (key, value) in fields {
+        if run.agent == corral::run::AgentKind::Command && agentless.contains(&key) {
+            continue;
+        }
         writeln!(out, "{key:<10} {}", printable(&value))?;
     }
     if let Some(note) = run.denied_note() {

@@ -69,6 +69,9 @@ fn commit_run_branch(
     let fail = |e: std::io::Error| WorktreeError::Git { doing: "updating the worktree's index", detail: e.to_string() };
     let next = index.with_extension("corral");
     std::fs::copy(snapshot.index.path(), &next).map_err(fail)?;
+    // Stamped as git stamped it, not now (see `snapshot`).
+    let copy = std::fs::OpenOptions::new().write(true).open(&next).map_err(fail)?;
+    super::snapshot::same_time(snapshot.index.path(), &copy).map_err(fail)?;
     std::fs::rename(&next, &index).map_err(fail)?;
     Ok(commit)
 }

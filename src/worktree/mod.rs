@@ -103,7 +103,7 @@ pub enum WorktreeError {
     WouldConflict(String),
     /// The run's folder is not in the commit its worktree starts from.
     #[error(
-        "the folder {} is not in commit {base} (not committed yet), so the run's worktree would not have it: commit          it, launch from a committed folder, or launch without --worktree", folder.display()
+        "the folder {} is not in commit {base} (not committed yet), so the run's worktree would not have it: commit it, launch from a committed folder, or launch without --worktree", folder.display()
     )]
     FolderNotInBase { folder: PathBuf, base: String },
     /// Another run works in the worktree.

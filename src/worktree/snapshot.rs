@@ -28,7 +28,11 @@ pub(super) fn snapshot(path: &Path, objects: &ScratchObjects) -> Result<Snapshot
     let env = Env::index(index.path()).scratch(objects);
     let own = worktree_index(path)?;
     let add = || git_in(path, &["add", "--all", "--", "."], &env, "collecting the worktree's changes");
-    let copied = std::fs::copy(&own, index.path()).is_ok();
+    // The copy keeps the index's own time: git re-reads a file whose time
+    // is not older than its index's ("racily clean"). A copy stamped now
+    // made a same-size edit in the second the worktree was made look
+    // unchanged, and `diff` saw nothing, `rm` kept nothing.
+    let copied = std::fs::copy(&own, index.path()).is_ok() && same_time(&own, index.as_file()).is_ok();
     // A copy that git cannot read alone (a split index) is read afresh.
     if !copied || add().is_err() {
         git_in(path, &["read-tree", "HEAD"], &env, "reading the worktree's HEAD")?;
@@ -45,6 +49,12 @@ pub(super) fn snapshot(path: &Path, objects: &ScratchObjects) -> Result<Snapshot
     }
     let tree = git_in(path, &["write-tree"], &env, "writing the snapshot")?.trim().to_string();
     Ok(Snapshot { tree, index })
+}
+
+/// Gives `copy` the modification time of the file at `original`: an index
+/// copied keeps what git's racy-clean check reads.
+pub(super) fn same_time(original: &Path, copy: &std::fs::File) -> std::io::Result<()> {
+    copy.set_modified(std::fs::metadata(original)?.modified()?)
 }
 
 /// The index file of the worktree at `path`.

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from desktop import (  # noqa: E402
-    Session, click_menu, close_x_window, tray_label, tray_menu, wait_until, webkit_processes, x_windows,
+    Session, click_menu, close_x_window, gdbus, tray_label, tray_menu, wait_until, webkit_processes, x_windows,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -238,6 +238,10 @@ def test_tray_and_notifications(session, env):
     item = wait_until("the tray to register", session.tray)
     wait_until("an empty tray", lambda: tray_label(item) == "0 running / 0 total")
     assert f'Exec="{TRAY}"' in entry.read_text(), entry.read_text()
+    # Panels that draw no label (KDE, Xfce) show the item's title: Corral's
+    # name, not its program's file name.
+    title = gdbus(item[0], item[1], "org.freedesktop.DBus.Properties.Get", "org.kde.StatusNotifierItem", "Title")
+    assert "'Corral'" in title, title
 
     gate = env.root / "release-1"
     first = env.launch("slow", str(gate))
@@ -256,7 +260,8 @@ def test_tray_and_notifications(session, env):
     wait_until("a notification", lambda: len(session.notifications.shown) == 1)
     note = session.notifications.shown[0]
     assert note["summary"].startswith("✓ slow completed in "), note
-    assert note["body"] == "started", note
+    # A command is summed up by its last line (the fake says "finished").
+    assert note["body"] == "finished", note
     assert "default" in note["actions"] and "open" in note["actions"], note
 
     # The app is killed; a run finishes meanwhile; the restarted app shows

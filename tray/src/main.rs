@@ -81,6 +81,10 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     let light = panel::lighten_gtk();
     gtk::init()?;
     light.take_back();
+    // The StatusNotifierItem's title, which panels that draw no label (KDE,
+    // Xfce) show on hover: libayatana-appindicator says the application's
+    // name there, the program's file name ("corral-tray") unless set.
+    gtk::glib::set_application_name("Corral");
     let state = Arc::new(TrayState::new(home));
     panel::create(state.clone())?;
     retention::start(state.home.clone()).map_err(error::TrayError::Retention)?;
