@@ -16,6 +16,7 @@ pub mod budget;
 pub mod caller;
 pub mod config;
 pub mod doctor;
+pub mod forge;
 pub mod heal;
 pub mod home;
 pub mod launch;

@@ -187,11 +187,17 @@ fn prepare(
     let prepared = if keep_commits {
         worktree::prepare_merge_commits(Path::new(&repo), &branch, worktree, &run.id, onto)?
     } else {
-        let task_line = run.task.lines().next().unwrap_or_default();
-        let message = format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id);
-        worktree::prepare_squashed(Path::new(&repo), &branch, worktree, &run.id, &message, onto)?
+        worktree::prepare_squashed(Path::new(&repo), &branch, worktree, &run.id, &commit_message(&run), onto)?
     };
     Ok((run, prepared))
+}
+
+/// The message of the commit that brings run `run`'s work in (a merge, or
+/// the commit a pull request pushes): its preset and the task's first line,
+/// the whole task, and the run.
+pub fn commit_message(run: &Run) -> String {
+    let task_line = run.task.lines().next().unwrap_or_default();
+    format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id)
 }
 
 /// The pairs of runs `ids` whose unmerged work conflicts (git's
@@ -444,7 +450,7 @@ pub fn tear_down(store: &Store, id: &str) -> Option<String> {
 
 /// Refuses a merge that would bring files carried in from the user's
 /// checkout (see `worktree::carry`).
-fn refuse_carried(store: &Store, run: &Run, worktree: &Worktree) -> Result<(), ReviewError> {
+pub(crate) fn refuse_carried(store: &Store, run: &Run, worktree: &Worktree) -> Result<(), ReviewError> {
     let list = std::fs::read_to_string(worktree::carry::list_file(&store.home().run_dir(&run.id))).unwrap_or_default();
     if list.trim().is_empty() {
         return Ok(());
@@ -473,7 +479,7 @@ pub fn working_in(store: &Store, worktree: &Worktree) -> Result<Option<Run>, Sto
 
 /// Refuses what would take run `run`'s work while it, or a process of it
 /// still being stopped after its end, may write there.
-fn refuse_still_writing(run: &Run) -> Result<(), WorktreeError> {
+pub(crate) fn refuse_still_writing(run: &Run) -> Result<(), WorktreeError> {
     if run.status.is_active() {
         return Err(WorktreeError::Active(run.id.clone()));
     }

@@ -86,6 +86,9 @@ pub fn runs_code(preset: &Preset, default: Option<&crate::sandbox::Sandbox>) -> 
         Some("asks for a sandbox wider than your own default ([sandbox] in config.toml)")
     } else if preset.mcp == Some(crate::preset::McpScope::All) {
         Some("lets its agent act on every run (mcp: all)")
+    } else if preset.pr == Some(crate::preset::PrPolicy::Allow) {
+        // Pushing is publishing: the repository's own file may not grant it.
+        Some("lets its agent push and open pull requests (pr: allow)")
     } else {
         None
     }

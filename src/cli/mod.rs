@@ -16,6 +16,7 @@ mod ls;
 mod merge;
 mod needs;
 mod pause;
+mod pr;
 mod presets;
 mod prune;
 mod push;
@@ -86,6 +87,10 @@ enum Command {
     /// Bring runs' changes into the branch they started from, one commit
     /// each, in order; refused before any is merged if two conflict.
     Merge(merge::Args),
+    /// Open a pull request (GitHub: gh) or merge request (GitLab: glab)
+    /// from a run's worktree: its work committed, its branch pushed; run
+    /// again, it pushes to the same one.
+    Pr(pr::Args),
     /// Remove a run's worktree and its branch.
     Discard(discard::Args),
     /// Launch a run again: the same preset, task, folder, model, worktree
@@ -331,6 +336,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Diff(args) => diff::run(&mut store, args, &mut out)?,
         Command::Conflicts(args) => conflicts::run(&mut store, args, &mut out)?,
         Command::Merge(args) => merge::run(&mut store, args, &mut out)?,
+        Command::Pr(args) => pr::run(&mut store, args, &mut out)?,
         Command::Discard(args) => discard::run(&mut store, args, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
         Command::Allow(args) => allow::run(&mut store, args, &shepherd, &mut out)?,
@@ -387,6 +393,7 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         Command::Resume(args) => (args.runs.iter().collect(), Act),
         Command::Reply(args) => (vec![args.run()], Act),
         Command::Merge(args) => (args.runs.iter().collect(), Act),
+        Command::Pr(args) => (vec![&args.run], Act),
         Command::Discard(args) => (vec![&args.run], Act),
         Command::Relaunch(args) => (vec![&args.run], Read),
         Command::Rm(args) => (args.runs.iter().collect(), Act),

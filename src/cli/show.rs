@@ -29,8 +29,14 @@ pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> any
 
 /// Prints `run` (also a run of another host, as last seen).
 pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
+    let pull_request = store.pull_request(&run.id)?;
     if json {
-        super::print_json(out, &run)?;
+        // The run as `ls --json` has it, with its pull request once opened.
+        let mut value = serde_json::to_value(run)?;
+        if let (Some(object), Some(pr)) = (value.as_object_mut(), &pull_request) {
+            object.insert("pull_request".into(), serde_json::to_value(pr)?);
+        }
+        super::print_json(out, &value)?;
         return Ok(0);
     }
     let now = time::now();
@@ -107,6 +113,17 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
         ("parent", or_dash(run.parent_id.as_deref())),
         ("children", if run.children.is_empty() { "-".into() } else { run.children.join(" ") }),
         ("worktree", run.worktree.as_ref().map_or_else(|| "-".into(), |w| format!("{} ({})", w.path, w.branch))),
+        (
+            "pr",
+            pull_request.as_ref().map_or_else(
+                || "-".into(),
+                |pr| {
+                    let mark = if pr.forge == "gitlab" { "!" } else { "#" };
+                    let number = pr.number.map(|n| format!("{mark}{n} ")).unwrap_or_default();
+                    format!("{number}{} {} (pushed {} to {})", pr.state, pr.url, short(&pr.pushed), pr.remote)
+                },
+            ),
+        ),
         (
             "folder",
             match &run.host {
@@ -198,4 +215,9 @@ fn contained(run: &corral::Run) -> String {
 
 fn indent(text: &str) -> String {
     text.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}
+
+/// A commit as people quote one: its first 12 characters.
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
 }

@@ -65,6 +65,19 @@ word_enum! {
     }
 }
 
+word_enum! {
+    /// Whether an agent of a preset may open pull requests itself (preset
+    /// key `pr`): a person always may (`corral pr`); an agent, or a
+    /// schedule's run, only where its preset says `pr: allow`.
+    pub enum PrPolicy as "pr policy" {
+        /// Its agent may open pull requests of its runs (`corral pr`,
+        /// MCP `open_pull_request`).
+        Allow = "allow",
+        /// Only a person opens them (the default).
+        Ask = "ask",
+    }
+}
+
 impl PresetSource {
     /// The agent a file from here runs when it names none.
     pub fn default_agent(self) -> Option<AgentKind> {
@@ -141,6 +154,10 @@ pub struct Preset {
     /// own runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpScope>,
+    /// Whether its agent may open pull requests (`pr: allow`; default: only
+    /// a person does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr: Option<PrPolicy>,
     /// When it launches itself (`schedule: {cron: "0 3 * * *", task: …}`):
     /// a global preset's schedule is kept as a schedule of its own name
     /// (see `schedule::sync`). As written; read by the schedule module.

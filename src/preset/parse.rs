@@ -78,6 +78,7 @@ struct Frontmatter {
     notify: Option<String>,
     limits: Option<crate::resources::WrittenLimits>,
     mcp: Option<String>,
+    pr: Option<String>,
     schedule: Option<super::PresetSchedule>,
     budget: Option<crate::budget::WrittenBudget>,
     on_budget: Option<String>,
@@ -105,6 +106,8 @@ pub enum PresetError {
     BadNotify(crate::run::UnknownWord),
     #[error("`mcp`: {0}")]
     BadMcp(crate::run::UnknownWord),
+    #[error("`pr`: {0}")]
+    BadPr(crate::run::UnknownWord),
     #[error("`budget`: {0}")]
     BadBudget(#[from] crate::budget::BadBudget),
     #[error("`on_budget`: {0}")]
@@ -208,6 +211,7 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         args: front.args.map(words).unwrap_or_default(),
         notify: front.notify.as_deref().map(|w| w.trim().parse()).transpose().map_err(PresetError::BadNotify)?,
         mcp: front.mcp.as_deref().map(|w| w.trim().parse()).transpose().map_err(PresetError::BadMcp)?,
+        pr: front.pr.as_deref().map(|w| w.trim().parse()).transpose().map_err(PresetError::BadPr)?,
         worktree: front.worktree.unwrap_or(false),
         setup,
         teardown,
@@ -286,6 +290,7 @@ const KEYS: &[&str] = &[
     "notify",
     "limits",
     "mcp",
+    "pr",
     "schedule",
     "budget",
     "on_budget",

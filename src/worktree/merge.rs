@@ -41,6 +41,19 @@ fn commit_run_branch(
     snapshot: &Snapshot,
     objects: &ScratchObjects,
 ) -> Result<String, WorktreeError> {
+    let message = format!("Work of Corral run {run_id} left uncommitted");
+    commit_on_run_branch(worktree, snapshot, objects, &["-m", &message])
+}
+
+/// Commits the snapshot on the run's branch with the message `message`
+/// (`-m TEXT` or `-F FILE`), unless its tip holds it already; moves the
+/// branch only from the tip it read. Returns the branch's commit.
+pub(super) fn commit_on_run_branch(
+    worktree: &Worktree,
+    snapshot: &Snapshot,
+    objects: &ScratchObjects,
+    message: &[&str],
+) -> Result<String, WorktreeError> {
     let tree = snapshot.tree.as_str();
     let path = Path::new(&worktree.path);
     let tip = git(path, &["rev-parse", "--verify", "HEAD"], "reading the run's branch")?.trim().to_string();
@@ -49,11 +62,11 @@ fn commit_run_branch(
         return Ok(tip);
     }
     objects.keep(path, &[tree])?;
-    let message = format!("Work of Corral run {run_id} left uncommitted");
     let mut args = committer(path)?.to_vec();
-    args.extend(["commit-tree", tree, "-p", &tip, "-m", &message]);
+    args.extend(["commit-tree", tree, "-p", &tip]);
+    args.extend(message);
     let commit = git(path, &args, "committing the run's work on its branch")?.trim().to_string();
-    let reflog = format!("corral: the work of run {run_id}");
+    let reflog = format!("corral: the work of its run ({})", worktree.branch);
     let branch = format!("refs/heads/{}", worktree.branch);
     let moved = output(path, &["update-ref", "-m", &reflog, &branch, &commit, &tip], &Env::default(), "moving")?;
     if !moved.status.success() {
@@ -236,7 +249,7 @@ fn refuse_dirty(repo: &Path, head_tree: &str, merged_tree: &str, env: &Env<'_>) 
 /// Runs the repository's `first` hook (`pre-commit`, `pre-merge-commit`)
 /// and `commit-msg` on a private index holding `merged_tree` alone; the
 /// message as the hooks left it, in its file.
-fn judged_by_hooks(
+pub(super) fn judged_by_hooks(
     repo: &Path,
     merged_tree: &str,
     message: &str,

@@ -15,6 +15,7 @@ pub mod carry;
 mod git;
 mod land;
 mod merge;
+mod publish;
 mod snapshot;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub use carry::{carry, Carried};
 use git::{git, output, Env};
 pub use land::{branch_tip, git_busy, head_of, in_branch, land, take_back_files, InBranch, MergeLock, SetRun};
 pub use merge::{prepare_merge_commits, prepare_squashed, Prepared};
+pub use publish::{commit_for_review, Published};
 pub use snapshot::{changes, patch, patch_by_file, unmerged};
 
 /// How much a run's worktree changed.

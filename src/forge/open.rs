@@ -1,0 +1,262 @@
+//! `corral pr RUN` (and MCP `open_pull_request`): the run's work committed
+//! on its branch as the user's commit would be, the branch pushed, and a
+//! pull request opened for it — or, once one is open, pushed to again, so
+//! a run that went on after a review lands in the same pull request.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::push::{push, remote_for};
+use super::tool::{Forge, Tool};
+use super::ForgeError;
+use crate::review::{self, ReviewError};
+use crate::run::Run;
+use crate::store::{PullRequestRow, Store};
+use crate::{time, worktree};
+
+/// What the user asked of the pull request.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Opened as a draft.
+    pub draft: bool,
+    /// The branch it asks to merge into (default: the one the run started
+    /// from).
+    pub base: Option<String>,
+    /// Its title (default: the task's first line).
+    pub title: Option<String>,
+    /// Its description (default: the task, what the agent said, the files
+    /// changed, and which run made it).
+    pub body: Option<String>,
+    /// The remote to push to (default: the base's upstream, else `origin`).
+    pub remote: Option<String>,
+    /// The run that asks, when an agent asks (from inside a run): allowed
+    /// only where its preset says `pr: allow`.
+    pub caller: Option<String>,
+}
+
+/// A pull request opened, or pushed to again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Opened {
+    /// The run.
+    pub run: String,
+    /// `github` or `gitlab`.
+    pub forge: Forge,
+    /// Its page.
+    pub url: String,
+    /// Its number, when the forge said one.
+    pub number: Option<i64>,
+    /// True if this call opened it; false if it pushed to the one open.
+    pub opened: bool,
+    /// The commit pushed.
+    pub pushed: String,
+    /// True if the agent's uncommitted work was committed first.
+    pub committed: bool,
+    /// Where it was pushed, and what it asks to merge into.
+    pub remote: String,
+    pub head: String,
+    pub base: String,
+}
+
+impl Opened {
+    /// `#42` (GitHub) or `!42` (GitLab), else its page.
+    pub fn name(&self) -> String {
+        self.number.map_or_else(|| self.url.clone(), |n| self.forge.numbered(n))
+    }
+}
+
+/// Opens a pull request for run `id`'s work, or pushes to the one it has.
+pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, ForgeError> {
+    let run = review::once_exited(store, store.find_run(id)?)?;
+    if let Some(caller) = &options.caller {
+        if store.run_preset(caller)?.pr != Some(crate::preset::PrPolicy::Allow) {
+            return Err(ForgeError::NotAllowed { caller: caller.clone(), run: run.id });
+        }
+    }
+    let worktree = review::worktree_of(&run).map_err(ReviewError::from)?.clone();
+    review::refuse_still_writing(&run).map_err(ReviewError::from)?;
+    if let Some(other) = review::working_in(store, &worktree)? {
+        return Err(worktree::WorktreeError::InUse { run: other.id, path: worktree.path.clone() }.into());
+    }
+    review::refuse_carried(store, &run, &worktree)?;
+    let repo = std::path::PathBuf::from(run.worktree_repo.clone().unwrap_or_default());
+    let known = store.pull_request(&run.id)?;
+    let base = match (&options.base, &known, &run.worktree_from_branch) {
+        (Some(base), _, _) => base.clone(),
+        (None, Some(pr), _) => pr.base.clone(),
+        (None, None, Some(branch)) => branch.clone(),
+        (None, None, None) => return Err(ForgeError::NoBase { run: run.id }),
+    };
+    let (remote, url) = match &known {
+        Some(pr) if options.remote.is_none() => remote_for(&repo, Some(&pr.remote), &base)?,
+        _ => remote_for(&repo, options.remote.as_deref(), &base)?,
+    };
+    let tool = Tool::of(Forge::of_remote(&url));
+    // One writer of the run's branch at a time: a merge of the same run
+    // commits on it too.
+    let published = {
+        let _lock = worktree::MergeLock::take(&repo)?;
+        let changes = worktree::changes(&worktree)?;
+        let published = worktree::commit_for_review(&repo, &worktree, &review::commit_message(&run))?;
+        push(&repo, &remote, &worktree.branch)?;
+        (published, changes)
+    };
+    let (published, changes) = published;
+    let now = time::format(time::now());
+    let (url, number, opened) = match &known {
+        Some(pr) => (pr.url.clone(), pr.number, false),
+        None => {
+            let title = clean_line(options.title.as_deref().unwrap_or_else(|| first_line(&run.task)));
+            let body = options.body.clone().unwrap_or_else(|| body_of(&run, &changes));
+            let (url, number) = create(tool, &repo, &worktree.branch, &base, &title, &body, options.draft)?;
+            (url, number, true)
+        }
+    };
+    store.record_pull_request(&PullRequestRow {
+        run_id: run.id.clone(),
+        forge: tool.forge().as_str().to_string(),
+        url: url.clone(),
+        number,
+        remote: remote.clone(),
+        head: worktree.branch.clone(),
+        base: base.clone(),
+        draft: options.draft,
+        state: "open".into(),
+        pushed: published.commit.clone(),
+        opened_at: now.clone(),
+        pushed_at: now,
+    })?;
+    Ok(Opened {
+        run: run.id,
+        forge: tool.forge(),
+        url,
+        number,
+        opened,
+        pushed: published.commit,
+        committed: published.committed,
+        remote,
+        head: worktree.branch,
+        base,
+    })
+}
+
+/// Asks the forge's CLI for the pull request: its page and number.
+fn create(
+    tool: Tool,
+    repo: &Path,
+    head: &str,
+    base: &str,
+    title: &str,
+    body: &str,
+    draft: bool,
+) -> Result<(String, Option<i64>), ForgeError> {
+    let said = match tool.forge() {
+        Forge::GitHub => {
+            let mut args = vec!["pr", "create", "--head", head, "--base", base, "--title", title, "--body-file", "-"];
+            if draft {
+                args.push("--draft");
+            }
+            tool.run(repo, &args, Some(body))?
+        }
+        Forge::GitLab => {
+            let mut args = vec![
+                "mr",
+                "create",
+                "--source-branch",
+                head,
+                "--target-branch",
+                base,
+                "--title",
+                title,
+                "--description",
+                body,
+                "--yes",
+            ];
+            if draft {
+                args.push("--draft");
+            }
+            tool.run(repo, &args, None)?
+        }
+    };
+    let url = said
+        .split_whitespace()
+        .rev()
+        .find(|w| w.starts_with("https://") || w.starts_with("http://"))
+        .ok_or_else(|| ForgeError::Unread { tool, said: said.trim().to_string() })?
+        .to_string();
+    let number = url.trim_end_matches('/').rsplit('/').next().and_then(|n| n.parse().ok());
+    Ok((url, number))
+}
+
+/// The task's first line that says something.
+fn first_line(task: &str) -> &str {
+    task.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("Work of a Corral run")
+}
+
+/// One line for a title: no control characters (a task or an agent can
+/// hold escape sequences), at most 72 characters, cut at a word.
+fn clean_line(text: &str) -> String {
+    let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() <= 72 {
+        return text;
+    }
+    let mut out = String::new();
+    for word in text.split(' ') {
+        if out.chars().count() + word.chars().count() + 1 > 71 {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out.push('…');
+    out
+}
+
+/// The description: the task, what the agent said last (quoted: its words,
+/// not the user's), the files changed, and which run made it.
+fn body_of(run: &Run, changes: &worktree::Changes) -> String {
+    let clean =
+        |text: &str| -> String { text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect() };
+    let mut body = format!("{}\n", clean(run.task.trim()));
+    if let Some(said) = run.final_text.as_deref().filter(|t| !t.trim().is_empty()) {
+        body.push_str("\n### What the agent said\n\n");
+        for line in clean(said.trim()).lines().take(60) {
+            body.push_str(&format!("> {line}\n"));
+        }
+    }
+    if !changes.files.is_empty() {
+        body.push_str(&format!("\n### Files changed (+{} −{})\n\n", changes.added, changes.removed));
+        for file in changes.files.iter().take(50) {
+            let counts =
+                if file.binary { "binary".to_string() } else { format!("+{} −{}", file.added, file.removed) };
+            body.push_str(&format!("- `{}` {counts}\n", clean(&file.path).replace('`', "'")));
+        }
+        if changes.files.len() > 50 {
+            body.push_str(&format!("- and {} more\n", changes.files.len() - 50));
+        }
+    }
+    let model =
+        run.resolved_model.as_deref().or(run.model.as_deref()).map(|m| format!(", model {m}")).unwrap_or_default();
+    body.push_str(&format!(
+        "\n---\nMade by Corral run `{}`: preset `{}`, agent {}{model}.\n",
+        run.id, run.preset, run.agent
+    ));
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_title_is_one_clean_line_cut_at_a_word() {
+        assert_eq!(clean_line("fix \x1b[31mthe\x1b[0m bug\tnow"), "fix [31mthe [0m bug now");
+        let long = "word ".repeat(30);
+        let cut = clean_line(&long);
+        assert!(cut.chars().count() <= 72 && cut.ends_with("word…"), "{cut}");
+        assert_eq!(first_line("\n  \n  the task\nmore"), "the task");
+    }
+}

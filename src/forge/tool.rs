@@ -1,0 +1,145 @@
+//! The forge's own CLI, run as the user would run it: `gh` for GitHub,
+//! `glab` for GitLab, chosen by the remote's address. Its prompts are off
+//! (Corral asks nothing it cannot answer); what it says on failure is
+//! passed on in its words.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::ForgeError;
+
+/// Where the repository's pull requests live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Forge {
+    /// github.com or a GitHub Enterprise host: `gh`.
+    GitHub,
+    /// gitlab.com or a self-hosted GitLab: `glab`.
+    GitLab,
+}
+
+impl Forge {
+    /// The forge of a remote at `url`: GitLab when its host says so, else
+    /// GitHub (`gh` also serves GitHub Enterprise hosts).
+    pub fn of_remote(url: &str) -> Forge {
+        let host = url.split("://").nth(1).unwrap_or(url).split(['/', ':']).next().unwrap_or_default();
+        let host = host.rsplit('@').next().unwrap_or(host);
+        if host.contains("gitlab") {
+            Forge::GitLab
+        } else {
+            Forge::GitHub
+        }
+    }
+
+    /// Its name as stored: `github`, `gitlab`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Forge::GitHub => "github",
+            Forge::GitLab => "gitlab",
+        }
+    }
+
+    /// What it calls a pull request.
+    pub fn request_name(self) -> &'static str {
+        match self {
+            Forge::GitHub => "pull request",
+            Forge::GitLab => "merge request",
+        }
+    }
+
+    /// How a number of its is written: `#42`, `!42`.
+    pub fn numbered(self, number: i64) -> String {
+        match self {
+            Forge::GitHub => format!("#{number}"),
+            Forge::GitLab => format!("!{number}"),
+        }
+    }
+}
+
+/// The forge's CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tool(Forge);
+
+impl Tool {
+    /// The CLI of `forge`.
+    pub fn of(forge: Forge) -> Tool {
+        Tool(forge)
+    }
+
+    /// Its forge.
+    pub fn forge(self) -> Forge {
+        self.0
+    }
+
+    /// Its program.
+    pub fn program(self) -> &'static str {
+        match self.0 {
+            Forge::GitHub => "gh",
+            Forge::GitLab => "glab",
+        }
+    }
+
+    /// How a user installs it on Debian.
+    pub fn install(self) -> &'static str {
+        match self.0 {
+            Forge::GitHub => "install the GitHub CLI (`sudo apt install gh`)",
+            Forge::GitLab => {
+                "install the GitLab CLI (a .deb from https://gitlab.com/gitlab-org/cli/-/releases, or `brew install glab`)"
+            }
+        }
+    }
+
+    /// Runs it in `dir` with `args` (and `stdin`, if any): what it printed,
+    /// or its refusal in its words.
+    pub fn run(self, dir: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, ForgeError> {
+        let mut command = Command::new(self.program());
+        command
+            .args(args)
+            .current_dir(dir)
+            .env("GH_PROMPT_DISABLED", "1")
+            .env("NO_PROMPT", "1")
+            .env("GLAB_NO_PROMPT", "1")
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ForgeError::Missing(self)),
+            Err(e) => return Err(ForgeError::Refused { tool: self, said: e.to_string() }),
+        };
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            // A CLI that exits before reading all of it says why itself.
+            let _ = pipe.write_all(text.as_bytes());
+        }
+        let out = child.wait_with_output().map_err(|e| ForgeError::Refused { tool: self, said: e.to_string() })?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            let said = if said.trim().is_empty() { String::from_utf8_lossy(&out.stdout) } else { said };
+            return Err(ForgeError::Refused { tool: self, said: said.trim().to_string() });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Whether it is installed and logged in here, in its words: what
+    /// `corral doctor` says.
+    pub fn status(self) -> Result<String, ForgeError> {
+        let said = self.run(Path::new("."), &["auth", "status"], None)?;
+        Ok(said.lines().find(|l| !l.trim().is_empty()).unwrap_or("logged in").trim().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_remotes_address_says_the_forge() {
+        assert_eq!(Forge::of_remote("git@github.com:o/r.git"), Forge::GitHub);
+        assert_eq!(Forge::of_remote("https://github.example.com/o/r"), Forge::GitHub);
+        assert_eq!(Forge::of_remote("git@gitlab.com:o/r.git"), Forge::GitLab);
+        assert_eq!(Forge::of_remote("https://user@gitlab.corp.example/o/r.git"), Forge::GitLab);
+        assert_eq!(Forge::of_remote("ssh://git@gitlab.example:2222/o/r"), Forge::GitLab);
+        assert_eq!(Forge::numbered(Forge::GitLab, 4), "!4");
+    }
+}

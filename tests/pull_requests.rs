@@ -1,0 +1,216 @@
+//! From a run to a pull request, through the CLI as a user meets it: the
+//! run's work committed on its branch (the user's hooks judge it), pushed
+//! by git to a real remote (a bare repository here), and the pull request
+//! opened with the forge's CLI. `gh` is a stand-in (`tests/fake-agents/gh`)
+//! that records its arguments and input: the real one needs GitHub's API,
+//! and the machine has no network. What `gh` is asked is what the tests
+//! check; the push is git's own, to a repository the tests read.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{fake_agent, git, Env};
+
+/// A repository on `main` with a remote `origin` (a bare repository), a
+/// preset `edit` that works in a worktree, `gh` the stand-in, and the log
+/// it writes.
+struct Forge {
+    env: Env,
+    remote: PathBuf,
+    log: PathBuf,
+}
+
+impl Forge {
+    fn new() -> Forge {
+        let env = Env::new();
+        env.config("");
+        let remote = env.user_home.join("remote.git");
+        git(&env.user_home, &["init", "-q", "--bare", "-b", "main", remote.to_str().unwrap()]);
+        git(&env.project, &["init", "-q", "-b", "main"]);
+        std::fs::write(env.project.join("README"), "hello\n").unwrap();
+        std::fs::write(env.project.join(".gitignore"), ".corral/\n").unwrap();
+        git(&env.project, &["add", "."]);
+        git(&env.project, &["-c", "user.name=U", "-c", "user.email=u@u", "commit", "-qm", "init"]);
+        git(&env.project, &["config", "user.name", "U"]);
+        git(&env.project, &["config", "user.email", "u@u"]);
+        git(&env.project, &["remote", "add", "origin", remote.to_str().unwrap()]);
+        git(&env.project, &["push", "-q", "origin", "main"]);
+        env.command_preset_with("edit", &["sh", "-c", "echo \"$CORRAL_TASK\" > notes.txt"], "worktree: true\n");
+        std::os::unix::fs::symlink(fake_agent("gh"), env.bin.join("gh")).unwrap();
+        let log = env.user_home.join("gh.log");
+        Forge { env, remote, log }
+    }
+
+    /// `corral pr ARGS`, with the stand-in's log and `extra` variables.
+    fn pr(&self, args: &[&str], extra: &[(&str, &str)]) -> std::process::Output {
+        let mut cmd = self.env.command(&[&["pr"], args].concat());
+        cmd.env("FAKE_GH_LOG", &self.log);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    /// Each call `gh` got: its arguments, and what it read.
+    fn calls(&self) -> Vec<(Vec<String>, String)> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.split("--- call\n")
+            .filter(|c| !c.is_empty())
+            .map(|call| {
+                let (args, stdin) = call.split_once("--- stdin\n").unwrap_or((call, ""));
+                (args.lines().map(str::to_string).collect(), stdin.to_string())
+            })
+            .collect()
+    }
+
+    /// A file of the remote's branch `branch`.
+    fn remote_file(&self, branch: &str, file: &str) -> String {
+        git(&self.remote, &["show", &format!("{branch}:{file}")])
+    }
+
+    fn run_edit(&self, task: &str) -> String {
+        let id = self.env.launch("edit", task);
+        self.env.wait_end(&id);
+        id
+    }
+}
+
+fn said(out: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn arg_after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).map(String::as_str)
+}
+
+#[test]
+fn a_run_becomes_a_pull_request_with_its_work_pushed_and_its_hooks_run() {
+    let forge = Forge::new();
+    // The user's own hook judges the commit, as it would theirs.
+    let hooked = forge.env.user_home.join("hooked");
+    let hook = forge.env.project.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, format!("#!/bin/sh\necho ran >> {}\n", hooked.display())).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let id = forge.run_edit("write the notes\nwith a second line");
+    let out = forge.pr(&[&id], &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("{id}  pull request #7 opened: https://github.com/o/r/pull/7")
+    );
+    let branch = format!("corral/{id}");
+    assert_eq!(forge.remote_file(&branch, "notes.txt"), "write the notes\nwith a second line\n");
+    let message = git(&forge.remote, &["log", "-1", "--format=%B", &branch]);
+    assert!(message.starts_with("edit: write the notes"), "the merge's message rules: {message}");
+    assert!(hooked.exists(), "the user's pre-commit hook did not judge the commit");
+    let calls = forge.calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let (args, body) = &calls[0];
+    assert_eq!(&args[..2], ["pr", "create"]);
+    assert_eq!(arg_after(args, "--head"), Some(branch.as_str()));
+    assert_eq!(arg_after(args, "--base"), Some("main"));
+    assert_eq!(arg_after(args, "--title"), Some("write the notes"));
+    assert!(body.contains("with a second line"), "the task: {body}");
+    assert!(body.contains("`notes.txt` +2 −0"), "the files changed: {body}");
+    assert!(body.contains(&format!("Made by Corral run `{id}`: preset `edit`, agent command")), "{body}");
+    let shown = forge.env.ok(&["show", &id]);
+    assert!(shown.contains("#7 open https://github.com/o/r/pull/7"), "{shown}");
+    let json = forge.env.json(&["show", &id]);
+    assert_eq!(json["pull_request"]["number"], 7);
+    assert_eq!(json["pull_request"]["head"], branch.as_str());
+}
+
+/// More work in the run's worktree (a follow-up's, here written by hand):
+/// `corral pr` again pushes it to the same pull request, opening none.
+#[test]
+fn a_second_pr_pushes_to_the_same_pull_request() {
+    let forge = Forge::new();
+    let id = forge.run_edit("first");
+    assert!(forge.pr(&[&id], &[]).status.success());
+    let worktree = forge.env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    std::fs::write(Path::new(&worktree).join("more.txt"), "after the review\n").unwrap();
+    let again = forge.pr(&[&id], &[]);
+    assert!(again.status.success(), "{}", said(&again));
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout).trim(),
+        format!("{id}  pushed to pull request #7: https://github.com/o/r/pull/7")
+    );
+    assert_eq!(forge.remote_file(&format!("corral/{id}"), "more.txt"), "after the review\n");
+    assert_eq!(forge.calls().len(), 1, "a second pull request was opened");
+}
+
+#[test]
+fn a_refused_push_is_said_in_words_and_nothing_is_opened() {
+    let forge = Forge::new();
+    let hook = forge.remote.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'GH006: Protected branch update failed' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let id = forge.run_edit("x");
+    let out = forge.pr(&[&id], &[]);
+    assert!(!out.status.success());
+    let words = said(&out);
+    assert!(words.contains(&format!("the run's branch corral/{id} was not pushed")), "{words}");
+    assert!(words.contains("Protected branch update failed"), "git's own words: {words}");
+    assert!(forge.calls().is_empty(), "gh was asked though nothing was pushed");
+    assert!(forge.env.json(&["show", &id]).get("pull_request").is_none());
+}
+
+#[test]
+fn what_cannot_open_one_says_what_to_do() {
+    let forge = Forge::new();
+    let id = forge.run_edit("x");
+    // gh refuses (not logged in): its words.
+    let out = forge.pr(&[&id], &[("FAKE_GH_FAIL", "To get started with GitHub CLI, please run:  gh auth login")]);
+    assert!(!out.status.success());
+    assert!(said(&out).contains("gh could not open the pull request: To get started"), "{}", said(&out));
+    // gh is not installed.
+    std::fs::remove_file(forge.env.bin.join("gh")).unwrap();
+    let mut cmd = forge.env.command(&["pr", &id]);
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", forge.env.bin.display()));
+    let out = cmd.output().unwrap();
+    assert!(said(&out).contains("gh is not installed") && said(&out).contains("apt install gh"), "{}", said(&out));
+    // A run without a worktree, and a run that changed nothing.
+    forge.env.command_preset("plain", &["true"]);
+    let plain = forge.env.launch("plain", "x");
+    forge.env.wait_end(&plain);
+    assert!(said(&forge.pr(&[&plain], &[])).contains("worktree"), "{}", said(&forge.pr(&[&plain], &[])));
+    forge.env.command_preset_with("idle", &["true"], "worktree: true\n");
+    let idle = forge.env.launch("idle", "x");
+    forge.env.wait_end(&idle);
+    assert!(said(&forge.pr(&[&idle], &[])).contains("changed nothing"), "{}", said(&forge.pr(&[&idle], &[])));
+}
+
+/// A task's escape sequences never reach the forge's title.
+#[test]
+fn a_title_from_a_task_holds_no_escape_sequences() {
+    let forge = Forge::new();
+    let id = forge.run_edit("fix \x1b[31mthe red\x1b[0m thing\x07");
+    assert!(forge.pr(&[&id], &[]).status.success());
+    let title = arg_after(&forge.calls()[0].0, "--title").unwrap().to_string();
+    assert!(!title.chars().any(char::is_control), "{title:?}");
+    assert!(title.starts_with("fix") && title.contains("the red"), "{title:?}");
+}
+
+/// An agent opens a pull request only where its preset says `pr: allow`:
+/// a lead that launches an edit, waits, and asks for its pull request.
+#[test]
+fn an_agent_opens_one_only_where_its_preset_allows() {
+    let forge = Forge::new();
+    let script = format!(
+        "id=$(corral launch edit 'by the lead') && corral wait \"$id\" >/dev/null && FAKE_GH_LOG={} corral pr \"$id\"",
+        forge.log.display()
+    );
+    forge.env.command_preset("lead", &["sh", "-c", &script]);
+    let lead = forge.env.launch("lead", "x");
+    let ended = forge.env.wait_end(&lead);
+    assert_eq!(ended["status"], "failed", "{ended}");
+    let error = ended["error"].as_str().unwrap_or_default();
+    assert!(error.contains("does not let its agent open pull requests"), "{error}");
+    assert!(forge.calls().is_empty());
+    forge.env.command_preset_with("trusted-lead", &["sh", "-c", &script], "pr: allow\n");
+    let lead = forge.env.launch("trusted-lead", "x");
+    let ended = forge.env.wait_end(&lead);
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert_eq!(forge.calls().len(), 1);
+}
