@@ -42,6 +42,7 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
             "list_presets",
             "list_schedules",
             "merge_run",
+            "open_pull_request",
             "pause_agent",
             "pause_schedule",
             "reply_agent",
@@ -181,7 +182,7 @@ async fn an_agent_acts_only_on_its_own_runs() {
     assert!(!error, "{launched}");
     let child = launched["run_id"].as_str().unwrap().to_string();
 
-    for tool in ["abort_agent", "pause_agent", "discard_run", "merge_run"] {
+    for tool in ["abort_agent", "pause_agent", "discard_run", "merge_run", "open_pull_request"] {
         let (error, said) = call(&client, tool, json!({"run_id": stranger})).await;
         assert!(error, "{tool} on another agent's run was allowed: {said}");
         assert!(said.to_string().contains("is not one of yours"), "{tool}: {said}");
@@ -195,6 +196,9 @@ async fn an_agent_acts_only_on_its_own_runs() {
     assert!(!error, "{said}");
     let (error, said) = call(&client, "abort_agent", json!({"run_id": caller})).await;
     assert!(error && said.to_string().contains("is not one of yours"), "{said}");
+    // Its own child's pull request: only where its preset says `pr: allow`.
+    let (error, said) = call(&client, "open_pull_request", json!({"run_id": child})).await;
+    assert!(error && said.to_string().contains("does not let its agent open pull requests"), "{said}");
     // Its own child: anything.
     let (error, said) = call(&client, "abort_agent", json!({"run_id": child})).await;
     assert!(!error, "{said}");

@@ -72,8 +72,9 @@ fn the_first_run_runs_as_written() {
     let runs = env.json(&["ls"]);
     let run = &runs.as_array().expect("runs")[0];
     assert_eq!(run["status"], "completed", "{run}");
+    // (Its start is recorded a moment after its process started.)
     assert!(
-        common::millis_between(run, "started_at", "completed_at") >= 5000,
+        common::millis_between(run, "started_at", "completed_at") >= 4500,
         "the README says it takes five seconds (the tray shows it running meanwhile): {run}"
     );
 }

@@ -6,6 +6,7 @@
 mod agents;
 mod containment;
 mod desktop;
+mod forge;
 mod git;
 mod hosts;
 mod push;
@@ -109,6 +110,7 @@ pub fn examine(home: &Home) -> Report {
     findings.extend(agents);
     findings.extend(sandbox);
     findings.extend(git::check());
+    findings.extend(forge::check());
     findings.extend(store::check(home));
     findings.extend(settings::check(home));
     findings.extend(schedules::check(home));

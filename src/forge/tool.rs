@@ -120,13 +120,6 @@ impl Tool {
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
-
-    /// Whether it is installed and logged in here, in its words: what
-    /// `corral doctor` says.
-    pub fn status(self) -> Result<String, ForgeError> {
-        let said = self.run(Path::new("."), &["auth", "status"], None)?;
-        Ok(said.lines().find(|l| !l.trim().is_empty()).unwrap_or("logged in").trim().to_string())
-    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ mod discard_run;
 mod launch_agent;
 mod list_presets;
 mod merge_run;
+mod open_pull_request;
 mod pause;
 mod reply_agent;
 mod run_changes;
@@ -44,6 +45,7 @@ impl CorralTools {
             + CorralTools::run_changes_router()
             + CorralTools::run_conflicts_router()
             + CorralTools::merge_run_router()
+            + CorralTools::open_pull_request_router()
             + CorralTools::reply_agent_router()
             + CorralTools::discard_run_router()
             + CorralTools::schedules_router();

@@ -28,6 +28,8 @@ pub(super) enum ToolFailure {
     #[error(transparent)]
     Review(#[from] ReviewError),
     #[error(transparent)]
+    Forge(#[from] crate::forge::ForgeError),
+    #[error(transparent)]
     Reply(#[from] crate::reply::ReplyError),
     #[error(transparent)]
     Wait(#[from] crate::wait::WaitError),
