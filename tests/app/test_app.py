@@ -636,6 +636,9 @@ def test_needs_you_at_a_glance(session, env):
     driver = WebDriver(env, [])
     try:
         wait_until("Needs you in the window", lambda: "Needs you (2)" in driver.text("#needs-you"))
+        assert "null" not in driver.text("#needs-you"), driver.text("#needs-you")
+        # Each with its task: failures of one preset read apart.
+        assert f"— x" in driver.text(f"#needs-you [data-id='{failed}']"), driver.text("#needs-you")
         assert "budget of $1.00 reached" in driver.text(f"#needs-you [data-id='{run}']")
         wait_until("the counts", lambda: driver.text("#counts") == "0 running · 1 paused / 2 total")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -187,7 +187,8 @@ async function showNeeds() {
   section.replaceChildren(h("h2", {}, `Needs you (${total})`), ...items.map((item) =>
     h("div", { class: `need need-${item.reason.kind}`, "data-id": item.id ?? item.name },
       h("span", { class: "chip" }, item.chip),
-      h("span", { class: "need-words" }, item.words),
+      // Its task too: failures of one preset read apart.
+      h("span", { class: "need-words" }, item.words, item.task ? h("span", { class: "muted need-task" }, ` — ${item.task.split("\n")[0]}`) : null),
       h("span", { class: "need-actions" }, item.actions.map((action) =>
         h("button", {
           onclick: async () => {
@@ -195,7 +196,7 @@ async function showNeeds() {
             try { await call("act_on_need", { argv: action.argv }); say(`${action.label}: done`); } catch (e) { say(String(e), true); }
             refresh();
           },
-        }, action.label))))), more);
+        }, action.label))))), ...(more ? [more] : []));
 }
 
 /** Refetches the page when a status changed, and at most every
