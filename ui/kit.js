@@ -68,10 +68,21 @@ export function statusBadge(status, retrying = null) {
     h("span", { class: "dot" }), status, retrying ? h("span", { class: "retrying" }, ` · retrying: ${retrying}`) : null);
 }
 
-/** A moment in local time, one format everywhere: "27 Nov 2026, 05:03:12". */
+/** A moment in local time, one format everywhere, as `corral` writes
+ * times (24-hour, day before month): "27 Nov 2026, 05:03:12". */
 export function when(iso) {
   if (!iso) return "-";
-  return new Date(iso).toLocaleString([], { dateStyle: "medium", timeStyle: "medium" });
+  return `${dayMonth(iso)} ${new Date(iso).getFullYear()}, ${clock(iso, true)}`;
+}
+
+/** The time of day, 24-hour: "19:30" (with seconds: "19:30:12"). */
+export function clock(at, seconds = false) {
+  return new Date(at).toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", second: seconds ? "2-digit" : undefined, hourCycle: "h23" });
+}
+
+/** A day: "28 Nov". */
+export function dayMonth(at) {
+  return new Date(at).toLocaleDateString("en-GB", { day: "numeric", month: "short" });
 }
 
 export function ago(iso) {

@@ -15,6 +15,8 @@ pub enum AppError {
     #[error(transparent)]
     Review(#[from] corral::review::ReviewError),
     #[error(transparent)]
+    Forge(#[from] corral::forge::ForgeError),
+    #[error(transparent)]
     Reply(#[from] corral::reply::ReplyError),
     #[error(transparent)]
     Allow(#[from] corral::allow::AllowError),

@@ -129,6 +129,8 @@ fn main() -> ExitCode {
             commands::runs::timeline,
             commands::review::run_changes,
             commands::review::merge_run,
+            commands::review::open_pull_request,
+            commands::review::pull_request,
             commands::review::review_runs,
             commands::review::merge_runs,
             commands::review::discard_run,

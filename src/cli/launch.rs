@@ -15,8 +15,13 @@ pub struct Args {
     preset: String,
     /// What the agent should do. Several words are joined with spaces; `-`
     /// reads it from standard input.
-    #[arg(required_unless_present = "task_file", num_args = 1..)]
+    #[arg(required_unless_present_any = ["task_file", "issue"], num_args = 1..)]
     task: Vec<String>,
+    /// An issue of the repository as the task (its number, or its page):
+    /// its title, body and comments, read with `gh` (GitLab: `glab`),
+    /// framed as the forge's words; words given too come first.
+    #[arg(long, value_name = "NUMBER|URL", conflicts_with_all = ["task_file", "host"])]
+    issue: Option<String>,
     /// Read the task from this file (a long brief).
     #[arg(long, value_name = "FILE", conflicts_with = "task")]
     task_file: Option<PathBuf>,
@@ -80,6 +85,7 @@ pub struct Args {
 pub fn warm(args: &mut Args) -> Option<i32> {
     if !args.is_local()
         || args.parent.is_some()
+        || args.issue.is_some()
         || args.wait
         || !corral::shepherd::forked::this_process_outside_every_run()
     {
@@ -183,17 +189,19 @@ pub fn run(
         return launch_on_host(home, store, name, args.clone(), out);
     }
     let worktree = worktree_choice(&args);
-    let task = match args.read_task {
-        Some(task) => task,
-        None => task_of(&args.task, args.task_file.as_deref())?,
+    let cwd = match args.cwd {
+        Some(dir) => dir,
+        None => corral::launch::working_folder()?,
+    };
+    let task = match (args.read_task, &args.issue) {
+        (Some(task), _) => task,
+        (None, Some(issue)) => corral::forge::task_from_issue(&cwd, issue, &args.task.join(" "))?,
+        (None, None) => task_of(&args.task, args.task_file.as_deref())?,
     };
     let request = LaunchRequest {
         preset: args.preset,
         task,
-        cwd: match args.cwd {
-            Some(dir) => dir,
-            None => corral::launch::working_folder()?,
-        },
+        cwd,
         model: args.model,
         parent: args.parent,
         env: None,

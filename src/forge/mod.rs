@@ -5,12 +5,15 @@
 //! environment.
 //!
 //! `tool` runs the forge's CLI, `push` says git's refusals in words,
-//! `open` is the verb (`corral pr`, MCP `open_pull_request`).
+//! `open` is the verb (`corral pr`, MCP `open_pull_request`), `issue` makes
+//! an issue a run's task (`corral launch --issue`).
 
+mod issue;
 mod open;
 mod push;
 mod tool;
 
+pub use issue::task_from_issue;
 pub use open::{open, Opened, Options};
 pub use tool::{Forge, Tool};
 

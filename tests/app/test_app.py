@@ -781,6 +781,9 @@ def test_a_run_page_at_a_glance(session, env):
         wait_until("the spend chart", lambda: driver.js("return document.querySelectorAll('#spend rect.spend-bar').length") >= 1)
         presets = driver.js("return [...document.querySelectorAll('#spend rect.spend-bar')].map(r => r.dataset.preset)")
         assert "overloaded" in presets, presets
+        # Days and times written one way, as `corral` writes them: "29 Nov", 24-hour.
+        said = driver.js("return [...document.querySelectorAll('#spend .spend-axis, .tl-axis span')].map(t => t.textContent).join(' | ')")
+        assert time.strftime("%-d %b") in said and "/" not in said and "AM" not in said and "PM" not in said, said
         # "Last 6 hours" spans six hours: a run of seconds is a sliver.
         width = driver.js(f"return parseFloat(document.querySelector(\"[data-id='{failed}'] .tl-bar\").style.width)")
         assert width < 1, f"a run of seconds is {width}% of six hours"
@@ -1055,6 +1058,16 @@ def test_review_and_reply(session, env):
     (env.project / "README").write_text("hello\n")
     git("add", "README")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    git("config", "user.name", "t")
+    git("config", "user.email", "t@t")
+    # A remote to push to, and `gh` the tests' stand-in (it logs what it is asked).
+    remote = env.root / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    git("remote", "add", "origin", str(remote))
+    git("push", "-q", "origin", "main")
+    (env.root / "bin" / "gh").symlink_to(FAKES / "gh")
+    gh_log = env.root / "gh.log"
+    env.env["FAKE_GH_LOG"] = str(gh_log)
     script = 'for i in $(seq 1 1000); do echo "line $i" > f$i.txt; done; printf \'fn main() { let s = "hi"; }\\n\' > main.rs'
     (env.project / ".corral" / "presets" / "edits.md").write_text(
         f"---\nname: edits\ndescription: changes 1001 files\nagent: command\ncommand: {json.dumps(['sh', '-c', script])}\nworktree: true\n---\n")
@@ -1114,6 +1127,11 @@ def test_review_and_reply(session, env):
         wait_until("its one file", lambda: driver.js("return document.querySelectorAll('#changed-files .file').length") == 1)
         # The change within the line is marked.
         wait_until("the line's change marked", lambda: driver.js("return document.querySelectorAll('#diff ins, #diff del').length") >= 1)
+        # Open pull request: committed, pushed, opened with gh, and said.
+        driver.click("#open-pr")
+        wait_until("the pull request said", lambda: "https://github.com/o/r/pull/7" in driver.text("#pr-link"))
+        assert "pr\ncreate\n--head\ncorral/" + small in gh_log.read_text(), gh_log.read_text()
+        assert subprocess.run(["git", "-C", str(remote), "show", f"corral/{small}:README"], capture_output=True, text=True).stdout == "changed\n"
         driver.click("#merge")
         # Said in words where the changes were, with no hash the user
         # never saw and no Merge to press again; the list marks it merged.

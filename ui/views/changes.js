@@ -13,7 +13,8 @@ let runId = null;
 let files = [];       // [{ path, added, removed, binary, patch }]
 let selected = 0;
 let measuredFor = null;
-let merged = null;    // it was merged: { commit } (the commit it landed as, when this window merged it)
+let merged = null;
+let pullRequest = null; // { number, url, … } once one was opened (`corral pr`)    // it was merged: { commit } (the commit it landed as, when this window merged it)
 
 /** Shows the changes of `run` in `container`; measures again only when the
  *  run's end (or its worktree) changed since the last look. */
@@ -42,6 +43,7 @@ export function reset() {
 
 async function load() {
   box.replaceChildren(h("p", { class: "muted" }, "Measuring changes…"));
+  pullRequest = await call("pull_request", { id: runId }).catch(() => null);
   let result;
   try {
     result = await call("run_changes", { id: runId });
@@ -89,6 +91,8 @@ function paint(changes) {
     files.length ? h("span", { class: "muted" }, "Merge: one commit on the branch it started from; keeping commits: a merge commit with the agent's own") : null,
     h("button", { id: "merge", onclick: () => merge(false), disabled: !files.length }, "Merge"),
     h("button", { id: "merge-keep", onclick: () => merge(true), disabled: !files.length }, "Merge keeping commits"),
+    h("button", { id: "open-pr", onclick: openPullRequest }, pullRequest ? `Push to ${pullRequest.number ? `#${pullRequest.number}` : "its pull request"}` : "Open pull request"),
+    pullRequest ? h("span", { class: "muted", id: "pr-link" }, `pull request ${pullRequest.url}`) : null,
     h("button", { class: "danger", id: "discard", onclick: discard }, "Discard…"),
   );
   const list = h("div", { class: "files", id: "changed-files" }, files.map((f, i) =>
@@ -170,6 +174,19 @@ async function merge(keepCommits) {
     say(String(e), true);
   }
   // What is left to merge now: nothing, after a merge.
+  await load();
+}
+
+/** The run's work as a pull request (or pushed to the one it has), as
+ *  `corral pr` does: committed on its branch, pushed, opened with gh/glab. */
+async function openPullRequest(e) {
+  e.currentTarget.disabled = true;
+  try {
+    const opened = await call("open_pull_request", { id: runId, draft: false });
+    say(opened.opened ? `pull request opened: ${opened.url}` : `pushed to ${opened.url}`);
+  } catch (err) {
+    say(String(err), true);
+  }
   await load();
 }
 

@@ -1,7 +1,7 @@
 // One run: its outcome, details, and a live transcript that pages from the
 // store and renders only the rows in view, so 100k events scroll smoothly.
 
-import { call, fill, h, say, statusBadge, duration, tokens, cost, count, when, isActive } from "../kit.js";
+import { call, fill, h, say, statusBadge, duration, tokens, cost, count, when, clock, isActive } from "../kit.js";
 import * as changes from "./changes.js";
 
 const ROW = 28;
@@ -118,7 +118,7 @@ function renderHeader() {
   // title and actions; the task in one line; the details folded.
   const parts = [title, actions, h("div", { class: "task-line", title: run.task }, run.task)];
   if (run.status === "paused" && run.pause_reason === "usage_limit" && run.resumes_at) {
-    const at = new Date(run.resumes_at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    const at = clock(run.resumes_at);
     parts.push(h("div", { class: "notice", id: "usage-limit" },
       h("span", {}, `Paused: usage limit, resumes ${at} by itself, in its own session.`)));
   }

@@ -2,7 +2,7 @@
 // tokens, cost, with children nested under their parents; filter by status
 // and machine; full-text search.
 
-import { call, h, say, statusBadge, ago, duration, tokens, cost, isActive } from "../kit.js";
+import { call, h, say, statusBadge, ago, duration, tokens, cost, clock, isActive } from "../kit.js";
 
 /** Runs fetched per page: a store of thousands is never fetched whole. */
 const PAGE = 200;
@@ -33,7 +33,7 @@ export async function show(view, _arg, params) {
   const clear = h("button", { onclick: async () => { await call("clear_finished"); refresh(); } }, "Clear finished");
   const disk = h("span", { class: "muted", id: "worktrees-usage" });
   const since = state.endedSince
-    ? h("span", { class: "pill", id: "ended-since" }, `ended since ${new Date(state.endedSince).toLocaleTimeString()} `,
+    ? h("span", { class: "pill", id: "ended-since" }, `ended since ${clock(state.endedSince, true)} `,
       h("a", { href: "#/runs" }, "show all"))
     : null;
   const together = h("button", { id: "review-together", onclick: () => { location.hash = `#/review?runs=${state.picked.join(",")}`; } });
@@ -140,7 +140,7 @@ function patchFigures(list) {
 /** A run whose host cannot be followed: its last seen status, said so,
  * and why (with what to do) on hover. */
 function unreachableBadge(run) {
-  const since = new Date(run.unreachable_since).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  const since = clock(run.unreachable_since);
   const why = run.host_trouble ? `: ${run.host_trouble}` : "";
   return h("span", { class: "status s-unreachable", title: `${run.status} when last seen${why}` },
     h("span", { class: "dot" }),

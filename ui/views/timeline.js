@@ -2,7 +2,7 @@
 // under their parents, colored by outcome, with `waiting` spans hatched;
 // above it, what each preset spent per day over two weeks, as bars.
 
-import { call, h, svg, isActive, count, cost } from "../kit.js";
+import { call, h, svg, isActive, count, cost, clock, dayMonth } from "../kit.js";
 
 let root = null;
 let hours = 6;
@@ -74,8 +74,8 @@ export async function refresh(change) {
       track);
   });
   const precise = span < 10 * 60 * 1000;
-  const fmt = (t) => new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: precise ? "2-digit" : undefined });
-  const day = (t) => new Date(t).toLocaleDateString([], { day: "numeric", month: "short" });
+  const fmt = (t) => clock(t, precise);
+  const day = (t) => dayMonth(t);
   const label = (t) => (span > 24 * 3600 * 1000 ? `${day(t)} ${fmt(t)}` : fmt(t));
   body.replaceChildren(h("div", { class: "timeline" }, rows),
     h("div", { class: "tl-axis" }, h("span", {}, label(start)), h("span", {}, label(start + span / 2)), h("span", {}, "now")));
@@ -131,8 +131,7 @@ function spendChart(days, now) {
       return svg("rect", { x: xAt, y: base, width: barW, height: hgt, fill: color.get(d.preset), class: "spend-bar", "data-day": key, "data-preset": d.preset },
         svg("title", {}, `${key} · ${d.preset}: ${said(value(d))}, ${d.runs} run${d.runs === 1 ? "" : "s"}`));
     });
-    const [, m, dd] = key.split("-");
-    const tick = i % 2 === (DAYS - 1) % 2 ? svg("text", { x: xAt + barW / 2, y: H - 5, "text-anchor": "middle", class: "spend-axis" }, `${Number(dd)}/${Number(m)}`) : null;
+    const tick = i % 2 === (DAYS - 1) % 2 ? svg("text", { x: xAt + barW / 2, y: H - 5, "text-anchor": "middle", class: "spend-axis" }, dayMonth(`${key}T12:00:00`)) : null;
     return [...parts, tick];
   });
   const grid = top ? [0.5, 1].map((f) => [

@@ -37,6 +37,24 @@ pub fn merge_run(state: State<'_, AppState>, id: String, keep_commits: bool) -> 
     Ok(corral::review::merge(&mut state.store()?, &id, keep_commits)?.commit)
 }
 
+/// Opens a pull request for run `id`'s work (or pushes to the one it has),
+/// as `corral pr` does: the person at the window asked.
+#[tauri::command(async)]
+pub fn open_pull_request(
+    state: State<'_, AppState>,
+    id: String,
+    draft: bool,
+) -> Result<corral::forge::Opened, AppError> {
+    let options = corral::forge::Options { draft, ..Default::default() };
+    Ok(corral::forge::open(&mut state.store()?, &id, &options)?)
+}
+
+/// Run `id`'s pull request, if one was opened.
+#[tauri::command(async)]
+pub fn pull_request(state: State<'_, AppState>, id: String) -> Result<Option<corral::store::PullRequestRow>, AppError> {
+    Ok(state.store()?.pull_request(&id)?)
+}
+
 /// Several runs' changes judged together: grouped by file, and the pairs
 /// that change the same lines.
 #[derive(Serialize)]
