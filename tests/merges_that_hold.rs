@@ -281,14 +281,19 @@ fn a_run_whose_processes_are_still_stopping_is_not_merged() {
     env.command_preset_with("lingers", &["sh", "-c", &script], "worktree: true\n");
     let id = env.launch("lingers", "x");
     env.wait_run(&id, LIMIT, |r| r["status"] == "completed");
-    if env.show(&id)["exited_at"].is_null() {
-        let out = env.corral(&["merge", &id]);
+    // A merge typed now waits for the run's processes to be gone (its stop
+    // sequence ends them); if they outlast that, it is refused, and merged
+    // once they are gone. Never while they may still write.
+    let out = env.corral(&["merge", &id]);
+    if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains("still being stopped"), "{err}");
+        assert!(err.contains("still being stopped"), "{err}");
+        std::fs::write(&gate, "").unwrap();
+        env.wait_run(&id, LIMIT, |r| !r["exited_at"].is_null());
+        env.ok(&["merge", &id]);
     }
+    assert!(!env.show(&id)["exited_at"].is_null(), "merged before the run's processes were gone");
     std::fs::write(&gate, "").unwrap();
-    env.wait_run(&id, LIMIT, |r| !r["exited_at"].is_null());
-    env.ok(&["merge", &id]);
     let merged = git(p, &["show", "HEAD:notes.txt"]);
     let there = std::fs::read_to_string(
         std::path::Path::new(env.show(&id)["worktree"]["path"].as_str().unwrap()).join("notes.txt"),
