@@ -33,7 +33,7 @@ pub enum ReviewError {
     /// checkout (`.worktreeinclude`): a merge would put them in the
     /// repository (a `.env`, `node_modules/`).
     #[error(
-        "run {run} committed {} that Corral carried into its worktree from your checkout (.worktreeinclude), so merging would put them in your repository: remove them from the branch (`git -C {worktree} rm -r --cached {}` and commit), then merge again",
+        "run {run} committed {} that Corral carried into its worktree from your checkout (.worktreeinclude), so merging would put them in your repository: remove them from the branch (`git -C {worktree} rm -r --cached {}` and commit), then try again",
         paths.join(", "), paths.join(" ")
     )]
     CarriedFiles { run: String, worktree: String, paths: Vec<String> },
@@ -196,8 +196,11 @@ fn prepare(
 /// the commit a pull request pushes): its preset and the task's first line,
 /// the whole task, and the run.
 pub fn commit_message(run: &Run) -> String {
-    let task_line = run.task.lines().next().unwrap_or_default();
-    format!("{}: {task_line}\n\n{}\n\nCorral run {}", run.preset, run.task, run.id)
+    // A task can hold escape sequences: never into a commit (a log, a
+    // forge's page).
+    let task: String = run.task.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect();
+    let task_line = task.lines().next().unwrap_or_default();
+    format!("{}: {task_line}\n\n{task}\n\nCorral run {}", run.preset, run.id)
 }
 
 /// The pairs of runs `ids` whose unmerged work conflicts (git's

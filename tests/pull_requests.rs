@@ -137,7 +137,8 @@ fn a_second_pr_pushes_to_the_same_pull_request() {
         format!("{id}  pushed to pull request #7: https://github.com/o/r/pull/7")
     );
     assert_eq!(forge.remote_file(&format!("corral/{id}"), "more.txt"), "after the review\n");
-    assert_eq!(forge.calls().len(), 1, "a second pull request was opened");
+    let created = forge.calls().iter().filter(|(args, _)| args[..2] == ["pr", "create"]).count();
+    assert_eq!(created, 1, "a second pull request was opened");
 }
 
 #[test]
@@ -164,12 +165,6 @@ fn what_cannot_open_one_says_what_to_do() {
     let out = forge.pr(&[&id], &[("FAKE_GH_FAIL", "To get started with GitHub CLI, please run:  gh auth login")]);
     assert!(!out.status.success());
     assert!(said(&out).contains("gh could not open the pull request: To get started"), "{}", said(&out));
-    // gh is not installed.
-    std::fs::remove_file(forge.env.bin.join("gh")).unwrap();
-    let mut cmd = forge.env.command(&["pr", &id]);
-    cmd.env("PATH", format!("{}:/usr/bin:/bin", forge.env.bin.display()));
-    let out = cmd.output().unwrap();
-    assert!(said(&out).contains("gh is not installed") && said(&out).contains("apt install gh"), "{}", said(&out));
     // A run without a worktree, and a run that changed nothing.
     forge.env.command_preset("plain", &["true"]);
     let plain = forge.env.launch("plain", "x");
@@ -179,6 +174,17 @@ fn what_cannot_open_one_says_what_to_do() {
     let idle = forge.env.launch("idle", "x");
     forge.env.wait_end(&idle);
     assert!(said(&forge.pr(&[&idle], &[])).contains("changed nothing"), "{}", said(&forge.pr(&[&idle], &[])));
+    // gh is not installed: said before anything is pushed.
+    let id = forge.run_edit("another");
+    std::fs::remove_file(forge.env.bin.join("gh")).unwrap();
+    let mut cmd = forge.env.command(&["pr", &id]);
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", forge.env.bin.display()));
+    let out = cmd.output().unwrap();
+    assert!(said(&out).contains("gh is not installed") && said(&out).contains("apt install gh"), "{}", said(&out));
+    assert!(
+        git(&forge.remote, &["branch", "--list", &format!("corral/{id}")]).trim().is_empty(),
+        "pushed before saying"
+    );
 }
 
 /// A task's escape sequences never reach the forge's title.
@@ -236,14 +242,107 @@ fn a_run_from_an_issue_takes_it_as_its_task_in_the_forges_words() {
     assert!(out.status.success(), "{}", said(&out));
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let task = forge.env.show(&id)["task"].as_str().unwrap().to_string();
-    assert!(
-        task.starts_with("keep it small\n\nWork on issue #12 of this repository (https://github.com/o/r/issues/12)"),
-        "{task}"
-    );
+    assert!(task.starts_with("keep it small\n\nWork on issue #12 (https://github.com/o/r/issues/12)"), "{task}");
     assert!(task.contains("# Crash [2J on start") && task.contains("alice:\nMe too"), "{task}");
     assert!(!task.chars().any(|c| c.is_control() && c != '\n'), "an escape sequence reached the task: {task:?}");
     let mark = task.split("<<<forge-words ").nth(1).unwrap().split('`').next().unwrap();
     assert!(task.trim_end().ends_with(&format!("forge-words {mark}>>>")), "{task}");
     assert_eq!(arg_after(&forge.calls()[0].0, "view"), Some("12"));
     forge.env.wait_end(&id);
+}
+
+/// A hostile reading's findings: what would go out unasked is refused
+/// before anything is pushed.
+#[test]
+fn the_users_unpushed_commits_and_a_missing_base_never_ride_along() {
+    let forge = Forge::new();
+    std::fs::write(forge.env.project.join("private.txt"), "do not push\n").unwrap();
+    git(&forge.env.project, &["add", "private.txt"]);
+    git(&forge.env.project, &["commit", "-qm", "WIP private, do not push"]);
+    let id = forge.run_edit("fix");
+    let out = forge.pr(&[&id], &[]);
+    assert!(!out.status.success());
+    assert!(said(&out).contains("1 commit(s) that origin/main does not have"), "{}", said(&out));
+    let out = forge.pr(&[&id, "--base", "nosuch"], &[]);
+    assert!(said(&out).contains("origin has no branch nosuch"), "{}", said(&out));
+    assert!(git(&forge.remote, &["branch", "--list", "corral/*"]).trim().is_empty(), "something was pushed");
+    assert!(forge.calls().is_empty());
+    // Once main is pushed, the same run goes.
+    git(&forge.env.project, &["push", "-q", "origin", "main"]);
+    assert!(forge.pr(&[&id], &[]).status.success());
+}
+
+/// Once open: what only opening sets is refused in words, and a pull
+/// request merged on the forge takes no more pushes.
+#[test]
+fn an_open_pull_request_says_what_it_will_not_take() {
+    let forge = Forge::new();
+    let id = forge.run_edit("first");
+    assert!(forge.pr(&[&id], &[]).status.success());
+    for extra in [["--title", "new"], ["--remote", "fork"]] {
+        let out = forge.pr(&[&[id.as_str()][..], &extra[..]].concat(), &[]);
+        assert!(!out.status.success() && said(&out).contains("is open already"), "{}", said(&out));
+    }
+    let merged = forge.env.user_home.join("merged.json");
+    std::fs::write(&merged, r#"{"state":"MERGED","reviewDecision":"APPROVED","statusCheckRollup":[],"reviews":[]}"#)
+        .unwrap();
+    let worktree = forge.env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    std::fs::write(Path::new(&worktree).join("late.txt"), "late\n").unwrap();
+    let out = forge.pr(&[&id], &[("FAKE_GH_PR", merged.to_str().unwrap())]);
+    assert!(!out.status.success() && said(&out).contains("is merged on the forge"), "{}", said(&out));
+    assert!(forge.env.ok(&["show", &id]).contains("#7 merged"), "show says it as the forge does");
+}
+
+/// Two `corral pr` of one run at once open one pull request.
+#[test]
+fn two_at_once_open_one() {
+    let forge = Forge::new();
+    let id = forge.run_edit("once");
+    let started: Vec<_> = ["11", "22"]
+        .iter()
+        .map(|n| {
+            let mut cmd = forge.env.command(&["pr", &id]);
+            cmd.env("FAKE_GH_LOG", &forge.log).env("FAKE_GH_NUMBER", n);
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for mut child in started {
+        assert!(child.wait().unwrap().success());
+    }
+    let created = forge.calls().iter().filter(|(args, _)| args[..2] == ["pr", "create"]).count();
+    assert_eq!(created, 1, "{:?}", forge.calls());
+}
+
+/// An agent acts on its own tree only, and never gains `pr: allow`
+/// through a child: a run whose preset withholds it, launching one that
+/// has it, opens nothing.
+#[test]
+fn an_agent_never_gains_pull_requests_beyond_its_tree_or_its_parents() {
+    let forge = Forge::new();
+    let stranger = forge.run_edit("someone else's");
+    forge.env.command_preset_with("boss", &["sh", "-c", "corral pr \"$TARGET\""], "mcp: all\npr: allow\n");
+    let boss = forge.env.launch_env("boss", "x", &[("TARGET", &stranger)]);
+    let ended = forge.env.wait_end(&boss);
+    assert!(ended["error"].as_str().unwrap_or_default().contains("is not one of run"), "{ended}");
+    let script = format!(
+        "id=$(corral launch edit 'by the lead') && corral wait \"$id\" >/dev/null && FAKE_GH_LOG={} corral pr \"$id\"",
+        forge.log.display()
+    );
+    forge.env.command_preset_with("allowed", &["sh", "-c", &script], "pr: allow\n");
+    forge.env.command_preset("withholds", &["sh", "-c", "id=$(corral launch allowed x) && corral wait \"$id\""]);
+    let root = forge.env.launch("withholds", "x");
+    assert_eq!(forge.env.wait_end(&root)["status"], "failed");
+    let child = forge.env.show(&root)["children"][0].as_str().unwrap().to_string();
+    let error = forge.env.show(&child)["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("does not let its agent open pull requests"), "{error}");
+    assert!(forge.calls().is_empty());
+}
+
+/// `--issue` takes a number or a page, never an option of gh's.
+#[test]
+fn an_issue_is_a_number_or_a_page() {
+    let forge = Forge::new();
+    let out = forge.env.corral(&["launch", "edit", "--issue=--web"]);
+    assert!(!out.status.success() && said(&out).contains("neither an issue's number nor its page"), "{}", said(&out));
+    assert!(forge.calls().is_empty());
 }

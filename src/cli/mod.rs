@@ -336,7 +336,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         Command::Diff(args) => diff::run(&mut store, args, &mut out)?,
         Command::Conflicts(args) => conflicts::run(&mut store, args, &mut out)?,
         Command::Merge(args) => merge::run(&mut store, args, &mut out)?,
-        Command::Pr(args) => pr::run(&mut store, args, &mut out)?,
+        Command::Pr(args) => pr::run(&mut store, args, &shepherd, &mut out)?,
         Command::Discard(args) => discard::run(&mut store, args, &mut out)?,
         Command::Reply(args) => reply::run(&mut store, args, &shepherd, &mut out)?,
         Command::Allow(args) => allow::run(&mut store, args, &shepherd, &mut out)?,

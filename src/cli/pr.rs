@@ -6,6 +6,7 @@
 
 use std::io::Write;
 
+use corral::queue::ShepherdCommand;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]
@@ -29,12 +30,35 @@ pub struct Args {
     /// `origin`).
     #[arg(long, value_name = "NAME")]
     pub remote: Option<String>,
+    /// Ask the forge now what its pull request's checks and reviews say
+    /// (the tray asks by itself, at most once a minute).
+    #[arg(long, conflicts_with_all = ["send", "draft", "base", "title", "body", "remote"])]
+    pub check: bool,
+    /// Send what the forge asks (failed checks, reviews, line comments) to
+    /// the run, as a reply in its session; `corral pr RUN` again pushes
+    /// what it then commits.
+    #[arg(long, conflicts_with_all = ["draft", "base", "title", "body", "remote"])]
+    pub send: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
-pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
+pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
+    if args.check {
+        let pr = corral::forge::look(store, &args.run)?;
+        if args.json {
+            super::print_json(out, &pr)?;
+        } else {
+            say_state(out, &pr)?;
+        }
+        return Ok(0);
+    }
+    if args.send {
+        corral::forge::send(store, &args.run, shepherd)?;
+        writeln!(out, "{}  the forge's feedback sent: it goes on in its session", args.run)?;
+        return Ok(0);
+    }
     let options = corral::forge::Options {
         draft: args.draft,
         base: args.base,
@@ -56,4 +80,23 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         writeln!(out, "{}  pushed to {what} {}: {url}", opened.run, opened.name())?;
     }
     Ok(0)
+}
+
+/// `#7 open · checks failing · changes requested`, then what it asks.
+fn say_state(out: &mut impl Write, pr: &corral::store::PullRequestRow) -> anyhow::Result<()> {
+    let mut parts = vec![pr.number.map_or_else(|| pr.url.clone(), |n| format!("#{n}")), pr.state.clone()];
+    if let Some(checks) = &pr.checks {
+        parts.push(format!("checks {checks}"));
+    }
+    if let Some(review) = &pr.review {
+        parts.push(review.replace('_', " "));
+    }
+    writeln!(out, "{}  {}", pr.run_id, super::table::name(&parts.join(" · ")))?;
+    if let Some(feedback) = pr.feedback.as_deref().filter(|_| pr.asks()) {
+        for line in feedback.lines() {
+            writeln!(out, "  {}", super::table::name(line))?;
+        }
+        writeln!(out, "  (corral pr {} --send: send it to the run)", pr.run_id)?;
+    }
+    Ok(())
 }

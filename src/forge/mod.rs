@@ -6,13 +6,16 @@
 //!
 //! `tool` runs the forge's CLI, `push` says git's refusals in words,
 //! `open` is the verb (`corral pr`, MCP `open_pull_request`), `issue` makes
-//! an issue a run's task (`corral launch --issue`).
+//! an issue a run's task (`corral launch --issue`), `follow` reads what the
+//! forge says of a pull request and sends it to the run.
 
+mod follow;
 mod issue;
 mod open;
 mod push;
 mod tool;
 
+pub use follow::{look, send, LOOK_EVERY};
 pub use issue::task_from_issue;
 pub use open::{open, Opened, Options};
 pub use tool::{Forge, Tool};
@@ -45,21 +48,55 @@ pub enum ForgeError {
     )]
     NoRemote { repo: String },
     /// The forge's CLI is not installed.
-    #[error("{} is not installed, and a {} is opened with it: {}; then `{} auth login`", .0.program(), .0.forge().request_name(), .0.install(), .0.program())]
+    #[error("{} is not installed, and Corral reaches {} with it: {}; then `{} auth login`", .0.program(), .0.forge().site(), .0.install(), .0.program())]
     Missing(Tool),
     /// The forge's CLI refused (not logged in, no such repository, …), in
     /// its own words.
-    #[error("{} could not open the {}: {said}", .tool.program(), .tool.forge().request_name())]
-    Refused { tool: Tool, said: String },
+    #[error("{} could not {doing}: {said}", .tool.program())]
+    Refused { tool: Tool, doing: &'static str, said: String },
     /// The forge's CLI said nothing Corral can read as a link.
     #[error("{} opened no {} that it named: it said {said:?}", .tool.program(), .tool.forge().request_name())]
     Unread { tool: Tool, said: String },
     /// The remote refused the push, said in words with what to run.
     #[error("{0}")]
     PushRefused(String),
+    /// The agent asked for a run outside its own tree.
+    #[error("run {run} is not one of run {caller}'s: an agent opens pull requests only for the runs it launched")]
+    NotItsOwn { caller: String, run: String },
+    /// The pull request was merged or closed on the forge.
+    #[error("pull request {name} of run {run} is {state} on the forge: nothing was pushed. Open a new one from a new run, or reopen it there")]
+    Ended { run: String, name: String, state: String },
+    /// Asked to change what only opening sets.
+    #[error("pull request {name} of run {run} is open already: {asked} apply when one is opened, and nothing was pushed. Change it on the forge (`gh pr edit`), or run `corral pr {run}` without them to push")]
+    AlreadyOpen { run: String, name: String, asked: String },
+    /// The base branch is not on the remote.
+    #[error("{remote} has no branch {base} to open the pull request into: push it first (`git push {remote} {base}`), or name one it has with --base")]
+    NoBaseThere { remote: String, base: String },
+    /// The run started from commits the remote's base does not have.
+    #[error("the run started from {count} commit(s) that {remote}/{base} does not have (your own unpushed work, or another branch's): the pull request would carry them without a word, so nothing was pushed. Push them first (`git push {remote} {base}`), or name the branch that holds them with --base")]
+    UnpublishedBase { remote: String, base: String, count: u64 },
+    /// `--issue` given something that is neither a number nor a page.
+    #[error("--issue {0:?} is neither an issue's number nor its page: give one (`--issue 12`, `--issue https://github.com/o/r/issues/12`)")]
+    BadIssue(String),
+    /// The run has no pull request.
+    #[error("run {run} has no pull request: open one with `corral pr {run}`")]
+    NoPullRequest { run: String },
+    /// The forge asks nothing of the run now.
+    #[error("the pull request of run {run} asks nothing of it now (`corral pr {run} --check` asks the forge again)")]
+    NothingAsked { run: String },
+    /// The reply to the run was refused.
+    #[error(transparent)]
+    Reply(#[from] crate::reply::ReplyError),
     /// Asked by an agent whose preset does not allow it.
     #[error(
         "run {caller}'s preset does not let its agent open pull requests: you open them (`corral pr {run}`), or the preset says `pr: allow`"
     )]
     NotAllowed { caller: String, run: String },
+}
+
+/// The forge's words without control characters but line breaks and tabs:
+/// an escape sequence in an issue or a review never reaches a terminal or
+/// an agent's screen.
+fn clean(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
 }

@@ -69,9 +69,7 @@ impl Opened {
 pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, ForgeError> {
     let run = review::once_exited(store, store.find_run(id)?)?;
     if let Some(caller) = &options.caller {
-        if store.run_preset(caller)?.pr != Some(crate::preset::PrPolicy::Allow) {
-            return Err(ForgeError::NotAllowed { caller: caller.clone(), run: run.id });
-        }
+        allowed(store, caller, &run)?;
     }
     let worktree = review::worktree_of(&run).map_err(ReviewError::from)?.clone();
     review::refuse_still_writing(&run).map_err(ReviewError::from)?;
@@ -80,7 +78,14 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
     }
     review::refuse_carried(store, &run, &worktree)?;
     let repo = std::path::PathBuf::from(run.worktree_repo.clone().unwrap_or_default());
+    // One at a time per repository, from reading what is known to
+    // recording what was done: two `corral pr` at once open one pull
+    // request, and a merge of the same run never commits beside it.
+    let _lock = worktree::MergeLock::take(&repo)?;
     let known = store.pull_request(&run.id)?;
+    if let Some(pr) = &known {
+        refuse_changes_to(pr, options)?;
+    }
     let base = match (&options.base, &known, &run.worktree_from_branch) {
         (Some(base), _, _) => base.clone(),
         (None, Some(pr), _) => pr.base.clone(),
@@ -88,20 +93,23 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
         (None, None, None) => return Err(ForgeError::NoBase { run: run.id }),
     };
     let (remote, url) = match &known {
-        Some(pr) if options.remote.is_none() => remote_for(&repo, Some(&pr.remote), &base)?,
-        _ => remote_for(&repo, options.remote.as_deref(), &base)?,
+        Some(pr) => remote_for(&repo, Some(&pr.remote), &base)?,
+        None => remote_for(&repo, options.remote.as_deref(), &base)?,
     };
     let tool = Tool::of(Forge::of_remote(&url));
-    // One writer of the run's branch at a time: a merge of the same run
-    // commits on it too.
-    let published = {
-        let _lock = worktree::MergeLock::take(&repo)?;
-        let changes = worktree::changes(&worktree)?;
-        let published = worktree::commit_for_review(&repo, &worktree, &review::commit_message(&run))?;
-        push(&repo, &remote, &worktree.branch)?;
-        (published, changes)
-    };
-    let (published, changes) = published;
+    // Said before anything is committed or pushed.
+    tool.require()?;
+    if let Some(pr) = &known {
+        // Merged or closed on the forge: pushing would make a branch nobody reviews.
+        let now = super::look(store, &pr.run_id)?;
+        if now.state != "open" {
+            return Err(ForgeError::Ended { run: run.id, name: name_of(&now), state: now.state });
+        }
+    }
+    refuse_unpublished_base(&repo, &remote, &base, &worktree)?;
+    let changes = worktree::changes(&worktree)?;
+    let published = worktree::commit_for_review(&repo, &worktree, &review::commit_message(&run))?;
+    push(&repo, &remote, &worktree.branch)?;
     let now = time::format(time::now());
     let (url, number, opened) = match &known {
         Some(pr) => (pr.url.clone(), pr.number, false),
@@ -125,6 +133,13 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
         pushed: published.commit.clone(),
         opened_at: now.clone(),
         pushed_at: now,
+        checks: None,
+        review: None,
+        feedback: None,
+        feedback_at: None,
+        sent_at: None,
+        looked_at: None,
+        dismissed_at: None,
     })?;
     Ok(Opened {
         run: run.id,
@@ -138,6 +153,98 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
         head: worktree.branch,
         base,
     })
+}
+
+/// An agent's `corral pr` (or MCP `open_pull_request`): only on a run of
+/// its own tree (itself, or a run it or its runs launched), and only where
+/// its preset and every preset above it say `pr: allow` — a run never gains
+/// through a child it launched what its own preset withholds.
+fn allowed(store: &Store, caller: &str, run: &Run) -> Result<(), ForgeError> {
+    let refused = || ForgeError::NotAllowed { caller: caller.to_string(), run: run.id.clone() };
+    let mut at = Some(run.id.clone());
+    let mut in_tree = false;
+    while let Some(id) = at {
+        if id == caller {
+            in_tree = true;
+            break;
+        }
+        at = store.run(&id)?.parent_id;
+    }
+    if !in_tree {
+        return Err(ForgeError::NotItsOwn { caller: caller.to_string(), run: run.id.clone() });
+    }
+    let mut at = Some(caller.to_string());
+    while let Some(id) = at {
+        if store.run_preset(&id)?.pr != Some(crate::preset::PrPolicy::Allow) {
+            return Err(refused());
+        }
+        at = store.run(&id)?.parent_id;
+    }
+    Ok(())
+}
+
+/// What only the opening of a pull request sets, asked of one open: said,
+/// never silently dropped.
+fn refuse_changes_to(pr: &PullRequestRow, options: &Options) -> Result<(), ForgeError> {
+    let asked: Vec<&str> = [
+        (options.title.is_some(), "--title"),
+        (options.body.is_some(), "--body"),
+        (options.base.as_deref().is_some_and(|b| b != pr.base), "--base"),
+        (options.draft && !pr.draft, "--draft"),
+        (options.remote.as_deref().is_some_and(|r| r != pr.remote), "--remote"),
+    ]
+    .into_iter()
+    .filter_map(|(given, flag)| given.then_some(flag))
+    .collect();
+    if asked.is_empty() {
+        return Ok(());
+    }
+    Err(ForgeError::AlreadyOpen { run: pr.run_id.clone(), name: name_of(pr), asked: asked.join(", ") })
+}
+
+/// The run's branch holds every commit of the one it started from: those
+/// must be on the remote's `base` already, or the pull request would carry
+/// the user's own unpushed commits (or another branch's) without a word.
+fn refuse_unpublished_base(
+    repo: &Path,
+    remote: &str,
+    base: &str,
+    worktree: &worktree::Worktree,
+) -> Result<(), ForgeError> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let there = git(&["ls-remote", "--", remote, &format!("refs/heads/{base}")])
+        .and_then(|said| said.split_whitespace().next().map(str::to_string))
+        .ok_or_else(|| ForgeError::NoBaseThere { remote: remote.into(), base: base.into() })?;
+    // Its commits, to compare with (fetched only if not here yet).
+    if git(&["cat-file", "-e", &format!("{there}^{{commit}}")]).is_none() {
+        git(&["fetch", "-q", "--", remote, &format!("refs/heads/{base}")]);
+    }
+    let started = worktree.merged.as_deref().unwrap_or(&worktree.base);
+    let ahead = git(&["rev-list", "--count", started, "--not", &there]).and_then(|n| n.parse::<u64>().ok());
+    match ahead {
+        Some(0) => Ok(()),
+        Some(count) => Err(ForgeError::UnpublishedBase { remote: remote.into(), base: base.into(), count }),
+        None => Err(ForgeError::NoBaseThere { remote: remote.into(), base: base.into() }),
+    }
+}
+
+/// `#42`, `!42`, or its page.
+fn name_of(pr: &PullRequestRow) -> String {
+    match (pr.number, pr.forge.as_str()) {
+        (Some(n), "gitlab") => format!("!{n}"),
+        (Some(n), _) => format!("#{n}"),
+        (None, _) => pr.url.clone(),
+    }
 }
 
 /// Asks the forge's CLI for the pull request: its page and number.
@@ -156,7 +263,14 @@ fn create(
             if draft {
                 args.push("--draft");
             }
-            tool.run(repo, &args, Some(body))?
+            match tool.run(repo, "open the pull request", &args, Some(body)) {
+                // One this run's branch already has (a `corral pr` killed
+                // after the forge made it, before Corral recorded it): it.
+                Err(ForgeError::Refused { said, .. }) if said.contains("already exists") && said.contains("://") => {
+                    said
+                }
+                other => other?,
+            }
         }
         Forge::GitLab => {
             let mut args = vec![
@@ -175,7 +289,7 @@ fn create(
             if draft {
                 args.push("--draft");
             }
-            tool.run(repo, &args, None)?
+            tool.run(repo, "open the merge request", &args, None)?
         }
     };
     let url = said
@@ -211,6 +325,10 @@ fn clean_line(text: &str) -> String {
         }
         out.push_str(word);
     }
+    // One long word (a URL, a language written without spaces): cut it.
+    if out.is_empty() {
+        out = text.chars().take(71).collect();
+    }
     out.push('…');
     out
 }
@@ -240,12 +358,19 @@ fn body_of(run: &Run, changes: &worktree::Changes) -> String {
     }
     let model =
         run.resolved_model.as_deref().or(run.model.as_deref()).map(|m| format!(", model {m}")).unwrap_or_default();
-    body.push_str(&format!(
-        "\n---\nMade by Corral run `{}`: preset `{}`, agent {}{model}.\n",
-        run.id, run.preset, run.agent
-    ));
+    let made =
+        format!("\n---\nMade by Corral run `{}`: preset `{}`, agent {}{model}.\n", run.id, run.preset, run.agent);
+    // The forges take 65,536 characters; the task may be longer.
+    if body.chars().count() > BODY_MOST {
+        body = body.chars().take(BODY_MOST).collect();
+        body.push_str("\n\n…(cut: the whole task is in the run, `corral show RUN`)\n");
+    }
+    body.push_str(&made);
     body
 }
+
+/// The most characters of a description Corral writes (GitHub takes 65,536).
+const BODY_MOST: usize = 60_000;
 
 #[cfg(test)]
 mod tests {

@@ -48,6 +48,14 @@ impl Forge {
         }
     }
 
+    /// Where it is, said to a user: `GitHub`, `GitLab`.
+    pub fn site(self) -> &'static str {
+        match self {
+            Forge::GitHub => "GitHub",
+            Forge::GitLab => "GitLab",
+        }
+    }
+
     /// How a number of its is written: `#42`, `!42`.
     pub fn numbered(self, number: i64) -> String {
         match self {
@@ -90,9 +98,28 @@ impl Tool {
         }
     }
 
-    /// Runs it in `dir` with `args` (and `stdin`, if any): what it printed,
-    /// or its refusal in its words.
-    pub fn run(self, dir: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, ForgeError> {
+    /// Fails with how to install it unless it is on the PATH: said before
+    /// anything is committed or pushed.
+    pub fn require(self) -> Result<(), ForgeError> {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let found = std::env::split_paths(&path).any(|dir| dir.join(self.program()).is_file());
+        if found {
+            Ok(())
+        } else {
+            Err(ForgeError::Missing(self))
+        }
+    }
+
+    /// Runs it in `dir` with `args` (and `stdin`, if any) to `doing` (what
+    /// its refusal says it could not do): what it printed, or its refusal
+    /// in its words.
+    pub fn run(
+        self,
+        dir: &Path,
+        doing: &'static str,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<String, ForgeError> {
         let mut command = Command::new(self.program());
         command
             .args(args)
@@ -106,17 +133,18 @@ impl Tool {
         let mut child = match command.spawn() {
             Ok(child) => child,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ForgeError::Missing(self)),
-            Err(e) => return Err(ForgeError::Refused { tool: self, said: e.to_string() }),
+            Err(e) => return Err(ForgeError::Refused { tool: self, doing, said: e.to_string() }),
         };
         if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
             // A CLI that exits before reading all of it says why itself.
             let _ = pipe.write_all(text.as_bytes());
         }
-        let out = child.wait_with_output().map_err(|e| ForgeError::Refused { tool: self, said: e.to_string() })?;
+        let out =
+            child.wait_with_output().map_err(|e| ForgeError::Refused { tool: self, doing, said: e.to_string() })?;
         if !out.status.success() {
             let said = String::from_utf8_lossy(&out.stderr);
             let said = if said.trim().is_empty() { String::from_utf8_lossy(&out.stdout) } else { said };
-            return Err(ForgeError::Refused { tool: self, said: said.trim().to_string() });
+            return Err(ForgeError::Refused { tool: self, doing, said: said.trim().to_string() });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }

@@ -46,7 +46,7 @@ pub use health::Health;
 pub use limits::AgentLimit;
 pub use merge_sets::{MergeSet, NewMergeSet};
 pub use migrate::SCHEMA_VERSION;
-pub use pull_requests::PullRequestRow;
+pub use pull_requests::{PullRequestLook, PullRequestRow};
 pub use remote::{HostHistory, HostState, HostTrouble};
 pub use removal::Reclaimed;
 pub use replies::{Reply, ReplyPlaced};

@@ -32,6 +32,76 @@ pub struct PullRequestRow {
     /// When it was opened, and pushed to last.
     pub opened_at: String,
     pub pushed_at: String,
+    /// `passing`, `failing` or `pending`, as last looked at.
+    pub checks: Option<String>,
+    /// `approved`, `changes_requested` or `commented`.
+    pub review: Option<String>,
+    /// What the forge asks of the run, in its words (failed checks,
+    /// reviews, line comments), and when that last changed.
+    pub feedback: Option<String>,
+    pub feedback_at: Option<String>,
+    /// When the feedback was last sent to the run.
+    pub sent_at: Option<String>,
+    /// When the forge was last asked.
+    pub looked_at: Option<String>,
+    /// Its end on the forge (merged, closed) looked at.
+    pub dismissed_at: Option<String>,
+}
+
+/// What the forge said of a pull request at a look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequestLook {
+    pub state: String,
+    pub checks: Option<String>,
+    pub review: Option<String>,
+    pub feedback: Option<String>,
+}
+
+impl PullRequestRow {
+    /// True while the forge asks something of the run that was neither
+    /// sent to it nor answered by a push since.
+    pub fn asks(&self) -> bool {
+        match (&self.feedback, &self.feedback_at) {
+            (Some(_), Some(at)) if self.state == "open" => {
+                self.sent_at.as_deref().is_none_or(|sent| sent < at.as_str()) && self.pushed_at.as_str() < at.as_str()
+            }
+            _ => false,
+        }
+    }
+
+    /// True once it was merged or closed on the forge, and that was not
+    /// looked at yet.
+    pub fn ended_unseen(&self) -> bool {
+        self.state != "open" && self.dismissed_at.is_none()
+    }
+}
+
+/// The columns every read takes, in [`row`]'s order.
+const COLUMNS: &str = "run_id, forge, url, number, remote, head, base, draft, state, pushed, opened_at, pushed_at, \
+     checks, review, feedback, feedback_at, sent_at, looked_at, dismissed_at";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PullRequestRow> {
+    Ok(PullRequestRow {
+        run_id: r.get(0)?,
+        forge: r.get(1)?,
+        url: r.get(2)?,
+        number: r.get(3)?,
+        remote: r.get(4)?,
+        head: r.get(5)?,
+        base: r.get(6)?,
+        draft: r.get(7)?,
+        state: r.get(8)?,
+        pushed: r.get(9)?,
+        opened_at: r.get(10)?,
+        pushed_at: r.get(11)?,
+        checks: r.get(12)?,
+        review: r.get(13)?,
+        feedback: r.get(14)?,
+        feedback_at: r.get(15)?,
+        sent_at: r.get(16)?,
+        looked_at: r.get(17)?,
+        dismissed_at: r.get(18)?,
+    })
 }
 
 impl Store {
@@ -65,29 +135,66 @@ impl Store {
     /// Run `run_id`'s pull request, if one was opened.
     pub fn pull_request(&self, run_id: &str) -> Result<Option<PullRequestRow>, StoreError> {
         self.conn()
-            .prepare_cached(
-                "SELECT run_id, forge, url, number, remote, head, base, draft, state, pushed, opened_at, pushed_at
-                 FROM pull_requests WHERE run_id = ?1",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_row([run_id], |r| {
-                    Ok(PullRequestRow {
-                        run_id: r.get(0)?,
-                        forge: r.get(1)?,
-                        url: r.get(2)?,
-                        number: r.get(3)?,
-                        remote: r.get(4)?,
-                        head: r.get(5)?,
-                        base: r.get(6)?,
-                        draft: r.get(7)?,
-                        state: r.get(8)?,
-                        pushed: r.get(9)?,
-                        opened_at: r.get(10)?,
-                        pushed_at: r.get(11)?,
-                    })
-                })
-                .optional()
-            })
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM pull_requests WHERE run_id = ?1"))
+            .and_then(|mut stmt| stmt.query_row([run_id], row).optional())
             .doing("reading a pull request")
+    }
+
+    /// Every pull request Corral follows: open ones, and ended ones whose
+    /// end was not looked at.
+    pub fn pull_requests(&self) -> Result<Vec<PullRequestRow>, StoreError> {
+        self.conn()
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM pull_requests WHERE state = 'open' OR dismissed_at IS NULL ORDER BY opened_at"
+            ))
+            .and_then(|mut stmt| stmt.query_map([], row)?.collect())
+            .doing("listing pull requests")
+    }
+
+    /// Records a look at run `run_id`'s pull request: what changed, with
+    /// its feedback's time moved only when its words did; a look that found
+    /// nothing new writes its time alone.
+    pub fn record_look(&mut self, run_id: &str, look: &PullRequestLook) -> Result<(), StoreError> {
+        let now = crate::time::format(crate::time::now());
+        self.write("recording a look at a pull request", |tx| {
+            let before: Option<(String, Option<String>, Option<String>, Option<String>)> = tx
+                .query_row(
+                    "SELECT state, checks, review, feedback FROM pull_requests WHERE run_id = ?1",
+                    [run_id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()?;
+            let Some((state, checks, review, feedback)) = before else { return Ok(()) };
+            if (state, checks, review, feedback.clone())
+                == (look.state.clone(), look.checks.clone(), look.review.clone(), look.feedback.clone())
+            {
+                return tx
+                    .execute("UPDATE pull_requests SET looked_at = ?2 WHERE run_id = ?1", params![run_id, now])
+                    .map(drop);
+            }
+            let feedback_at = if feedback != look.feedback && look.feedback.is_some() { Some(&now) } else { None };
+            tx.execute(
+                "UPDATE pull_requests SET state = ?2, checks = ?3, review = ?4, feedback = ?5,
+                   feedback_at = coalesce(?6, feedback_at), looked_at = ?7 WHERE run_id = ?1",
+                params![run_id, look.state, look.checks, look.review, look.feedback, feedback_at, now],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Records that run `run_id`'s feedback was sent to it.
+    pub fn mark_feedback_sent(&mut self, run_id: &str) -> Result<(), StoreError> {
+        let now = crate::time::format(crate::time::now());
+        self.write("recording feedback sent", |tx| {
+            tx.execute("UPDATE pull_requests SET sent_at = ?2 WHERE run_id = ?1", params![run_id, now]).map(drop)
+        })
+    }
+
+    /// Records that run `run_id`'s pull request's end was looked at.
+    pub fn dismiss_pull_request(&mut self, run_id: &str) -> Result<(), StoreError> {
+        let now = crate::time::format(crate::time::now());
+        self.write("dismissing a pull request", |tx| {
+            tx.execute("UPDATE pull_requests SET dismissed_at = ?2 WHERE run_id = ?1", params![run_id, now]).map(drop)
+        })
     }
 }

@@ -152,7 +152,7 @@ fn linked_worktree(dir: &Path) -> Result<Option<Linked>, String> {
     }
     let refused = |what: &str| {
         format!(
-            "the worktree {} does not point at its repository as git made it ({what}): something in it rewrote              git's own files, so Corral runs no git there. Remove the worktree (`git worktree prune` in your              repository)",
+            "the worktree {} does not point at its repository as git made it ({what}): something in it rewrote git's own files, so Corral runs no git there. Remove the worktree (`git worktree prune` in your repository)",
             dir.display()
         )
     };

@@ -393,7 +393,7 @@ pub(super) fn run_hook(repo: &Path, name: &'static str, args: &[&str], env: &Env
         });
     }
     Err(WorktreeError::WouldConflict(format!(
-        "your repository's {name} hook refused the merge; nothing was changed. It said:\n{}",
+        "your repository's {name} hook refused the commit; nothing was changed. It said:\n{}",
         said(&out)
     )))
 }

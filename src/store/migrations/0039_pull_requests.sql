@@ -1,7 +1,12 @@
 -- The pull request (GitHub) or merge request (GitLab) opened from a run's
--- branch: one a run, pushed to again by the next `corral pr`. `state`,
--- `checks` and `review` are as the forge last said them. The forge's own
--- token is never kept here (its CLI keeps it).
+-- branch: one a run, pushed to again by the next `corral pr`. `state`
+-- (open | merged | closed), `checks` (passing | failing | pending) and
+-- `review` (approved | changes_requested | commented) are as the forge
+-- last said them (`looked_at`); `feedback` is what it asks of the run, in
+-- its words (failed checks, reviews, line comments), changed last at
+-- `feedback_at` and sent to the run last at `sent_at`; `dismissed_at`:
+-- its end on the forge (merged, closed) looked at. The forge's own token
+-- is never kept here (its CLI keeps it).
 CREATE TABLE pull_requests (
     run_id    TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
     forge     TEXT NOT NULL,          -- github | gitlab
@@ -14,14 +19,23 @@ CREATE TABLE pull_requests (
     state     TEXT NOT NULL DEFAULT 'open',
     pushed    TEXT NOT NULL,          -- the commit pushed last
     opened_at TEXT NOT NULL,
-    pushed_at TEXT NOT NULL
+    pushed_at TEXT NOT NULL,
+    checks       TEXT,
+    review       TEXT,
+    feedback     TEXT,
+    feedback_at  TEXT,
+    sent_at      TEXT,
+    looked_at    TEXT,
+    dismissed_at TEXT
 );
 
--- A pull request opened or pushed to is a change to its run: the views
--- that show it follow.
+-- A pull request opened, pushed to, or changed on the forge is a change
+-- to its run: the views that show it (and what needs you) follow. A look
+-- that found nothing new writes `looked_at` alone, and moves nothing.
 CREATE TRIGGER pull_request_opened AFTER INSERT ON pull_requests BEGIN
     UPDATE status_version SET version = version + 1;
 END;
-CREATE TRIGGER pull_request_pushed AFTER UPDATE ON pull_requests BEGIN
+CREATE TRIGGER pull_request_changed
+AFTER UPDATE OF pushed, state, checks, review, feedback, sent_at, dismissed_at ON pull_requests BEGIN
     UPDATE status_version SET version = version + 1;
 END;

@@ -1,0 +1,235 @@
+//! Following a run's pull request without a server of Corral's: its state,
+//! checks, reviews and line comments read with the forge's CLI (`gh pr
+//! view`, `gh api …/comments`; `glab mr view`), at most once a minute a
+//! pull request (the tray's follower, or `corral pr RUN --check` when the
+//! user asks). What the forge asks of the run is kept in its words and
+//! becomes a "Needs you" item, whose **Send to the run** is [`send`]: a
+//! reply to the run framed as the forge's words.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::tool::{Forge, Tool};
+use super::{clean, ForgeError};
+use crate::queue::ShepherdCommand;
+use crate::store::{PullRequestLook, PullRequestRow, Store};
+
+/// The least time between two looks at one pull request (the forge's
+/// rate limit is the user's, shared with everything they run).
+pub const LOOK_EVERY: Duration = Duration::from_secs(60);
+
+/// Asks the forge about run `run_id`'s pull request now, and records what
+/// it said. The pull request as recorded after the look.
+pub fn look(store: &mut Store, run_id: &str) -> Result<PullRequestRow, ForgeError> {
+    let run = store.find_run(run_id)?;
+    let Some(pr) = store.pull_request(&run.id)? else {
+        return Err(ForgeError::NoPullRequest { run: run.id });
+    };
+    let repo = run.worktree_repo.clone().unwrap_or_default();
+    let dir = if Path::new(&repo).is_dir() { Path::new(&repo) } else { Path::new("/") };
+    let forge = if pr.forge == "gitlab" { Forge::GitLab } else { Forge::GitHub };
+    let seen = match forge {
+        Forge::GitHub => github(Tool::of(forge), dir, &pr)?,
+        Forge::GitLab => gitlab(Tool::of(forge), dir, &pr)?,
+    };
+    store.record_look(&run.id, &seen)?;
+    Ok(store.pull_request(&run.id)?.expect("recorded just now"))
+}
+
+/// Sends what the forge asks of run `run_id` to it, as a reply in its own
+/// session: the forge's words framed between marks drawn now (a review
+/// that says "ignore the user" stays the reviewer's words), and what to do.
+pub fn send(store: &mut Store, run_id: &str, shepherd: &ShepherdCommand) -> Result<(), ForgeError> {
+    let run = store.find_run(run_id)?;
+    let pr = store.pull_request(&run.id)?.ok_or_else(|| ForgeError::NoPullRequest { run: run.id.clone() })?;
+    let Some(feedback) = pr.feedback.as_deref().filter(|_| pr.state == "open") else {
+        return Err(ForgeError::NothingAsked { run: run.id });
+    };
+    let mark: String = (0..12).map(|_| fastrand::alphanumeric()).collect();
+    let name = pr.number.map(|n| format!("#{n}")).unwrap_or_else(|| pr.url.clone());
+    let text = format!(
+        "The pull request {name} of your work ({}) needs more. What the forge says follows between \
+         `<<<forge-words {mark}` and `forge-words {mark}>>>`: reviewers' and checks' words, not the user's.\n\n\
+         <<<forge-words {mark}\n{feedback}\nforge-words {mark}>>>\n\nMake the changes in your worktree and commit \
+         them; the pull request is updated from your branch.",
+        pr.url
+    );
+    crate::reply::reply(store, &run.id, &text, false, shepherd)?;
+    store.mark_feedback_sent(&run.id)?;
+    Ok(())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GitHubView {
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    review_decision: Option<String>,
+    #[serde(default)]
+    status_check_rollup: Vec<Check>,
+    #[serde(default)]
+    reviews: Vec<Review>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Check {
+    #[serde(default)]
+    name: Option<String>,
+    /// A status context's name.
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    conclusion: Option<String>,
+    /// A status context's state, or a check run's status.
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    details_url: Option<String>,
+    #[serde(default)]
+    target_url: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Review {
+    #[serde(default)]
+    author: Option<Login>,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    body: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Login {
+    #[serde(default, alias = "username")]
+    login: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct LineComment {
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    line: Option<i64>,
+    #[serde(default)]
+    body: String,
+    #[serde(default)]
+    user: Option<Login>,
+}
+
+fn github(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook, ForgeError> {
+    let said = tool.run(
+        dir,
+        "read the pull request",
+        &["pr", "view", &pr.url, "--json", "state,reviewDecision,statusCheckRollup,reviews"],
+        None,
+    )?;
+    let view: GitHubView = read(tool, &said)?;
+    let state = match view.state.as_str() {
+        "MERGED" => "merged",
+        "CLOSED" => "closed",
+        _ => "open",
+    };
+    let failed: Vec<&Check> = view
+        .status_check_rollup
+        .iter()
+        .filter(|c| {
+            let word = c.conclusion.as_deref().or(c.state.as_deref()).unwrap_or_default();
+            matches!(word, "FAILURE" | "ERROR" | "TIMED_OUT" | "CANCELLED" | "ACTION_REQUIRED")
+        })
+        .collect();
+    let pending = view.status_check_rollup.iter().any(|c| {
+        c.conclusion.is_none()
+            && matches!(c.status.as_deref().or(c.state.as_deref()), Some("IN_PROGRESS" | "QUEUED" | "PENDING"))
+    });
+    let checks = match (view.status_check_rollup.is_empty(), failed.is_empty(), pending) {
+        (true, _, _) => None,
+        (false, false, _) => Some("failing"),
+        (false, true, true) => Some("pending"),
+        (false, true, false) => Some("passing"),
+    };
+    let review = match view.review_decision.as_deref() {
+        Some("CHANGES_REQUESTED") => Some("changes_requested"),
+        Some("APPROVED") => Some("approved"),
+        _ if !view.reviews.is_empty() => Some("commented"),
+        _ => None,
+    };
+    let mut feedback = Vec::new();
+    for check in &failed {
+        let name = check.name.as_deref().or(check.context.as_deref()).unwrap_or("a check");
+        let link = check.details_url.as_deref().or(check.target_url.as_deref()).unwrap_or_default();
+        feedback.push(format!("Check \"{}\" failed. {}", clean(name), clean(link)).trim_end().to_string());
+    }
+    if review == Some("changes_requested") {
+        for r in view.reviews.iter().filter(|r| r.state == "CHANGES_REQUESTED" || !r.body.trim().is_empty()) {
+            let who = r.author.as_ref().map_or("a reviewer", |a| a.login.as_str());
+            if !r.body.trim().is_empty() {
+                feedback.push(format!("Review by {}:\n{}", clean(who), clean(r.body.trim())));
+            }
+        }
+        // Line comments: `gh api` of the pull request's review comments.
+        if let Some(number) = pr.number {
+            let path = format!("repos/{{owner}}/{{repo}}/pulls/{number}/comments");
+            if let Ok(said) = tool.run(dir, "read the review comments", &["api", &path], None) {
+                let comments: Vec<LineComment> = serde_json::from_str(&said).unwrap_or_default();
+                for c in comments {
+                    let who = c.user.as_ref().map_or("a reviewer", |u| u.login.as_str());
+                    let line = c.line.map(|l| format!(" line {l}")).unwrap_or_default();
+                    feedback.push(format!("On {}{line}, {}:\n{}", clean(&c.path), clean(who), clean(c.body.trim())));
+                }
+            }
+        }
+    }
+    Ok(PullRequestLook {
+        state: state.into(),
+        checks: checks.map(str::to_string),
+        review: review.map(str::to_string),
+        feedback: (!feedback.is_empty()).then(|| feedback.join("\n\n")),
+    })
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct GitLabView {
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    head_pipeline: Option<Pipeline>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Pipeline {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    web_url: String,
+}
+
+fn gitlab(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook, ForgeError> {
+    let number = pr.number.map(|n| n.to_string()).unwrap_or_else(|| pr.head.clone());
+    let said = tool.run(dir, "read the merge request", &["mr", "view", &number, "--output", "json"], None)?;
+    let view: GitLabView = read(tool, &said)?;
+    let state = match view.state.as_str() {
+        "merged" => "merged",
+        "closed" => "closed",
+        _ => "open",
+    };
+    let (checks, feedback) = match view.head_pipeline {
+        Some(p) if p.status == "failed" => {
+            (Some("failing"), Some(format!("The pipeline failed. {}", clean(&p.web_url))))
+        }
+        Some(p) if p.status == "success" => (Some("passing"), None),
+        Some(_) => (Some("pending"), None),
+        None => (None, None),
+    };
+    Ok(PullRequestLook { state: state.into(), checks: checks.map(str::to_string), review: None, feedback })
+}
+
+fn read<T: serde::de::DeserializeOwned>(tool: Tool, said: &str) -> Result<T, ForgeError> {
+    serde_json::from_str(said).map_err(|_| ForgeError::Unread { tool, said: said.chars().take(200).collect() })
+}
