@@ -157,21 +157,27 @@ impl Store {
     pub fn record_look(&mut self, run_id: &str, look: &PullRequestLook) -> Result<(), StoreError> {
         let now = crate::time::format(crate::time::now());
         self.write("recording a look at a pull request", |tx| {
-            let before: Option<(String, Option<String>, Option<String>, Option<String>)> = tx
+            let before: Option<PullRequestLook> = tx
                 .query_row(
                     "SELECT state, checks, review, feedback FROM pull_requests WHERE run_id = ?1",
                     [run_id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    |r| {
+                        Ok(PullRequestLook {
+                            state: r.get(0)?,
+                            checks: r.get(1)?,
+                            review: r.get(2)?,
+                            feedback: r.get(3)?,
+                        })
+                    },
                 )
                 .optional()?;
-            let Some((state, checks, review, feedback)) = before else { return Ok(()) };
-            if (state, checks, review, feedback.clone())
-                == (look.state.clone(), look.checks.clone(), look.review.clone(), look.feedback.clone())
-            {
+            let Some(before) = before else { return Ok(()) };
+            if &before == look {
                 return tx
                     .execute("UPDATE pull_requests SET looked_at = ?2 WHERE run_id = ?1", params![run_id, now])
                     .map(drop);
             }
+            let feedback = before.feedback;
             let feedback_at = if feedback != look.feedback && look.feedback.is_some() { Some(&now) } else { None };
             tx.execute(
                 "UPDATE pull_requests SET state = ?2, checks = ?3, review = ?4, feedback = ?5,
