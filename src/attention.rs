@@ -99,6 +99,16 @@ pub enum Reason {
         /// Why, as the schedule says.
         why: String,
     },
+    /// Its pull request asks something of it (failed checks, changes
+    /// requested), or was merged or closed on the forge.
+    PullRequest {
+        /// `#42`, `!42`, or its page.
+        name: String,
+        /// `open`, `merged` or `closed`.
+        state: String,
+        /// What the forge asks, in its words (while open).
+        asks: Option<String>,
+    },
     /// A schedule whose latest fires all failed (it goes on firing).
     ScheduleFailing {
         /// How many in a row.
@@ -172,6 +182,12 @@ pub fn needs_you(store: &Store) -> Result<Vec<Item>, StoreError> {
             items.push(item);
         }
     }
+    // Pull requests the forge asks something of, or that ended there.
+    for pr in store.pull_requests()? {
+        if let Some(item) = pull_request_item(store, &pr)? {
+            items.push(item);
+        }
+    }
     for schedule in store.schedules()? {
         if let Some(item) = schedule_item(store, schedule) {
             items.push(item);
@@ -182,6 +198,53 @@ pub fn needs_you(store: &Store) -> Result<Vec<Item>, StoreError> {
 
 /// The item of a schedule, if it needs the user: it paused itself after
 /// failures (a pause the user gave is theirs), or keeps failing.
+/// The item of a run's pull request, if it needs the user: the forge asks
+/// something of the run that was neither sent to it nor answered by a push
+/// (Send to the run), or it was merged or closed there while the run's
+/// worktree is still here (Remove worktree, or Dismiss).
+fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow) -> Result<Option<Item>, StoreError> {
+    let run = match store.run(&pr.run_id) {
+        Ok(run) => run,
+        Err(StoreError::UnknownRun(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let id = run.id.as_str();
+    let mark = if pr.forge == "gitlab" { "!" } else { "#" };
+    let name = pr.number.map_or_else(|| pr.url.clone(), |n| format!("{mark}{n}"));
+    let who = format!("{} ({id})", run.preset);
+    let (chip, words, actions) = if pr.asks() {
+        let mut what = Vec::new();
+        if pr.review.as_deref() == Some("changes_requested") {
+            what.push("changes requested".to_string());
+        }
+        if pr.checks.as_deref() == Some("failing") {
+            what.push("checks failing".to_string());
+        }
+        let mut actions = Vec::new();
+        // A command has no session to go on in: the words are sent only
+        // to an agent.
+        if run.agent != crate::run::AgentKind::Command && run.worktree.is_some() {
+            actions.push(Action::new("Send to the run", &["pr", id, "--send"]));
+        }
+        actions.push(Action::new("Open", &["show", id]));
+        actions.push(Action::new("Dismiss", &["pr", id, "--dismiss"]));
+        ("pull request", format!("{who}: pull request {name}: {}", what.join(", ")), actions)
+    } else if pr.ended_unseen() && run.worktree.is_some() {
+        let actions =
+            vec![Action::new("Remove worktree", &["discard", id]), Action::new("Dismiss", &["pr", id, "--dismiss"])];
+        (
+            "pull request",
+            format!("{who}: pull request {name} was {} on the forge: its worktree can go", pr.state),
+            actions,
+        )
+    } else {
+        return Ok(None);
+    };
+    let reason = Reason::PullRequest { name, state: pr.state.clone(), asks: pr.feedback.clone().filter(|_| pr.asks()) };
+    let since = pr.feedback_at.clone().or_else(|| pr.looked_at.clone());
+    Ok(Some(Item { subject: Subject::of(&run), reason, chip, words, actions, since }))
+}
+
 fn schedule_item(store: &Store, schedule: crate::store::ScheduleRow) -> Option<Item> {
     let name = schedule.name;
     let (reason, chip, words, first, since) = match (schedule.paused_at, schedule.paused_why) {

@@ -346,3 +346,63 @@ fn an_issue_is_a_number_or_a_page() {
     assert!(!out.status.success() && said(&out).contains("neither an issue's number nor its page"), "{}", said(&out));
     assert!(forge.calls().is_empty());
 }
+
+/// The loop: a run's work as a pull request; the forge asks for changes
+/// (a review, a line comment, a failed check); that is a "Needs you" item
+/// whose Send to the run replies in the run's session, framed as the
+/// forge's words; the run commits more; `corral pr` pushes it to the same
+/// pull request, and the item is answered.
+#[test]
+fn run_pull_request_review_run_push() {
+    let forge = Forge::new();
+    forge.env.use_fake("claude", "conversing");
+    forge.env.agent_preset("talk", "claude", "worktree: true\n");
+    let log = forge.env.user_home.join("turns.log");
+    let log = log.to_str().unwrap();
+    let id = forge.env.launch_env("talk", "write the notes", &[("CONVERSE_LOG", log), ("CONVERSE_WRITE", "notes.md")]);
+    forge.env.wait_end(&id);
+    assert!(forge.pr(&[&id], &[]).status.success());
+    assert_eq!(forge.remote_file(&format!("corral/{id}"), "notes.md"), "write the notes\n");
+
+    let view = forge.env.user_home.join("view.json");
+    std::fs::write(
+        &view,
+        serde_json::json!({
+            "state": "OPEN",
+            "reviewDecision": "CHANGES_REQUESTED",
+            "statusCheckRollup": [{"__typename": "CheckRun", "name": "tests", "conclusion": "FAILURE",
+                                   "status": "COMPLETED", "detailsUrl": "https://ci.example/1"}],
+            "reviews": [{"author": {"login": "alice"}, "state": "CHANGES_REQUESTED", "body": "Handle the empty case."}]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let comments = forge.env.user_home.join("comments.json");
+    let json =
+        serde_json::json!([{"path": "notes.md", "line": 1, "body": "typo \u{1b}[31mhere", "user": {"login": "bob"}}]);
+    std::fs::write(&comments, json.to_string()).unwrap();
+    let forge_says = [("FAKE_GH_PR", view.to_str().unwrap()), ("FAKE_GH_COMMENTS", comments.to_str().unwrap())];
+    let checked = forge.pr(&[&id, "--check"], &forge_says);
+    let checked = said(&checked);
+    assert!(checked.contains("#7 · open · checks failing · changes requested"), "{checked}");
+    assert!(
+        checked.contains("Handle the empty case.") && checked.contains(&format!("corral pr {id} --send")),
+        "{checked}"
+    );
+    let needs = forge.env.ok(&["needs"]);
+    assert!(needs.contains("pull request #7: changes requested, checks failing"), "{needs}");
+    assert!(needs.contains(&format!("corral pr {id} --send")), "{needs}");
+
+    let sent = forge.pr(&[&id, "--send"], &[]);
+    assert!(sent.status.success(), "{}", said(&sent));
+    forge.env.wait_run(&id, std::time::Duration::from_secs(30), |r| {
+        r["status"] == "completed" && std::fs::read_to_string(log).unwrap_or_default().lines().count() == 2
+    });
+    let pushed = forge.pr(&[&id], &[]);
+    assert!(String::from_utf8_lossy(&pushed.stdout).contains("pushed to pull request #7"), "{}", said(&pushed));
+    let notes = forge.remote_file(&format!("corral/{id}"), "notes.md");
+    assert!(notes.contains("Handle the empty case.") && notes.contains("On notes.md line 1, bob:"), "{notes}");
+    assert!(notes.contains("Check \"tests\" failed. https://ci.example/1"), "{notes}");
+    assert!(notes.contains("<<<forge-words ") && !notes.contains('\u{1b}'), "framed, without escapes: {notes}");
+    assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "answered, it needs you no more");
+}

@@ -39,6 +39,10 @@ pub struct Args {
     /// what it then commits.
     #[arg(long, conflicts_with_all = ["draft", "base", "title", "body", "remote"])]
     pub send: bool,
+    /// What the pull request asks (or its end on the forge) was looked at:
+    /// it needs you no more.
+    #[arg(long, conflicts_with_all = ["send", "check", "draft", "base", "title", "body", "remote"])]
+    pub dismiss: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -52,6 +56,15 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
         } else {
             say_state(out, &pr)?;
         }
+        return Ok(0);
+    }
+    if args.dismiss {
+        let run = store.find_run(&args.run)?;
+        if store.pull_request(&run.id)?.is_none() {
+            anyhow::bail!("run {} has no pull request: open one with `corral pr {}`", run.id, run.id);
+        }
+        store.dismiss_pull_request(&run.id)?;
+        writeln!(out, "{}: dismissed", run.id)?;
         return Ok(0);
     }
     if args.send {

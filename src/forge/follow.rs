@@ -20,6 +20,63 @@ use crate::store::{PullRequestLook, PullRequestRow, Store};
 /// rate limit is the user's, shared with everything they run).
 pub const LOOK_EVERY: Duration = Duration::from_secs(60);
 
+/// The longest a pull request's looks wait after failures (the forge
+/// unreachable, the CLI logged out): twice as long after each, up to this.
+pub const RETRY_MOST: Duration = Duration::from_secs(30 * 60);
+
+/// Follows every open pull request at the forge's pace: what the tray runs
+/// in a thread of its own. Runtime state only (what failed, and when to
+/// try again); what was seen is in the store.
+#[derive(Debug, Default)]
+pub struct Follower {
+    failures: std::collections::HashMap<String, (u32, std::time::Instant)>,
+}
+
+impl Follower {
+    /// Looks at each open pull request last looked at [`LOOK_EVERY`] ago
+    /// or more (not before its retry after a failure); how long until the
+    /// next is due.
+    pub fn look_due(&mut self, store: &mut Store) -> Duration {
+        let open: Vec<PullRequestRow> = match store.pull_requests() {
+            Ok(all) => all.into_iter().filter(|pr| pr.state == "open").collect(),
+            Err(e) => {
+                tracing::warn!("cannot list pull requests: {e}");
+                return LOOK_EVERY;
+            }
+        };
+        let now = crate::time::now();
+        let mut next = LOOK_EVERY;
+        for pr in open {
+            let since = pr.looked_at.as_deref().and_then(crate::time::parse).map(|at| now - at);
+            let due_in = since
+                .and_then(|since| since.to_std().ok())
+                .map_or(Duration::ZERO, |since| LOOK_EVERY.saturating_sub(since));
+            let retry_in = self
+                .failures
+                .get(&pr.run_id)
+                .map_or(Duration::ZERO, |(_, at)| at.saturating_duration_since(std::time::Instant::now()));
+            let wait = due_in.max(retry_in);
+            if !wait.is_zero() {
+                next = next.min(wait);
+                continue;
+            }
+            match look(store, &pr.run_id) {
+                Ok(_) => {
+                    self.failures.remove(&pr.run_id);
+                }
+                Err(e) => {
+                    let tries = self.failures.get(&pr.run_id).map_or(0, |(n, _)| *n) + 1;
+                    let wait = (LOOK_EVERY * 2u32.saturating_pow(tries)).min(RETRY_MOST);
+                    tracing::warn!(run = pr.run_id, "cannot read its pull request (again in {wait:?}): {e}");
+                    self.failures.insert(pr.run_id.clone(), (tries, std::time::Instant::now() + wait));
+                    next = next.min(wait);
+                }
+            }
+        }
+        next
+    }
+}
+
 /// Asks the forge about run `run_id`'s pull request now, and records what
 /// it said. The pull request as recorded after the look.
 pub fn look(store: &mut Store, run_id: &str) -> Result<PullRequestRow, ForgeError> {

@@ -15,7 +15,7 @@ mod open;
 mod push;
 mod tool;
 
-pub use follow::{look, send, LOOK_EVERY};
+pub use follow::{look, send, Follower, LOOK_EVERY};
 pub use issue::task_from_issue;
 pub use open::{open, Opened, Options};
 pub use tool::{Forge, Tool};

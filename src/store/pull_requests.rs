@@ -59,11 +59,14 @@ pub struct PullRequestLook {
 
 impl PullRequestRow {
     /// True while the forge asks something of the run that was neither
-    /// sent to it nor answered by a push since.
+    /// sent to it, answered by a push, nor dismissed since.
     pub fn asks(&self) -> bool {
-        match (&self.feedback, &self.feedback_at) {
+        let before = |at: &str, other: Option<&str>| other.is_none_or(|other| other < at);
+        match (&self.feedback, self.feedback_at.as_deref()) {
             (Some(_), Some(at)) if self.state == "open" => {
-                self.sent_at.as_deref().is_none_or(|sent| sent < at.as_str()) && self.pushed_at.as_str() < at.as_str()
+                before(at, self.sent_at.as_deref())
+                    && before(at, Some(&self.pushed_at))
+                    && before(at, self.dismissed_at.as_deref())
             }
             _ => false,
         }
@@ -196,7 +199,8 @@ impl Store {
         })
     }
 
-    /// Records that run `run_id`'s pull request's end was looked at.
+    /// Records that what run `run_id`'s pull request asks, or its end on
+    /// the forge, was looked at: it needs the user no more.
     pub fn dismiss_pull_request(&mut self, run_id: &str) -> Result<(), StoreError> {
         let now = crate::time::format(crate::time::now());
         self.write("dismissing a pull request", |tx| {

@@ -1210,6 +1210,47 @@ def test_review_and_reply(session, env):
         kill_app()
 
 
+def test_the_tray_follows_pull_requests(session, env):
+    """A pull request opened from a run (`corral pr`) is followed by the
+    tray: what the forge asks of it (changes requested) is in Needs you
+    with Send to the run, without anyone asking the forge by hand."""
+    git = lambda *args: subprocess.run(["git", "-C", str(env.project), *args], check=True, capture_output=True)
+    git("init", "-q", "-b", "main")
+    (env.project / "README").write_text("hello\n")
+    git("add", "README")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    git("config", "user.name", "t")
+    git("config", "user.email", "t@t")
+    remote = env.root / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    git("remote", "add", "origin", str(remote))
+    git("push", "-q", "origin", "main")
+    (env.root / "bin" / "gh").symlink_to(FAKES / "gh")
+    view = env.root / "view.json"
+    view.write_text(json.dumps({"state": "OPEN", "reviewDecision": "CHANGES_REQUESTED", "statusCheckRollup": [],
+                                "reviews": [{"author": {"login": "alice"}, "state": "CHANGES_REQUESTED", "body": "Not yet."}]}))
+    env.env["FAKE_GH_LOG"] = str(env.root / "gh.log")
+    (env.project / ".corral" / "presets" / "small.md").write_text(
+        f"---\nname: small\ndescription: changes one file\nagent: command\ncommand: {json.dumps(['sh', '-c', 'echo changed > README'])}\nworktree: true\n---\n")
+    env.cli("presets", "trust", str(env.project))
+    run = env.launch("small", "one change")
+    wait_until("the run", lambda: env.show(run)["exited_at"] is not None, timeout=60)
+    assert "pull request #7 opened" in env.cli("pr", run)
+    env.env["FAKE_GH_PR"] = str(view)
+    kill_app()
+    tray = env.start_tray()
+    item = wait_until("the tray", session.tray)
+
+    def asked():
+        _, nested = tray_menu(item, depth=True)
+        return [label for _, label, level in nested if level == 1 and "pull request #7" in label]
+
+    shown = wait_until("the forge's ask in the tray", asked, timeout=30)
+    assert "changes requested" in shown[0], shown
+    tray.kill()
+    tray.wait()
+
+
 def main():
     if not APP.exists() or not TRAY.exists() or not CLI.exists():
         print(f"build the app, the tray and the CLI first: {APP}, {TRAY}, {CLI}", file=sys.stderr)
@@ -1222,7 +1263,7 @@ def main():
                  test_needs_you_at_a_glance, test_a_run_page_at_a_glance, test_the_runs_list_is_live,
                  test_a_refused_notification_is_shown_later_once, test_a_hanging_notification_server_stalls_nothing,
                  test_a_window_that_cannot_start_is_said, test_window, test_the_schedules_view,
-                 test_review_and_reply]:
+                 test_review_and_reply, test_the_tray_follows_pull_requests]:
         # CORRAL_APP_ONLY=word: only the tests whose name has it (while working on one).
         if os.environ.get("CORRAL_APP_ONLY", "") not in test.__name__:
             continue

@@ -21,6 +21,8 @@ pub enum TrayError {
     Retention(std::io::Error),
     #[error("cannot start following the hosts of config.toml: {0}")]
     Hosts(std::io::Error),
+    #[error("cannot start following pull requests: {0}")]
+    Pulls(std::io::Error),
     #[error("cannot start firing the schedules: {0}")]
     Schedules(std::io::Error),
 }

@@ -16,6 +16,7 @@ mod hosts;
 mod instance;
 mod notify;
 mod panel;
+mod pulls;
 mod retention;
 mod schedules;
 mod state;
@@ -89,6 +90,7 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     panel::create(state.clone())?;
     retention::start(state.home.clone()).map_err(error::TrayError::Retention)?;
     hosts::start(state.home.clone()).map_err(error::TrayError::Hosts)?;
+    pulls::start(state.home.clone()).map_err(error::TrayError::Pulls)?;
     schedules::start(state.home.clone()).map_err(error::TrayError::Schedules)?;
     // Answers from the phone and what needs the user pushed, while the tray
     // runs (a change to [push] takes effect at the tray's next start).
