@@ -406,3 +406,43 @@ fn run_pull_request_review_run_push() {
     assert!(notes.contains("<<<forge-words ") && !notes.contains('\u{1b}'), "framed, without escapes: {notes}");
     assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "answered, it needs you no more");
 }
+
+/// `launch --pr 42`: the run starts on the pull request's own branch, and
+/// `corral pr RUN` pushes its work there — "fix the review on #42" in two
+/// commands, and no second pull request.
+#[test]
+fn a_run_on_a_pull_requests_branch_pushes_to_it() {
+    let forge = Forge::new();
+    let p = &forge.env.project;
+    git(p, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(p.join("feature.txt"), "started\n").unwrap();
+    git(p, &["add", "feature.txt"]);
+    git(p, &["commit", "-qm", "the feature so far"]);
+    git(p, &["push", "-q", "origin", "feature"]);
+    let head = git(p, &["rev-parse", "HEAD"]).trim().to_string();
+    git(p, &["checkout", "-q", "main"]);
+    let view = forge.env.user_home.join("pr42.json");
+    let json = serde_json::json!({"number": 42, "url": "https://github.com/o/r/pull/42", "title": "The feature",
+        "headRefName": "feature", "baseRefName": "main", "headRefOid": head, "isCrossRepository": false,
+        "state": "OPEN", "reviewDecision": "", "statusCheckRollup": [], "reviews": []});
+    std::fs::write(&view, json.to_string()).unwrap();
+    let mut cmd = forge.env.command(&["launch", "edit", "--pr", "42", "address the review"]);
+    cmd.env("FAKE_GH_LOG", &forge.log).env("FAKE_GH_PR", &view);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    forge.env.wait_end(&id);
+    assert_eq!(forge.env.show(&id)["worktree"]["base"], head.as_str(), "started on the pull request's commit");
+    let pushed = forge.pr(&[&id], &[("FAKE_GH_PR", view.to_str().unwrap())]);
+    assert!(
+        String::from_utf8_lossy(&pushed.stdout).contains("pushed to pull request #42: https://github.com/o/r/pull/42"),
+        "{}",
+        said(&pushed)
+    );
+    assert_eq!(forge.remote_file("feature", "notes.txt"), "address the review\n");
+    assert_eq!(forge.remote_file("feature", "feature.txt"), "started\n");
+    assert!(!forge.calls().iter().any(|(args, _)| args[..2] == ["pr", "create"]), "a second pull request");
+    // A fork's pull request, or an option for a number, is refused in words.
+    let out = forge.env.corral(&["launch", "edit", "--pr=--web"]);
+    assert!(said(&out).contains("neither a pull request's number nor its page"), "{}", said(&out));
+}

@@ -15,13 +15,18 @@ pub struct Args {
     preset: String,
     /// What the agent should do. Several words are joined with spaces; `-`
     /// reads it from standard input.
-    #[arg(required_unless_present_any = ["task_file", "issue"], num_args = 1..)]
+    #[arg(required_unless_present_any = ["task_file", "issue", "pr"], num_args = 1..)]
     task: Vec<String>,
     /// An issue of the repository as the task (its number, or its page):
     /// its title, body and comments, read with `gh` (GitLab: `glab`),
     /// framed as the forge's words; words given too come first.
     #[arg(long, value_name = "NUMBER|URL", conflicts_with_all = ["task_file", "host"])]
     issue: Option<String>,
+    /// Start on a pull request's own branch (its number, or its page), in
+    /// a worktree: `corral pr RUN` then pushes the run's work to that pull
+    /// request.
+    #[arg(long, value_name = "NUMBER|URL", conflicts_with_all = ["host", "issue", "base", "no_worktree"])]
+    pr: Option<String>,
     /// Read the task from this file (a long brief).
     #[arg(long, value_name = "FILE", conflicts_with = "task")]
     task_file: Option<PathBuf>,
@@ -86,6 +91,7 @@ pub fn warm(args: &mut Args) -> Option<i32> {
     if !args.is_local()
         || args.parent.is_some()
         || args.issue.is_some()
+        || args.pr.is_some()
         || args.wait
         || !corral::shepherd::forked::this_process_outside_every_run()
     {
@@ -188,15 +194,28 @@ pub fn run(
     if let Some(name) = &args.host {
         return launch_on_host(home, store, name, args.clone(), out);
     }
-    let worktree = worktree_choice(&args);
+    let mut worktree = worktree_choice(&args);
     let cwd = match args.cwd {
         Some(dir) => dir,
         None => corral::launch::working_folder()?,
     };
-    let task = match (args.read_task, &args.issue) {
-        (Some(task), _) => task,
-        (None, Some(issue)) => corral::forge::task_from_issue(&cwd, issue, &args.task.join(" "))?,
-        (None, None) => task_of(&args.task, args.task_file.as_deref())?,
+    // On a pull request's branch: in a worktree started from its commit.
+    let onto = match &args.pr {
+        Some(reference) => Some(corral::forge::pull_request_head(&cwd, reference)?),
+        None => None,
+    };
+    let mut base = args.base;
+    if let Some(head) = &onto {
+        worktree = Some(true);
+        base = Some(head.commit.clone());
+    }
+    let task = match (args.read_task, &args.issue, &onto) {
+        (Some(task), _, _) => task,
+        (None, Some(issue), _) => corral::forge::task_from_issue(&cwd, issue, &args.task.join(" "))?,
+        (None, None, Some(head)) if args.task.is_empty() => {
+            format!("Go on with pull request {} ({}): {}", head.name(), head.url, head.title)
+        }
+        (None, None, _) => task_of(&args.task, args.task_file.as_deref())?,
     };
     let request = LaunchRequest {
         preset: args.preset,
@@ -206,7 +225,7 @@ pub fn run(
         parent: args.parent,
         env: None,
         worktree,
-        base: args.base,
+        base,
         budget: args.budget,
         fire: None,
         request: args.request,
@@ -214,6 +233,9 @@ pub fn run(
     };
     let run = launch(store, &request, shepherd)?;
     shepherd.dismiss_forked();
+    if let Some(head) = &onto {
+        store.record_pull_request(&head.linking(&run.id))?;
+    }
     if args.start_template && corral::config::Config::load(home)?.launch_template {
         corral::template::start(home);
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::tool::{Forge, Tool};
-use super::{clean, ForgeError};
+use super::{clean, forge_of, is_reference, ForgeError};
 
 /// An issue as the forge said it.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -45,10 +45,8 @@ struct Author {
 /// anything), then where it came from, then the issue in the forge's
 /// words, framed.
 pub fn task_from_issue(cwd: &Path, reference: &str, words: &str) -> Result<String, ForgeError> {
-    // A number or a page: never an option of the forge's CLI (`--web`).
-    let page = reference.starts_with("https://") || reference.starts_with("http://");
-    if !page && (reference.is_empty() || !reference.bytes().all(|b| b.is_ascii_digit())) {
-        return Err(ForgeError::BadIssue(reference.to_string()));
+    if !is_reference(reference) {
+        return Err(ForgeError::BadReference { flag: "--issue", what: "an issue", given: reference.to_string() });
     }
     let tool = Tool::of(forge_of(cwd, reference));
     let said = match tool.forge() {
@@ -63,23 +61,6 @@ pub fn task_from_issue(cwd: &Path, reference: &str, words: &str) -> Result<Strin
     let issue: Issue =
         serde_json::from_str(&said).map_err(|_| ForgeError::Unread { tool, said: said.chars().take(200).collect() })?;
     Ok(framed(&issue, tool.forge(), words))
-}
-
-/// The forge of the issue: its page's host when a page is given, else the
-/// repository's `origin`.
-fn forge_of(cwd: &Path, reference: &str) -> Forge {
-    if reference.contains("://") {
-        return Forge::of_remote(reference);
-    }
-    let origin = std::process::Command::new("git")
-        .arg("-C")
-        .arg(cwd)
-        .args(["remote", "get-url", "origin"])
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string());
-    origin.as_deref().map_or(Forge::GitHub, Forge::of_remote)
 }
 
 fn framed(issue: &Issue, forge: Forge, words: &str) -> String {

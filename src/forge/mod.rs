@@ -11,12 +11,14 @@
 
 mod follow;
 mod issue;
+mod onto;
 mod open;
 mod push;
 mod tool;
 
 pub use follow::{look, send, Follower, LOOK_EVERY};
 pub use issue::task_from_issue;
+pub use onto::{pull_request_head, PullRequestHead};
 pub use open::{open, Opened, Options};
 pub use tool::{Forge, Tool};
 
@@ -64,7 +66,7 @@ pub enum ForgeError {
     #[error("run {run} is not one of run {caller}'s: an agent opens pull requests only for the runs it launched")]
     NotItsOwn { caller: String, run: String },
     /// The pull request was merged or closed on the forge.
-    #[error("pull request {name} of run {run} is {state} on the forge: nothing was pushed. Open a new one from a new run, or reopen it there")]
+    #[error("pull request {name} is {state} on the forge (run {run}): nothing was pushed. Open a new one from a new run, or reopen it there")]
     Ended { run: String, name: String, state: String },
     /// Asked to change what only opening sets.
     #[error("pull request {name} of run {run} is open already: {asked} apply when one is opened, and nothing was pushed. Change it on the forge (`gh pr edit`), or run `corral pr {run}` without them to push")]
@@ -75,9 +77,12 @@ pub enum ForgeError {
     /// The run started from commits the remote's base does not have.
     #[error("the run started from {count} commit(s) that {remote}/{base} does not have (your own unpushed work, or another branch's): the pull request would carry them without a word, so nothing was pushed. Push them first (`git push {remote} {base}`), or name the branch that holds them with --base")]
     UnpublishedBase { remote: String, base: String, count: u64 },
-    /// `--issue` given something that is neither a number nor a page.
-    #[error("--issue {0:?} is neither an issue's number nor its page: give one (`--issue 12`, `--issue https://github.com/o/r/issues/12`)")]
-    BadIssue(String),
+    /// `--issue` or `--pr` given something that is neither a number nor a page.
+    #[error("{flag} {given:?} is neither {what}'s number nor its page: give one (`{flag} 12`, or its https:// page)")]
+    BadReference { flag: &'static str, what: &'static str, given: String },
+    /// `--pr` of a pull request from a fork (its branch is not the repository's).
+    #[error("pull request {name} comes from a fork ({head}): a run starts on a pull request of this repository's own branches; fetch it yourself and launch with --base")]
+    FromFork { name: String, head: String },
     /// The run has no pull request.
     #[error("run {run} has no pull request: open one with `corral pr {run}`")]
     NoPullRequest { run: String },
@@ -99,4 +104,28 @@ pub enum ForgeError {
 /// an agent's screen.
 fn clean(text: &str) -> String {
     text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
+}
+
+/// A number or an https:// page: never an option of the forge's CLI
+/// (`--web`).
+fn is_reference(reference: &str) -> bool {
+    let page = reference.starts_with("https://") || reference.starts_with("http://");
+    page || (!reference.is_empty() && reference.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The forge of an issue or pull request: its page's host when a page is
+/// given, else the repository's `origin`'s.
+fn forge_of(cwd: &std::path::Path, reference: &str) -> Forge {
+    if reference.contains("://") {
+        return Forge::of_remote(reference);
+    }
+    let origin = std::process::Command::new("git")
+        .arg("-C")
+        .arg(cwd)
+        .args(["remote", "get-url", "origin"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string());
+    origin.as_deref().map_or(Forge::GitHub, Forge::of_remote)
 }

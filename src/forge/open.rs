@@ -106,10 +106,14 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
             return Err(ForgeError::Ended { run: run.id, name: name_of(&now), state: now.state });
         }
     }
-    refuse_unpublished_base(&repo, &remote, &base, &worktree)?;
+    // The branch it is pushed to: its own, or the pull request's it was
+    // started on (`launch --pr`), which its commits must build upon.
+    let to = known.as_ref().map_or_else(|| worktree.branch.clone(), |pr| pr.head.clone());
+    let upon = if to == worktree.branch { base.clone() } else { to.clone() };
+    refuse_unpublished_base(&repo, &remote, &upon, &worktree)?;
     let changes = worktree::changes(&worktree)?;
     let published = worktree::commit_for_review(&repo, &worktree, &review::commit_message(&run))?;
-    push(&repo, &remote, &worktree.branch)?;
+    push(&repo, &remote, &worktree.branch, &to)?;
     let now = time::format(time::now());
     let (url, number, opened) = match &known {
         Some(pr) => (pr.url.clone(), pr.number, false),
@@ -126,7 +130,7 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
         url: url.clone(),
         number,
         remote: remote.clone(),
-        head: worktree.branch.clone(),
+        head: to.clone(),
         base: base.clone(),
         draft: options.draft,
         state: "open".into(),
@@ -150,7 +154,7 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
         pushed: published.commit,
         committed: published.committed,
         remote,
-        head: worktree.branch,
+        head: to,
         base,
     })
 }

@@ -27,10 +27,10 @@ pub(super) fn remote_for(repo: &Path, asked: Option<&str>, base: &str) -> Result
     Ok((name, url.trim().to_string()))
 }
 
-/// Pushes `branch` of `repo` to the branch of the same name on `remote`:
-/// a fast-forward only (never over commits someone else pushed there).
-pub(super) fn push(repo: &Path, remote: &str, branch: &str) -> Result<(), ForgeError> {
-    let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+/// Pushes `branch` of `repo` to the branch `to` of `remote`: a
+/// fast-forward only (never over commits someone else pushed there).
+pub(super) fn push(repo: &Path, remote: &str, branch: &str, to: &str) -> Result<(), ForgeError> {
+    let refspec = format!("refs/heads/{branch}:refs/heads/{to}");
     let out = Command::new("git")
         .args(["-C", &repo.to_string_lossy(), "push", "--porcelain", remote, &refspec])
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -40,7 +40,7 @@ pub(super) fn push(repo: &Path, remote: &str, branch: &str) -> Result<(), ForgeE
         return Ok(());
     }
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    Err(ForgeError::PushRefused(refusal(&said, repo, remote, branch)))
+    Err(ForgeError::PushRefused(refusal(&said, repo, remote, to)))
 }
 
 /// git's refusal of a push, in words, with what to run.
