@@ -102,7 +102,8 @@ class Notifications(dbus.service.Object):
 
     @dbus.service.method(NOTIFICATIONS, in_signature="", out_signature="as")
     def GetCapabilities(self):
-        return ["actions", "body", "persistence"]
+        # As dunst and GNOME Shell: bodies are read as markup.
+        return ["actions", "body", "body-markup", "persistence"]
 
     @dbus.service.method(NOTIFICATIONS, in_signature="", out_signature="ssss")
     def GetServerInformation(self):

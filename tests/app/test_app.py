@@ -934,6 +934,12 @@ def test_window(session, env):
         # A finished run's notification, clicked, shows its transcript.
         item = wait_until("the tray", session.tray)
         before = len(session.notifications.shown)
+        # To a server that reads markup, an agent's text is escaped: the
+        # body says what the run printed, never a tag or a link of its own.
+        env.launch("xss", "again")
+        marked = wait_until("its notification", lambda: next((n for n in session.notifications.shown[before:] if "xss" in n["summary"]), None))
+        assert "&lt;img src=x" in marked["body"] and "<img" not in marked["body"] and "<b>" not in marked["body"], marked
+        before = len(session.notifications.shown)
         done = env.launch("quick", "click me")
         note = wait_until("its notification", lambda: next((n for n in session.notifications.shown[before:] if "quick" in n["summary"]), None))
         # Clicked as a user would, though sooner: the app may still be
