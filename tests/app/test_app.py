@@ -1253,6 +1253,12 @@ def test_the_tray_follows_pull_requests(session, env):
 
     shown = wait_until("the forge's ask in the tray", asked, timeout=30)
     assert "changes requested" in shown[0], shown
+    # An `&` in a label is shown as written (a folder `R&D`), never taken
+    # for an access key's mark.
+    amp = env.launch("quick", "the R&D notes")
+    wait_until("its end", lambda: env.show(amp)["exited_at"] is not None)
+    wait_until("the & as written", lambda: any("the R&D notes" in label for _, label in tray_menu(item)[1]))
+    assert not any("the RD notes" in label or "R_D" in label for _, label in tray_menu(item)[1]), tray_menu(item)[1]
     tray.kill()
     tray.wait()
 
