@@ -363,3 +363,8 @@ pub(super) fn committer(dir: &Path) -> Result<&'static [&'static str], WorktreeE
     let known = output(dir, &["config", "user.email"], &Env::default(), "reading the committer")?.status.success();
     Ok(if known { &[] } else { &["-c", "user.name=Corral", "-c", "user.email=corral@localhost"] })
 }
+
+/// The commit `repo`'s HEAD is on: where merges made together start.
+pub fn head_of(repo: &Path) -> Result<String, WorktreeError> {
+    Ok(git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string())
+}

@@ -16,7 +16,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::git::{git, output, stderr_of, Env};
+use super::git::{git, head_of, output, stderr_of, Env};
 use super::merge::{run_hook, Prepared};
 use super::WorktreeError;
 use crate::process::FileLock;
@@ -140,11 +140,6 @@ pub fn land(repo: &Path, steps: &[Prepared]) -> Result<(), WorktreeError> {
 pub fn branch_tip(repo: &Path, branch: &str) -> Result<String, WorktreeError> {
     let full = format!("refs/heads/{branch}");
     Ok(git(repo, &["rev-parse", "--verify", &full], "reading your branch")?.trim().to_string())
-}
-
-/// The commit `repo`'s HEAD is on: where merges made together start.
-pub fn head_of(repo: &Path) -> Result<String, WorktreeError> {
-    Ok(git(repo, &["rev-parse", "--verify", "HEAD"], "reading your branch")?.trim().to_string())
 }
 
 /// True if a git process is writing `repo`'s index now (its lock is held).

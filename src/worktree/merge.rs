@@ -25,9 +25,8 @@
 use std::path::Path;
 
 use super::git::{
-    committer, git, git_in, output, said, stderr_of, temp_file_with, Env, ScratchObjects, SCRATCH_COMMIT,
+    committer, git, git_in, head_of, output, said, stderr_of, temp_file_with, Env, ScratchObjects, SCRATCH_COMMIT,
 };
-use super::land::head_of;
 use super::snapshot::{nested_repositories, snapshot, unmerged_from, worktree_index, Snapshot};
 use super::{Worktree, WorktreeError};
 

@@ -24,8 +24,9 @@ use serde::{Deserialize, Serialize};
 
 pub use across::{conflicts, Conflict, Judged};
 pub use carry::{carry, Carried};
+pub use git::head_of;
 use git::{git, output, Env};
-pub use land::{branch_tip, git_busy, head_of, in_branch, land, take_back_files, InBranch, MergeLock, SetRun};
+pub use land::{branch_tip, git_busy, in_branch, land, take_back_files, InBranch, MergeLock, SetRun};
 pub use merge::{prepare_merge_commits, prepare_squashed, Prepared};
 pub use publish::{commit_for_review, Published};
 pub use snapshot::{changes, patch, patch_by_file, unmerged};
