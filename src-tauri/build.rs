@@ -24,6 +24,8 @@ const COMMANDS: &[&str] = &[
     "set_autostart",
     "run_changes",
     "merge_run",
+    "open_pull_request",
+    "pull_request",
     "review_runs",
     "merge_runs",
     "discard_run",
