@@ -147,7 +147,7 @@ impl Store {
                 params![host, run.id, launched_by],
             )?;
             if let Some(link) = fire {
-                super::schedules::record_fire_run(tx, link, &run.id)?;
+                super::fires::record_fire_run(tx, link, &run.id)?;
             }
             Ok(())
         })

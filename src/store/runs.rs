@@ -209,7 +209,7 @@ impl Store {
                 )?;
                 if inserted == 1 {
                     if let Some(link) = &new.fire {
-                        super::schedules::record_fire_run(tx, link, &id)?;
+                        super::fires::record_fire_run(tx, link, &id)?;
                     }
                     if let Some(key) = new.request {
                         tx.execute("INSERT INTO launch_requests (key, run_id) VALUES (?1, ?2)", params![key, id])?;
