@@ -1244,8 +1244,10 @@ def test_the_tray_follows_pull_requests(session, env):
     assert "pull request #7 opened" in env.cli("pr", run)
     env.env["FAKE_GH_PR"] = str(view)
     kill_app()
+    known = len(session.watcher.items)
     tray = env.start_tray()
-    item = wait_until("the tray", session.tray)
+    # This tray's item, not one an earlier test's tray left registered.
+    item = wait_until("the tray", lambda: len(session.watcher.items) > known and session.tray())
 
     def asked():
         _, nested = tray_menu(item, depth=True)
