@@ -172,3 +172,34 @@ fn a_follower_reports_a_broken_config_and_recovers_once_fixed() {
         "the counts again, to redraw what the problem hid"
     );
 }
+
+/// What a worktree run changed is measured at its end, after its status
+/// was recorded: that measure (and a merge of it) moves the status version
+/// too, or a list the tray or the window drew at the run's end stays
+/// without its +N −M and its box to review it together.
+#[test]
+fn a_runs_measured_changes_and_its_merge_move_the_status_version() {
+    let env = Env::new();
+    env.short_graces("100ms", "300ms");
+    common::git(&env.project, &["init", "-q", "-b", "main"]);
+    std::fs::write(env.project.join("a.txt"), "a\n").unwrap();
+    common::git(&env.project, &["add", "."]);
+    common::git(&env.project, &["commit", "-qm", "init"]);
+    let release = env.project.join("release");
+    let script = format!("echo changed > b.txt; while [ ! -e '{}' ]; do sleep 0.01; done", release.display());
+    env.command_preset_with("edits", &["sh", "-c", &script], "worktree: true\n");
+    let id = env.launch("edits", "x");
+    env.wait_run(&id, Duration::from_secs(10), |r| r["status"] == "running");
+    let mut store = Store::open(&Home::at(&env.home)).unwrap();
+    let before = store.status_version().unwrap();
+    store.record_changes(&id, corral::worktree::ChangeCount { files: 1, added: 1, removed: 0 }).unwrap();
+    assert!(store.status_version().unwrap() > before, "the measure is a change the views show");
+    let before = store.status_version().unwrap();
+    store.record_changes(&id, corral::worktree::ChangeCount { files: 1, added: 1, removed: 0 }).unwrap();
+    assert_eq!(store.status_version().unwrap(), before, "the same measure again moves nothing");
+    std::fs::write(&release, "").unwrap();
+    env.wait_end(&id);
+    let before = store.status_version().unwrap();
+    env.ok(&["merge", &id]);
+    assert!(store.status_version().unwrap() > before, "a merge is a change the views show");
+}

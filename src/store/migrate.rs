@@ -50,6 +50,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0037_removal_is_a_change.sql"),
     include_str!("migrations/0038_spend_by_schedule.sql"),
     include_str!("migrations/0039_pull_requests.sql"),
+    include_str!("migrations/0040_changes_are_a_change.sql"),
 ];
 
 /// The schema version this binary writes.

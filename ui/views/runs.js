@@ -95,6 +95,8 @@ let working = new Set();
 /** When the list was last fetched for a run at work, and the fetch waiting. */
 let liveAt = 0;
 let liveTimer = null;
+let listsAsked = 0;  // lists asked for so far (see refresh)
+let needsAsked = 0;  // the same, for Needs you
 /** How often, at most, runs at work are fetched again for their figures. */
 const LIVE_EVERY = 2000;
 /** Ages and durations tick once a second while the list is shown. */
@@ -170,9 +172,12 @@ async function showNeeds() {
   const section = root?.querySelector("#needs-you");
   if (!section) return;
   let items, beyond;
+  const mine = ++needsAsked;
   try {
     ({ items, beyond } = await call("needs"));
+    if (mine !== needsAsked) return;
   } catch (e) {
+    if (mine !== needsAsked) return;
     // Not known is said, never shown as "nothing needs you".
     section.hidden = false;
     section.replaceChildren(h("h2", {}, "Needs you"), h("div", { class: "need need-error" }, h("span", { class: "need-words" }, `cannot be read: ${e}`)));
@@ -214,7 +219,12 @@ export async function refresh(change) {
   }
   liveAt = performance.now();
   ticker ??= setInterval(tick, 1000);
+  // Lists are asked for from more than one place (a status change, the
+  // live figures' timer, a filter): an answer that comes after a newer
+  // one was asked for is older than it, and never drawn over it.
+  const mine = ++listsAsked;
   const list = await call("list_runs", { status: state.status || null, host: state.host || null, query: state.query || null, all: state.all, limit: state.limit, endedSince: state.endedSince });
+  if (mine !== listsAsked) return;
   const target = root.querySelector("#runs-table");
   if (!target) return;
   // Only figures moved (a run at work wrote): into their cells, in place.
