@@ -52,13 +52,7 @@ impl PullRequestHead {
             pushed: self.commit.clone(),
             opened_at: now.clone(),
             pushed_at: now,
-            checks: None,
-            review: None,
-            feedback: None,
-            feedback_at: None,
-            sent_at: None,
-            looked_at: None,
-            dismissed_at: None,
+            ..PullRequestRow::default()
         }
     }
 }

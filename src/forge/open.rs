@@ -137,13 +137,7 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
         pushed: published.commit.clone(),
         opened_at: now.clone(),
         pushed_at: now,
-        checks: None,
-        review: None,
-        feedback: None,
-        feedback_at: None,
-        sent_at: None,
-        looked_at: None,
-        dismissed_at: None,
+        ..PullRequestRow::default()
     })?;
     Ok(Opened {
         run: run.id,

@@ -6,8 +6,9 @@ use serde::Serialize;
 
 use super::{Doing, Store, StoreError};
 
-/// A run's pull request, as recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A run's pull request, as recorded (`Default` for what a look fills in
+/// later: a new one is written with its opening facts and the rest unset).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct PullRequestRow {
     /// The run whose branch it is.
     pub run_id: String,

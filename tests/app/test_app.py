@@ -1054,11 +1054,10 @@ def test_window(session, env):
         kill_app()
 
 
-def test_review_and_reply(session, env):
-    """A worktree run's changes in the window (1,000 files: the list, one
-    file's coloured diff, +N −M in the runs list, Discard that asks first),
-    and the conversation: the reply box and Allow and continue. No tray
-    runs: the window follows the store on its own."""
+def repository_with_remote(env):
+    """The project as a git repository on `main` (README "hello"), pushed to
+    a bare repository as `origin`, and `gh` the tests' stand-in (it logs
+    what it is asked): `git(ARGS...)` in the project, and the remote."""
     git = lambda *args: subprocess.run(["git", "-C", str(env.project), *args], check=True, capture_output=True)
     git("init", "-q", "-b", "main")
     (env.project / "README").write_text("hello\n")
@@ -1066,12 +1065,20 @@ def test_review_and_reply(session, env):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
     git("config", "user.name", "t")
     git("config", "user.email", "t@t")
-    # A remote to push to, and `gh` the tests' stand-in (it logs what it is asked).
     remote = env.root / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
     git("remote", "add", "origin", str(remote))
     git("push", "-q", "origin", "main")
     (env.root / "bin" / "gh").symlink_to(FAKES / "gh")
+    return git, remote
+
+
+def test_review_and_reply(session, env):
+    """A worktree run's changes in the window (1,000 files: the list, one
+    file's coloured diff, +N −M in the runs list, Discard that asks first),
+    and the conversation: the reply box and Allow and continue. No tray
+    runs: the window follows the store on its own."""
+    git, remote = repository_with_remote(env)
     gh_log = env.root / "gh.log"
     env.env["FAKE_GH_LOG"] = str(gh_log)
     script = 'for i in $(seq 1 1000); do echo "line $i" > f$i.txt; done; printf \'fn main() { let s = "hi"; }\\n\' > main.rs'
@@ -1220,18 +1227,7 @@ def test_the_tray_follows_pull_requests(session, env):
     """A pull request opened from a run (`corral pr`) is followed by the
     tray: what the forge asks of it (changes requested) is in Needs you
     with Send to the run, without anyone asking the forge by hand."""
-    git = lambda *args: subprocess.run(["git", "-C", str(env.project), *args], check=True, capture_output=True)
-    git("init", "-q", "-b", "main")
-    (env.project / "README").write_text("hello\n")
-    git("add", "README")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
-    git("config", "user.name", "t")
-    git("config", "user.email", "t@t")
-    remote = env.root / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    git("remote", "add", "origin", str(remote))
-    git("push", "-q", "origin", "main")
-    (env.root / "bin" / "gh").symlink_to(FAKES / "gh")
+    repository_with_remote(env)
     view = env.root / "view.json"
     view.write_text(json.dumps({"state": "OPEN", "reviewDecision": "CHANGES_REQUESTED", "statusCheckRollup": [],
                                 "reviews": [{"author": {"login": "alice"}, "state": "CHANGES_REQUESTED", "body": "Not yet."}]}))
