@@ -119,13 +119,6 @@ fn forge_of(cwd: &std::path::Path, reference: &str) -> Forge {
     if reference.contains("://") {
         return Forge::of_remote(reference);
     }
-    let origin = std::process::Command::new("git")
-        .arg("-C")
-        .arg(cwd)
-        .args(["remote", "get-url", "origin"])
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string());
+    let origin = push::git(cwd, &["remote", "get-url", "origin"]).map(|url| url.trim().to_string());
     origin.as_deref().map_or(Forge::GitHub, Forge::of_remote)
 }

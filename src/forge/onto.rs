@@ -105,14 +105,8 @@ pub fn pull_request_head(cwd: &Path, reference: &str) -> Result<PullRequestHead,
         return Err(ForgeError::Ended { run: "-".into(), name, state: view.state.to_lowercase() });
     }
     let (remote, _) = remote_for(cwd, None, &view.base_ref_name)?;
-    let fetched = std::process::Command::new("git")
-        .arg("-C")
-        .arg(cwd)
-        .args(["fetch", "-q", "--", &remote, &format!("refs/heads/{}", view.head_ref_name)])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .map_err(|e| ForgeError::PushRefused(format!("cannot run git to fetch the pull request's branch: {e}")))?;
-    if !fetched.status.success() {
+    let branch = format!("refs/heads/{}", view.head_ref_name);
+    if super::push::git(cwd, &["fetch", "-q", "--", &remote, &branch]).is_none() {
         return Err(ForgeError::NoBaseThere { remote, base: clean(&view.head_ref_name) });
     }
     Ok(PullRequestHead {

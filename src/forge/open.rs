@@ -209,17 +209,7 @@ fn refuse_unpublished_base(
     base: &str,
     worktree: &worktree::Worktree,
 ) -> Result<(), ForgeError> {
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(repo)
-            .args(args)
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .output()
-            .ok()
-            .filter(|out| out.status.success())
-            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
+    let git = |args: &[&str]| super::push::git(repo, args).map(|said| said.trim().to_string());
     let there = git(&["ls-remote", "--", remote, &format!("refs/heads/{base}")])
         .and_then(|said| said.split_whitespace().next().map(str::to_string))
         .ok_or_else(|| ForgeError::NoBaseThere { remote: remote.into(), base: base.into() })?;

@@ -79,8 +79,9 @@ fn refusal(said: &str, repo: &Path, remote: &str, branch: &str) -> String {
     format!("the run's branch {branch} was not pushed: {why}. git said: {}", detail.join(" / "))
 }
 
-/// What `git -C repo ARGS` printed, if it succeeded.
-fn git(repo: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git").arg("-C").arg(repo).args(args).output().ok()?;
+/// What `git -C repo ARGS` printed, if it succeeded (never asking for a
+/// password on the terminal: a remote that wants one fails).
+pub(super) fn git(repo: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git").arg("-C").arg(repo).args(args).env("GIT_TERMINAL_PROMPT", "0").output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
