@@ -108,7 +108,7 @@ pub fn warm(args: &mut Args) -> Option<i32> {
         None => corral::launch::working_folder().ok()?,
     };
     let key = args.request.get_or_insert_with(|| format!("warm-{:016x}", fastrand::u64(..))).clone();
-    let asked = corral::template::WarmLaunch {
+    let asked = corral::template::wire::WarmLaunch {
         preset: args.preset.clone(),
         task,
         cwd,
@@ -124,16 +124,16 @@ pub fn warm(args: &mut Args) -> Option<i32> {
     let mut err = std::io::stderr().lock();
     let mut out = std::io::stdout().lock();
     let printed = match answer {
-        None | Some(corral::template::WarmAnswer::NotHere { .. }) => {
+        None | Some(corral::template::wire::WarmAnswer::NotHere { .. }) => {
             args.start_template = answer.is_none();
             return None;
         }
-        Some(corral::template::WarmAnswer::Refused { error, said }) => {
+        Some(corral::template::wire::WarmAnswer::Refused { error, said }) => {
             let _ = write!(err, "{said}");
             let _ = writeln!(err, "corral: {error}");
             return Some(super::EXIT_ERROR);
         }
-        Some(corral::template::WarmAnswer::Launched { run, said }) => {
+        Some(corral::template::wire::WarmAnswer::Launched { run, said }) => {
             let _ = write!(err, "{said}");
             print_launched(&run, args.json, &mut out)
         }

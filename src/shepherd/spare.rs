@@ -15,7 +15,7 @@ use crate::process;
 use crate::queue::{Handoff, ShepherdCommand};
 use crate::run_env::SHEPHERD_ENV;
 use crate::store::Store;
-use crate::template::{WarmAnswer, WarmLaunch};
+use crate::template::wire::{self, WarmAnswer, WarmLaunch};
 
 /// The most a launch request may be: a task of at most 1 MB, and the
 /// launcher's environment.
@@ -115,7 +115,7 @@ fn accept_one(listener: &UnixListener, quit: &OwnedFd) -> Option<UnixStream> {
 /// to read the answer: the run is recorded, and lives).
 fn carry_out(store: &mut Store, mut stream: UnixStream) -> Option<String> {
     // Taken: the launcher waits for the answer now, not for a spare.
-    let _ = stream.write_all(crate::template::TAKEN);
+    let _ = stream.write_all(wire::TAKEN);
     let (answer, run) = answer(store, &mut stream);
     let _ = stream.write_all(&serde_json::to_vec(&answer).unwrap_or_default());
     run
@@ -179,7 +179,7 @@ fn served(home: &Home, stream: &mut UnixStream) -> Result<(WarmLaunch, ShepherdC
 /// process of a run has its launch judged cold, by what it may do).
 fn judged_launcher(stream: &UnixStream) -> Result<process::PidFd, NotServed> {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-    if crate::template::exe_replaced() {
+    if wire::exe_replaced() {
         return Err(NotServed::Replaced);
     }
     let creds = getsockopt(stream, PeerCredentials).map_err(NotServed::Unknown)?;

@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use super::{WarmAnswer, WarmLaunch};
+use super::wire::{WarmAnswer, WarmLaunch};
 use crate::home::Home;
 
 /// How long a launcher waits for a spare to take its launch before it
@@ -33,7 +33,7 @@ pub fn ask(home: &Home, launch: &WarmLaunch) -> Option<WarmAnswer> {
     stream.shutdown(std::net::Shutdown::Write).ok()?;
     stream.set_read_timeout(Some(TAKEN_WITHIN)).ok()?;
     let mut taken = [0u8; 1];
-    if stream.read_exact(&mut taken).is_err() || taken != super::TAKEN {
+    if stream.read_exact(&mut taken).is_err() || taken != super::wire::TAKEN {
         tracing::debug!("no spare took the launch within {TAKEN_WITHIN:?}: launching cold");
         return None;
     }

@@ -25,6 +25,8 @@
 //! not its children), and it ends after [`IDLE`] without a launch.
 
 pub mod ask;
+pub mod wire;
+
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -33,11 +35,9 @@ use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 
 use crate::home::{self, Home};
 use crate::process::{self, FileLock, Forked};
-use crate::run::Run;
 
 /// How long a template lives without a launch.
 pub const IDLE: Duration = Duration::from_secs(600);
@@ -47,46 +47,6 @@ pub const IDLE: Duration = Duration::from_secs(600);
 /// cannot open its store would otherwise be forked for ever.
 const DEATHS_IN_A_ROW: u32 = 3;
 const YOUNG: Duration = Duration::from_secs(2);
-
-/// What a spare says first, as it takes a launch: its launcher then waits
-/// for the answer, not for a spare (a stopped template or spare sends the
-/// launch cold within [`ask::TAKEN_WITHIN`]).
-pub const TAKEN: &[u8] = b"+";
-
-/// What a launcher asks a spare: a launch as `corral launch` has it, with
-/// the launcher's folder and environment (the agent's).
-#[derive(Debug, Serialize, Deserialize)]
-pub struct WarmLaunch {
-    pub preset: String,
-    pub task: String,
-    /// Absolute: the spare works in `/`.
-    pub cwd: PathBuf,
-    pub model: Option<String>,
-    pub worktree: Option<bool>,
-    pub base: Option<String>,
-    pub budget: Option<crate::budget::Budget>,
-    /// The launch's key: asked again cold under it, the run is not made
-    /// twice.
-    pub request: String,
-    /// The launcher's environment, which the run starts with.
-    pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
-    /// The launcher's program: a template of another `corral` (another
-    /// version installed elsewhere) leaves the launch to it.
-    pub program: PathBuf,
-}
-
-/// A spare's answer.
-#[derive(Debug, Serialize, Deserialize)]
-pub enum WarmAnswer {
-    /// The run, as recorded (`starting` or `queued`), and the warnings a
-    /// cold launch would have printed.
-    Launched { run: Box<Run>, said: String },
-    /// Refused, with why (as a cold launch says it) and the warnings.
-    Refused { error: String, said: String },
-    /// Not this spare's to do (a caller inside a run, another user): launch
-    /// cold, where the launch is judged as it always is.
-    NotHere { why: String },
-}
 
 /// What keeps a template from serving.
 #[derive(Debug, thiserror::Error)]
@@ -185,7 +145,7 @@ fn keep_a_spare(home: &Home, listener: &UnixListener) -> std::io::Result<()> {
 /// the program was replaced (an upgrade, a build) and its spares would
 /// launch with the old one.
 fn not_wanted(home: &Home) -> Option<String> {
-    if exe_replaced() {
+    if wire::exe_replaced() {
         return Some("corral was replaced since it started".into());
     }
     match crate::config::Config::load(home) {
@@ -193,12 +153,6 @@ fn not_wanted(home: &Home) -> Option<String> {
         Ok(_) => Some("`launch_template` is not on in config.toml".into()),
         Err(e) => Some(e.to_string()),
     }
-}
-
-/// True if this process's program file was replaced or removed since it
-/// started.
-pub fn exe_replaced() -> bool {
-    std::fs::read_link("/proc/self/exe").is_ok_and(|exe| exe.to_string_lossy().ends_with(" (deleted)"))
 }
 
 /// The template's ends of a spare's pipes: `taken` says it took a launch
