@@ -5,11 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::heal::HealError;
 use crate::process::{ProcessId, Sig};
-use crate::queue::ShepherdCommand;
 use crate::run::Run;
 use crate::store::{AbortRequest, Store, StoreError};
+use crate::upkeep::heal::HealError;
+use crate::upkeep::queue::ShepherdCommand;
 use crate::watch::Watcher;
 
 /// What an abort did.
@@ -61,7 +61,7 @@ pub fn abort(
         AbortRequest::AlreadyOver(run) => return Ok(Aborted::AlreadyOver(run)),
         AbortRequest::AbortedBeforeStart(run) => {
             // No shepherd of its hands on what waited behind it.
-            crate::queue::fire_queued_behind(store, &[run.id.as_str()], shepherd)?;
+            crate::upkeep::queue::fire_queued_behind(store, &[run.id.as_str()], shepherd)?;
             return Ok(Aborted::Stopped(run));
         }
         AbortRequest::Requested(_) => {}

@@ -9,10 +9,10 @@
 use std::path::Path;
 
 use crate::config::{Config, ConfigError};
-use crate::queue::ShepherdCommand;
 use crate::reply::{self, Replied, ReplyError};
 use crate::sandbox::{expand, BadSandbox, Widening};
 use crate::store::{Store, StoreError};
+use crate::upkeep::queue::ShepherdCommand;
 
 /// Why a sandbox could not be widened.
 #[derive(Debug, thiserror::Error)]

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::budget::{Budget, BudgetChange, Crossing};
-use crate::heal::HealError;
 use crate::pause::PauseError;
-use crate::queue::ShepherdCommand;
 use crate::store::{Store, StoreError};
+use crate::upkeep::heal::HealError;
+use crate::upkeep::queue::ShepherdCommand;
 
 /// A budget reached, waiting for the user.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,11 +8,11 @@
 use std::time::{Duration, Instant};
 
 use crate::budget::{BudgetChange, Crossing};
-use crate::heal::HealError;
 use crate::process::{ProcessId, Sig};
-use crate::queue::ShepherdCommand;
 use crate::run::{PauseReason, Run, RunStatus};
 use crate::store::{Store, StoreError};
+use crate::upkeep::heal::HealError;
+use crate::upkeep::queue::ShepherdCommand;
 use crate::watch::Watcher;
 
 /// Why a pause or resume did not happen.

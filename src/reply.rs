@@ -8,9 +8,9 @@
 
 use crate::adapter::{self, InvocationContext};
 use crate::config::{Config, ConfigError};
-use crate::queue::{start_queued, ShepherdCommand};
 use crate::run::{AgentKind, Run};
 use crate::store::{ReplyPlaced, Store, StoreError};
+use crate::upkeep::queue::{start_queued, ShepherdCommand};
 
 /// Why a reply was refused.
 #[derive(Debug, thiserror::Error)]

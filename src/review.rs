@@ -435,7 +435,7 @@ pub fn tear_down(store: &Store, id: &str) -> Option<String> {
         Ok(preset) if !preset.teardown.is_empty() => {}
         _ => return None,
     }
-    let program = match crate::queue::ShepherdCommand::lightest() {
+    let program = match crate::upkeep::queue::ShepherdCommand::lightest() {
         Ok(command) => command.program,
         Err(e) => return Some(format!("cannot run the teardown of run {id}: {e}")),
     };

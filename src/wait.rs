@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use crate::blocking::{self, Waiter};
 use crate::config::Config;
-use crate::heal::HealError;
 use crate::process::{ProcessId, Waker};
-use crate::queue::ShepherdCommand;
 use crate::run::{Run, RunStatus};
 use crate::store::{Store, StoreError, WaitBlocks, WaitId};
+use crate::upkeep::heal::HealError;
+use crate::upkeep::queue::ShepherdCommand;
 use crate::watch::Watcher;
 
 /// Why a wait cannot start or go on.

@@ -34,8 +34,8 @@ fn in_shell(env: &Env, script: &str) -> std::process::Output {
 }
 
 /// The shepherd the tests' launches start: the corral binary under test.
-fn shepherd() -> corral::queue::ShepherdCommand {
-    corral::queue::ShepherdCommand::program(corral_bin())
+fn shepherd() -> corral::upkeep::queue::ShepherdCommand {
+    corral::upkeep::queue::ShepherdCommand::program(corral_bin())
 }
 
 #[test]

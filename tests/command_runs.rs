@@ -439,7 +439,7 @@ fn retention_removes_old_runs_once_a_day_and_gives_the_space_back() {
     let mut store = env.store();
     let config = corral::config::Config::load(store.home()).unwrap();
     let before = store.database_bytes().unwrap();
-    let pruned = corral::retention::apply_if_due(&mut store, &config).unwrap().expect("due the first time");
+    let pruned = corral::upkeep::retention::apply_if_due(&mut store, &config).unwrap().expect("due the first time");
     assert_eq!(pruned.runs, 3);
     let db = pruned.database.expect("space given back");
     assert!(db.after < before / 2, "{before} → {db:?}");
@@ -449,7 +449,7 @@ fn retention_removes_old_runs_once_a_day_and_gives_the_space_back() {
     // Applied today already: a later run stays until tomorrow.
     let later = env.launch("flood", "later");
     env.wait_end(&later);
-    assert!(corral::retention::apply_if_due(&mut store, &config).unwrap().is_none());
+    assert!(corral::upkeep::retention::apply_if_due(&mut store, &config).unwrap().is_none());
     assert_eq!(env.json(&["ls", "--all"]).as_array().unwrap().len(), 1);
     // `corral prune` applies the rule now.
     let out = env.ok(&["prune"]);

@@ -276,7 +276,7 @@ fn a_cancelled_wait_leaves_its_run_holding_its_slot() {
     env.wait_run(&lead, LIMIT, |r| r["status"] == "running");
     let home = corral::Home::at(&env.home);
     let cancel = corral::wait::Cancel::new().unwrap();
-    let shepherd = corral::queue::ShepherdCommand::program(common::corral_bin());
+    let shepherd = corral::upkeep::queue::ShepherdCommand::program(common::corral_bin());
     std::thread::scope(|scope| {
         let waiting = scope.spawn(|| {
             let mut store = corral::Store::open(&home).unwrap();

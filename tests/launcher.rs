@@ -5,7 +5,7 @@ mod common;
 
 use common::{corral_bin, fake_agent, Env};
 use corral::launch::{launch, LaunchRequest};
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 
 /// Zombie children of this process.
 fn my_zombies() -> Vec<i32> {

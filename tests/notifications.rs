@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use common::{corral_bin, eventually, fake_agent, Env};
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::watch::Follower;
 use corral::{Home, Store};
 

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use corral::launch::{launch, LaunchRequest};
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::{Home, Store};
 
 /// Set in the environment of the benchmark binary run as the fake agent.

@@ -11,7 +11,7 @@ pub enum AppError {
     #[error(transparent)]
     Config(#[from] corral::config::ConfigError),
     #[error(transparent)]
-    Heal(#[from] corral::heal::HealError),
+    Heal(#[from] corral::upkeep::heal::HealError),
     #[error(transparent)]
     Review(#[from] corral::review::ReviewError),
     #[error(transparent)]

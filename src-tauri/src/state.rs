@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use corral::queue::ShepherdCommand;
 use corral::store::StoredEvent;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::{Home, Run, Store};
 
 use crate::error::AppError;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use corral::abort::{abort, Aborted};
 use corral::config::Config;
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]

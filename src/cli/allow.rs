@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
-use corral::queue::ShepherdCommand;
 use corral::sandbox::Widening;
 use corral::store::ReplyPlaced;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use corral::launch::{launch, LaunchRequest};
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::Store;
 
 #[derive(Debug, Clone, clap::Args)]

@@ -38,7 +38,7 @@ use std::io::Write;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 
 /// Exit code for errors (bad input, unknown run, store failure).
 pub const EXIT_ERROR: i32 = 2;
@@ -268,7 +268,7 @@ fn run(forwarded: &corral::sandbox::broker::Forwarded) -> i32 {
     }
 }
 
-fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow::Result<i32> {
+fn dispatch(command: Command, forked: Option<corral::upkeep::queue::Handoff>) -> anyhow::Result<i32> {
     // Generated from the command line's own definition; no store needed.
     match &command {
         Command::Completions { shell } => {
@@ -309,7 +309,7 @@ fn dispatch(command: Command, forked: Option<corral::queue::Handoff>) -> anyhow:
         return doctor::run(&home, args.json, &mut std::io::stdout().lock());
     }
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
-    let mut store = corral::heal::open_healed(&home, &shepherd)?;
+    let mut store = corral::upkeep::heal::open_healed(&home, &shepherd)?;
     let shepherd = shepherd.with_forked(forked);
     // An agent acts on its own tree only, at every door: a forwarded
     // `corral`, its own `corral`, its MCP server (a person's are free).

@@ -4,10 +4,10 @@
 use std::io::Write;
 
 use corral::budget::BudgetChange;
-use corral::heal::HealError;
 use corral::pause::{pause, resume, PauseError, PATIENCE};
-use corral::queue::ShepherdCommand;
 use corral::store::StoreError;
+use corral::upkeep::heal::HealError;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::{RunStatus, Store};
 
 #[derive(Debug, clap::Args)]

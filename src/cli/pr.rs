@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]

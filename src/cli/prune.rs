@@ -47,7 +47,7 @@ pub fn run(store: &mut Store, given: Args, out: &mut impl Write) -> anyhow::Resu
                     store.home().config_file().display()
                 );
             };
-            let mut rule = corral::retention::rule(retention);
+            let mut rule = corral::upkeep::retention::rule(retention);
             if !given.status.is_empty() {
                 rule.status = given.status.clone();
             }

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::Command;
 
 use anyhow::Context as _;
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]

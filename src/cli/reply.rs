@@ -5,9 +5,9 @@
 use corral::blocking::Waiter;
 use std::io::Write;
 
-use corral::queue::ShepherdCommand;
 use corral::reply::reply;
 use corral::store::ReplyPlaced;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]

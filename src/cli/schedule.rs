@@ -8,9 +8,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::table::{cell, Table};
-use corral::queue::ShepherdCommand;
 use corral::schedule::{self, FireResult, Keep, Overlap, Precheck, Schedule, Settings, When};
 use corral::store::FireRow;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::{time, Store};
 
 #[derive(Debug, clap::Args)]

@@ -87,7 +87,7 @@ impl Args {
 pub fn run(
     store: &mut Store,
     args: Args,
-    shepherd: &corral::queue::ShepherdCommand,
+    shepherd: &corral::upkeep::queue::ShepherdCommand,
     out: &mut impl Write,
 ) -> anyhow::Result<i32> {
     let options = &args.options()?;

@@ -11,8 +11,8 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use corral::attention::Item;
-use corral::queue::ShepherdCommand;
 use corral::store::RunFilter;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::watch::{Wake, Watcher, LOOK_AT_MOST_EVERY};
 use corral::{time, Run, Store};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};

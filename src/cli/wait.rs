@@ -5,7 +5,7 @@ use corral::blocking::Waiter;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::wait::{wait_for, WaitResult};
 use corral::{Run, Store};
 

@@ -5,8 +5,8 @@
 use std::io::Write;
 use std::os::fd::AsFd;
 
-use corral::queue::ShepherdCommand;
 use corral::store::Change;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::watch::{Wake, Watcher};
 use corral::Store;
 

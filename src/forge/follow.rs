@@ -13,8 +13,8 @@ use serde::Deserialize;
 
 use super::tool::{Forge, Tool};
 use super::{clean, ForgeError};
-use crate::queue::ShepherdCommand;
 use crate::store::{PullRequestLook, PullRequestRow, Store};
+use crate::upkeep::queue::ShepherdCommand;
 
 /// The least time between two looks at one pull request (the forge's
 /// rate limit is the user's, shared with everything they run).

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use crate::config::{Config, ConfigError};
 use crate::home;
 use crate::preset::{self, Preset, Roots, UnknownPreset};
-use crate::queue::{start_or_fail, ShepherdCommand};
 use crate::run::{Run, RunStatus};
 use crate::store::{NewRun, Store, StoreError};
+use crate::upkeep::queue::{start_or_fail, ShepherdCommand};
 
 mod within;
 

@@ -9,9 +9,9 @@ use rmcp::{tool_handler, ServerHandler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::queue::ShepherdCommand;
 use crate::review::ReviewError;
 use crate::store::Store;
+use crate::upkeep::queue::ShepherdCommand;
 use crate::{Home, Run};
 
 /// Why a tool call failed; its text goes back to the model.
@@ -24,7 +24,7 @@ pub(super) enum ToolFailure {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
-    Heal(#[from] crate::heal::HealError),
+    Heal(#[from] crate::upkeep::heal::HealError),
     #[error(transparent)]
     Review(#[from] ReviewError),
     #[error(transparent)]
@@ -209,7 +209,7 @@ impl CorralTools {
         let home = self.home.clone();
         let work = tokio::task::spawn_blocking(move || -> Result<CallToolResult, ToolFailure> {
             let shepherd = ShepherdCommand::current_exe()?;
-            let mut store = crate::heal::open_healed(&home, &shepherd)?;
+            let mut store = crate::upkeep::heal::open_healed(&home, &shepherd)?;
             f(&mut store, &shepherd)
         });
         match work.await {

@@ -68,4 +68,3 @@ impl Drop for Middle {
         let _ = waitpid(self.0, None);
     }
 }
-

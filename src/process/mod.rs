@@ -14,8 +14,8 @@ mod told;
 mod unfollowed;
 mod unix;
 
-pub use fork::{fork_detached, Forked, Middle};
 pub use fd_pass::{peer_pid, recv_fd, recv_fds, send_fd, send_fds};
+pub use fork::{fork_detached, Forked, Middle};
 pub use likeness::{become_like, Unlike};
 pub use linux::{
     age, ancestry, children_cpu_seconds, children_of, descendants, disk_free, env_var_of, exe_of, group_members,
@@ -26,7 +26,7 @@ pub use start::{start_agent, AgentStart, StartedAgent};
 pub use told::{Bell, FolderWatch, PidFd, Waker};
 pub use unfollowed::{hand_to, is_a_link, names_in, open_beneath, open_regular, pin, read_regular, Handed};
 pub use unix::{
-    close_all_but, connect_now, die_with_parent, make_nonblocking, prepare_run_command, read_available,
-    reap_any, redirect_output, return_free_memory, signal_group, spawn_detached, terminal_width, wait_readable,
-    FileLock, Readiness, Reaped, Sig, SignalPipe,
+    close_all_but, connect_now, die_with_parent, make_nonblocking, prepare_run_command, read_available, reap_any,
+    redirect_output, return_free_memory, signal_group, spawn_detached, terminal_width, wait_readable, FileLock,
+    Readiness, Reaped, Sig, SignalPipe,
 };

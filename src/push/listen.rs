@@ -15,8 +15,8 @@ use super::{outbox, token, Channel};
 use crate::ask::Answer;
 use crate::config::{Config, PushConfig};
 use crate::home::Home;
-use crate::queue::ShepherdCommand;
 use crate::store::{Store, StoreError};
+use crate::upkeep::queue::ShepherdCommand;
 use crate::watch::Watcher;
 
 /// The longest the sender waits before it looks at the pushes again while
@@ -110,7 +110,7 @@ pub enum ListenError {
     Push(#[from] super::PushError),
     /// The store failed.
     #[error(transparent)]
-    Heal(#[from] crate::heal::HealError),
+    Heal(#[from] crate::upkeep::heal::HealError),
     /// Something of this machine's: the secret, a thread, Corral's program.
     #[error("{what}: {source}")]
     Io {
@@ -166,7 +166,7 @@ fn follow_answers(home: &Home, channel: &Channel, secret: &[u8]) {
         let opened = Instant::now();
         let followed = (|| -> Result<(), ListenError> {
             let shepherd = ShepherdCommand::lightest().map_err(io("finding corral"))?;
-            let mut store = crate::heal::open_healed(home, &shepherd)?;
+            let mut store = crate::upkeep::heal::open_healed(home, &shepherd)?;
             channel
                 .follow(&since, |id, text| {
                     // Only where a stranger can neither read the asks nor
@@ -208,7 +208,7 @@ fn send_pushes(home: &Home, channel: &Channel, config: &PushConfig, secret: &[u8
     loop {
         let worked = (|| -> Result<(), ListenError> {
             let shepherd = ShepherdCommand::lightest().map_err(io("finding corral"))?;
-            let mut store = crate::heal::open_healed(home, &shepherd)?;
+            let mut store = crate::upkeep::heal::open_healed(home, &shepherd)?;
             let mut watcher = Watcher::new(&store)?;
             loop {
                 // A followed process that ended is healed for, once: the

@@ -17,11 +17,11 @@ use super::precheck::{self, Checked};
 use super::{get, Overlap, Schedule, ScheduleError};
 use crate::config::Config;
 use crate::launch::{launch, LaunchRequest};
-use crate::queue::ShepherdCommand;
 use crate::remote::RemoteLaunch;
 use crate::run::RunStatus;
 use crate::store::{FireAsk, FireRow, Short, Store};
 use crate::time;
+use crate::upkeep::queue::ShepherdCommand;
 
 /// Fires schedule `name` if a slot is due and not taken: the fire, as it
 /// came out, or `None` if nothing was due (or another firer took it).

@@ -6,16 +6,16 @@
 //! Several firers may run at once (two trays, a timer): each slot is
 //! claimed in the store, so each is launched once.
 
-use crate::queue::ShepherdCommand;
 use crate::store::{FireRow, Store};
 use crate::time::Timestamp;
+use crate::upkeep::queue::ShepherdCommand;
 use crate::watch::Watcher;
 
 use super::{all, fire, ScheduleError};
 
 /// How often a firer with nothing else to do reads the presets' files for
 /// `schedule:` (the store's safety net wakes it as often).
-const PRESETS_EVERY: std::time::Duration = crate::heal::HEAL_EVERY;
+const PRESETS_EVERY: std::time::Duration = crate::upkeep::heal::HEAL_EVERY;
 
 /// One look at every schedule.
 #[derive(Debug, Default)]

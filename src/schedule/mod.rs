@@ -37,7 +37,7 @@ pub enum ScheduleError {
     Store(#[from] StoreError),
     /// The store could not be healed while a firer waited.
     #[error(transparent)]
-    Heal(#[from] crate::heal::HealError),
+    Heal(#[from] crate::upkeep::heal::HealError),
     /// Its time does not parse.
     #[error(transparent)]
     When(#[from] WhenError),

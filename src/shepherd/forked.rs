@@ -6,7 +6,7 @@
 //! opens its own store while the launcher discovers presets and records
 //! the run, so neither waits for the other and the second to open finds
 //! the store's index already built. It then waits on a pipe for the run's
-//! id ([`crate::queue::Handoff`]); an empty pipe (a refused or queued
+//! id ([`crate::upkeep::queue::Handoff`]); an empty pipe (a refused or queued
 //! launch) sends it away quietly.
 //!
 //! Only a launcher outside every run forks: a process's `/proc/PID/environ`
@@ -21,9 +21,9 @@ use std::os::fd::OwnedFd;
 
 use crate::home;
 use crate::process::{self, Forked};
-use crate::queue::Handoff;
 use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::Store;
+use crate::upkeep::queue::Handoff;
 
 /// Forks the shepherd of the run this launcher is about to record, if this
 /// process may (one thread, outside every run). In the launcher, returns
@@ -74,7 +74,7 @@ fn serve(from_launcher: OwnedFd) -> i32 {
         return 0;
     }
     // From here on it is the run's shepherd, as `corral shepherd ID` is.
-    let Ok(log) = home::open_private_append(&crate::queue::shepherd_log(&home.run_dir(&run_id))) else {
+    let Ok(log) = home::open_private_append(&crate::upkeep::queue::shepherd_log(&home.run_dir(&run_id))) else {
         return 1; // no run folder: the run is healed as never started
     };
     if process::redirect_output(&log).is_err() {

@@ -40,10 +40,10 @@ use crate::config::{Config, ConfigError};
 use crate::home::{self, Home};
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig, SignalPipe};
-use crate::queue::ShepherdCommand;
 use crate::resources::{Containment, ResourceLimits};
 use crate::run::{RunStatus, StopReason};
 use crate::store::{Store, StoreError};
+use crate::upkeep::queue::ShepherdCommand;
 use cleanup::Cleanup;
 
 pub use lines::LineSplitter;
@@ -454,7 +454,7 @@ fn hand_on_slot(home: &Home, run_id: &str) -> Result<(), ShepherdError> {
     let config = Config::load(home)?;
     let shepherd = ShepherdCommand::current_exe().doing("finding the corral executable")?;
     let mut store = Store::open(home)?;
-    crate::queue::start_queued(&mut store, &config, &shepherd)?;
+    crate::upkeep::queue::start_queued(&mut store, &config, &shepherd)?;
     // A fire of its schedule queued behind this run goes now, firer or not.
     if let Err(e) = crate::schedule::fire_queued_after(&mut store, run_id, &shepherd) {
         tracing::warn!(run = run_id, "cannot carry out the fires queued behind this run: {e}");

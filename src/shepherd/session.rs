@@ -42,7 +42,7 @@ pub(super) struct Session {
 }
 
 /// How often the agent's session file is looked at while its turn runs.
-const LOG_EVERY: Duration = crate::heal::HEAL_EVERY_AT_WORK;
+const LOG_EVERY: Duration = crate::upkeep::heal::HEAL_EVERY_AT_WORK;
 
 impl Session {
     /// The session of `launch`, whose first turn `adapter` reads.

@@ -12,10 +12,10 @@ use std::sync::{Arc, OnceLock};
 use crate::home::{self, Home};
 use crate::launch::{launch, LaunchRequest};
 use crate::process;
-use crate::queue::{Handoff, ShepherdCommand};
 use crate::run_env::SHEPHERD_ENV;
 use crate::store::Store;
 use crate::template::wire::{self, WarmAnswer, WarmLaunch};
+use crate::upkeep::queue::{Handoff, ShepherdCommand};
 
 /// The most a launch request may be: a task of at most 1 MB, and the
 /// launcher's environment.
@@ -130,7 +130,7 @@ fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<Str
     let (launched, said) = crate::logging::said_by(|| {
         // As every command does first; a queued run a heal starts gets a
         // shepherd of its own, never this one.
-        crate::heal::heal(store, &plain).map_err(|e| e.to_string())?;
+        crate::upkeep::heal::heal(store, &plain).map_err(|e| e.to_string())?;
         let shepherd = plain.with_forked(Some(Handoff::to_this_process(taken.clone())));
         let request = LaunchRequest {
             preset: asked.preset,
@@ -229,7 +229,7 @@ fn like_the_launcher(home: &Home, asked: &WarmLaunch, launcher: i32) -> Result<(
 
 /// Supervises run `run_id` with `store`, as its shepherd; the exit code.
 fn supervise(home: &Home, run_id: &str, store: Store) -> i32 {
-    let Ok(log) = home::open_private_append(&crate::queue::shepherd_log(&home.run_dir(run_id))) else {
+    let Ok(log) = home::open_private_append(&crate::upkeep::queue::shepherd_log(&home.run_dir(run_id))) else {
         return 1; // no run folder: the run is healed as never started
     };
     if process::redirect_output(&log).is_err() {

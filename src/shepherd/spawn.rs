@@ -174,7 +174,7 @@ impl AgentLaunch {
         let mut env = self.run_environment();
         env.remove(OsStr::new(crate::sandbox::broker::SOCKET_ENV));
         let forwarding = crate::sandbox::broker::Forwarding {
-            program: crate::queue::ShepherdCommand::lightest()?.program,
+            program: crate::upkeep::queue::ShepherdCommand::lightest()?.program,
             run_id: self.run_id.clone(),
             env: env.into_iter().collect(),
             cgroup: self.join.into.is_some() || self.join.v2_procs.is_some(),
@@ -309,7 +309,7 @@ impl AgentLaunch {
         // its `corral` (handed to the broker) is there under `read: only`.
         let helper = match (&self.proxy, &self.broker) {
             (None, None) => None,
-            _ => Some(crate::queue::ShepherdCommand::lightest()?.program),
+            _ => Some(crate::upkeep::queue::ShepherdCommand::lightest()?.program),
         };
         let view = crate::sandbox::bwrap::RunView {
             user_home,

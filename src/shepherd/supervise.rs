@@ -36,12 +36,12 @@ use super::{OsDoing, ShepherdError};
 use crate::adapter::{Adapter, EventKind, ProcessEnd, Report, StreamLine, Verdict};
 use crate::budget::OnBudget;
 use crate::config::{Config, Limits};
-use crate::heal::HEAL_EVERY_AT_WORK;
 use crate::process::{self, Readiness, SignalPipe, StartedAgent};
-use crate::queue::ShepherdCommand;
 use crate::resources::Resources;
 use crate::run::{PauseReason, RunStatus, StopReason};
 use crate::store::{Committed, Outcome, Store};
+use crate::upkeep::heal::HEAL_EVERY_AT_WORK;
+use crate::upkeep::queue::ShepherdCommand;
 
 /// Bytes read per wake before looking at signals and clocks again.
 const READ_BUDGET: usize = 1 << 20;
@@ -625,7 +625,7 @@ impl Supervisor {
             return false;
         }
         self.healed_at = Instant::now();
-        match crate::heal::heal(&mut self.store, &self.shepherd) {
+        match crate::upkeep::heal::heal(&mut self.store, &self.shepherd) {
             Ok(healed) => healed.changed(),
             Err(e) => {
                 tracing::warn!(run = %self.run_id, "cannot heal the store: {e}");

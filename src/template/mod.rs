@@ -27,14 +27,12 @@
 pub mod ask;
 pub mod wire;
 
-
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
 
 use crate::home::{self, Home};
 use crate::process::{self, FileLock, Forked};
@@ -194,9 +192,9 @@ fn fork_spare(home: &Home, listener: &UnixListener) -> std::io::Result<Option<Sp
 /// one serves already (it leaves at once).
 pub fn start(home: &Home) {
     let started = (|| {
-        let exe = crate::queue::ShepherdCommand::current_exe()?.program;
+        let exe = crate::upkeep::queue::ShepherdCommand::current_exe()?.program;
         let log = home::open_private_append(&home.data_dir().join("template.log"))?;
-        let mut command = crate::queue::corral_command(&exe, home);
+        let mut command = crate::upkeep::queue::corral_command(&exe, home);
         command.arg("template").env_remove(crate::run_env::SHEPHERD_ENV);
         process::spawn_detached(command, log)
     })();

@@ -53,4 +53,3 @@ pub enum WarmAnswer {
 pub fn exe_replaced() -> bool {
     std::fs::read_link("/proc/self/exe").is_ok_and(|exe| exe.to_string_lossy().ends_with(" (deleted)"))
 }
-

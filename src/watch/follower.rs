@@ -5,11 +5,11 @@
 use std::time::{Duration, Instant};
 
 use super::Watcher;
-use crate::heal::{open_healed, HealError};
 use crate::home::Home;
 use crate::process::{FolderWatch, Waker};
-use crate::queue::ShepherdCommand;
 use crate::store::{Counts, EventMark, Store, StoreError};
+use crate::upkeep::heal::{open_healed, HealError};
+use crate::upkeep::queue::ShepherdCommand;
 
 /// What a [`Follower`] saw change in one round (what the window is told,
 /// as is).

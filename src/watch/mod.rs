@@ -25,11 +25,11 @@ pub mod limit_wake;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use crate::heal::{heal, HealError, HEAL_EVERY, HEAL_EVERY_UNTOLD};
 use crate::process::{self, Bell, FolderWatch, PidFd, Waker};
-use crate::queue::ShepherdCommand;
 use crate::run::Run;
 use crate::store::{read_ended, Store, StoreError};
+use crate::upkeep::heal::{heal, HealError, HEAL_EVERY, HEAL_EVERY_UNTOLD};
+use crate::upkeep::queue::ShepherdCommand;
 
 pub use follower::{Change, Follower, LOOK_AT_MOST_EVERY};
 

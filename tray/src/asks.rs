@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 
 use corral::ask::Answer;
-use corral::queue::ShepherdCommand;
 use corral::store::StoreError;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::Store;
 
 use crate::notify::Herald;
@@ -63,7 +63,7 @@ pub fn answer(owner: &str, answer: Answer) {
     let acted = (|| -> anyhow::Result<()> {
         let home = corral::Home::from_env()?;
         let shepherd = ShepherdCommand::lightest()?;
-        let mut store = corral::heal::open_healed(&home, &shepherd)?;
+        let mut store = corral::upkeep::heal::open_healed(&home, &shepherd)?;
         corral::ask::answer(&mut store, owner, answer, &shepherd)?;
         Ok(())
     })();

@@ -6,7 +6,7 @@ pub enum TrayError {
     #[error(transparent)]
     Store(#[from] corral::store::StoreError),
     #[error(transparent)]
-    Heal(#[from] corral::heal::HealError),
+    Heal(#[from] corral::upkeep::heal::HealError),
     #[error("cannot create the tray icon: {0}")]
     Icon(#[from] tray_icon::Error),
     #[error("cannot draw the tray icon: {0}")]

@@ -1,5 +1,5 @@
 //! Applies `[retention]` of `config.toml` once a day while the tray runs
-//! (`corral::retention` decides what goes and when it last ran). A thread of
+//! (`corral::upkeep::retention` decides what goes and when it last ran). A thread of
 //! its own that wakes once an hour: the check is a file's time.
 
 use std::time::Duration;
@@ -28,7 +28,7 @@ pub fn start(home: Home) -> std::io::Result<()> {
 fn check(home: &Home) {
     let applied = Config::load(home).map_err(|e| e.to_string()).and_then(|config| {
         let mut store = Store::open(home).map_err(|e| e.to_string())?;
-        corral::retention::apply_if_due(&mut store, &config).map_err(|e| e.to_string())
+        corral::upkeep::retention::apply_if_due(&mut store, &config).map_err(|e| e.to_string())
     });
     match applied {
         Ok(Some(pruned)) if pruned.runs > 0 => tracing::info!("retention removed {} run(s)", pruned.runs),

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::{Home, Store};
 
 /// How long after a failure (a store that cannot be opened) the firer

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use corral::announce::{self, Pacer, Release};
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::watch::Follower;
 use corral::Store;
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use corral::launch::{launch, LaunchRequest};
 use corral::process::ProcessId;
-use corral::queue::ShepherdCommand;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::{Home, RunStatus, Store};
 
 #[test]

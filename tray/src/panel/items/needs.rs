@@ -65,7 +65,7 @@ pub fn clicked(argv: &str) {
         }
         return;
     }
-    let program = match corral::queue::ShepherdCommand::lightest() {
+    let program = match corral::upkeep::queue::ShepherdCommand::lightest() {
         Ok(command) => command.program,
         Err(e) => return crate::notify::problem(&format!("Cannot find corral to carry this out: {e}")),
     };

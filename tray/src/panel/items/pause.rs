@@ -2,8 +2,8 @@
 //! once (a meeting, a laptop on battery) and thaw them again. Each run is
 //! frozen whole, holds no slot and its clocks stop (see `corral::pause`).
 
-use corral::queue::ShepherdCommand;
 use corral::store::RunFilter;
+use corral::upkeep::queue::ShepherdCommand;
 use corral::{RunStatus, Store};
 
 use crate::panel::menu::Line;

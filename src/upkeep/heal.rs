@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use crate::config::{Config, ConfigError};
 use crate::home::Home;
-use crate::queue::{fire_queued_behind, start_queued, ShepherdCommand};
-use crate::reconcile::{reconcile, Reconciled};
 use crate::store::{Store, StoreError};
+use crate::upkeep::queue::{fire_queued_behind, start_queued, ShepherdCommand};
+use crate::upkeep::reconcile::{reconcile, Reconciled};
 
 /// How often a blocked process heals when nothing told it to: a safety net
 /// (the exits that matter are told by pidfds; a promotion that never got
@@ -68,7 +68,7 @@ impl Healed {
 /// Reconciles, then starts queued runs into the free slots.
 pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, HealError> {
     let reconciled = reconcile(store)?;
-    crate::merge_set::finish_cut_short(store)?;
+    crate::upkeep::merge_set::finish_cut_short(store)?;
     let config = Config::load(store.home())?;
     let started = start_queued(store, &config, shepherd)?;
     if !reconciled.lost.is_empty() {
@@ -76,7 +76,7 @@ pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, Hea
         fire_queued_behind(store, &lost, shepherd)?;
     }
     // Queued runs behind a usage limit start at its reset, whoever looks.
-    crate::watch::limit_wake::ensure(store)?;
+    crate::upkeep::limit_waker::ensure(store)?;
     Ok(Healed { reconciled, started })
 }
 
