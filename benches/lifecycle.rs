@@ -98,7 +98,7 @@ impl Bench {
             }
             std::thread::sleep(Duration::from_millis(50));
             let start = corral::time::now();
-            corral::abort::abort(&mut store, &id, Duration::from_secs(10), &self.shepherd).unwrap();
+            corral::verbs::abort::abort(&mut store, &id, Duration::from_secs(10), &self.shepherd).unwrap();
             Self::until_exited(&store, &id);
             let exited = corral::time::parse(store.run(&id).unwrap().exited_at.as_deref().unwrap()).unwrap();
             let survivors = corral::process::processes_with_env("CORRAL_RUN_ID", &id);

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::budget::{Budget, BudgetChange, Crossing};
-use crate::pause::PauseError;
 use crate::store::{Store, StoreError};
 use crate::upkeep::heal::HealError;
 use crate::upkeep::queue::ShepherdCommand;
+use crate::verbs::pause::PauseError;
 
 /// A budget reached, waiting for the user.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,10 +119,10 @@ pub fn answer(store: &mut Store, owner: &str, answer: Answer, shepherd: &Shepher
     match answer {
         Answer::AllowMore => {
             let first = &ask.paused[0];
-            crate::pause::resume(store, first, Some(BudgetChange::More(ask.more)), Duration::ZERO, shepherd)?;
+            crate::verbs::pause::resume(store, first, Some(BudgetChange::More(ask.more)), Duration::ZERO, shepherd)?;
         }
         Answer::Stop => {
-            crate::abort::abort(store, owner, Duration::ZERO, shepherd)?;
+            crate::verbs::abort::abort(store, owner, Duration::ZERO, shepherd)?;
         }
     }
     Ok(())

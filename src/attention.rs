@@ -410,7 +410,7 @@ fn denial_actions(run: &Run) -> Vec<Action> {
         return Vec::new();
     }
     // The home `corral allow` and "Allow and continue" judge by.
-    let home = crate::allow::user_home();
+    let home = crate::verbs::allow::user_home();
     let mut actions: Vec<Action> = Vec::new();
     for denial in run.denied.iter().filter_map(|d| Denial::from_entry(d)) {
         let (label, argv) = match denial.allowance(&home) {

@@ -4,9 +4,7 @@
 //! Nothing here depends on Tauri; the desktop app is a thin shell over this
 //! crate's public API.
 
-pub mod abort;
 pub mod adapter;
-pub mod allow;
 pub mod announce;
 pub mod ask;
 pub mod attention;
@@ -18,11 +16,9 @@ pub mod config;
 pub mod doctor;
 pub mod forge;
 pub mod home;
-pub mod launch;
 pub mod logging;
 pub mod mcp;
 pub mod ownership;
-pub mod pause;
 pub mod ports;
 pub mod preset;
 pub mod price;
@@ -30,10 +26,7 @@ pub mod process;
 pub mod push;
 pub mod recent_folders;
 pub mod remote;
-pub mod remove;
-pub mod reply;
 pub mod resources;
-pub mod review;
 pub mod run;
 pub mod run_env;
 pub mod sandbox;
@@ -46,7 +39,7 @@ pub mod time;
 pub mod trust;
 pub mod upkeep;
 pub mod usage_limit;
-pub mod wait;
+pub mod verbs;
 pub mod watch;
 pub mod window_route;
 pub mod word;

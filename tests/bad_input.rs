@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::Command;
 
 use common::{corral_bin, Env};
-use corral::launch::{launch, LaunchError, LaunchRequest};
+use corral::verbs::launch::{launch, LaunchError, LaunchRequest};
 
 fn request(env: &Env, task: String) -> LaunchRequest {
     LaunchRequest {
@@ -65,7 +65,8 @@ fn a_200_kb_task_reaches_a_command_whole_and_a_task_too_long_or_with_nul_is_refu
     assert!(nul.to_string().contains("NUL byte (at byte 1)"), "{nul}");
     assert_eq!(store.runs(&Default::default()).unwrap().len(), before, "a refused launch recorded a run");
     // A reply reaches the agent the same way: the same bounds.
-    let nul = corral::reply::reply(&mut store, run["id"].as_str().unwrap(), "a\0b", false, &shepherd).unwrap_err();
+    let nul =
+        corral::verbs::reply::reply(&mut store, run["id"].as_str().unwrap(), "a\0b", false, &shepherd).unwrap_err();
     assert!(nul.to_string().contains("the reply holds a NUL byte"), "{nul}");
     assert!(store.replies(run["id"].as_str().unwrap()).unwrap().is_empty(), "a refused reply was recorded");
 }

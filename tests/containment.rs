@@ -275,12 +275,12 @@ fn a_cancelled_wait_leaves_its_run_holding_its_slot() {
     let child = env.launch("slow", "y");
     env.wait_run(&lead, LIMIT, |r| r["status"] == "running");
     let home = corral::Home::at(&env.home);
-    let cancel = corral::wait::Cancel::new().unwrap();
+    let cancel = corral::verbs::wait::Cancel::new().unwrap();
     let shepherd = corral::upkeep::queue::ShepherdCommand::program(common::corral_bin());
     std::thread::scope(|scope| {
         let waiting = scope.spawn(|| {
             let mut store = corral::Store::open(&home).unwrap();
-            corral::wait::wait_for(
+            corral::verbs::wait::wait_for(
                 &mut store,
                 std::slice::from_ref(&child),
                 None,

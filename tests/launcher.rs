@@ -4,8 +4,8 @@
 mod common;
 
 use common::{corral_bin, fake_agent, Env};
-use corral::launch::{launch, LaunchRequest};
 use corral::upkeep::queue::ShepherdCommand;
+use corral::verbs::launch::{launch, LaunchRequest};
 
 /// Zombie children of this process.
 fn my_zombies() -> Vec<i32> {

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use corral::launch::{launch, LaunchRequest};
 use corral::upkeep::queue::ShepherdCommand;
+use corral::verbs::launch::{launch, LaunchRequest};
 use corral::{Home, Store};
 
 /// Set in the environment of the benchmark binary run as the fake agent.

@@ -7,21 +7,21 @@ pub enum AppError {
     #[error(transparent)]
     Store(#[from] corral::store::StoreError),
     #[error(transparent)]
-    Launch(#[from] corral::launch::LaunchError),
+    Launch(#[from] corral::verbs::launch::LaunchError),
     #[error(transparent)]
     Config(#[from] corral::config::ConfigError),
     #[error(transparent)]
     Heal(#[from] corral::upkeep::heal::HealError),
     #[error(transparent)]
-    Review(#[from] corral::review::ReviewError),
+    Review(#[from] corral::verbs::review::ReviewError),
     #[error(transparent)]
     Forge(#[from] corral::forge::ForgeError),
     #[error(transparent)]
-    Reply(#[from] corral::reply::ReplyError),
+    Reply(#[from] corral::verbs::reply::ReplyError),
     #[error(transparent)]
-    Allow(#[from] corral::allow::AllowError),
+    Allow(#[from] corral::verbs::allow::AllowError),
     #[error(transparent)]
-    Pause(#[from] corral::pause::PauseError),
+    Pause(#[from] corral::verbs::pause::PauseError),
     #[error(transparent)]
     Answer(#[from] corral::ask::AnswerError),
     #[error(transparent)]

@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::time::Duration;
 
-use corral::abort::{abort, Aborted};
 use corral::config::Config;
 use corral::upkeep::queue::ShepherdCommand;
+use corral::verbs::abort::{abort, Aborted};
 use corral::Store;
 
 #[derive(Debug, clap::Args)]

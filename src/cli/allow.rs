@@ -37,7 +37,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     let asked = Widening { write: args.write, hosts: args.host };
     let text = args.text.join(" ");
     let message = (!text.trim().is_empty()).then_some(text.as_str());
-    let allowed = corral::allow::allow(store, &args.run, &asked, message, args.quiet, shepherd)?;
+    let allowed = corral::verbs::allow::allow(store, &args.run, &asked, message, args.quiet, shepherd)?;
     let what: Vec<String> = allowed.widening.entries().map(|(kind, value)| format!("{kind} {value}")).collect();
     let id = &allowed.run_id;
     writeln!(out, "{id}: its sandbox now allows {}", what.join(", "))?;

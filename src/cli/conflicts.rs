@@ -19,7 +19,7 @@ pub struct Args {
 
 pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir()?;
-    let (runs, found) = corral::review::conflicts(store, &args.runs, &cwd)?;
+    let (runs, found) = corral::verbs::review::conflicts(store, &args.runs, &cwd)?;
     if args.json {
         let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
         super::print_json(out, &serde_json::json!({ "runs": ids, "conflicts": found }))?;

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use corral::review::worktree_of;
+use corral::verbs::review::worktree_of;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]
@@ -31,14 +31,14 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
     // A run without a worktree says so before anything is read.
     worktree_of(&run)?;
     if json {
-        let (_, changes) = corral::review::changes(store, id)?;
+        let (_, changes) = corral::verbs::review::changes(store, id)?;
         let mut value = serde_json::to_value(&changes)?;
         if !stat {
-            value["diff"] = corral::review::patch(store, &run)?.into();
+            value["diff"] = corral::verbs::review::patch(store, &run)?.into();
         }
         super::print_json(out, &value)?;
     } else if stat {
-        let (_, changes) = corral::review::changes(store, id)?;
+        let (_, changes) = corral::verbs::review::changes(store, id)?;
         let width = changes.files.iter().map(|f| f.path.chars().count()).max().unwrap_or(0);
         for file in &changes.files {
             let counts = if file.binary { "binary".to_string() } else { format!("+{} -{}", file.added, file.removed) };
@@ -46,7 +46,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         }
         writeln!(out, " {} files changed, +{} -{}", changes.files.len(), changes.added, changes.removed)?;
     } else {
-        let patch = corral::review::patch(store, &run)?;
+        let patch = corral::verbs::review::patch(store, &run)?;
         // At a terminal, what the agent wrote cannot rewrite the screen or
         // the clipboard (OSC 52); piped, the patch stays one `git apply` takes.
         let patch = match std::io::IsTerminal::is_terminal(&std::io::stdout()) {
@@ -62,7 +62,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
 /// Several runs' changes, grouped by file: the files more than one run
 /// changed first, each file's diff under the run that made it.
 fn together(store: &mut Store, ids: &[String], stat: bool, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
-    let files = corral::review::diff_together(store, ids)?;
+    let files = corral::verbs::review::diff_together(store, ids)?;
     if json {
         let value: Vec<serde_json::Value> = files
             .iter()

@@ -15,8 +15,8 @@ pub struct Args {
 }
 
 pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
-    let branch = corral::review::worktree_of(&store.find_run(&args.run)?)?.branch.clone();
-    let run = corral::review::discard(store, &args.run)?;
+    let branch = corral::verbs::review::worktree_of(&store.find_run(&args.run)?)?.branch.clone();
+    let run = corral::verbs::review::discard(store, &args.run)?;
     if args.json {
         super::print_json(out, &run)?;
     } else {

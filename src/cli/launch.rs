@@ -5,8 +5,8 @@ use corral::blocking::Waiter;
 use std::io::Write;
 use std::path::PathBuf;
 
-use corral::launch::{launch, LaunchRequest};
 use corral::upkeep::queue::ShepherdCommand;
+use corral::verbs::launch::{launch, LaunchRequest};
 use corral::Store;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -105,7 +105,7 @@ pub fn warm(args: &mut Args) -> Option<i32> {
     args.read_task = Some(task.clone());
     let cwd = match &args.cwd {
         Some(dir) => std::path::absolute(dir).ok()?,
-        None => corral::launch::working_folder().ok()?,
+        None => corral::verbs::launch::working_folder().ok()?,
     };
     let key = args.request.get_or_insert_with(|| format!("warm-{:016x}", fastrand::u64(..))).clone();
     let asked = corral::template::wire::WarmLaunch {
@@ -197,7 +197,7 @@ pub fn run(
     let mut worktree = worktree_choice(&args);
     let cwd = match args.cwd {
         Some(dir) => dir,
-        None => corral::launch::working_folder()?,
+        None => corral::verbs::launch::working_folder()?,
     };
     // On a pull request's branch: in a worktree started from its commit.
     let onto = match &args.pr {
@@ -242,8 +242,8 @@ pub fn run(
     if args.wait {
         let caller = corral::caller::caller_run(store)?;
         let result =
-            corral::wait::wait_for(store, &[run.id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
-        corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
+            corral::verbs::wait::wait_for(store, &[run.id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
+        corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;
         let run = &result.runs[0];
         if args.json {
             super::print_json(out, run)?;
@@ -267,7 +267,7 @@ fn launch_on_host(
     let config = corral::config::Config::load(home)?;
     let host = config.host(name)?;
     let task = task_of(&args.task, args.task_file.as_deref())?;
-    corral::launch::check_task(&task)?;
+    corral::verbs::launch::check_task(&task)?;
     let worktree = worktree_choice(&args);
     let options = corral::remote::RemoteLaunch {
         cwd: match args.cwd {

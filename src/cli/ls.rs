@@ -62,7 +62,7 @@ impl Args {
     fn filter(&self) -> anyhow::Result<RunFilter> {
         let folder = match (&self.cwd, self.here) {
             (Some(dir), _) => Some(std::path::absolute(dir).unwrap_or(dir.clone())),
-            (None, true) => Some(corral::launch::working_folder()?),
+            (None, true) => Some(corral::verbs::launch::working_folder()?),
             (None, false) => None,
         };
         Ok(RunFilter {

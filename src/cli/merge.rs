@@ -24,7 +24,7 @@ pub struct Args {
 
 pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
     if let [run] = args.runs.as_slice() {
-        let merged = corral::review::merge(store, run, args.no_squash)?;
+        let merged = corral::verbs::review::merge(store, run, args.no_squash)?;
         if args.json {
             super::print_json(out, &merged)?;
         } else {
@@ -32,7 +32,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
         }
         return Ok(0);
     }
-    let merged = corral::review::merge_together(store, &args.runs, args.no_squash)?;
+    let merged = corral::verbs::review::merge_together(store, &args.runs, args.no_squash)?;
     if args.json {
         super::print_json(out, &merged)?;
     } else {
@@ -43,7 +43,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
     Ok(0)
 }
 
-fn say(out: &mut impl Write, merged: &corral::review::Merged) -> anyhow::Result<()> {
+fn say(out: &mut impl Write, merged: &corral::verbs::review::Merged) -> anyhow::Result<()> {
     let short = &merged.commit[..merged.commit.len().min(12)];
     writeln!(out, "{}  merged into {} as {short}", merged.id, merged.branch)?;
     Ok(())

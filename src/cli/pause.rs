@@ -4,10 +4,10 @@
 use std::io::Write;
 
 use corral::budget::BudgetChange;
-use corral::pause::{pause, resume, PauseError, PATIENCE};
 use corral::store::StoreError;
 use corral::upkeep::heal::HealError;
 use corral::upkeep::queue::ShepherdCommand;
+use corral::verbs::pause::{pause, resume, PauseError, PATIENCE};
 use corral::{RunStatus, Store};
 
 #[derive(Debug, clap::Args)]

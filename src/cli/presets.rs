@@ -74,7 +74,7 @@ struct Entry<'a> {
 fn trust(store: &mut Store, dir: Option<PathBuf>, out: &mut impl Write) -> anyhow::Result<i32> {
     let dir = match dir {
         Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
-        None => corral::launch::working_folder()?,
+        None => corral::verbs::launch::working_folder()?,
     };
     let set = preset::discover(&Roots::new(store.home(), Some(&dir)));
     let default = corral::config::Config::load(store.home())?.sandbox;
@@ -119,7 +119,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
 fn list(store: &Store, cwd: Option<PathBuf>, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let cwd = match cwd {
         Some(dir) => dir,
-        None => corral::launch::working_folder()?,
+        None => corral::verbs::launch::working_folder()?,
     };
     let set = preset::discover(&Roots::new(store.home(), Some(&cwd)));
     let path = std::env::var_os("PATH");

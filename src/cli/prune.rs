@@ -7,7 +7,7 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use corral::config::Config;
-use corral::remove::{prune, PruneRule};
+use corral::verbs::remove::{prune, PruneRule};
 use corral::Store;
 
 #[derive(Debug, clap::Args)]

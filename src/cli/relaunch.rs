@@ -25,7 +25,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     let Args { run: id, edit, json } = args;
     let id = id.as_str();
     let task = if edit { Some(edited(&store.find_run(id)?.task)?) } else { None };
-    let run = corral::launch::relaunch_with(store, id, task, shepherd)?;
+    let run = corral::verbs::launch::relaunch_with(store, id, task, shepherd)?;
     if json {
         super::print_json(out, &run)?;
     } else {

@@ -5,9 +5,9 @@
 use corral::blocking::Waiter;
 use std::io::Write;
 
-use corral::reply::reply;
 use corral::store::ReplyPlaced;
 use corral::upkeep::queue::ShepherdCommand;
+use corral::verbs::reply::reply;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]
@@ -39,15 +39,16 @@ impl Args {
 pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
     let text = args.text.join(" ");
     let replied = if args.allow_denied {
-        corral::allow::allow_denied(store, &args.run, &text, shepherd)?
+        corral::verbs::allow::allow_denied(store, &args.run, &text, shepherd)?
     } else {
         reply(store, &args.run, &text, false, shepherd)?
     };
     let id = replied.run.id.clone();
     if args.wait {
         let caller = corral::caller::caller_run(store)?;
-        let result = corral::wait::wait_for(store, &[id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
-        corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
+        let result =
+            corral::verbs::wait::wait_for(store, &[id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
+        corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;
         if args.json {
             super::print_json(out, &result.runs[0])?;
         } else {

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use corral::remove::{remove, Removed};
+use corral::verbs::remove::{remove, Removed};
 use corral::Store;
 
 #[derive(Debug, clap::Args)]
@@ -26,7 +26,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
     for id in &runs {
         all.push(remove(store, id, dry_run)?);
     }
-    let database = if dry_run { None } else { corral::remove::reclaim(store) };
+    let database = if dry_run { None } else { corral::verbs::remove::reclaim(store) };
     if json {
         super::print_json(out, &all)?;
     } else {

@@ -270,13 +270,13 @@ fn add(store: &mut Store, args: AddArgs, out: &mut impl Write) -> anyhow::Result
             dir.map(|d| d.to_string_lossy().into_owned()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("~"))
         }
         (None, Some(dir)) => std::path::absolute(&dir).unwrap_or(dir),
-        (None, None) => corral::launch::working_folder()?,
+        (None, None) => corral::verbs::launch::working_folder()?,
     };
     if args.host.is_none() && !cwd.is_dir() {
         anyhow::bail!("--cwd {}: no such folder", cwd.display());
     }
     if cwd.to_str().is_none() {
-        return Err(corral::launch::LaunchError::CwdNotUtf8(cwd).into());
+        return Err(corral::verbs::launch::LaunchError::CwdNotUtf8(cwd).into());
     }
     let settings = Settings {
         preset: args.preset,

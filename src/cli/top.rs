@@ -290,7 +290,7 @@ impl Screen {
         }
         self.diff_of = Some(key);
         self.diff_scroll = 0;
-        self.diff = match corral::review::worktree_of(&run)
+        self.diff = match corral::verbs::review::worktree_of(&run)
             .map_err(|e| e.to_string())
             .and_then(|w| corral::worktree::patch(w).map_err(|e| e.to_string()))
         {

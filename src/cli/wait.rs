@@ -6,7 +6,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use corral::upkeep::queue::ShepherdCommand;
-use corral::wait::{wait_for, WaitResult};
+use corral::verbs::wait::{wait_for, WaitResult};
 use corral::{Run, Store};
 
 #[derive(Debug, clap::Args)]
@@ -46,7 +46,7 @@ pub fn run(
     };
     let caller = corral::caller::caller_run(store)?;
     let result = wait_for(store, ids, deadline, caller.as_deref(), shepherd, None, Waiter::Command)?;
-    corral::wait::collected_by(store, caller.as_deref(), &result.runs)?;
+    corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;
     if json {
         super::print_json(out, &result.runs)?;
     } else {

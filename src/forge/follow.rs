@@ -113,7 +113,7 @@ pub fn send(store: &mut Store, run_id: &str, shepherd: &ShepherdCommand) -> Resu
          them; the pull request is updated from your branch.",
         pr.url
     );
-    crate::reply::reply(store, &run.id, &text, false, shepherd)?;
+    crate::verbs::reply::reply(store, &run.id, &text, false, shepherd)?;
     store.mark_feedback_sent(&run.id)?;
     Ok(())
 }

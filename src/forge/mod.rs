@@ -22,8 +22,8 @@ pub use onto::{pull_request_head, PullRequestHead};
 pub use open::{open, Opened, Options};
 pub use tool::{Forge, Tool};
 
-use crate::review::ReviewError;
 use crate::store::StoreError;
+use crate::verbs::review::ReviewError;
 use crate::worktree::WorktreeError;
 
 /// What stops a pull request.
@@ -91,7 +91,7 @@ pub enum ForgeError {
     NothingAsked { run: String },
     /// The reply to the run was refused.
     #[error(transparent)]
-    Reply(#[from] crate::reply::ReplyError),
+    Reply(#[from] crate::verbs::reply::ReplyError),
     /// Asked by an agent whose preset does not allow it.
     #[error(
         "run {caller}'s preset does not let its agent open pull requests: you open them (`corral pr {run}`), or the preset says `pr: allow`"

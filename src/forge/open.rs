@@ -10,9 +10,9 @@ use serde::Serialize;
 use super::push::{push, remote_for};
 use super::tool::{Forge, Tool};
 use super::ForgeError;
-use crate::review::{self, ReviewError};
 use crate::run::Run;
 use crate::store::{PullRequestRow, Store};
+use crate::verbs::review::{self, ReviewError};
 use crate::{time, worktree};
 
 /// What the user asked of the pull request.

@@ -6,9 +6,9 @@ use rmcp::{tool, tool_router};
 use std::time::Duration;
 
 use super::server::{json_result, CorralTools, RunArgs, RunView};
-use crate::abort::{abort, Aborted};
 use crate::config::Config;
 use crate::scope::{run_for, Access};
+use crate::verbs::abort::{abort, Aborted};
 
 #[tool_router(router = abort_agent_router, vis = "pub(super)")]
 impl CorralTools {

@@ -3,7 +3,7 @@
 use super::server::{json_result, CorralTools, RunArgs, RunView};
 use crate::caller::caller_run;
 use crate::scope::{run_for, Access};
-use crate::wait::collected_by;
+use crate::verbs::wait::collected_by;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};

@@ -15,7 +15,7 @@ impl CorralTools {
     async fn discard_run(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
             let run = run_for(store, &args.run_id, Access::Act)?;
-            let run = crate::review::discard(store, &run.id)?;
+            let run = crate::verbs::review::discard(store, &run.id)?;
             Ok(json_result(&serde_json::json!({ "result": "discarded", "run": RunView::from(&run) })))
         })
         .await

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use super::server::{json_result, CorralTools, RunView};
 use crate::caller::caller_run;
-use crate::launch::{launch, LaunchRequest};
+use crate::verbs::launch::{launch, LaunchRequest};
 
 #[tool_router(router = launch_agent_router, vis = "pub(super)")]
 impl CorralTools {
@@ -49,7 +49,7 @@ impl CorralTools {
             }
             let cwd = match args.cwd {
                 Some(dir) => PathBuf::from(dir),
-                None => crate::launch::working_folder()?,
+                None => crate::verbs::launch::working_folder()?,
             };
             let request = LaunchRequest {
                 preset: args.preset,

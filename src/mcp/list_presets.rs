@@ -20,7 +20,7 @@ impl CorralTools {
         self.with_store(move |store, _| {
             let cwd = match args.cwd {
                 Some(dir) => PathBuf::from(dir),
-                None => crate::launch::working_folder()?,
+                None => crate::verbs::launch::working_folder()?,
             };
             let set = preset::discover(&Roots::new(store.home(), Some(&cwd)));
             let path = std::env::var_os("PATH");

@@ -23,7 +23,7 @@ impl CorralTools {
     async fn merge_run(&self, Parameters(args): Parameters<MergeArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
             let run = run_for(store, &args.run_id, Access::Act)?;
-            let merged = crate::review::merge(store, &run.id, args.keep_commits.unwrap_or(false))?;
+            let merged = crate::verbs::review::merge(store, &run.id, args.keep_commits.unwrap_or(false))?;
             Ok(json_result(&merged))
         })
         .await

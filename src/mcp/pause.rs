@@ -38,7 +38,7 @@ impl CorralTools {
                 return Ok(json_result(&RunView::from(&there)));
             }
             let run = run_for(store, &args.run_id, Access::Act)?;
-            let run = crate::pause::resume(store, &run.id, change, crate::pause::PATIENCE, shepherd)?;
+            let run = crate::verbs::pause::resume(store, &run.id, change, crate::verbs::pause::PATIENCE, shepherd)?;
             Ok(json_result(&RunView::from(&run)))
         })
         .await
@@ -64,7 +64,7 @@ impl CorralTools {
                 return Ok(json_result(&RunView::from(&there)));
             }
             let run = run_for(store, &run_id, Access::Act)?;
-            let run = crate::pause::pause(store, &run.id, paused, crate::pause::PATIENCE, shepherd)?;
+            let run = crate::verbs::pause::pause(store, &run.id, paused, crate::verbs::pause::PATIENCE, shepherd)?;
             Ok(json_result(&RunView::from(&run)))
         })
         .await

@@ -32,7 +32,7 @@ impl CorralTools {
                 return Ok(json_result(&serde_json::json!({ "result": "told there", "run": RunView::from(&there) })));
             }
             let run = run_for(store, &args.run_id, Access::Act)?;
-            let replied = crate::reply::reply(store, &run.id, &args.text, allow, shepherd)?;
+            let replied = crate::verbs::reply::reply(store, &run.id, &args.text, allow, shepherd)?;
             let note = match replied.placed {
                 crate::store::ReplyPlaced::Kept => "kept: its agent gets it when its current turn ends",
                 crate::store::ReplyPlaced::Reopened => "a new turn of its session starts",

@@ -1,8 +1,8 @@
 //! `run_changes`: what a run's worktree changed, files and the unified diff.
 
 use super::server::{json_result, CorralTools, RunArgs};
-use crate::review::ReviewError;
 use crate::scope::{run_for, Access};
+use crate::verbs::review::ReviewError;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
@@ -16,8 +16,8 @@ impl CorralTools {
     async fn run_changes(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
         self.with_store(move |store, _| {
             let run = run_for(store, &args.run_id, Access::Read)?;
-            let (run, changes) = crate::review::changes(store, &run.id)?;
-            let patch = crate::worktree::patch(crate::review::worktree_of(&run).map_err(ReviewError::from)?)
+            let (run, changes) = crate::verbs::review::changes(store, &run.id)?;
+            let patch = crate::worktree::patch(crate::verbs::review::worktree_of(&run).map_err(ReviewError::from)?)
                 .map_err(ReviewError::from)?;
             let mut value = serde_json::to_value(&changes).unwrap_or_default();
             value["diff"] = patch.into();

@@ -34,7 +34,7 @@ impl CorralTools {
                 .iter()
                 .map(|id| run_for(store, id, Access::Read).map(|r| r.id))
                 .collect::<Result<_, _>>()?;
-            let (runs, found) = crate::review::conflicts(store, &ids, &cwd)?;
+            let (runs, found) = crate::verbs::review::conflicts(store, &ids, &cwd)?;
             let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
             Ok(json_result(&serde_json::json!({ "runs": ids, "conflicts": found })))
         })

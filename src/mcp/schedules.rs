@@ -51,11 +51,11 @@ impl CorralTools {
                     .map_err(schedule::ScheduleError::from)?;
             let cwd = match args.cwd {
                 Some(dir) => std::path::PathBuf::from(dir),
-                None => crate::launch::working_folder()?,
+                None => crate::verbs::launch::working_folder()?,
             };
             schedule::check_folder(&cwd)?;
             let roots = crate::preset::Roots::new(store.home(), Some(&cwd));
-            crate::preset::discover(&roots).get(&args.preset).map_err(crate::launch::LaunchError::from)?;
+            crate::preset::discover(&roots).get(&args.preset).map_err(crate::verbs::launch::LaunchError::from)?;
             let settings = Settings {
                 preset: args.preset,
                 task: args.task,

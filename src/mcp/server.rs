@@ -9,9 +9,9 @@ use rmcp::{tool_handler, ServerHandler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::review::ReviewError;
 use crate::store::Store;
 use crate::upkeep::queue::ShepherdCommand;
+use crate::verbs::review::ReviewError;
 use crate::{Home, Run};
 
 /// Why a tool call failed; its text goes back to the model.
@@ -20,7 +20,7 @@ pub(super) enum ToolFailure {
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
-    Launch(#[from] crate::launch::LaunchError),
+    Launch(#[from] crate::verbs::launch::LaunchError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
@@ -30,11 +30,11 @@ pub(super) enum ToolFailure {
     #[error(transparent)]
     Forge(#[from] crate::forge::ForgeError),
     #[error(transparent)]
-    Reply(#[from] crate::reply::ReplyError),
+    Reply(#[from] crate::verbs::reply::ReplyError),
     #[error(transparent)]
-    Wait(#[from] crate::wait::WaitError),
+    Wait(#[from] crate::verbs::wait::WaitError),
     #[error(transparent)]
-    Pause(#[from] crate::pause::PauseError),
+    Pause(#[from] crate::verbs::pause::PauseError),
     #[error(transparent)]
     Refused(#[from] crate::scope::Refused),
     #[error(transparent)]
@@ -244,7 +244,7 @@ mod tests {
         assert_eq!(for_tools(&unknown), "no run 'x1': call agent_status without run_id to list runs");
         let active = "run ab12 is running: abort it first (corral abort ab12), or wait for it";
         assert_eq!(for_tools(active), "run ab12 is running: abort it first (abort_agent), or wait for it");
-        let empty = crate::launch::LaunchError::EmptyTask.to_string();
+        let empty = crate::verbs::launch::LaunchError::EmptyTask.to_string();
         assert!(!for_tools(&empty).contains("corral "), "{empty}");
     }
 }

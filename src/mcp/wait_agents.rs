@@ -14,7 +14,7 @@ use super::server::{garbled, json_result, tool_error, CorralTools, RunView, Tool
 use crate::caller::caller_run;
 use crate::scope::{remote_run_for, run_for, Access};
 use crate::store::Store;
-use crate::wait::{collected_by, wait_for, Cancel};
+use crate::verbs::wait::{collected_by, wait_for, Cancel};
 use crate::Run;
 
 #[tool_router(router = wait_agents_router, vis = "pub(super)")]

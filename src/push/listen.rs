@@ -89,9 +89,9 @@ fn allow_denied(store: &mut Store, shepherd: &ShepherdCommand, key: String) -> R
     if !store.answer_push(&key)? {
         return Ok(Acted::Refused(format!("{key} was answered already")));
     }
-    match crate::allow::allow_denied(store, &run.id, "", shepherd) {
+    match crate::verbs::allow::allow_denied(store, &run.id, "", shepherd) {
         Ok(_) => Ok(Acted::Done { key, action: "allow-denied".into() }),
-        Err(crate::allow::AllowError::Store(e)) => Err(e),
+        Err(crate::verbs::allow::AllowError::Store(e)) => Err(e),
         Err(e) => Ok(Acted::Refused(e.to_string())),
     }
 }

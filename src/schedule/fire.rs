@@ -16,12 +16,12 @@ use std::path::PathBuf;
 use super::precheck::{self, Checked};
 use super::{get, Overlap, Schedule, ScheduleError};
 use crate::config::Config;
-use crate::launch::{launch, LaunchRequest};
 use crate::remote::RemoteLaunch;
 use crate::run::RunStatus;
 use crate::store::{FireAsk, FireRow, Short, Store};
 use crate::time;
 use crate::upkeep::queue::ShepherdCommand;
+use crate::verbs::launch::{launch, LaunchRequest};
 
 /// Fires schedule `name` if a slot is due and not taken: the fire, as it
 /// came out, or `None` if nothing was due (or another firer took it).
@@ -462,7 +462,7 @@ fn launch_there(
     let home = store.home().clone();
     let config = Config::load(&home).map_err(|e| e.to_string())?;
     let host = config.host(host).map_err(|e| e.to_string())?;
-    crate::launch::check_task(task).map_err(|e| e.to_string())?;
+    crate::verbs::launch::check_task(task).map_err(|e| e.to_string())?;
     let options = RemoteLaunch {
         cwd: (settings.cwd != "~").then(|| settings.cwd.clone()),
         model: None,
@@ -563,7 +563,7 @@ fn keep(store: &mut Store, schedule: &Schedule) -> Option<String> {
         let beyond_last = keep.last.is_some_and(|last| index >= last as usize);
         let beyond_days = too_old.as_ref().is_some_and(|limit| ended_at < limit);
         if beyond_last || beyond_days {
-            match crate::remove::remove(store, id, false) {
+            match crate::verbs::remove::remove(store, id, false) {
                 Ok(removed) => kept.extend(
                     removed.kept_worktrees.into_iter().map(|tree| format!("{} (branch {})", tree.path, tree.branch)),
                 ),

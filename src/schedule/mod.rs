@@ -255,7 +255,7 @@ pub fn add(
             return Err(ScheduleError::Invalid("a precheck's timeout is between 1 s and 1 h".into()));
         }
     }
-    crate::launch::check_task(&settings.task).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
+    crate::verbs::launch::check_task(&settings.task).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
     check_bounds(settings)?;
     let json = serde_json::to_string(settings).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
     // Refused if the name is taken, before anything of the schedule that

@@ -113,7 +113,7 @@ fn settings_of(preset: &Preset, written: &PresetSchedule, user_home: Option<&Pat
             Some(Precheck { command: command.clone(), each: written.each, timeout_secs: timeout })
         }
     };
-    crate::launch::check_task(&written.task).map_err(|e| e.to_string())?;
+    crate::verbs::launch::check_task(&written.task).map_err(|e| e.to_string())?;
     let keep = written.keep.unwrap_or_default();
     Ok(Settings {
         preset: preset.name.clone(),

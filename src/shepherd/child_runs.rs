@@ -33,7 +33,7 @@ pub(super) fn tally(store: &mut Store, run_id: &str) -> Result<Tally, StoreError
 pub(super) fn abort_active(store: &mut Store, cleanup: &mut Cleanup, run_id: &str) -> Result<Vec<String>, StoreError> {
     for child in store.child_runs(run_id)? {
         if child.status.is_active() {
-            crate::abort::request(store, &child.id)?;
+            crate::verbs::abort::request(store, &child.id)?;
         }
     }
     let mut unreached = Vec::new();

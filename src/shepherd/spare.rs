@@ -10,12 +10,12 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::{Arc, OnceLock};
 
 use crate::home::{self, Home};
-use crate::launch::{launch, LaunchRequest};
 use crate::process;
 use crate::run_env::SHEPHERD_ENV;
 use crate::store::Store;
 use crate::template::wire::{self, WarmAnswer, WarmLaunch};
 use crate::upkeep::queue::{Handoff, ShepherdCommand};
+use crate::verbs::launch::{launch, LaunchRequest};
 
 /// The most a launch request may be: a task of at most 1 MB, and the
 /// launcher's environment.

@@ -722,7 +722,7 @@ impl Supervisor {
         self.flush_events()?;
         self.streams.close_logs();
         // What the run changed is known with its exit (the window's +N −M).
-        if let Err(e) = crate::review::measure(&mut self.store, &self.run_id) {
+        if let Err(e) = crate::verbs::review::measure(&mut self.store, &self.run_id) {
             tracing::warn!(run = %self.run_id, "cannot measure the worktree's changes: {e}");
         }
         let used = self.recorder.used(&self.cleanup);

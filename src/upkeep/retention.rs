@@ -7,7 +7,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::config::{Config, Retention};
-use crate::remove::{prune, PruneRule, Pruned, RemoveError};
+use crate::verbs::remove::{prune, PruneRule, Pruned, RemoveError};
 use crate::Store;
 
 /// How often the rule is applied.

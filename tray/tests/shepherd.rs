@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use corral::launch::{launch, LaunchRequest};
 use corral::process::ProcessId;
 use corral::upkeep::queue::ShepherdCommand;
+use corral::verbs::launch::{launch, LaunchRequest};
 use corral::{Home, RunStatus, Store};
 
 #[test]

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use corral::launch::{launch, LaunchRequest};
+use corral::verbs::launch::{launch, LaunchRequest};
 use corral::Run;
 use tauri::{AppHandle, State};
 use tauri_plugin_dialog::DialogExt;

@@ -1,7 +1,7 @@
 //! A run's changes and conversation in the window: its worktree's diff,
 //! Merge, Discard, Open folder, Open terminal, the reply box, and the disk
-//! space worktrees take. The rules are the core's (`corral::review`,
-//! `corral::reply`), shared with the CLI and the MCP server.
+//! space worktrees take. The rules are the core's (`corral::verbs::review`,
+//! `corral::verbs::reply`), shared with the CLI and the MCP server.
 
 use std::path::PathBuf;
 
@@ -24,9 +24,9 @@ pub struct RunChanges {
 #[tauri::command(async)]
 pub fn run_changes(state: State<'_, AppState>, id: String) -> Result<RunChanges, AppError> {
     let mut store = state.store()?;
-    let (run, changes) = corral::review::changes(&mut store, &id)?;
-    let worktree = corral::review::worktree_of(&run).map_err(corral::review::ReviewError::from)?;
-    let patch = corral::worktree::patch(worktree).map_err(corral::review::ReviewError::from)?;
+    let (run, changes) = corral::verbs::review::changes(&mut store, &id)?;
+    let worktree = corral::verbs::review::worktree_of(&run).map_err(corral::verbs::review::ReviewError::from)?;
+    let patch = corral::worktree::patch(worktree).map_err(corral::verbs::review::ReviewError::from)?;
     Ok(RunChanges { changes, patch })
 }
 
@@ -34,7 +34,7 @@ pub fn run_changes(state: State<'_, AppState>, id: String) -> Result<RunChanges,
 /// new commit.
 #[tauri::command(async)]
 pub fn merge_run(state: State<'_, AppState>, id: String, keep_commits: bool) -> Result<String, AppError> {
-    Ok(corral::review::merge(&mut state.store()?, &id, keep_commits)?.commit)
+    Ok(corral::verbs::review::merge(&mut state.store()?, &id, keep_commits)?.commit)
 }
 
 /// Opens a pull request for run `id`'s work (or pushes to the one it has),
@@ -59,7 +59,7 @@ pub fn pull_request(state: State<'_, AppState>, id: String) -> Result<Option<cor
 /// that change the same lines.
 #[derive(Serialize)]
 pub struct Together {
-    files: Vec<corral::review::FileAcross>,
+    files: Vec<corral::verbs::review::FileAcross>,
     conflicts: Vec<corral::worktree::Conflict>,
 }
 
@@ -67,8 +67,8 @@ pub struct Together {
 #[tauri::command(async)]
 pub fn review_runs(state: State<'_, AppState>, ids: Vec<String>) -> Result<Together, AppError> {
     let store = state.store()?;
-    let files = corral::review::diff_together(&store, &ids)?;
-    let (_, conflicts) = corral::review::conflicts(&store, &ids, std::path::Path::new("/"))?;
+    let files = corral::verbs::review::diff_together(&store, &ids)?;
+    let (_, conflicts) = corral::verbs::review::conflicts(&store, &ids, std::path::Path::new("/"))?;
     Ok(Together { files, conflicts })
 }
 
@@ -76,14 +76,14 @@ pub fn review_runs(state: State<'_, AppState>, ids: Vec<String>) -> Result<Toget
 /// is merged if two conflict. Returns the new commits.
 #[tauri::command(async)]
 pub fn merge_runs(state: State<'_, AppState>, ids: Vec<String>) -> Result<Vec<String>, AppError> {
-    let merged = corral::review::merge_together(&mut state.store()?, &ids, false)?;
+    let merged = corral::verbs::review::merge_together(&mut state.store()?, &ids, false)?;
     Ok(merged.into_iter().map(|m| m.commit).collect())
 }
 
 /// Removes run `id`'s worktree and branch (the window asks first).
 #[tauri::command(async)]
 pub fn discard_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {
-    Ok(corral::review::discard(&mut state.store()?, &id)?)
+    Ok(corral::verbs::review::discard(&mut state.store()?, &id)?)
 }
 
 /// Opens the run's folder (its worktree, if it has one) in the file manager.
@@ -111,9 +111,9 @@ pub fn reply_run(state: State<'_, AppState>, id: String, text: String, allow_den
     let mut store = state.store()?;
     let shepherd = state.shepherd()?;
     if allow_denied {
-        return Ok(corral::allow::allow_denied(&mut store, &id, &text, &shepherd)?.run);
+        return Ok(corral::verbs::allow::allow_denied(&mut store, &id, &text, &shepherd)?.run);
     }
-    Ok(corral::reply::reply(&mut store, &id, &text, false, &shepherd)?.run)
+    Ok(corral::verbs::reply::reply(&mut store, &id, &text, false, &shepherd)?.run)
 }
 
 /// Replies said to run `id`, oldest first.

@@ -261,7 +261,8 @@ pub fn abort_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError
         }
     }
     let config = corral::config::Config::load(&state.home)?;
-    let result = corral::abort::abort(&mut store, &id, config.stop_grace + Duration::from_secs(2), &state.shepherd()?)?;
+    let result =
+        corral::verbs::abort::abort(&mut store, &id, config.stop_grace + Duration::from_secs(2), &state.shepherd()?)?;
     Ok(result.run().clone())
 }
 
@@ -269,7 +270,7 @@ pub fn abort_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError
 #[tauri::command(async)]
 pub fn pause_run(state: State<'_, AppState>, id: String, paused: bool) -> Result<Run, AppError> {
     let mut store = state.store()?;
-    Ok(corral::pause::pause(&mut store, &id, paused, corral::pause::PATIENCE, &state.shepherd()?)?)
+    Ok(corral::verbs::pause::pause(&mut store, &id, paused, corral::verbs::pause::PATIENCE, &state.shepherd()?)?)
 }
 
 /// Answers the ask of run `owner`'s budget: allow as much again
@@ -286,7 +287,7 @@ pub fn answer_budget(state: State<'_, AppState>, owner: String, allow: bool) -> 
 #[tauri::command(async)]
 pub fn relaunch_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError> {
     let mut store = state.store()?;
-    Ok(corral::launch::relaunch(&mut store, &id, &state.shepherd()?)?)
+    Ok(corral::verbs::launch::relaunch(&mut store, &id, &state.shepherd()?)?)
 }
 
 /// "Clear finished"; returns how many runs were cleared.

@@ -1,6 +1,6 @@
 //! "Pause all running" / "Resume all paused": freeze every working run at
 //! once (a meeting, a laptop on battery) and thaw them again. Each run is
-//! frozen whole, holds no slot and its clocks stop (see `corral::pause`).
+//! frozen whole, holds no slot and its clocks stop (see `corral::verbs::pause`).
 
 use corral::store::RunFilter;
 use corral::upkeep::queue::ShepherdCommand;
@@ -37,7 +37,9 @@ pub fn clicked(state: &TrayState, pause: bool) {
             let runs =
                 store.runs(&RunFilter { status: Some(from), ..RunFilter::default() }).map_err(|e| e.to_string())?;
             for run in runs {
-                if let Err(e) = corral::pause::pause(&mut store, &run.id, pause, corral::pause::PATIENCE, &shepherd) {
+                if let Err(e) =
+                    corral::verbs::pause::pause(&mut store, &run.id, pause, corral::verbs::pause::PATIENCE, &shepherd)
+                {
                     tracing::warn!(run = %run.id, "cannot pause or resume: {e}");
                 }
             }

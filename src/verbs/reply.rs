@@ -71,7 +71,7 @@ pub fn reply(
     // The same bounds as a task (it reaches the agent the same way), before
     // anything else is looked at.
     if !text.trim().is_empty() {
-        crate::launch::check_task(text)
+        crate::verbs::launch::check_task(text)
             .map_err(|e| ReplyError::Unusable(e.to_string().replacen("the task", "the reply", 1)))?;
     }
     let run = store.find_run(id)?;

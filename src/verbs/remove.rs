@@ -74,7 +74,7 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
         // A worktree whose changes cannot be read is kept: never lose work on a doubt.
         let mut unmerged = worktree::unmerged(Path::new(repo), &branch, tree).unwrap_or_else(|e| vec![e.to_string()]);
         // Nor one another run works in (a run relaunched there).
-        if let Some(other) = crate::review::working_in(store, tree)?.filter(|o| !ids.contains(&o.id)) {
+        if let Some(other) = crate::verbs::review::working_in(store, tree)?.filter(|o| !ids.contains(&o.id)) {
             unmerged.insert(0, format!("(run {} works in it)", other.id));
         }
         if unmerged.is_empty() {
@@ -96,7 +96,7 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
         // while the run (its preset, its environment) is still there, its
         // worktree kept or not: once its record is gone nothing could.
         for id in &ids {
-            if let Some(failed) = crate::review::tear_down(store, id) {
+            if let Some(failed) = crate::verbs::review::tear_down(store, id) {
                 tracing::warn!("{failed}");
             }
         }

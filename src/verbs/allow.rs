@@ -9,10 +9,10 @@
 use std::path::Path;
 
 use crate::config::{Config, ConfigError};
-use crate::reply::{self, Replied, ReplyError};
 use crate::sandbox::{expand, BadSandbox, Widening};
 use crate::store::{Store, StoreError};
 use crate::upkeep::queue::ShepherdCommand;
+use crate::verbs::reply::{self, Replied, ReplyError};
 
 /// Why a sandbox could not be widened.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +110,7 @@ pub fn allow(
         widening.hosts.push(crate::sandbox::host_name(host.trim())?);
     }
     store.allow_in_sandbox(&run.id, &widening)?;
-    crate::pause::nudge(&run);
+    crate::verbs::pause::nudge(&run);
     if quiet {
         return Ok(Allowed { run_id: run.id, widening, replied: None });
     }
