@@ -5,8 +5,6 @@
 //! crate's public API.
 
 pub mod adapter;
-pub mod announce;
-pub mod ask;
 pub mod attention;
 pub mod autostart;
 pub mod blocking;
@@ -41,7 +39,6 @@ pub mod upkeep;
 pub mod usage_limit;
 pub mod verbs;
 pub mod watch;
-pub mod window_route;
 pub mod word;
 pub mod worktree;
 

@@ -90,7 +90,7 @@ fn two_runs_paused_by_one_limit_are_one_announcement() {
     let runs = [env.launch_env("cx", "one", &vars), env.launch_env("cx", "two", &vars)];
     let paused: Vec<_> = runs.iter().map(|id| env.wait_run(id, LIMIT, |r| r["status"] == "paused")).collect();
     assert_eq!(paused[0]["resumes_at"], paused[1]["resumes_at"], "one limit, one reset");
-    let notes = corral::announce::usage_limits(&env.store()).unwrap();
+    let notes = corral::attention::announce::usage_limits(&env.store()).unwrap();
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].1.summary.starts_with("⏸ 2 codex runs paused: usage limit, going on at"), "{notes:?}");
     env.ok(&["abort", &runs[0], &runs[1]]);

@@ -23,7 +23,7 @@ pub enum AppError {
     #[error(transparent)]
     Pause(#[from] corral::verbs::pause::PauseError),
     #[error(transparent)]
-    Answer(#[from] corral::ask::AnswerError),
+    Answer(#[from] corral::attention::ask::AnswerError),
     #[error(transparent)]
     Autostart(#[from] corral::autostart::AutostartError),
     #[error(transparent)]

@@ -2,7 +2,7 @@
 //! processes cost hundreds of MB; the store holds all state, so opening it
 //! again loses nothing).
 
-pub use corral::window_route::Route;
+pub use corral::attention::window_route::Route;
 use tauri::{AppHandle, Manager, WebviewUrl, WebviewWindowBuilder};
 
 /// The window's label.

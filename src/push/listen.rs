@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::{outbox, token, Channel};
-use crate::ask::Answer;
+use crate::attention::ask::Answer;
 use crate::config::{Config, PushConfig};
 use crate::home::Home;
 use crate::store::{Store, StoreError};
@@ -61,13 +61,14 @@ pub fn act(store: &mut Store, shepherd: &ShepherdCommand, secret: &[u8], text: &
         "stop" => Answer::Stop,
         other => return Ok(Acted::Refused(format!("no answer {other}"))),
     };
-    let Some(ask) = crate::ask::pending(store)?.into_iter().find(|a| outbox::budget_key(a) == signed.key) else {
+    let Some(ask) = crate::attention::ask::pending(store)?.into_iter().find(|a| outbox::budget_key(a) == signed.key)
+    else {
         return Ok(Acted::Refused(format!("{} waits for no answer now (answered elsewhere, or over)", signed.key)));
     };
     if !store.answer_push(&signed.key)? {
         return Ok(Acted::Refused(format!("{} was answered already", signed.key)));
     }
-    if let Err(e) = crate::ask::answer(store, ask.owner(), answer, shepherd) {
+    if let Err(e) = crate::attention::ask::answer(store, ask.owner(), answer, shepherd) {
         return Ok(Acted::Refused(e.to_string()));
     }
     Ok(Acted::Done { key: signed.key, action: signed.action })

@@ -10,7 +10,7 @@
 use serde_json::{json, Value};
 
 use super::{token, Channel};
-use crate::ask::Ask;
+use crate::attention::ask::Ask;
 use crate::config::PushConfig;
 use crate::store::{Store, StoreError};
 
@@ -42,7 +42,7 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
     let expires = chrono::Utc::now().timestamp() + ANSWERS_STAND;
     let mut wanted: Vec<(String, Value)> = Vec::new();
     if config.sends("budget") {
-        for ask in crate::ask::pending(store)? {
+        for ask in crate::attention::ask::pending(store)? {
             let key = budget_key(&ask);
             let mut message = ask.body();
             if config.details {
@@ -90,7 +90,7 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
         }
     }
     if config.sends("usage_limit") {
-        for (key, note) in crate::announce::usage_limits(store)? {
+        for (key, note) in crate::attention::announce::usage_limits(store)? {
             let key = format!("limit:{key}");
             let message = json!({"key": key, "title": note.summary, "message": note.body, "priority": 3,
                 "tags": ["hourglass"], "run": note.run, "actions": []});
@@ -129,7 +129,7 @@ pub fn send(store: &mut Store, channel: &Channel) -> Result<usize, StoreError> {
     // terminal while the server was away) is asked no more: never a
     // "paused: budget reached" for a run that is not.
     let asked: Vec<String> = match claimed.iter().any(|p| p.key.starts_with("budget:")) {
-        true => crate::ask::pending(store)?.iter().map(budget_key).collect(),
+        true => crate::attention::ask::pending(store)?.iter().map(budget_key).collect(),
         false => Vec::new(),
     };
     for push in claimed {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use corral::ask::Answer;
+use corral::attention::ask::Answer;
 use corral::store::StoreError;
 use corral::upkeep::queue::ShepherdCommand;
 use corral::Store;
@@ -29,8 +29,8 @@ impl Asking {
     /// Shows what newly waits (unless "Do not disturb" is on) and takes
     /// back what no longer does.
     pub fn follow(&mut self, store: &Store, herald: &Herald, quiet: bool) -> Result<(), StoreError> {
-        let pending = corral::ask::pending(store)?;
-        let key = |ask: &corral::ask::Ask| (ask.owner().to_string(), ask.crossing.budget.spec());
+        let pending = corral::attention::ask::pending(store)?;
+        let key = |ask: &corral::attention::ask::Ask| (ask.owner().to_string(), ask.crossing.budget.spec());
         let waiting: BTreeSet<(String, String)> = pending.iter().map(key).collect();
         let owners: BTreeSet<&String> = waiting.iter().map(|(owner, _)| owner).collect();
         for (answered, _) in self.shown.difference(&waiting) {
@@ -39,7 +39,7 @@ impl Asking {
             }
         }
         self.shown.retain(|shown| waiting.contains(shown));
-        let limits = corral::announce::usage_limits(store)?;
+        let limits = corral::attention::announce::usage_limits(store)?;
         self.limits_said.retain(|key| limits.iter().any(|(k, _)| k == key));
         if !quiet {
             for (key, note) in limits {
@@ -64,7 +64,7 @@ pub fn answer(owner: &str, answer: Answer) {
         let home = corral::Home::from_env()?;
         let shepherd = ShepherdCommand::lightest()?;
         let mut store = corral::upkeep::heal::open_healed(&home, &shepherd)?;
-        corral::ask::answer(&mut store, owner, answer, &shepherd)?;
+        corral::attention::ask::answer(&mut store, owner, answer, &shepherd)?;
         Ok(())
     })();
     if let Err(e) = acted {

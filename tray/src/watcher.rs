@@ -5,7 +5,7 @@
 //! the kernel tells it the store's files were written or a shepherd
 //! exited, or the menu wakes it); when a status changed it sends the panel
 //! a fresh view and claims newly ended runs, which it announces as
-//! `corral::announce` decides: one notification per piece of work, endings
+//! `corral::attention::announce` decides: one notification per piece of work, endings
 //! close together as one summary, a few a minute at most (what ended while
 //! the tray was away, as one).
 //!
@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use corral::announce::{self, Pacer, Release};
+use corral::attention::announce::{self, Pacer, Release};
 use corral::upkeep::queue::ShepherdCommand;
 use corral::watch::Follower;
 use corral::Store;

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-pub use corral::window_route::Route;
+pub use corral::attention::window_route::Route;
 
 /// The window's program.
 fn program() -> PathBuf {

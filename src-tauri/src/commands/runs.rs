@@ -160,12 +160,13 @@ pub fn get_run(state: State<'_, AppState>, id: String) -> Result<RunDetail, AppE
     };
     store.mark_seen(&run.id)?;
     let folder = state.home.run_dir(&run.id);
-    let ask = corral::ask::pending(&store)?.into_iter().find(|a| a.paused.contains(&run.id)).map(|a| BudgetAsk {
-        words: a.crossing.words(&run.id),
-        allow: a.allow_words(),
-        paused: a.paused.len(),
-        owner: a.owner().to_string(),
-    });
+    let ask =
+        corral::attention::ask::pending(&store)?.into_iter().find(|a| a.paused.contains(&run.id)).map(|a| BudgetAsk {
+            words: a.crossing.words(&run.id),
+            allow: a.allow_words(),
+            paused: a.paused.len(),
+            owner: a.owner().to_string(),
+        });
     let meter = budget_meter(&store, &run)?;
     let children = store
         .runs(&RunFilter { include_dismissed: true, parent_id: Some(run.id.clone()), ..RunFilter::default() })?
@@ -278,8 +279,8 @@ pub fn pause_run(state: State<'_, AppState>, id: String, paused: bool) -> Result
 #[tauri::command(async)]
 pub fn answer_budget(state: State<'_, AppState>, owner: String, allow: bool) -> Result<(), AppError> {
     let mut store = state.store()?;
-    let answer = if allow { corral::ask::Answer::AllowMore } else { corral::ask::Answer::Stop };
-    Ok(corral::ask::answer(&mut store, &owner, answer, &state.shepherd()?)?)
+    let answer = if allow { corral::attention::ask::Answer::AllowMore } else { corral::attention::ask::Answer::Stop };
+    Ok(corral::attention::ask::answer(&mut store, &owner, answer, &state.shepherd()?)?)
 }
 
 /// Launches a run again with the same preset, task, folder, model,

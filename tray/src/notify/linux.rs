@@ -2,12 +2,12 @@
 //! (org.freedesktop.Notifications) with a default action and an
 //! "Open transcript" action.
 
-use corral::announce::Announcement;
-use corral::ask::{Answer, Ask};
+use corral::attention::announce::Announcement;
+use corral::attention::ask::{Answer, Ask};
 use notify_rust::{ActionResponse, Hint, Notification, NotificationHandle, Timeout, Urgency};
 
 use super::{Answerer, Opener, Refused};
-use corral::window_route::Route;
+use corral::attention::window_route::Route;
 
 /// Shows `note`, then waits for a click to `open` the run on a thread of
 /// its own (notify-rust blocks). A failure is critical and stays until

@@ -1,4 +1,4 @@
-//! Notifications: what `corral::announce` decides (one per piece of work,
+//! Notifications: what `corral::attention::announce` decides (one per piece of work,
 //! paced), shown on the desktop, whose click opens the run's transcript (or
 //! the runs list for a summary) in the window. Nothing here steals focus:
 //! the window opens only when the user clicks.
@@ -17,9 +17,9 @@ use linux as platform;
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
 
-use corral::announce::Announcement;
-use corral::ask::{Answer, Ask};
-use corral::window_route::Route;
+use corral::attention::announce::Announcement;
+use corral::attention::ask::{Answer, Ask};
+use corral::attention::window_route::Route;
 
 /// What a click on a notification does with where it leads (the window's
 /// `open`, given by whoever starts the [`Herald`]).

@@ -6,6 +6,14 @@
 //! they never disagree about what needs the user. An item leaves the list
 //! when it is answered (a budget raised, a run resumed or relaunched), seen
 //! (a failure's transcript opened), or cleared.
+//!
+//! The wing around it holds the rest of what reaches the user: what the
+//! desktop says when runs end (`announce`), a question and its one answer
+//! (`ask`), and where the window opens to show an item (`window_route`).
+
+pub mod announce;
+pub mod ask;
+pub mod window_route;
 
 use serde::Serialize;
 
