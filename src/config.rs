@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::adapter::AgentKind;
+use crate::cost::resources::{LimitValue, ResourceLimits, WrittenLimits};
 use crate::home::Home;
 use crate::preset::Preset;
-use crate::resources::{LimitValue, ResourceLimits, WrittenLimits};
 
 /// Corral's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,10 +55,10 @@ pub struct Config {
     pub systemd_timers: bool,
     /// `[budget]`: what a run may spend when its preset and its launch say
     /// nothing; unlimited by default.
-    pub budget: Option<crate::budget::Budget>,
+    pub budget: Option<crate::cost::budget::Budget>,
     /// `[budget] on_budget`: what crossing a budget does, for presets that
     /// do not say (pause and ask by default).
-    pub on_budget: crate::budget::OnBudget,
+    pub on_budget: crate::cost::budget::OnBudget,
     /// `[sandbox]`: what runs may touch when their preset says nothing;
     /// unsandboxed by default.
     pub sandbox: Option<crate::sandbox::Sandbox>,
@@ -217,7 +217,7 @@ impl Default for Config {
             systemd_timers: false,
             budget: None,
             sandbox: None,
-            on_budget: crate::budget::OnBudget::Pause,
+            on_budget: crate::cost::budget::OnBudget::Pause,
             usage_limit_retry: Duration::from_secs(300),
             usage_limit_tries: 3,
             push: None,
@@ -299,8 +299,8 @@ struct UsageLimitsFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct BudgetFile {
-    usd: Option<crate::resources::LimitValue>,
-    tokens: Option<crate::resources::LimitValue>,
+    usd: Option<crate::cost::resources::LimitValue>,
+    tokens: Option<crate::cost::resources::LimitValue>,
     on_budget: Option<String>,
 }
 
@@ -398,7 +398,7 @@ impl Config {
         config.launch_template = file.launch_template.unwrap_or(false);
         config.resource_limits = ResourceLimits::parse(&file.limits).map_err(|e| invalid(e.to_string()))?;
         let size = |key: &'static str, value: &LimitValue| {
-            crate::resources::parse_size(key, value).map_err(|e| invalid(format!("`[transcripts] {e}`")))
+            crate::cost::resources::parse_size(key, value).map_err(|e| invalid(format!("`[transcripts] {e}`")))
         };
         if let Some(v) = &file.transcripts.max {
             config.transcripts.max_bytes = size("max", v)?;
@@ -451,7 +451,7 @@ impl Config {
         }
         if let Some(b) = &file.budget {
             if b.usd.is_some() || b.tokens.is_some() {
-                let written = crate::budget::WrittenBudget::Keys { usd: b.usd.clone(), tokens: b.tokens.clone() };
+                let written = crate::cost::budget::WrittenBudget::Keys { usd: b.usd.clone(), tokens: b.tokens.clone() };
                 config.budget = Some(written.read().map_err(|e| invalid(format!("`[budget]`: {e}")))?);
             }
             if let Some(word) = &b.on_budget {
@@ -498,8 +498,8 @@ impl Config {
     pub fn budget_for(
         &self,
         preset: &Preset,
-        asked: Option<crate::budget::Budget>,
-    ) -> Option<(crate::budget::Budget, crate::budget::OnBudget)> {
+        asked: Option<crate::cost::budget::Budget>,
+    ) -> Option<(crate::cost::budget::Budget, crate::cost::budget::OnBudget)> {
         let budget = asked.or(preset.budget).or(self.budget)?;
         Some((budget, preset.on_budget.unwrap_or(self.on_budget)))
     }

@@ -288,11 +288,11 @@ pub struct Run {
     /// How its processes are held: its cgroup, the limits applied and
     /// those that could not be, or why it has no cgroup.
     #[serde(default)]
-    pub containment: Option<crate::resources::Containment>,
+    pub containment: Option<crate::cost::resources::Containment>,
     /// What its whole process tree used (CPU seconds, peak memory), as
     /// last measured; `None` before the first measure.
     #[serde(default)]
-    pub resources: Option<crate::resources::Resources>,
+    pub resources: Option<crate::cost::resources::Resources>,
     /// While it is `paused`: since when.
     #[serde(default)]
     pub paused_at: Option<String>,
@@ -309,10 +309,10 @@ pub struct Run {
     /// What it, with its child runs, may spend; `None`: no budget of its
     /// own (a run that launched it may still have one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::budget::Budget>,
+    pub budget: Option<crate::cost::budget::Budget>,
     /// What crossing its budget does (pause and ask, or stop).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_budget: Option<crate::budget::OnBudget>,
+    pub on_budget: Option<crate::cost::budget::OnBudget>,
     /// How much of the database its transcript takes, and what a
     /// transcript cap left out.
     #[serde(default)]

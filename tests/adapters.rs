@@ -205,20 +205,20 @@ fn usage_limits_are_recognised_in_codex_and_claude_codes_own_words() {
     let mut r = replay(AgentKind::Codex, "codex-0.169-usage-limit.jsonl");
     let v = outcome(&mut r, ProcessEnd::Exited(1));
     assert_eq!(v.status, RunStatus::Failed);
-    let limit = corral::usage_limit::recognise(&v, now).expect("Codex's usage limit");
+    let limit = corral::cost::usage_limit::recognise(&v, now).expect("Codex's usage limit");
     assert_eq!(limit.resets_at.unwrap().format("%H:%M").to_string(), "17:40", "try again at 5:40 PM");
 
     let mut r = replay(AgentKind::Claude, "claude-2.1-rate-limit-429.jsonl");
     let v = outcome(&mut r, ProcessEnd::Exited(1));
     assert_eq!(v.status, RunStatus::Failed);
-    let limit = corral::usage_limit::recognise(&v, now).expect("Claude Code's rate limit");
+    let limit = corral::cost::usage_limit::recognise(&v, now).expect("Claude Code's rate limit");
     assert_eq!(limit.resets_at, None, "no reset time said");
     assert!(r.adapter.report().session_id.is_some(), "its session can go on");
 
     // A failure that is not a limit is not taken for one.
     let mut r = replay(AgentKind::Claude, "claude-2.1-http500-is-error.jsonl");
     let v = outcome(&mut r, ProcessEnd::Exited(1));
-    assert!(corral::usage_limit::recognise(&v, now).is_none(), "{v:?}");
+    assert!(corral::cost::usage_limit::recognise(&v, now).is_none(), "{v:?}");
 }
 
 #[test]

@@ -29,7 +29,7 @@ pub enum AppError {
     #[error(transparent)]
     Remote(#[from] corral::remote::RemoteError),
     #[error(transparent)]
-    Budget(#[from] corral::budget::BadBudget),
+    Budget(#[from] corral::cost::budget::BadBudget),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::budget::short_count;
+use crate::cost::budget::short_count;
 use crate::preset::Notify;
 use crate::run::{Run, RunStatus};
 use crate::store::{Store, StoreError};

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::budget::{Budget, BudgetChange, Crossing};
+use crate::cost::budget::{Budget, BudgetChange, Crossing};
 use crate::store::{Store, StoreError};
 use crate::upkeep::heal::HealError;
 use crate::upkeep::queue::ShepherdCommand;

@@ -17,7 +17,7 @@ pub mod window_route;
 
 use serde::Serialize;
 
-use crate::budget::Crossing;
+use crate::cost::budget::Crossing;
 use crate::run::{PauseReason, Run, RunStatus};
 use crate::store::{Store, StoreError};
 use crate::time;
@@ -382,7 +382,7 @@ fn of_host_run(run: &Run) -> Option<Item> {
     let (reason, chip, words, actions) = match run.pause_reason? {
         PauseReason::Budget => {
             let budget = run.budget?;
-            let spent = crate::budget::Spent {
+            let spent = crate::cost::budget::Spent {
                 usd: run.cost_usd.unwrap_or(0.0).max(0.0),
                 estimated: run.cost_estimated,
                 tokens: run.usage.total(),
@@ -393,7 +393,7 @@ fn of_host_run(run: &Run) -> Option<Item> {
                 budget,
                 step: budget,
                 spent,
-                on_budget: crate::budget::OnBudget::Pause,
+                on_budget: crate::cost::budget::OnBudget::Pause,
             };
             budget_answers(&name, id, &crossing)
         }
@@ -497,7 +497,7 @@ fn spent_words(crossing: &Crossing) -> String {
         parts.push(crossing.spent.dollars());
     }
     if crossing.budget.tokens.is_some() {
-        parts.push(crate::budget::Budget { usd: None, tokens: Some(crossing.spent.tokens) }.words());
+        parts.push(crate::cost::budget::Budget { usd: None, tokens: Some(crossing.spent.tokens) }.words());
     }
     parts.join(" · ")
 }

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 
-use corral::resources::human_bytes;
+use corral::cost::resources::human_bytes;
 use corral::Store;
 
 #[derive(Debug, clap::Args)]

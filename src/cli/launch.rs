@@ -57,7 +57,7 @@ pub struct Args {
     /// paused and you are asked: `$2`, `500k tokens`, `usd=2,tokens=2M`
     /// (over the preset's `budget:` and config.toml's `[budget]`).
     #[arg(long, value_name = "BUDGET", value_parser = parse_budget)]
-    budget: Option<corral::budget::Budget>,
+    budget: Option<corral::cost::budget::Budget>,
     /// Block until the run ends; exit as `corral wait` does.
     #[arg(long)]
     wait: bool,
@@ -163,8 +163,8 @@ fn worktree_choice(args: &Args) -> Option<bool> {
 }
 
 /// `--budget` as clap reads it.
-pub fn parse_budget(text: &str) -> Result<corral::budget::Budget, corral::budget::BadBudget> {
-    corral::budget::Budget::parse(text)
+pub fn parse_budget(text: &str) -> Result<corral::cost::budget::Budget, corral::cost::budget::BadBudget> {
+    corral::cost::budget::Budget::parse(text)
 }
 
 impl Args {

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use corral::budget::BudgetChange;
+use corral::cost::budget::BudgetChange;
 use corral::store::StoreError;
 use corral::upkeep::heal::HealError;
 use corral::upkeep::queue::ShepherdCommand;

@@ -42,7 +42,7 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
 
 /// How much room the database gave back.
 pub fn say_reclaimed(db: &corral::store::Reclaimed, out: &mut impl Write) -> std::io::Result<()> {
-    use corral::resources::human_bytes;
+    use corral::cost::resources::human_bytes;
     let freed = db.before.saturating_sub(db.after);
     writeln!(out, "database {} → {} ({} given back)", human_bytes(db.before), human_bytes(db.after), human_bytes(freed))
 }

@@ -126,8 +126,8 @@ pub struct AddArgs {
     /// What its fires' runs may spend in a day (`$5`, `usd=5,tokens=5M`):
     /// each run gets what is left; once it is spent, fires launch nothing
     /// until midnight.
-    #[arg(long, value_name = "BUDGET", value_parser = corral::budget::Budget::parse)]
-    pub budget_per_day: Option<corral::budget::Budget>,
+    #[arg(long, value_name = "BUDGET", value_parser = corral::cost::budget::Budget::parse)]
+    pub budget_per_day: Option<corral::cost::budget::Budget>,
     /// Keep this many of its finished runs; older ones are removed as `rm`
     /// removes them (a worktree with unmerged work stays).
     #[arg(long, value_name = "N")]

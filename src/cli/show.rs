@@ -178,7 +178,7 @@ fn budget(store: &Store, run: &corral::Run) -> anyhow::Result<String> {
     let with = if run.children.is_empty() { "" } else { " with its child runs" };
     let tokens = if spent.tokens >= 1000 { format!("{}k", spent.tokens / 1000) } else { spent.tokens.to_string() };
     let on = match run.on_budget {
-        Some(corral::budget::OnBudget::Stop) => "; stops when reached",
+        Some(corral::cost::budget::OnBudget::Stop) => "; stops when reached",
         _ => "",
     };
     Ok(format!("{} ({} and {tokens} tokens spent{with}{on})", budget.words(), spent.dollars()))
@@ -187,18 +187,18 @@ fn budget(store: &Store, run: &corral::Run) -> anyhow::Result<String> {
 /// `CPU 12.3 s, peak memory 1.2 GiB`, as last measured.
 fn resources(run: &corral::Run) -> String {
     let Some(used) = run.resources else { return "-".into() };
-    let peak = used.memory_peak_bytes.map_or_else(|| "not measured".into(), corral::resources::human_bytes);
+    let peak = used.memory_peak_bytes.map_or_else(|| "not measured".into(), corral::cost::resources::human_bytes);
     format!("CPU {:.2} s, peak memory {peak}", used.cpu_seconds)
 }
 
 /// How the run's processes are held, and each limit applied or not.
 fn transcript(size: &corral::run::TranscriptSize) -> String {
-    let kept = corral::resources::human_bytes(size.bytes);
+    let kept = corral::cost::resources::human_bytes(size.bytes);
     match size.dropped_events {
         0 => kept,
         n => format!(
             "{kept}; {n} later events ({}) not kept: the cap of `[transcripts] max` in config.toml",
-            corral::resources::human_bytes(size.dropped_bytes)
+            corral::cost::resources::human_bytes(size.dropped_bytes)
         ),
     }
 }

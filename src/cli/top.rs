@@ -593,6 +593,6 @@ fn short_count(n: u64) -> String {
     if n == 0 {
         "-".into()
     } else {
-        corral::budget::short_count(n)
+        corral::cost::budget::short_count(n)
     }
 }

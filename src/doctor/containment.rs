@@ -3,9 +3,9 @@
 
 use super::{Finding, Level};
 use crate::config::Config;
+use crate::cost::resources::ResourceLimits;
 use crate::home::Home;
 use crate::process::cgroup;
-use crate::resources::ResourceLimits;
 
 const AREA: &str = "containment";
 

@@ -2,8 +2,8 @@
 //! big it is, and the room left on its disk.
 
 use super::{Finding, Level};
+use crate::cost::resources::human_bytes;
 use crate::home::Home;
-use crate::resources::human_bytes;
 use crate::store::{Store, SCHEMA_VERSION};
 
 const AREA: &str = "store";

@@ -99,6 +99,8 @@ pub struct LaunchArgs {
 }
 
 /// The budget an MCP caller wrote, read as `--budget` is.
-pub(super) fn budget_of(text: Option<&str>) -> Result<Option<crate::budget::Budget>, crate::budget::BadBudget> {
-    text.map(crate::budget::Budget::parse).transpose()
+pub(super) fn budget_of(
+    text: Option<&str>,
+) -> Result<Option<crate::cost::budget::Budget>, crate::cost::budget::BadBudget> {
+    text.map(crate::cost::budget::Budget::parse).transpose()
 }

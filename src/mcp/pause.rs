@@ -29,7 +29,7 @@ impl CorralTools {
     )]
     async fn resume_agent(&self, Parameters(args): Parameters<ResumeArgs>) -> CallToolResult {
         self.with_store(move |store, shepherd| {
-            let change = args.budget.as_deref().map(crate::budget::BudgetChange::parse).transpose()?;
+            let change = args.budget.as_deref().map(crate::cost::budget::BudgetChange::parse).transpose()?;
             let mut verb = vec!["resume", "{id}"];
             if let Some(budget) = args.budget.as_deref() {
                 verb.extend(["--budget", budget]);

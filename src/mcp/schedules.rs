@@ -70,7 +70,7 @@ impl CorralTools {
                 }),
                 max_runs_per_fire: args.max_runs_per_fire,
                 max_runs_per_hour: args.max_runs_per_hour,
-                budget_per_day: args.budget_per_day.as_deref().map(crate::budget::Budget::parse).transpose()?,
+                budget_per_day: args.budget_per_day.as_deref().map(crate::cost::budget::Budget::parse).transpose()?,
                 pause_after_failures: args.pause_after_failures,
                 keep: Keep::default(),
             };

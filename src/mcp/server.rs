@@ -42,7 +42,7 @@ pub(super) enum ToolFailure {
     #[error(transparent)]
     When(#[from] crate::schedule::WhenError),
     #[error(transparent)]
-    Budget(#[from] crate::budget::BadBudget),
+    Budget(#[from] crate::cost::budget::BadBudget),
     /// A host could not be reached, or refused.
     #[error(transparent)]
     Remote(#[from] crate::remote::RemoteError),
@@ -101,7 +101,7 @@ pub(super) struct RunView<'a> {
     pause_reason: Option<&'a str>,
     /// What it, with the runs it launched, may spend.
     #[serde(skip_serializing_if = "Option::is_none")]
-    budget: Option<&'a crate::budget::Budget>,
+    budget: Option<&'a crate::cost::budget::Budget>,
 }
 
 impl<'a> From<&'a Run> for RunView<'a> {

@@ -148,8 +148,8 @@ pub struct Preset {
     pub env: std::collections::BTreeMap<String, String>,
     /// Limits on the run's whole process tree (`limits: {memory: 4G, cpu:
     /// 200%, tasks: 512}`); `config.toml`'s `[limits]` fill the rest.
-    #[serde(default, skip_serializing_if = "crate::resources::ResourceLimits::is_empty")]
-    pub limits: crate::resources::ResourceLimits,
+    #[serde(default, skip_serializing_if = "crate::cost::resources::ResourceLimits::is_empty")]
+    pub limits: crate::cost::resources::ResourceLimits,
     /// Which runs its agent may act on over MCP (`mcp: all`; default: its
     /// own runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,10 +166,10 @@ pub struct Preset {
     /// What a run (with its child runs) may spend (`budget: {usd: 2,
     /// tokens: 2M}`); `config.toml`'s `[budget]` when not given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::budget::Budget>,
+    pub budget: Option<crate::cost::budget::Budget>,
     /// What crossing the budget does: `pause` (and ask) or `stop`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_budget: Option<crate::budget::OnBudget>,
+    pub on_budget: Option<crate::cost::budget::OnBudget>,
     /// `sandbox:`: what its runs may touch (a profile, rules, `optional`
     /// or `none`); `None` leaves it to `[sandbox]` in config.toml.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -76,11 +76,11 @@ struct Frontmatter {
     ports: Option<u16>,
     env: Option<std::collections::BTreeMap<String, Word>>,
     notify: Option<String>,
-    limits: Option<crate::resources::WrittenLimits>,
+    limits: Option<crate::cost::resources::WrittenLimits>,
     mcp: Option<String>,
     pr: Option<String>,
     schedule: Option<super::PresetSchedule>,
-    budget: Option<crate::budget::WrittenBudget>,
+    budget: Option<crate::cost::budget::WrittenBudget>,
     on_budget: Option<String>,
     sandbox: Option<crate::sandbox::WrittenSandbox>,
 }
@@ -95,7 +95,7 @@ pub enum PresetError {
     #[error("invalid YAML frontmatter: {0}")]
     Yaml(String),
     #[error(transparent)]
-    BadLimit(#[from] crate::resources::BadLimit),
+    BadLimit(#[from] crate::cost::resources::BadLimit),
     #[error("missing `{0}:` in the frontmatter")]
     Missing(&'static str),
     #[error("`name: {0}` must be one word without spaces or slashes")]
@@ -109,7 +109,7 @@ pub enum PresetError {
     #[error("`pr`: {0}")]
     BadPr(crate::run::UnknownWord),
     #[error("`budget`: {0}")]
-    BadBudget(#[from] crate::budget::BadBudget),
+    BadBudget(#[from] crate::cost::budget::BadBudget),
     #[error("`on_budget`: {0}")]
     BadOnBudget(crate::run::UnknownWord),
     #[error("`sandbox`: {0}")]
@@ -221,9 +221,14 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
             ports => ports.filter(|&n| n > 0),
         },
         env,
-        limits: front.limits.as_ref().map(crate::resources::ResourceLimits::parse).transpose()?.unwrap_or_default(),
+        limits: front
+            .limits
+            .as_ref()
+            .map(crate::cost::resources::ResourceLimits::parse)
+            .transpose()?
+            .unwrap_or_default(),
         schedule: front.schedule,
-        budget: front.budget.as_ref().map(crate::budget::WrittenBudget::read).transpose()?,
+        budget: front.budget.as_ref().map(crate::cost::budget::WrittenBudget::read).transpose()?,
         on_budget: front
             .on_budget
             .as_deref()

@@ -28,7 +28,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::resources::{human_bytes, Containment, ResourceLimits, Resources};
+use crate::cost::resources::{human_bytes, Containment, ResourceLimits, Resources};
 
 /// The folder, under the group Corral starts in, that holds the runs'
 /// groups (and `shepherds`, where a child run's shepherd moves out of its

@@ -160,7 +160,7 @@ pub struct RemoteLaunch {
     /// The commit its worktree starts from.
     pub base: Option<String>,
     /// What it may spend (kept by the host's shepherd).
-    pub budget: Option<crate::budget::Budget>,
+    pub budget: Option<crate::cost::budget::Budget>,
     /// The schedule's fire launching it, and its precheck line: recorded
     /// here in the same write as the run's mirror.
     pub fire: Option<(i64, Option<String>)>,

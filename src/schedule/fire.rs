@@ -289,7 +289,7 @@ fn decide(
         None => {}
         Some(daily) => {
             let spent = store.schedule_spent_since(name, &day_since)?;
-            if crate::budget::Crossing::is_crossed(&daily, &spent) {
+            if crate::cost::budget::Crossing::is_crossed(&daily, &spent) {
                 let approx = if spent.estimated { "≈" } else { "" };
                 return Ok(Decided::skipped(
                     "skipped_budget",
@@ -456,7 +456,7 @@ fn launch_there(
     host: &str,
     settings: &super::Settings,
     task: &str,
-    budget: Option<crate::budget::Budget>,
+    budget: Option<crate::cost::budget::Budget>,
     fire: (i64, Option<String>),
 ) -> Result<crate::Run, String> {
     let home = store.home().clone();

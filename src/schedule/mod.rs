@@ -156,7 +156,7 @@ pub struct Settings {
     /// to midnight): each run gets what is left, and a fire once it is
     /// spent launches nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget_per_day: Option<crate::budget::Budget>,
+    pub budget_per_day: Option<crate::cost::budget::Budget>,
 }
 
 /// A schedule: its settings and where it stands.

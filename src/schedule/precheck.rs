@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::Precheck;
+use crate::cost::resources::ResourceLimits;
 use crate::process::{self, cgroup::RunCgroup, PidFd, ProcessId, Sig};
-use crate::resources::ResourceLimits;
 
 /// Most bytes of a precheck's output kept (items and what it said).
 const OUTPUT_MAX: usize = 64 << 10;
@@ -240,7 +240,7 @@ fn stop(pgid: Option<i32>, group: Option<&RunCgroup>, label: &str) {
 /// carries its mark.
 pub(super) fn stop_left(process: Option<ProcessId>, cgroup: Option<&str>, label: &str) {
     if let Some(dir) = cgroup {
-        let containment = crate::resources::Containment { cgroup: Some(dir.to_string()), ..Default::default() };
+        let containment = crate::cost::resources::Containment { cgroup: Some(dir.to_string()), ..Default::default() };
         if let Some(group) = RunCgroup::open(&containment) {
             let _ = group.kill();
             let _ = group.remove();

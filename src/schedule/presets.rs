@@ -128,7 +128,7 @@ fn settings_of(preset: &Preset, written: &PresetSchedule, user_home: Option<&Pat
         budget_per_day: written
             .budget_per_day
             .as_deref()
-            .map(crate::budget::Budget::parse)
+            .map(crate::cost::budget::Budget::parse)
             .transpose()
             .map_err(|e| format!("`budget_per_day`: {e}"))?,
         pause_after_failures: written.pause_after_failures,

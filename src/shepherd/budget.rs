@@ -4,7 +4,7 @@
 //! freezes it and the user is asked, or stops it (`on_budget: stop`).
 
 use crate::adapter::Report;
-use crate::budget::Crossing;
+use crate::cost::budget::Crossing;
 use crate::run::Usage;
 use crate::store::{Store, StoreError};
 
@@ -43,7 +43,7 @@ impl Spending {
         }
         self.last = Some(now);
         let mut priced = report.clone();
-        let estimated = crate::price::complete(&mut priced, model) || priced.cost_estimated;
+        let estimated = crate::cost::price::complete(&mut priced, model) || priced.cost_estimated;
         store.record_spend(id, priced.usage, priced.cost_usd, estimated)?;
         let crossing = store.budget_crossed(id)?;
         let mut note = None;

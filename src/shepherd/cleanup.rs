@@ -28,10 +28,10 @@ use std::fs::File;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::cost::resources::Resources;
 use crate::home::Home;
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
-use crate::resources::Resources;
 use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::Store;
 use crate::time;

@@ -14,8 +14,8 @@ use super::replies::NextTurn;
 use super::supervise::Supervisor;
 use super::ShepherdError;
 use crate::adapter::{EventKind, TranscriptEvent};
+use crate::cost::usage_limit::{self, CONTINUE};
 use crate::run::RunStatus;
-use crate::usage_limit::{self, CONTINUE};
 use crate::watch::Watcher;
 
 /// How long after the reset time the agent is started again: a reset said

@@ -5,8 +5,8 @@
 use chrono::Local;
 
 use crate::adapter::Verdict;
+use crate::cost::usage_limit::{self, Limit};
 use crate::run::{RunStatus, StopReason};
-use crate::usage_limit::{self, Limit};
 
 /// A turn held at a usage limit, to be waited out.
 pub(super) struct Limited {

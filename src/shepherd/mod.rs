@@ -37,10 +37,10 @@ use std::io;
 
 use crate::adapter;
 use crate::config::{Config, ConfigError};
+use crate::cost::resources::{Containment, ResourceLimits};
 use crate::home::{self, Home};
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig, SignalPipe};
-use crate::resources::{Containment, ResourceLimits};
 use crate::run::{RunStatus, StopReason};
 use crate::store::{Store, StoreError};
 use crate::upkeep::queue::ShepherdCommand;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::cleanup::Cleanup;
 use super::transcript::TranscriptBudget;
 use crate::adapter::{Adapter, EventKind, TranscriptEvent};
-use crate::resources::Resources;
+use crate::cost::resources::Resources;
 use crate::store::{Committed, Outcome, Store, StoreError};
 
 /// Events are committed at least this often while output flows.

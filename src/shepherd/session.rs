@@ -185,7 +185,8 @@ impl Session {
                 // Code says a turn's cost only at its end), then added to
                 // what the earlier turns cost: else their cost stood for
                 // the whole run, and no budget was ever crossed.
-                if !self.adapter.usage_is_cumulative() && crate::price::complete(&mut now, self.launch.model.as_deref())
+                if !self.adapter.usage_is_cumulative()
+                    && crate::cost::price::complete(&mut now, self.launch.model.as_deref())
                 {
                     now.cost_estimated = true;
                 }

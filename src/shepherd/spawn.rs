@@ -35,7 +35,7 @@ pub(super) struct AgentLaunch {
     /// the cgroup that owns its descriptors outlives every spawn.
     pub join: process::cgroup::Join,
     /// The run's resource limits (what its cgroup was given).
-    pub limits: crate::resources::ResourceLimits,
+    pub limits: crate::cost::resources::ResourceLimits,
     /// Its sandbox, and the bubblewrap that makes it (`None`: unsandboxed).
     pub sandbox: Option<(crate::sandbox::Sandbox, PathBuf)>,
     /// Its worktree, when it has one.

@@ -34,10 +34,10 @@ use super::streams::Streams;
 use super::turn::{self, Turn};
 use super::{OsDoing, ShepherdError};
 use crate::adapter::{Adapter, EventKind, ProcessEnd, Report, StreamLine, Verdict};
-use crate::budget::OnBudget;
 use crate::config::{Config, Limits};
+use crate::cost::budget::OnBudget;
+use crate::cost::resources::Resources;
 use crate::process::{self, Readiness, SignalPipe, StartedAgent};
-use crate::resources::Resources;
 use crate::run::{PauseReason, RunStatus, StopReason};
 use crate::store::{Committed, Outcome, Store};
 use crate::upkeep::heal::HEAL_EVERY_AT_WORK;
@@ -394,7 +394,7 @@ impl Supervisor {
     /// it crossed, if one is. Also at a turn's end (an agent that says its
     /// spend only there, Codex or Gemini CLI): the runs it waits for, and
     /// their parents' budgets, see it at once.
-    fn record_spend(&mut self) -> Result<Option<crate::budget::Crossing>, ShepherdError> {
+    fn record_spend(&mut self) -> Result<Option<crate::cost::budget::Crossing>, ShepherdError> {
         let report = self.session.report();
         let model = self.session.launch().model.clone();
         let looked = self.spending.look(&mut self.store, &self.run_id, &report, model.as_deref())?;
@@ -416,7 +416,7 @@ impl Supervisor {
     }
 
     /// Freezes the run and asks, or stops it, at `crossing`.
-    fn act_on_crossing(&mut self, crossing: crate::budget::Crossing) -> Result<(), ShepherdError> {
+    fn act_on_crossing(&mut self, crossing: crate::cost::budget::Crossing) -> Result<(), ShepherdError> {
         let words = crossing.words(&self.run_id);
         match crossing.on_budget {
             OnBudget::Stop => self.stop_for(StopCause::Budget(words)),
@@ -676,7 +676,7 @@ impl Supervisor {
         replies_first: bool,
     ) -> Result<Committed, ShepherdError> {
         self.flush_events()?;
-        report.cost_estimated |= crate::price::complete(&mut report, self.session.launch().model.as_deref());
+        report.cost_estimated |= crate::cost::price::complete(&mut report, self.session.launch().model.as_deref());
         let (exit_code, exit_signal) = self.turn.exit();
         let Verdict { status, stop_reason, error } = verdict.clone();
         let outcome = Outcome { status, stop_reason, exit_code, exit_signal, error, report };

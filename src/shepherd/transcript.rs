@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::Write;
 
 use crate::adapter::{EventKind, TranscriptEvent};
-use crate::resources::human_bytes;
+use crate::cost::resources::human_bytes;
 use crate::store::{stored_bytes, Dropped};
 
 /// An error or a note this small is kept past the cap (how the run ended).

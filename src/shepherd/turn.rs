@@ -7,8 +7,8 @@
 use std::io;
 
 use crate::adapter::{self, ProcessEnd, Verdict};
+use crate::cost::resources::human_bytes;
 use crate::process::ProcessId;
-use crate::resources::human_bytes;
 use crate::run::{RunStatus, StopReason};
 
 /// The agent process of the current turn and what is known of its end.

@@ -5,7 +5,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::{Doing, Store, StoreError};
-use crate::budget::{Budget, Crossing, OnBudget, Spent};
+use crate::cost::budget::{Budget, Crossing, OnBudget, Spent};
 use crate::run::PauseReason;
 use crate::run::{RunStatus, Usage};
 

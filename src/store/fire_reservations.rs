@@ -18,7 +18,7 @@ pub struct FireAsk<'a> {
     /// An hour before now.
     pub hour_ago: &'a str,
     /// `budget_per_day`, if set.
-    pub daily: Option<crate::budget::Budget>,
+    pub daily: Option<crate::cost::budget::Budget>,
     /// The start of today.
     pub day_since: &'a str,
 }
@@ -29,7 +29,7 @@ pub struct Reserved {
     /// How many runs it may launch.
     pub runs: usize,
     /// The budget each of them is given (with `budget_per_day`).
-    pub each: Option<crate::budget::Budget>,
+    pub each: Option<crate::cost::budget::Budget>,
     /// Which bound left nothing, when one did.
     pub short: Option<Short>,
 }
@@ -57,7 +57,7 @@ impl Store {
     }
 
     /// What the runs of schedule `name`'s fires since `since` spent.
-    pub fn schedule_spent_since(&self, name: &str, since: &str) -> Result<crate::budget::Spent, StoreError> {
+    pub fn schedule_spent_since(&self, name: &str, since: &str) -> Result<crate::cost::budget::Spent, StoreError> {
         spent_since(self.conn(), name, since).doing("adding up what a schedule's runs spent")
     }
 
@@ -144,7 +144,7 @@ impl Store {
                     }
                     runs = payable;
                     let n = runs.max(1);
-                    Some(crate::budget::Budget {
+                    Some(crate::cost::budget::Budget {
                         usd: left.usd.map(|u| u / n as f64),
                         tokens: left.tokens.map(|t| t / n as u64),
                     })
@@ -185,13 +185,13 @@ fn one_message(conn: &rusqlite::Connection, name: &str) -> rusqlite::Result<(Opt
 /// own runs and what they launched, here and on hosts, removed since or
 /// not: the `spend` ledger), read on `conn` (the store's, or a
 /// transaction's).
-fn spent_since(conn: &rusqlite::Connection, name: &str, since: &str) -> rusqlite::Result<crate::budget::Spent> {
+fn spent_since(conn: &rusqlite::Connection, name: &str, since: &str) -> rusqlite::Result<crate::cost::budget::Spent> {
     conn.prepare_cached(
         "SELECT coalesce(sum(usd), 0.0), coalesce(max(estimated), 0), coalesce(sum(tokens), 0)
          FROM spend WHERE schedule = ?1 AND fired_at >= ?2",
     )?
     .query_row(params![name, since], |r| {
-        Ok(crate::budget::Spent {
+        Ok(crate::cost::budget::Spent {
             usd: r.get(0)?,
             estimated: r.get::<_, i64>(1)? != 0,
             tokens: r.get::<_, i64>(2)?.max(0) as u64,

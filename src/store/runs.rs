@@ -39,7 +39,7 @@ pub struct NewRun<'a> {
     /// in the same subfolder of it as `cwd` is of the repository).
     pub worktree: Option<&'a crate::worktree::Plan>,
     /// What it (with its child runs) may spend, and what crossing it does.
-    pub budget: Option<(crate::budget::Budget, crate::budget::OnBudget)>,
+    pub budget: Option<(crate::cost::budget::Budget, crate::cost::budget::OnBudget)>,
     /// The schedule's fire that launches it: recorded in the same write as
     /// the run, so a firer killed at any moment leaves no run its fire does
     /// not list.
@@ -567,7 +567,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         cost_estimated: row.get(48)?,
         retrying: row.get(49)?,
         containment: row.get::<_, Option<String>>(50)?.and_then(|json| serde_json::from_str(&json).ok()),
-        resources: row.get::<_, Option<f64>>(51)?.map(|cpu_seconds| crate::resources::Resources {
+        resources: row.get::<_, Option<f64>>(51)?.map(|cpu_seconds| crate::cost::resources::Resources {
             cpu_seconds,
             memory_peak_bytes: row.get::<_, Option<i64>>(52).ok().flatten().map(|b| b.max(0) as u64),
         }),
@@ -577,7 +577,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
             dropped_events: count(55)?,
             dropped_bytes: count(56)?,
         },
-        budget: Some(crate::budget::Budget {
+        budget: Some(crate::cost::budget::Budget {
             usd: row.get(59)?,
             tokens: row.get::<_, Option<i64>>(60)?.map(|t| t.max(0) as u64),
         })

@@ -6,7 +6,7 @@ use rusqlite::params;
 
 use super::{Doing, Store, StoreError};
 use crate::adapter::Report;
-use crate::resources::{Containment, Resources};
+use crate::cost::resources::{Containment, Resources};
 use crate::run::{ChangeCount, Run, RunStatus, StopReason};
 use crate::time;
 

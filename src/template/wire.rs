@@ -24,7 +24,7 @@ pub struct WarmLaunch {
     pub model: Option<String>,
     pub worktree: Option<bool>,
     pub base: Option<String>,
-    pub budget: Option<crate::budget::Budget>,
+    pub budget: Option<crate::cost::budget::Budget>,
     /// The launch's key: asked again cold under it, the run is not made
     /// twice.
     pub request: String,

@@ -15,14 +15,14 @@
 use std::time::Duration;
 
 use crate::adapter::{EventKind, TranscriptEvent};
+use crate::cost::resources::Resources;
+use crate::cost::usage_limit::CONTINUE;
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
-use crate::resources::Resources;
 use crate::run::{PauseReason, Run, RunStatus, StopReason};
 use crate::run_env::RUN_ID_ENV;
 use crate::store::{Outcome, Store, StoreError};
 use crate::time;
-use crate::usage_limit::CONTINUE;
 
 /// A run still `starting` with no shepherd recorded this long after it got
 /// its slot, though whoever promoted it is alive, never got one: its

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::budget::{BudgetChange, Crossing};
+use crate::cost::budget::{BudgetChange, Crossing};
 use crate::process::{ProcessId, Sig};
 use crate::run::{PauseReason, Run, RunStatus};
 use crate::store::{Store, StoreError};

@@ -62,7 +62,7 @@ impl Carried {
             "carried in: {} ({how}, {} files, {} in {:.2} s)",
             names.join(", "),
             self.files,
-            crate::resources::human_bytes(self.bytes),
+            crate::cost::resources::human_bytes(self.bytes),
             self.took.as_secs_f64()
         );
         for (path, why) in self.skipped.iter().take(8) {

@@ -27,7 +27,7 @@ pub fn launch_run(
 ) -> Result<Run, AppError> {
     let model = model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
     let budget = match budget.as_deref().map(str::trim).filter(|b| !b.is_empty()) {
-        Some(text) => Some(corral::budget::Budget::parse(text)?),
+        Some(text) => Some(corral::cost::budget::Budget::parse(text)?),
         None => None,
     };
     if let Some(name) = host.filter(|h| !h.is_empty()) {

@@ -222,7 +222,7 @@ pub fn transcript_size(state: State<'_, AppState>, id: String) -> Result<Growth,
 fn budget_meter(store: &corral::store::Store, run: &Run) -> Result<Option<BudgetMeter>, AppError> {
     let Some(budget) = run.budget else { return Ok(None) };
     let spent = store.tree_spent(&run.id)?;
-    let tokens = corral::budget::short_count(spent.tokens);
+    let tokens = corral::cost::budget::short_count(spent.tokens);
     Ok(Some(BudgetMeter {
         budget: budget.words(),
         spent: format!("{} · {tokens} tokens", spent.dollars()),

@@ -37,7 +37,7 @@ pub struct LaunchRequest {
     /// The commit its worktree starts from (default: HEAD).
     pub base: Option<String>,
     /// What it may spend (`--budget`), over the preset's and config.toml's.
-    pub budget: Option<crate::budget::Budget>,
+    pub budget: Option<crate::cost::budget::Budget>,
     /// The schedule's fire launching it, and the precheck line it works on
     /// (recorded with the run, in one write).
     pub fire: Option<(i64, Option<String>)>,

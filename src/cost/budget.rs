@@ -253,10 +253,10 @@ pub enum WrittenBudget {
     Keys {
         /// Dollars.
         #[serde(default)]
-        usd: Option<crate::resources::LimitValue>,
+        usd: Option<crate::cost::resources::LimitValue>,
         /// Tokens: a number, or `2M`, `500k`.
         #[serde(default)]
-        tokens: Option<crate::resources::LimitValue>,
+        tokens: Option<crate::cost::resources::LimitValue>,
     },
 }
 

@@ -20,7 +20,7 @@ struct Table {
 }
 
 static TABLE: LazyLock<HashMap<String, Prices>> = LazyLock::new(|| {
-    let table: Table = serde_json::from_str(include_str!("../data/prices.json")).expect("data/prices.json is valid");
+    let table: Table = serde_json::from_str(include_str!("../../data/prices.json")).expect("data/prices.json is valid");
     table.models
 });
 
