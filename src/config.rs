@@ -374,8 +374,8 @@ impl Config {
             config.max_continuations = n;
         }
         if let Some(n) = file.ports {
-            if n > crate::ports::MOST {
-                return Err(invalid(format!("`ports = {n}`: at most {} ports a run", crate::ports::MOST)));
+            if n > crate::run::ports::MOST {
+                return Err(invalid(format!("`ports = {n}`: at most {} ports a run", crate::run::ports::MOST)));
             }
             config.ports = Some(n).filter(|&n| n > 0);
         }
@@ -507,7 +507,7 @@ impl Config {
     /// How many ports a run of `preset` gets: the preset's `ports:`, else
     /// `ports =`'s; none unless one says.
     pub fn ports_for(&self, preset: &Preset) -> Option<u16> {
-        preset.ports.or(self.ports).map(|n| n.min(crate::ports::MOST))
+        preset.ports.or(self.ports).map(|n| n.min(crate::run::ports::MOST))
     }
 
     /// What a run of `preset` may touch: the preset's `sandbox:`, else

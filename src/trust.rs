@@ -162,7 +162,7 @@ pub fn trust(
     presets: &[Effective],
     default: Option<&crate::sandbox::Sandbox>,
 ) -> Result<Vec<String>, TrustError> {
-    if let Some(run) = crate::caller::caller_run(store)? {
+    if let Some(run) = crate::run::caller::caller_run(store)? {
         return Err(TrustError::InsideRun(run));
     }
     let mut trusted = Vec::new();

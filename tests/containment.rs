@@ -287,7 +287,7 @@ fn a_cancelled_wait_leaves_its_run_holding_its_slot() {
                 Some(&lead),
                 &shepherd,
                 Some(&cancel),
-                corral::blocking::Waiter::ToolCall,
+                corral::run::blocking::Waiter::ToolCall,
             )
             .unwrap()
         });

@@ -1,7 +1,7 @@
 //! `corral launch PRESET TASK...`: start a run in the background and print
 //! its id (or, with `--wait`, block until it ends).
 
-use corral::blocking::Waiter;
+use corral::run::blocking::Waiter;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -97,7 +97,7 @@ pub fn warm(args: &mut Args) -> Option<i32> {
     {
         return None;
     }
-    let home = corral::caller::home().ok()?;
+    let home = corral::run::caller::home().ok()?;
     let task = match task_of(&args.task, args.task_file.as_deref()) {
         Ok(task) => task,
         Err(_) => return None, // said by the cold path
@@ -240,7 +240,7 @@ pub fn run(
         corral::template::start(home);
     }
     if args.wait {
-        let caller = corral::caller::caller_run(store)?;
+        let caller = corral::run::caller::caller_run(store)?;
         let result =
             corral::verbs::wait::wait_for(store, &[run.id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
         corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;
@@ -283,7 +283,7 @@ fn launch_on_host(
         fire: None,
     };
     // Launched from inside a run: that run waits for it, as for a child.
-    let caller = corral::caller::caller_run(store)?;
+    let caller = corral::run::caller::caller_run(store)?;
     let run = corral::remote::launch_for(home, store, host, (&args.preset, &task), &options, caller.as_deref())?;
     if args.wait {
         // As `corral wait` does: through an outage, until the run ends there.

@@ -80,7 +80,7 @@ impl Args {
 pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
     let mut filter = args.filter()?;
     // A sandboxed agent's `ls` lists only the runs it may see (`scope`).
-    let forwarded = corral::caller::forwarded_run().is_some();
+    let forwarded = corral::run::caller::forwarded_run().is_some();
     let limit = if forwarded { filter.limit.take() } else { None };
     let filter = &filter;
     let (host, json) = (args.host.as_deref(), args.json);
@@ -94,7 +94,7 @@ pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> 
     let mut runs = if host.is_some_and(|h| h != LOCAL) { Vec::new() } else { store.runs(filter)? };
     with_remote_runs(store, &hosts, filter, &mut runs)?;
     if forwarded {
-        runs.retain(|run| corral::scope::may(store, &run.id, corral::scope::Access::Read).is_ok());
+        runs.retain(|run| corral::run::scope::may(store, &run.id, corral::run::scope::Access::Read).is_ok());
         runs.truncate(limit.unwrap_or(usize::MAX));
     }
     let troubled: Vec<HostState> =

@@ -286,7 +286,7 @@ fn dispatch(command: Command, forked: Option<corral::upkeep::queue::Handoff>) ->
         }
         _ => {}
     }
-    let home = corral::caller::home()?;
+    let home = corral::run::caller::home()?;
     if let Command::Shepherd { run } = &command {
         corral::shepherd::shepherd(&home, run).with_context(|| format!("shepherd of run {run}"))?;
         return Ok(0);
@@ -381,7 +381,7 @@ fn dispatch(command: Command, forked: Option<corral::upkeep::queue::Handoff>) ->
 /// acts on the runs its run launched, and their runs, and sees those and
 /// its own run; a launch's `--parent` is one of them.
 fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> {
-    use corral::scope::Access::{Act, Read};
+    use corral::run::scope::Access::{Act, Read};
     let (ids, access): (Vec<&String>, _) = match command {
         Command::Show(args) => (vec![&args.run], Read),
         Command::Diff(args) => (args.runs.iter().collect(), Read),
@@ -432,9 +432,9 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         | Command::SandboxNet { .. } => return Ok(()),
     };
     // A person's `corral` is free.
-    let caller = match corral::caller::forwarded_run() {
+    let caller = match corral::run::caller::forwarded_run() {
         Some(run) => Some(run.to_string()),
-        None => corral::caller::caller_run(store)?,
+        None => corral::run::caller::caller_run(store)?,
     };
     let Some(caller) = caller else { return Ok(()) };
     // Removing every tree's old runs is the user's housekeeping: an agent
@@ -446,7 +446,7 @@ fn within_scope(store: &corral::Store, command: &Command) -> anyhow::Result<()> 
         );
     }
     for id in ids {
-        corral::scope::may(store, id, access)?;
+        corral::run::scope::may(store, id, access)?;
     }
     Ok(())
 }

@@ -78,7 +78,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
         title: args.title,
         body: args.body,
         remote: args.remote,
-        caller: corral::caller::caller_run(store)?,
+        caller: corral::run::caller::caller_run(store)?,
     };
     let opened = corral::forge::open(store, &args.run, &options)?;
     if args.json {

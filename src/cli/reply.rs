@@ -2,7 +2,7 @@
 //! turn of its own session (or, with `--allow-denied`, let it use the tool
 //! calls it was refused).
 
-use corral::blocking::Waiter;
+use corral::run::blocking::Waiter;
 use std::io::Write;
 
 use corral::store::ReplyPlaced;
@@ -45,7 +45,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     };
     let id = replied.run.id.clone();
     if args.wait {
-        let caller = corral::caller::caller_run(store)?;
+        let caller = corral::run::caller::caller_run(store)?;
         let result =
             corral::verbs::wait::wait_for(store, &[id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
         corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;

@@ -16,7 +16,7 @@ pub struct Args {
 
 pub fn run(store: &mut Store, id: &str, json: bool, out: &mut impl Write) -> anyhow::Result<i32> {
     let run = store.find_run(id)?;
-    let caller = corral::caller::caller_run(store)?;
+    let caller = corral::run::caller::caller_run(store)?;
     corral::verbs::wait::collected_by(store, caller.as_deref(), std::slice::from_ref(&run))?;
     // Shown to a person (as text, not to a script or another run's
     // agent), an ended run has been looked at: its failure or refusal no

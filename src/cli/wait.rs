@@ -1,7 +1,7 @@
 //! `corral wait RUN...`: block until runs end. Exit 0 if all completed, 1 if
 //! any ended otherwise, 124 if the timeout passed first.
 
-use corral::blocking::Waiter;
+use corral::run::blocking::Waiter;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -44,7 +44,7 @@ pub fn run(
         Some(secs) => Instant::now().checked_add(Duration::from_secs_f64(secs)),
         None => None,
     };
-    let caller = corral::caller::caller_run(store)?;
+    let caller = corral::run::caller::caller_run(store)?;
     let result = wait_for(store, ids, deadline, caller.as_deref(), shepherd, None, Waiter::Command)?;
     corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;
     if json {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::server::{json_result, CorralTools, RunArgs, RunView};
 use crate::config::Config;
-use crate::scope::{run_for, Access};
+use crate::run::scope::{run_for, Access};
 use crate::verbs::abort::{abort, Aborted};
 
 #[tool_router(router = abort_agent_router, vis = "pub(super)")]

@@ -1,8 +1,8 @@
 //! `agent_result`: one run's outcome and final text, without waiting; collected by the caller.
 
 use super::server::{json_result, CorralTools, RunArgs, RunView};
-use crate::caller::caller_run;
-use crate::scope::{run_for, Access};
+use crate::run::caller::caller_run;
+use crate::run::scope::{run_for, Access};
 use crate::verbs::wait::collected_by;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;

@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::server::{garbled, json_result, CorralTools, RunView};
-use crate::caller::caller_run;
-use crate::scope::{remote_run_for, run_for, Access};
+use crate::run::caller::caller_run;
+use crate::run::scope::{remote_run_for, run_for, Access};
 use crate::store::RunFilter;
 use crate::Run;
 

@@ -1,7 +1,7 @@
 //! `discard_run`: an ended run's worktree and branch removed.
 
 use super::server::{json_result, CorralTools, RunArgs, RunView};
-use crate::scope::{run_for, Access};
+use crate::run::scope::{run_for, Access};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use std::path::PathBuf;
 
 use super::server::{json_result, CorralTools, RunView};
-use crate::caller::caller_run;
+use crate::run::caller::caller_run;
 use crate::verbs::launch::{launch, LaunchRequest};
 
 #[tool_router(router = launch_agent_router, vis = "pub(super)")]

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::server::{json_result, CorralTools};
-use crate::scope::{run_for, Access};
+use crate::run::scope::{run_for, Access};
 
 #[tool_router(router = merge_run_router, vis = "pub(super)")]
 impl CorralTools {

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::server::{json_result, CorralTools};
-use crate::scope::{run_for, Access};
+use crate::run::scope::{run_for, Access};
 
 #[tool_router(router = open_pull_request_router, vis = "pub(super)")]
 impl CorralTools {
@@ -26,7 +26,7 @@ impl CorralTools {
                 title: args.title,
                 body: args.body,
                 remote: None,
-                caller: crate::caller::caller_run(store)?,
+                caller: crate::run::caller::caller_run(store)?,
             };
             Ok(json_result(&crate::forge::open(store, &run.id, &options)?))
         })

@@ -1,7 +1,7 @@
 //! `pause_agent` and `resume_agent`: a run frozen whole, holding no slot, and let go on.
 
 use super::server::{json_result, CorralTools, RunArgs, RunView};
-use crate::scope::{run_for, Access};
+use crate::run::scope::{run_for, Access};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::server::{json_result, CorralTools, RunView};
-use crate::scope::{run_for, Access};
+use crate::run::scope::{run_for, Access};
 
 #[tool_router(router = reply_agent_router, vis = "pub(super)")]
 impl CorralTools {

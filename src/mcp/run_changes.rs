@@ -1,7 +1,7 @@
 //! `run_changes`: what a run's worktree changed, files and the unified diff.
 
 use super::server::{json_result, CorralTools, RunArgs};
-use crate::scope::{run_for, Access};
+use crate::run::scope::{run_for, Access};
 use crate::verbs::review::ReviewError;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::server::{json_result, CorralTools};
-use crate::scope::{run_for, Access};
+use crate::run::scope::{run_for, Access};
 
 /// The arguments of `run_conflicts`.
 #[derive(Debug, Deserialize, JsonSchema)]

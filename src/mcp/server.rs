@@ -36,7 +36,7 @@ pub(super) enum ToolFailure {
     #[error(transparent)]
     Pause(#[from] crate::verbs::pause::PauseError),
     #[error(transparent)]
-    Refused(#[from] crate::scope::Refused),
+    Refused(#[from] crate::run::scope::Refused),
     #[error(transparent)]
     Schedule(#[from] crate::schedule::ScheduleError),
     #[error(transparent)]
@@ -140,13 +140,13 @@ impl<'a> From<&'a Run> for RunView<'a> {
 pub(super) fn on_host(
     store: &Store,
     id: &str,
-    access: crate::scope::Access,
+    access: crate::run::scope::Access,
     verb: &[&str],
 ) -> Result<Option<Run>, ToolFailure> {
     if store.find_run(id).is_ok() {
         return Ok(None);
     }
-    let Some(run) = crate::scope::remote_run_for(store, id, access)? else { return Ok(None) };
+    let Some(run) = crate::run::scope::remote_run_for(store, id, access)? else { return Ok(None) };
     let home = store.home().clone();
     if !verb.is_empty() {
         let args: Vec<std::ffi::OsString> = verb.iter().map(|a| a.replace("{id}", &run.id).into()).collect();

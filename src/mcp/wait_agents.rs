@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::server::{garbled, json_result, tool_error, CorralTools, RunView, ToolFailure};
-use crate::caller::caller_run;
-use crate::scope::{remote_run_for, run_for, Access};
+use crate::run::caller::caller_run;
+use crate::run::scope::{remote_run_for, run_for, Access};
 use crate::store::Store;
 use crate::verbs::wait::{collected_by, wait_for, Cancel};
 use crate::Run;
@@ -80,7 +80,7 @@ impl CorralTools {
                     caller.as_deref(),
                     shepherd,
                     Some(&cancelled),
-                    crate::blocking::Waiter::ToolCall,
+                    crate::run::blocking::Waiter::ToolCall,
                 )?;
                 collected_by(store, caller.as_deref(), &result.runs)?;
                 timed_out |= result.timed_out;

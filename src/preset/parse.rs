@@ -217,7 +217,7 @@ pub fn parse_preset(text: &str, path: &str, source: PresetSource) -> Result<Pres
         teardown,
         worktree_include,
         ports: match front.ports {
-            Some(n) if n > crate::ports::MOST => return Err(PresetError::TooManyPorts(n)),
+            Some(n) if n > crate::run::ports::MOST => return Err(PresetError::TooManyPorts(n)),
             ports => ports.filter(|&n| n > 0),
         },
         env,
@@ -261,7 +261,7 @@ fn check_env(env: &std::collections::BTreeMap<String, String>) -> Result<(), Pre
         while let Some(open) = rest.find('{') {
             let Some(close) = rest[open..].find('}') else { break };
             let word = &rest[open + 1..open + close];
-            if !crate::run_env::PLACEHOLDERS.contains(&word)
+            if !crate::run::env::PLACEHOLDERS.contains(&word)
                 && !word.is_empty()
                 && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             {

@@ -194,7 +194,7 @@ pub fn launch_for(
     options: &RemoteLaunch,
     launched_by: Option<&str>,
 ) -> Result<Run, RemoteError> {
-    if let Some(run) = crate::caller::sandboxed_caller(store, &crate::config::Config::load(home)?)? {
+    if let Some(run) = crate::run::caller::sandboxed_caller(store, &crate::config::Config::load(home)?)? {
         return Err(RemoteError::Sandboxed(run));
     }
     let ssh = Ssh::new(home, host);
@@ -204,10 +204,10 @@ pub fn launch_for(
     // scope never exceeds its parent's across a host.
     let caller = match launched_by {
         Some(run) => Some(run.to_string()),
-        None => crate::caller::caller_run(store)?,
+        None => crate::run::caller::caller_run(store)?,
     };
     if let Some(caller) = caller {
-        if !crate::scope::grants_all(store, &caller)? {
+        if !crate::run::scope::grants_all(store, &caller)? {
             args.push("--mcp-own".into());
         }
     }

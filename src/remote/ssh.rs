@@ -368,8 +368,8 @@ impl Ssh {
 fn within_a_run() -> bool {
     static WITHIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *WITHIN.get_or_init(|| {
-        std::env::var_os(crate::run_env::RUN_ID_ENV).is_some()
-            || std::env::var_os(crate::run_env::SHEPHERD_ENV).is_some()
+        std::env::var_os(crate::run::env::RUN_ID_ENV).is_some()
+            || std::env::var_os(crate::run::env::SHEPHERD_ENV).is_some()
             || crate::process::cgroup::run_of(std::process::id() as i32).is_some()
     })
 }

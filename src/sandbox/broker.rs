@@ -180,7 +180,7 @@ fn serve(conn: &UnixStream, forwarding: &Forwarding) -> io::Result<()> {
         .env_clear()
         .envs(forwarding.env.iter().map(|(k, v)| (k, v)))
         .env(FORWARDED_ENV, &forwarding.run_id)
-        .env(crate::run_env::RUN_ID_ENV, &forwarding.run_id)
+        .env(crate::run::env::RUN_ID_ENV, &forwarding.run_id)
         .env(EXIT_FD_ENV, EXIT_FD.to_string())
         .stdin(Stdio::from(stdin))
         .stdout(Stdio::from(stdout))
@@ -258,7 +258,7 @@ pub fn socket_for_this_process() -> Option<PathBuf> {
         return Some(inside.to_path_buf());
     }
     let run = process::cgroup::run_of(std::process::id() as i32)?;
-    let home = crate::caller::home().ok()?;
+    let home = crate::run::caller::home().ok()?;
     Some(socket_in(&home.run_dir(&run))).filter(|socket| socket.exists())
 }
 
@@ -349,7 +349,7 @@ impl Forwarded {
     pub fn take() -> Forwarded {
         let run = std::env::var(FORWARDED_ENV).ok().filter(|r| !r.is_empty());
         if let Some(run) = &run {
-            crate::caller::works_for(run.clone());
+            crate::run::caller::works_for(run.clone());
         }
         let exit_fd = std::env::var(EXIT_FD_ENV).is_ok_and(|fd| fd == EXIT_FD.to_string());
         std::env::remove_var(FORWARDED_ENV);

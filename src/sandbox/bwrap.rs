@@ -307,7 +307,7 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     }
     let run_dir = canonical(view.run_dir);
     args.bind("--ro-bind", &run_dir);
-    let kept_env = crate::run_env::env_file(&run_dir);
+    let kept_env = crate::run::env::env_file(&run_dir);
     if kept_env.exists() {
         args.push_os(["--ro-bind".into(), view.unreadable.into(), kept_env.into()]);
     }

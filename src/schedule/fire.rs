@@ -538,7 +538,7 @@ pub fn failed_in_a_row(store: &Store, name: &str, this: Option<i64>) -> Result<u
 /// its folder.
 fn environment(store: &Store, name: &str) -> Result<Vec<(OsString, OsString)>, ScheduleError> {
     let dir = store.home().schedule_dir(name);
-    match crate::run_env::load(&dir) {
+    match crate::run::env::load(&dir) {
         Ok(Some(env)) => Ok(env),
         Ok(None) => Ok(std::env::vars_os().collect()),
         Err(source) => Err(ScheduleError::Folder { name: name.to_string(), path: dir, source }),

@@ -271,11 +271,11 @@ pub fn add(
     // adds of one name at once leave the winner's environment.
     let staged = dir.with_file_name(format!(".{name}.adding-{}", std::process::id()));
     crate::home::ensure_private_dir(&staged).map_err(|e| folder(std::io::Error::other(e)))?;
-    let kept = crate::run_env::save(&staged, without_run_marks(env)).map_err(folder);
+    let kept = crate::run::env::save(&staged, without_run_marks(env)).map_err(folder);
     let added = kept.and_then(|()| Ok(store.add_schedule(name, &json, &time::format(now()))?));
     let placed = added.and_then(|row| {
         crate::home::ensure_private_dir(&dir).map_err(|e| folder(std::io::Error::other(e)))?;
-        std::fs::rename(crate::run_env::env_file(&staged), crate::run_env::env_file(&dir)).map_err(folder)?;
+        std::fs::rename(crate::run::env::env_file(&staged), crate::run::env::env_file(&dir)).map_err(folder)?;
         Ok(row)
     });
     let _ = std::fs::remove_dir_all(&staged);
@@ -333,7 +333,7 @@ pub fn pause(store: &mut Store, name: &str) -> Result<Schedule, ScheduleError> {
 /// one's, outside that run's sandbox and budget.
 pub(crate) fn refuse_inside_a_run(store: &Store) -> Result<(), ScheduleError> {
     refuse_inside_a_sandbox(store)?;
-    match crate::caller::caller_run(store)? {
+    match crate::run::caller::caller_run(store)? {
         Some(run) if store.budget_left(&run)?.is_some() => Err(ScheduleError::UnderBudget(run)),
         _ => Ok(()),
     }
@@ -344,7 +344,7 @@ pub(crate) fn refuse_inside_a_run(store: &Store) -> Result<(), ScheduleError> {
 /// CLI's `corral schedule` is refused inside a sandbox.
 pub fn refuse_inside_a_sandbox(store: &Store) -> Result<(), ScheduleError> {
     let config = crate::config::Config::load(store.home())?;
-    match crate::caller::sandboxed_caller(store, &config)? {
+    match crate::run::caller::sandboxed_caller(store, &config)? {
         Some(run) => Err(ScheduleError::InsideSandbox(run)),
         None => Ok(()),
     }
@@ -378,7 +378,7 @@ pub fn remove(store: &mut Store, name: &str) -> Result<(), ScheduleError> {
 fn without_run_marks(
     env: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
 ) -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
-    let marks = [crate::run_env::RUN_ID_ENV, crate::run_env::SHEPHERD_ENV];
+    let marks = [crate::run::env::RUN_ID_ENV, crate::run::env::SHEPHERD_ENV];
     env.into_iter().filter(move |(k, _)| !marks.iter().any(|m| k == m))
 }
 

@@ -48,7 +48,7 @@ pub fn sync(store: &mut Store) -> Result<Vec<String>, StoreError> {
                 let dir = store.home().schedule_dir(&preset.name);
                 let saved = crate::home::ensure_private_dir(&dir)
                     .map_err(std::io::Error::other)
-                    .and_then(|()| crate::run_env::save(&dir, super::without_run_marks(std::env::vars_os())));
+                    .and_then(|()| crate::run::env::save(&dir, super::without_run_marks(std::env::vars_os())));
                 if let Err(e) = saved {
                     problems.push(format!(
                         "schedule {}: cannot keep its environment in {}: {e}",

@@ -32,7 +32,7 @@ use crate::cost::resources::Resources;
 use crate::home::Home;
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
-use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
+use crate::run::env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::Store;
 use crate::time;
 

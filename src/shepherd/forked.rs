@@ -21,7 +21,7 @@ use std::os::fd::OwnedFd;
 
 use crate::home;
 use crate::process::{self, Forked};
-use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
+use crate::run::env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::Store;
 use crate::upkeep::queue::Handoff;
 
@@ -63,7 +63,7 @@ pub fn outside_every_run(pid: i32) -> bool {
 /// The forked shepherd: opens the store, waits for its run, supervises it.
 /// Returns the exit code.
 fn serve(from_launcher: OwnedFd) -> i32 {
-    let home = match crate::caller::home() {
+    let home = match crate::run::caller::home() {
         Ok(home) => home,
         Err(_) => return 1, // the launcher says it, and starts no run
     };

@@ -85,7 +85,7 @@ pub fn main(program: &str, run_id: &str) -> std::process::ExitCode {
         eprintln!("{program} shepherd {run_id}: {e}");
         std::process::ExitCode::FAILURE
     };
-    match crate::caller::home() {
+    match crate::run::caller::home() {
         Ok(home) => match shepherd(&home, run_id) {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(e) => failed(&e),
@@ -181,7 +181,7 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
     // `show` says where each limit came from.
     containment.notes.extend(sources);
     // The environment the run was launched with, read once.
-    let kept_env = match crate::run_env::load(&run_dir) {
+    let kept_env = match crate::run::env::load(&run_dir) {
         Ok(env) => env,
         Err(e) => {
             let error = format!("cannot prepare the run's folder {}: {e}", run_dir.display());
@@ -380,7 +380,7 @@ fn sandbox_of(
     // Only a sandboxed run's start reads what its sandbox was widened by.
     let Some(sandbox) = config.sandbox_for(preset) else { return Ok(Sandboxing::NotAsked) };
     let sandbox = sandbox.widened(&store.sandbox_allows(run_id)?);
-    let (path, home) = (crate::run_env::var(env, "PATH"), spawn::user_home(env));
+    let (path, home) = (crate::run::env::var(env, "PATH"), spawn::user_home(env));
     // A sandbox that must be was tried by its launch (a failure at start
     // now is said by bubblewrap itself); an optional one is tried here, to
     // know whether to go without.

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::home::{self, Home};
 use crate::process;
-use crate::run_env::SHEPHERD_ENV;
+use crate::run::env::SHEPHERD_ENV;
 use crate::store::Store;
 use crate::template::wire::{self, WarmAnswer, WarmLaunch};
 use crate::upkeep::queue::{Handoff, ShepherdCommand};
@@ -217,7 +217,7 @@ fn like_the_launcher(home: &Home, asked: &WarmLaunch, launcher: i32) -> Result<(
     }
     // The launcher's settings and data are this spare's: the same socket
     // can be reached with another config folder.
-    let theirs = crate::caller::home()?;
+    let theirs = crate::run::caller::home()?;
     if theirs.config_dir() != home.config_dir() || theirs.data_dir() != home.data_dir() {
         return Err(NotServed::OtherFolders);
     }

@@ -12,8 +12,8 @@ use crate::adapter::{Invocation, InvocationContext};
 use crate::home::{self, Home};
 use crate::preset::Preset;
 use crate::process::{self, AgentStart, StartedAgent};
+use crate::run::env::{self as run_env, RUN_ID_ENV, SHEPHERD_ENV};
 use crate::run::Run;
-use crate::run_env::{self, RUN_ID_ENV, SHEPHERD_ENV};
 
 /// Everything needed to start the run's agent, any number of times.
 pub(super) struct AgentLaunch {
@@ -52,7 +52,7 @@ pub(super) struct AgentLaunch {
     /// sandbox; read from every tool result of a sandboxed run).
     pub user_home: PathBuf,
     /// Its ports (`CORRAL_PORT`), if it has a block.
-    pub ports: Option<crate::ports::PortBlock>,
+    pub ports: Option<crate::run::ports::PortBlock>,
 }
 
 impl AgentLaunch {
@@ -142,8 +142,8 @@ impl AgentLaunch {
             env.insert(home::HOME_ENV.into(), root.into());
         }
         if let Some(ports) = self.ports {
-            env.insert(crate::ports::PORT_ENV.into(), ports.first.to_string().into());
-            env.insert(crate::ports::PORTS_ENV.into(), ports.count.to_string().into());
+            env.insert(crate::run::ports::PORT_ENV.into(), ports.first.to_string().into());
+            env.insert(crate::run::ports::PORTS_ENV.into(), ports.count.to_string().into());
         }
         // The preset's own, with the run's id, port and worktree put in.
         for (name, value) in &self.preset.env {

@@ -70,7 +70,8 @@ pub fn teardown(home: &Home, store: &mut Store, id: &str) -> Result<Option<Strin
     }
     let config = Config::load(home)?;
     let run_dir = home.run_dir(id);
-    let env = crate::run_env::load(&run_dir).map_err(|e| StoreError::RunFolder { path: run_dir.clone(), source: e })?;
+    let env =
+        crate::run::env::load(&run_dir).map_err(|e| StoreError::RunFolder { path: run_dir.clone(), source: e })?;
     let mut launch = AgentLaunch::new(home, &run, preset.clone(), run_dir.clone(), env.clone())
         .map_err(|e| StoreError::RunFolder { path: run_dir.clone(), source: e })?;
     match super::sandbox_of(store, id, &config, &preset, env.as_deref())? {

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::ports::PortBlock;
+use crate::run::ports::PortBlock;
 use crate::run::RunStatus;
 
 /// The first block of `count` ports no run holds and nothing in
@@ -14,7 +14,7 @@ pub(super) fn free_block(
     count: u16,
     listening: &HashSet<u16>,
 ) -> rusqlite::Result<Option<PortBlock>> {
-    Ok(crate::ports::free_block(count, &taken(tx, "")?, listening))
+    Ok(crate::run::ports::free_block(count, &taken(tx, "")?, listening))
 }
 
 /// The blocks runs but `except` hold: active runs, and ended ones whose
@@ -46,7 +46,7 @@ pub(super) fn renew(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Resul
     if !taken.iter().any(|t| t.overlaps(&own)) {
         return Ok(());
     }
-    if let Some(block) = crate::ports::free_block(own.count, &taken, &crate::ports::listening()) {
+    if let Some(block) = crate::run::ports::free_block(own.count, &taken, &crate::run::ports::listening()) {
         tx.execute("UPDATE runs SET ports_first = ?2 WHERE id = ?1", rusqlite::params![id, block.first])?;
     }
     Ok(())

@@ -129,7 +129,7 @@ impl Store {
         let me = self.me();
         let home = self.home().clone();
         // What listens now is read once, outside the write.
-        let listening = new.ports.map(|_| crate::ports::listening()).unwrap_or_default();
+        let listening = new.ports.map(|_| crate::run::ports::listening()).unwrap_or_default();
         let id = loop {
             let id = new_run_id();
             let inserted = self.write("recording a new run", |tx| {
@@ -586,7 +586,9 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Run, StoreError>> {
         pause_reason: row.get::<_, Option<String>>(62)?.and_then(|w| w.parse().ok()),
         resumes_at: row.get(63)?,
         ports: match (row.get::<_, Option<i64>>(64)?, row.get::<_, Option<i64>>(65)?) {
-            (Some(first), Some(count)) => Some(crate::ports::PortBlock { first: first as u16, count: count as u16 }),
+            (Some(first), Some(count)) => {
+                Some(crate::run::ports::PortBlock { first: first as u16, count: count as u16 })
+            }
             _ => None,
         },
         host: None,

@@ -195,7 +195,7 @@ pub fn start(home: &Home) {
         let exe = crate::upkeep::queue::ShepherdCommand::current_exe()?.program;
         let log = home::open_private_append(&home.data_dir().join("template.log"))?;
         let mut command = crate::upkeep::queue::corral_command(&exe, home);
-        command.arg("template").env_remove(crate::run_env::SHEPHERD_ENV);
+        command.arg("template").env_remove(crate::run::env::SHEPHERD_ENV);
         process::spawn_detached(command, log)
     })();
     if let Err(e) = started {

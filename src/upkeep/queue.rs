@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
 use crate::home::{self, Home};
-use crate::run_env::{RUN_ID_ENV, SHEPHERD_ENV};
+use crate::run::env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::{Store, StoreError};
 
 /// How to start a shepherd: a program and the arguments before the run id.

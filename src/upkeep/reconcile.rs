@@ -19,8 +19,8 @@ use crate::cost::resources::Resources;
 use crate::cost::usage_limit::CONTINUE;
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
+use crate::run::env::RUN_ID_ENV;
 use crate::run::{PauseReason, Run, RunStatus, StopReason};
-use crate::run_env::RUN_ID_ENV;
 use crate::store::{Outcome, Store, StoreError};
 use crate::time;
 

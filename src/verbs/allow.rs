@@ -75,7 +75,7 @@ pub fn allow(
     if asked.is_empty() {
         return Err(AllowError::Nothing);
     }
-    if let Some(caller) = crate::caller::caller_run(store)? {
+    if let Some(caller) = crate::run::caller::caller_run(store)? {
         return Err(AllowError::InsideRun(caller));
     }
     let run = store.find_run(id)?;
@@ -139,7 +139,7 @@ pub fn allow_denied(
     // A sandbox is widened by its user only: refused before anything is
     // made for it.
     if !allowances.is_empty() {
-        if let Some(caller) = crate::caller::caller_run(store)? {
+        if let Some(caller) = crate::run::caller::caller_run(store)? {
             return Err(AllowError::InsideRun(caller));
         }
     }

@@ -150,7 +150,7 @@ pub fn resume(
     };
     // From inside a run, only a budget strictly below it: an agent raising
     // its own (or its launcher's) budget would make the budget nothing.
-    if let Some(caller) = crate::caller::caller_run(store)? {
+    if let Some(caller) = crate::run::caller::caller_run(store)? {
         let owner = crossing.as_ref().map_or(run.id.as_str(), |c| c.owner.as_str());
         if store.is_within(&caller, owner)? {
             return Err(PauseError::OwnBudget { caller, owner: owner.to_string() });

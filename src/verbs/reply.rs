@@ -118,7 +118,7 @@ pub fn reply(
 
     // A reply from a person makes the run theirs to hear about; one from
     // another run's agent leaves it to that run's announcement.
-    let by_user = crate::caller::caller_run(store)?.is_none();
+    let by_user = crate::run::caller::caller_run(store)?.is_none();
     let placed = store.add_reply(&run.id, &text, &allowed, by_user)?;
     if placed == ReplyPlaced::Reopened {
         let config = Config::load(store.home())?;

@@ -301,7 +301,7 @@ fn conflicts_candidates(store: &Store, cwd: &Path) -> Result<Vec<Run>, ReviewErr
         // A worktree removed by hand has no work to judge: it is left out,
         // not made every other run's failure.
         .filter(|r| r.worktree.as_ref().is_some_and(|w| Path::new(&w.path).is_dir()))
-        .filter(|r| crate::scope::run_for(store, &r.id, crate::scope::Access::Read).is_ok())
+        .filter(|r| crate::run::scope::run_for(store, &r.id, crate::run::scope::Access::Read).is_ok())
         .collect();
     runs.reverse();
     Ok(runs)
@@ -357,7 +357,7 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
 /// `merge_set`), never merges made and unrecorded.
 fn merge_in_order(store: &mut Store, runs: &[Run], keep_commits: bool) -> Result<Vec<Merged>, ReviewError> {
     let Some(first) = runs.first() else { return Ok(Vec::new()) };
-    if let Some(caller) = crate::caller::sandboxed_caller(store, &crate::config::Config::load(store.home())?)? {
+    if let Some(caller) = crate::run::caller::sandboxed_caller(store, &crate::config::Config::load(store.home())?)? {
         return Err(ReviewError::Sandboxed(caller));
     }
     let repo = first.worktree_repo.clone().unwrap_or_default();

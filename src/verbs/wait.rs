@@ -10,9 +10,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::blocking::{self, Waiter};
 use crate::config::Config;
 use crate::process::{ProcessId, Waker};
+use crate::run::blocking::{self, Waiter};
 use crate::run::{Run, RunStatus};
 use crate::store::{Store, StoreError, WaitBlocks, WaitId};
 use crate::upkeep::heal::HealError;

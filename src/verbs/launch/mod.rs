@@ -179,7 +179,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     if cwd.to_str().is_none() {
         return Err(LaunchError::CwdNotUtf8(cwd));
     }
-    let caller = crate::caller::caller_run(store)?;
+    let caller = crate::run::caller::caller_run(store)?;
     let parent = match &request.parent {
         Some(id) => Some(store.find_run(id)?),
         None => caller.as_deref().map(|id| store.run(id)).transpose()?,
@@ -228,15 +228,15 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         return Err(LaunchError::PortWithoutPorts { preset: preset.name.clone(), path: preset.path.clone() });
     }
     // With the PATH the run will have: the launcher's.
-    let path = crate::run_env::var(request.env.as_deref(), "PATH");
+    let path = crate::run::env::var(request.env.as_deref(), "PATH");
     if let Some(why) = preset::available::unavailable(preset, path.as_deref(), &cwd) {
         return Err(LaunchError::Unavailable { preset: preset.name.clone(), why });
     }
     // Launched from inside a sandbox (its parent's, or an ancestor's), it
     // runs in that sandbox whoever starts it: its own preset cannot widen it.
-    let home = crate::run_env::var(request.env.as_deref(), "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
+    let home = crate::run::env::var(request.env.as_deref(), "HOME").map(PathBuf::from).unwrap_or_else(|| "/".into());
     let confined;
-    let within = crate::caller::confining(store, &config, parent.as_ref().map(|p| p.id.clone()))?;
+    let within = crate::run::caller::confining(store, &config, parent.as_ref().map(|p| p.id.clone()))?;
     let launcher = within.as_deref().map(|id| Launcher::load(store, &config, id, &home)).transpose()?.flatten();
     // Inside a sandbox a run is launched only where that sandbox reads, as
     // the folder is on disk (not `proj/..`, not a link out of `proj`).
@@ -327,7 +327,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
     let run = match store.insert_run(&new, config.max_parallel, |id| {
         let run_dir = home.run_dir(id);
         home::ensure_private_dir(&run_dir).map_err(std::io::Error::other)?;
-        crate::run_env::save(&run_dir, env.iter().cloned())
+        crate::run::env::save(&run_dir, env.iter().cloned())
     }) {
         // The other launcher of this request made it (and starts it).
         Err(StoreError::RequestMade(made)) => return Ok(store.run(&made)?),
@@ -368,8 +368,8 @@ pub fn relaunch_with(
     shepherd: &ShepherdCommand,
 ) -> Result<Run, LaunchError> {
     let old = store.find_run(id)?;
-    let env = crate::run_env::load(&store.home().run_dir(&old.id)).map_err(|source| StoreError::RunFolder {
-        path: crate::run_env::env_file(&store.home().run_dir(&old.id)),
+    let env = crate::run::env::load(&store.home().run_dir(&old.id)).map_err(|source| StoreError::RunFolder {
+        path: crate::run::env::env_file(&store.home().run_dir(&old.id)),
         source,
     })?;
     let request = LaunchRequest {

@@ -10,8 +10,8 @@
 //! with no calling run (a person's MCP client) acts on everything. So one
 //! agent can never read, abort, merge, discard or reply to another's work.
 
-use crate::caller::caller_run;
 use crate::preset::McpScope;
+use crate::run::caller::caller_run;
 use crate::run::Run;
 use crate::store::{Store, StoreError};
 

@@ -3,6 +3,17 @@
 //! Everything in [`Run`] is persisted; what a shepherd holds only while it
 //! supervises (pipes, timers, the adapter's parse state) lives in
 //! `shepherd`, never here.
+//!
+//! The wing around it holds what ties a process to its run: the run's
+//! environment (`env`), which run a process works for (`caller`) and
+//! whether it really blocks that run's agent (`blocking`), which runs an
+//! agent may touch (`scope`), and the run's block of ports (`ports`).
+
+pub mod blocking;
+pub mod caller;
+pub mod env;
+pub mod ports;
+pub mod scope;
 
 use serde::{Deserialize, Serialize};
 
@@ -305,7 +316,7 @@ pub struct Run {
     pub resumes_at: Option<String>,
     /// Its ports (`CORRAL_PORT` is the first), if its preset asks for some.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ports: Option<crate::ports::PortBlock>,
+    pub ports: Option<crate::run::ports::PortBlock>,
     /// What it, with its child runs, may spend; `None`: no budget of its
     /// own (a run that launched it may still have one).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,7 +13,7 @@
 use crate::config::Config;
 use crate::home::{Home, HomeError, HOME_ENV};
 use crate::process::{self, ProcessId};
-use crate::run_env::RUN_ID_ENV;
+use crate::run::env::RUN_ID_ENV;
 use crate::store::{Store, StoreError};
 
 /// The installation this process works in: `CORRAL_HOME` if set; else, in
