@@ -41,7 +41,7 @@ fn main() {
         assert_eq!(store.run(&b).unwrap().status, RunStatus::Queued);
         let run = store.run(&a).unwrap();
         let shepherd = ProcessId { pid: run.shepherd_pid.unwrap(), start: run.shepherd_start.unwrap() };
-        let killed = corral::time::now();
+        let killed = corral::text::time::now();
         shepherd.signal(Sig::Kill).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while store.run(&b).unwrap().started_at.is_none() {
@@ -49,7 +49,8 @@ fn main() {
             std::thread::sleep(Duration::from_millis(1));
         }
         let ms = |at: &Option<String>| {
-            (corral::time::parse(at.as_deref().unwrap()).unwrap() - killed).num_microseconds().unwrap() as f64 / 1000.0
+            (corral::text::time::parse(at.as_deref().unwrap()).unwrap() - killed).num_microseconds().unwrap() as f64
+                / 1000.0
         };
         let (a_run, b_run) = (store.run(&a).unwrap(), store.run(&b).unwrap());
         assert_eq!(a_run.status, RunStatus::Lost);

@@ -64,7 +64,7 @@ impl Bench {
             let (_, written) = Self::read_mark(&self.mark(&id));
             let run = store.run(&id).unwrap();
             assert_eq!(run.status, RunStatus::Completed, "{run:?}");
-            let completed = corral::time::parse(run.completed_at.as_deref().unwrap()).unwrap();
+            let completed = corral::text::time::parse(run.completed_at.as_deref().unwrap()).unwrap();
             seen.push((saw.saturating_sub(written)) as f64 / 1000.0);
             committed.push((completed.timestamp_micros() as f64 - written as f64) / 1000.0);
             Self::until_exited(&store, &id);
@@ -97,10 +97,10 @@ impl Bench {
                 std::thread::sleep(Duration::from_millis(2));
             }
             std::thread::sleep(Duration::from_millis(50));
-            let start = corral::time::now();
+            let start = corral::text::time::now();
             corral::verbs::abort::abort(&mut store, &id, Duration::from_secs(10), &self.shepherd).unwrap();
             Self::until_exited(&store, &id);
-            let exited = corral::time::parse(store.run(&id).unwrap().exited_at.as_deref().unwrap()).unwrap();
+            let exited = corral::text::time::parse(store.run(&id).unwrap().exited_at.as_deref().unwrap()).unwrap();
             let survivors = corral::process::processes_with_env("CORRAL_RUN_ID", &id);
             assert!(survivors.is_empty(), "survivors {survivors:?}");
             reaped.push((exited - start).num_milliseconds() as f64);
@@ -117,7 +117,8 @@ impl Bench {
         Self::until_terminal(&store, &id);
         let run = store.run(&id).unwrap();
         let (start, _) = Self::read_mark(&self.mark(&id));
-        let completed = corral::time::parse(run.completed_at.as_deref().unwrap()).unwrap().timestamp_micros() as u128;
+        let completed =
+            corral::text::time::parse(run.completed_at.as_deref().unwrap()).unwrap().timestamp_micros() as u128;
         let secs = (completed - start) as f64 / 1e6;
         let pid = run.shepherd_pid.unwrap();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -165,18 +166,18 @@ impl Bench {
                 &[("BENCH_ROLE", "parent".into()), ("BENCH_CORRAL", env!("CARGO_BIN_EXE_corral").into())],
             );
             corral_wait(&id);
-            let returned = corral::time::now();
+            let returned = corral::text::time::now();
             let run = store.run(&id).unwrap();
             assert_eq!(run.status, RunStatus::Completed, "{run:?}");
             let last_child = run
                 .children
                 .iter()
-                .map(|c| corral::time::parse(store.run(c).unwrap().completed_at.as_deref().unwrap()).unwrap())
+                .map(|c| corral::text::time::parse(store.run(c).unwrap().completed_at.as_deref().unwrap()).unwrap())
                 .max()
                 .unwrap();
             let events = store.events_after(&id, 0, 1000).unwrap();
             let continuation = events.iter().find(|e| e.text.starts_with("continuation turn")).expect("a continuation");
-            let resumed = corral::time::parse(&continuation.at).unwrap();
+            let resumed = corral::text::time::parse(&continuation.at).unwrap();
             wake.push((resumed - last_child).num_milliseconds() as f64);
             waited.push((returned - last_child).num_milliseconds() as f64);
             Self::until_exited(&store, &id);

@@ -83,7 +83,7 @@ fn concurrent(runs: u64, seconds: u64, rate: u64) {
         assert_eq!(events, expected + 2, "every line of {id} is in its transcript");
         let (_, written) = Bench::read_mark(&bench.mark(id));
         last_written = last_written.max(written);
-        let completed = corral::time::parse(run.completed_at.as_deref().unwrap()).unwrap();
+        let completed = corral::text::time::parse(run.completed_at.as_deref().unwrap()).unwrap();
         last_completed = last_completed.max(completed.timestamp_micros());
     }
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;

@@ -6,19 +6,14 @@
 
 pub mod adapter;
 pub mod attention;
-pub mod autostart;
-pub mod config;
 pub mod cost;
 pub mod doctor;
 pub mod forge;
 pub mod home;
-pub mod logging;
 pub mod mcp;
-pub mod ownership;
 pub mod preset;
 pub mod process;
 pub mod push;
-pub mod recent_folders;
 pub mod remote;
 pub mod run;
 pub mod sandbox;
@@ -26,12 +21,11 @@ pub mod schedule;
 pub mod shepherd;
 pub mod store;
 pub mod template;
-pub mod time;
+pub mod text;
 pub mod trust;
 pub mod upkeep;
 pub mod verbs;
 pub mod watch;
-pub mod word;
 pub mod worktree;
 
 pub use home::Home;

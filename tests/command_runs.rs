@@ -437,7 +437,7 @@ fn retention_removes_old_runs_once_a_day_and_gives_the_space_back() {
 
     env.config("[retention]\nolder_than = \"1ms\"\nstatus = [\"completed\"]\n");
     let mut store = env.store();
-    let config = corral::config::Config::load(store.home()).unwrap();
+    let config = corral::home::config::Config::load(store.home()).unwrap();
     let before = store.database_bytes().unwrap();
     let pruned = corral::upkeep::retention::apply_if_due(&mut store, &config).unwrap().expect("due the first time");
     assert_eq!(pruned.runs, 3);

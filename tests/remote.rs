@@ -288,7 +288,7 @@ fn a_host_down_during_a_run_is_said_so_then_caught_up_and_the_end_announced_once
     let id = env.ok(&["launch", "--host", "box", "gated", "x"]).trim().to_string();
 
     let home = corral::Home::at(&env.home);
-    let config = corral::config::Config::load(&home).unwrap();
+    let config = corral::home::config::Config::load(&home).unwrap();
     let host = config.host("box").unwrap().clone();
     let following = corral::remote::Following::default();
     let lock = corral::remote::FollowLock::try_take(&home, "box").expect("no one follows yet");

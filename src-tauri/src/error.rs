@@ -9,7 +9,7 @@ pub enum AppError {
     #[error(transparent)]
     Launch(#[from] corral::verbs::launch::LaunchError),
     #[error(transparent)]
-    Config(#[from] corral::config::ConfigError),
+    Config(#[from] corral::home::config::ConfigError),
     #[error(transparent)]
     Heal(#[from] corral::upkeep::heal::HealError),
     #[error(transparent)]
@@ -25,7 +25,7 @@ pub enum AppError {
     #[error(transparent)]
     Answer(#[from] corral::attention::ask::AnswerError),
     #[error(transparent)]
-    Autostart(#[from] corral::autostart::AutostartError),
+    Autostart(#[from] corral::home::autostart::AutostartError),
     #[error(transparent)]
     Remote(#[from] corral::remote::RemoteError),
     #[error(transparent)]

@@ -90,7 +90,7 @@ fn main() -> ExitCode {
     if let Some(Command::Shepherd { run }) = &args.command {
         return corral::shepherd::main("corral-app", run);
     }
-    corral::logging::init("warn");
+    corral::home::logging::init("warn");
     paint_without_gl();
     let home = match corral::Home::from_env() {
         Ok(home) => home,
@@ -102,7 +102,7 @@ fn main() -> ExitCode {
     let route = args.route();
     // An older Corral's autostart entry started this program (the tray
     // then): the window opens at the first login after an upgrade, once.
-    corral::autostart::bring_up_to_date();
+    corral::home::autostart::bring_up_to_date();
 
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, argv, _cwd| {

@@ -1,5 +1,5 @@
 //! The window's runtime state. Nothing here is persisted: runs live in the
-//! store, recent folders in their own file (`corral::recent_folders`).
+//! store, recent folders in their own file (`corral::home::recent_folders`).
 
 use std::sync::{Arc, Mutex};
 

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::preset::Preset;
 pub use crate::run::AgentKind;
 use crate::run::{RunStatus, StopReason, Usage};
-use crate::word::word_enum;
+use crate::text::word::word_enum;
 
 pub use claude::ClaudeAdapter;
 pub use codex::CodexAdapter;

@@ -16,7 +16,7 @@ use crate::cost::budget::short_count;
 use crate::preset::Notify;
 use crate::run::{Run, RunStatus};
 use crate::store::{Store, StoreError};
-use crate::time;
+use crate::text::time;
 
 /// One notification: its words, where its click leads, how urgent.
 #[derive(Debug, Clone, PartialEq)]

@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::cost::budget::Crossing;
 use crate::run::{PauseReason, Run, RunStatus};
 use crate::store::{Store, StoreError};
-use crate::time;
+use crate::text::time;
 
 /// One thing that needs the user.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use serde_json::json;
 
-use corral::config::Config;
+use corral::home::config::Config;
 use corral::push::{token, Channel};
 use corral::Home;
 
@@ -43,7 +43,7 @@ enum Action {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    corral::logging::init_for_command();
+    corral::home::logging::init_for_command();
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

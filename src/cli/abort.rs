@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use corral::config::Config;
+use corral::home::config::Config;
 use corral::upkeep::queue::ShepherdCommand;
 use corral::verbs::abort::{abort, Aborted};
 use corral::Store;

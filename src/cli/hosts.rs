@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::table::{cell, Table};
-use corral::config::{host_name_problem, Config, HostConfig};
+use corral::home::config::{host_name_problem, Config, HostConfig};
 use corral::remote::{about, About, RemoteError, Ssh, SshError};
 use corral::{Home, Store};
 

@@ -236,7 +236,7 @@ pub fn run(
     if let Some(head) = &onto {
         store.record_pull_request(&head.linking(&run.id))?;
     }
-    if args.start_template && corral::config::Config::load(home)?.launch_template {
+    if args.start_template && corral::home::config::Config::load(home)?.launch_template {
         corral::template::start(home);
     }
     if args.wait {
@@ -264,7 +264,7 @@ fn launch_on_host(
     args: Args,
     out: &mut impl Write,
 ) -> anyhow::Result<i32> {
-    let config = corral::config::Config::load(home)?;
+    let config = corral::home::config::Config::load(home)?;
     let host = config.host(name)?;
     let task = task_of(&args.task, args.task_file.as_deref())?;
     corral::verbs::launch::check_task(&task)?;

@@ -9,8 +9,9 @@ use super::table::{cell, Table};
 use corral::store::{HostState, HostTrouble, RunFilter};
 use std::collections::{HashMap, HashSet};
 
-use corral::config::HostConfig;
-use corral::{time, Home, Run, Store};
+use corral::home::config::HostConfig;
+use corral::text::time;
+use corral::{Home, Run, Store};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -84,7 +85,7 @@ pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> 
     let limit = if forwarded { filter.limit.take() } else { None };
     let filter = &filter;
     let (host, json) = (args.host.as_deref(), args.json);
-    let config = corral::config::Config::load(home)?;
+    let config = corral::home::config::Config::load(home)?;
     let hosts: Vec<HostConfig> = match host {
         None => config.hosts.clone(),
         Some(LOCAL) => Vec::new(),
@@ -149,7 +150,7 @@ pub fn run(home: &Home, store: &mut Store, args: Args, out: &mut impl Write) -> 
                     Some(at) => format!(
                         "{} ({reason} until {})",
                         run.status,
-                        corral::time::parse(at).map_or(at.clone(), corral::time::clock)
+                        corral::text::time::parse(at).map_or(at.clone(), corral::text::time::clock)
                     ),
                     None => format!("{} ({reason})", run.status),
                 },

@@ -482,14 +482,14 @@ fn terminal_width() -> Option<usize> {
 /// `--since`: a time (RFC 3339) or an age before now (`10m`, `2h`), as the
 /// store's time text.
 pub(super) fn since_arg(text: &str) -> anyhow::Result<String> {
-    if let Some(at) = corral::time::parse(text) {
-        return Ok(corral::time::format(at));
+    if let Some(at) = corral::text::time::parse(text) {
+        return Ok(corral::text::time::format(at));
     }
     let too_long = || anyhow::anyhow!("--since {text} is too long ago");
     let age = humantime::parse_duration(text)
         .map_err(|_| anyhow::anyhow!("--since {text} is neither a time (2026-11-23T10:00:00Z) nor an age (10m, 2h)"))?;
     let age = chrono::Duration::from_std(age).map_err(|_| too_long())?;
-    Ok(corral::time::format(corral::time::now().checked_sub_signed(age).ok_or_else(too_long)?))
+    Ok(corral::text::time::format(corral::text::time::now().checked_sub_signed(age).ok_or_else(too_long)?))
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -503,8 +503,8 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn init_logging(shepherd: bool) {
     if shepherd {
-        corral::logging::init(corral::shepherd::LOG_LEVEL);
+        corral::home::logging::init(corral::shepherd::LOG_LEVEL);
     } else {
-        corral::logging::init_for_command();
+        corral::home::logging::init_for_command();
     }
 }

@@ -77,7 +77,7 @@ fn trust(store: &mut Store, dir: Option<PathBuf>, out: &mut impl Write) -> anyho
         None => corral::verbs::launch::working_folder()?,
     };
     let set = preset::discover(&Roots::new(store.home(), Some(&dir)));
-    let default = corral::config::Config::load(store.home())?.sandbox;
+    let default = corral::home::config::Config::load(store.home())?.sandbox;
     let trusted = corral::trust::trust(store, &set.presets, default.as_ref())?;
     if trusted.is_empty() {
         writeln!(
@@ -96,7 +96,7 @@ fn trust(store: &mut Store, dir: Option<PathBuf>, out: &mut impl Write) -> anyho
 fn untrusted(store: &Store, e: &corral::preset::Effective) -> anyhow::Result<Option<String>> {
     // The default sandbox a project preset may not widen; a broken
     // config.toml is said by the launch itself.
-    let default = corral::config::Config::load(store.home()).ok().and_then(|c| c.sandbox);
+    let default = corral::home::config::Config::load(store.home()).ok().and_then(|c| c.sandbox);
     match corral::trust::check(store, &e.preset, default.as_ref()) {
         Ok(()) => Ok(None),
         Err(corral::trust::CheckError::Untrusted(u)) => Ok(Some(u.to_string())),

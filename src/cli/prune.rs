@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use anyhow::Context as _;
-use corral::config::Config;
+use corral::home::config::Config;
 use corral::verbs::remove::{prune, PruneRule};
 use corral::Store;
 

@@ -137,7 +137,7 @@ pub(super) fn target(
 /// Carries out `args` (a command line) on `host`, with its output and exit
 /// code; a connection that fails says what to do.
 fn verb(home: &corral::Home, host: &str, args: &[std::ffi::OsString]) -> anyhow::Result<i32> {
-    let config = corral::config::Config::load(home)?;
+    let config = corral::home::config::Config::load(home)?;
     let host = config.host(host)?;
     let ssh = corral::remote::Ssh::new(home, host);
     // Standard input carries only the command: ssh never reads the
@@ -263,7 +263,7 @@ pub(super) fn wait_there(
     use std::time::{Duration, Instant};
     let deadline = match timeout {
         Some(t) if !(t.is_finite() && t >= 0.0) => anyhow::bail!("--timeout {t}: write a number of seconds"),
-        Some(t) => Some(Instant::now() + Duration::try_from_secs_f64(t).unwrap_or(corral::time::LONGEST)),
+        Some(t) => Some(Instant::now() + Duration::try_from_secs_f64(t).unwrap_or(corral::text::time::LONGEST)),
         None => None,
     };
     let mut pause = Duration::from_secs(1);

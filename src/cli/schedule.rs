@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use super::table::{cell, Table};
 use corral::schedule::{self, FireResult, Keep, Overlap, Precheck, Schedule, Settings, When};
 use corral::store::FireRow;
+use corral::text::time;
 use corral::upkeep::queue::ShepherdCommand;
-use corral::{time, Store};
+use corral::Store;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -266,7 +267,7 @@ fn add(store: &mut Store, args: AddArgs, out: &mut impl Write) -> anyhow::Result
     let cwd = match (&args.host, args.cwd) {
         (Some(host), dir) => {
             // A folder there, checked there at each fire.
-            corral::config::Config::load(store.home())?.host(host)?;
+            corral::home::config::Config::load(store.home())?.host(host)?;
             dir.map(|d| d.to_string_lossy().into_owned()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("~"))
         }
         (None, Some(dir)) => std::path::absolute(&dir).unwrap_or(dir),

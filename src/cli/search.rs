@@ -55,7 +55,7 @@ pub fn run(store: &Store, args: Args, out: &mut impl Write) -> anyhow::Result<i3
 
 /// The hits of every host of config.toml, asked side by side.
 fn on_hosts(home: &Home, text: &str) -> Vec<SearchHit> {
-    let Ok(config) = corral::config::Config::load(home) else { return Vec::new() };
+    let Ok(config) = corral::home::config::Config::load(home) else { return Vec::new() };
     let (found, answers) = std::sync::mpsc::channel();
     for host in &config.hosts {
         let (home, name, text, found) = (home.clone(), host.name.clone(), text.to_string(), found.clone());

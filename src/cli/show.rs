@@ -3,7 +3,8 @@
 use std::io::Write;
 
 use super::table::{or_dash, printable};
-use corral::{time, Store};
+use corral::text::time;
+use corral::Store;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

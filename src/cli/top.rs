@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use corral::attention::Item;
 use corral::store::RunFilter;
+use corral::text::time;
 use corral::upkeep::queue::ShepherdCommand;
 use corral::watch::{Wake, Watcher, LOOK_AT_MOST_EVERY};
-use corral::{time, Run, Store};
+use corral::{Run, Store};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};

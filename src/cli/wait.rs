@@ -37,8 +37,8 @@ pub fn run(
         Some(secs) if !(secs.is_finite() && secs >= 0.0) => {
             anyhow::bail!("--timeout {secs} is not a number of seconds ≥ 0")
         }
-        Some(secs) if secs > corral::time::LONGEST.as_secs_f64() => {
-            let why = corral::time::too_long(Duration::MAX).unwrap_or_default();
+        Some(secs) if secs > corral::text::time::LONGEST.as_secs_f64() => {
+            let why = corral::text::time::too_long(Duration::MAX).unwrap_or_default();
             anyhow::bail!("--timeout {secs}: {why}; leave --timeout out to wait as long as it takes")
         }
         Some(secs) => Instant::now().checked_add(Duration::from_secs_f64(secs)),

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::word::word_enum;
+use crate::text::word::word_enum;
 
 /// Dollars left below this are none: a day's shares (a third each) summed
 /// back fall either side of zero by rounding, and a run given a millionth

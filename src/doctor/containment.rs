@@ -2,8 +2,8 @@
 //! and how pause and abort work (see the manual, docs/supervision.md).
 
 use super::{Finding, Level};
-use crate::config::Config;
 use crate::cost::resources::ResourceLimits;
+use crate::home::config::Config;
 use crate::home::Home;
 use crate::process::cgroup;
 

@@ -2,7 +2,7 @@
 //! answers and runs this Corral; a host that does not says what to do.
 
 use super::{Finding, Level};
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::home::Home;
 use crate::remote::{about, Ssh};
 

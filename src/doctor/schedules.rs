@@ -6,7 +6,7 @@ use std::process::Command;
 
 use super::run_briefly::{run, Answer};
 use super::{Finding, Level};
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::home::Home;
 use crate::store::Store;
 

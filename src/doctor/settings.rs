@@ -3,7 +3,7 @@
 //! misspelt keys.
 
 use super::{Finding, Level};
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::home::Home;
 use crate::preset::{self, Roots};
 

@@ -44,10 +44,10 @@ impl Follower {
                 return LOOK_EVERY;
             }
         };
-        let now = crate::time::now();
+        let now = crate::text::time::now();
         let mut next = LOOK_EVERY;
         for pr in open {
-            let since = pr.looked_at.as_deref().and_then(crate::time::parse).map(|at| now - at);
+            let since = pr.looked_at.as_deref().and_then(crate::text::time::parse).map(|at| now - at);
             let due_in = since
                 .and_then(|since| since.to_std().ok())
                 .map_or(Duration::ZERO, |since| LOOK_EVERY.saturating_sub(since));

@@ -38,7 +38,7 @@ impl PullRequestHead {
 
     /// Run `run_id` linked to it: its work is pushed to its branch.
     pub fn linking(&self, run_id: &str) -> PullRequestRow {
-        let now = crate::time::format(crate::time::now());
+        let now = crate::text::time::format(crate::text::time::now());
         PullRequestRow {
             run_id: run_id.to_string(),
             forge: self.forge.as_str().to_string(),

@@ -12,8 +12,9 @@ use super::tool::{Forge, Tool};
 use super::ForgeError;
 use crate::run::Run;
 use crate::store::{PullRequestRow, Store};
+use crate::text::time;
 use crate::verbs::review::{self, ReviewError};
-use crate::{time, worktree};
+use crate::worktree;
 
 /// What the user asked of the pull request.
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,7 @@ use rmcp::{tool, tool_router};
 use std::time::Duration;
 
 use super::server::{json_result, CorralTools, RunArgs, RunView};
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::run::scope::{run_for, Access};
 use crate::verbs::abort::{abort, Aborted};
 

@@ -26,7 +26,7 @@ impl CorralTools {
         self.with_store(move |store, shepherd| {
             if let Some(name) = &args.host {
                 let home = store.home().clone();
-                let config = crate::config::Config::load(&home)?;
+                let config = crate::home::config::Config::load(&home)?;
                 let host = config.host(name)?;
                 let options = crate::remote::RemoteLaunch {
                     cwd: args.cwd.clone(),

@@ -24,7 +24,7 @@ impl CorralTools {
             };
             let set = preset::discover(&Roots::new(store.home(), Some(&cwd)));
             let path = std::env::var_os("PATH");
-            let default = crate::config::Config::load(store.home()).ok().and_then(|c| c.sandbox);
+            let default = crate::home::config::Config::load(store.home()).ok().and_then(|c| c.sandbox);
             let presets: Vec<serde_json::Value> = set
                 .presets
                 .iter()

@@ -22,7 +22,7 @@ pub(super) enum ToolFailure {
     #[error(transparent)]
     Launch(#[from] crate::verbs::launch::LaunchError),
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::home::config::ConfigError),
     #[error(transparent)]
     Heal(#[from] crate::upkeep::heal::HealError),
     #[error(transparent)]
@@ -48,7 +48,7 @@ pub(super) enum ToolFailure {
     Remote(#[from] crate::remote::RemoteError),
     /// No such host in config.toml.
     #[error(transparent)]
-    UnknownHost(#[from] crate::config::UnknownHost),
+    UnknownHost(#[from] crate::home::config::UnknownHost),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

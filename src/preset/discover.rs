@@ -109,7 +109,7 @@ pub fn discover(roots: &Roots) -> PresetSet {
             continue;
         }
         // Another user's folder (or one they can write) is not read at all.
-        if let Err(not_yours) = crate::ownership::check(&dir) {
+        if let Err(not_yours) = crate::trust::ownership::check(&dir) {
             let reason = format!("not loaded: {not_yours}");
             set.problems.push(PresetProblem { path: dir.display().to_string(), source, reason });
             continue;
@@ -125,7 +125,7 @@ pub fn discover(roots: &Roots) -> PresetSet {
 /// Reads and parses one file.
 fn read_preset(file: &Path, source: PresetSource) -> Result<Preset, PresetProblem> {
     let path = file.display().to_string();
-    if let Err(not_yours) = crate::ownership::check(file) {
+    if let Err(not_yours) = crate::trust::ownership::check(file) {
         return Err(PresetProblem { path, source, reason: format!("not loaded: {not_yours}") });
     }
     let parsed = fs::read(file)

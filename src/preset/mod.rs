@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::run::AgentKind;
-use crate::word::word_enum;
+use crate::text::word::word_enum;
 
 pub use discover::{discover, Roots};
 pub use parse::{parse_preset, PresetError};

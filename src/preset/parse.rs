@@ -370,7 +370,7 @@ fn duration(value: Option<DurationValue>, key: &'static str) -> Result<Option<Du
     };
     let bad = |reason: String| PresetError::BadDuration { key, text: text.clone(), reason };
     let d = parsed.map_err(bad)?;
-    match crate::time::too_long(d) {
+    match crate::text::time::too_long(d) {
         Some(why) => Err(bad(why)),
         None => Ok(Some(d)),
     }

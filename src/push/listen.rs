@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::{outbox, token, Channel};
 use crate::attention::ask::Answer;
-use crate::config::{Config, PushConfig};
+use crate::home::config::{Config, PushConfig};
 use crate::home::Home;
 use crate::store::{Store, StoreError};
 use crate::upkeep::queue::ShepherdCommand;
@@ -102,7 +102,7 @@ fn allow_denied(store: &mut Store, shepherd: &ShepherdCommand, key: String) -> R
 pub enum ListenError {
     /// config.toml is broken.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::home::config::ConfigError),
     /// There is no `[push]` to follow.
     #[error("no [push] in config.toml: add `ntfy = \"https://ntfy.sh/<a random topic>\"` under [push]")]
     NoPush,
@@ -205,7 +205,7 @@ fn follow_answers(home: &Home, channel: &Channel, secret: &[u8]) {
 /// every little while.
 fn send_pushes(home: &Home, channel: &Channel, config: &PushConfig, secret: &[u8]) {
     // Endings from now on: turning pushes on does not send the history.
-    let since = crate::time::format(crate::time::now());
+    let since = crate::text::time::format(crate::text::time::now());
     loop {
         let worked = (|| -> Result<(), ListenError> {
             let shepherd = ShepherdCommand::lightest().map_err(io("finding corral"))?;
@@ -231,10 +231,10 @@ fn send_pushes(home: &Home, channel: &Channel, config: &PushConfig, secret: &[u8
 /// sender is looked at every [`CLAIM_LOOK`] (taken once that sender is
 /// gone), one given back when it is due, [`CLAIM_CHECK`] at most.
 fn next_try(store: &Store) -> Result<Option<Instant>, ListenError> {
-    let Some(at) = store.next_push_try()?.and_then(|at| crate::time::parse(&at)) else {
+    let Some(at) = store.next_push_try()?.and_then(|at| crate::text::time::parse(&at)) else {
         return Ok(store.push_trouble()?.map(|_| Instant::now() + CLAIM_CHECK));
     };
-    let wait = (at - crate::time::now()).to_std().unwrap_or_default();
+    let wait = (at - crate::text::time::now()).to_std().unwrap_or_default();
     Ok(Some(Instant::now() + wait.clamp(CLAIM_LOOK, CLAIM_CHECK)))
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::config::PushConfig;
+use crate::home::config::PushConfig;
 
 /// How long a publish may take before it counts as not sent.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);

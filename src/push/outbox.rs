@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::{token, Channel};
 use crate::attention::ask::Ask;
-use crate::config::PushConfig;
+use crate::home::config::PushConfig;
 use crate::store::{Store, StoreError};
 
 /// How long a push's buttons stand.

@@ -8,7 +8,7 @@ use std::os::fd::AsFd;
 use std::thread::JoinHandle;
 
 use super::{follow, FollowLock, Following};
-use crate::config::{Config, HostConfig};
+use crate::home::config::{Config, HostConfig};
 use crate::home::Home;
 use crate::process::{self, FolderWatch};
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::{about, RemoteError, Ssh, SshError};
-use crate::config::HostConfig;
+use crate::home::config::HostConfig;
 use crate::home::{self, Home};
 use crate::run::Run;
 use crate::store::{Change, HostHistory, Store};
@@ -130,7 +130,7 @@ fn session(store: &mut Store, ssh: &Ssh, following: &Following, until: Option<In
     let host = ssh.host().name.clone();
     let remote = about(ssh)?;
     store.record_host_answers(&host, Some(&remote.version))?;
-    let configured: Vec<String> = crate::config::Config::load(store.home())
+    let configured: Vec<String> = crate::home::config::Config::load(store.home())
         .map(|c| c.hosts.iter().map(|h| h.name.clone()).collect())
         .unwrap_or_default();
     let position = match store.host_store_seen(&host, &remote.store, remote.seq, &configured)? {

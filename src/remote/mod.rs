@@ -22,7 +22,7 @@ pub use follow::{catch_up, follow, FollowLock, Following};
 pub use ssh::{after_banner, decode_payload, read_payload, skip_banner, Ssh, SshError, BEGIN};
 pub use words::{is_plain_word, quote};
 
-use crate::config::{ConfigError, HostConfig};
+use crate::home::config::{ConfigError, HostConfig};
 use crate::home::Home;
 use crate::run::Run;
 use crate::store::{HostTrouble, Store, StoreError};
@@ -194,7 +194,7 @@ pub fn launch_for(
     options: &RemoteLaunch,
     launched_by: Option<&str>,
 ) -> Result<Run, RemoteError> {
-    if let Some(run) = crate::run::caller::sandboxed_caller(store, &crate::config::Config::load(home)?)? {
+    if let Some(run) = crate::run::caller::sandboxed_caller(store, &crate::home::config::Config::load(home)?)? {
         return Err(RemoteError::Sandboxed(run));
     }
     let ssh = Ssh::new(home, host);
@@ -296,7 +296,7 @@ pub fn act_with_code(home: &Home, run: &Run, args: &[OsString]) -> Result<(i32, 
 /// Runs `corral ARGS` on host `name` of config.toml; its exit code (0, 1
 /// or 124) and what it printed, or its refusal in its words.
 pub fn call(home: &Home, name: &str, args: &[OsString]) -> Result<(i32, Vec<u8>), RemoteError> {
-    let config = crate::config::Config::load(home)?;
+    let config = crate::home::config::Config::load(home)?;
     let host =
         config.host(name).map_err(|e| RemoteError::Refused { host: name.to_string(), message: e.to_string() })?;
     let output = Ssh::new(home, host).answering_within(answer_within(args)).run(args, None)?;
@@ -329,7 +329,7 @@ const WAIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 /// came from (renamed): the hosts not followed yet are caught up, and the
 /// run's rows move to the one with its store.
 pub fn host_of(home: &Home, store: &mut Store, run: &Run) -> Result<String, RemoteError> {
-    let config = crate::config::Config::load(home)?;
+    let config = crate::home::config::Config::load(home)?;
     let named = |name: &Option<String>| name.as_ref().filter(|n| config.host(n).is_ok()).cloned();
     if let Some(host) = named(&run.host) {
         return Ok(host);

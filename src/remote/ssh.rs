@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
 use super::words::quote;
-use crate::config::HostConfig;
+use crate::home::config::HostConfig;
 use crate::home::Home;
 
 /// How long to wait for a connection before saying the host is unreachable.
@@ -471,7 +471,7 @@ fn socket_folder() -> PathBuf {
     };
     // Another user's folder (made first, in /tmp) is never used.
     let _ = crate::home::ensure_private_dir(&folder);
-    if crate::ownership::check(&folder).is_err() {
+    if crate::trust::ownership::check(&folder).is_err() {
         return PathBuf::from(format!("/tmp/corral-ssh-{uid}-{}", std::process::id()));
     }
     folder

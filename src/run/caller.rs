@@ -10,7 +10,7 @@
 //! `CORRAL_RUN_ID` is used only when neither says, for a run's process that
 //! escaped its tree.
 
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::home::{Home, HomeError, HOME_ENV};
 use crate::process::{self, ProcessId};
 use crate::run::env::RUN_ID_ENV;

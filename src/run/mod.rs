@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::worktree::ChangeCount;
 
-use crate::word::word_enum;
-pub use crate::word::UnknownWord;
+use crate::text::word::word_enum;
+pub use crate::text::word::UnknownWord;
 
 word_enum! {
     /// The agent CLIs Corral knows.
@@ -416,11 +416,11 @@ impl Run {
     /// Wall time from start to semantic completion (or, while active, to
     /// now; while paused, to the moment it was frozen: a frozen run does
     /// not tick).
-    pub fn duration(&self, now: crate::time::Timestamp) -> Option<chrono::Duration> {
-        let start = crate::time::parse(self.started_at.as_deref()?)?;
+    pub fn duration(&self, now: crate::text::time::Timestamp) -> Option<chrono::Duration> {
+        let start = crate::text::time::parse(self.started_at.as_deref()?)?;
         let end = match (&self.completed_at, &self.paused_at) {
-            (Some(done), _) => crate::time::parse(done)?,
-            (None, Some(frozen)) if self.status == RunStatus::Paused => crate::time::parse(frozen)?,
+            (Some(done), _) => crate::text::time::parse(done)?,
+            (None, Some(frozen)) if self.status == RunStatus::Paused => crate::text::time::parse(frozen)?,
             (None, _) if self.status.is_active() => now,
             (None, _) => return None,
         };

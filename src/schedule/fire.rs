@@ -15,11 +15,11 @@ use std::path::PathBuf;
 
 use super::precheck::{self, Checked};
 use super::{get, Overlap, Schedule, ScheduleError};
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::remote::RemoteLaunch;
 use crate::run::RunStatus;
 use crate::store::{FireAsk, FireRow, Short, Store};
-use crate::time;
+use crate::text::time;
 use crate::upkeep::queue::ShepherdCommand;
 use crate::verbs::launch::{launch, LaunchRequest};
 

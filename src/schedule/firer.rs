@@ -7,7 +7,7 @@
 //! claimed in the store, so each is launched once.
 
 use crate::store::{FireRow, Store};
-use crate::time::Timestamp;
+use crate::text::time::Timestamp;
 use crate::upkeep::queue::ShepherdCommand;
 use crate::watch::Watcher;
 

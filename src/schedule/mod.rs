@@ -25,7 +25,7 @@ pub mod when;
 use std::time::Duration;
 
 use crate::store::{ScheduleRow, Store, StoreError};
-use crate::time::{self, Timestamp};
+use crate::text::time::{self, Timestamp};
 pub use fire::{failed_in_a_row, fire_due, fire_queued, fire_queued_after, run_now, settle_orphans, FireResult};
 pub use when::{When, WhenError};
 
@@ -55,7 +55,7 @@ pub enum ScheduleError {
     Invalid(String),
     /// The settings file is broken.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::home::config::ConfigError),
     /// Asked from inside a sandboxed run: a schedule's runs start where its
     /// firer is, outside that sandbox.
     #[error(
@@ -343,7 +343,7 @@ pub(crate) fn refuse_inside_a_run(store: &Store) -> Result<(), ScheduleError> {
 /// are the user's (their tasks, folders and kept environments), as the
 /// CLI's `corral schedule` is refused inside a sandbox.
 pub fn refuse_inside_a_sandbox(store: &Store) -> Result<(), ScheduleError> {
-    let config = crate::config::Config::load(store.home())?;
+    let config = crate::home::config::Config::load(store.home())?;
     match crate::run::caller::sandboxed_caller(store, &config)? {
         Some(run) => Err(ScheduleError::InsideSandbox(run)),
         None => Ok(()),

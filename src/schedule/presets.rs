@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use super::{Keep, Overlap, Precheck, Settings, When, PRECHECK_TIMEOUT_MAX};
 use crate::preset::{self, Preset, PresetSchedule, Roots};
 use crate::store::{PresetSchedulePut, Store, StoreError};
-use crate::time;
+use crate::text::time;
 
 /// Brings the schedules of global presets in step with their files;
 /// returns what could not be taken, in words (a broken `schedule:`, a name

@@ -17,7 +17,7 @@ use std::process::Command;
 use super::{Schedule, ScheduleError};
 use crate::home::Home;
 use crate::store::Store;
-use crate::time::Timestamp;
+use crate::text::time::Timestamp;
 
 /// How many slots ahead a timer lists.
 const SLOTS_AHEAD: usize = 20;
@@ -81,7 +81,7 @@ pub struct Kept {
 /// changing or firing a schedule does after (the CLI, MCP, a firer taking
 /// up a preset's `schedule:`). `corral` is the CLI the timers run.
 pub fn follow(store: &Store, corral: &Path) -> Result<Option<Kept>, ScheduleError> {
-    if !crate::config::Config::load(store.home())?.systemd_timers {
+    if !crate::home::config::Config::load(store.home())?.systemd_timers {
         return Ok(None);
     }
     keep(&super::all(store)?, corral, store.home()).map(Some).map_err(ScheduleError::Timers)

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use chrono::{Local, NaiveDateTime, SubsecRound, TimeZone};
 
-use crate::time::Timestamp;
+use crate::text::time::Timestamp;
 
 /// When a schedule's slots are.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -64,7 +64,7 @@ impl When {
             .map_err(|e| WhenError::Cron { expr: expr.to_string(), why: e.to_string() })
             .map(|_| When::Cron(expr.trim().to_string()))?;
         // One that names no day that comes (`0 0 31 2 *`) would never fire.
-        let now = crate::time::now();
+        let now = crate::text::time::now();
         match when.next_after(now, now) {
             Some(_) => Ok(when),
             None => Err(WhenError::Never { expr: expr.to_string() }),
@@ -74,7 +74,7 @@ impl When {
     /// A period such as `2h` or `90s`, at least a second.
     pub fn every(text: &str) -> Result<When, WhenError> {
         match humantime::parse_duration(text.trim()) {
-            Ok(d) if crate::time::too_long(d).is_some() => Err(WhenError::TooLong { text: text.to_string() }),
+            Ok(d) if crate::text::time::too_long(d).is_some() => Err(WhenError::TooLong { text: text.to_string() }),
             Ok(d) if d >= Duration::from_secs(1) && d.subsec_nanos() == 0 => Ok(When::EverySecs(d.as_secs())),
             _ => Err(WhenError::Every { text: text.to_string() }),
         }
@@ -252,7 +252,7 @@ mod tests {
     }
 
     fn at(text: &str) -> Timestamp {
-        crate::time::parse(text).unwrap()
+        crate::text::time::parse(text).unwrap()
     }
 
     #[test]

@@ -128,7 +128,7 @@ impl RemoteFollowers {
             if self.running.iter().any(|(h, _, _)| h == name) {
                 continue;
             }
-            let Ok(config) = crate::config::Config::load(home) else { return };
+            let Ok(config) = crate::home::config::Config::load(home) else { return };
             let Ok(host) = config.host(name).cloned() else { continue };
             let Some(lock) = crate::remote::FollowLock::try_take(home, name) else { continue };
             let following = crate::remote::Following::default();

@@ -34,7 +34,7 @@ use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
 use crate::run::env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::Store;
-use crate::time;
+use crate::text::time;
 
 /// The first pause between SIGKILL sweeps; it doubles up to [`KILL_SWEEP_MAX`]
 /// (each sweep reads all of `/proc`).

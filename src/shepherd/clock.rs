@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use crate::adapter::Verdict;
-use crate::config::Limits;
+use crate::home::config::Limits;
 use crate::run::{RunStatus, StopReason};
 
 /// Why Corral itself is ending a run early.

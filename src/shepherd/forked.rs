@@ -81,7 +81,7 @@ fn serve(from_launcher: OwnedFd) -> i32 {
         return 1;
     }
     std::env::set_var(SHEPHERD_ENV, &run_id);
-    crate::logging::init(super::LOG_LEVEL);
+    crate::home::logging::init(super::LOG_LEVEL);
     let result =
         store.map_err(super::ShepherdError::from).and_then(|store| super::shepherd_with(&home, &run_id, Some(store)));
     match result {

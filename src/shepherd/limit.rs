@@ -37,7 +37,7 @@ pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Re
                 .unwrap_or_default()
         }
     };
-    let resumes_text = crate::time::format(resumes.with_timezone(&chrono::Utc));
+    let resumes_text = crate::text::time::format(resumes.with_timezone(&chrono::Utc));
     let agent = sup.session.launch().preset.agent;
     let said = limited.limit.said.clone();
     let shared = limited.limit.resets_at.map(|_| (agent, said.as_str()));
@@ -47,7 +47,7 @@ pub(super) fn wait_out(sup: &mut Supervisor, limited: Limited, tries: u32) -> Re
         sup.commit_with_children(failed(limited.verdict, tries))?;
         return Ok(None);
     }
-    let when = crate::time::clock(resumes.with_timezone(&chrono::Utc));
+    let when = crate::text::time::clock(resumes.with_timezone(&chrono::Utc));
     let note = match limited.limit.resets_at.filter(|_| !repeated_now) {
         Some(_) => format!("paused: usage limit reached ({said}); goes on by itself at {when} in its own session"),
         None => format!(

@@ -36,8 +36,8 @@ mod turn;
 use std::io;
 
 use crate::adapter;
-use crate::config::{Config, ConfigError};
 use crate::cost::resources::{Containment, ResourceLimits};
+use crate::home::config::{Config, ConfigError};
 use crate::home::{self, Home};
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig, SignalPipe};
@@ -80,7 +80,7 @@ pub const LOG_LEVEL: &str = "info";
 /// this process's Corral home, and returns the exit code, having said on
 /// stderr (the run's log) what went wrong. The CLI's is in its dispatch.
 pub fn main(program: &str, run_id: &str) -> std::process::ExitCode {
-    crate::logging::init(LOG_LEVEL);
+    crate::home::logging::init(LOG_LEVEL);
     let failed = |e: &dyn std::fmt::Display| {
         eprintln!("{program} shepherd {run_id}: {e}");
         std::process::ExitCode::FAILURE

@@ -277,5 +277,5 @@ fn session_log(launch: &AgentLaunch, adapter: &dyn Adapter) -> Option<SessionLog
         roots.push(copies.join(format.folder()));
     }
     roots.push(launch.user_home.join(format.folder()));
-    Some(SessionLog::new(format, roots, crate::time::format(crate::time::now())))
+    Some(SessionLog::new(format, roots, crate::text::time::format(crate::text::time::now())))
 }

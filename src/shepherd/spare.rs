@@ -65,7 +65,7 @@ pub enum NotServed {
     Home(#[from] crate::home::HomeError),
     /// The settings are broken.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::home::config::ConfigError),
     /// This process cannot be as the launcher's launch would be.
     #[error("it cannot launch as the launcher would: {0}")]
     Unlike(#[from] process::Unlike),
@@ -127,7 +127,7 @@ fn answer(store: &mut Store, stream: &mut UnixStream) -> (WarmAnswer, Option<Str
         Err(why) => return (WarmAnswer::NotHere { why: why.to_string() }, None),
     };
     let taken = Arc::new(OnceLock::new());
-    let (launched, said) = crate::logging::said_by(|| {
+    let (launched, said) = crate::home::logging::said_by(|| {
         // As every command does first; a queued run a heal starts gets a
         // shepherd of its own, never this one.
         crate::upkeep::heal::heal(store, &plain).map_err(|e| e.to_string())?;
@@ -221,7 +221,7 @@ fn like_the_launcher(home: &Home, asked: &WarmLaunch, launcher: i32) -> Result<(
     if theirs.config_dir() != home.config_dir() || theirs.data_dir() != home.data_dir() {
         return Err(NotServed::OtherFolders);
     }
-    if !crate::config::Config::load(home)?.launch_template {
+    if !crate::home::config::Config::load(home)?.launch_template {
         return Err(NotServed::TurnedOff);
     }
     Ok(process::become_like(launcher)?)
@@ -236,7 +236,7 @@ fn supervise(home: &Home, run_id: &str, store: Store) -> i32 {
         return 1;
     }
     std::env::set_var(SHEPHERD_ENV, run_id);
-    crate::logging::init(super::LOG_LEVEL);
+    crate::home::logging::init(super::LOG_LEVEL);
     match super::shepherd_with(home, run_id, Some(store)) {
         Ok(()) => 0,
         Err(e) => {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::spawn::AgentLaunch;
 use crate::adapter::{EventKind, TranscriptEvent};
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::home::Home;
 use crate::process::{self, cgroup::RunCgroup};
 use crate::store::{Store, StoreError};
@@ -29,7 +29,7 @@ pub enum TeardownError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::home::config::ConfigError),
     /// It could not be started.
     #[error("cannot run teardown '{program}': {source}; fix `teardown:` in the preset {preset}")]
     Start { program: String, preset: String, source: std::io::Error },

@@ -6,7 +6,7 @@ use rusqlite::params;
 
 use super::{Doing, Store, StoreError};
 use crate::run::{Run, RunStatus};
-use crate::time;
+use crate::text::time;
 
 /// The tray's numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -6,7 +6,7 @@ use rusqlite::params;
 
 use super::{Doing, Store, StoreError};
 use crate::adapter::{EventKind, TranscriptEvent};
-use crate::time;
+use crate::text::time;
 
 /// A transcript event as stored.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::{Doing, Store, StoreError};
 use crate::run::{AgentKind, PauseReason, RunStatus};
-use crate::time;
+use crate::text::time;
 
 /// An agent's usage limit, while it stands.
 #[derive(Debug, Clone, PartialEq, Eq)]

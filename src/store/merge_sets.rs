@@ -7,7 +7,7 @@ use rusqlite::params;
 
 use super::{Doing, Store, StoreError};
 use crate::process::ProcessId;
-use crate::time;
+use crate::text::time;
 
 /// A merge of runs being made, as journaled.
 #[derive(Debug, Clone, PartialEq, Eq)]

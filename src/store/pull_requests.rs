@@ -159,7 +159,7 @@ impl Store {
     /// its feedback's time moved only when its words did; a look that found
     /// nothing new writes its time alone.
     pub fn record_look(&mut self, run_id: &str, look: &PullRequestLook) -> Result<(), StoreError> {
-        let now = crate::time::format(crate::time::now());
+        let now = crate::text::time::format(crate::text::time::now());
         self.write("recording a look at a pull request", |tx| {
             let before: Option<PullRequestLook> = tx
                 .query_row(
@@ -194,7 +194,7 @@ impl Store {
 
     /// Records that run `run_id`'s feedback was sent to it.
     pub fn mark_feedback_sent(&mut self, run_id: &str) -> Result<(), StoreError> {
-        let now = crate::time::format(crate::time::now());
+        let now = crate::text::time::format(crate::text::time::now());
         self.write("recording feedback sent", |tx| {
             tx.execute("UPDATE pull_requests SET sent_at = ?2 WHERE run_id = ?1", params![run_id, now]).map(drop)
         })
@@ -203,7 +203,7 @@ impl Store {
     /// Records that what run `run_id`'s pull request asks, or its end on
     /// the forge, was looked at: it needs the user no more.
     pub fn dismiss_pull_request(&mut self, run_id: &str) -> Result<(), StoreError> {
-        let now = crate::time::format(crate::time::now());
+        let now = crate::text::time::format(crate::text::time::now());
         self.write("dismissing a pull request", |tx| {
             tx.execute("UPDATE pull_requests SET dismissed_at = ?2 WHERE run_id = ?1", params![run_id, now]).map(drop)
         })

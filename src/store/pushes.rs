@@ -4,7 +4,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::{Doing, Store, StoreError};
-use crate::time;
+use crate::text::time;
 
 impl Store {
     /// Keeps a push to send under `key`, unless one is kept already: true

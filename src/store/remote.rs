@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::changes::Change;
 use super::{Doing, Store, StoreError};
 use crate::run::{Run, RunStatus};
-use crate::time;
+use crate::text::time;
 
 /// What this machine knows of a host.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

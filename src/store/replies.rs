@@ -13,7 +13,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 
 use super::{Doing, Store, StoreError};
 use crate::run::RunStatus;
-use crate::time;
+use crate::text::time;
 
 /// One reply, as stored.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

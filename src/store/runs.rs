@@ -7,7 +7,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use super::{Doing, Store, StoreError};
 use crate::preset::Preset;
 use crate::run::{ChangeCount, Run, RunStatus, StopReason, Usage};
-use crate::time;
+use crate::text::time;
 
 /// Columns of a run, in the order [`run_from_row`] reads them.
 const RUN_COLUMNS: &str = "id, parent_id, preset, preset_path, agent, task, cwd, model,

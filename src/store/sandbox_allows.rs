@@ -5,7 +5,7 @@ use rusqlite::params;
 
 use super::{Doing, Store, StoreError};
 use crate::sandbox::Widening;
-use crate::time;
+use crate::text::time;
 
 impl Store {
     /// Widens run `id`'s sandbox by `widening`; true if it allowed anything

@@ -5,7 +5,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::{Doing, Store, StoreError};
-use crate::time;
+use crate::text::time;
 
 /// A schedule as stored.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,7 +14,7 @@ use rusqlite::{params, Connection};
 
 use super::{Doing, Store, StoreError};
 use crate::run::RunStatus;
-use crate::time;
+use crate::text::time;
 
 /// How the slots are used right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use super::{Doing, Store, StoreError};
 use crate::adapter::Report;
 use crate::cost::resources::{Containment, Resources};
 use crate::run::{ChangeCount, Run, RunStatus, StopReason};
-use crate::time;
+use crate::text::time;
 
 /// What committing the outcome of a turn did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use rusqlite::params;
 
 use super::{Doing, Store, StoreError};
-use crate::time;
+use crate::text::time;
 
 impl Store {
     /// Records that the user trusts the preset file `path` (canonical) as

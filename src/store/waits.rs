@@ -14,7 +14,7 @@ use rusqlite::params;
 use super::{Doing, Store, StoreError};
 use crate::process::ProcessId;
 use crate::run::RunStatus;
-use crate::time;
+use crate::text::time;
 
 /// A registered wait, by its row id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -146,7 +146,7 @@ fn not_wanted(home: &Home) -> Option<String> {
     if wire::exe_replaced() {
         return Some("corral was replaced since it started".into());
     }
-    match crate::config::Config::load(home) {
+    match crate::home::config::Config::load(home) {
         Ok(config) if config.launch_template => None,
         Ok(_) => Some("`launch_template` is not on in config.toml".into()),
         Err(e) => Some(e.to_string()),

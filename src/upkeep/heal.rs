@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use crate::config::{Config, ConfigError};
+use crate::home::config::{Config, ConfigError};
 use crate::home::Home;
 use crate::store::{Store, StoreError};
 use crate::upkeep::queue::{fire_queued_behind, start_queued, ShepherdCommand};

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::home::{self, Home};
 use crate::run::env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::{Store, StoreError};

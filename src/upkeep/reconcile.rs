@@ -22,7 +22,7 @@ use crate::process::{self, ProcessId, Sig};
 use crate::run::env::RUN_ID_ENV;
 use crate::run::{PauseReason, Run, RunStatus, StopReason};
 use crate::store::{Outcome, Store, StoreError};
-use crate::time;
+use crate::text::time;
 
 /// A run still `starting` with no shepherd recorded this long after it got
 /// its slot, though whoever promoted it is alive, never got one: its

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::config::{Config, Retention};
+use crate::home::config::{Config, Retention};
 use crate::verbs::remove::{prune, PruneRule, Pruned, RemoveError};
 use crate::Store;
 
@@ -30,7 +30,7 @@ pub fn apply_if_due(store: &mut Store, config: &Config) -> Result<Option<Pruned>
     }
     let pruned = prune(store, &rule(retention), false)?;
     // Marked after the prune: a failed one is tried again at the next round.
-    let stamp = crate::time::format(crate::time::now());
+    let stamp = crate::text::time::format(crate::text::time::now());
     if let Err(e) =
         crate::home::create_private(&marker).and_then(|mut f| std::io::Write::write_all(&mut f, stamp.as_bytes()))
     {

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::config::{Config, ConfigError};
+use crate::home::config::{Config, ConfigError};
 use crate::sandbox::{expand, BadSandbox, Widening};
 use crate::store::{Store, StoreError};
 use crate::upkeep::queue::ShepherdCommand;

@@ -151,8 +151,8 @@ pub struct Pruned {
 pub fn prune(store: &mut Store, rule: &PruneRule, dry_run: bool) -> Result<Pruned, RemoveError> {
     let before = chrono::Duration::from_std(rule.older_than)
         .ok()
-        .and_then(|age| crate::time::now().checked_sub_signed(age))
-        .map_or_else(|| "0000".to_string(), crate::time::format);
+        .and_then(|age| crate::text::time::now().checked_sub_signed(age))
+        .map_or_else(|| "0000".to_string(), crate::text::time::format);
     let mut removed = Vec::new();
     for id in store.prunable(&before)? {
         let run = store.run(&id)?;

@@ -7,7 +7,7 @@
 //! got a session, a discarded worktree, nothing to allow.
 
 use crate::adapter::{self, InvocationContext};
-use crate::config::{Config, ConfigError};
+use crate::home::config::{Config, ConfigError};
 use crate::run::{AgentKind, Run};
 use crate::store::{ReplyPlaced, Store, StoreError};
 use crate::upkeep::queue::{start_queued, ShepherdCommand};

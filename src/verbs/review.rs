@@ -28,7 +28,7 @@ pub enum ReviewError {
     Sandboxed(String),
     /// The settings file is broken.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::home::config::ConfigError),
     /// The agent committed files Corral carried in from the user's
     /// checkout (`.worktreeinclude`): a merge would put them in the
     /// repository (a `.env`, `node_modules/`).
@@ -357,7 +357,9 @@ pub fn merge_together(store: &mut Store, ids: &[String], keep_commits: bool) -> 
 /// `merge_set`), never merges made and unrecorded.
 fn merge_in_order(store: &mut Store, runs: &[Run], keep_commits: bool) -> Result<Vec<Merged>, ReviewError> {
     let Some(first) = runs.first() else { return Ok(Vec::new()) };
-    if let Some(caller) = crate::run::caller::sandboxed_caller(store, &crate::config::Config::load(store.home())?)? {
+    if let Some(caller) =
+        crate::run::caller::sandboxed_caller(store, &crate::home::config::Config::load(store.home())?)?
+    {
         return Err(ReviewError::Sandboxed(caller));
     }
     let repo = first.worktree_repo.clone().unwrap_or_default();
@@ -505,7 +507,7 @@ pub(crate) fn once_exited(store: &Store, run: Run) -> Result<Run, ReviewError> {
     if run.status.is_active() || run.exited_at.is_some() || run.started_at.is_none() {
         return Ok(run);
     }
-    let config = crate::config::Config::load(store.home())?;
+    let config = crate::home::config::Config::load(store.home())?;
     let deadline =
         std::time::Instant::now() + config.exit_grace + config.stop_grace + std::time::Duration::from_secs(1);
     let mut watcher = crate::watch::Watcher::new(store)?;

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::process::{ProcessId, Waker};
 use crate::run::blocking::{self, Waiter};
 use crate::run::{Run, RunStatus};

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
     if let Some(Command::Shepherd { run }) = args.command {
         return corral::shepherd::main("corral-tray", &run);
     }
-    corral::logging::init("warn");
+    corral::home::logging::init("warn");
     match run_tray(args.window) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -78,7 +78,7 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     };
     // An entry an older Corral wrote to start `corral-app` (the tray then)
     // would open the window at every login.
-    corral::autostart::bring_up_to_date();
+    corral::home::autostart::bring_up_to_date();
     let light = panel::lighten_gtk();
     gtk::init()?;
     light.take_back();

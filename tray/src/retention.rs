@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use corral::config::Config;
+use corral::home::config::Config;
 use corral::{Home, Store};
 
 /// How long after the tray starts before the first check (a login is busy

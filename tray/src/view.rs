@@ -60,7 +60,7 @@ impl TrayView {
         let recent = store.runs(&RunFilter { limit: Some(RECENT), ..RunFilter::default() })?;
         let count = |status| store.runs(&RunFilter { status: Some(status), ..RunFilter::default() }).map(|r| r.len());
         let (working, paused) = (count(RunStatus::Running)?, count(RunStatus::Paused)?);
-        let hosts = corral::config::Config::load(home).map(|c| c.hosts.into_iter().map(|h| h.name).collect());
+        let hosts = corral::home::config::Config::load(home).map(|c| c.hosts.into_iter().map(|h| h.name).collect());
         let hosts = hosts.unwrap_or_default();
         let schedules = schedules(store);
         let needs = corral::attention::needs(store)?;
@@ -101,7 +101,7 @@ pub fn title(counts: &Counts) -> String {
 fn schedules(store: &Store) -> Vec<ScheduleLine> {
     let Ok(all) = corral::schedule::all(store) else { return Vec::new() };
     let now = corral::schedule::now();
-    let mut lines: Vec<(Option<corral::time::Timestamp>, ScheduleLine)> = all
+    let mut lines: Vec<(Option<corral::text::time::Timestamp>, ScheduleLine)> = all
         .iter()
         .map(|s| {
             let next = if s.paused_at.is_some() { None } else { s.next_due(now) };
@@ -126,7 +126,7 @@ fn launchable(home: &Home, store: &Store, path: Option<&std::ffi::OsStr>) -> Vec
         .filter(|e| startable(&e.preset, home.data_dir()))
         .map(|e| Launchable { name: e.preset.name.clone(), agent: e.preset.agent.to_string(), folder: None })
         .collect();
-    for folder in corral::recent_folders::with_runs(home, store) {
+    for folder in corral::home::recent_folders::with_runs(home, store) {
         let set = preset::discover(&Roots::new(home, Some(&folder)));
         for e in set.presets {
             let project = matches!(
@@ -196,7 +196,7 @@ mod tests {
         std::fs::create_dir_all(project.join(".corral/presets")).unwrap();
         std::fs::write(project.join(".corral/presets/fix.md"), "---\nname: fix\ndescription: fixes\nagent: pi\n---\n")
             .unwrap();
-        corral::recent_folders::remember(&home, &project).unwrap();
+        corral::home::recent_folders::remember(&home, &project).unwrap();
 
         // pi is installed here; Claude Code is not.
         let bin = root.path().join("bin");

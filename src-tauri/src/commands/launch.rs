@@ -32,7 +32,7 @@ pub fn launch_run(
     };
     if let Some(name) = host.filter(|h| !h.is_empty()) {
         // A folder of that host (its user's home when empty).
-        let config = corral::config::Config::load(&state.home)?;
+        let config = corral::home::config::Config::load(&state.home)?;
         let host = config.host(&name).map_err(|e| AppError::Invalid(e.to_string()))?;
         let options = corral::remote::RemoteLaunch {
             cwd: Some(cwd.trim().to_string()).filter(|c| !c.is_empty()),
@@ -65,7 +65,7 @@ pub fn launch_run(
         scope_own: false,
     };
     let run = launch(&mut store, &request, &state.shepherd()?)?;
-    corral::recent_folders::remember(&state.home, &cwd)?;
+    corral::home::recent_folders::remember(&state.home, &cwd)?;
     Ok(run)
 }
 
@@ -82,8 +82,8 @@ pub fn pick_folder(app: AppHandle) -> Option<String> {
 #[tauri::command(async)]
 pub fn recent_folders(state: State<'_, AppState>) -> Vec<String> {
     let folders = match state.store() {
-        Ok(store) => corral::recent_folders::with_runs(&state.home, &store),
-        Err(_) => corral::recent_folders::recent(&state.home),
+        Ok(store) => corral::home::recent_folders::with_runs(&state.home, &store),
+        Err(_) => corral::home::recent_folders::recent(&state.home),
     };
     folders.into_iter().map(|p| p.display().to_string()).collect()
 }

@@ -27,7 +27,7 @@ pub fn list_presets(
 /// The names of the hosts of config.toml, for the launch form.
 #[tauri::command(async)]
 pub fn list_hosts(state: State<'_, AppState>) -> Result<Vec<String>, AppError> {
-    Ok(corral::config::Config::load(&state.home)?.hosts.into_iter().map(|h| h.name).collect())
+    Ok(corral::home::config::Config::load(&state.home)?.hosts.into_iter().map(|h| h.name).collect())
 }
 
 /// The presets of host `host` for its folder `cwd`, as its `corral

@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use corral::store::{fold_usage, DaySpend, RunFilter, ShownEvent, Spend};
-use corral::{time, Run, RunStatus};
+use corral::text::time;
+use corral::{Run, RunStatus};
 use serde::Serialize;
 use tauri::State;
 
@@ -261,7 +262,7 @@ pub fn abort_run(state: State<'_, AppState>, id: String) -> Result<Run, AppError
             return Ok(run);
         }
     }
-    let config = corral::config::Config::load(&state.home)?;
+    let config = corral::home::config::Config::load(&state.home)?;
     let result =
         corral::verbs::abort::abort(&mut store, &id, config.stop_grace + Duration::from_secs(2), &state.shepherd()?)?;
     Ok(result.run().clone())

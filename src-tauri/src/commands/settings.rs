@@ -16,7 +16,7 @@ pub struct Settings {
 #[tauri::command(async)]
 pub fn settings(state: State<'_, AppState>) -> Settings {
     Settings {
-        autostart: corral::autostart::enabled(),
+        autostart: corral::home::autostart::enabled(),
         data_dir: state.home.data_dir().display().to_string(),
         config_file: state.home.config_file().display().to_string(),
     }
@@ -26,8 +26,8 @@ pub fn settings(state: State<'_, AppState>) -> Settings {
 /// program) at login on or off; the window opens from it.
 #[tauri::command(async)]
 pub fn set_autostart(on: bool) -> Result<bool, AppError> {
-    corral::autostart::set(on)?;
-    Ok(corral::autostart::enabled())
+    corral::home::autostart::set(on)?;
+    Ok(corral::home::autostart::enabled())
 }
 
 /// What works on this machine and how to fix what does not: the same

@@ -4,8 +4,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::config::{Config, ConfigError};
 use crate::home;
+use crate::home::config::{Config, ConfigError};
 use crate::preset::{self, Preset, Roots, UnknownPreset};
 use crate::run::{Run, RunStatus};
 use crate::store::{NewRun, Store, StoreError};

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::LaunchError;
-use crate::config::Config;
+use crate::home::config::Config;
 use crate::preset::Preset;
 use crate::sandbox::{on_disk, Asked, Folders, Place, Read, Sandbox};
 use crate::store::{Store, StoreError};

@@ -5,6 +5,16 @@
 //! apart. Without it the platform's data and config folders are used.
 //! Every folder Corral creates is 0700 and every file 0600: transcripts hold
 //! source code and prompts that other local users have no business reading.
+//!
+//! The wing around it holds what Corral keeps there for the user: the
+//! settings of `config.toml` (`config`), what its programs log
+//! (`logging`), the tray's start at login (`autostart`), and the folders
+//! the window last worked in (`recent_folders`).
+
+pub mod autostart;
+pub mod config;
+pub mod logging;
+pub mod recent_folders;
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
@@ -30,7 +40,7 @@ pub enum HomeError {
     Folder { path: PathBuf, source: io::Error },
     /// Corral's folder is another user's, or others can write it.
     #[error(transparent)]
-    NotYours(#[from] crate::ownership::NotYours),
+    NotYours(#[from] crate::trust::ownership::NotYours),
 }
 
 /// The folders Corral uses: data (database, runs) and config (settings,
@@ -148,7 +158,7 @@ impl Home {
         // the user made (or an older Corral left): never readable by others.
         keep_private(&self.runs_dir())?;
         for dir in [&self.data, &self.config] {
-            crate::ownership::check(dir)?;
+            crate::trust::ownership::check(dir)?;
         }
         Ok(())
     }

@@ -9,6 +9,11 @@
 //!
 //! A project preset that replaces a shipped, user or global one of the same
 //! name is said (`presets`, and at launch), whether or not it needs trust.
+//!
+//! Beside it, the other half of whose words Corral will act on: a file
+//! another local user could have written is never read (`ownership`).
+
+pub mod ownership;
 
 use std::path::{Path, PathBuf};
 

@@ -31,11 +31,11 @@ macro_rules! word_enum {
         }
 
         impl std::str::FromStr for $name {
-            type Err = crate::word::UnknownWord;
+            type Err = crate::text::word::UnknownWord;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $($word => Ok($name::$variant),)+
-                    _ => Err(crate::word::UnknownWord {
+                    _ => Err(crate::text::word::UnknownWord {
                         kind: $noun,
                         word: s.to_string(),
                         expected: [$($word),+].join(", "),

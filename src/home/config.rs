@@ -258,7 +258,7 @@ pub enum ConfigError {
     Read { path: PathBuf, source: std::io::Error },
     /// Another local user could have written it.
     #[error(transparent)]
-    NotYours(#[from] crate::ownership::NotYours),
+    NotYours(#[from] crate::trust::ownership::NotYours),
     /// It is not valid TOML of the expected shape.
     #[error("invalid settings file {path}: {message}")]
     Invalid { path: PathBuf, message: String },
@@ -347,13 +347,13 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(source) => return Err(ConfigError::Read { path: path.to_path_buf(), source }),
         };
-        crate::ownership::check(path)?;
+        crate::trust::ownership::check(path)?;
         let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
         let file: ConfigFile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         let duration = |key: &str, value: &str| {
             let d = humantime::parse_duration(value)
                 .map_err(|e| invalid(format!("`{key} = \"{value}\"` is not a duration ({e}); write e.g. \"3s\"")))?;
-            match crate::time::too_long(d) {
+            match crate::text::time::too_long(d) {
                 Some(why) => Err(invalid(format!("`{key} = \"{value}\"`: {why}; write e.g. \"4h\", or \"none\""))),
                 None => Ok(d),
             }
