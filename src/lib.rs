@@ -20,7 +20,6 @@ pub mod sandbox;
 pub mod schedule;
 pub mod shepherd;
 pub mod store;
-pub mod template;
 pub mod text;
 pub mod trust;
 pub mod upkeep;

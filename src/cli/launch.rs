@@ -83,7 +83,7 @@ pub struct Args {
     start_template: bool,
 }
 
-/// Launches through the template's warm spare (see `corral::template`), if
+/// Launches through the template's warm spare (see `corral::shepherd::template`), if
 /// this launch may and a template answers: the exit code. `None`: launch
 /// cold, as `args` now say (the task read, under the key the spare was
 /// asked with, so a launch it recorded is not made twice).
@@ -108,7 +108,7 @@ pub fn warm(args: &mut Args) -> Option<i32> {
         None => corral::verbs::launch::working_folder().ok()?,
     };
     let key = args.request.get_or_insert_with(|| format!("warm-{:016x}", fastrand::u64(..))).clone();
-    let asked = corral::template::wire::WarmLaunch {
+    let asked = corral::shepherd::template::wire::WarmLaunch {
         preset: args.preset.clone(),
         task,
         cwd,
@@ -120,20 +120,20 @@ pub fn warm(args: &mut Args) -> Option<i32> {
         env: std::env::vars_os().collect(),
         program: std::env::current_exe().ok()?,
     };
-    let answer = corral::template::ask::ask(&home, &asked);
+    let answer = corral::shepherd::template::ask::ask(&home, &asked);
     let mut err = std::io::stderr().lock();
     let mut out = std::io::stdout().lock();
     let printed = match answer {
-        None | Some(corral::template::wire::WarmAnswer::NotHere { .. }) => {
+        None | Some(corral::shepherd::template::wire::WarmAnswer::NotHere { .. }) => {
             args.start_template = answer.is_none();
             return None;
         }
-        Some(corral::template::wire::WarmAnswer::Refused { error, said }) => {
+        Some(corral::shepherd::template::wire::WarmAnswer::Refused { error, said }) => {
             let _ = write!(err, "{said}");
             let _ = writeln!(err, "corral: {error}");
             return Some(super::EXIT_ERROR);
         }
-        Some(corral::template::wire::WarmAnswer::Launched { run, said }) => {
+        Some(corral::shepherd::template::wire::WarmAnswer::Launched { run, said }) => {
             let _ = write!(err, "{said}");
             print_launched(&run, args.json, &mut out)
         }
@@ -237,7 +237,7 @@ pub fn run(
         store.record_pull_request(&head.linking(&run.id))?;
     }
     if args.start_template && corral::home::config::Config::load(home)?.launch_template {
-        corral::template::start(home);
+        corral::shepherd::template::start(home);
     }
     if args.wait {
         let caller = corral::run::caller::caller_run(store)?;

@@ -297,7 +297,7 @@ fn dispatch(command: Command, forked: Option<corral::upkeep::queue::Handoff>) ->
         return Ok(0);
     }
     if let Command::Template = &command {
-        corral::template::serve(&home)?;
+        corral::shepherd::template::serve(&home)?;
         return Ok(0);
     }
     if let Command::Mcp = &command {

@@ -37,7 +37,7 @@ pub struct Config {
     /// follows the process tree instead, as where none can be).
     pub cgroups: bool,
     /// Keep launches at a terminal warm with a launch template
-    /// (`corral::template`): a process of the user's that ends after ten
+    /// (`corral::shepherd::template`): a process of the user's that ends after ten
     /// idle minutes. Off unless asked: it saves about a millisecond of a
     /// launch's 12 (BENCHMARKS.md, "A run that costs a fork").
     pub launch_template: bool,

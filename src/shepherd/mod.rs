@@ -1,6 +1,7 @@
 //! The shepherd: one small process per run (`corral shepherd <id>`, or the
-//! copy `corral launch` forked of itself: see `forked`) that owns the agent from spawn to reaping, writes everything to the store, and
-//! decides the run's outcome.
+//! copy `corral launch` forked of itself: see `forked`, or a warm spare of
+//! the launch `template`) that owns the agent from spawn to reaping,
+//! writes everything to the store, and decides the run's outcome.
 //!
 //! It is the run's only writer once started. The outcome is committed the
 //! moment it is known (the adapter's terminal event, or the agent's exit, or
@@ -30,6 +31,7 @@ mod spawn;
 mod streams;
 mod supervise;
 pub mod teardown;
+pub mod template;
 mod transcript;
 mod turn;
 

@@ -12,8 +12,8 @@ use std::sync::{Arc, OnceLock};
 use crate::home::{self, Home};
 use crate::process;
 use crate::run::env::SHEPHERD_ENV;
+use crate::shepherd::template::wire::{self, WarmAnswer, WarmLaunch};
 use crate::store::Store;
-use crate::template::wire::{self, WarmAnswer, WarmLaunch};
 use crate::upkeep::queue::{Handoff, ShepherdCommand};
 use crate::verbs::launch::{launch, LaunchRequest};
 
