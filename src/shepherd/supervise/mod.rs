@@ -11,10 +11,12 @@
 //! over turns (`session`), the writes to the store (`recorder`), the stop
 //! sequence (`cleanup`), freezing for a pause (`freeze`), Corral's own
 //! processes in the run (`launchers`) and its child runs (`child_runs`,
-//! and `children` for waiting on them). What stays here, at some 600
-//! lines, is one thing: the loop and the order it does things in (when a
-//! turn is over, when the outcome is committed, how a pause or a stop is
-//! followed); split further, that order would be spread over files.
+//! and `children` for waiting on them). What stays here is one thing:
+//! the loop and the order it does things in (when a turn is over, when the
+//! outcome is committed, when a stop is followed). Its own rooms hold what
+//! the loop calls at its moments, each one rule: reading the output
+//! (`output`), following a pause (`pausing`), the spend and its budget
+//! (`spend`), a sandbox widened mid-run (`allows`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,7 +25,6 @@ use super::budget::Spending;
 use super::child_runs;
 use super::cleanup::Cleanup;
 use super::clock::{Clock, StopCause};
-use super::freeze::{self, Frozen};
 use super::launchers::await_launchers;
 use super::limited;
 use super::recorder::Recorder;
@@ -33,17 +34,21 @@ use super::spawn::{AgentLaunch, RunLogs};
 use super::streams::Streams;
 use super::turn::{self, Turn};
 use super::{OsDoing, ShepherdError};
-use crate::adapter::{Adapter, EventKind, ProcessEnd, Report, StreamLine, Verdict};
-use crate::cost::budget::OnBudget;
+use crate::adapter::{Adapter, EventKind, ProcessEnd, Report, Verdict};
 use crate::cost::resources::Resources;
 use crate::home::config::{Config, Limits};
-use crate::process::{self, Readiness, SignalPipe, StartedAgent};
-use crate::run::{PauseReason, RunStatus, StopReason};
+use crate::process::{self, SignalPipe, StartedAgent};
+use crate::run::{RunStatus, StopReason};
 use crate::store::{Committed, Outcome, Store};
 use crate::upkeep::heal::HEAL_EVERY_AT_WORK;
 use crate::upkeep::queue::ShepherdCommand;
 
 /// Bytes read per wake before looking at signals and clocks again.
+mod allows;
+mod output;
+mod pausing;
+mod spend;
+
 const READ_BUDGET: usize = 1 << 20;
 
 /// Everything the supervisor starts with.
@@ -223,45 +228,6 @@ impl Supervisor {
         }
     }
 
-    /// Pauses or resumes the run as the store asks: freezes every process
-    /// of the run and frees its slot, or takes a slot back (ahead of the
-    /// queue; until one is free the run stays paused) and thaws them. The
-    /// turn's clocks do not count the pause.
-    fn follow_pause(&mut self) -> Result<(), ShepherdError> {
-        let wanted = self.store.pause_requested(&self.run_id)?;
-        if !self.clock.is_paused() {
-            if wanted && !self.clock.turn_is_over() && !self.recorder.is_committed() {
-                self.pause("paused: every process of the run is frozen")?;
-            }
-        } else if !wanted && self.store.resume_paused(&self.run_id, self.config.max_parallel)? {
-            self.cleanup.freeze(false);
-            let paused = self.clock.resume(Instant::now());
-            let note = format!("resumed after {} paused", humantime::format_duration(round_ms(paused)));
-            self.note_event(EventKind::System, note)?;
-        }
-        Ok(())
-    }
-
-    /// Freezes the run and records it paused (see `freeze`), saying `why`
-    /// in its transcript.
-    fn pause(&mut self, why: &str) -> Result<(), ShepherdError> {
-        self.flush_events()?;
-        match freeze::freeze(&mut self.store, &mut self.cleanup, &self.run_id)? {
-            Frozen::Paused => {
-                self.clock.pause(Instant::now());
-                self.note_event(EventKind::System, why.to_string())?;
-                // Its slot is free now: hand it on at once.
-                self.heal_if_due(Duration::ZERO);
-            }
-            Frozen::NotPaused => {}
-            Frozen::GaveUp => {
-                let note = "pause given up: the store stayed locked each time the run was frozen";
-                self.note_event(EventKind::System, note.into())?;
-            }
-        }
-        Ok(())
-    }
-
     /// A stop signal: an abort if one is recorded, else someone else's.
     pub(super) fn on_stop_signal(&mut self) -> Result<(), ShepherdError> {
         let run = self.store.run(&self.run_id)?;
@@ -329,170 +295,6 @@ impl Supervisor {
         }
         self.cleanup.after_outcome(Instant::now());
         Ok(())
-    }
-
-    /// Reads stdout, at most `budget` bytes, concluding as soon as the
-    /// terminal event is read.
-    fn read_stdout(&mut self, budget: usize) -> Result<(), ShepherdError> {
-        let mut read = 0;
-        while read < budget && self.streams.stdout_open() {
-            let over = self.clock.turn_is_over();
-            let Supervisor { streams, session, recorder, .. } = self;
-            let readiness = streams
-                .read_stdout(|bytes, dropped| {
-                    session.read_line(StreamLine { bytes, dropped }, recorder.pending(), over)
-                })
-                .doing("reading the agent's stdout")?;
-            match readiness {
-                Readiness::Data(n) => {
-                    read += n;
-                    self.clock.saw_output(Instant::now());
-                    self.after_lines()?;
-                }
-                Readiness::Empty => return Ok(()),
-                Readiness::Closed => return self.after_lines(),
-            }
-        }
-        Ok(())
-    }
-
-    /// The stream ended: a last line without LF still counts.
-    fn finish_stdout(&mut self) -> Result<(), ShepherdError> {
-        let over = self.clock.turn_is_over();
-        let Supervisor { streams, session, recorder, .. } = self;
-        streams
-            .finish_stdout(|bytes, dropped| session.read_line(StreamLine { bytes, dropped }, recorder.pending(), over));
-        self.after_lines()
-    }
-
-    /// Concludes on the terminal event's verdict, or commits a full batch.
-    fn after_lines(&mut self) -> Result<(), ShepherdError> {
-        self.clock.settling(self.session.adapter().settling(), Instant::now());
-        if let Some(verdict) = self.session.take_verdict() {
-            return self.conclude(verdict);
-        }
-        if self.recorder.batch_is_full() {
-            self.flush_events()?;
-        }
-        self.keep_budget()
-    }
-
-    /// Records what the agent reported spending, if it changed, and acts
-    /// on a budget it crossed: freezes the run and asks (see `budget`), or
-    /// stops it (`on_budget: stop`).
-    fn keep_budget(&mut self) -> Result<(), ShepherdError> {
-        if self.clock.is_paused() || self.clock.turn_is_over() || self.recorder.is_committed() {
-            return Ok(());
-        }
-        match self.record_spend()? {
-            Some(crossing) => self.act_on_crossing(crossing),
-            None => Ok(()),
-        }
-    }
-
-    /// Records what the agent reported spending, if it changed: the budget
-    /// it crossed, if one is. Also at a turn's end (an agent that says its
-    /// spend only there, Codex or Gemini CLI): the runs it waits for, and
-    /// their parents' budgets, see it at once.
-    fn record_spend(&mut self) -> Result<Option<crate::cost::budget::Crossing>, ShepherdError> {
-        let report = self.session.report();
-        let model = self.session.launch().model.clone();
-        let looked = self.spending.look(&mut self.store, &self.run_id, &report, model.as_deref())?;
-        if let Some(note) = looked.note {
-            self.note_event(EventKind::System, note)?;
-        }
-        Ok(looked.crossing)
-    }
-
-    /// A new turn's agent has just started: if a budget over the run is
-    /// already crossed (by the turn before, or by runs it launched), it is
-    /// frozen (or stopped) before it spends, and the user asked, as at a
-    /// crossing mid-turn.
-    fn hold_to_budget(&mut self) -> Result<(), ShepherdError> {
-        match self.store.budget_crossed(&self.run_id)? {
-            Some(crossing) => self.act_on_crossing(crossing),
-            None => Ok(()),
-        }
-    }
-
-    /// Freezes the run and asks, or stops it, at `crossing`.
-    fn act_on_crossing(&mut self, crossing: crate::cost::budget::Crossing) -> Result<(), ShepherdError> {
-        let words = crossing.words(&self.run_id);
-        match crossing.on_budget {
-            OnBudget::Stop => self.stop_for(StopCause::Budget(words)),
-            OnBudget::Pause => {
-                if self.store.request_pause_for(&self.run_id, PauseReason::Budget)? {
-                    let id = &self.run_id;
-                    let ask = format!(
-                        "paused: {words}. Allow more with `corral resume {id} --budget +N` (N more dollars), or stop it with `corral abort {id}`"
-                    );
-                    self.pause(&ask)?;
-                }
-                Ok(())
-            }
-        }
-    }
-
-    fn read_stderr(&mut self) -> Result<(), ShepherdError> {
-        let read = self.streams.read_stderr().doing("reading the agent's stderr")?;
-        if read.saw_data {
-            self.clock.saw_output(Instant::now());
-        }
-        self.stderr_events(read.events);
-        Ok(())
-    }
-
-    /// Widens the run's sandbox as `corral allow` asked: hosts reachable at
-    /// once, paths writable from the next turn on.
-    fn follow_allows(&mut self) -> Result<(), ShepherdError> {
-        let launch = self.session.launch_mut();
-        let Some((sandbox, _)) = &launch.sandbox else { return Ok(()) };
-        let widening = self.store.sandbox_allows(&self.run_id)?;
-        let widened = sandbox.widened(&widening);
-        if &widened == sandbox {
-            return Ok(());
-        }
-        if let Some(proxy) = &launch.proxy {
-            for host in &widening.hosts {
-                proxy.allow(host);
-            }
-        }
-        if let Some((sandbox, _)) = &mut launch.sandbox {
-            *sandbox = widened;
-        }
-        if launch.proxy.is_none() {
-            // A run that had no network gets its way out from the next turn.
-            launch.start_proxy().doing("starting the sandbox's proxy")?;
-        }
-        let note = format!(
-            "sandbox widened: {}",
-            widening.entries().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
-        );
-        self.note_event(EventKind::System, note)
-    }
-
-    /// Hosts the sandbox's proxy refused become denials in the transcript.
-    fn note_refused_hosts(&mut self) -> Result<(), ShepherdError> {
-        let hosts = self.session.launch().proxy.as_ref().map(|p| p.take_refused()).unwrap_or_default();
-        // Written with the next flush, after what the agent said before.
-        self.session.flush_output(self.recorder.pending());
-        self.session.refused_hosts(hosts, self.recorder.pending());
-        Ok(())
-    }
-
-    /// Whole stderr lines become transcript events (marked stderr), in
-    /// order with the stream's.
-    fn stderr_events(&mut self, events: Vec<String>) {
-        if events.is_empty() {
-            return;
-        }
-        // What the agent wrote to stdout before comes first.
-        self.session.flush_output(self.recorder.pending());
-        let from = self.recorder.pending().len();
-        for text in events {
-            self.recorder.push(EventKind::Stderr, text);
-        }
-        self.session.note_denials(self.recorder.pending(), from);
     }
 
     /// The settle window and the time limits (stopped while paused).
