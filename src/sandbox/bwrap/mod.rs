@@ -7,56 +7,19 @@
 //!
 //! Later mounts cover earlier ones, so the order is the rule: what is
 //! readable, then what is writable, then what stays the user's alone.
+//! Git's part of that rule has its own room (`git`), as has what the
+//! arguments are built in (`args`).
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::{expand, Network, Place, Read, Sandbox};
+mod args;
+mod git;
 
-/// Where one run's sandbox sits in the machine.
-#[derive(Debug, Clone)]
-pub struct RunView<'a> {
-    /// The user's home, as the run's environment says.
-    pub user_home: &'a Path,
-    /// The folder the agent starts in.
-    pub cwd: &'a Path,
-    /// The run's worktree, when it has one.
-    pub worktree: Option<&'a Path>,
-    /// Its worktree's branch (`corral/<id>`), as Corral recorded it.
-    pub branch: Option<&'a str>,
-    /// Corral's data: the store, every run's folder and worktree. Never
-    /// seen inside (an agent's `corral` is carried out by its shepherd:
-    /// see `broker`), but for what of the run's own is shown again.
-    pub corral_home: &'a Path,
-    /// Corral's settings and global presets (and the push key's
-    /// neighbours): never seen inside.
-    pub corral_config: &'a Path,
-    /// The run's own folder: readable (its task, its system prompt, the
-    /// sockets of its proxy and broker), but for the environment it keeps.
-    pub run_dir: &'a Path,
-    /// The run's folder its agent writes (its session, its own `/tmp`).
-    pub scratch: &'a Path,
-    /// The shepherd's broker's socket, named to the sandbox's `corral`.
-    pub broker: Option<&'a Path>,
-    /// Where Corral keeps runs' worktrees: only a written place there (the
-    /// run's own worktree, its launcher's) is shown inside.
-    pub worktrees: &'a Path,
-    /// Places under the user's home the agent itself writes (its config,
-    /// sessions, credentials): its adapter's; a folder ends with `/` and is
-    /// made if missing (an agent's first run makes its own). The run gets
-    /// its own copy of each (see `own`).
-    pub agent_files: &'a [&'a str],
-    /// What of those is the agent's history, not carried into the copies.
-    pub agent_history: &'a [&'a str],
-    /// A file no one may read, bound over each denied file.
-    pub unreadable: &'a Path,
-    /// The programs the sandbox starts (the agent's, Corral's helper),
-    /// readable with the package each belongs to.
-    pub programs: &'a [&'a Path],
-    /// The folders of the run's `PATH`: where its programs are found
-    /// (shown again where they lie in `/tmp`, under `read:` all but).
-    pub search_path: &'a [PathBuf],
-}
+use super::{expand, Network, Place, Read, Sandbox};
+use args::Args;
+pub use args::{Arguments, RunView, FIRST_HANDED_FD};
+pub use git::{git_env, held_by, inside_git};
+use git::{protect_git, write_held};
 
 /// The run's own `/tmp`, in its scratch folder: every sandbox has one, so
 /// nothing of the host's `/tmp` (another program's socket, a file another
@@ -78,16 +41,6 @@ const RUN_KEPT: &[&str] = &["/run/systemd/resolve", "/run/resolvconf", "/run/cur
 /// The host's places a sandbox shows only as its own (or, for `/sys`, as
 /// the kernel's): no run launched from inside a sandbox works in them.
 pub const SYSTEM_SHARED: &[&str] = &["/tmp", "/run", "/dev", "/proc", "/sys", "/var/run"];
-
-/// Whether `path` (as on disk) lies inside a repository's git folder: a
-/// `.git` folder, or a bare repository's (a folder holding `HEAD`,
-/// `objects` and `refs`).
-pub fn inside_git(path: &Path) -> bool {
-    path.ancestors().any(|dir| {
-        dir.file_name().is_some_and(|n| n == ".git")
-            || (dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir())
-    })
-}
 
 /// The host's places every sandbox replaces with its own: what lies under
 /// them and is readable or written is shown again afterwards.
@@ -401,7 +354,7 @@ pub fn arguments(sandbox: &Sandbox, view: &RunView<'_>) -> Arguments {
     args.push(["--cap-drop", "ALL", "--die-with-parent"]);
     args.push_os(["--chdir".into(), view.cwd.into()]);
     args.push(["--"]);
-    Arguments { args: args.0, notes, fds: args.1 }
+    args.finish(notes)
 }
 
 /// Whether `path` lies in a place every sandbox replaces with its own.
@@ -438,176 +391,4 @@ fn as_of_now(args: &mut Args, folder: &Path) {
         }
     }
     args.push_os(["--remount-ro".into(), folder.into()]);
-}
-
-/// The variables of a sandboxed process's git: the objects it writes go
-/// to its worktree's own store, the repository's read through (see
-/// [`protect_git`]). Empty for a run without a worktree.
-pub fn git_env(view: &RunView<'_>) -> Vec<(OsString, OsString)> {
-    let Some(own) = view.worktree.and_then(own_git_dir) else { return Vec::new() };
-    let Some(common) = common_of(&own) else { return Vec::new() };
-    vec![
-        ("GIT_OBJECT_DIRECTORY".into(), crate::worktree::agent_objects(&own).into()),
-        ("GIT_ALTERNATE_OBJECT_DIRECTORIES".into(), common.join("objects").into()),
-    ]
-}
-
-/// The repository whose `.git` (a folder, or a linked worktree's file)
-/// holds `place`: the nearest `.git` at or above it.
-fn dot_git_of(place: &Path) -> Option<PathBuf> {
-    place.ancestors().map(|dir| dir.join(".git")).find(|git| git.symlink_metadata().is_ok())
-}
-
-/// The administrative folder a linked worktree's `.git` file names.
-fn own_git_dir(worktree: &Path) -> Option<PathBuf> {
-    let text = crate::process::read_regular(&worktree.join(".git"), 64 << 10).ok()?;
-    let dir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
-    std::fs::canonicalize(dir).ok()
-}
-
-/// The repository's `.git` a linked worktree's administrative folder
-/// belongs to: `<repo>/.git/worktrees/<name>`.
-fn common_of(own: &Path) -> Option<PathBuf> {
-    let worktrees = own.parent()?;
-    (worktrees.file_name()? == "worktrees").then(|| worktrees.parent().map(Path::to_path_buf)).flatten()
-}
-
-/// Git's metadata, read-only wherever the sandbox writes: code the user's
-/// next `git` runs (hooks, config, a `commondir` or `.git` file pointing at
-/// a repository the agent made), other branches and existing objects are
-/// not the agent's to change. A run's own worktree writes its index, its
-/// HEAD and its branch; the objects it makes go to its own store (see
-/// [`git_env`]), which Corral copies into the repository, checked, when it
-/// merges.
-///
-/// Returns the git folders held read-only: a run launched from inside
-/// this sandbox gets a worktree only of a repository among them, or of one
-/// this sandbox cannot write ([`held_by`]).
-fn protect_git(args: &mut Args, view: &RunView<'_>, written: &[PathBuf]) -> Vec<PathBuf> {
-    // Every repository (or `.git` file) a written place is in or holds at
-    // its top: read-only.
-    let mut dots: Vec<PathBuf> = written.iter().filter_map(|p| dot_git_of(p)).collect();
-    dots.sort();
-    dots.dedup();
-    let mut held = Vec::new();
-    for dot in dots.iter().filter(|d| written.iter().any(|w| d.starts_with(w) || w.starts_with(d))) {
-        args.bind("--ro-bind", dot);
-        held.push(dot.clone());
-    }
-    let Some(worktree) = view.worktree else { return held };
-    let Some(own) = own_git_dir(worktree) else { return held };
-    let Some(common) = common_of(&own) else { return held };
-    args.bind("--ro-bind", &worktree.join(".git"));
-    args.bind("--ro-bind", &common);
-    held.push(common.clone());
-    // Its own folder: its index, HEAD, logs and object store; what points
-    // elsewhere (`commondir`, `gitdir`) and settings (`config.worktree`,
-    // which git reads where `extensions.worktreeConfig` is on) stay as
-    // Corral made them.
-    let _ = std::fs::create_dir_all(crate::worktree::agent_objects(&own));
-    // Settings git reads there once `extensions.worktreeConfig` is on (a
-    // sparse checkout sets it): made empty now, so they are held read-only
-    // rather than left for the agent to make.
-    let settings = own.join("config.worktree");
-    if settings.symlink_metadata().is_err() {
-        let _ = std::fs::File::create(&settings);
-    }
-    args.bind("--bind", &own);
-    for file in ["commondir", "gitdir", "config.worktree", "hooks", crate::worktree::carry::IN_GIT_FOLDER] {
-        args.bind("--ro-bind-try", &own.join(file));
-    }
-    // Its branch: the folder its ref is written in (a lock file, then a
-    // rename), every other ref there held as it is.
-    let Some(branch) = view.branch else { return held };
-    for base in ["refs/heads", "logs/refs/heads"] {
-        let own_ref = common.join(base).join(branch);
-        let Some(folder) = own_ref.parent() else { continue };
-        // A branch packed away (`git gc`) has no folder of loose refs: it
-        // gets one, for its next commit's.
-        if std::fs::create_dir_all(folder).is_err() {
-            continue;
-        }
-        args.bind("--bind", folder);
-        for entry in std::fs::read_dir(folder).into_iter().flatten().flatten() {
-            if entry.path() != own_ref {
-                args.bind("--ro-bind", &entry.path());
-            }
-        }
-    }
-    held
-}
-
-/// The file in a run's folder naming the git folders its sandbox holds
-/// read-only this turn, by device and inode (a name can be replaced).
-fn held_file(run_dir: &Path) -> PathBuf {
-    run_dir.join("git-held")
-}
-
-fn write_held(run_dir: &Path, held: &[PathBuf]) -> std::io::Result<()> {
-    let lines: String = held.iter().filter_map(|dir| identity(dir)).map(|id| format!("{id}\n")).collect();
-    std::fs::write(held_file(run_dir), lines)
-}
-
-/// A folder's identity: device, inode and, where the file system keeps
-/// it, birth time. (A held folder is a read-only mount in the sandbox, so
-/// the agent cannot remove it to free its inode number; the birth time
-/// is one more guard.)
-fn identity(dir: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(dir).ok()?;
-    let born = meta.created().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
-    Some(format!("{} {} {}", meta.dev(), meta.ino(), born.map_or(0, |b| b.as_nanos())))
-}
-
-/// Whether git folder `dir` is one run (folder `run_dir`)'s sandbox held
-/// read-only at its turn's start, as the folder is now.
-pub fn held_by(run_dir: &Path, dir: &Path) -> bool {
-    let Some(wanted) = identity(dir) else { return false };
-    let held = std::fs::read_to_string(held_file(run_dir)).unwrap_or_default();
-    held.lines().any(|line| line == wanted)
-}
-
-/// The first descriptor number the places a sandbox binds by descriptor
-/// are handed at (`--bind-fd 100 …`): above whatever a spawn uses itself.
-pub const FIRST_HANDED_FD: i32 = 100;
-
-/// Bubblewrap's arguments for one sandbox, what could not be granted, and
-/// the places pinned by descriptor that they name (handed to bubblewrap at
-/// [`FIRST_HANDED_FD`] and up).
-pub struct Arguments {
-    /// The arguments, up to and with `--`.
-    pub args: Vec<OsString>,
-    /// What could not be granted, said.
-    pub notes: Vec<String>,
-    /// The pinned places, in the order their numbers were given.
-    pub fds: Vec<std::os::fd::OwnedFd>,
-}
-
-#[derive(Default)]
-struct Args(Vec<OsString>, Vec<std::os::fd::OwnedFd>);
-
-impl Args {
-    /// `--bind-fd N path` (or `--ro-bind-fd`): the place as it is on disk
-    /// now, opened by a path that holds no link, so neither a link put in
-    /// its stead since launch nor one swapped in while the sandbox is made
-    /// is followed. Fails (`ELOOP`) where the path is a link now.
-    fn pinned(&mut self, writable: bool, path: &Path) -> std::io::Result<()> {
-        let fd = crate::process::pin(path)?;
-        let number = FIRST_HANDED_FD + self.1.len() as i32;
-        self.1.push(fd);
-        let how = if writable { "--bind-fd" } else { "--ro-bind-fd" };
-        self.push_os([how.into(), number.to_string().into(), path.into()]);
-        Ok(())
-    }
-
-    fn push<const N: usize>(&mut self, words: [&str; N]) {
-        self.0.extend(words.iter().map(OsString::from));
-    }
-    fn push_os<const N: usize>(&mut self, words: [OsString; N]) {
-        self.0.extend(words);
-    }
-    /// `how SRC DEST` with the same path.
-    fn bind(&mut self, how: &str, path: &Path) {
-        self.push_os([how.into(), path.into(), path.into()]);
-    }
 }
