@@ -24,6 +24,7 @@ mod pushes;
 mod remote;
 mod removal;
 mod replies;
+mod run_row;
 mod runs;
 mod sandbox_allows;
 mod schedules;
