@@ -29,22 +29,6 @@ impl ProcessId {
     pub fn is_alive_or_zombie(&self) -> bool {
         start_time(self.pid) == Some(self.start)
     }
-
-    /// Sends `sig` to this very process, never to a later one that took
-    /// its pid: through a pidfd opened and then checked against its start
-    /// time. One that is gone is not an error. Without pidfds (Linux
-    /// before 5.3), by its pid right after the same check.
-    pub fn signal(&self, sig: super::Sig) -> std::io::Result<()> {
-        match super::PidFd::open(*self) {
-            Ok(Some(held)) => held.signal(sig),
-            Ok(None) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match self.is_alive_or_zombie() {
-                true => super::unix::signal_pid(self.pid, sig),
-                false => Ok(()),
-            },
-            Err(e) => Err(e),
-        }
-    }
 }
 
 /// Fields of `/proc/<pid>/stat` after the command name, which may itself

@@ -22,11 +22,11 @@ pub use linux::{
     group_of, has_env_var, has_unreaped_child, is_alive, listening_ports, processes_with_env, set_child_subreaper,
     start_time, state_of, switches, try_user_namespace, waits_for_a_child, ProcessId,
 };
-pub use start::{start_agent, AgentStart, StartedAgent};
+pub use start::{prepare_run_command, start_agent, AgentStart, StartedAgent};
 pub use told::{Bell, FolderWatch, PidFd, Waker};
 pub use unfollowed::{hand_to, is_a_link, names_in, open_beneath, open_regular, pin, read_regular, Handed};
 pub use unix::{
-    close_all_but, connect_now, die_with_parent, make_nonblocking, prepare_run_command, read_available, reap_any,
-    redirect_output, return_free_memory, signal_group, spawn_detached, terminal_width, wait_readable, FileLock,
-    Readiness, Reaped, Sig, SignalPipe,
+    close_all_but, connect_now, die_with_parent, make_nonblocking, read_available, reap_any, redirect_output,
+    return_free_memory, signal_group, spawn_detached, terminal_width, wait_readable, FileLock, Readiness, Reaped, Sig,
+    SignalPipe,
 };

@@ -17,12 +17,42 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
 use super::cgroup::Join;
+
+/// Sets up a command of a run started with std's `Command` (its `setup:`;
+/// the agent starts with `start::start_agent`): the run's groups (joined by
+/// writing, before it can start anything), its own process group (so
+/// signals reach its whole tree at once), PDEATHSIG (so it dies with its
+/// shepherd), and a clean signal mask. The descriptors must stay open
+/// until the command is spawned.
+pub fn prepare_run_command(command: &mut std::process::Command, join: Join) {
+    let shepherd = std::process::id() as libc::pid_t;
+    command.process_group(0);
+    // SAFETY: only async-signal-safe calls (write, prctl, getppid,
+    // sigprocmask, _exit) run between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            super::cgroup::join_from_child(&join)?;
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            // The shepherd may have died between fork and prctl.
+            if libc::getppid() != shepherd {
+                libc::_exit(137);
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
 
 /// `CLONE_INTO_CGROUP`, as `clone_args.flags` takes it.
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;

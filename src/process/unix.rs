@@ -116,35 +116,6 @@ pub fn redirect_output(file: &File) -> io::Result<()> {
     Ok(())
 }
 
-/// Sets up a command of a run started with std's `Command` (its `setup:`;
-/// the agent starts with `start::start_agent`): the run's groups (joined by
-/// writing, before it can start anything), its own process group (so
-/// signals reach its whole tree at once), PDEATHSIG (so it dies with its
-/// shepherd), and a clean signal mask. The descriptors must stay open
-/// until the command is spawned.
-pub fn prepare_run_command(command: &mut Command, join: super::cgroup::Join) {
-    let shepherd = std::process::id() as libc::pid_t;
-    command.process_group(0);
-    // SAFETY: only async-signal-safe calls (write, prctl, getppid,
-    // sigprocmask, _exit) run between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            super::cgroup::join_from_child(&join)?;
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            // The shepherd may have died between fork and prctl.
-            if libc::getppid() != shepherd {
-                libc::_exit(137);
-            }
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            Ok(())
-        });
-    }
-}
-
 /// Makes `command`'s process die with the thread that starts it (a
 /// follower's `ssh`: no connection outlives the process that reads it).
 pub fn die_with_parent(command: &mut Command) {
