@@ -2,7 +2,9 @@
 //! each run, and the verbs the CLI, the MCP server and the app share.
 //!
 //! Nothing here depends on Tauri; the desktop app is a thin shell over this
-//! crate's public API.
+//! crate's public API. Each module is a wing of the house (ARCHITECTURE.md,
+//! "The wings"): the verbs every front door calls, what needs the user,
+//! what a run costs, the run itself, the shepherd, the store, and the rest.
 
 pub mod adapter;
 pub mod attention;
