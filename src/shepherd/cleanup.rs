@@ -26,10 +26,11 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cost::resources::Resources;
-use crate::home::Home;
+use crate::home::{self, Home};
 use crate::process::cgroup::RunCgroup;
 use crate::process::{self, ProcessId, Sig};
 use crate::run::env::{RUN_ID_ENV, SHEPHERD_ENV};
@@ -76,7 +77,7 @@ pub(super) struct Cleanup {
     /// The first signal of a stop: SIGTERM, or SIGINT for agents that stop
     /// cleanly on it.
     first: Sig,
-    log: File,
+    log: SignalsLog,
     /// The installation, to tell its runs' shepherds apart.
     home: Home,
     /// A connection of its own, opened the first time a process that says
@@ -87,6 +88,14 @@ pub(super) struct Cleanup {
     spared_micros: u64,
 }
 
+/// `signals.log`, made at its first line: a run whose agent ends by itself
+/// with nothing left behind has none, and a file made before the agent
+/// starts is an inode the launch waits for (runtime state).
+struct SignalsLog {
+    path: PathBuf,
+    file: Option<File>,
+}
+
 impl Cleanup {
     pub(super) fn new(
         home: &Home,
@@ -95,7 +104,7 @@ impl Cleanup {
         cgroup: Option<RunCgroup>,
         (exit_grace, stop_grace): (Duration, Duration),
         first: Sig,
-        log: File,
+        log: PathBuf,
     ) -> Cleanup {
         Cleanup {
             stage: Stage::Idle,
@@ -106,7 +115,7 @@ impl Cleanup {
             exit_grace,
             stop_grace,
             first,
-            log,
+            log: SignalsLog { path: log, file: None },
             home: home.clone(),
             store: None,
             spared_micros: 0,
@@ -421,7 +430,13 @@ impl Cleanup {
     /// Appends a timestamped line to `signals.log`.
     pub(super) fn note(&mut self, what: &str) {
         // Losing a log line must never disturb supervision.
-        let _ = writeln!(self.log, "{} {what}", time::format(time::now()));
+        let log = &mut self.log;
+        if log.file.is_none() {
+            log.file = home::open_private_append(&log.path).ok();
+        }
+        if let Some(file) = &mut log.file {
+            let _ = writeln!(file, "{} {what}", time::format(time::now()));
+        }
     }
 
     /// SIGKILL did not end every process in time: name them and move on.
@@ -480,28 +495,23 @@ mod tests {
         // not the shepherd's).
         let mut shepherd = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let shepherd_pid = shepherd.id() as i32;
-        let log = tempfile::tempfile().unwrap();
+        let logs = tempfile::tempdir().unwrap();
+        let log = logs.path().join("signals.log");
         let grace = (Duration::ZERO, Duration::ZERO);
-        let mut cleanup = Cleanup::new(&test_home(), "no-such-run", shepherd_pid, None, grace, Sig::Term, log);
+        let mut cleanup = Cleanup::new(&test_home(), "no-such-run", shepherd_pid, None, grace, Sig::Term, log.clone());
         cleanup.restart(old_agent);
         cleanup.stop(Instant::now(), "test");
         cleanup.kill_all();
         assert!(real.is_alive(), "the stranger's group was signalled");
 
         // The very agent (same start time) is signalled as ever.
-        let mut cleanup = Cleanup::new(
-            &test_home(),
-            "no-such-run",
-            shepherd_pid,
-            None,
-            grace,
-            Sig::Term,
-            tempfile::tempfile().unwrap(),
-        );
+        let mut cleanup = Cleanup::new(&test_home(), "no-such-run", shepherd_pid, None, grace, Sig::Term, log.clone());
         cleanup.restart(real);
         cleanup.stop(Instant::now(), "test");
         let status = stranger.wait().unwrap();
         assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGTERM));
+        let said = std::fs::read_to_string(&log).unwrap();
+        assert!(said.contains("SIGTERM -> group"), "the signal is in signals.log, made at its first line: {said}");
         let _ = shepherd.kill();
         let _ = shepherd.wait();
     }

@@ -216,7 +216,7 @@ fn supervise_run(home: &Home, run_id: &str, store: Option<Store>) -> Result<(), 
         cgroup,
         (config.exit_grace, config.stop_grace),
         first_signal,
-        logs.signals.try_clone().doing("opening signals.log")?,
+        run_dir.join("signals.log"),
     );
     let mut early = Early { store: &mut store, cleanup: &mut cleanup, run_id };
     // A run that started before was reopened by a reply: its first turn

@@ -368,7 +368,6 @@ struct Sandboxed {
 pub(super) struct RunLogs {
     pub stdout: RawLog,
     pub stderr: RawLog,
-    pub signals: File,
 }
 
 impl RunLogs {
@@ -377,7 +376,7 @@ impl RunLogs {
         let raw = |name: &str| -> io::Result<RawLog> {
             Ok(if raw_max == 0 { RawLog::none() } else { RawLog::new(open(name)?, raw_max) })
         };
-        Ok(RunLogs { stdout: raw("stdout.log")?, stderr: raw("stderr.log")?, signals: open("signals.log")? })
+        Ok(RunLogs { stdout: raw("stdout.log")?, stderr: raw("stderr.log")? })
     }
 
     /// Says in each raw log what it left out.
