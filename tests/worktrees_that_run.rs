@@ -881,3 +881,69 @@ fn what_a_hook_writes_while_judging_a_merge_stays_in_the_repository() {
     assert!(fsck.status.success(), "{}", String::from_utf8_lossy(&fsck.stderr));
     git(p, &["gc", "-q"]);
 }
+
+/// Runs launched at once add worktrees of one repository at once, and git
+/// can fail an add after it made the branch (it read another add's
+/// administrative folder half-made: "failed to read
+/// .git/worktrees/…/commondir: Success", seen in 10 of 180 adds three at a
+/// time here): the run waits it out and gets its worktree on that branch,
+/// never a failed run whose worktree is missing.
+#[test]
+fn a_worktree_add_git_trips_over_is_made_again() {
+    let env = one_file_repo();
+    env.command_preset_with("own", &["sh", "-c", "echo mine > \"$CORRAL_TASK.txt\""], "worktree: true\n");
+    let dir = env.project.parent().unwrap();
+    let (wrapper, tripped) = (dir.join("tripping-git"), dir.join("tripped"));
+    std::fs::create_dir_all(&wrapper).unwrap();
+    let real = String::from_utf8(Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout).unwrap();
+    // The first add makes its branch as git does, then fails as git did.
+    let script = format!(
+        "#!/bin/sh\ncase \"$*\" in *'worktree add --quiet -b '*) if [ ! -e {t} ]; then touch {t}\n\
+         dir=; prev=; n=0\n\
+         for a in \"$@\"; do\n\
+           if [ \"$prev\" = -C ] && [ -z \"$dir\" ]; then dir=$a; fi\n\
+           if [ \"$prev\" = -b ]; then b=$a; n=1; elif [ $n = 1 ]; then n=2; elif [ $n = 2 ]; then base=$a; n=3; fi\n\
+           prev=$a\n\
+         done\n\
+         {real} -C \"$dir\" branch \"$b\" \"$base\"\n\
+         echo 'fatal: failed to read .git/worktrees/other/commondir: Success' >&2; exit 128; fi;;\n\
+         esac\nexec {real} \"$@\"\n",
+        t = tripped.display(),
+        real = real.trim()
+    );
+    std::fs::write(wrapper.join("git"), script).unwrap();
+    std::fs::set_permissions(wrapper.join("git"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", wrapper.display(), std::env::var("PATH").unwrap());
+    let out = env.command(&["launch", "own", "x", "--json"]).env("PATH", path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let run = env.wait_end(&id);
+    assert!(tripped.exists(), "git's failure was never met");
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    assert_eq!(std::fs::read_to_string(Path::new(&worktree).join("x.txt")).unwrap(), "mine\n");
+    env.ok(&["merge", &id]);
+    assert_eq!(std::fs::read_to_string(env.project.join("x.txt")).unwrap(), "mine\n");
+}
+
+/// A run whose worktree folder is gone (removed by hand, or never made)
+/// is said to be so by every verb that needs it, and a discard still
+/// forgets it and its branch.
+#[test]
+fn a_worktree_folder_removed_by_hand_is_said_and_discarded() {
+    let env = one_file_repo();
+    env.command_preset_with("own", &["sh", "-c", "echo mine > \"$CORRAL_TASK.txt\""], "worktree: true\n");
+    let id = env.launch("own", "x");
+    env.wait_end(&id);
+    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    std::fs::remove_dir_all(&worktree).unwrap();
+    for verb in ["merge", "diff"] {
+        let out = env.corral(&[verb, &id]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{verb} went on");
+        assert!(said.contains("is not there") && said.contains("corral discard"), "{verb}: {said}");
+    }
+    env.ok(&["discard", &id]);
+    let branch = format!("corral/{id}");
+    assert_eq!(git(&env.project, &["branch", "--list", &branch]).trim(), "", "the branch is gone");
+}

@@ -15,7 +15,7 @@ pub struct Args {
 }
 
 pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
-    let branch = corral::verbs::review::worktree_of(&store.find_run(&args.run)?)?.branch.clone();
+    let branch = corral::verbs::review::recorded_worktree_of(&store.find_run(&args.run)?)?.branch.clone();
     let run = corral::verbs::review::discard(store, &args.run)?;
     if args.json {
         super::print_json(out, &run)?;

@@ -67,8 +67,20 @@ pub enum ReviewError {
     Apart { first: String, second: String, why: String },
 }
 
-/// The run's worktree, or why it has none.
+/// The run's worktree, there on disk, or why it is not (none, discarded,
+/// never made or removed by hand: said in words, never as git's failure
+/// to enter a missing folder).
 pub fn worktree_of(run: &Run) -> Result<&Worktree, WorktreeError> {
+    let worktree = recorded_worktree_of(run)?;
+    if !Path::new(&worktree.path).is_dir() {
+        return Err(WorktreeError::Missing { run: run.id.clone(), path: worktree.path.clone() });
+    }
+    Ok(worktree)
+}
+
+/// The run's worktree as recorded, on disk or not: what a discard removes
+/// (its branch, and its folder if it is there).
+pub fn recorded_worktree_of(run: &Run) -> Result<&Worktree, WorktreeError> {
     match (&run.worktree, &run.worktree_repo) {
         (Some(worktree), _) => Ok(worktree),
         (None, Some(_)) => Err(WorktreeError::Discarded(run.id.clone())),
@@ -523,7 +535,7 @@ pub(crate) fn once_exited(store: &Store, run: Run) -> Result<Run, ReviewError> {
 /// working in its worktree, is active.
 pub fn discard(store: &mut Store, id: &str) -> Result<Run, ReviewError> {
     let run = once_exited(store, store.find_run(id)?)?;
-    let worktree = worktree_of(&run)?;
+    let worktree = recorded_worktree_of(&run)?;
     refuse_still_writing(&run)?;
     if let Some(other) = working_in(store, worktree)? {
         return Err(WorktreeError::InUse { run: other.id, path: worktree.path.clone() }.into());

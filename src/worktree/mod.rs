@@ -98,6 +98,11 @@ pub enum WorktreeError {
     /// The run's worktree was removed.
     #[error("run {0}'s worktree was discarded")]
     Discarded(String),
+    /// The run's worktree is recorded but not on disk.
+    #[error(
+        "run {run}'s worktree {path} is not there: it was never made (`corral show {run}` says why) or was removed by hand; `corral discard {run}` forgets it"
+    )]
+    Missing { run: String, path: String },
     /// The run is still active.
     #[error("run {0} is still active: wait for it, or abort it first")]
     Active(String),
@@ -176,26 +181,42 @@ pub fn create(repo: &Path, path: &Path, branch: &str, base: &str) -> Result<(), 
             .map_err(|e| WorktreeError::Git { doing: "creating the worktrees folder", detail: e.to_string() })?;
     }
     let path = path.to_string_lossy();
-    // Runs launched together add worktrees of one repository at once: a
-    // lock another `git worktree add` holds a moment is waited out.
+    // Runs launched together add worktrees of one repository at once, and
+    // git trips over itself there: a lock another `git worktree add` holds
+    // a moment, or another's administrative folder read half-made ("failed
+    // to read .git/worktrees/…/commondir"), which fails the add after it
+    // made the branch. Both are waited out, and a branch such a failure
+    // left at the base is taken as it is.
     let mut pause = std::time::Duration::from_millis(20);
+    let mut take_branch = false;
     loop {
-        let added = output(
-            repo,
-            &["worktree", "add", "--quiet", "-b", branch, &path, base],
-            &Env::default(),
-            "creating the worktree",
-        )?;
+        let args: Vec<&str> = match take_branch {
+            true => vec!["worktree", "add", "--quiet", &path, branch],
+            false => vec!["worktree", "add", "--quiet", "-b", branch, &path, base],
+        };
+        let added = output(repo, &args, &Env::default(), "creating the worktree")?;
         if added.status.success() {
             return Ok(());
         }
         let said = git::stderr_of(&added);
-        if !said.contains(".lock") || pause > std::time::Duration::from_secs(2) {
+        let tripped = said.contains(".lock") || (said.contains("failed to read") && said.contains("worktrees/"));
+        if !tripped || pause > std::time::Duration::from_secs(2) {
             return Err(WorktreeError::Git { doing: "creating the worktree", detail: said });
         }
         std::thread::sleep(pause);
         pause *= 2;
+        take_branch = branch_at(repo, branch, base)?;
     }
+}
+
+/// Whether branch `branch` exists at the commit `base` names.
+fn branch_at(repo: &Path, branch: &str, base: &str) -> Result<bool, WorktreeError> {
+    let commit = |name: String| -> Result<Option<String>, WorktreeError> {
+        let out = output(repo, &["rev-parse", "--verify", "--quiet", &name], &Env::default(), "creating the worktree")?;
+        Ok(out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()))
+    };
+    let at = commit(format!("refs/heads/{branch}^{{commit}}"))?;
+    Ok(at.is_some() && at == commit(format!("{base}^{{commit}}"))?)
 }
 
 /// One changed file.
