@@ -64,14 +64,18 @@ fn parent_of(pid: i32) -> Option<i32> {
 }
 
 /// `pid` and its ancestors, nearest first, up to (not including) pid 1.
+/// One read of `/proc/<pid>/stat` each gives both who it is and its parent.
 pub fn ancestry(pid: i32) -> Vec<ProcessId> {
     let mut chain = Vec::new();
     let mut current = pid;
     // A loop in /proc cannot happen, but a bound costs nothing.
     while current > 1 && chain.len() < 256 {
-        let Some(id) = ProcessId::of(current) else { break };
-        chain.push(id);
-        match parent_of(current) {
+        let Some(fields) = stat_fields(current) else { break };
+        // After the command name: the state (index 0), the parent (1), the
+        // start time (field 22 overall).
+        let Some(start) = fields.get(22 - 3).and_then(|s| s.parse().ok()) else { break };
+        chain.push(ProcessId { pid: current, start });
+        match fields.get(1).and_then(|p| p.parse().ok()) {
             Some(parent) => current = parent,
             None => break,
         }
@@ -215,8 +219,15 @@ pub fn env_var_of(pid: i32, key: &str) -> Option<std::ffi::OsString> {
 
 /// True if `pid`'s environment has the variable `key` (any value).
 pub fn has_env_var(pid: i32, key: &str) -> bool {
-    let prefix = format!("{key}=").into_bytes();
-    fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.split(|&b| b == 0).any(|var| var.starts_with(&prefix)))
+    has_any_env_var(pid, &[key])
+}
+
+/// True if `pid`'s environment has any of the variables `keys` (any
+/// value): one read of it, whatever their number.
+pub fn has_any_env_var(pid: i32, keys: &[&str]) -> bool {
+    let prefixes: Vec<Vec<u8>> = keys.iter().map(|key| format!("{key}=").into_bytes()).collect();
+    fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|&b| b == 0).any(|var| prefixes.iter().any(|p| var.starts_with(p))))
 }
 
 /// Live processes of this user whose environment holds `key=value`: how a
@@ -319,6 +330,19 @@ pub fn listening_ports() -> std::collections::HashSet<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One read each gives who a process is and its parent, as the kernel
+    /// says them apart.
+    #[test]
+    fn ancestry_starts_with_this_process_then_its_parent() {
+        let chain = ancestry(std::process::id() as i32);
+        assert_eq!(chain[0], ProcessId::of(std::process::id() as i32).unwrap());
+        let parent = nix::unistd::getppid().as_raw();
+        if parent > 1 {
+            assert_eq!(chain[1], ProcessId::of(parent).unwrap());
+        }
+        assert!(chain.iter().all(|p| p.pid > 1));
+    }
 
     #[test]
     fn knows_its_own_identity() {

@@ -44,20 +44,24 @@ pub fn fork_ahead() -> Option<Handoff> {
 }
 
 /// Whether nothing says this process belongs to a run: its environment
-/// as it is now, and as [`outside_every_run`] judges it.
+/// as it is now, and as [`outside_every_run`] judges it. Judged once per
+/// process (a launch asks it twice: may it fork, may it ask a template),
+/// as reading every ancestor's environment is most of what it costs.
 pub fn this_process_outside_every_run() -> bool {
-    let marks = [RUN_ID_ENV, SHEPHERD_ENV];
-    !marks.iter().any(|mark| std::env::var_os(mark).is_some()) && outside_every_run(std::process::id() as i32)
+    static OUTSIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OUTSIDE.get_or_init(|| {
+        let marks = [RUN_ID_ENV, SHEPHERD_ENV];
+        !marks.iter().any(|mark| std::env::var_os(mark).is_some()) && outside_every_run(std::process::id() as i32)
+    })
 }
 
 /// Whether nothing says process `pid` belongs to a run: its cgroup, its
 /// and its ancestors' environments (as the kernel keeps them).
 pub fn outside_every_run(pid: i32) -> bool {
-    let marks = [RUN_ID_ENV, SHEPHERD_ENV];
     if process::cgroup::run_of(pid).is_some() {
         return false;
     }
-    !process::ancestry(pid).iter().any(|p| marks.iter().any(|mark| process::has_env_var(p.pid, mark)))
+    !process::ancestry(pid).iter().any(|p| process::has_any_env_var(p.pid, &[RUN_ID_ENV, SHEPHERD_ENV]))
 }
 
 /// The forked shepherd: opens the store, waits for its run, supervises it.
