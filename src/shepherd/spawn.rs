@@ -67,7 +67,12 @@ impl AgentLaunch {
         env: Option<Vec<(OsString, OsString)>>,
     ) -> io::Result<AgentLaunch> {
         let user_home = user_home(env.as_deref());
-        home::ensure_private_dir(&crate::adapter::agent_dir(&run_dir)).map_err(io::Error::other)?;
+        // pi keeps its session there; a sandbox makes it with its `/tmp`;
+        // for the rest it would be an empty folder made before the agent
+        // may start.
+        if preset.agent == crate::adapter::AgentKind::Pi {
+            home::ensure_private_dir(&crate::adapter::agent_dir(&run_dir)).map_err(io::Error::other)?;
+        }
         // The task whole, private to the user, for programs that read it
         // from a file (`CORRAL_TASK_FILE`).
         home::create_private(&run_dir.join(crate::adapter::TASK_FILE))?.write_all(run.task.as_bytes())?;
