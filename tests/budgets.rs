@@ -363,7 +363,10 @@ fn a_run_cannot_raise_the_budget_over_it_nor_launch_outside_its_tree() {
         let (ok, said) = inside(&lead, &args);
         assert!(!ok && said.contains("is not one of yours"), "{args:?}: {said}");
     }
-    assert_eq!(env.show(&other)["status"], "running");
+    // Untouched: it started as it would have (a busy machine may still be
+    // starting it), and nothing paused or ended it.
+    let other_now = env.wait_run(&other, LIMIT, |r| r["status"] != "starting");
+    assert_eq!(other_now["status"], "running");
     // Nor plants a schedule, whose runs would start later outside its budget.
     let (ok, said) = inside(&lead, &["schedule", "add", "esc", "--preset", "spend", "--every", "1d", "escape"]);
     assert!(!ok && said.contains("outside the budget over run"), "{said}");
