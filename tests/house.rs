@@ -178,22 +178,21 @@ fn absolute(path: &str, at: &[String], modules: &BTreeMap<Vec<String>, Module>) 
 }
 
 /// The module that defines what `path` names: its deepest module, and
-/// through that module's re-exports to the one that defines the name.
-fn resolve(path: &[String], modules: &BTreeMap<Vec<String>, Module>, reexports: &Reexports) -> Option<Vec<String>> {
+/// through that module's re-exports to the one that defines the name
+/// (`crate::Store` is `store`'s, through `lib.rs`).
+fn resolve(path: &[String], modules: &BTreeMap<Vec<String>, Module>, reexports: &Reexports) -> Vec<String> {
     let mut depth = path.len();
+    // The crate's root (`lib.rs`, the empty path) is the last to try.
     while depth > 0 && !modules.contains_key(&path[..depth]) {
         depth -= 1;
-    }
-    if depth == 0 {
-        return None;
     }
     let module = path[..depth].to_vec();
     if let Some(name) = path.get(depth) {
         if let Some(from) = reexports.get(&(module.clone(), name.clone())) {
-            return resolve(from, modules, reexports).or(Some(module));
+            return resolve(from, modules, reexports);
         }
     }
-    Some(module)
+    module
 }
 
 type Reexports = BTreeMap<(Vec<String>, String), Vec<String>>;
@@ -221,7 +220,7 @@ fn arrows(modules: &BTreeMap<Vec<String>, Module>) -> BTreeMap<Vec<String>, BTre
     for (at, paths) in uses {
         let targets: BTreeSet<Vec<String>> = paths
             .iter()
-            .filter_map(|p| resolve(p, modules, &reexports))
+            .map(|p| resolve(p, modules, &reexports))
             .filter(|target| target != &at && !target.starts_with(&at))
             .collect();
         arrows.insert(at, targets);

@@ -10,6 +10,7 @@ use crate::process::{self, FileLock};
 use crate::store::{Store, StoreError};
 use crate::upkeep::queue::ShepherdCommand;
 
+/// The lock the one waker of a store holds while it stands.
 pub(crate) fn lock_file(home: &Home) -> std::io::Result<File> {
     home::open_private_append(&home.data_dir().join("limit-wake.lock"))
 }
