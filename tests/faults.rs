@@ -107,24 +107,7 @@ fn store_writer_child() {
     let mut out = std::io::stdout().lock();
     use std::io::Write;
     for i in 0.. {
-        let run = store
-            .insert_run(
-                &NewRun {
-                    preset: &preset,
-                    task: &format!("task {i}"),
-                    cwd: "/",
-                    model: None,
-                    parent_id: None,
-                    worktree: None,
-                    budget: None,
-                    fire: None,
-                    request: None,
-                    ports: None,
-                },
-                1_000_000,
-                |_| Ok(()),
-            )
-            .unwrap();
+        let run = store.insert_run(&NewRun::plain(&preset, &format!("task {i}"), "/"), 1_000_000, |_| Ok(())).unwrap();
         writeln!(out, "run {}", run.id).unwrap();
         let events: Vec<TranscriptEvent> =
             (0..20).map(|n| TranscriptEvent::text(EventKind::Output, format!("line {n} of {i}"))).collect();

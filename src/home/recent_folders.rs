@@ -69,18 +69,7 @@ mod tests {
         let preset = parse_preset(text, "w.md", PresetSource::Global).unwrap();
         let cwd = launched.to_string_lossy().into_owned();
         for _ in 0..2 {
-            let new = NewRun {
-                preset: &preset,
-                task: "t",
-                cwd: &cwd,
-                model: None,
-                parent_id: None,
-                worktree: None,
-                budget: None,
-                fire: None,
-                request: None,
-                ports: None,
-            };
+            let new = NewRun::plain(&preset, "t", &cwd);
             store.insert_run(&new, 0, |_| Ok(())).unwrap();
         }
         assert_eq!(with_runs(&home, &store), [remembered, launched]);

@@ -39,6 +39,26 @@ pub struct NewRun<'a> {
     pub ports: Option<u16>,
 }
 
+impl<'a> NewRun<'a> {
+    /// A run of `preset` with `task` in `cwd` and nothing else asked: no
+    /// parent, worktree, budget, fire, key or ports (what a test or a
+    /// bench records by the thousand).
+    pub fn plain(preset: &'a Preset, task: &'a str, cwd: &'a str) -> NewRun<'a> {
+        NewRun {
+            preset,
+            task,
+            cwd,
+            model: None,
+            parent_id: None,
+            worktree: None,
+            budget: None,
+            fire: None,
+            request: None,
+            ports: None,
+        }
+    }
+}
+
 /// No block of ports was free, carried out of the insert's write.
 #[derive(Debug)]
 struct NoFreePorts(u16);

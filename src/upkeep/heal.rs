@@ -121,18 +121,7 @@ mod tests {
         let mut store = Store::open(&Home::at(dir.path().to_path_buf())).unwrap();
         let text = "---\nname: w\ndescription: d\nagent: command\ncommand: [true]\n---\n";
         let preset = parse_preset(text, "w.md", PresetSource::Global).unwrap();
-        let new = NewRun {
-            preset: &preset,
-            task: "t",
-            cwd: "/",
-            model: None,
-            parent_id: None,
-            worktree: None,
-            budget: None,
-            fire: None,
-            request: None,
-            ports: None,
-        };
+        let new = NewRun::plain(&preset, "t", "/");
         for _ in 0..500 {
             let run = store.insert_run(&new, 1_000_000, |_| Ok(())).unwrap();
             let outcome = Outcome {

@@ -378,18 +378,7 @@ mod tests {
         assert_eq!(watcher.heal_at(), None, "healed by time with nothing at work");
         let text = "---\nname: w\ndescription: d\nagent: command\ncommand: [true]\n---\n";
         let preset = crate::preset::parse_preset(text, "w.md", crate::preset::PresetSource::Global).unwrap();
-        let new = crate::store::NewRun {
-            preset: &preset,
-            task: "t",
-            cwd: "/",
-            model: None,
-            parent_id: None,
-            worktree: None,
-            budget: None,
-            fire: None,
-            request: None,
-            ports: None,
-        };
+        let new = crate::store::NewRun::plain(&preset, "t", "/");
         store.insert_run(&new, 1_000_000, |_| Ok(())).unwrap();
         watcher.follow(&store).unwrap();
         assert!(watcher.heal_at().is_some(), "a run not ended, and no heal by time");
