@@ -926,24 +926,40 @@ fn a_worktree_add_git_trips_over_is_made_again() {
     assert_eq!(std::fs::read_to_string(env.project.join("x.txt")).unwrap(), "mine\n");
 }
 
-/// A run whose worktree folder is gone (removed by hand, or never made)
-/// is said to be so by every verb that needs it, and a discard still
-/// forgets it and its branch.
+/// A run whose worktree folder is gone (removed by hand, or never made),
+/// or is an empty folder put where it was, is said to be so by every verb
+/// that needs it, and a discard still forgets it and its branch, and
+/// nothing else: the user's own worktree on a disk unmounted stays listed.
 #[test]
 fn a_worktree_folder_removed_by_hand_is_said_and_discarded() {
     let env = one_file_repo();
+    let p = &env.project;
     env.command_preset_with("own", &["sh", "-c", "echo mine > \"$CORRAL_TASK.txt\""], "worktree: true\n");
-    let id = env.launch("own", "x");
-    env.wait_end(&id);
-    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
-    std::fs::remove_dir_all(&worktree).unwrap();
-    for verb in ["merge", "diff"] {
-        let out = env.corral(&[verb, &id]);
-        let said = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{verb} went on");
-        assert!(said.contains("is not there") && said.contains("corral discard"), "{verb}: {said}");
+    // The user's own worktree, on a disk now unmounted.
+    let mine = p.parent().unwrap().join("usb-worktree");
+    git(p, &["worktree", "add", "-q", "-b", "mywork", mine.to_str().unwrap()]);
+    let away = p.parent().unwrap().join("unmounted");
+    std::fs::rename(&mine, &away).unwrap();
+    for (task, put_back) in [("x", false), ("y", true)] {
+        let id = env.launch("own", task);
+        env.wait_end(&id);
+        let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+        std::fs::remove_dir_all(&worktree).unwrap();
+        if put_back {
+            std::fs::create_dir(&worktree).unwrap();
+        }
+        for verb in ["merge", "diff"] {
+            let out = env.corral(&[verb, &id]);
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{verb} went on");
+            assert!(said.contains("is not there") && said.contains("corral discard"), "{verb}: {said}");
+        }
+        env.ok(&["discard", &id]);
+        let branch = format!("corral/{id}");
+        assert_eq!(git(p, &["branch", "--list", &branch]).trim(), "", "the branch is gone");
+        assert!(!git(p, &["worktree", "list"]).contains(&worktree), "its entry is forgotten");
     }
-    env.ok(&["discard", &id]);
-    let branch = format!("corral/{id}");
-    assert_eq!(git(&env.project, &["branch", "--list", &branch]).trim(), "", "the branch is gone");
+    assert!(git(p, &["worktree", "list"]).contains("usb-worktree"), "the user's own worktree was forgotten");
+    std::fs::rename(&away, &mine).unwrap();
+    assert_eq!(git(&mine, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(), "mywork");
 }

@@ -72,8 +72,12 @@ pub enum ReviewError {
 /// to enter a missing folder).
 pub fn worktree_of(run: &Run) -> Result<&Worktree, WorktreeError> {
     let worktree = recorded_worktree_of(run)?;
-    if !Path::new(&worktree.path).is_dir() {
-        return Err(WorktreeError::Missing { run: run.id.clone(), path: worktree.path.clone() });
+    if !worktree::is_there(Path::new(&worktree.path)) {
+        return Err(WorktreeError::Missing {
+            run: run.id.clone(),
+            path: worktree.path.clone(),
+            branch: worktree.branch.clone(),
+        });
     }
     Ok(worktree)
 }

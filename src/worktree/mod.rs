@@ -100,9 +100,9 @@ pub enum WorktreeError {
     Discarded(String),
     /// The run's worktree is recorded but not on disk.
     #[error(
-        "run {run}'s worktree {path} is not there: it was never made (`corral show {run}` says why) or was removed by hand; `corral discard {run}` forgets it"
+        "run {run}'s worktree {path} is not there: it was never made (`corral show {run}` says why) or was removed by hand. What it committed is still on its branch (`git merge {branch}` takes it); `corral discard {run}` drops the branch and forgets the worktree"
     )]
-    Missing { run: String, path: String },
+    Missing { run: String, path: String, branch: String },
     /// The run is still active.
     #[error("run {0} is still active: wait for it, or abort it first")]
     Active(String),
@@ -276,14 +276,50 @@ pub fn remove(repo: &Path, worktree: &Worktree) -> Result<(), WorktreeError> {
     // repository's own folder does it.
     let main = (!repo.is_dir()).then(|| main_repository(Path::new(&worktree.path))).flatten();
     let repo = main.as_deref().unwrap_or(repo);
-    if Path::new(&worktree.path).exists() {
+    let path = Path::new(&worktree.path);
+    if is_there(path) {
         git(repo, &["worktree", "remove", "--force", &worktree.path], "removing the worktree")?;
+    } else {
+        // Removed by hand (or an empty folder put where it was): its own
+        // entry in the repository's list is forgotten, never with `git
+        // worktree prune`, which forgets every worktree not there now
+        // (the user's own, on a disk unmounted).
+        forget_entry(repo, path)?;
+        let _ = std::fs::remove_dir(path);
     }
-    let _ = git(repo, &["worktree", "prune"], "pruning worktrees");
     let exists =
         output(repo, &["rev-parse", "--verify", "--quiet", &worktree.branch], &Env::default(), "finding the branch")?;
     if exists.status.success() {
         git(repo, &["branch", "-D", &worktree.branch], "deleting the branch")?;
+    }
+    Ok(())
+}
+
+/// Whether a worktree stands at `path`: its folder with git's `.git` file
+/// in it (an empty folder put where it was is none, and git would take
+/// it for whatever repository holds it).
+pub fn is_there(path: &Path) -> bool {
+    path.join(".git").symlink_metadata().is_ok()
+}
+
+/// Forgets the entry of the worktree that was at `path` in `repo`'s list
+/// (`.git/worktrees/<name>`, found by the `gitdir` it names), and no
+/// other.
+fn forget_entry(repo: &Path, path: &Path) -> Result<(), WorktreeError> {
+    let entries = common_dir(repo)?.join("worktrees");
+    let mut names = vec![path.join(".git")];
+    if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+        if let Ok(real) = std::fs::canonicalize(parent) {
+            names.push(real.join(name).join(".git"));
+        }
+    }
+    let Ok(listed) = std::fs::read_dir(&entries) else { return Ok(()) };
+    for entry in listed.flatten() {
+        let gitdir = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+        if names.iter().any(|n| Path::new(gitdir.trim()) == n.as_path()) {
+            std::fs::remove_dir_all(entry.path())
+                .map_err(|e| WorktreeError::Git { doing: "forgetting the removed worktree", detail: e.to_string() })?;
+        }
     }
     Ok(())
 }
