@@ -46,3 +46,43 @@ fn runs_beyond_max_parallel_wait_and_start_in_launch_order() {
     });
     assert!(all_done, "{:?}", ids.iter().map(|id| status(id)).collect::<Vec<_>>());
 }
+
+/// `corral abort` of a running run and the runs queued behind it aborts
+/// them all before the slot the first frees can start one: no queued
+/// run's agent starts only to be killed (and to spend meanwhile); and an
+/// unknown id among them aborts none.
+#[test]
+fn aborting_runs_together_never_starts_the_queued_ones_among_them() {
+    let env = Env::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    let config = "max_parallel = 1\nexit_grace = \"100ms\"\nstop_grace = \"300ms\"\n";
+    std::fs::write(env.home.join("config.toml"), config).unwrap();
+    let marks = env.project.join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    // It ignores SIGTERM: its slot frees while the abort waits it out.
+    let script = format!("trap '' TERM; echo started > {}/\"$CORRAL_TASK\"; sleep 30", marks.display());
+    env.command_preset("mark", &["sh", "-c", &script]);
+    let ids: Vec<String> = ["a", "b", "c", "d", "e"].iter().map(|task| env.launch("mark", task)).collect();
+    let store = Store::open(&Home::at(&env.home)).unwrap();
+    assert!(eventually(Duration::from_secs(10), || marks.join("a").exists()));
+
+    let out = env.corral(&["abort", &ids[0], "no-such-run", &ids[1]]);
+    assert!(!out.status.success(), "an unknown id was passed over");
+    assert_eq!(
+        store.run(&ids[0]).unwrap().status,
+        RunStatus::Running,
+        "a run was aborted before the unknown id was found"
+    );
+
+    let mut args = vec!["abort"];
+    args.extend(ids.iter().map(String::as_str));
+    let aborted = env.json(&args);
+    assert!(aborted.as_array().unwrap().iter().all(|r| r["status"] == "aborted"), "{aborted:#}");
+    for id in &ids[1..] {
+        let run = store.run(id).unwrap();
+        assert!(run.started_at.is_none() && run.agent_pid.is_none(), "queued run {id} was started: {run:?}");
+    }
+    for task in ["b", "c", "d", "e"] {
+        assert!(!marks.join(task).exists(), "queued run {task}'s agent ran");
+    }
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use corral::home::config::Config;
 use corral::upkeep::queue::ShepherdCommand;
-use corral::verbs::abort::{abort, Aborted};
+use corral::verbs::abort::{abort_all, Aborted};
 use corral::Store;
 
 #[derive(Debug, clap::Args)]
@@ -30,8 +30,7 @@ pub fn run(
     let patience = config.stop_grace + Duration::from_secs(2);
     let mut runs = Vec::new();
     let mut code = 0;
-    for id in ids {
-        let result = abort(store, id, patience, shepherd)?;
+    for result in abort_all(store, ids, patience, shepherd)? {
         if !json {
             let run = result.run();
             match &result {

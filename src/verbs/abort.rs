@@ -56,23 +56,69 @@ pub fn abort(
     patience: Duration,
     shepherd: &ShepherdCommand,
 ) -> Result<Aborted, HealError> {
-    let id = store.find_run(id)?.id;
-    match request(store, &id)? {
-        AbortRequest::AlreadyOver(run) => return Ok(Aborted::AlreadyOver(run)),
-        AbortRequest::AbortedBeforeStart(run) => {
-            // No shepherd of its hands on what waited behind it.
-            crate::upkeep::queue::fire_queued_behind(store, &[run.id.as_str()], shepherd)?;
-            return Ok(Aborted::Stopped(run));
-        }
-        AbortRequest::Requested(_) => {}
+    let mut aborted = abort_all(store, &[id.to_string()], patience, shepherd)?;
+    Ok(aborted.remove(0))
+}
+
+/// Aborts runs `ids` (or unique prefixes), each with its active
+/// descendants, as [`abort`] does one. Every id is found, then every abort
+/// recorded (the queued ones first), before any is waited for: a queued
+/// run named with a running one is aborted before the slot the running one
+/// frees could start its agent, and an unknown id aborts none.
+pub fn abort_all(
+    store: &mut Store,
+    ids: &[String],
+    patience: Duration,
+    shepherd: &ShepherdCommand,
+) -> Result<Vec<Aborted>, HealError> {
+    let runs: Vec<Run> = ids.iter().map(|id| store.find_run(id)).collect::<Result<_, _>>()?;
+    // The queued first: a running run's shepherd hands its slot on as soon
+    // as it stops, and a queued run already aborted is never started.
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by_key(|&i| runs[i].status != crate::run::RunStatus::Queued);
+    let mut requests: Vec<Option<AbortRequest>> = runs.iter().map(|_| None).collect();
+    for i in order {
+        requests[i] = Some(request(store, &runs[i].id)?);
+    }
+    let ids: Vec<String> = runs.into_iter().map(|run| run.id).collect();
+    let requests: Vec<AbortRequest> = requests.into_iter().flatten().collect();
+    let before_start: Vec<&str> = requests
+        .iter()
+        .filter_map(|r| match r {
+            AbortRequest::AbortedBeforeStart(run) => Some(run.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !before_start.is_empty() {
+        // No shepherd of theirs hands on what waited behind them.
+        crate::upkeep::queue::fire_queued_behind(store, &before_start, shepherd)?;
     }
     let deadline = Instant::now() + patience;
     let mut watcher = Watcher::new(store)?;
+    let mut aborted = Vec::with_capacity(ids.len());
+    for (id, request) in ids.iter().zip(requests) {
+        aborted.push(match request {
+            AbortRequest::AlreadyOver(run) => Aborted::AlreadyOver(run),
+            AbortRequest::AbortedBeforeStart(run) => Aborted::Stopped(run),
+            AbortRequest::Requested(_) => until_stopped(store, &mut watcher, id, deadline, shepherd)?,
+        });
+    }
+    Ok(aborted)
+}
+
+/// Waits until run `id`, whose abort is recorded, has ended, or `deadline`.
+fn until_stopped(
+    store: &mut Store,
+    watcher: &mut Watcher,
+    id: &str,
+    deadline: Instant,
+    shepherd: &ShepherdCommand,
+) -> Result<Aborted, HealError> {
     loop {
         // Healed at once, then when a followed process exits (and as a
         // safety net), not at every commit while the run winds down.
         let changed = watcher.heal_if_due(store, shepherd)?;
-        let run = store.run(&id)?;
+        let run = store.run(id)?;
         if run.status.is_terminal() {
             return Ok(Aborted::Stopped(run));
         }
