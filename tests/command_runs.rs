@@ -549,3 +549,23 @@ fn a_command_run_is_summed_up_by_its_last_line_and_a_failure_by_its_message() {
     assert!(said.contains("exited with code 101: no config at ~/.app"), "{said}");
     assert!(!said.contains("<unknown>") && !said.contains("working 3"), "{said}");
 }
+
+/// `corral rm` typed right after `corral abort`, while the run's processes
+/// are still being stopped, waits for them as a discard does: the run is
+/// removed only once none of its processes is left, never its folder (and
+/// the log of their end) under them.
+#[test]
+fn a_run_removed_while_its_processes_stop_is_removed_once_they_are_gone() {
+    let env = Env::new();
+    env.short_graces("100ms", "500ms");
+    env.command_preset("stubborn", &["sh", "-c", "trap '' TERM; echo up; sleep 30"]);
+    let id = env.launch("stubborn", "hold on");
+    env.wait_run(&id, Duration::from_secs(10), |r| r["status"] == "running");
+    assert!(eventually(Duration::from_secs(10), || !processes_of_run(&id).is_empty()));
+    env.ok(&["abort", &id]);
+    let out = env.corral(&["rm", &id]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(processes_of_run(&id).is_empty(), "the run was removed while its processes lived");
+    assert!(!env.run_dir(&id).exists(), "its folder stayed");
+    assert!(env.json(&["ls", "--all"]).as_array().unwrap().is_empty());
+}

@@ -20,6 +20,14 @@ pub enum RemoveError {
     /// The run, or one it launched, is still active.
     #[error("run {id} is {status}: abort it first (corral abort {id}), or wait for it")]
     Active { id: String, status: crate::RunStatus },
+    /// The run has ended, but its processes are still being stopped.
+    #[error(
+        "run {0} has ended, but processes of it are still being stopped: nothing was removed. Try again once they are gone (`corral show {0}` says `exited` then)"
+    )]
+    Stopping(String),
+    /// Waiting for the run's processes to go failed.
+    #[error(transparent)]
+    Review(#[from] crate::verbs::review::ReviewError),
 }
 
 /// What removing one run (and the runs it launched) did.
@@ -62,6 +70,16 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
     let runs: Vec<Run> = ids.iter().map(|id| store.run(id)).collect::<Result<_, _>>()?;
     if let Some(active) = runs.iter().find(|r| r.status.is_active()) {
         return Err(RemoveError::Active { id: active.id.clone(), status: active.status });
+    }
+    // Ended, its processes still being stopped (an abort typed just
+    // before): waited for as a discard waits, never its folder removed
+    // under them (and the log of their end with it).
+    let runs = match dry_run {
+        true => runs,
+        false => runs.into_iter().map(|run| crate::verbs::review::once_exited(store, run)).collect::<Result<_, _>>()?,
+    };
+    if let Some(stopping) = runs.iter().find(|r| !dry_run && r.exited_at.is_none() && r.started_at.is_some()) {
+        return Err(RemoveError::Stopping(stopping.id.clone()));
     }
     let mut kept_worktrees = Vec::new();
     let mut drop_worktrees = Vec::new();
