@@ -963,3 +963,50 @@ fn a_worktree_folder_removed_by_hand_is_said_and_discarded() {
     std::fs::rename(&away, &mine).unwrap();
     assert_eq!(git(&mine, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(), "mywork");
 }
+
+/// `corral rm` of a run whose work is not merged keeps it and says how to
+/// take it, and the words work as written: for work the agent left
+/// uncommitted in its worktree, and for work on the branch of a worktree
+/// removed by hand (whose entry and branch go when nothing is left).
+#[test]
+fn what_rm_keeps_it_says_how_to_take_and_that_works() {
+    let env = one_file_repo();
+    let p = &env.project;
+    env.command_preset_with("own", &["sh", "-c", "echo mine > \"$CORRAL_TASK.txt\""], "worktree: true\n");
+    let commits =
+        "echo kept > \"$CORRAL_TASK.txt\"; git add -A && git -c user.name=a -c user.email=a@b commit -qm work";
+    env.command_preset_with("commits", &["sh", "-c", commits], "worktree: true\n");
+    let take = |said: &str| {
+        let command = said.split("take them with `").nth(1).and_then(|rest| rest.split('`').next()).unwrap();
+        let ran = Command::new("sh").args(["-c", command]).output().unwrap();
+        assert!(ran.status.success(), "{command}: {}", String::from_utf8_lossy(&ran.stderr));
+    };
+
+    // Left uncommitted in its worktree.
+    let id = env.launch("own", "u");
+    env.wait_end(&id);
+    let said = env.ok(&["rm", &id]);
+    assert!(said.contains("kept"), "{said}");
+    take(&said);
+    assert_eq!(std::fs::read_to_string(p.join("u.txt")).unwrap(), "mine\n", "the advice took nothing: {said}");
+
+    // Committed on its branch, its worktree removed by hand.
+    let id = env.launch("commits", "c");
+    env.wait_end(&id);
+    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    std::fs::remove_dir_all(&worktree).unwrap();
+    let said = env.ok(&["rm", &id]);
+    assert!(said.contains(&format!("branch corral/{id} kept")), "{said}");
+    take(&said);
+    assert_eq!(std::fs::read_to_string(p.join("c.txt")).unwrap(), "kept\n");
+
+    // Nothing on its branch, its worktree removed by hand: all goes.
+    let id = env.launch("own", "n");
+    env.wait_end(&id);
+    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    std::fs::remove_dir_all(&worktree).unwrap();
+    let said = env.ok(&["rm", &id]);
+    assert!(!said.contains("kept"), "{said}");
+    assert_eq!(git(p, &["branch", "--list", &format!("corral/{id}")]).trim(), "");
+    assert!(!git(p, &["worktree", "list", "--porcelain"]).contains(&worktree), "its entry stayed");
+}

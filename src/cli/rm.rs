@@ -56,20 +56,23 @@ pub fn say(removed: &Removed, dry_run: bool, out: &mut impl Write) -> std::io::R
         n => writeln!(out, "{first}  {verb}, with {n} run(s) it launched: {}", launched.join(" "))?,
     }
     for kept in &removed.kept_worktrees {
-        writeln!(
-            out,
-            "  worktree {} kept: {} file(s) not in your branch ({}); take them with `git -C {} merge {}`, \
-             or drop them with `git -C {} worktree remove --force {}` and `git -C {} branch -D {}`",
-            kept.path,
-            kept.unmerged.len(),
-            kept.unmerged.iter().take(5).map(|f| super::table::name(f)).collect::<Vec<_>>().join(", "),
-            kept.repo,
-            kept.branch,
-            kept.repo,
-            kept.path,
-            kept.repo,
-            kept.branch
-        )?;
+        let files = kept.unmerged.iter().take(5).map(|f| super::table::name(f)).collect::<Vec<_>>().join(", ");
+        let (n, repo, branch, path) = (kept.unmerged.len(), &kept.repo, &kept.branch, &kept.path);
+        match kept.there {
+            // What the agent left uncommitted is in the worktree alone: it
+            // is committed there before the branch can be merged.
+            true => writeln!(
+                out,
+                "  worktree {path} kept: {n} file(s) not in your branch ({files}); take them with \
+                 `git -C {path} add -A; git -C {path} commit -qm 'work of the run'; git -C {repo} merge {branch}`, \
+                 or drop them with `git -C {repo} worktree remove --force {path}` and `git -C {repo} branch -D {branch}`"
+            )?,
+            false => writeln!(
+                out,
+                "  branch {branch} kept (its worktree {path} was removed): {n} file(s) not in your branch ({files}); \
+                 take them with `git -C {repo} merge {branch}`, or drop them with `git -C {repo} branch -D {branch}`"
+            )?,
+        }
     }
     Ok(())
 }

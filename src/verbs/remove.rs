@@ -50,6 +50,9 @@ pub struct KeptWorktree {
     pub repo: String,
     /// Files it changed that the branch it started from does not hold.
     pub unmerged: Vec<String>,
+    /// False for a worktree whose folder was removed by hand: what is kept
+    /// is its branch.
+    pub there: bool,
 }
 
 /// Removes run `id` (or a unique prefix) and the runs it launched; with
@@ -85,12 +88,16 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
     let mut drop_worktrees = Vec::new();
     for run in &runs {
         let (Some(tree), Some(repo)) = (&run.worktree, &run.worktree_repo) else { continue };
-        if !Path::new(&tree.path).exists() {
-            continue;
-        }
         let branch = run.worktree_from_branch.clone().unwrap_or_else(|| tree.base.clone());
-        // A worktree whose changes cannot be read is kept: never lose work on a doubt.
-        let mut unmerged = worktree::unmerged(Path::new(repo), &branch, tree).unwrap_or_else(|e| vec![e.to_string()]);
+        // A worktree whose changes cannot be read is kept: never lose work
+        // on a doubt. One removed by hand is judged by what its branch
+        // holds, and its entry and branch go with the run when that is
+        // merged.
+        let unmerged = match worktree::is_there(Path::new(&tree.path)) {
+            true => worktree::unmerged(Path::new(repo), &branch, tree),
+            false => worktree::unmerged_on_branch(Path::new(repo), &branch, tree),
+        };
+        let mut unmerged = unmerged.unwrap_or_else(|e| vec![e.to_string()]);
         // Nor one another run works in (a run relaunched there).
         if let Some(other) = crate::verbs::review::working_in(store, tree)?.filter(|o| !ids.contains(&o.id)) {
             unmerged.insert(0, format!("(run {} works in it)", other.id));
@@ -100,8 +107,10 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
         } else {
             // Commands name the repository's own folder, which outlives
             // the worktree the run was launched in (another run's).
-            let main = worktree::main_repository(Path::new(&tree.path));
+            let there = worktree::is_there(Path::new(&tree.path));
+            let main = there.then(|| worktree::main_repository(Path::new(&tree.path))).flatten();
             kept_worktrees.push(KeptWorktree {
+                there,
                 path: tree.path.clone(),
                 branch: tree.branch.clone(),
                 repo: main.map_or_else(|| repo.clone(), |m| m.display().to_string()),

@@ -167,6 +167,25 @@ pub(super) fn nested_repositories(
     Ok(found)
 }
 
+/// What [`unmerged`] says of a run whose worktree folder is gone (removed
+/// by hand): the files its branch changed that `branch` does not hold as
+/// its branch has them, read from the repository alone. None if its
+/// branch is gone too.
+pub fn unmerged_on_branch(repo: &Path, branch: &str, worktree: &Worktree) -> Result<Vec<String>, WorktreeError> {
+    let env = Env::default();
+    let own = format!("refs/heads/{}", worktree.branch);
+    if git_in(repo, &["rev-parse", "--verify", "--quiet", &own], &env, "finding the run's branch").is_err() {
+        return Ok(Vec::new());
+    }
+    let names = |from: &str| {
+        git_in(repo, &["diff", "--name-only", "-z", "--no-renames", from, &own], &env, "comparing with your branch")
+    };
+    let touched = names(&worktree.base)?;
+    let differ = names(branch)?;
+    let differ: std::collections::BTreeSet<&str> = differ.split('\0').filter(|p| !p.is_empty()).collect();
+    Ok(touched.split('\0').filter(|p| !p.is_empty() && differ.contains(p)).map(str::to_string).collect())
+}
+
 /// The files the run changed that `branch` of `repo` does not hold as the
 /// run left them: what would be lost with its worktree. A run whose work
 /// is all merged (its snapshot is what was merged last) has none, whatever
