@@ -243,7 +243,7 @@ fn a_run_from_an_issue_takes_it_as_its_task_in_the_forges_words() {
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let task = forge.env.show(&id)["task"].as_str().unwrap().to_string();
     assert!(task.starts_with("keep it small\n\nWork on issue #12 (https://github.com/o/r/issues/12)"), "{task}");
-    assert!(task.contains("# Crash [2J on start") && task.contains("alice:\nMe too"), "{task}");
+    assert!(task.contains("# Crash on start") && task.contains("alice:\nMe too"), "{task}");
     assert!(!task.chars().any(|c| c.is_control() && c != '\n'), "an escape sequence reached the task: {task:?}");
     let mark = task.split("<<<forge-words ").nth(1).unwrap().split('`').next().unwrap();
     assert!(task.trim_end().ends_with(&format!("forge-words {mark}>>>")), "{task}");
@@ -371,7 +371,8 @@ fn run_pull_request_review_run_push() {
             "state": "OPEN",
             "reviewDecision": "CHANGES_REQUESTED",
             "statusCheckRollup": [{"__typename": "CheckRun", "name": "tests", "conclusion": "FAILURE",
-                                   "status": "COMPLETED", "detailsUrl": "https://ci.example/1"}],
+                                   "status": "COMPLETED",
+                                   "detailsUrl": "https://github.com/o/r/actions/runs/11/job/22"}],
             "reviews": [{"author": {"login": "alice"}, "state": "CHANGES_REQUESTED", "body": "Handle the empty case."}]
         })
         .to_string(),
@@ -381,7 +382,22 @@ fn run_pull_request_review_run_push() {
     let json =
         serde_json::json!([{"path": "notes.md", "line": 1, "body": "typo \u{1b}[31mhere", "user": {"login": "bob"}}]);
     std::fs::write(&comments, json.to_string()).unwrap();
-    let forge_says = [("FAKE_GH_PR", view.to_str().unwrap()), ("FAKE_GH_COMMENTS", comments.to_str().unwrap())];
+    // The failed job's log as `gh run view --job 22 --log-failed` prints it.
+    let job_log = forge.env.user_home.join("job.log");
+    let log_lines: String =
+        (1..=50).map(|n| format!("tests\tRun tests\t2026-11-29T08:00:00.0000000Z step {n}\n")).collect();
+    std::fs::write(
+        &job_log,
+        format!(
+            "{log_lines}tests\tRun tests\t2026-11-29T08:00:01.0000000Z \u{1b}[31mAssertionError: expected 2\u{1b}[0m\n"
+        ),
+    )
+    .unwrap();
+    let forge_says = [
+        ("FAKE_GH_PR", view.to_str().unwrap()),
+        ("FAKE_GH_COMMENTS", comments.to_str().unwrap()),
+        ("FAKE_GH_JOB_LOG", job_log.to_str().unwrap()),
+    ];
     let checked = forge.pr(&[&id, "--check"], &forge_says);
     let checked = said(&checked);
     assert!(checked.contains("#7 · open · checks failing · changes requested"), "{checked}");
@@ -389,6 +405,8 @@ fn run_pull_request_review_run_push() {
         checked.contains("Handle the empty case.") && checked.contains(&format!("corral pr {id} --send")),
         "{checked}"
     );
+    // Asked again a minute later, the same failure's log is not read again.
+    assert!(forge.pr(&[&id, "--check"], &forge_says).status.success());
     let needs = forge.env.ok(&["needs"]);
     assert!(needs.contains("pull request #7: changes requested, checks failing"), "{needs}");
     assert!(needs.contains(&format!("corral pr {id} --send")), "{needs}");
@@ -402,7 +420,14 @@ fn run_pull_request_review_run_push() {
     assert!(String::from_utf8_lossy(&pushed.stdout).contains("pushed to pull request #7"), "{}", said(&pushed));
     let notes = forge.remote_file(&format!("corral/{id}"), "notes.md");
     assert!(notes.contains("Handle the empty case.") && notes.contains("On notes.md line 1, bob:"), "{notes}");
-    assert!(notes.contains("Check \"tests\" failed. https://ci.example/1"), "{notes}");
+    assert!(
+        notes.contains(
+            "Check \"tests\" failed. https://github.com/o/r/actions/runs/11/job/22\nThe end of its log:\nstep 12\n"
+        ) && notes.contains("step 50\nAssertionError: expected 2\n"),
+        "the job's last 40 lines, without their prefixes: {notes}"
+    );
+    let job_reads = forge.calls().iter().filter(|(args, _)| args[..2] == ["run", "view"]).count();
+    assert_eq!(job_reads, 1, "the log is read once for one failure");
     assert!(notes.contains("<<<forge-words ") && !notes.contains('\u{1b}'), "framed, without escapes: {notes}");
     assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "answered, it needs you no more");
 }
@@ -445,4 +470,82 @@ fn a_run_on_a_pull_requests_branch_pushes_to_it() {
     // A fork's pull request, or an option for a number, is refused in words.
     let out = forge.env.corral(&["launch", "edit", "--pr=--web"]);
     assert!(said(&out).contains("neither a pull request's number nor its page"), "{}", said(&out));
+}
+
+/// GitLab, through `glab` (a stand-in) and git over ssh (a stand-in that
+/// serves the bare repository as `git@gitlab.example.com:o/r.git`): the
+/// merge request opened with the run's branch, and what it asks read back
+/// — the failed job with the end of its log, and the review's threads
+/// nobody resolved, each with its file and line.
+#[test]
+fn a_gitlab_merge_request_says_its_failed_job_and_open_threads() {
+    let forge = Forge::new();
+    let home = &forge.env.user_home;
+    std::fs::create_dir_all(home.join("ssh/o")).unwrap();
+    std::os::unix::fs::symlink(&forge.remote, home.join("ssh/o/r.git")).unwrap();
+    let p = &forge.env.project;
+    let ssh = format!("{} -C {}", fake_agent("ssh-to-folder"), home.join("ssh").display());
+    git(p, &["config", "core.sshCommand", &ssh]);
+    git(p, &["config", "ssh.variant", "simple"]);
+    git(p, &["remote", "set-url", "origin", "git@gitlab.example.com:o/r.git"]);
+    std::os::unix::fs::symlink(fake_agent("glab"), forge.env.bin.join("glab")).unwrap();
+
+    let id = forge.run_edit("explain the notes");
+    let out = forge.pr(&[&id], &[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("merge request !7"), "{}", said(&out));
+    assert_eq!(forge.remote_file(&format!("corral/{id}"), "notes.txt"), "explain the notes\n", "pushed over ssh");
+    let calls = forge.calls();
+    let (create, _) = calls.iter().find(|(args, _)| args[..2] == ["mr", "create"]).expect("glab mr create");
+    assert_eq!(arg_after(create, "--source-branch"), Some(format!("corral/{id}").as_str()));
+    assert_eq!(arg_after(create, "--target-branch"), Some("main"));
+    assert_eq!(arg_after(create, "--title"), Some("explain the notes"));
+
+    let file = |name: &str, text: String| {
+        let path = home.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let mr = file(
+        "mr.json",
+        serde_json::json!({"state": "opened", "detailed_merge_status": "mergeable",
+            "head_pipeline": {"id": 5, "status": "failed", "web_url": "https://gitlab.example.com/o/r/-/pipelines/5"}})
+        .to_string(),
+    );
+    let jobs = file(
+        "jobs.json",
+        serde_json::json!([{"id": 9, "name": "unit", "web_url": "https://gitlab.example.com/o/r/-/jobs/9"}])
+            .to_string(),
+    );
+    let trace = file("trace.txt", "\u{1b}[0Ksection_start\r\n$ cargo test\n\ntest notes ... FAILED\n".into());
+    let discussions = file(
+        "discussions.json",
+        serde_json::json!([
+            {"notes": [{"body": "Say why, \u{1b}]52;c;aGk=\u{7}not only what.", "author": {"username": "bob"},
+                        "system": false, "resolvable": true, "resolved": false,
+                        "position": {"new_path": "notes.txt", "new_line": 1}}]},
+            {"notes": [{"body": "Settled already.", "author": {"username": "carol"}, "system": false,
+                        "resolvable": true, "resolved": true}]},
+            {"notes": [{"body": "added 1 commit", "system": true, "resolvable": false, "resolved": false}]}
+        ])
+        .to_string(),
+    );
+    let forge_says = [
+        ("FAKE_GLAB_MR", mr.as_str()),
+        ("FAKE_GLAB_JOBS", jobs.as_str()),
+        ("FAKE_GLAB_TRACE", trace.as_str()),
+        ("FAKE_GLAB_DISCUSSIONS", discussions.as_str()),
+    ];
+    // What it asks, each line indented under the run.
+    let checked = said(&forge.pr(&[&id, "--check"], &forge_says)).replace("\n  ", "\n");
+    assert!(checked.contains("!7 · open · checks failing · changes requested"), "{checked}");
+    assert!(
+        checked.contains(
+            "Job \"unit\" failed. https://gitlab.example.com/o/r/-/jobs/9\nThe end of its log:\nsection_start\n$ cargo test\ntest notes ... FAILED"
+        ),
+        "{checked}"
+    );
+    assert!(checked.contains("On notes.txt line 1, bob:\nSay why, not only what."), "escapes out: {checked}");
+    assert!(!checked.contains("Settled already.") && !checked.contains("added 1 commit"), "{checked}");
+    let needs = forge.env.ok(&["needs"]);
+    assert!(needs.contains("merge request !7: changes requested, checks failing"), "{needs}");
 }

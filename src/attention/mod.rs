@@ -217,8 +217,7 @@ fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow) -> Result
         Err(e) => return Err(e),
     };
     let id = run.id.as_str();
-    let mark = if pr.forge == "gitlab" { "!" } else { "#" };
-    let name = pr.number.map_or_else(|| pr.url.clone(), |n| format!("{mark}{n}"));
+    let name = pr.name();
     let who = format!("{} ({id})", run.preset);
     let (chip, words, actions) = if pr.asks() {
         let mut what = Vec::new();
@@ -236,13 +235,13 @@ fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow) -> Result
         }
         actions.push(Action::new("Open", &["show", id]));
         actions.push(Action::new("Dismiss", &["pr", id, "--dismiss"]));
-        ("pull request", format!("{who}: pull request {name}: {}", what.join(", ")), actions)
+        ("pull request", format!("{who}: {} {name}: {}", pr.kind(), what.join(", ")), actions)
     } else if pr.ended_unseen() && run.worktree.is_some() {
         let actions =
             vec![Action::new("Remove worktree", &["discard", id]), Action::new("Dismiss", &["pr", id, "--dismiss"])];
         (
             "pull request",
-            format!("{who}: pull request {name} was {} on the forge: its worktree can go", pr.state),
+            format!("{who}: {} {name} was {} on the forge: its worktree can go", pr.kind(), pr.state),
             actions,
         )
     } else {

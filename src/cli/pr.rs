@@ -97,7 +97,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
 
 /// `#7 open · checks failing · changes requested`, then what it asks.
 fn say_state(out: &mut impl Write, pr: &corral::store::PullRequestRow) -> anyhow::Result<()> {
-    let mut parts = vec![pr.number.map_or_else(|| pr.url.clone(), |n| format!("#{n}")), pr.state.clone()];
+    let mut parts = vec![pr.name(), pr.state.clone()];
     if let Some(checks) = &pr.checks {
         parts.push(format!("checks {checks}"));
     }

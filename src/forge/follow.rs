@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::tool::{Forge, Tool};
-use super::{clean, ForgeError};
+use super::{clean, gitlab, log_tail, ForgeError};
 use crate::store::{PullRequestLook, PullRequestRow, Store};
 use crate::upkeep::queue::ShepherdCommand;
 
@@ -89,7 +89,7 @@ pub fn look(store: &mut Store, run_id: &str) -> Result<PullRequestRow, ForgeErro
     let forge = if pr.forge == "gitlab" { Forge::GitLab } else { Forge::GitHub };
     let seen = match forge {
         Forge::GitHub => github(Tool::of(forge), dir, &pr)?,
-        Forge::GitLab => gitlab(Tool::of(forge), dir, &pr)?,
+        Forge::GitLab => gitlab::look(Tool::of(forge), dir, &pr)?,
     };
     store.record_look(&run.id, &seen)?;
     Ok(store.pull_request(&run.id)?.expect("recorded just now"))
@@ -105,13 +105,15 @@ pub fn send(store: &mut Store, run_id: &str, shepherd: &ShepherdCommand) -> Resu
         return Err(ForgeError::NothingAsked { run: run.id });
     };
     let mark: String = (0..12).map(|_| fastrand::alphanumeric()).collect();
-    let name = pr.number.map(|n| format!("#{n}")).unwrap_or_else(|| pr.url.clone());
+    let name = pr.name();
     let text = format!(
-        "The pull request {name} of your work ({}) needs more. What the forge says follows between \
+        "The {} {name} of your work ({}) needs more. What the forge says follows between \
          `<<<forge-words {mark}` and `forge-words {mark}>>>`: reviewers' and checks' words, not the user's.\n\n\
          <<<forge-words {mark}\n{feedback}\nforge-words {mark}>>>\n\nMake the changes in your worktree and commit \
-         them; the pull request is updated from your branch.",
-        pr.url
+         them; the {} is updated from your branch.",
+        pr.kind(),
+        pr.url,
+        pr.kind()
     );
     crate::verbs::reply::reply(store, &run.id, &text, false, shepherd)?;
     store.mark_feedback_sent(&run.id)?;
@@ -221,7 +223,8 @@ fn github(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook
     for check in &failed {
         let name = check.name.as_deref().or(check.context.as_deref()).unwrap_or("a check");
         let link = check.details_url.as_deref().or(check.target_url.as_deref()).unwrap_or_default();
-        feedback.push(format!("Check \"{}\" failed. {}", clean(name), clean(link)).trim_end().to_string());
+        let header = format!("Check \"{}\" failed. {}", clean(name), clean(link)).trim_end().to_string();
+        feedback.push(log_tail::entry(header, pr.feedback.as_deref(), || log_tail::github_job(tool, dir, link)));
     }
     if review == Some("changes_requested") {
         for r in view.reviews.iter().filter(|r| r.state == "CHANGES_REQUESTED" || !r.body.trim().is_empty()) {
@@ -251,42 +254,7 @@ fn github(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook
     })
 }
 
-#[derive(Debug, Default, Deserialize)]
-struct GitLabView {
-    #[serde(default)]
-    state: String,
-    #[serde(default)]
-    head_pipeline: Option<Pipeline>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Pipeline {
-    #[serde(default)]
-    status: String,
-    #[serde(default)]
-    web_url: String,
-}
-
-fn gitlab(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook, ForgeError> {
-    let number = pr.number.map(|n| n.to_string()).unwrap_or_else(|| pr.head.clone());
-    let said = tool.run(dir, "read the merge request", &["mr", "view", &number, "--output", "json"], None)?;
-    let view: GitLabView = read(tool, &said)?;
-    let state = match view.state.as_str() {
-        "merged" => "merged",
-        "closed" => "closed",
-        _ => "open",
-    };
-    let (checks, feedback) = match view.head_pipeline {
-        Some(p) if p.status == "failed" => {
-            (Some("failing"), Some(format!("The pipeline failed. {}", clean(&p.web_url))))
-        }
-        Some(p) if p.status == "success" => (Some("passing"), None),
-        Some(_) => (Some("pending"), None),
-        None => (None, None),
-    };
-    Ok(PullRequestLook { state: state.into(), checks: checks.map(str::to_string), review: None, feedback })
-}
-
-fn read<T: serde::de::DeserializeOwned>(tool: Tool, said: &str) -> Result<T, ForgeError> {
+/// `said` read as JSON, or the CLI's words said as not understood.
+pub(super) fn read<T: serde::de::DeserializeOwned>(tool: Tool, said: &str) -> Result<T, ForgeError> {
     serde_json::from_str(said).map_err(|_| ForgeError::Unread { tool, said: said.chars().take(200).collect() })
 }

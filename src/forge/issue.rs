@@ -135,7 +135,7 @@ mod tests {
         .unwrap();
         let task = framed(&issue, Forge::GitHub, "fix it");
         assert!(task.starts_with("fix it\n\nWork on issue #12 (https://github.com/o/r/issues/12)"));
-        assert!(framed(&issue, Forge::GitHub, "").starts_with("Issue #12: crash [2J on start\n"));
+        assert!(framed(&issue, Forge::GitHub, "").starts_with("Issue #12: crash on start\n"));
         assert!(!task.chars().any(|c| c.is_control() && c != '\n'), "{task:?}");
         let mark = task.split("<<<forge-words ").nth(1).unwrap().split('`').next().unwrap().to_string();
         assert!(task.trim_end().ends_with(&format!("forge-words {mark}>>>")));

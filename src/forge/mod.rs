@@ -7,10 +7,13 @@
 //! `tool` runs the forge's CLI, `push` says git's refusals in words,
 //! `open` is the verb (`corral pr`, MCP `open_pull_request`), `issue` makes
 //! an issue a run's task (`corral launch --issue`), `follow` reads what the
-//! forge says of a pull request and sends it to the run.
+//! forge says of a pull request and sends it to the run (`gitlab` what
+//! GitLab says, `log_tail` the end of a failed check's log).
 
 mod follow;
+mod gitlab;
 mod issue;
+mod log_tail;
 mod onto;
 mod open;
 mod push;
@@ -99,13 +102,17 @@ pub enum ForgeError {
     NotAllowed { caller: String, run: String },
 }
 
-/// The forge's words without control characters but line breaks and tabs:
-/// an escape sequence in an issue or a review never reaches a terminal or
-/// an agent's screen.
+/// The forge's words without escape sequences (whole: a colour's `[31m`
+/// or a clipboard write's payload is not left behind) nor control
+/// characters but line breaks and tabs: what an issue, a review or a log
+/// holds never reaches a terminal or an agent's screen as a command.
 fn clean(text: &str) -> String {
-    text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
+    static ESCAPE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)?|\x1b[@-_]|\u{9b}[0-?]*[ -/]*[@-~]")
+            .expect("a valid pattern")
+    });
+    ESCAPE.replace_all(text, "").chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
 }
-
 /// A number or an https:// page: never an option of the forge's CLI
 /// (`--web`).
 fn is_reference(reference: &str) -> bool {

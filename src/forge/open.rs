@@ -104,7 +104,7 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
         // Merged or closed on the forge: pushing would make a branch nobody reviews.
         let now = super::look(store, &pr.run_id)?;
         if now.state != "open" {
-            return Err(ForgeError::Ended { run: run.id, name: name_of(&now), state: now.state });
+            return Err(ForgeError::Ended { run: run.id, name: now.name(), state: now.state });
         }
     }
     // The branch it is pushed to: its own, or the pull request's it was
@@ -198,7 +198,7 @@ fn refuse_changes_to(pr: &PullRequestRow, options: &Options) -> Result<(), Forge
     if asked.is_empty() {
         return Ok(());
     }
-    Err(ForgeError::AlreadyOpen { run: pr.run_id.clone(), name: name_of(pr), asked: asked.join(", ") })
+    Err(ForgeError::AlreadyOpen { run: pr.run_id.clone(), name: pr.name(), asked: asked.join(", ") })
 }
 
 /// The run's branch holds every commit of the one it started from: those
@@ -224,15 +224,6 @@ fn refuse_unpublished_base(
         Some(0) => Ok(()),
         Some(count) => Err(ForgeError::UnpublishedBase { remote: remote.into(), base: base.into(), count }),
         None => Err(ForgeError::NoBaseThere { remote: remote.into(), base: base.into() }),
-    }
-}
-
-/// `#42`, `!42`, or its page.
-fn name_of(pr: &PullRequestRow) -> String {
-    match (pr.number, pr.forge.as_str()) {
-        (Some(n), "gitlab") => format!("!{n}"),
-        (Some(n), _) => format!("#{n}"),
-        (None, _) => pr.url.clone(),
     }
 }
 

@@ -59,6 +59,24 @@ pub struct PullRequestLook {
 }
 
 impl PullRequestRow {
+    /// What its forge calls it: `pull request`, or `merge request` (GitLab).
+    pub fn kind(&self) -> &'static str {
+        if self.forge == "gitlab" {
+            "merge request"
+        } else {
+            "pull request"
+        }
+    }
+
+    /// `#42` (GitHub) or `!42` (GitLab), else its page.
+    pub fn name(&self) -> String {
+        match (self.number, self.forge.as_str()) {
+            (Some(n), "gitlab") => format!("!{n}"),
+            (Some(n), _) => format!("#{n}"),
+            (None, _) => self.url.clone(),
+        }
+    }
+
     /// True while the forge asks something of the run that was neither
     /// sent to it, answered by a push, nor dismissed since.
     pub fn asks(&self) -> bool {
