@@ -549,3 +549,54 @@ fn a_gitlab_merge_request_says_its_failed_job_and_open_threads() {
     let needs = forge.env.ok(&["needs"]);
     assert!(needs.contains("merge request !7: changes requested, checks failing"), "{needs}");
 }
+
+/// On a machine without the tray, `corral push listen` follows the run's
+/// pull request: what the forge asks is pushed once with **Send to the
+/// run** (the forge's words left out without `details`), and the phone's
+/// answer, pressed twice, sends it to the run once.
+#[test]
+fn what_the_forge_asks_is_pushed_and_sent_to_the_run_from_the_phone() {
+    let forge = Forge::new();
+    let ntfy = common::ntfy::Ntfy::start_protected("tk_prs");
+    forge.env.config(&format!("[push]\nntfy = \"{}/phone\"\ntoken = \"tk_prs\"\n", ntfy.url()));
+    forge.env.use_fake("claude", "conversing");
+    forge.env.agent_preset("talk", "claude", "worktree: true\n");
+    let turns = forge.env.user_home.join("turns.log");
+    let turns = turns.to_str().unwrap();
+    let id =
+        forge.env.launch_env("talk", "write the notes", &[("CONVERSE_LOG", turns), ("CONVERSE_WRITE", "notes.md")]);
+    forge.env.wait_end(&id);
+    assert!(forge.pr(&[&id], &[]).status.success());
+
+    let view = forge.env.user_home.join("view.json");
+    let json = serde_json::json!({"state": "OPEN", "reviewDecision": "CHANGES_REQUESTED", "statusCheckRollup": [],
+        "reviews": [{"author": {"login": "alice"}, "state": "CHANGES_REQUESTED", "body": "The secret plan, reworded."}]});
+    std::fs::write(&view, json.to_string()).unwrap();
+    let mut listen = forge.env.command(&["push", "listen"]);
+    listen.env("FAKE_GH_LOG", &forge.log).env("FAKE_GH_PR", &view);
+    let mut listener = listen.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let limit = std::time::Duration::from_secs(30);
+    let pushed = || -> Vec<common::ntfy::Message> {
+        let title = |m: &common::ntfy::Message| m.body["title"].as_str().unwrap_or_default().to_string();
+        ntfy.messages("phone").into_iter().filter(|m| title(m).contains("pull request #7")).collect()
+    };
+    assert!(common::eventually(limit, || !pushed().is_empty()), "{:?}", ntfy.messages("phone"));
+    let push = pushed().remove(0);
+    assert_eq!(push.body["title"], format!("⇅ talk ({id}): pull request #7: changes requested"));
+    assert!(!push.body["message"].as_str().unwrap().contains("secret plan"), "a detail: {:#}", push.body);
+    let send = push.body["actions"][0].clone();
+    assert_eq!(send["label"], "Send to the run");
+    ntfy.press(&send);
+    ntfy.press(&send);
+    forge.env.wait_run(&id, limit, |r| {
+        r["status"] == "completed" && std::fs::read_to_string(turns).unwrap_or_default().lines().count() == 2
+    });
+    let store = forge.env.store();
+    assert!(common::eventually(limit, || store.replies(&id).unwrap().len() == 1), "sent once");
+    let _ = listener.kill();
+    let _ = listener.wait();
+    assert_eq!(store.replies(&id).unwrap().len(), 1, "pressed twice, sent once");
+    assert!(store.replies(&id).unwrap()[0].text.contains("The secret plan, reworded."), "the reviewer's words");
+    assert_eq!(pushed().len(), 1, "pushed once");
+    assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "answered, it needs you no more");
+}

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::cost::budget::short_count;
 use crate::preset::Notify;
 use crate::run::{Run, RunStatus};
-use crate::store::{Store, StoreError};
+use crate::store::{PullRequestRow, Store, StoreError};
 use crate::text::time;
 
 /// One notification: its words, where its click leads, how urgent.
@@ -166,6 +166,43 @@ pub fn usage_limits(store: &Store) -> Result<Vec<(String, Announcement)>, StoreE
         out.push((format!("{agent} {at}"), Announcement { summary, body, run, ended_since: None, urgent: false }));
     }
     Ok(out)
+}
+
+/// What the forge asks of runs' pull requests (failed checks, changes
+/// requested) and the ones merged or closed there whose worktrees are
+/// still here, each with the key it is said under once (see
+/// [`pull_request`]).
+pub fn pull_requests(store: &Store) -> Result<Vec<(String, Announcement)>, StoreError> {
+    let mut out = Vec::new();
+    for pr in store.pull_requests()? {
+        out.extend(pull_request(store, &pr)?);
+    }
+    Ok(out)
+}
+
+/// What the forge asks of run `pr`'s pull request, or its end there, if it
+/// needs the user now: the same item as "Needs you", with the key it is
+/// said under once (a new ask, its feedback changed, or the end is a new
+/// key). The click opens the run, whose Send to the run answers it.
+pub fn pull_request(store: &Store, pr: &PullRequestRow) -> Result<Option<(String, Announcement)>, StoreError> {
+    let Some(item) = crate::attention::pull_request_item(store, pr)? else { return Ok(None) };
+    let id = &pr.run_id;
+    let (key, body, urgent) = if pr.asks() {
+        let feedback = pr.feedback.as_deref().unwrap_or_default();
+        let asked: Vec<&str> = feedback.lines().filter(|l| !l.trim().is_empty()).take(3).collect();
+        let body = format!("{}\nSend it to the run: `corral pr {id} --send`, or from the window.", asked.join("\n"));
+        let key = format!("pr:{id}:{}", pr.feedback_at.as_deref().unwrap_or_default());
+        (key, body, pr.checks.as_deref() == Some("failing"))
+    } else {
+        (
+            format!("pr:{id}:{}", pr.state),
+            format!("Remove its worktree: `corral discard {id}`, or from the window."),
+            false,
+        )
+    };
+    let body = body.chars().take(400).collect();
+    let summary = format!("⇅ {}", item.words);
+    Ok(Some((key, Announcement { summary, body, run: Some(id.clone()), ended_since: None, urgent })))
 }
 
 /// One announcement for many endings, naming them: what went wrong first

@@ -204,13 +204,11 @@ pub fn needs_you(store: &Store) -> Result<Vec<Item>, StoreError> {
     Ok(items)
 }
 
-/// The item of a schedule, if it needs the user: it paused itself after
-/// failures (a pause the user gave is theirs), or keeps failing.
 /// The item of a run's pull request, if it needs the user: the forge asks
 /// something of the run that was neither sent to it nor answered by a push
 /// (Send to the run), or it was merged or closed there while the run's
 /// worktree is still here (Remove worktree, or Dismiss).
-fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow) -> Result<Option<Item>, StoreError> {
+pub(crate) fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow) -> Result<Option<Item>, StoreError> {
     let run = match store.run(&pr.run_id) {
         Ok(run) => run,
         Err(StoreError::UnknownRun(_)) => return Ok(None),
@@ -252,6 +250,8 @@ fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow) -> Result
     Ok(Some(Item { subject: Subject::of(&run), reason, chip, words, actions, since }))
 }
 
+/// The item of a schedule, if it needs the user: it paused itself after
+/// failures (a pause the user gave is theirs), or keeps failing.
 fn schedule_item(store: &Store, schedule: crate::store::ScheduleRow) -> Option<Item> {
     let name = schedule.name;
     let (reason, chip, words, first, since) = match (schedule.paused_at, schedule.paused_why) {

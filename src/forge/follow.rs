@@ -32,6 +32,26 @@ pub struct Follower {
     failures: std::collections::HashMap<String, (u32, std::time::Instant)>,
 }
 
+/// Follows every open pull request for ever on a thread of its own: the
+/// tray's, and `corral push listen`'s on a machine without one. Two
+/// followers share the pace: each looks only at what nobody looked at
+/// for [`LOOK_EVERY`] (the store says when).
+pub fn start_following(home: crate::home::Home) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name("corral-pulls".into()).spawn(move || {
+        let mut follower = Follower::default();
+        loop {
+            let next = match Store::open(&home) {
+                Ok(mut store) => follower.look_due(&mut store),
+                Err(e) => {
+                    tracing::warn!("cannot follow pull requests: {e}");
+                    LOOK_EVERY
+                }
+            };
+            std::thread::sleep(next);
+        }
+    })
+}
+
 impl Follower {
     /// Looks at each open pull request last looked at [`LOOK_EVERY`] ago
     /// or more (not before its retry after a failure); how long until the

@@ -19,7 +19,7 @@ mod open;
 mod push;
 mod tool;
 
-pub use follow::{look, send, Follower, LOOK_EVERY};
+pub use follow::{look, send, start_following, Follower, LOOK_EVERY};
 pub use issue::task_from_issue;
 pub use onto::{pull_request_head, PullRequestHead};
 pub use open::{open, Opened, Options};

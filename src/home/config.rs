@@ -101,14 +101,15 @@ pub struct PushConfig {
     /// What is pushed: `budget` (a budget reached, with Allow more and
     /// Stop), `denied` (a run that ended with actions denied, with Allow
     /// and continue), `failed` (a run that failed), `usage_limit` (runs
-    /// paused at a limit). Default: all.
+    /// paused at a limit), `pull_request` (what the forge asks of a run's
+    /// pull request, with Send to the run, or its end there). Default: all.
     #[serde(default = "PushConfig::everything")]
     pub send: Vec<String>,
 }
 
 impl PushConfig {
     /// Every kind of push.
-    pub const KINDS: &'static [&'static str] = &["budget", "denied", "failed", "usage_limit"];
+    pub const KINDS: &'static [&'static str] = &["budget", "denied", "failed", "usage_limit", "pull_request"];
 
     fn everything() -> Vec<String> {
         Self::KINDS.iter().map(|k| k.to_string()).collect()

@@ -56,6 +56,9 @@ pub fn act(store: &mut Store, shepherd: &ShepherdCommand, secret: &[u8], text: &
     if signed.action == "allow-denied" {
         return allow_denied(store, shepherd, signed.key);
     }
+    if signed.action == "send" {
+        return send_review(store, shepherd, signed.key);
+    }
     let answer = match signed.action.as_str() {
         "allow" => Answer::AllowMore,
         "stop" => Answer::Stop,
@@ -93,6 +96,29 @@ fn allow_denied(store: &mut Store, shepherd: &ShepherdCommand, key: String) -> R
     match crate::verbs::allow::allow_denied(store, &run.id, "", shepherd) {
         Ok(_) => Ok(Acted::Done { key, action: "allow-denied".into() }),
         Err(crate::verbs::allow::AllowError::Store(e)) => Err(e),
+        Err(e) => Ok(Acted::Refused(e.to_string())),
+    }
+}
+
+/// "Send to the run" for the pull request ask `key` names: what the forge
+/// asks sent to the run in its own session (as `corral pr RUN --send`),
+/// once, and only while that ask is the one that waits (an answer to an
+/// earlier review acts on nothing).
+fn send_review(store: &mut Store, shepherd: &ShepherdCommand, key: String) -> Result<Acted, StoreError> {
+    let run_id = key.strip_prefix("pr:").and_then(|rest| rest.split(':').next()).unwrap_or("");
+    let current = match store.pull_request(run_id)? {
+        Some(pr) if pr.asks() => crate::attention::announce::pull_request(store, &pr)?.map(|(key, _)| key),
+        _ => None,
+    };
+    if current.as_deref() != Some(key.as_str()) {
+        return Ok(Acted::Refused(format!("{key} waits for no answer now (answered elsewhere, or over)")));
+    }
+    if !store.answer_push(&key)? {
+        return Ok(Acted::Refused(format!("{key} was answered already")));
+    }
+    match crate::forge::send(store, run_id, shepherd) {
+        Ok(()) => Ok(Acted::Done { key, action: "send".into() }),
+        Err(crate::forge::ForgeError::Store(e)) => Err(e),
         Err(e) => Ok(Acted::Refused(e.to_string())),
     }
 }
@@ -238,9 +264,14 @@ fn next_try(store: &Store) -> Result<Option<Instant>, ListenError> {
     Ok(Some(Instant::now() + wait.clamp(CLAIM_LOOK, CLAIM_CHECK)))
 }
 
-/// `corral push listen`'s work: both halves, for ever.
+/// `corral push listen`'s work: both halves, and the runs' pull requests
+/// followed (the tray follows them itself), for ever.
 pub fn run_for_ever(home: &Home) -> Result<(), ListenError> {
-    for thread in start(home)? {
+    let threads = start(home)?;
+    // On a machine without the tray, what the forge asks of a run is
+    // pushed only if this asks the forge.
+    let following = crate::forge::start_following(home.clone()).map_err(io("starting a thread"))?;
+    for thread in threads.into_iter().chain([following]) {
         let _ = thread.join();
     }
     Ok(())

@@ -1,8 +1,10 @@
 //! What is pushed, and sending it: a budget reached (with "Allow $2 more"
 //! and "Stop"), a run that ended with actions denied (with "Allow and
-//! continue"), a run that failed, and runs paused at a usage limit, each
-//! kept in the store under its key (`budget:RUN:BUDGET`, `denied:RUN:END`,
-//! `failed:RUN`, `limit:AGENT RESET`) so it is sent once, by whichever
+//! continue"), a run that failed, runs paused at a usage limit, and what
+//! the forge asks of a run's pull request (with "Send to the run") or its
+//! end there, each kept in the store under its key (`budget:RUN:BUDGET`,
+//! `denied:RUN:END`, `failed:RUN`, `limit:AGENT RESET`, `pr:RUN:ASKED` or
+//! `pr:RUN:STATE`) so it is sent once, by whichever
 //! process claims it; one the server did not take is sent again later.
 //! Endings are pushed from `since` on (when the sender started): turning
 //! pushes on does not send the history.
@@ -94,6 +96,23 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
             let key = format!("limit:{key}");
             let message = json!({"key": key, "title": note.summary, "message": note.body, "priority": 3,
                 "tags": ["hourglass"], "run": note.run, "actions": []});
+            wanted.push((key, message));
+        }
+    }
+    if config.sends("pull_request") {
+        for pr in store.pull_requests()? {
+            let Some((key, note)) = crate::attention::announce::pull_request(store, &pr)? else { continue };
+            // The forge's words are a detail; without details, what is asked.
+            let message = match config.details {
+                true => note.body,
+                false => format!("Send it to the run, or see it with `corral show {}`.", pr.run_id),
+            };
+            let actions = match pr.asks() {
+                true => json!([{"label": "Send to the run", "answer": token::sign(secret, &key, "send", expires)}]),
+                false => json!([]),
+            };
+            let message = json!({"key": key, "title": note.summary, "message": message, "priority": 3,
+                "tags": ["arrows_counterclockwise"], "run": pr.run_id, "actions": actions});
             wanted.push((key, message));
         }
     }

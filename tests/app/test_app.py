@@ -1226,7 +1226,8 @@ def test_review_and_reply(session, env):
 def test_the_tray_follows_pull_requests(session, env):
     """A pull request opened from a run (`corral pr`) is followed by the
     tray: what the forge asks of it (changes requested) is in Needs you
-    with Send to the run, without anyone asking the forge by hand."""
+    with Send to the run, and said once on the desktop, without anyone
+    asking the forge by hand."""
     repository_with_remote(env)
     view = env.root / "view.json"
     view.write_text(json.dumps({"state": "OPEN", "reviewDecision": "CHANGES_REQUESTED", "statusCheckRollup": [],
@@ -1241,9 +1242,13 @@ def test_the_tray_follows_pull_requests(session, env):
     env.env["FAKE_GH_PR"] = str(view)
     kill_app()
     known = len(session.watcher.items)
+    before = len(session.notifications.shown)
     tray = env.start_tray()
     # This tray's item, not one an earlier test's tray left registered.
     item = wait_until("the tray", lambda: len(session.watcher.items) > known and session.tray())
+
+    def notes():
+        return [n for n in session.notifications.shown[before:] if "pull request #7" in n["summary"]]
 
     def asked():
         _, nested = tray_menu(item, depth=True)
@@ -1251,12 +1256,17 @@ def test_the_tray_follows_pull_requests(session, env):
 
     shown = wait_until("the forge's ask in the tray", asked, timeout=30)
     assert "changes requested" in shown[0], shown
+    # And on the desktop, once, with what the reviewer said and how to send it.
+    note = wait_until("the forge's ask as a notification", notes)[0]
+    assert note["summary"] == f"⇅ small ({run}): pull request #7: changes requested", note
+    assert "Not yet." in note["body"] and f"corral pr {run} --send" in note["body"], note
     # An `&` in a label is shown as written (a folder `R&D`), never taken
     # for an access key's mark.
     amp = env.launch("quick", "the R&D notes")
     wait_until("its end", lambda: env.show(amp)["exited_at"] is not None)
     wait_until("the & as written", lambda: any("the R&D notes" in label for _, label in tray_menu(item)[1]))
     assert not any("the RD notes" in label or "R_D" in label for _, label in tray_menu(item)[1]), tray_menu(item)[1]
+    assert len(notes()) == 1, "said once, though the tray looked again"
     tray.kill()
     tray.wait()
 

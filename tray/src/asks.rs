@@ -1,8 +1,9 @@
 //! What waits for the user, on the desktop: a budget reached (one
 //! notification per budget, with "Allow $2 more" and "Stop", taken back the
 //! moment it is answered anywhere: a button, the window, the CLI, a parent
-//! agent over MCP), and runs paused at a usage limit (one notification per
-//! limit, however many runs it paused).
+//! agent over MCP), runs paused at a usage limit (one notification per
+//! limit, however many runs it paused), and what the forge asks of a run's
+//! pull request or its end there (one notification per ask).
 
 use std::collections::BTreeSet;
 
@@ -20,9 +21,9 @@ use crate::notify::Herald;
 #[derive(Debug, Default)]
 pub struct Asking {
     shown: BTreeSet<(String, String)>,
-    /// Usage limits said (agent and reset time): one notification each,
-    /// however many runs they paused.
-    limits_said: BTreeSet<String>,
+    /// Usage limits (agent and reset time) and pull requests' asks and
+    /// ends said: one notification each, however many runs a limit paused.
+    notes_said: BTreeSet<String>,
 }
 
 impl Asking {
@@ -39,11 +40,12 @@ impl Asking {
             }
         }
         self.shown.retain(|shown| waiting.contains(shown));
-        let limits = corral::attention::announce::usage_limits(store)?;
-        self.limits_said.retain(|key| limits.iter().any(|(k, _)| k == key));
+        let mut notes = corral::attention::announce::usage_limits(store)?;
+        notes.extend(corral::attention::announce::pull_requests(store)?);
+        self.notes_said.retain(|key| notes.iter().any(|(k, _)| k == key));
         if !quiet {
-            for (key, note) in limits {
-                if self.limits_said.insert(key) {
+            for (key, note) in notes {
+                if self.notes_said.insert(key) {
                     herald.announce(note, Vec::new());
                 }
             }

@@ -16,7 +16,6 @@ mod hosts;
 mod instance;
 mod notify;
 mod panel;
-mod pulls;
 mod retention;
 mod schedules;
 mod state;
@@ -90,7 +89,9 @@ fn run_tray(open_window: bool) -> anyhow::Result<()> {
     panel::create(state.clone())?;
     retention::start(state.home.clone()).map_err(error::TrayError::Retention)?;
     hosts::start(state.home.clone()).map_err(error::TrayError::Hosts)?;
-    pulls::start(state.home.clone()).map_err(error::TrayError::Pulls)?;
+    // Each open pull request asked about at most once a minute: what the
+    // forge asks of a run becomes a "Needs you" item.
+    corral::forge::start_following(state.home.clone()).map_err(error::TrayError::Pulls)?;
     schedules::start(state.home.clone()).map_err(error::TrayError::Schedules)?;
     // Answers from the phone and what needs the user pushed, while the tray
     // runs (a change to [push] takes effect at the tray's next start).
