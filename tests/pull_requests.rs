@@ -69,6 +69,21 @@ impl Forge {
         git(&self.remote, &["show", &format!("{branch}:{file}")])
     }
 
+    /// The remote `origin` moved to `url` (`git@HOST:o/r.git`), served by
+    /// the ssh stand-in from a folder where `o/r.git` is the bare
+    /// repository: git's own protocol, to a forge's address. That folder.
+    fn on_host(&self, url: &str) -> PathBuf {
+        let root = self.env.user_home.join("ssh");
+        std::fs::create_dir_all(root.join("o")).unwrap();
+        std::os::unix::fs::symlink(&self.remote, root.join("o/r.git")).unwrap();
+        let p = &self.env.project;
+        let ssh = format!("{} -C {}", fake_agent("ssh-to-folder"), root.display());
+        git(p, &["config", "core.sshCommand", &ssh]);
+        git(p, &["config", "ssh.variant", "simple"]);
+        git(p, &["remote", "set-url", "origin", url]);
+        root
+    }
+
     fn run_edit(&self, task: &str) -> String {
         let id = self.env.launch("edit", task);
         self.env.wait_end(&id);
@@ -481,13 +496,7 @@ fn a_run_on_a_pull_requests_branch_pushes_to_it() {
 fn a_gitlab_merge_request_says_its_failed_job_and_open_threads() {
     let forge = Forge::new();
     let home = &forge.env.user_home;
-    std::fs::create_dir_all(home.join("ssh/o")).unwrap();
-    std::os::unix::fs::symlink(&forge.remote, home.join("ssh/o/r.git")).unwrap();
-    let p = &forge.env.project;
-    let ssh = format!("{} -C {}", fake_agent("ssh-to-folder"), home.join("ssh").display());
-    git(p, &["config", "core.sshCommand", &ssh]);
-    git(p, &["config", "ssh.variant", "simple"]);
-    git(p, &["remote", "set-url", "origin", "git@gitlab.example.com:o/r.git"]);
+    forge.on_host("git@gitlab.example.com:o/r.git");
     std::os::unix::fs::symlink(fake_agent("glab"), forge.env.bin.join("glab")).unwrap();
 
     let id = forge.run_edit("explain the notes");
@@ -599,4 +608,35 @@ fn what_the_forge_asks_is_pushed_and_sent_to_the_run_from_the_phone() {
     assert!(store.replies(&id).unwrap()[0].text.contains("The secret plan, reworded."), "the reviewer's words");
     assert_eq!(pushed().len(), 1, "pushed once");
     assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "answered, it needs you no more");
+}
+
+/// No rights on the repository: the run's branch goes to the user's fork,
+/// made with `gh repo fork` as `gh` itself does, and the pull request is
+/// asked of the repository from `someone:corral/ID`. Run again, it pushes
+/// to the same fork and makes none.
+#[test]
+fn without_rights_the_branch_goes_to_a_fork_of_yours() {
+    let forge = Forge::new();
+    let root = forge.on_host("git@github.com:o/r.git");
+    let root = root.to_str().unwrap();
+    let denied = [("FAKE_SSH_DENY", "o/r.git"), ("FAKE_SSH_ROOT", root)];
+    let id = forge.run_edit("fix the typo");
+    let out = forge.pr(&[&id], &denied);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pull request #7 opened"), "{}", said(&out));
+    let branch = format!("corral/{id}");
+    let fork = std::path::Path::new(root).join("someone/r.git");
+    assert_eq!(git(&fork, &["show", &format!("{branch}:notes.txt")]), "fix the typo\n", "pushed to the fork");
+    assert!(git(&forge.remote, &["branch", "--list", &branch]).trim().is_empty(), "nothing on the repository");
+    assert_eq!(git(&forge.env.project, &["remote", "get-url", "fork"]).trim(), "git@github.com:someone/r.git");
+    let calls = forge.calls();
+    let (create, _) = calls.iter().find(|(args, _)| args[..2] == ["pr", "create"]).expect("gh pr create");
+    assert_eq!(arg_after(create, "--head"), Some(format!("someone:{branch}").as_str()));
+    assert_eq!(arg_after(create, "--repo"), Some("github.com/o/r"));
+    assert_eq!(arg_after(create, "--base"), Some("main"));
+
+    let again = forge.pr(&[&id], &denied);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("pushed to pull request #7"), "{}", said(&again));
+    let forks = forge.calls().iter().filter(|(args, _)| args[..2] == ["repo", "fork"]).count();
+    assert_eq!(forks, 1, "one fork");
+    assert!(forge.env.show(&id)["pull_request"]["remote"] == "fork", "{:#}", forge.env.show(&id)["pull_request"]);
 }

@@ -4,13 +4,15 @@
 //! login and token are the user's, never Corral's, never in a run's
 //! environment.
 //!
-//! `tool` runs the forge's CLI, `push` says git's refusals in words,
+//! `tool` runs the forge's CLI, `push` says git's refusals in words (`fork`
+//! pushes to the user's fork where they may not push),
 //! `open` is the verb (`corral pr`, MCP `open_pull_request`), `issue` makes
 //! an issue a run's task (`corral launch --issue`), `follow` reads what the
 //! forge says of a pull request and sends it to the run (`gitlab` what
 //! GitLab says, `log_tail` the end of a failed check's log).
 
 mod follow;
+mod fork;
 mod gitlab;
 mod issue;
 mod log_tail;

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::fork::{push_to_fork, Fork};
 use super::push::{push, remote_for};
 use super::tool::{Forge, Tool};
 use super::ForgeError;
@@ -111,17 +112,38 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
     // started on (`launch --pr`), which its commits must build upon.
     let to = known.as_ref().map_or_else(|| worktree.branch.clone(), |pr| pr.head.clone());
     let upon = if to == worktree.branch { base.clone() } else { to.clone() };
-    refuse_unpublished_base(&repo, &remote, &upon, &worktree)?;
+    // The base lives on the repository the pull request is opened in (not
+    // on a fork its branch is pushed to).
+    let base_remote = match to == worktree.branch {
+        true => remote_for(&repo, None, &base).map_or_else(|_| remote.clone(), |(name, _)| name),
+        false => remote.clone(),
+    };
+    refuse_unpublished_base(&repo, &base_remote, &upon, &worktree)?;
     let changes = worktree::changes(&worktree)?;
     let published = worktree::commit_for_review(&repo, &worktree, &review::commit_message(&run))?;
-    push(&repo, &remote, &worktree.branch, &to)?;
+    let mut remote = remote;
+    let mut from = FromWhere::Repository;
+    match push(&repo, &remote, &worktree.branch, &to) {
+        Ok(()) => {}
+        // No rights on the repository: the user's fork, as `gh` does, unless
+        // they named where to push.
+        Err(refused)
+            if refused.no_rights && known.is_none() && options.remote.is_none() && tool.forge() == Forge::GitHub =>
+        {
+            let fork = push_to_fork(tool, &repo, &url, &worktree.branch, refused)?;
+            remote = fork.remote.clone();
+            from = FromWhere::Fork(fork);
+        }
+        Err(refused) => return Err(refused.into()),
+    }
     let now = time::format(time::now());
     let (url, number, opened) = match &known {
         Some(pr) => (pr.url.clone(), pr.number, false),
         None => {
             let title = clean_line(options.title.as_deref().unwrap_or_else(|| first_line(&run.task)));
             let body = options.body.clone().unwrap_or_else(|| body_of(&run, &changes));
-            let (url, number) = create(tool, &repo, &worktree.branch, &base, &title, &body, options.draft)?;
+            let asked = Asked { head: &worktree.branch, base: &base, title: &title, body: &body, draft: options.draft };
+            let (url, number) = create(tool, &repo, &asked, &from)?;
             (url, number, true)
         }
     };
@@ -227,23 +249,40 @@ fn refuse_unpublished_base(
     }
 }
 
-/// Asks the forge's CLI for the pull request: its page and number.
-fn create(
-    tool: Tool,
-    repo: &Path,
-    head: &str,
-    base: &str,
-    title: &str,
-    body: &str,
+/// What a new pull request asks: from which branch into which, and its words.
+struct Asked<'a> {
+    head: &'a str,
+    base: &'a str,
+    title: &'a str,
+    body: &'a str,
     draft: bool,
-) -> Result<(String, Option<i64>), ForgeError> {
+}
+
+/// Where the pull request's branch was pushed.
+enum FromWhere {
+    /// The repository's own remote.
+    Repository,
+    /// The user's fork (they may not push to the repository).
+    Fork(Fork),
+}
+
+/// Asks the forge's CLI for the pull request: its page and number.
+fn create(tool: Tool, repo: &Path, asked: &Asked, from: &FromWhere) -> Result<(String, Option<i64>), ForgeError> {
     let said = match tool.forge() {
         Forge::GitHub => {
-            let mut args = vec!["pr", "create", "--head", head, "--base", base, "--title", title, "--body-file", "-"];
-            if draft {
+            let head = match from {
+                FromWhere::Repository => asked.head.to_string(),
+                FromWhere::Fork(fork) => format!("{}:{}", fork.owner, asked.head),
+            };
+            let mut args =
+                vec!["pr", "create", "--head", &head, "--base", asked.base, "--title", asked.title, "--body-file", "-"];
+            if let FromWhere::Fork(fork) = from {
+                args.extend(["--repo", fork.upstream.as_str()]);
+            }
+            if asked.draft {
                 args.push("--draft");
             }
-            match tool.run(repo, "open the pull request", &args, Some(body)) {
+            match tool.run(repo, "open the pull request", &args, Some(asked.body)) {
                 // One this run's branch already has (a `corral pr` killed
                 // after the forge made it, before Corral recorded it): it.
                 Err(ForgeError::Refused { said, .. }) if said.contains("already exists") && said.contains("://") => {
@@ -257,16 +296,16 @@ fn create(
                 "mr",
                 "create",
                 "--source-branch",
-                head,
+                asked.head,
                 "--target-branch",
-                base,
+                asked.base,
                 "--title",
-                title,
+                asked.title,
                 "--description",
-                body,
+                asked.body,
                 "--yes",
             ];
-            if draft {
+            if asked.draft {
                 args.push("--draft");
             }
             tool.run(repo, "open the merge request", &args, None)?

@@ -27,20 +27,43 @@ pub(super) fn remote_for(repo: &Path, asked: Option<&str>, base: &str) -> Result
     Ok((name, url.trim().to_string()))
 }
 
+/// A push the remote (or git) refused.
+#[derive(Debug)]
+pub(super) struct Refusal {
+    /// The user may not push to the remote at all (a fork would take it).
+    pub no_rights: bool,
+    /// Why, in words, with what to run.
+    pub words: String,
+}
+
+impl From<Refusal> for ForgeError {
+    fn from(refusal: Refusal) -> Self {
+        ForgeError::PushRefused(refusal.words)
+    }
+}
+
 /// Pushes `branch` of `repo` to the branch `to` of `remote`: a
 /// fast-forward only (never over commits someone else pushed there).
-pub(super) fn push(repo: &Path, remote: &str, branch: &str, to: &str) -> Result<(), ForgeError> {
+pub(super) fn push(repo: &Path, remote: &str, branch: &str, to: &str) -> Result<(), Refusal> {
     let refspec = format!("refs/heads/{branch}:refs/heads/{to}");
     let out = Command::new("git")
         .args(["-C", &repo.to_string_lossy(), "push", "--porcelain", remote, &refspec])
         .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .map_err(|e| ForgeError::PushRefused(format!("cannot run git to push the run's branch: {e}")))?;
-    if out.status.success() {
-        return Ok(());
-    }
+        .output();
+    let out = match out {
+        Ok(out) if out.status.success() => return Ok(()),
+        Ok(out) => out,
+        Err(e) => {
+            let words = format!("cannot run git to push the run's branch: {e}");
+            return Err(Refusal { no_rights: false, words });
+        }
+    };
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    Err(ForgeError::PushRefused(refusal(&said, repo, remote, to)))
+    let lower = said.to_lowercase();
+    let no_rights = !lower.contains("protected")
+        && (lower.contains("permission") || lower.contains("403") || lower.contains("denied to"));
+    let words = refusal(&said, repo, remote, to);
+    Err(Refusal { no_rights, words })
 }
 
 /// git's refusal of a push, in words, with what to run.
