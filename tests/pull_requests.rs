@@ -640,3 +640,96 @@ fn without_rights_the_branch_goes_to_a_fork_of_yours() {
     assert_eq!(forks, 1, "one fork");
     assert!(forge.env.show(&id)["pull_request"]["remote"] == "fork", "{:#}", forge.env.show(&id)["pull_request"]);
 }
+
+/// Several runs' work as one pull request, and back: each run's work is
+/// committed on its branch and merged in the order given onto the remote's
+/// base, on a branch of its own, and one pull request asked for; the
+/// review is sent to each of its runs, and what they commit next is pushed
+/// to the same pull request. Runs that change the same lines are refused
+/// before anything is pushed.
+#[test]
+fn several_runs_go_as_one_pull_request_and_back() {
+    let forge = Forge::new();
+    forge.env.use_fake("claude", "conversing");
+    forge.env.agent_preset("talk", "claude", "worktree: true\n");
+    let home = &forge.env.user_home;
+    let launch = |task: &str, file: &str| {
+        let log = home.join(format!("{file}.turns"));
+        let id =
+            forge.env.launch_env("talk", task, &[("CONVERSE_LOG", log.to_str().unwrap()), ("CONVERSE_WRITE", file)]);
+        (id, log)
+    };
+    let (a, a_turns) = launch("talk write a", "a.md");
+    let (b, b_turns) = launch("talk write b", "b.md");
+    forge.env.wait_end(&a);
+    forge.env.wait_end(&b);
+
+    let out = forge.pr(&[&a, &b], &[]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("{a} {b}  pull request #7 opened")),
+        "{}",
+        said(&out)
+    );
+    let branch = format!("corral/together-{a}");
+    assert_eq!(forge.remote_file(&branch, "a.md"), "talk write a\n");
+    assert_eq!(forge.remote_file(&branch, "b.md"), "talk write b\n");
+    let calls = forge.calls();
+    let creates: Vec<_> = calls.iter().filter(|(args, _)| args[..2] == ["pr", "create"]).collect();
+    assert_eq!(creates.len(), 1, "one pull request");
+    let (args, body) = creates[0];
+    assert_eq!(arg_after(args, "--head"), Some(branch.as_str()));
+    assert_eq!(arg_after(args, "--title"), Some("talk write a; talk write b"));
+    assert!(body.contains("## 1. talk write a") && body.contains("## 2. talk write b"), "{body}");
+    for id in [&a, &b] {
+        assert_eq!(forge.env.show(id)["pull_request"]["number"], 7, "each run says its pull request");
+    }
+
+    let view = home.join("view.json");
+    let json = serde_json::json!({"state": "OPEN", "reviewDecision": "CHANGES_REQUESTED", "statusCheckRollup": [],
+        "reviews": [{"author": {"login": "alice"}, "state": "CHANGES_REQUESTED", "body": "Both need a title."}]});
+    std::fs::write(&view, json.to_string()).unwrap();
+    assert!(forge.pr(&[&b, "--check"], &[("FAKE_GH_PR", view.to_str().unwrap())]).status.success());
+    let needs = forge.env.ok(&["needs"]);
+    assert_eq!(needs.matches("pull request #7").count(), 1, "one item for the pull request: {needs}");
+    assert!(needs.contains(&format!("2 runs ({a}, {b}): pull request #7: changes requested")), "{needs}");
+    let sent = forge.pr(&[&b, "--send"], &[]);
+    assert!(sent.status.success(), "{}", said(&sent));
+    for (id, turns) in [(&a, &a_turns), (&b, &b_turns)] {
+        forge.env.wait_run(id, std::time::Duration::from_secs(30), |r| {
+            r["status"] == "completed" && std::fs::read_to_string(turns).unwrap_or_default().lines().count() == 2
+        });
+    }
+    let before = git(&forge.remote, &["rev-parse", &branch]);
+    let pushed = forge.pr(&[&a], &[]);
+    assert!(
+        String::from_utf8_lossy(&pushed.stdout).contains(&format!("{a} {b}  pushed to pull request #7")),
+        "{}",
+        said(&pushed)
+    );
+    for file in ["a.md", "b.md"] {
+        let text = forge.remote_file(&branch, file);
+        assert!(text.contains("Both need a title.") && text.contains("2 runs merged together"), "{file}: {text}");
+    }
+    let after = git(&forge.remote, &["rev-parse", &branch]);
+    let ancestor = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&forge.remote)
+        .args(["merge-base", "--is-ancestor", before.trim(), after.trim()])
+        .status()
+        .unwrap();
+    assert!(ancestor.success(), "pushed on top of what the pull request held");
+    assert_eq!(forge.calls().iter().filter(|(args, _)| args[..2] == ["pr", "create"]).count(), 1);
+    assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "answered");
+
+    // Two runs that change the same lines: refused, nothing pushed.
+    let c = forge.run_edit("one way");
+    let d = forge.run_edit("another way");
+    let out = forge.pr(&[&c, &d], &[]);
+    let refused = said(&out);
+    assert!(!out.status.success() && refused.contains(&format!("runs {c} and {d} both change notes.txt")), "{refused}");
+    assert!(refused.contains("nothing was pushed"), "{refused}");
+    assert!(git(&forge.remote, &["branch", "--list", &format!("corral/together-{c}")]).trim().is_empty());
+    // A pull request of several takes no run that is not one of its own.
+    let out = forge.pr(&[&c, &a], &[]);
+    assert!(said(&out).contains(&format!("run {c} is not one of pull request #7's runs")), "{}", said(&out));
+}

@@ -216,7 +216,16 @@ pub(crate) fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow
     };
     let id = run.id.as_str();
     let name = pr.name();
-    let who = format!("{} ({id})", run.preset);
+    let mut who = format!("{} ({id})", run.preset);
+    let mut runs = vec![id.to_string()];
+    if pr.together {
+        // One item for the pull request of several runs, on its first.
+        runs = store.runs_together(&pr.url)?;
+        if runs.first().map(String::as_str) != Some(id) {
+            return Ok(None);
+        }
+        who = format!("{} runs ({})", runs.len(), runs.join(", "));
+    }
     let (chip, words, actions) = if pr.asks() {
         let mut what = Vec::new();
         if pr.review.as_deref() == Some("changes_requested") {
@@ -235,8 +244,13 @@ pub(crate) fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow
         actions.push(Action::new("Dismiss", &["pr", id, "--dismiss"]));
         ("pull request", format!("{who}: {} {name}: {}", pr.kind(), what.join(", ")), actions)
     } else if pr.ended_unseen() && run.worktree.is_some() {
-        let actions =
-            vec![Action::new("Remove worktree", &["discard", id]), Action::new("Dismiss", &["pr", id, "--dismiss"])];
+        let actions = vec![
+            Action::new(
+                "Remove worktree",
+                &[&["discard"], runs.iter().map(String::as_str).collect::<Vec<_>>().as_slice()].concat(),
+            ),
+            Action::new("Dismiss", &["pr", id, "--dismiss"]),
+        ];
         (
             "pull request",
             format!("{who}: {} {name} was {} on the forge: its worktree can go", pr.kind(), pr.state),

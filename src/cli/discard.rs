@@ -1,5 +1,6 @@
-//! `corral discard RUN`: removes a run's worktree and its branch. Refused
-//! while the run is active.
+//! `corral discard RUN…`: removes a run's worktree and its branch (each
+//! run's, in order: the runs of a pull request of several merged on the
+//! forge). Refused while the run is active.
 
 use std::io::Write;
 
@@ -7,20 +8,29 @@ use corral::Store;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Run id (or a unique prefix).
-    pub run: String,
-    /// Print the run as JSON.
+    /// Run id (or a unique prefix); several are discarded in order.
+    #[arg(required = true, num_args = 1.., value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// Print the run as JSON (several: a list).
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
-    let branch = corral::verbs::review::recorded_worktree_of(&store.find_run(&args.run)?)?.branch.clone();
-    let run = corral::verbs::review::discard(store, &args.run)?;
+    let mut discarded = Vec::new();
+    for id in &args.runs {
+        let branch = corral::verbs::review::recorded_worktree_of(&store.find_run(id)?)?.branch.clone();
+        let run = corral::verbs::review::discard(store, id)?;
+        if !args.json {
+            writeln!(out, "{}  worktree and branch {branch} removed", run.id)?;
+        }
+        discarded.push(run);
+    }
     if args.json {
-        super::print_json(out, &run)?;
-    } else {
-        writeln!(out, "{}  worktree and branch {branch} removed", run.id)?;
+        match discarded.as_slice() {
+            [one] => super::print_json(out, one)?,
+            all => super::print_json(out, &all)?,
+        }
     }
     Ok(0)
 }

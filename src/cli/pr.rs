@@ -1,7 +1,8 @@
-//! `corral pr RUN`: the run's work as a pull request (GitHub, with `gh`) or
-//! merge request (GitLab, with `glab`): committed on its branch as your own
-//! commit would be, pushed, and opened — or, once one is open, pushed to
-//! again. Nothing is pushed unless you ask (an agent may only where its
+//! `corral pr RUN…`: the run's work as a pull request (GitHub, with `gh`)
+//! or merge request (GitLab, with `glab`): committed on its branch as your
+//! own commit would be, pushed, and opened — or, once one is open, pushed
+//! to again. Several runs go as one pull request, merged in the order
+//! given. Nothing is pushed unless you ask (an agent may only where its
 //! preset says `pr: allow`).
 
 use std::io::Write;
@@ -11,8 +12,10 @@ use corral::Store;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Run id (or unique prefix).
-    pub run: String,
+    /// Run id (or unique prefix); several: one pull request of their work,
+    /// merged in this order.
+    #[arg(required = true, num_args = 1.., value_name = "RUN")]
+    pub runs: Vec<String>,
     /// Open it as a draft.
     #[arg(long)]
     pub draft: bool,
@@ -49,8 +52,13 @@ pub struct Args {
 }
 
 pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut impl Write) -> anyhow::Result<i32> {
+    let one = match (args.runs.as_slice(), args.check || args.dismiss || args.send) {
+        ([one], _) => one.clone(),
+        (_, true) => anyhow::bail!("--check, --send and --dismiss take one run (any run of its pull request)"),
+        (_, false) => String::new(),
+    };
     if args.check {
-        let pr = corral::forge::look(store, &args.run)?;
+        let pr = corral::forge::look(store, &one)?;
         if args.json {
             super::print_json(out, &pr)?;
         } else {
@@ -59,7 +67,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
         return Ok(0);
     }
     if args.dismiss {
-        let run = store.find_run(&args.run)?;
+        let run = store.find_run(&one)?;
         if store.pull_request(&run.id)?.is_none() {
             anyhow::bail!("run {} has no pull request: open one with `corral pr {}`", run.id, run.id);
         }
@@ -68,8 +76,8 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
         return Ok(0);
     }
     if args.send {
-        corral::forge::send(store, &args.run, shepherd)?;
-        writeln!(out, "{}  the forge's feedback sent: it goes on in its session", args.run)?;
+        let sent = corral::forge::send(store, &one, shepherd)?;
+        writeln!(out, "{}  the forge's feedback sent: it goes on in its session", sent.join(", "))?;
         return Ok(0);
     }
     let options = corral::forge::Options {
@@ -80,17 +88,18 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
         remote: args.remote,
         caller: corral::run::caller::caller_run(store)?,
     };
-    let opened = corral::forge::open(store, &args.run, &options)?;
+    let opened = corral::forge::open_together(store, &args.runs, &options)?;
     if args.json {
         super::print_json(out, &opened)?;
         return Ok(0);
     }
     let what = opened.forge.request_name();
     let url = super::table::name(&opened.url);
+    let runs = if opened.together.is_empty() { opened.run.clone() } else { opened.together.join(" ") };
     if opened.opened {
-        writeln!(out, "{}  {what} {} opened: {url}", opened.run, opened.name())?;
+        writeln!(out, "{runs}  {what} {} opened: {url}", opened.name())?;
     } else {
-        writeln!(out, "{}  pushed to {what} {}: {url}", opened.run, opened.name())?;
+        writeln!(out, "{runs}  pushed to {what} {}: {url}", opened.name())?;
     }
     Ok(0)
 }

@@ -81,7 +81,7 @@ pub(super) fn target(
         Command::Diff(args) => args.runs.iter().collect(),
         Command::Conflicts(args) => args.runs.iter().collect(),
         Command::Merge(args) => args.runs.iter().collect(),
-        Command::Discard(args) => vec![&args.run],
+        Command::Discard(args) => args.runs.iter().collect(),
         Command::Relaunch(args) => vec![&args.run],
         Command::Tail(args) => args.runs.iter().collect(),
         Command::Wait(args) => args.runs.iter().collect(),

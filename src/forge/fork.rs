@@ -57,14 +57,43 @@ impl Place {
     }
 }
 
-/// Pushes `branch` to the user's fork of the repository at `url` (whose
-/// remote refused it): found among the remotes, else made. The run's
-/// branch keeps its name there.
-pub(super) fn push_to_fork(
+/// Where a pull request's branch was pushed.
+pub(super) enum FromWhere {
+    /// The repository's own remote.
+    Repository,
+    /// The user's fork (they may not push to the repository).
+    Fork(Fork),
+}
+
+/// Pushes the ref `from` to the branch `to` of `remote` (at `url`); where
+/// the user has no rights there and `may_fork` (a new pull request of
+/// GitHub's whose remote the user did not name), to their fork instead.
+/// The remote it went to, and whether that is a fork.
+pub(super) fn push_or_fork(
+    tool: Tool,
+    repo: &Path,
+    (remote, url): (&str, &str),
+    (from, to): (&str, &str),
+    may_fork: bool,
+) -> Result<(String, FromWhere), ForgeError> {
+    match push(repo, remote, from, to) {
+        Ok(()) => Ok((remote.to_string(), FromWhere::Repository)),
+        Err(refused) if refused.no_rights && may_fork && tool.forge() == super::Forge::GitHub => {
+            let fork = push_to_fork(tool, repo, url, (from, to), refused)?;
+            Ok((fork.remote.clone(), FromWhere::Fork(fork)))
+        }
+        Err(refused) => Err(refused.into()),
+    }
+}
+
+/// Pushes the ref `from` to the branch `to` of the user's fork of the
+/// repository at `url` (whose remote refused it): found among the
+/// remotes, else made.
+fn push_to_fork(
     tool: Tool,
     repo: &Path,
     url: &str,
-    branch: &str,
+    (from, to): (&str, &str),
     refused: Refusal,
 ) -> Result<Fork, ForgeError> {
     let Some(upstream) = Place::of(url) else { return Err(refused.into()) };
@@ -114,7 +143,7 @@ pub(super) fn push_to_fork(
     let mut tries = if made { 8 } else { 1 };
     loop {
         tries -= 1;
-        match push(repo, &remote, branch, branch) {
+        match push(repo, &remote, from, to) {
             Ok(()) => break,
             Err(refusal) if tries > 0 && !refusal.no_rights => std::thread::sleep(Duration::from_secs(2)),
             Err(refusal) => return Err(refusal.into()),

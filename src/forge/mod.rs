@@ -4,7 +4,8 @@
 //! login and token are the user's, never Corral's, never in a run's
 //! environment.
 //!
-//! `tool` runs the forge's CLI, `push` says git's refusals in words (`fork`
+//! `together` is one pull request of several runs' work. `tool` runs the
+//! forge's CLI, `push` says git's refusals in words (`fork`
 //! pushes to the user's fork where they may not push),
 //! `open` is the verb (`corral pr`, MCP `open_pull_request`), `issue` makes
 //! an issue a run's task (`corral launch --issue`), `follow` reads what the
@@ -19,12 +20,13 @@ mod log_tail;
 mod onto;
 mod open;
 mod push;
+mod together;
 mod tool;
 
 pub use follow::{look, send, start_following, Follower, LOOK_EVERY};
 pub use issue::task_from_issue;
 pub use onto::{pull_request_head, PullRequestHead};
-pub use open::{open, Opened, Options};
+pub use open::{open, open_together, Opened, Options};
 pub use tool::{Forge, Tool};
 
 use crate::store::StoreError;
@@ -88,6 +90,20 @@ pub enum ForgeError {
     /// `--pr` of a pull request from a fork (its branch is not the repository's).
     #[error("pull request {name} comes from a fork ({head}): a run starts on a pull request of this repository's own branches; fetch it yourself and launch with --base")]
     FromFork { name: String, head: String },
+    /// One of several runs for one pull request has one of its own, or
+    /// of other runs.
+    #[error("run {run} has a pull request already ({name}): a pull request of several runs is opened for runs that have none, or pushed to with its own runs")]
+    OtherPullRequest { run: String, name: String },
+    /// A run named with the runs of a pull request of several is not one
+    /// of them.
+    #[error("run {run} is not one of pull request {name}'s runs: push to it with its own runs (`corral pr` of any of them), or open a new one for run {run}")]
+    NotInIt { run: String, name: String },
+    /// Two runs for one pull request change the same lines.
+    #[error("runs {} and {} both change {}; nothing was pushed. Open a pull request of one, then reply to the other to redo its change on top (or leave it out)", .0.first, .0.second, .0.files.join(", "))]
+    Clash(crate::worktree::Conflict),
+    /// One run of several cannot go in the pull request.
+    #[error("run {run}: {why}")]
+    OneOfThem { run: String, why: Box<ForgeError> },
     /// The run has no pull request.
     #[error("run {run} has no pull request: open one with `corral pr {run}`")]
     NoPullRequest { run: String },

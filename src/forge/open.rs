@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::fork::{push_to_fork, Fork};
-use super::push::{push, remote_for};
+use super::fork::{push_or_fork, FromWhere};
+use super::push::remote_for;
 use super::tool::{Forge, Tool};
 use super::ForgeError;
 use crate::run::Run;
@@ -58,6 +58,9 @@ pub struct Opened {
     pub remote: String,
     pub head: String,
     pub base: String,
+    /// Its runs, when it is one pull request of several runs' work.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub together: Vec<String>,
 }
 
 impl Opened {
@@ -67,9 +70,14 @@ impl Opened {
     }
 }
 
-/// Opens a pull request for run `id`'s work, or pushes to the one it has.
+/// Opens a pull request for run `id`'s work, or pushes to the one it has
+/// (with all its runs, if it is one of several runs' work).
 pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, ForgeError> {
-    let run = review::once_exited(store, store.find_run(id)?)?;
+    let found = store.find_run(id)?;
+    if store.pull_request(&found.id)?.is_some_and(|pr| pr.together) {
+        return super::together::open(store, &[found.id], options);
+    }
+    let run = review::once_exited(store, found)?;
     if let Some(caller) = &options.caller {
         allowed(store, caller, &run)?;
     }
@@ -121,21 +129,9 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
     refuse_unpublished_base(&repo, &base_remote, &upon, &worktree)?;
     let changes = worktree::changes(&worktree)?;
     let published = worktree::commit_for_review(&repo, &worktree, &review::commit_message(&run))?;
-    let mut remote = remote;
-    let mut from = FromWhere::Repository;
-    match push(&repo, &remote, &worktree.branch, &to) {
-        Ok(()) => {}
-        // No rights on the repository: the user's fork, as `gh` does, unless
-        // they named where to push.
-        Err(refused)
-            if refused.no_rights && known.is_none() && options.remote.is_none() && tool.forge() == Forge::GitHub =>
-        {
-            let fork = push_to_fork(tool, &repo, &url, &worktree.branch, refused)?;
-            remote = fork.remote.clone();
-            from = FromWhere::Fork(fork);
-        }
-        Err(refused) => return Err(refused.into()),
-    }
+    let may_fork = known.is_none() && options.remote.is_none();
+    let from_ref = format!("refs/heads/{}", worktree.branch);
+    let (remote, from) = push_or_fork(tool, &repo, (&remote, &url), (&from_ref, &to), may_fork)?;
     let now = time::format(time::now());
     let (url, number, opened) = match &known {
         Some(pr) => (pr.url.clone(), pr.number, false),
@@ -173,14 +169,25 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
         remote,
         head: to,
         base,
+        together: Vec::new(),
     })
+}
+
+/// Opens one pull request for the work of runs `ids`, merged in that
+/// order, or pushes what they did since to the one they have (see
+/// `together`). One run is [`open`].
+pub fn open_together(store: &mut Store, ids: &[String], options: &Options) -> Result<Opened, ForgeError> {
+    match ids {
+        [one] => open(store, one, options),
+        _ => super::together::open(store, ids, options),
+    }
 }
 
 /// An agent's `corral pr` (or MCP `open_pull_request`): only on a run of
 /// its own tree (itself, or a run it or its runs launched), and only where
 /// its preset and every preset above it say `pr: allow` — a run never gains
 /// through a child it launched what its own preset withholds.
-fn allowed(store: &Store, caller: &str, run: &Run) -> Result<(), ForgeError> {
+pub(super) fn allowed(store: &Store, caller: &str, run: &Run) -> Result<(), ForgeError> {
     let refused = || ForgeError::NotAllowed { caller: caller.to_string(), run: run.id.clone() };
     let mut at = Some(run.id.clone());
     let mut in_tree = false;
@@ -206,7 +213,7 @@ fn allowed(store: &Store, caller: &str, run: &Run) -> Result<(), ForgeError> {
 
 /// What only the opening of a pull request sets, asked of one open: said,
 /// never silently dropped.
-fn refuse_changes_to(pr: &PullRequestRow, options: &Options) -> Result<(), ForgeError> {
+pub(super) fn refuse_changes_to(pr: &PullRequestRow, options: &Options) -> Result<(), ForgeError> {
     let asked: Vec<&str> = [
         (options.title.is_some(), "--title"),
         (options.body.is_some(), "--body"),
@@ -226,12 +233,13 @@ fn refuse_changes_to(pr: &PullRequestRow, options: &Options) -> Result<(), Forge
 /// The run's branch holds every commit of the one it started from: those
 /// must be on the remote's `base` already, or the pull request would carry
 /// the user's own unpushed commits (or another branch's) without a word.
-fn refuse_unpublished_base(
+/// The commit the remote's `base` is on.
+pub(super) fn refuse_unpublished_base(
     repo: &Path,
     remote: &str,
     base: &str,
     worktree: &worktree::Worktree,
-) -> Result<(), ForgeError> {
+) -> Result<String, ForgeError> {
     let git = |args: &[&str]| super::push::git(repo, args).map(|said| said.trim().to_string());
     let there = git(&["ls-remote", "--", remote, &format!("refs/heads/{base}")])
         .and_then(|said| said.split_whitespace().next().map(str::to_string))
@@ -243,31 +251,28 @@ fn refuse_unpublished_base(
     let started = worktree.merged.as_deref().unwrap_or(&worktree.base);
     let ahead = git(&["rev-list", "--count", started, "--not", &there]).and_then(|n| n.parse::<u64>().ok());
     match ahead {
-        Some(0) => Ok(()),
+        Some(0) => Ok(there),
         Some(count) => Err(ForgeError::UnpublishedBase { remote: remote.into(), base: base.into(), count }),
         None => Err(ForgeError::NoBaseThere { remote: remote.into(), base: base.into() }),
     }
 }
 
 /// What a new pull request asks: from which branch into which, and its words.
-struct Asked<'a> {
-    head: &'a str,
-    base: &'a str,
-    title: &'a str,
-    body: &'a str,
-    draft: bool,
-}
-
-/// Where the pull request's branch was pushed.
-enum FromWhere {
-    /// The repository's own remote.
-    Repository,
-    /// The user's fork (they may not push to the repository).
-    Fork(Fork),
+pub(super) struct Asked<'a> {
+    pub head: &'a str,
+    pub base: &'a str,
+    pub title: &'a str,
+    pub body: &'a str,
+    pub draft: bool,
 }
 
 /// Asks the forge's CLI for the pull request: its page and number.
-fn create(tool: Tool, repo: &Path, asked: &Asked, from: &FromWhere) -> Result<(String, Option<i64>), ForgeError> {
+pub(super) fn create(
+    tool: Tool,
+    repo: &Path,
+    asked: &Asked,
+    from: &FromWhere,
+) -> Result<(String, Option<i64>), ForgeError> {
     let said = match tool.forge() {
         Forge::GitHub => {
             let head = match from {
@@ -322,13 +327,13 @@ fn create(tool: Tool, repo: &Path, asked: &Asked, from: &FromWhere) -> Result<(S
 }
 
 /// The task's first line that says something.
-fn first_line(task: &str) -> &str {
+pub(super) fn first_line(task: &str) -> &str {
     task.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("Work of a Corral run")
 }
 
 /// One line for a title: no control characters (a task or an agent can
 /// hold escape sequences), at most 72 characters, cut at a word.
-fn clean_line(text: &str) -> String {
+pub(super) fn clean_line(text: &str) -> String {
     let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if text.chars().count() <= 72 {
@@ -355,17 +360,24 @@ fn clean_line(text: &str) -> String {
 /// The description: the task, what the agent said last (quoted: its words,
 /// not the user's), the files changed, and which run made it.
 fn body_of(run: &Run, changes: &worktree::Changes) -> String {
+    let made = format!("\n---\nMade by Corral run `{}`: {}.\n", run.id, made_by(run));
+    within_bound(work_of(run, changes, "###"), &made)
+}
+
+/// A run's work for a description: its task, what its agent said last,
+/// the files it changed, under headings of `level` (`###`).
+pub(super) fn work_of(run: &Run, changes: &worktree::Changes, level: &str) -> String {
     let clean =
         |text: &str| -> String { text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect() };
     let mut body = format!("{}\n", clean(run.task.trim()));
     if let Some(said) = run.final_text.as_deref().filter(|t| !t.trim().is_empty()) {
-        body.push_str("\n### What the agent said\n\n");
+        body.push_str(&format!("\n{level} What the agent said\n\n"));
         for line in clean(said.trim()).lines().take(60) {
             body.push_str(&format!("> {line}\n"));
         }
     }
     if !changes.files.is_empty() {
-        body.push_str(&format!("\n### Files changed (+{} −{})\n\n", changes.added, changes.removed));
+        body.push_str(&format!("\n{level} Files changed (+{} −{})\n\n", changes.added, changes.removed));
         for file in changes.files.iter().take(50) {
             let counts =
                 if file.binary { "binary".to_string() } else { format!("+{} −{}", file.added, file.removed) };
@@ -375,16 +387,24 @@ fn body_of(run: &Run, changes: &worktree::Changes) -> String {
             body.push_str(&format!("- and {} more\n", changes.files.len() - 50));
         }
     }
+    body
+}
+
+/// `preset `fixer`, agent claude, model sonnet`.
+pub(super) fn made_by(run: &Run) -> String {
     let model =
         run.resolved_model.as_deref().or(run.model.as_deref()).map(|m| format!(", model {m}")).unwrap_or_default();
-    let made =
-        format!("\n---\nMade by Corral run `{}`: preset `{}`, agent {}{model}.\n", run.id, run.preset, run.agent);
-    // The forges take 65,536 characters; the task may be longer.
+    format!("preset `{}`, agent {}{model}", run.preset, run.agent)
+}
+
+/// `body` cut to what the forges take (the task may be longer), then
+/// `footer`.
+pub(super) fn within_bound(mut body: String, footer: &str) -> String {
     if body.chars().count() > BODY_MOST {
         body = body.chars().take(BODY_MOST).collect();
         body.push_str("\n\n…(cut: the whole task is in the run, `corral show RUN`)\n");
     }
-    body.push_str(&made);
+    body.push_str(footer);
     body
 }
 

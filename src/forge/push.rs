@@ -42,10 +42,11 @@ impl From<Refusal> for ForgeError {
     }
 }
 
-/// Pushes `branch` of `repo` to the branch `to` of `remote`: a
-/// fast-forward only (never over commits someone else pushed there).
-pub(super) fn push(repo: &Path, remote: &str, branch: &str, to: &str) -> Result<(), Refusal> {
-    let refspec = format!("refs/heads/{branch}:refs/heads/{to}");
+/// Pushes the ref `from` of `repo` (`refs/heads/corral/ID`) to the branch
+/// `to` of `remote`: a fast-forward only (never over commits someone else
+/// pushed there).
+pub(super) fn push(repo: &Path, remote: &str, from: &str, to: &str) -> Result<(), Refusal> {
+    let refspec = format!("{from}:refs/heads/{to}");
     let out = Command::new("git")
         .args(["-C", &repo.to_string_lossy(), "push", "--porcelain", remote, &refspec])
         .env("GIT_TERMINAL_PROMPT", "0")

@@ -117,7 +117,7 @@ fn send_review(store: &mut Store, shepherd: &ShepherdCommand, key: String) -> Re
         return Ok(Acted::Refused(format!("{key} was answered already")));
     }
     match crate::forge::send(store, run_id, shepherd) {
-        Ok(()) => Ok(Acted::Done { key, action: "send".into() }),
+        Ok(_) => Ok(Acted::Done { key, action: "send".into() }),
         Err(crate::forge::ForgeError::Store(e)) => Err(e),
         Err(e) => Ok(Acted::Refused(e.to_string())),
     }

@@ -51,6 +51,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0038_spend_by_schedule.sql"),
     include_str!("migrations/0039_pull_requests.sql"),
     include_str!("migrations/0040_changes_are_a_change.sql"),
+    include_str!("migrations/0041_pull_requests_together.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -47,6 +47,8 @@ pub struct PullRequestRow {
     pub looked_at: Option<String>,
     /// Its end on the forge (merged, closed) looked at.
     pub dismissed_at: Option<String>,
+    /// One pull request of several runs' work (`corral pr A B C`).
+    pub together: bool,
 }
 
 /// What the forge said of a pull request at a look.
@@ -98,9 +100,14 @@ impl PullRequestRow {
     }
 }
 
+/// The rows of run `?1`'s pull request: what the forge says of it, its
+/// feedback sent, its end looked at, are the pull request's, whichever of
+/// its runs (a pull request of several, or runs launched on one) asks.
+const SAME: &str = "url = (SELECT url FROM pull_requests WHERE run_id = ?1)";
+
 /// The columns every read takes, in [`row`]'s order.
 const COLUMNS: &str = "run_id, forge, url, number, remote, head, base, draft, state, pushed, opened_at, pushed_at, \
-     checks, review, feedback, feedback_at, sent_at, looked_at, dismissed_at";
+     checks, review, feedback, feedback_at, sent_at, looked_at, dismissed_at, together";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PullRequestRow> {
     Ok(PullRequestRow {
@@ -123,6 +130,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PullRequestRow> {
         sent_at: r.get(16)?,
         looked_at: r.get(17)?,
         dismissed_at: r.get(18)?,
+        together: r.get(19)?,
     })
 }
 
@@ -132,8 +140,9 @@ impl Store {
         self.write("recording a pull request", |tx| {
             tx.execute(
                 "INSERT INTO pull_requests
-                   (run_id, forge, url, number, remote, head, base, draft, state, pushed, opened_at, pushed_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                   (run_id, forge, url, number, remote, head, base, draft, state, pushed, opened_at, pushed_at,
+                    together)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT (run_id) DO UPDATE SET pushed = excluded.pushed, pushed_at = excluded.pushed_at",
                 params![
                     pr.run_id,
@@ -147,7 +156,8 @@ impl Store {
                     pr.state,
                     pr.pushed,
                     pr.opened_at,
-                    pr.pushed_at
+                    pr.pushed_at,
+                    pr.together
                 ],
             )
             .map(drop)
@@ -160,6 +170,15 @@ impl Store {
             .prepare_cached(&format!("SELECT {COLUMNS} FROM pull_requests WHERE run_id = ?1"))
             .and_then(|mut stmt| stmt.query_row([run_id], row).optional())
             .doing("reading a pull request")
+    }
+
+    /// The runs of the pull request of several runs at `url`, in the order
+    /// their work is merged in.
+    pub fn runs_together(&self, url: &str) -> Result<Vec<String>, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT run_id FROM pull_requests WHERE url = ?1 AND together ORDER BY rowid")
+            .and_then(|mut stmt| stmt.query_map([url], |r| r.get(0))?.collect())
+            .doing("reading a pull request's runs")
     }
 
     /// Every pull request Corral follows: open ones, and ended ones whose
@@ -196,14 +215,16 @@ impl Store {
             let Some(before) = before else { return Ok(()) };
             if &before == look {
                 return tx
-                    .execute("UPDATE pull_requests SET looked_at = ?2 WHERE run_id = ?1", params![run_id, now])
+                    .execute(&format!("UPDATE pull_requests SET looked_at = ?2 WHERE {SAME}"), params![run_id, now])
                     .map(drop);
             }
             let feedback = before.feedback;
             let feedback_at = if feedback != look.feedback && look.feedback.is_some() { Some(&now) } else { None };
             tx.execute(
-                "UPDATE pull_requests SET state = ?2, checks = ?3, review = ?4, feedback = ?5,
-                   feedback_at = coalesce(?6, feedback_at), looked_at = ?7 WHERE run_id = ?1",
+                &format!(
+                    "UPDATE pull_requests SET state = ?2, checks = ?3, review = ?4, feedback = ?5,
+                       feedback_at = coalesce(?6, feedback_at), looked_at = ?7 WHERE {SAME}"
+                ),
                 params![run_id, look.state, look.checks, look.review, look.feedback, feedback_at, now],
             )
             .map(drop)
@@ -214,7 +235,7 @@ impl Store {
     pub fn mark_feedback_sent(&mut self, run_id: &str) -> Result<(), StoreError> {
         let now = crate::text::time::format(crate::text::time::now());
         self.write("recording feedback sent", |tx| {
-            tx.execute("UPDATE pull_requests SET sent_at = ?2 WHERE run_id = ?1", params![run_id, now]).map(drop)
+            tx.execute(&format!("UPDATE pull_requests SET sent_at = ?2 WHERE {SAME}"), params![run_id, now]).map(drop)
         })
     }
 
@@ -223,7 +244,8 @@ impl Store {
     pub fn dismiss_pull_request(&mut self, run_id: &str) -> Result<(), StoreError> {
         let now = crate::text::time::format(crate::text::time::now());
         self.write("dismissing a pull request", |tx| {
-            tx.execute("UPDATE pull_requests SET dismissed_at = ?2 WHERE run_id = ?1", params![run_id, now]).map(drop)
+            tx.execute(&format!("UPDATE pull_requests SET dismissed_at = ?2 WHERE {SAME}"), params![run_id, now])
+                .map(drop)
         })
     }
 }

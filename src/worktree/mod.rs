@@ -28,7 +28,7 @@ pub use git::head_of;
 use git::{git, output, Env};
 pub use land::{branch_tip, git_busy, in_branch, land, take_back_files, InBranch, MergeLock, SetRun};
 pub use merge::{prepare_merge_commits, prepare_squashed, Prepared};
-pub use publish::{commit_for_review, Published};
+pub use publish::{commit_for_review, merge_for_review, Published};
 pub use snapshot::{changes, patch, patch_by_file, unmerged, unmerged_on_branch};
 
 /// How much a run's worktree changed.

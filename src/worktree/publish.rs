@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use super::git::{git, ScratchObjects};
-use super::merge::{commit_on_run_branch, judged_by_hooks};
+use super::git::{committer, git, temp_file_with, Env, ScratchObjects};
+use super::merge::{commit_on_run_branch, judged_by_hooks, merge_tree};
 use super::snapshot::{nested_repositories, snapshot, unmerged_from};
 use super::{Worktree, WorktreeError};
 
@@ -56,4 +56,32 @@ pub fn commit_for_review(repo: &Path, worktree: &Worktree, message: &str) -> Res
     // the branch holds is copied into the repository that pushes it.
     objects.keep(repo, &[&commit])?;
     Ok(Published { commit, committed: true })
+}
+
+/// Merges the commit `theirs` (a run's branch, committed for review) into
+/// `onto` for a pull request of several runs: a merge commit made by git's
+/// own three-way merge, apart from any checkout, as the user (or Corral, if
+/// git knows no user). `None` when `onto` holds `theirs` already (nothing
+/// new from that run). Refused with the files when they conflict.
+pub fn merge_for_review(repo: &Path, onto: &str, theirs: &str, message: &str) -> Result<Option<String>, WorktreeError> {
+    let env = Env::default();
+    let held = super::git::output(repo, &["merge-base", "--is-ancestor", theirs, onto], &env, "merging")?;
+    if held.status.success() {
+        return Ok(None);
+    }
+    let tree = match merge_tree(repo, onto, theirs, &env)? {
+        Ok(tree) => tree,
+        Err(files) => {
+            return Err(WorktreeError::WouldConflict(format!(
+                "its work does not merge with what the pull request holds before it: both change {}; nothing was \
+                 pushed",
+                files.join(", ")
+            )))
+        }
+    };
+    let message_file = temp_file_with(message.as_bytes(), "writing the merge's message")?;
+    let message_path = message_file.path().to_string_lossy().into_owned();
+    let mut args: Vec<&str> = committer(repo)?.to_vec();
+    args.extend(["commit-tree", &tree, "-p", onto, "-p", theirs, "-F", &message_path]);
+    Ok(Some(git(repo, &args, "committing the merge")?.trim().to_string()))
 }

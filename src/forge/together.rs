@@ -1,0 +1,214 @@
+//! One pull request of several runs' work (`corral pr A B C`, MCP
+//! `open_pull_request` with several runs): what "review together" judged
+//! fit to merge as a set goes out as one pull request. Each run's work is
+//! committed on its own branch as `corral pr` commits one (the user's
+//! hooks judge it), then the runs' branches are merged in the order given
+//! onto the base as the remote has it, apart from any checkout, kept under
+//! `refs/corral/together/FIRST` and pushed as `corral/together-FIRST`.
+//! Runs that change the same lines, or that started from other branches or
+//! repositories, are refused before anything is committed, as `corral
+//! merge A B C` refuses them. Run again (with any of its runs), it merges
+//! what the runs committed since and pushes to the same pull request.
+
+use std::path::{Path, PathBuf};
+
+use super::fork::push_or_fork;
+use super::open::{
+    allowed, clean_line, create, first_line, made_by, refuse_changes_to, refuse_unpublished_base, within_bound,
+    work_of, Asked, Opened, Options,
+};
+use super::push::remote_for;
+use super::tool::{Forge, Tool};
+use super::ForgeError;
+use crate::run::Run;
+use crate::store::{PullRequestRow, Store};
+use crate::text::time;
+use crate::verbs::review::{self, ReviewError};
+use crate::worktree::{self, Worktree};
+
+/// Opens one pull request for the work of runs `ids`, or pushes what they
+/// did since to the one they have.
+pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Result<Opened, ForgeError> {
+    let ids = members(store, ids)?;
+    let mut runs: Vec<(Run, Worktree)> = Vec::new();
+    for id in &ids {
+        let run = review::once_exited(store, store.find_run(id)?)?;
+        if let Some(caller) = &options.caller {
+            allowed(store, caller, &run)?;
+        }
+        let worktree = review::worktree_of(&run).map_err(ReviewError::from)?.clone();
+        review::refuse_still_writing(&run).map_err(ReviewError::from)?;
+        if let Some(other) = review::working_in(store, &worktree)? {
+            return Err(worktree::WorktreeError::InUse { run: other.id, path: worktree.path.clone() }.into());
+        }
+        review::refuse_carried(store, &run, &worktree)?;
+        runs.push((run, worktree));
+    }
+    let first = runs[0].0.clone();
+    for (other, _) in &runs[1..] {
+        let apart =
+            |why: &str| ReviewError::Apart { first: first.id.clone(), second: other.id.clone(), why: why.into() };
+        if other.worktree_repo != first.worktree_repo {
+            return Err(apart("another repository").into());
+        }
+        if other.worktree_from_branch != first.worktree_from_branch {
+            return Err(apart("another branch").into());
+        }
+    }
+    // Two runs that change the same lines are said as a pair, as a merge
+    // of them says it.
+    let (_, found) = review::conflicts(store, &ids, Path::new("/"))?;
+    if let Some(pair) = found.into_iter().next() {
+        return Err(ForgeError::Clash(pair));
+    }
+    let repo = PathBuf::from(first.worktree_repo.clone().unwrap_or_default());
+    let _lock = worktree::MergeLock::take(&repo)?;
+    let known = store.pull_request(&first.id)?;
+    if let Some(pr) = &known {
+        refuse_changes_to(pr, options)?;
+    }
+    let base = match (&options.base, &known, &first.worktree_from_branch) {
+        (Some(base), _, _) => base.clone(),
+        (None, Some(pr), _) => pr.base.clone(),
+        (None, None, Some(branch)) => branch.clone(),
+        (None, None, None) => return Err(ForgeError::NoBase { run: first.id }),
+    };
+    let (remote, url) = match &known {
+        Some(pr) => remote_for(&repo, Some(&pr.remote), &base)?,
+        None => remote_for(&repo, options.remote.as_deref(), &base)?,
+    };
+    let tool = Tool::of(Forge::of_remote(&url));
+    tool.require()?;
+    if let Some(pr) = &known {
+        let now = super::look(store, &pr.run_id)?;
+        if now.state != "open" {
+            return Err(ForgeError::Ended { run: first.id, name: now.name(), state: now.state });
+        }
+    }
+    let base_remote = remote_for(&repo, None, &base).map_or_else(|_| remote.clone(), |(name, _)| name);
+    let mut there = String::new();
+    for (_, worktree) in &runs {
+        there = refuse_unpublished_base(&repo, &base_remote, &base, worktree)?;
+    }
+    // Built on what the pull request holds, else on the base as the
+    // remote has it: each run's branch merged in, in order.
+    let start = known.as_ref().map_or(there, |pr| pr.pushed.clone());
+    let (mut tip, mut committed, mut changes) = (start.clone(), false, Vec::new());
+    for (run, worktree) in &runs {
+        changes.push(worktree::changes(worktree)?);
+        let published = worktree::commit_for_review(&repo, worktree, &review::commit_message(run))
+            .map_err(|e| apart_from(run, e))?;
+        committed |= published.committed;
+        let message = format!("Merge run {} ({}): {}", run.id, run.preset, first_line(&run.task));
+        let merged =
+            worktree::merge_for_review(&repo, &tip, &published.commit, &message).map_err(|e| apart_from(run, e))?;
+        if let Some(merged) = merged {
+            tip = merged;
+        }
+    }
+    let local = format!("refs/corral/together/{}", first.id);
+    super::push::git(&repo, &["update-ref", &local, &tip]).ok_or_else(|| {
+        ForgeError::PushRefused(format!("the runs' merges could not be kept under {local} in {}", repo.display()))
+    })?;
+    let head = known.as_ref().map_or_else(|| format!("corral/together-{}", first.id), |pr| pr.head.clone());
+    let may_fork = known.is_none() && options.remote.is_none();
+    let (remote, from) = push_or_fork(tool, &repo, (&remote, &url), (&local, &head), may_fork)?;
+    let (url, number, opened) = match &known {
+        Some(pr) => (pr.url.clone(), pr.number, false),
+        None => {
+            let titles: Vec<&str> = runs.iter().map(|(run, _)| first_line(&run.task)).collect();
+            let title = clean_line(options.title.as_deref().unwrap_or(&titles.join("; ")));
+            let body = options.body.clone().unwrap_or_else(|| body_of(&runs, &changes));
+            let asked = Asked { head: &head, base: &base, title: &title, body: &body, draft: options.draft };
+            let (url, number) = create(tool, &repo, &asked, &from)?;
+            (url, number, true)
+        }
+    };
+    let now = time::format(time::now());
+    for (run, _) in &runs {
+        store.record_pull_request(&PullRequestRow {
+            run_id: run.id.clone(),
+            forge: tool.forge().as_str().to_string(),
+            url: url.clone(),
+            number,
+            remote: remote.clone(),
+            head: head.clone(),
+            base: base.clone(),
+            draft: options.draft,
+            state: "open".into(),
+            pushed: tip.clone(),
+            opened_at: now.clone(),
+            pushed_at: now.clone(),
+            together: true,
+            ..PullRequestRow::default()
+        })?;
+    }
+    Ok(Opened {
+        run: first.id,
+        forge: tool.forge(),
+        url,
+        number,
+        opened,
+        pushed: tip,
+        committed,
+        remote,
+        head,
+        base,
+        together: ids,
+    })
+}
+
+/// The runs a pull request of several is for: `ids` themselves for a new
+/// one (none with a pull request of its own); all of its runs, in their
+/// order, once it is open (any one of them names it).
+fn members(store: &Store, ids: &[String]) -> Result<Vec<String>, ForgeError> {
+    let mut given: Vec<String> = Vec::new();
+    for id in ids {
+        let run = store.find_run(id)?;
+        if !given.contains(&run.id) {
+            given.push(run.id);
+        }
+    }
+    let mut set: Option<(PullRequestRow, Vec<String>)> = None;
+    for id in &given {
+        match store.pull_request(id)? {
+            None if set.is_none() => {}
+            Some(pr) if pr.together => {
+                let runs = store.runs_together(&pr.url)?;
+                if set.as_ref().is_some_and(|(known, _)| known.url != pr.url) {
+                    return Err(ForgeError::OtherPullRequest { run: id.clone(), name: pr.name() });
+                }
+                set = Some((pr, runs));
+            }
+            Some(pr) => return Err(ForgeError::OtherPullRequest { run: id.clone(), name: pr.name() }),
+            None => {
+                let name = set.as_ref().map(|(pr, _)| pr.name()).unwrap_or_default();
+                return Err(ForgeError::NotInIt { run: id.clone(), name });
+            }
+        }
+    }
+    match set {
+        None => Ok(given),
+        Some((pr, runs)) => match given.iter().find(|id| !runs.contains(id)) {
+            Some(id) => Err(ForgeError::NotInIt { run: id.clone(), name: pr.name() }),
+            None => Ok(runs),
+        },
+    }
+}
+
+/// A run's own refusal in the set, naming it.
+fn apart_from(run: &Run, e: worktree::WorktreeError) -> ForgeError {
+    ForgeError::OneOfThem { run: run.id.clone(), why: Box::new(e.into()) }
+}
+
+/// The description of several runs' work: each in the order merged, with
+/// its task, what its agent said and the files it changed.
+fn body_of(runs: &[(Run, Worktree)], changes: &[worktree::Changes]) -> String {
+    let mut body = format!("The work of {} Corral runs, merged in this order.\n", runs.len());
+    for (n, ((run, _), changes)) in runs.iter().zip(changes).enumerate() {
+        let title = clean_line(first_line(&run.task));
+        body.push_str(&format!("\n## {}. {title}\n\nRun `{}`: {}.\n\n", n + 1, run.id, made_by(run)));
+        body.push_str(&work_of(run, changes, "###"));
+    }
+    within_bound(body, "\n---\nMade by Corral.\n")
+}
