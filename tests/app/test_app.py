@@ -1192,6 +1192,23 @@ def test_review_and_reply(session, env):
         wait_until("said done", lambda: driver.find("#review-done"))
         assert not driver.js("return !!document.querySelector('#merge-all')")
 
+        # Two runs that do not clash go out as one pull request, merged in
+        # order on a branch of their own (the merges above published first:
+        # a pull request never carries unpushed commits).
+        subprocess.run(["git", "-C", str(env.project), "push", "-q", "origin", "HEAD:main"], check=True)
+        for name, script in [("north", "echo n > north.txt"), ("south", "echo s > south.txt")]:
+            (env.project / ".corral" / "presets" / f"{name}.md").write_text(
+                f"---\nname: {name}\ndescription: edits\nagent: command\ncommand: {json.dumps(['sh', '-c', script])}\nworktree: true\n---\n")
+        env.cli("presets", "trust", str(env.project))
+        north, south = (env.launch(name, "edit") for name in ("north", "south"))
+        for run in (north, south):
+            wait_until("the edit", lambda: env.show(run)["exited_at"] is not None, timeout=60)
+        driver.js("location.hash = arguments[0]", f"#/review?runs={north},{south}")
+        wait_until("one pull request offered", lambda: driver.find("#pr-all"))
+        driver.click("#pr-all")
+        wait_until("one pull request of both", lambda: f"--head\ncorral/together-{north}\n" in gh_log.read_text())
+        wait_until("each run says it", lambda: (env.show(south).get("pull_request") or {}).get("number") == 7)
+
         # The reply box: a follow-up in the agent's own session.
         driver.js("location.hash = arguments[0]", f"#/run/{talk}")
         wait_until("the reply box", lambda: driver.find("#reply-text"))

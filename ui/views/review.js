@@ -48,13 +48,27 @@ export async function refresh(change) {
       h("span", { class: "notice-words" }, together.conflicts.map((c) => `${c.first} × ${c.second}: ${c.files.join(", ")}`).join("; "),
         ". Merge one of each pair, then reply to the other to redo its change on top."), ...left.map(one))
     : h("div", { class: "notice", id: "review-clean" }, h("span", { class: "notice-words" }, `No two of these runs change the same lines.`),
-      h("button", { class: "primary", id: "merge-all", onclick: (e) => mergeSome(e, left) }, "Merge all, in this order"));
+      h("button", { class: "primary", id: "merge-all", onclick: (e) => mergeSome(e, left) }, "Merge all, in this order"),
+      left.length > 1 ? h("button", { id: "pr-all", onclick: (e) => pullRequestOf(e, left) }, "One pull request of all") : null);
   const files = together.files.map((file) => h("section", { class: "review-file", "data-path": file.path },
     h("h2", {}, clashing.has(file.path) ? h("span", { class: "chip need-failed" }, "conflict") : null, " ", file.path,
       h("span", { class: "muted" }, `  ${file.runs.map((r) => r.run).join(", ")}`)),
     file.runs.map((r) => h("div", { class: "review-run", "data-run": r.run },
       h("div", { class: "muted" }, `run ${r.run} (${r.preset})`), diffView({ path: file.path, patch: r.diff })))));
   root.querySelector("#review-body").replaceChildren(notice, ...files);
+}
+
+// Their work as one pull request, merged in this order (as `corral pr A B C`).
+async function pullRequestOf(e, some) {
+  e.currentTarget.disabled = true;
+  try {
+    const opened = await call("open_pull_request", { id: some[0], together: some.slice(1), draft: false });
+    const name = opened.number == null ? opened.url : `${opened.forge === "gitlab" ? "!" : "#"}${opened.number}`;
+    say(`${opened.opened ? "opened" : "pushed to"} ${name} of ${some.length} runs: ${opened.url}`);
+  } catch (err) {
+    say(String(err), true);
+  }
+  await refresh();
 }
 
 async function mergeSome(e, some) {

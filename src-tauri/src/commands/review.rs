@@ -38,15 +38,18 @@ pub fn merge_run(state: State<'_, AppState>, id: String, keep_commits: bool) -> 
 }
 
 /// Opens a pull request for run `id`'s work (or pushes to the one it has),
-/// as `corral pr` does: the person at the window asked.
+/// as `corral pr` does: the person at the window asked. `together`: more
+/// runs whose work goes in it, merged after `id`'s in that order.
 #[tauri::command(async)]
 pub fn open_pull_request(
     state: State<'_, AppState>,
     id: String,
+    together: Option<Vec<String>>,
     draft: bool,
 ) -> Result<corral::forge::Opened, AppError> {
     let options = corral::forge::Options { draft, ..Default::default() };
-    Ok(corral::forge::open(&mut state.store()?, &id, &options)?)
+    let ids: Vec<String> = std::iter::once(id).chain(together.into_iter().flatten()).collect();
+    Ok(corral::forge::open_together(&mut state.store()?, &ids, &options)?)
 }
 
 /// Run `id`'s pull request, if one was opened.
