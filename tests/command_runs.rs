@@ -454,6 +454,9 @@ fn retention_removes_old_runs_once_a_day_and_gives_the_space_back() {
     // `corral prune` applies the rule now.
     let out = env.ok(&["prune"]);
     assert!(out.contains("removed 1 run(s)") && out.contains("given back"), "{out}");
+    // The age as a person says it.
+    let out = env.ok(&["prune", "--older-than", "30d", "--dry-run"]);
+    assert_eq!(out.trim(), "no ended run is older than 30 days", "{out}");
 }
 
 #[test]

@@ -55,7 +55,7 @@ pub fn run(store: &mut Store, given: Args, out: &mut impl Write) -> anyhow::Resu
             rule
         }
     };
-    let age = humantime::format_duration(rule.older_than).to_string();
+    let age = corral::text::time::age_in_words(rule.older_than);
     let pruned = prune(store, &rule, dry_run)?;
     if json {
         super::print_json(out, &pruned)?;

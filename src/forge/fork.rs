@@ -104,11 +104,22 @@ fn push_to_fork(
         None,
     )?;
     let login = said.trim().to_string();
-    if login.is_empty() || login.eq_ignore_ascii_case(&upstream.owner) {
+    // A GitHub login: letters, digits and inner hyphens (it goes into a
+    // remote's address and `--head`).
+    let fine = !login.is_empty()
+        && !login.starts_with('-')
+        && login.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if !fine || login.eq_ignore_ascii_case(&upstream.owner) {
         // Refused on one's own repository: no fork would help.
         return Err(refused.into());
     }
-    let mine = |place: &Place| place.host == upstream.host && place.owner.eq_ignore_ascii_case(&login);
+    // Their fork of this repository (a fork renamed on GitHub is named
+    // with --remote).
+    let mine = |place: &Place| {
+        place.host == upstream.host
+            && place.owner.eq_ignore_ascii_case(&login)
+            && place.name.eq_ignore_ascii_case(&upstream.name)
+    };
     let remotes: Vec<String> =
         git(repo, &["remote"]).map(|s| s.lines().map(str::to_string).collect()).unwrap_or_default();
     let found = remotes.iter().find(|name| {

@@ -52,6 +52,22 @@ pub fn human_duration(d: chrono::Duration) -> String {
     }
 }
 
+/// An age given in whole units, said in words: `30 days`, `1 hour`,
+/// `90 minutes` (`older than 30 days`); anything finer as humantime says it.
+pub fn age_in_words(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    let unit = [(86_400, "day"), (3600, "hour"), (60, "minute")]
+        .into_iter()
+        .find(|(size, _)| secs > 0 && secs % size == 0 && d.subsec_nanos() == 0);
+    match unit {
+        Some((size, word)) => match secs / size {
+            1 => format!("1 {word}"),
+            n => format!("{n} {word}s"),
+        },
+        None => humantime::format_duration(d).to_string(),
+    }
+}
+
 /// The local time of day of `at`, for "since 12:03", with its day when
 /// it is not today ("tomorrow 22:29", "Tue 1 Dec 22:29"): a moment three
 /// days off never reads as today's.
@@ -91,6 +107,15 @@ mod tests {
     fn round_trips_with_milliseconds() {
         let t = parse("2026-11-22T10:19:36.879Z").unwrap();
         assert_eq!(format(t), "2026-11-22T10:19:36.879Z");
+    }
+
+    #[test]
+    fn an_age_is_said_in_its_whole_unit() {
+        let s = std::time::Duration::from_secs;
+        assert_eq!(age_in_words(s(30 * 86_400)), "30 days");
+        assert_eq!(age_in_words(s(3600)), "1 hour");
+        assert_eq!(age_in_words(s(90 * 60)), "90 minutes");
+        assert_eq!(age_in_words(s(45)), "45s");
     }
 
     #[test]
