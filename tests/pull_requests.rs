@@ -394,9 +394,11 @@ fn run_pull_request_review_run_push() {
     )
     .unwrap();
     let comments = forge.env.user_home.join("comments.json");
-    let json =
+    // Two pages, as `gh api --paginate` prints them: one array after another.
+    let page1 =
         serde_json::json!([{"path": "notes.md", "line": 1, "body": "typo \u{1b}[31mhere", "user": {"login": "bob"}}]);
-    std::fs::write(&comments, json.to_string()).unwrap();
+    let page2 = serde_json::json!([{"path": "notes.md", "line": 2, "body": "and here", "user": {"login": "carol"}}]);
+    std::fs::write(&comments, format!("{page1}\n{page2}")).unwrap();
     // The failed job's log as `gh run view --job 22 --log-failed` prints it.
     let job_log = forge.env.user_home.join("job.log");
     let log_lines: String =
@@ -441,8 +443,14 @@ fn run_pull_request_review_run_push() {
         ) && notes.contains("step 50\nAssertionError: expected 2\n"),
         "the job's last 40 lines, without their prefixes: {notes}"
     );
-    let job_reads = forge.calls().iter().filter(|(args, _)| args[..2] == ["run", "view"]).count();
-    assert_eq!(job_reads, 1, "the log is read once for one failure");
+    assert!(notes.contains("On notes.md line 2, carol:\nand here"), "the second page: {notes}");
+    let calls = forge.calls();
+    let job_reads: Vec<_> = calls.iter().filter(|(args, _)| args[..2] == ["run", "view"]).collect();
+    assert_eq!(job_reads.len(), 1, "the log is read once for one failure");
+    assert_eq!(arg_after(&job_reads[0].0, "--repo"), Some("github.com/o/r"), "the job's own repository");
+    let (comments, _) = calls.iter().find(|(args, _)| args[0] == "api").expect("the line comments read");
+    assert!(comments.contains(&"repos/o/r/pulls/7/comments?per_page=100".to_string()), "{comments:?}");
+    assert!(comments.contains(&"--paginate".to_string()), "every page: {comments:?}");
     assert!(notes.contains("<<<forge-words ") && !notes.contains('\u{1b}'), "framed, without escapes: {notes}");
     assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "answered, it needs you no more");
 }
@@ -557,6 +565,11 @@ fn a_gitlab_merge_request_says_its_failed_job_and_open_threads() {
     assert!(!checked.contains("Settled already.") && !checked.contains("added 1 commit"), "{checked}");
     let needs = forge.env.ok(&["needs"]);
     assert!(needs.contains("merge request !7: changes requested, checks failing"), "{needs}");
+    // Read of the merge request's own project, whatever the remotes say.
+    let calls = forge.calls();
+    let threads = calls.iter().find(|(args, _)| args.iter().any(|a| a.contains("/discussions"))).expect("threads");
+    assert_eq!(arg_after(&threads.0, "--hostname"), Some("gitlab.example.com"));
+    assert!(threads.0.iter().any(|a| a.starts_with("projects/o%2Fr/merge_requests/7/discussions")), "{:?}", threads.0);
 }
 
 /// On a machine without the tray, `corral push listen` follows the run's
@@ -732,4 +745,105 @@ fn several_runs_go_as_one_pull_request_and_back() {
     // A pull request of several takes no run that is not one of its own.
     let out = forge.pr(&[&c, &a], &[]);
     assert!(said(&out).contains(&format!("run {c} is not one of pull request #7's runs")), "{}", said(&out));
+}
+
+/// A hostile reading's findings on pull requests of several runs: two sets
+/// opened at once that share a run make one pull request and refuse the
+/// other (never a run's work in a pull request nobody asked for); a long
+/// task never hides the runs after it; the review is sent to the runs that
+/// can go on, once, and a command run among them is said, not an error.
+#[test]
+fn a_pull_request_of_several_holds_up_to_its_attackers() {
+    let forge = Forge::new();
+    forge.env.command_preset_with(
+        "own",
+        &["sh", "-c", "printf '%s\\n' \"$CORRAL_TASK\" > \"$(echo \"$CORRAL_TASK\" | cut -c1-4).txt\""],
+        "worktree: true\n",
+    );
+    for round in 0..3 {
+        let ids: Vec<String> =
+            ["aaa", "bbb", "ccc"].iter().map(|t| forge.env.launch("own", &format!("{t}{round} work"))).collect();
+        for id in &ids {
+            forge.env.wait_end(id);
+        }
+        let (a, b, c) = (&ids[0], &ids[1], &ids[2]);
+        let spawn = |runs: &[&String]| {
+            let mut cmd =
+                forge.env.command(&[&["pr"], &runs.iter().map(|s| s.as_str()).collect::<Vec<_>>()[..]].concat());
+            cmd.env("FAKE_GH_LOG", &forge.log).env("FAKE_GH_NUMBER", (10 + round).to_string());
+            cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+        };
+        let (first, second) = (spawn(&[a, b]), spawn(&[b, c]));
+        let (first, second) = (first.wait_with_output().unwrap(), second.wait_with_output().unwrap());
+        assert!(first.status.success() != second.status.success(), "one of two: {} / {}", said(&first), said(&second));
+        let (won, lost, theirs, not_theirs) =
+            if first.status.success() { (first, second, [a, b], c) } else { (second, first, [b, c], a) };
+        assert!(said(&lost).contains("pull request"), "refused in words: {}", said(&lost));
+        let branch = format!("corral/together-{}", theirs[0]);
+        let files = git(&forge.remote, &["ls-tree", "--name-only", &branch]);
+        let prefix = |id: &String| forge.env.show(id)["task"].as_str().unwrap()[..4].to_string();
+        for id in theirs {
+            assert!(files.contains(&format!("{}.txt", prefix(id))), "{files} ({})", said(&won));
+        }
+        assert!(!files.contains(&format!("{}.txt", prefix(not_theirs))), "a run nobody asked for: {files}");
+        assert!(forge.env.show(not_theirs)["pull_request"].is_null(), "recorded as in it");
+    }
+
+    // A long task in the middle: the runs after it are still described.
+    let small = forge.env.launch("own", "smal first");
+    let big = forge.env.launch("own", &format!("bigg {}", "word ".repeat(14_000)));
+    let last = forge.env.launch("own", "last third");
+    for id in [&small, &big, &last] {
+        forge.env.wait_end(id);
+    }
+    let out = forge.pr(&[&small, &big, &last], &[("FAKE_GH_NUMBER", "20")]);
+    assert!(out.status.success(), "{}", said(&out));
+    let calls = forge.calls();
+    let (args, body) = calls.iter().rfind(|(args, _)| args[..2] == ["pr", "create"]).unwrap();
+    assert!(
+        body.contains("## 3. last third") && body.contains("last.txt"),
+        "the last run described: {}",
+        &body[body.len() - 400..]
+    );
+    assert!(body.contains(&format!("the rest is in Corral's run `{big}`")), "where the rest is");
+    assert!(body.chars().count() < 65_536, "within what GitHub takes");
+    assert_eq!(arg_after(args, "--title"), Some("smal first (and 2 more)"));
+}
+
+/// The review of a pull request of several is sent to the runs that can go
+/// on in a session, once; a command run among them is said, not an error.
+#[test]
+fn a_review_of_several_goes_to_each_run_that_can_take_it_once() {
+    let forge = Forge::new();
+    forge.env.use_fake("claude", "conversing");
+    forge.env.agent_preset("talk", "claude", "worktree: true\n");
+    let turns = forge.env.user_home.join("a.turns");
+    let a = forge.env.launch_env(
+        "talk",
+        "write a",
+        &[("CONVERSE_LOG", turns.to_str().unwrap()), ("CONVERSE_WRITE", "a.md")],
+    );
+    forge.env.command_preset_with("cmd", &["sh", "-c", "echo c > c.txt"], "worktree: true\n");
+    let c = forge.env.launch("cmd", "write c");
+    forge.env.wait_end(&a);
+    forge.env.wait_end(&c);
+    assert!(forge.pr(&[&a, &c], &[]).status.success());
+    let view = forge.env.user_home.join("view.json");
+    let json = serde_json::json!({"state": "OPEN", "reviewDecision": "CHANGES_REQUESTED", "statusCheckRollup": [],
+        "reviews": [{"author": {"login": "alice"}, "state": "CHANGES_REQUESTED", "body": ""}]});
+    std::fs::write(&view, json.to_string()).unwrap();
+    let checked = said(&forge.pr(&[&c, "--check"], &[("FAKE_GH_PR", view.to_str().unwrap())]));
+    assert!(checked.contains("Review by alice: changes requested, without words of their own."), "{checked}");
+    let needs = forge.env.ok(&["needs"]);
+    assert!(needs.contains(&format!("corral pr {a} --send")), "asked without words, it still needs you: {needs}");
+    let sent = forge.pr(&[&c, "--send", "--json"], &[]);
+    assert!(sent.status.success(), "{}", said(&sent));
+    let sent: serde_json::Value = serde_json::from_slice(&sent.stdout).unwrap();
+    assert_eq!(sent, serde_json::json!({"sent": [a.clone()], "left_out": [c.clone()]}));
+    forge.env.wait_run(&a, std::time::Duration::from_secs(30), |r| {
+        r["status"] == "completed" && std::fs::read_to_string(&turns).unwrap_or_default().lines().count() == 2
+    });
+    let again = forge.pr(&[&a, "--send"], &[]);
+    assert!(!again.status.success() && said(&again).contains("asks nothing of it now"), "{}", said(&again));
+    assert_eq!(forge.env.store().replies(&a).unwrap().len(), 1, "sent once");
 }

@@ -236,9 +236,19 @@ pub(crate) fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow
         }
         let mut actions = Vec::new();
         // A command has no session to go on in: the words are sent only
-        // to an agent.
-        if run.agent != crate::run::AgentKind::Command && run.worktree.is_some() {
-            actions.push(Action::new("Send to the run", &["pr", id, "--send"]));
+        // to an agent (of several, to those that can go on).
+        let goes_on = |r: &crate::run::Run| r.agent != crate::run::AgentKind::Command && r.worktree.is_some();
+        let mut able = 0;
+        for other in &runs {
+            if other == id {
+                able += usize::from(goes_on(&run));
+                continue;
+            }
+            able += usize::from(store.run(other).is_ok_and(|r| goes_on(&r)));
+        }
+        if able > 0 {
+            let label = if runs.len() > 1 { "Send to the runs" } else { "Send to the run" };
+            actions.push(Action::new(label, &["pr", id, "--send"]));
         }
         actions.push(Action::new("Open", &["show", id]));
         actions.push(Action::new("Dismiss", &["pr", id, "--dismiss"]));

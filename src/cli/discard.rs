@@ -17,10 +17,15 @@ pub struct Args {
 }
 
 pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Result<i32> {
-    let mut discarded = Vec::new();
+    // Every run found, each with a worktree, before any is discarded.
+    let mut branches = Vec::new();
     for id in &args.runs {
-        let branch = corral::verbs::review::recorded_worktree_of(&store.find_run(id)?)?.branch.clone();
-        let run = corral::verbs::review::discard(store, id)?;
+        let run = store.find_run(id)?;
+        branches.push((run.id.clone(), corral::verbs::review::recorded_worktree_of(&run)?.branch.clone()));
+    }
+    let mut discarded = Vec::new();
+    for (id, branch) in branches {
+        let run = corral::verbs::review::discard(store, &id)?;
         if !args.json {
             writeln!(out, "{}  worktree and branch {branch} removed", run.id)?;
         }

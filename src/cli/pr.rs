@@ -77,7 +77,15 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     }
     if args.send {
         let sent = corral::forge::send(store, &one, shepherd)?;
-        writeln!(out, "{}  the forge's feedback sent: it goes on in its session", sent.join(", "))?;
+        if args.json {
+            super::print_json(out, &sent)?;
+            return Ok(0);
+        }
+        let goes = if sent.sent.len() == 1 { "it goes" } else { "each goes" };
+        writeln!(out, "{}  the forge's feedback sent: {goes} on in its session", sent.sent.join(", "))?;
+        for id in &sent.left_out {
+            writeln!(out, "{id}  not sent: it cannot go on in a session (a command run, or its worktree discarded)")?;
+        }
         return Ok(0);
     }
     let options = corral::forge::Options {

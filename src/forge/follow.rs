@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::tool::{Forge, Tool};
-use super::{clean, gitlab, log_tail, ForgeError};
+use super::{clean, gitlab, log_tail, repository_of_page, ForgeError};
 use crate::store::{PullRequestLook, PullRequestRow, Store};
 use crate::upkeep::queue::ShepherdCommand;
 
@@ -121,11 +121,13 @@ pub fn look(store: &mut Store, run_id: &str) -> Result<PullRequestRow, ForgeErro
 /// reply in its own session — to each of its runs, for a pull request of
 /// several: the forge's words framed between marks drawn now (a review
 /// that says "ignore the user" stays the reviewer's words), and what to
-/// do. The runs it was sent to.
-pub fn send(store: &mut Store, run_id: &str, shepherd: &ShepherdCommand) -> Result<Vec<String>, ForgeError> {
+/// do.
+pub fn send(store: &mut Store, run_id: &str, shepherd: &ShepherdCommand) -> Result<Sent, ForgeError> {
     let run = store.find_run(run_id)?;
     let pr = store.pull_request(&run.id)?.ok_or_else(|| ForgeError::NoPullRequest { run: run.id.clone() })?;
-    let Some(feedback) = pr.feedback.as_deref().filter(|_| pr.state == "open") else {
+    // Once: what was sent, pushed upon or dismissed asks nothing more
+    // until the forge says something new.
+    let Some(feedback) = pr.feedback.as_deref().filter(|_| pr.asks()) else {
         return Err(ForgeError::NothingAsked { run: run.id });
     };
     let runs = if pr.together { store.runs_together(&pr.url)? } else { vec![run.id.clone()] };
@@ -147,28 +149,39 @@ pub fn send(store: &mut Store, run_id: &str, shepherd: &ShepherdCommand) -> Resu
          them; the {kind} is updated from your branch.",
         pr.url,
     );
-    // Each run's refusal (one still running, a command) is said, after
-    // the others were sent theirs.
-    let mut refused = None;
-    let mut sent = Vec::new();
-    for id in runs {
-        match crate::verbs::reply::reply(store, &id, &text, false, shepherd) {
-            Ok(_) => sent.push(id),
-            Err(e) => refused = refused.or(Some(ForgeError::OneOfThem { run: id, why: Box::new(e.into()) })),
-        }
+    if !pr.together {
+        crate::verbs::reply::reply(store, &run.id, &text, false, shepherd)?;
+        store.mark_feedback_sent(&run.id)?;
+        return Ok(Sent { sent: vec![run.id], left_out: Vec::new() });
     }
-    if sent.is_empty() {
-        return Err(match refused {
-            Some(ForgeError::OneOfThem { why, .. }) if !pr.together => *why,
-            Some(e) => e,
-            None => ForgeError::NothingAsked { run: run.id },
-        });
+    // Of several, those with a session to go on in: a command run, or one
+    // whose worktree was discarded, is left out, and said.
+    let mut sent = Sent::default();
+    for id in runs {
+        let other = store.run(&id)?;
+        let discarded = other.worktree.is_none() && other.worktree_repo.is_some();
+        if other.agent == crate::run::AgentKind::Command || discarded {
+            sent.left_out.push(id);
+            continue;
+        }
+        crate::verbs::reply::reply(store, &id, &text, false, shepherd)?;
+        sent.sent.push(id);
+    }
+    if sent.sent.is_empty() {
+        return Err(ForgeError::NoSession { name, runs: sent.left_out.join(", ") });
     }
     store.mark_feedback_sent(&run.id)?;
-    match refused {
-        Some(e) => Err(e),
-        None => Ok(sent),
-    }
+    Ok(sent)
+}
+
+/// To which runs what the forge asks was sent.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Sent {
+    /// The runs it was sent to, each going on in its session.
+    pub sent: Vec<String>,
+    /// The runs of a pull request of several that cannot go on (a command
+    /// run, a worktree discarded): not sent.
+    pub left_out: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -282,14 +295,19 @@ fn github(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook
             let who = r.author.as_ref().map_or("a reviewer", |a| a.login.as_str());
             if !r.body.trim().is_empty() {
                 feedback.push(format!("Review by {}:\n{}", clean(who), clean(r.body.trim())));
+            } else {
+                // Asked without words: still asked (the line comments, if
+                // any, follow).
+                feedback.push(format!("Review by {}: changes requested, without words of their own.", clean(who)));
             }
         }
-        // Line comments: `gh api` of the pull request's review comments.
-        if let Some(number) = pr.number {
-            let path = format!("repos/{{owner}}/{{repo}}/pulls/{number}/comments");
-            if let Ok(said) = tool.run(dir, "read the review comments", &["api", &path], None) {
-                let comments: Vec<LineComment> = serde_json::from_str(&said).unwrap_or_default();
-                for c in comments {
+        // Line comments: `gh api` of the pull request's review comments,
+        // every page of them, of its own repository.
+        if let (Some(number), Some((host, repo))) = (pr.number, repository_of_page(&pr.url, "/pull/")) {
+            let path = format!("repos/{repo}/pulls/{number}/comments?per_page=100");
+            let args = ["api", "--hostname", &host, "--paginate", &path];
+            if let Ok(said) = tool.run(dir, "read the review comments", &args, None) {
+                for c in pages::<LineComment>(&said) {
                     let who = c.user.as_ref().map_or("a reviewer", |u| u.login.as_str());
                     let line = c.line.map(|l| format!(" line {l}")).unwrap_or_default();
                     feedback.push(format!("On {}{line}, {}:\n{}", clean(&c.path), clean(who), clean(c.body.trim())));
@@ -297,12 +315,21 @@ fn github(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook
             }
         }
     }
+    if review == Some("changes_requested") && feedback.is_empty() {
+        feedback.push(format!("Changes were requested, without words: see the pull request, {}", clean(&pr.url)));
+    }
     Ok(PullRequestLook {
         state: state.into(),
         checks: checks.map(str::to_string),
         review: review.map(str::to_string),
         feedback: (!feedback.is_empty()).then(|| feedback.join("\n\n")),
     })
+}
+
+/// The items of every page `--paginate` printed: one JSON array a page,
+/// one after the other (what cannot be read ends the list).
+pub(super) fn pages<T: serde::de::DeserializeOwned>(said: &str) -> Vec<T> {
+    serde_json::Deserializer::from_str(said).into_iter::<Vec<T>>().map_while(Result::ok).flatten().collect()
 }
 
 /// `said` read as JSON, or the CLI's words said as not understood.

@@ -106,9 +106,8 @@ fn push_to_fork(
     let login = said.trim().to_string();
     // A GitHub login: letters, digits and inner hyphens (it goes into a
     // remote's address and `--head`).
-    let fine = !login.is_empty()
-        && !login.starts_with('-')
-        && login.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    let fine =
+        !login.is_empty() && !login.starts_with('-') && login.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
     if !fine || login.eq_ignore_ascii_case(&upstream.owner) {
         // Refused on one's own repository: no fork would help.
         return Err(refused.into());

@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::follow::read;
+use super::follow::{pages, read};
 use super::tool::Tool;
-use super::{clean, log_tail, ForgeError};
+use super::{clean, log_tail, repository_of_page, ForgeError};
 use crate::store::{PullRequestLook, PullRequestRow};
 
 #[derive(Debug, Default, Deserialize)]
@@ -88,7 +88,16 @@ struct Position {
 /// Looks at merge request `pr` now.
 pub(super) fn look(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook, ForgeError> {
     let number = pr.number.map(|n| n.to_string()).unwrap_or_else(|| pr.head.clone());
-    let said = tool.run(dir, "read the merge request", &["mr", "view", &number, "--output", "json"], None)?;
+    // The merge request's own project, as its page says (never whichever
+    // one the checkout's remotes name).
+    let Some((host, path)) = repository_of_page(&pr.url, "/-/merge_requests/") else {
+        return Err(ForgeError::Unread { tool, said: pr.url.clone() });
+    };
+    let encoded = path.replace('/', "%2F");
+    let project = (host.as_str(), encoded.as_str());
+    let page = format!("https://{host}/{path}");
+    let args = ["mr", "view", &number, "--repo", &page, "--output", "json"];
+    let said = tool.run(dir, "read the merge request", &args, None)?;
     let view: View = read(tool, &said)?;
     let state = match view.state.as_str() {
         "merged" => "merged",
@@ -98,7 +107,7 @@ pub(super) fn look(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRe
     let mut feedback = Vec::new();
     let checks = match &view.head_pipeline {
         Some(p) if p.status == "failed" => {
-            feedback.extend(failed_jobs(tool, dir, p, pr.feedback.as_deref()));
+            feedback.extend(failed_jobs(tool, dir, project, p, pr.feedback.as_deref()));
             Some("failing")
         }
         Some(p) if p.status == "success" => Some("passing"),
@@ -107,11 +116,15 @@ pub(super) fn look(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRe
     };
     // Threads are read only for an open merge request with a number.
     let threads = match (state, pr.number) {
-        ("open", Some(iid)) => open_threads(tool, dir, iid),
+        ("open", Some(iid)) => open_threads(tool, dir, project, iid),
         _ => Vec::new(),
     };
     let asked = view.detailed_merge_status.as_deref() == Some("requested_changes");
     let review = (asked || !threads.is_empty()).then_some("changes_requested");
+    if asked && threads.is_empty() {
+        feedback
+            .push(format!("A reviewer requested changes, without words: see the merge request, {}", clean(&pr.url)));
+    }
     feedback.extend(threads);
     Ok(PullRequestLook {
         state: state.into(),
@@ -123,12 +136,13 @@ pub(super) fn look(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRe
 
 /// The failed jobs of pipeline `p`, each with the end of its log (the
 /// pipeline's link alone when its jobs cannot be read).
-fn failed_jobs(tool: Tool, dir: &Path, p: &Pipeline, before: Option<&str>) -> Vec<String> {
+fn failed_jobs(tool: Tool, dir: &Path, project: (&str, &str), p: &Pipeline, before: Option<&str>) -> Vec<String> {
     let whole = || format!("The pipeline failed. {}", clean(&p.web_url)).trim_end().to_string();
     let Some(id) = p.id else { return vec![whole()] };
-    let path = format!("projects/:id/pipelines/{id}/jobs?scope[]=failed");
-    let jobs: Vec<Job> = match tool.run(dir, "read the pipeline's jobs", &["api", &path], None) {
-        Ok(said) => serde_json::from_str(&said).unwrap_or_default(),
+    let path = format!("projects/{}/pipelines/{id}/jobs?scope[]=failed&per_page=100", project.1);
+    let args = ["api", "--hostname", project.0, "--paginate", &path];
+    let jobs: Vec<Job> = match tool.run(dir, "read the pipeline's jobs", &args, None) {
+        Ok(said) => pages(&said),
         Err(_) => Vec::new(),
     };
     if jobs.is_empty() {
@@ -137,17 +151,18 @@ fn failed_jobs(tool: Tool, dir: &Path, p: &Pipeline, before: Option<&str>) -> Ve
     jobs.iter()
         .map(|job| {
             let header = format!("Job \"{}\" failed. {}", clean(&job.name), clean(&job.web_url)).trim_end().to_string();
-            log_tail::entry(header, before, || log_tail::gitlab_job(tool, dir, job.id))
+            log_tail::entry(header, before, || log_tail::gitlab_job(tool, dir, project, job.id))
         })
         .collect()
 }
 
 /// The review's threads nobody resolved: each note a person wrote in them,
 /// with its file and line.
-fn open_threads(tool: Tool, dir: &Path, iid: i64) -> Vec<String> {
-    let path = format!("projects/:id/merge_requests/{iid}/discussions?per_page=100");
-    let Ok(said) = tool.run(dir, "read the review's threads", &["api", &path], None) else { return Vec::new() };
-    let discussions: Vec<Discussion> = serde_json::from_str(&said).unwrap_or_default();
+fn open_threads(tool: Tool, dir: &Path, project: (&str, &str), iid: i64) -> Vec<String> {
+    let path = format!("projects/{}/merge_requests/{iid}/discussions?per_page=100", project.1);
+    let args = ["api", "--hostname", project.0, "--paginate", &path];
+    let Ok(said) = tool.run(dir, "read the review's threads", &args, None) else { return Vec::new() };
+    let discussions: Vec<Discussion> = pages(&said);
     let mut out = Vec::new();
     for discussion in discussions {
         let open = discussion.notes.iter().any(|n| n.resolvable && !n.resolved);

@@ -19,16 +19,21 @@ const LINES: usize = 40;
 /// The most characters of one line (a minified bundle's line is a megabyte).
 const LINE_CHARS: usize = 300;
 
+/// What comes between a failed check's header and the end of its log.
+const TAIL_MARK: &str = "\nThe end of its log:\n";
+
 /// The entry of a failed check: `header` (naming it, and its link) and the
 /// end of its log under it. Kept from the last look's feedback `before`
-/// when that holds an entry under the same header (the same failure: its
-/// log is not read again each minute); else read with `read`.
+/// when that holds the end of a log under the same header (the same
+/// failure: its log is not read again each minute); else read with `read`
+/// (a log that could not be read is asked for again at the next look).
 pub(super) fn entry(header: String, before: Option<&str>, read: impl FnOnce() -> Option<String>) -> String {
-    if let Some(kept) = before.and_then(|b| b.split("\n\n").find(|e| e.lines().next() == Some(header.as_str()))) {
+    let same = |e: &&str| e.lines().next() == Some(header.as_str()) && e.contains(TAIL_MARK);
+    if let Some(kept) = before.and_then(|b| b.split("\n\n").find(same)) {
         return kept.to_string();
     }
     match read().map(|log| tail(&log)).filter(|t| !t.is_empty()) {
-        Some(tail) => format!("{header}\nThe end of its log:\n{tail}"),
+        Some(tail) => format!("{header}{TAIL_MARK}{tail}"),
         None => header,
     }
 }
@@ -39,7 +44,11 @@ pub(super) fn github_job(tool: Tool, dir: &Path, link: &str) -> Option<String> {
     static JOB: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"/actions/runs/\d+/job/(\d+)").expect("a valid pattern"));
     let job = JOB.captures(link)?.get(1)?.as_str().to_string();
-    let log = tool.run(dir, "read the failed job's log", &["run", "view", "--job", &job, "--log-failed"], None).ok()?;
+    // The job's own repository, as its page says.
+    let (host, repo) = super::repository_of_page(link, "/actions/runs/")?;
+    let repo = format!("{host}/{repo}");
+    let args = ["run", "view", "--job", &job, "--log-failed", "--repo", &repo];
+    let log = tool.run(dir, "read the failed job's log", &args, None).ok()?;
     // Each line is `JOB<TAB>STEP<TAB>TIME TEXT`: the text is what matters.
     static STAMP: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"^\d{4}-\d\d-\d\dT[\d:.]+Z ?").expect("a valid pattern"));
@@ -53,10 +62,11 @@ pub(super) fn github_job(tool: Tool, dir: &Path, link: &str) -> Option<String> {
     Some(lines.join("\n"))
 }
 
-/// A GitLab job's trace.
-pub(super) fn gitlab_job(tool: Tool, dir: &Path, job: i64) -> Option<String> {
-    let path = format!("projects/:id/jobs/{job}/trace");
-    tool.run(dir, "read the failed job's log", &["api", &path], None).ok()
+/// A GitLab job's trace, of project `project` (its path, URL-encoded) on
+/// `host`.
+pub(super) fn gitlab_job(tool: Tool, dir: &Path, (host, project): (&str, &str), job: i64) -> Option<String> {
+    let path = format!("projects/{project}/jobs/{job}/trace");
+    tool.run(dir, "read the failed job's log", &["api", "--hostname", host, &path], None).ok()
 }
 
 /// The last [`LINES`] lines of `log` that say something: escape sequences
@@ -100,5 +110,9 @@ mod tests {
         let new = entry("Check \"u\" failed. M".into(), Some(before), || Some("bang\n".into()));
         assert_eq!(new, "Check \"u\" failed. M\nThe end of its log:\nbang");
         assert_eq!(entry("Check \"v\" failed.".into(), None, || None), "Check \"v\" failed.");
+        // A log not read at the last look is asked for again.
+        let unread = "Check \"v\" failed.";
+        let now = entry("Check \"v\" failed.".into(), Some(unread), || Some("late\n".into()));
+        assert_eq!(now, "Check \"v\" failed.\nThe end of its log:\nlate");
     }
 }

@@ -23,7 +23,7 @@ mod push;
 mod together;
 mod tool;
 
-pub use follow::{look, send, start_following, Follower, LOOK_EVERY};
+pub use follow::{look, send, start_following, Follower, Sent, LOOK_EVERY};
 pub use issue::task_from_issue;
 pub use onto::{pull_request_head, PullRequestHead};
 pub use open::{open, open_together, Opened, Options};
@@ -76,7 +76,7 @@ pub enum ForgeError {
     #[error("pull request {name} is {state} on the forge (run {run}): nothing was pushed. Open a new one from a new run, or reopen it there")]
     Ended { run: String, name: String, state: String },
     /// Asked to change what only opening sets.
-    #[error("pull request {name} of run {run} is open already: {asked} apply when one is opened, and nothing was pushed. Change it on the forge (`gh pr edit`), or run `corral pr {run}` without them to push")]
+    #[error("pull request {name} of run {run} is open already, and {asked} can only be given when one is opened: nothing was pushed. Change it on the forge (`gh pr edit`), or run `corral pr {run}` without them to push")]
     AlreadyOpen { run: String, name: String, asked: String },
     /// The base branch is not on the remote.
     #[error("{remote} has no branch {base} to open the pull request into: push it first (`git push {remote} {base}`), or name one it has with --base")]
@@ -101,6 +101,12 @@ pub enum ForgeError {
     /// Two runs for one pull request change the same lines.
     #[error("runs {} and {} both change {}; nothing was pushed. Open a pull request of one, then reply to the other to redo its change on top (or leave it out)", .0.first, .0.second, .0.files.join(", "))]
     Clash(crate::worktree::Conflict),
+    /// No run of a pull request of several can go on in a session.
+    #[error("no run of pull request {name} can go on in a session ({runs}: command runs, or their worktrees discarded): nothing was sent; launch a new run with what it asks")]
+    NoSession { name: String, runs: String },
+    /// Every run of a pull request of several was discarded.
+    #[error("every run of pull request {name} was discarded: nothing is left to push to it")]
+    AllDiscarded { name: String },
     /// One run of several cannot go in the pull request.
     #[error("run {run}: {why}")]
     OneOfThem { run: String, why: Box<ForgeError> },
@@ -108,7 +114,7 @@ pub enum ForgeError {
     #[error("run {run} has no pull request: open one with `corral pr {run}`")]
     NoPullRequest { run: String },
     /// The forge asks nothing of the run now.
-    #[error("the pull request of run {run} asks nothing of it now (`corral pr {run} --check` asks the forge again)")]
+    #[error("the pull request of run {run} asks nothing of it now: what it asked was sent, pushed upon or dismissed (`corral pr {run} --check` asks the forge again; `corral reply {run} …` says more)")]
     NothingAsked { run: String },
     /// The reply to the run was refused.
     #[error(transparent)]
@@ -131,6 +137,24 @@ fn clean(text: &str) -> String {
     });
     ESCAPE.replace_all(text, "").chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
 }
+/// The repository a forge's page belongs to — `https://HOST/PATH` then
+/// `marker` (`/pull/`, `/-/merge_requests/`, `/actions/runs/`) — as its
+/// host and path (`OWNER/REPO`, or a GitLab group's path): what is read of
+/// a pull request is read of its own repository, never of whichever one
+/// the checkout's remotes name.
+fn repository_of_page(url: &str, marker: &str) -> Option<(String, String)> {
+    let rest = url.split_once("://")?.1;
+    let (host, rest) = rest.split_once('/')?;
+    let path = rest.split_once(marker.trim_start_matches('/'))?.0.trim_end_matches('/');
+    let fine = |part: &str| {
+        !part.is_empty()
+            && !part.starts_with(['-', '.'])
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    (fine(host.split(':').next()?) && path.split('/').all(fine) && path.contains('/'))
+        .then(|| (host.to_string(), path.to_string()))
+}
+
 /// A number or an https:// page: never an option of the forge's CLI
 /// (`--web`).
 fn is_reference(reference: &str) -> bool {
@@ -146,4 +170,22 @@ fn forge_of(cwd: &std::path::Path, reference: &str) -> Forge {
     }
     let origin = push::git(cwd, &["remote", "get-url", "origin"]).map(|url| url.trim().to_string());
     origin.as_deref().map_or(Forge::GitHub, Forge::of_remote)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_page_says_its_repository() {
+        let of = super::repository_of_page;
+        let github = Some(("github.com".to_string(), "octo/app".to_string()));
+        assert_eq!(of("https://github.com/octo/app/pull/7", "/pull/"), github);
+        assert_eq!(of("https://github.com/octo/app/actions/runs/1/job/2", "/actions/runs/"), github);
+        let nested = Some(("gitlab.example.com:8443".to_string(), "group/sub/app".to_string()));
+        assert_eq!(
+            of("https://gitlab.example.com:8443/group/sub/app/-/merge_requests/3", "/-/merge_requests/"),
+            nested
+        );
+        assert_eq!(of("https://github.com/--paginate/x/pull/7", "/pull/"), None);
+        assert_eq!(of("https://ci.example/build/1", "/pull/"), None);
+    }
 }

@@ -297,6 +297,11 @@ pub(super) fn create(
             }
         }
         Forge::GitLab => {
+            // `glab` takes it as an argument, which Linux bounds at 128 KiB.
+            let mut end = asked.body.len().min(120 << 10);
+            while !asked.body.is_char_boundary(end) {
+                end -= 1;
+            }
             let mut args = vec![
                 "mr",
                 "create",
@@ -307,7 +312,7 @@ pub(super) fn create(
                 "--title",
                 asked.title,
                 "--description",
-                asked.body,
+                &asked.body[..end],
                 "--yes",
             ];
             if asked.draft {
@@ -361,7 +366,9 @@ pub(super) fn clean_line(text: &str) -> String {
 /// not the user's), the files changed, and which run made it.
 fn body_of(run: &Run, changes: &worktree::Changes) -> String {
     let made = format!("\n---\nMade by Corral run `{}`: {}.\n", run.id, made_by(run));
-    within_bound(work_of(run, changes, "###"), &made)
+    let mut body = within(work_of(run, changes, "###"), BODY_MOST, &run.id);
+    body.push_str(&made);
+    body
 }
 
 /// A run's work for a description: its task, what its agent said last,
@@ -397,19 +404,17 @@ pub(super) fn made_by(run: &Run) -> String {
     format!("preset `{}`, agent {}{model}", run.preset, run.agent)
 }
 
-/// `body` cut to what the forges take (the task may be longer), then
-/// `footer`.
-pub(super) fn within_bound(mut body: String, footer: &str) -> String {
-    if body.chars().count() > BODY_MOST {
-        body = body.chars().take(BODY_MOST).collect();
-        body.push_str("\n\n…(cut: the whole task is in the run, `corral show RUN`)\n");
+/// `text` cut to `most` characters, saying where the rest is (run `id`).
+pub(super) fn within(mut text: String, most: usize, id: &str) -> String {
+    if text.chars().count() > most {
+        text = text.chars().take(most).collect();
+        text.push_str(&format!("\n\n…(cut: the rest is in Corral's run `{id}`)\n"));
     }
-    body.push_str(footer);
-    body
+    text
 }
 
 /// The most characters of a description Corral writes (GitHub takes 65,536).
-const BODY_MOST: usize = 60_000;
+pub(super) const BODY_MOST: usize = 60_000;
 
 #[cfg(test)]
 mod tests {

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use super::fork::push_or_fork;
 use super::open::{
-    allowed, clean_line, create, first_line, made_by, refuse_changes_to, refuse_unpublished_base, within_bound,
-    work_of, Asked, Opened, Options,
+    allowed, clean_line, create, first_line, made_by, refuse_changes_to, refuse_unpublished_base, within, work_of,
+    Asked, Opened, Options, BODY_MOST,
 };
 use super::push::remote_for;
 use super::tool::{Forge, Tool};
@@ -29,10 +29,23 @@ use crate::worktree::{self, Worktree};
 /// Opens one pull request for the work of runs `ids`, or pushes what they
 /// did since to the one they have.
 pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Result<Opened, ForgeError> {
+    // One at a time per repository, from reading which runs have which
+    // pull request to recording what was done: two sets opened at once
+    // that share a run make one pull request and refuse the other.
+    let named = store.find_run(ids.first().map(String::as_str).unwrap_or_default())?;
+    let repo = PathBuf::from(named.worktree_repo.clone().unwrap_or_default());
+    let _lock = if repo.is_dir() { Some(worktree::MergeLock::take(&repo)?) } else { None };
     let ids = members(store, ids)?;
+    let known = store.pull_request(&ids[0])?;
     let mut runs: Vec<(Run, Worktree)> = Vec::new();
     for id in &ids {
-        let run = review::once_exited(store, store.find_run(id)?)?;
+        let run = store.find_run(id)?;
+        // A run of an open pull request whose worktree was discarded since:
+        // its work is in the pull request already.
+        if known.is_some() && run.worktree.is_none() && run.worktree_repo.is_some() {
+            continue;
+        }
+        let run = review::once_exited(store, run)?;
         if let Some(caller) = &options.caller {
             allowed(store, caller, &run)?;
         }
@@ -44,7 +57,10 @@ pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Resu
         review::refuse_carried(store, &run, &worktree)?;
         runs.push((run, worktree));
     }
-    let first = runs[0].0.clone();
+    let Some(first) = runs.first().map(|(run, _)| run.clone()) else {
+        let name = known.as_ref().map(PullRequestRow::name).unwrap_or_default();
+        return Err(ForgeError::AllDiscarded { name });
+    };
     for (other, _) in &runs[1..] {
         let apart =
             |why: &str| ReviewError::Apart { first: first.id.clone(), second: other.id.clone(), why: why.into() };
@@ -61,9 +77,9 @@ pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Resu
     if let Some(pair) = found.into_iter().next() {
         return Err(ForgeError::Clash(pair));
     }
-    let repo = PathBuf::from(first.worktree_repo.clone().unwrap_or_default());
-    let _lock = worktree::MergeLock::take(&repo)?;
-    let known = store.pull_request(&first.id)?;
+    if first.worktree_repo.as_deref() != Some(&*repo.to_string_lossy()) {
+        return Err(ReviewError::Apart { first: named.id, second: first.id, why: "another repository".into() }.into());
+    }
     if let Some(pr) = &known {
         refuse_changes_to(pr, options)?;
     }
@@ -100,8 +116,8 @@ pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Resu
             .map_err(|e| apart_from(run, e))?;
         committed |= published.committed;
         let message = format!("Merge run {} ({}): {}", run.id, run.preset, first_line(&run.task));
-        let merged =
-            worktree::merge_for_review(&repo, &tip, &published.commit, &message).map_err(|e| apart_from(run, e))?;
+        let merged = worktree::merge_for_review(&repo, (&tip, &published.commit), &message, &run.id)
+            .map_err(|e| apart_from(run, e))?;
         if let Some(merged) = merged {
             tip = merged;
         }
@@ -116,8 +132,10 @@ pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Resu
     let (url, number, opened) = match &known {
         Some(pr) => (pr.url.clone(), pr.number, false),
         None => {
-            let titles: Vec<&str> = runs.iter().map(|(run, _)| first_line(&run.task)).collect();
-            let title = clean_line(options.title.as_deref().unwrap_or(&titles.join("; ")));
+            let title = match &options.title {
+                Some(title) => clean_line(title),
+                None => title_of(&runs),
+            };
             let body = options.body.clone().unwrap_or_else(|| body_of(&runs, &changes));
             let asked = Asked { head: &head, base: &base, title: &title, body: &body, draft: options.draft };
             let (url, number) = create(tool, &repo, &asked, &from)?;
@@ -125,9 +143,10 @@ pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Resu
         }
     };
     let now = time::format(time::now());
-    for (run, _) in &runs {
+    // Every run of it, those whose worktree went too: what it holds now.
+    for id in &ids {
         store.record_pull_request(&PullRequestRow {
-            run_id: run.id.clone(),
+            run_id: id.clone(),
             forge: tool.forge().as_str().to_string(),
             url: url.clone(),
             number,
@@ -202,13 +221,36 @@ fn apart_from(run: &Run, e: worktree::WorktreeError) -> ForgeError {
 }
 
 /// The description of several runs' work: each in the order merged, with
-/// its task, what its agent said and the files it changed.
+/// its task, what its agent said and the files it changed, each within its
+/// share of what the forge takes (a long task never hides the runs after
+/// it).
 fn body_of(runs: &[(Run, Worktree)], changes: &[worktree::Changes]) -> String {
     let mut body = format!("The work of {} Corral runs, merged in this order.\n", runs.len());
+    let share = BODY_MOST / runs.len().max(1) - 200;
     for (n, ((run, _), changes)) in runs.iter().zip(changes).enumerate() {
         let title = clean_line(first_line(&run.task));
         body.push_str(&format!("\n## {}. {title}\n\nRun `{}`: {}.\n\n", n + 1, run.id, made_by(run)));
-        body.push_str(&work_of(run, changes, "###"));
+        body.push_str(&within(work_of(run, changes, "###"), share, &run.id));
     }
-    within_bound(body, "\n---\nMade by Corral.\n")
+    body.push_str("\n---\nMade by Corral.\n");
+    body
+}
+
+/// The title of several runs' work: their tasks' first lines, or the
+/// first's and how many more when they do not fit on one line.
+fn title_of(runs: &[(Run, Worktree)]) -> String {
+    let lines: Vec<&str> = runs.iter().map(|(run, _)| first_line(&run.task)).collect();
+    let all = lines.join("; ");
+    if all.chars().count() <= 72 {
+        return clean_line(&all);
+    }
+    let more = format!(" (and {} more)", lines.len() - 1);
+    let first = clean_line(lines[0]);
+    let room = 72 - more.chars().count();
+    let first = if first.chars().count() > room {
+        format!("{}…", first.chars().take(room - 1).collect::<String>())
+    } else {
+        first
+    };
+    format!("{first}{more}")
 }

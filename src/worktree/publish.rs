@@ -58,12 +58,17 @@ pub fn commit_for_review(repo: &Path, worktree: &Worktree, message: &str) -> Res
     Ok(Published { commit, committed: true })
 }
 
-/// Merges the commit `theirs` (a run's branch, committed for review) into
-/// `onto` for a pull request of several runs: a merge commit made by git's
+/// Merges the commit `theirs` (run `run_id`'s branch, committed for
+/// review) into `onto` for a pull request of several runs: a merge commit made by git's
 /// own three-way merge, apart from any checkout, as the user (or Corral, if
 /// git knows no user). `None` when `onto` holds `theirs` already (nothing
 /// new from that run). Refused with the files when they conflict.
-pub fn merge_for_review(repo: &Path, onto: &str, theirs: &str, message: &str) -> Result<Option<String>, WorktreeError> {
+pub fn merge_for_review(
+    repo: &Path,
+    (onto, theirs): (&str, &str),
+    message: &str,
+    run_id: &str,
+) -> Result<Option<String>, WorktreeError> {
     let env = Env::default();
     let held = super::git::output(repo, &["merge-base", "--is-ancestor", theirs, onto], &env, "merging")?;
     if held.status.success() {
@@ -73,8 +78,9 @@ pub fn merge_for_review(repo: &Path, onto: &str, theirs: &str, message: &str) ->
         Ok(tree) => tree,
         Err(files) => {
             return Err(WorktreeError::WouldConflict(format!(
-                "its work does not merge with what the pull request holds before it: both change {}; nothing was \
-                 pushed",
+                "its work and what the pull request holds before it (the base as the remote has it now, and the runs \
+                 before it) both change {}; nothing was pushed. Reply to the run to bring the base in and resolve \
+                 it there (`corral reply {run_id} \"merge the remote's base and resolve\"`), then push again",
                 files.join(", ")
             )))
         }
