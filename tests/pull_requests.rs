@@ -808,6 +808,47 @@ fn a_pull_request_of_several_holds_up_to_its_attackers() {
     assert!(body.contains(&format!("the rest is in Corral's run `{big}`")), "where the rest is");
     assert!(body.chars().count() < 65_536, "within what GitHub takes");
     assert_eq!(arg_after(args, "--title"), Some("smal first (and 2 more)"));
+
+    // One of its runs discarded: the others push on, its work in it already.
+    forge.env.ok(&["discard", &big]);
+    let again = forge.pr(&[&last], &[]);
+    assert!(said(&again).contains("pushed to pull request #20"), "{}", said(&again));
+
+    // A megabyte of reviews and a check of another host: what is sent is
+    // bounded and says what was left, and no log is read off the pull
+    // request's repository.
+    let reviews: Vec<serde_json::Value> = (0..20)
+        .map(|n| serde_json::json!({"author": {"login": format!("bot{n}")}, "state": "CHANGES_REQUESTED", "body": "x".repeat(60_000)}))
+        .collect();
+    let view = forge.env.user_home.join("huge.json");
+    let json = serde_json::json!({"state": "OPEN", "reviewDecision": "CHANGES_REQUESTED", "reviews": reviews,
+        "statusCheckRollup": [{"name": "ci", "conclusion": "FAILURE",
+                               "detailsUrl": "https://elsewhere.example/o/r/actions/runs/1/job/7"}]});
+    std::fs::write(&view, json.to_string()).unwrap();
+    let checked = said(&forge.pr(&[&small, "--check"], &[("FAKE_GH_PR", view.to_str().unwrap())]));
+    assert!(
+        checked.len() < 70_000 && checked.contains("more, too long to send: read them on the forge"),
+        "{}",
+        checked.len()
+    );
+    assert!(!forge.calls().iter().any(|(args, _)| args[..2] == ["run", "view"]), "a log read off the repository");
+
+    // A lone `corral pr B` racing `corral pr A B`: one pull request, and
+    // never B's branch pushed over the set's.
+    let (x, y) = (forge.env.launch("own", "xxxx one"), forge.env.launch("own", "yyyy two"));
+    forge.env.wait_end(&x);
+    forge.env.wait_end(&y);
+    let mut set = forge.env.command(&["pr", &x, &y]);
+    set.env("FAKE_GH_LOG", &forge.log).env("FAKE_GH_NUMBER", "30");
+    let set = set.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let alone = forge.pr(&[&y], &[("FAKE_GH_NUMBER", "31")]);
+    let set = set.wait_with_output().unwrap();
+    assert!(set.status.success() || alone.status.success(), "{} / {}", said(&set), said(&alone));
+    for out in [&set, &alone] {
+        let words = said(out);
+        assert!(out.status.success() || words.contains("has a pull request already"), "{words}");
+        assert!(!words.contains("force-with-lease"), "advice that would drop a run's work: {words}");
+    }
 }
 
 /// The review of a pull request of several is sent to the runs that can go

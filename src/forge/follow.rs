@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::tool::{Forge, Tool};
-use super::{clean, gitlab, log_tail, repository_of_page, ForgeError};
+use super::tool::{pages, read, Forge, Tool};
+use super::{clean, feedback_of, gitlab, log_tail, repository_of_page, ForgeError};
 use crate::store::{PullRequestLook, PullRequestRow, Store};
 use crate::upkeep::queue::ShepherdCommand;
 
@@ -288,7 +288,8 @@ fn github(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook
         let name = check.name.as_deref().or(check.context.as_deref()).unwrap_or("a check");
         let link = check.details_url.as_deref().or(check.target_url.as_deref()).unwrap_or_default();
         let header = format!("Check \"{}\" failed. {}", clean(name), clean(link)).trim_end().to_string();
-        feedback.push(log_tail::entry(header, pr.feedback.as_deref(), || log_tail::github_job(tool, dir, link)));
+        let read = || log_tail::github_job(tool, dir, link, &pr.url);
+        feedback.push(log_tail::entry(header, pr.feedback.as_deref(), read));
     }
     if review == Some("changes_requested") {
         for r in view.reviews.iter().filter(|r| r.state == "CHANGES_REQUESTED" || !r.body.trim().is_empty()) {
@@ -322,17 +323,6 @@ fn github(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRequestLook
         state: state.into(),
         checks: checks.map(str::to_string),
         review: review.map(str::to_string),
-        feedback: (!feedback.is_empty()).then(|| feedback.join("\n\n")),
+        feedback: feedback_of(feedback, &pr.url),
     })
-}
-
-/// The items of every page `--paginate` printed: one JSON array a page,
-/// one after the other (what cannot be read ends the list).
-pub(super) fn pages<T: serde::de::DeserializeOwned>(said: &str) -> Vec<T> {
-    serde_json::Deserializer::from_str(said).into_iter::<Vec<T>>().map_while(Result::ok).flatten().collect()
-}
-
-/// `said` read as JSON, or the CLI's words said as not understood.
-pub(super) fn read<T: serde::de::DeserializeOwned>(tool: Tool, said: &str) -> Result<T, ForgeError> {
-    serde_json::from_str(said).map_err(|_| ForgeError::Unread { tool, said: said.chars().take(200).collect() })
 }

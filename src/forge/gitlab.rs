@@ -9,9 +9,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::follow::{pages, read};
-use super::tool::Tool;
-use super::{clean, log_tail, repository_of_page, ForgeError};
+use super::tool::{pages, read, Tool};
+use super::{clean, feedback_of, log_tail, repository_of_page, ForgeError};
 use crate::store::{PullRequestLook, PullRequestRow};
 
 #[derive(Debug, Default, Deserialize)]
@@ -130,7 +129,7 @@ pub(super) fn look(tool: Tool, dir: &Path, pr: &PullRequestRow) -> Result<PullRe
         state: state.into(),
         checks: checks.map(str::to_string),
         review: review.map(str::to_string),
-        feedback: (!feedback.is_empty()).then(|| feedback.join("\n\n")),
+        feedback: feedback_of(feedback, &pr.url),
     })
 }
 

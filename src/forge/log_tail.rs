@@ -39,13 +39,18 @@ pub(super) fn entry(header: String, before: Option<&str>, read: impl FnOnce() ->
 }
 
 /// A GitHub Actions job's failed steps, if `link` is a job's page
-/// (`…/actions/runs/R/job/J`).
-pub(super) fn github_job(tool: Tool, dir: &Path, link: &str) -> Option<String> {
+/// (`…/actions/runs/R/job/J`) of the repository of the pull request at
+/// `pr_page` (a check's link elsewhere is sent as a link, never read).
+pub(super) fn github_job(tool: Tool, dir: &Path, link: &str, pr_page: &str) -> Option<String> {
     static JOB: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(r"/actions/runs/\d+/job/(\d+)").expect("a valid pattern"));
     let job = JOB.captures(link)?.get(1)?.as_str().to_string();
     // The job's own repository, as its page says.
     let (host, repo) = super::repository_of_page(link, "/actions/runs/")?;
+    let (pr_host, pr_repo) = super::repository_of_page(pr_page, "/pull/")?;
+    if !host.eq_ignore_ascii_case(&pr_host) || !repo.eq_ignore_ascii_case(&pr_repo) {
+        return None;
+    }
     let repo = format!("{host}/{repo}");
     let args = ["run", "view", "--job", &job, "--log-failed", "--repo", &repo];
     let log = tool.run(dir, "read the failed job's log", &args, None).ok()?;

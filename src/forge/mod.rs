@@ -4,7 +4,8 @@
 //! login and token are the user's, never Corral's, never in a run's
 //! environment.
 //!
-//! `together` is one pull request of several runs' work. `tool` runs the
+//! `together` is one pull request of several runs' work, `request` what
+//! both are made of. `tool` runs the
 //! forge's CLI, `push` says git's refusals in words (`fork`
 //! pushes to the user's fork where they may not push),
 //! `open` is the verb (`corral pr`, MCP `open_pull_request`), `issue` makes
@@ -20,13 +21,15 @@ mod log_tail;
 mod onto;
 mod open;
 mod push;
+mod request;
 mod together;
 mod tool;
 
 pub use follow::{look, send, start_following, Follower, Sent, LOOK_EVERY};
 pub use issue::task_from_issue;
 pub use onto::{pull_request_head, PullRequestHead};
-pub use open::{open, open_together, Opened, Options};
+pub use open::{open, open_together};
+pub use request::{Opened, Options};
 pub use tool::{Forge, Tool};
 
 use crate::store::StoreError;
@@ -137,6 +140,39 @@ fn clean(text: &str) -> String {
     });
     ESCAPE.replace_all(text, "").chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
 }
+/// The most characters of one thing the forge asks (a review, a line
+/// comment, a failed check with its log), and of all of them: what reaches
+/// the run is a reply, which has a bound, and a bot's review can be a
+/// megabyte.
+const ENTRY_MOST: usize = 16_000;
+const FEEDBACK_MOST: usize = 64_000;
+
+/// What the forge asks, from its `entries` in order: each within
+/// [`ENTRY_MOST`], all within [`FEEDBACK_MOST`], what did not fit counted
+/// with where to read it (`url`). `None` when it asks nothing.
+fn feedback_of(entries: Vec<String>, url: &str) -> Option<String> {
+    let mut kept: Vec<String> = Vec::new();
+    let mut room = FEEDBACK_MOST;
+    let mut left = 0;
+    for entry in entries {
+        let entry = match entry.char_indices().nth(ENTRY_MOST) {
+            Some((at, _)) => format!("{}…(cut: the rest is on the forge)", &entry[..at]),
+            None => entry,
+        };
+        let size = entry.chars().count() + 2;
+        if size > room {
+            left += 1;
+            continue;
+        }
+        room -= size;
+        kept.push(entry);
+    }
+    if left > 0 {
+        kept.push(format!("…and {left} more, too long to send: read them on the forge, {}", clean(url)));
+    }
+    (!kept.is_empty()).then(|| kept.join("\n\n"))
+}
+
 /// The repository a forge's page belongs to — `https://HOST/PATH` then
 /// `marker` (`/pull/`, `/-/merge_requests/`, `/actions/runs/`) — as its
 /// host and path (`OWNER/REPO`, or a GitLab group's path): what is read of
@@ -174,6 +210,16 @@ fn forge_of(cwd: &std::path::Path, reference: &str) -> Forge {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn what_the_forge_asks_is_bounded_and_says_what_was_left() {
+        let entries: Vec<String> = (0..10).map(|n| format!("review {n}: {}", "x".repeat(20_000))).collect();
+        let said = super::feedback_of(entries, "https://github.com/o/r/pull/7").unwrap();
+        assert!(said.chars().count() <= super::FEEDBACK_MOST + 200, "{}", said.len());
+        assert!(said.contains("review 0:") && said.contains("…(cut: the rest is on the forge)"));
+        assert!(said.ends_with("…and 7 more, too long to send: read them on the forge, https://github.com/o/r/pull/7"));
+        assert_eq!(super::feedback_of(Vec::new(), "u"), None);
+    }
+
     #[test]
     fn a_page_says_its_repository() {
         let of = super::repository_of_page;

@@ -13,11 +13,11 @@
 use std::path::{Path, PathBuf};
 
 use super::fork::push_or_fork;
-use super::open::{
+use super::push::remote_for;
+use super::request::{
     allowed, clean_line, create, first_line, made_by, refuse_changes_to, refuse_unpublished_base, within, work_of,
     Asked, Opened, Options, BODY_MOST,
 };
-use super::push::remote_for;
 use super::tool::{Forge, Tool};
 use super::ForgeError;
 use crate::run::Run;
@@ -73,7 +73,8 @@ pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Resu
     }
     // Two runs that change the same lines are said as a pair, as a merge
     // of them says it.
-    let (_, found) = review::conflicts(store, &ids, Path::new("/"))?;
+    let kept: Vec<String> = runs.iter().map(|(run, _)| run.id.clone()).collect();
+    let (_, found) = review::conflicts(store, &kept, Path::new("/"))?;
     if let Some(pair) = found.into_iter().next() {
         return Err(ForgeError::Clash(pair));
     }

@@ -150,6 +150,17 @@ impl Tool {
     }
 }
 
+/// The items of every page `--paginate` printed: one JSON array a page,
+/// one after the other (what cannot be read ends the list).
+pub(super) fn pages<T: serde::de::DeserializeOwned>(said: &str) -> Vec<T> {
+    serde_json::Deserializer::from_str(said).into_iter::<Vec<T>>().map_while(Result::ok).flatten().collect()
+}
+
+/// `said` read as JSON, or the CLI's words said as not understood.
+pub(super) fn read<T: serde::de::DeserializeOwned>(tool: Tool, said: &str) -> Result<T, ForgeError> {
+    serde_json::from_str(said).map_err(|_| ForgeError::Unread { tool, said: said.chars().take(200).collect() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
