@@ -4,14 +4,14 @@
 //! login and token are the user's, never Corral's, never in a run's
 //! environment.
 //!
-//! `together` is one pull request of several runs' work, `request` what
-//! both are made of. `tool` runs the
-//! forge's CLI, `push` says git's refusals in words (`fork`
-//! pushes to the user's fork where they may not push),
-//! `open` is the verb (`corral pr`, MCP `open_pull_request`), `issue` makes
-//! an issue a run's task (`corral launch --issue`), `follow` reads what the
-//! forge says of a pull request and sends it to the run (`gitlab` what
-//! GitLab says, `log_tail` the end of a failed check's log).
+//! `open` is the verb (`corral pr`, MCP `open_pull_request`), `together`
+//! the same for several runs' work as one, `request` what both are made
+//! of; `push` says git's refusals in words, `fork` pushes to the user's
+//! fork where they may not push; `tool` runs the forge's CLI; `issue`
+//! makes an issue a run's task (`corral launch --issue`); `follow` reads
+//! what the forge says of a pull request and sends it to the run
+//! (`gitlab` what GitLab says, `log_tail` the end of a failed check's
+//! log).
 
 mod follow;
 mod fork;
