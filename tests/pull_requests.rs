@@ -733,6 +733,15 @@ fn several_runs_go_as_one_pull_request_and_back() {
     assert!(ancestor.success(), "pushed on top of what the pull request held");
     assert_eq!(forge.calls().iter().filter(|(args, _)| args[..2] == ["pr", "create"]).count(), 1);
     assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "answered");
+    // Merged on the forge: every run's worktree offered for removal, at once.
+    std::fs::write(&view, serde_json::json!({"state": "MERGED", "statusCheckRollup": [], "reviews": []}).to_string())
+        .unwrap();
+    assert!(forge.pr(&[&a, "--check"], &[("FAKE_GH_PR", view.to_str().unwrap())]).status.success());
+    let needs = forge.env.ok(&["needs"]);
+    assert!(needs.contains("pull request #7 was merged on the forge"), "{needs}");
+    assert!(needs.contains(&format!("corral discard {a} {b}")), "{needs}");
+    forge.env.ok(&["discard", &a, &b]);
+    assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "nothing left to remove");
 
     // Two runs that change the same lines: refused, nothing pushed.
     let c = forge.run_edit("one way");

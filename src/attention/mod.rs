@@ -226,6 +226,13 @@ pub(crate) fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow
         }
         who = format!("{} runs ({})", runs.len(), runs.join(", "));
     }
+    let mut members = vec![run.clone()];
+    for other in runs.iter().filter(|other| *other != id) {
+        members.extend(store.run(other).ok());
+    }
+    // The worktrees still here, which a pull request ended on the forge
+    // offers to remove.
+    let worktrees: Vec<&str> = members.iter().filter(|r| r.worktree.is_some()).map(|r| r.id.as_str()).collect();
     let (chip, words, actions) = if pr.asks() {
         let mut what = Vec::new();
         if pr.review.as_deref() == Some("changes_requested") {
@@ -238,27 +245,16 @@ pub(crate) fn pull_request_item(store: &Store, pr: &crate::store::PullRequestRow
         // A command has no session to go on in: the words are sent only
         // to an agent (of several, to those that can go on).
         let goes_on = |r: &crate::run::Run| r.agent != crate::run::AgentKind::Command && r.worktree.is_some();
-        let mut able = 0;
-        for other in &runs {
-            if other == id {
-                able += usize::from(goes_on(&run));
-                continue;
-            }
-            able += usize::from(store.run(other).is_ok_and(|r| goes_on(&r)));
-        }
-        if able > 0 {
+        if members.iter().any(goes_on) {
             let label = if runs.len() > 1 { "Send to the runs" } else { "Send to the run" };
             actions.push(Action::new(label, &["pr", id, "--send"]));
         }
         actions.push(Action::new("Open", &["show", id]));
         actions.push(Action::new("Dismiss", &["pr", id, "--dismiss"]));
         ("pull request", format!("{who}: {} {name}: {}", pr.kind(), what.join(", ")), actions)
-    } else if pr.ended_unseen() && run.worktree.is_some() {
+    } else if pr.ended_unseen() && !worktrees.is_empty() {
         let actions = vec![
-            Action::new(
-                "Remove worktree",
-                &[&["discard"], runs.iter().map(String::as_str).collect::<Vec<_>>().as_slice()].concat(),
-            ),
+            Action::new("Remove worktree", &[&["discard"], worktrees.as_slice()].concat()),
             Action::new("Dismiss", &["pr", id, "--dismiss"]),
         ];
         (

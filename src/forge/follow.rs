@@ -164,7 +164,13 @@ pub fn send(store: &mut Store, run_id: &str, shepherd: &ShepherdCommand) -> Resu
             sent.left_out.push(id);
             continue;
         }
-        crate::verbs::reply::reply(store, &id, &text, false, shepherd)?;
+        if let Err(e) = crate::verbs::reply::reply(store, &id, &text, false, shepherd) {
+            // Those it reached are not sent it again by a retry.
+            if !sent.sent.is_empty() {
+                store.mark_feedback_sent(&run.id)?;
+            }
+            return Err(e.into());
+        }
         sent.sent.push(id);
     }
     if sent.sent.is_empty() {

@@ -227,7 +227,7 @@ fn apart_from(run: &Run, e: worktree::WorktreeError) -> ForgeError {
 /// it).
 fn body_of(runs: &[(Run, Worktree)], changes: &[worktree::Changes]) -> String {
     let mut body = format!("The work of {} Corral runs, merged in this order.\n", runs.len());
-    let share = BODY_MOST / runs.len().max(1) - 200;
+    let share = (BODY_MOST / runs.len().max(1)).saturating_sub(200).max(200);
     for (n, ((run, _), changes)) in runs.iter().zip(changes).enumerate() {
         let title = clean_line(first_line(&run.task));
         body.push_str(&format!("\n## {}. {title}\n\nRun `{}`: {}.\n\n", n + 1, run.id, made_by(run)));

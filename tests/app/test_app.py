@@ -1183,7 +1183,9 @@ def test_review_and_reply(session, env):
         driver.screenshot(ARTIFACTS / "window-review-together.png")
         # The run that clashes with nothing can go alone.
         driver.click(f".merge-one[data-run='{own}']")
-        wait_until("own merged", lambda: (env.project / "own.txt").exists())
+        # Merged as the store says it (its file lands a moment before the
+        # merge is recorded, and a review drawn between still offers it).
+        wait_until("own merged", lambda: (env.project / "own.txt").exists() and (env.show(own).get("worktree") or {}).get("merged"))
         driver.js("location.hash = arguments[0]", f"#/review?runs={own},{left}")
         wait_until("no clash", lambda: driver.find("#merge-all"))
         driver.click("#merge-all")
