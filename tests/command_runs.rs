@@ -572,3 +572,18 @@ fn a_run_removed_while_its_processes_stop_is_removed_once_they_are_gone() {
     assert!(!env.run_dir(&id).exists(), "its folder stayed");
     assert!(env.json(&["ls", "--all"]).as_array().unwrap().is_empty());
 }
+
+/// What a run used is said as measured, or as not measured: never `0 B` of
+/// memory for a group the kernel never accounted (cgroup v1 without the
+/// run in its memory hierarchy).
+#[test]
+fn show_never_says_a_run_peaked_at_no_memory() {
+    let env = Env::new();
+    env.command_preset("work", &["sh", "-c", "head -c 3000000 /dev/zero | wc -c"]);
+    let id = env.launch("work", "count");
+    env.wait_end(&id);
+    let shown = env.ok(&["show", &id]);
+    assert!(shown.contains("peak memory"), "{shown}");
+    assert!(!shown.contains("peak memory 0 B"), "{shown}");
+    assert_ne!(env.show(&id)["resources"]["memory_peak_bytes"], 0, "{:#}", env.show(&id));
+}

@@ -308,7 +308,11 @@ impl RunCgroup {
         let peak = fs::read_to_string(self.dir.join("memory.peak"))
             .ok()
             .and_then(|t| t.trim().parse().ok())
-            .or_else(|| self.v1_read("memory", "memory.max_usage_in_bytes"));
+            .or_else(|| self.v1_read("memory", "memory.max_usage_in_bytes"))
+            // No process charged a byte: the group was never accounted (a
+            // cgroup v1 memory hierarchy the run was not in), so nothing
+            // was measured, which `0 B` would misstate.
+            .filter(|&bytes: &u64| bytes > 0);
         Resources { cpu_seconds: cpu_usec.unwrap_or(0) as f64 / 1e6, memory_peak_bytes: peak }
     }
 
