@@ -954,6 +954,8 @@ fn a_worktree_folder_removed_by_hand_is_said_and_discarded() {
             assert!(!out.status.success(), "{verb} went on");
             assert!(said.contains("is not there") && said.contains("corral discard"), "{verb}: {said}");
         }
+        let shown = env.ok(&["show", &id]);
+        assert!(shown.contains("missing: removed by hand; its branch keeps its commits"), "{shown}");
         env.ok(&["discard", &id]);
         let branch = format!("corral/{id}");
         assert_eq!(git(p, &["branch", "--list", &branch]).trim(), "", "the branch is gone");
@@ -1009,4 +1011,22 @@ fn what_rm_keeps_it_says_how_to_take_and_that_works() {
     assert!(!said.contains("kept"), "{said}");
     assert_eq!(git(p, &["branch", "--list", &format!("corral/{id}")]).trim(), "");
     assert!(!git(p, &["worktree", "list", "--porcelain"]).contains(&worktree), "its entry stayed");
+}
+
+/// A worktree and its branch both removed by hand: `discard` forgets the
+/// run's worktree and says the branch was gone already, not that it
+/// removed it.
+#[test]
+fn discard_says_a_branch_deleted_by_hand_was_gone_already() {
+    let env = one_file_repo();
+    let p = &env.project;
+    env.command_preset_with("own", &["sh", "-c", "echo mine > \"$CORRAL_TASK.txt\""], "worktree: true\n");
+    let id = env.launch("own", "z");
+    env.wait_end(&id);
+    let worktree = env.show(&id)["worktree"]["path"].as_str().unwrap().to_string();
+    git(p, &["worktree", "remove", "--force", &worktree]);
+    git(p, &["branch", "-D", &format!("corral/{id}")]);
+    let said = env.ok(&["discard", &id]);
+    assert_eq!(said.trim(), format!("{id}  worktree removed (its branch corral/{id} was gone already)"));
+    assert!(env.show(&id)["worktree"].is_null());
 }

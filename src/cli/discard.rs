@@ -21,13 +21,19 @@ pub fn run(store: &mut Store, args: Args, out: &mut impl Write) -> anyhow::Resul
     let mut branches = Vec::new();
     for id in &args.runs {
         let run = store.find_run(id)?;
-        branches.push((run.id.clone(), corral::verbs::review::recorded_worktree_of(&run)?.branch.clone()));
+        let branch = corral::verbs::review::recorded_worktree_of(&run)?.branch.clone();
+        // A branch deleted by hand is not said to be removed now.
+        let repo = std::path::PathBuf::from(run.worktree_repo.clone().unwrap_or_default());
+        let there = corral::worktree::branch_tip(&repo, &branch).is_ok();
+        branches.push((run.id, branch, there));
     }
     let mut discarded = Vec::new();
-    for (id, branch) in branches {
+    for (id, branch, there) in branches {
         let run = corral::verbs::review::discard(store, &id)?;
-        if !args.json {
+        if !args.json && there {
             writeln!(out, "{}  worktree and branch {branch} removed", run.id)?;
+        } else if !args.json {
+            writeln!(out, "{}  worktree removed (its branch {branch} was gone already)", run.id)?;
         }
         discarded.push(run);
     }

@@ -113,7 +113,7 @@ pub fn print(store: &Store, run: &corral::Run, json: bool, out: &mut impl Write)
         ("session", or_dash(run.session_id.as_deref())),
         ("parent", or_dash(run.parent_id.as_deref())),
         ("children", if run.children.is_empty() { "-".into() } else { run.children.join(" ") }),
-        ("worktree", run.worktree.as_ref().map_or_else(|| "-".into(), |w| format!("{} ({})", w.path, w.branch))),
+        ("worktree", run.worktree.as_ref().map_or_else(|| "-".into(), worktree_line)),
         (
             "pr",
             pull_request.as_ref().map_or_else(
@@ -183,6 +183,15 @@ fn budget(store: &Store, run: &corral::Run) -> anyhow::Result<String> {
         _ => "",
     };
     Ok(format!("{} ({} and {tokens} tokens spent{with}{on})", budget.words(), spent.dollars()))
+}
+
+/// `PATH (BRANCH)`, and `missing` when its folder was removed by hand (its
+/// branch keeps its commits).
+fn worktree_line(w: &corral::worktree::Worktree) -> String {
+    match corral::worktree::is_there(std::path::Path::new(&w.path)) {
+        true => format!("{} ({})", w.path, w.branch),
+        false => format!("{} ({}), missing: removed by hand; its branch keeps its commits", w.path, w.branch),
+    }
 }
 
 /// `CPU 12.3 s, peak memory 1.2 GiB`, as last measured.
