@@ -228,6 +228,9 @@ fn a_killed_shepherd_takes_its_agent_down_and_the_run_becomes_lost() {
         "survivors killed: {:?}",
         processes_of_run(&id)
     );
+    // And said where the run's signals are, as its shepherd would have.
+    let signals = std::fs::read_to_string(env.run_dir(&id).join("signals.log")).unwrap_or_default();
+    assert!(signals.contains("its shepherd is gone: SIGKILL -> "), "{signals:?}");
 }
 
 #[test]

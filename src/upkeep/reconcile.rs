@@ -104,7 +104,7 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
             continue;
         }
         if store.commit_outcome(&run.id, &outcome)? {
-            let used = kill_survivors(&run);
+            let used = kill_survivors(&run, &store.home().run_dir(&run.id));
             store.mark_exited_using(&run.id, None, None, used.as_ref())?;
             lost.push(store.run(&run.id)?);
         }
@@ -114,7 +114,7 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
     let mut reaped = 0;
     for run in store.unreaped_runs()? {
         if shepherd_is_gone(&run) {
-            let used = kill_survivors(&run);
+            let used = kill_survivors(&run, &store.home().run_dir(&run.id));
             store.mark_exited_using(&run.id, None, None, used.as_ref())?;
             reaped += 1;
         }
@@ -136,7 +136,7 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
 fn go_on_after_limit(store: &mut Store, run: &Run) -> Result<AfterLimit, StoreError> {
     let (Some(pid), Some(start)) = (run.shepherd_pid, run.shepherd_start) else { return Ok(AfterLimit::NotThatRun) };
     // It holds no process; any left is not its to keep.
-    kill_survivors(run);
+    kill_survivors(run, &store.home().run_dir(&run.id));
     if !store.requeue_at_limit(&run.id, ProcessId { pid, start }, CONTINUE)? {
         return Ok(AfterLimit::NotThatRun);
     }
@@ -213,11 +213,22 @@ const CGROUP_EMPTY_WAIT: Duration = Duration::from_secs(2);
 /// Kills what is left of a run whose shepherd died: its whole cgroup, if it
 /// has one; then, for a run without one (or processes that left it), the
 /// agent's process group while any process of the run is still in it, and
-/// every process that carries the run's id. Returns what the run used, as
-/// its cgroup last counted (none without one).
-fn kill_survivors(run: &Run) -> Option<Resources> {
+/// every process that carries the run's id. Each signal is written in the
+/// run's `signals.log` (in `run_dir`), as its shepherd writes its own.
+/// Returns what the run used, as its cgroup last counted (none without
+/// one).
+fn kill_survivors(run: &Run, run_dir: &std::path::Path) -> Option<Resources> {
+    let note = |what: String| {
+        // Losing a log line must never stop the kill.
+        if let Ok(mut file) = crate::home::open_private_append(&run_dir.join("signals.log")) {
+            let _ = std::io::Write::write_all(&mut file, format!("{} {what}\n", time::format(time::now())).as_bytes());
+        }
+    };
     let mut used = None;
     if let Some(group) = run.containment.as_ref().and_then(RunCgroup::open) {
+        if group.is_populated() {
+            note(format!("its shepherd is gone: SIGKILL -> cgroup {}", group.dir().display()));
+        }
         let _ = group.kill();
         let deadline = std::time::Instant::now() + CGROUP_EMPTY_WAIT;
         while group.is_populated() && std::time::Instant::now() < deadline {
@@ -234,10 +245,12 @@ fn kill_survivors(run: &Run) -> Option<Resources> {
         // unless a stranger now leads a group of that id.
         let stranger_leads = ProcessId::of(pid).is_some_and(|now| now != agent);
         if !stranger_leads && (agent.is_alive() || !process::group_members(pid, start).is_empty()) {
+            note(format!("its shepherd is gone: SIGKILL -> group {pid}"));
             let _ = process::signal_group(pid, Sig::Kill);
         }
     }
     for marked in process::processes_with_env(RUN_ID_ENV, &run.id) {
+        note(format!("its shepherd is gone: SIGKILL -> {} (carries the run's id)", marked.pid));
         let _ = marked.signal(Sig::Kill);
     }
     used
