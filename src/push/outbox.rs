@@ -103,9 +103,12 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
         for pr in store.pull_requests()? {
             let Some((key, note)) = crate::attention::announce::pull_request(store, &pr)? else { continue };
             // The forge's words are a detail; without details, what is asked.
-            let message = match config.details {
-                true => note.body,
-                false => format!("Send it to the run, or see it with `corral show {}`.", pr.run_id),
+            let message = match (config.details, pr.asks()) {
+                (true, _) => note.body,
+                (false, true) => format!("Send it to the run, or see it with `corral show {}`.", pr.run_id),
+                (false, false) => {
+                    format!("Remove its worktree with `corral discard {}`, or from the window.", pr.run_id)
+                }
             };
             let actions = match pr.asks() {
                 true => json!([{"label": "Send to the run", "answer": token::sign(secret, &key, "send", expires)}]),
