@@ -194,11 +194,9 @@ pub fn pull_request(store: &Store, pr: &PullRequestRow) -> Result<Option<(String
         let key = format!("pr:{id}:{}", pr.feedback_at.as_deref().unwrap_or_default());
         (key, body, pr.checks.as_deref() == Some("failing"))
     } else {
-        (
-            format!("pr:{id}:{}", pr.state),
-            format!("Remove its worktree: `corral discard {id}`, or from the window."),
-            false,
-        )
+        // The item's own command: every worktree of the pull request's runs.
+        let remove = item.actions.first().map_or_else(|| format!("discard {id}"), |a| a.argv.join(" "));
+        (format!("pr:{id}:{}", pr.state), format!("Remove the worktree: `corral {remove}`, or from the window."), false)
     };
     let body = body.chars().take(400).collect();
     let summary = format!("⇅ {}", item.words);

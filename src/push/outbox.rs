@@ -106,9 +106,8 @@ pub fn gather(store: &mut Store, config: &PushConfig, secret: &[u8], since: &str
             let message = match (config.details, pr.asks()) {
                 (true, _) => note.body,
                 (false, true) => format!("Send it to the run, or see it with `corral show {}`.", pr.run_id),
-                (false, false) => {
-                    format!("Remove its worktree with `corral discard {}`, or from the window.", pr.run_id)
-                }
+                // What to run (`corral discard A B`): no words of the forge.
+                (false, false) => note.body,
             };
             let actions = match pr.asks() {
                 true => json!([{"label": "Send to the run", "answer": token::sign(secret, &key, "send", expires)}]),
