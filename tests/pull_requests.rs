@@ -740,8 +740,12 @@ fn several_runs_go_as_one_pull_request_and_back() {
     let needs = forge.env.ok(&["needs"]);
     assert!(needs.contains("pull request #7 was merged on the forge"), "{needs}");
     assert!(needs.contains(&format!("corral discard {a} {b}")), "{needs}");
+    let kept = git(&forge.env.project, &["for-each-ref", "refs/corral/"]);
+    assert!(kept.contains(&format!("refs/corral/together/{a}")), "{kept}");
     forge.env.ok(&["discard", &a, &b]);
     assert!(!forge.env.ok(&["needs"]).contains("pull request #7"), "nothing left to remove");
+    let kept = git(&forge.env.project, &["for-each-ref", "refs/corral/"]);
+    assert!(kept.trim().is_empty(), "the merges kept for it let go with its last worktree: {kept}");
 
     // Two runs that change the same lines: refused, nothing pushed.
     let c = forge.run_edit("one way");

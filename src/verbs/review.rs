@@ -547,7 +547,31 @@ pub fn discard(store: &mut Store, id: &str) -> Result<Run, ReviewError> {
     if let Some(failed) = tear_down(store, &run.id) {
         tracing::warn!("{failed}");
     }
-    worktree::remove(Path::new(run.worktree_repo.as_deref().unwrap_or_default()), worktree)?;
+    let repo = Path::new(run.worktree_repo.as_deref().unwrap_or_default());
+    worktree::remove(repo, worktree)?;
     store.mark_worktree_removed(&run.id)?;
+    forget_merges_of_its_pull_request(store, repo, &run.id)?;
     Ok(store.run(&run.id)?)
+}
+
+/// Once no run of a pull request of several keeps a worktree, the merges
+/// of their work kept for it (`refs/corral/together/RUN`) are let go:
+/// nothing is left to push to it from here.
+fn forget_merges_of_its_pull_request(store: &Store, repo: &Path, id: &str) -> Result<(), StoreError> {
+    let Some(pr) = store.pull_request(id)?.filter(|pr| pr.together) else { return Ok(()) };
+    let runs = store.runs_together(&pr.url)?;
+    for other in &runs {
+        if store.run(other).is_ok_and(|r| r.worktree.is_some()) {
+            return Ok(());
+        }
+    }
+    for other in &runs {
+        // One that is not there is nothing to let go.
+        let _ = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["update-ref", "-d", &format!("refs/corral/together/{other}")])
+            .output();
+    }
+    Ok(())
 }
