@@ -6,15 +6,14 @@
 use super::fork::push_or_fork;
 use super::push::remote_for;
 use super::request::{
-    allowed, clean_line, create, first_line, made_by, refuse_changes_to, refuse_unpublished_base, within, work_of,
-    Asked, Opened, Options, BODY_MOST,
+    clean_line, create, destination, first_line, made_by, ready, refuse_unpublished_base, within, work_of, Asked,
+    Destination, Opened, Options, BODY_MOST,
 };
-use super::tool::{Forge, Tool};
 use super::ForgeError;
 use crate::run::Run;
 use crate::store::{PullRequestRow, Store};
 use crate::text::time;
-use crate::verbs::review::{self, ReviewError};
+use crate::verbs::review;
 use crate::worktree;
 
 /// Opens a pull request for run `id`'s work, or pushes to the one it has
@@ -24,16 +23,7 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
     if store.pull_request(&found.id)?.is_some_and(|pr| pr.together) {
         return super::together::open(store, &[found.id], options);
     }
-    let run = review::once_exited(store, found)?;
-    if let Some(caller) = &options.caller {
-        allowed(store, caller, &run)?;
-    }
-    let worktree = review::worktree_of(&run).map_err(ReviewError::from)?.clone();
-    review::refuse_still_writing(&run).map_err(ReviewError::from)?;
-    if let Some(other) = review::working_in(store, &worktree)? {
-        return Err(worktree::WorktreeError::InUse { run: other.id, path: worktree.path.clone() }.into());
-    }
-    review::refuse_carried(store, &run, &worktree)?;
+    let (run, worktree) = ready(store, found, options)?;
     let repo = std::path::PathBuf::from(run.worktree_repo.clone().unwrap_or_default());
     // One at a time per repository, from reading what is known to
     // recording what was done: two `corral pr` at once open one pull
@@ -46,29 +36,7 @@ pub fn open(store: &mut Store, id: &str, options: &Options) -> Result<Opened, Fo
         drop(lock);
         return super::together::open(store, &[run.id], options);
     }
-    if let Some(pr) = &known {
-        refuse_changes_to(pr, options)?;
-    }
-    let base = match (&options.base, &known, &run.worktree_from_branch) {
-        (Some(base), _, _) => base.clone(),
-        (None, Some(pr), _) => pr.base.clone(),
-        (None, None, Some(branch)) => branch.clone(),
-        (None, None, None) => return Err(ForgeError::NoBase { run: run.id }),
-    };
-    let (remote, url) = match &known {
-        Some(pr) => remote_for(&repo, Some(&pr.remote), &base)?,
-        None => remote_for(&repo, options.remote.as_deref(), &base)?,
-    };
-    let tool = Tool::of(Forge::of_remote(&url));
-    // Said before anything is committed or pushed.
-    tool.require()?;
-    if let Some(pr) = &known {
-        // Merged or closed on the forge: pushing would make a branch nobody reviews.
-        let now = super::look(store, &pr.run_id)?;
-        if now.state != "open" {
-            return Err(ForgeError::Ended { run: run.id, name: now.name(), state: now.state });
-        }
-    }
+    let Destination { base, remote, url, tool } = destination(store, &repo, &run, known.as_ref(), options)?;
     // The branch it is pushed to: its own, or the pull request's it was
     // started on (`launch --pr`), which its commits must build upon.
     let to = known.as_ref().map_or_else(|| worktree.branch.clone(), |pr| pr.head.clone());

@@ -9,10 +9,12 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::fork::FromWhere;
+use super::push::remote_for;
 use super::tool::{Forge, Tool};
 use super::ForgeError;
 use crate::run::Run;
 use crate::store::{PullRequestRow, Store};
+use crate::verbs::review::{self, ReviewError};
 use crate::worktree;
 
 /// What the user asked of the pull request.
@@ -68,11 +70,76 @@ impl Opened {
     }
 }
 
+/// Run `run` with its worktree, once its work may go out: it ended (and
+/// its processes are gone), an agent asking may ask for it, its worktree
+/// is there, no run works in it and none of it is what Corral carried in
+/// from the checkout.
+pub(super) fn ready(store: &mut Store, run: Run, options: &Options) -> Result<(Run, worktree::Worktree), ForgeError> {
+    let run = review::once_exited(store, run)?;
+    if let Some(caller) = &options.caller {
+        allowed(store, caller, &run)?;
+    }
+    let worktree = review::worktree_of(&run).map_err(ReviewError::from)?.clone();
+    review::refuse_still_writing(&run).map_err(ReviewError::from)?;
+    if let Some(other) = review::working_in(store, &worktree)? {
+        return Err(worktree::WorktreeError::InUse { run: other.id, path: worktree.path.clone() }.into());
+    }
+    review::refuse_carried(store, &run, &worktree)?;
+    Ok((run, worktree))
+}
+
+/// Where a pull request goes: the branch it asks to merge into, the
+/// remote its branch is pushed to (name and address), and the forge's CLI
+/// that opens it.
+pub(super) struct Destination {
+    pub base: String,
+    pub remote: String,
+    pub url: String,
+    pub tool: Tool,
+}
+
+/// Where the pull request of `run` (the first, of several) goes, `known`
+/// its pull request if one is open: said before anything is committed or
+/// pushed — options only an opening sets, a run launched on a detached
+/// HEAD with no base named, a remote missing, the forge's CLI missing, and
+/// a pull request merged or closed on the forge since (pushing would make
+/// a branch nobody reviews) are refused.
+pub(super) fn destination(
+    store: &mut Store,
+    repo: &Path,
+    run: &Run,
+    known: Option<&PullRequestRow>,
+    options: &Options,
+) -> Result<Destination, ForgeError> {
+    if let Some(pr) = known {
+        refuse_changes_to(pr, options)?;
+    }
+    let base = match (&options.base, known, &run.worktree_from_branch) {
+        (Some(base), _, _) => base.clone(),
+        (None, Some(pr), _) => pr.base.clone(),
+        (None, None, Some(branch)) => branch.clone(),
+        (None, None, None) => return Err(ForgeError::NoBase { run: run.id.clone() }),
+    };
+    let (remote, url) = match known {
+        Some(pr) => remote_for(repo, Some(&pr.remote), &base)?,
+        None => remote_for(repo, options.remote.as_deref(), &base)?,
+    };
+    let tool = Tool::of(Forge::of_remote(&url));
+    tool.require()?;
+    if let Some(pr) = known {
+        let now = super::look(store, &pr.run_id)?;
+        if now.state != "open" {
+            return Err(ForgeError::Ended { run: run.id.clone(), name: now.name(), state: now.state });
+        }
+    }
+    Ok(Destination { base, remote, url, tool })
+}
+
 /// An agent's `corral pr` (or MCP `open_pull_request`): only on a run of
 /// its own tree (itself, or a run it or its runs launched), and only where
 /// its preset and every preset above it say `pr: allow` — a run never gains
 /// through a child it launched what its own preset withholds.
-pub(super) fn allowed(store: &Store, caller: &str, run: &Run) -> Result<(), ForgeError> {
+fn allowed(store: &Store, caller: &str, run: &Run) -> Result<(), ForgeError> {
     let refused = || ForgeError::NotAllowed { caller: caller.to_string(), run: run.id.clone() };
     let mut at = Some(run.id.clone());
     let mut in_tree = false;
@@ -98,7 +165,7 @@ pub(super) fn allowed(store: &Store, caller: &str, run: &Run) -> Result<(), Forg
 
 /// What only the opening of a pull request sets, asked of one open: said,
 /// never silently dropped.
-pub(super) fn refuse_changes_to(pr: &PullRequestRow, options: &Options) -> Result<(), ForgeError> {
+fn refuse_changes_to(pr: &PullRequestRow, options: &Options) -> Result<(), ForgeError> {
     let asked: Vec<&str> = [
         (options.title.is_some(), "--title"),
         (options.body.is_some(), "--body"),

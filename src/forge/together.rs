@@ -15,10 +15,9 @@ use std::path::{Path, PathBuf};
 use super::fork::push_or_fork;
 use super::push::remote_for;
 use super::request::{
-    allowed, clean_line, create, first_line, made_by, refuse_changes_to, refuse_unpublished_base, within, work_of,
-    Asked, Opened, Options, BODY_MOST,
+    clean_line, create, destination, first_line, made_by, ready, refuse_unpublished_base, within, work_of, Asked,
+    Destination, Opened, Options, BODY_MOST,
 };
-use super::tool::{Forge, Tool};
 use super::ForgeError;
 use crate::run::Run;
 use crate::store::{PullRequestRow, Store};
@@ -45,17 +44,7 @@ pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Resu
         if known.is_some() && run.worktree.is_none() && run.worktree_repo.is_some() {
             continue;
         }
-        let run = review::once_exited(store, run)?;
-        if let Some(caller) = &options.caller {
-            allowed(store, caller, &run)?;
-        }
-        let worktree = review::worktree_of(&run).map_err(ReviewError::from)?.clone();
-        review::refuse_still_writing(&run).map_err(ReviewError::from)?;
-        if let Some(other) = review::working_in(store, &worktree)? {
-            return Err(worktree::WorktreeError::InUse { run: other.id, path: worktree.path.clone() }.into());
-        }
-        review::refuse_carried(store, &run, &worktree)?;
-        runs.push((run, worktree));
+        runs.push(ready(store, run, options)?);
     }
     let Some(first) = runs.first().map(|(run, _)| run.clone()) else {
         let name = known.as_ref().map(PullRequestRow::name).unwrap_or_default();
@@ -81,27 +70,7 @@ pub(super) fn open(store: &mut Store, ids: &[String], options: &Options) -> Resu
     if first.worktree_repo.as_deref() != Some(&*repo.to_string_lossy()) {
         return Err(ReviewError::Apart { first: named.id, second: first.id, why: "another repository".into() }.into());
     }
-    if let Some(pr) = &known {
-        refuse_changes_to(pr, options)?;
-    }
-    let base = match (&options.base, &known, &first.worktree_from_branch) {
-        (Some(base), _, _) => base.clone(),
-        (None, Some(pr), _) => pr.base.clone(),
-        (None, None, Some(branch)) => branch.clone(),
-        (None, None, None) => return Err(ForgeError::NoBase { run: first.id }),
-    };
-    let (remote, url) = match &known {
-        Some(pr) => remote_for(&repo, Some(&pr.remote), &base)?,
-        None => remote_for(&repo, options.remote.as_deref(), &base)?,
-    };
-    let tool = Tool::of(Forge::of_remote(&url));
-    tool.require()?;
-    if let Some(pr) = &known {
-        let now = super::look(store, &pr.run_id)?;
-        if now.state != "open" {
-            return Err(ForgeError::Ended { run: first.id, name: now.name(), state: now.state });
-        }
-    }
+    let Destination { base, remote, url, tool } = destination(store, &repo, &first, known.as_ref(), options)?;
     let base_remote = remote_for(&repo, None, &base).map_or_else(|_| remote.clone(), |(name, _)| name);
     let mut there = String::new();
     for (_, worktree) in &runs {
