@@ -264,6 +264,16 @@ fn a_run_from_an_issue_takes_it_as_its_task_in_the_forges_words() {
     assert!(task.trim_end().ends_with(&format!("forge-words {mark}>>>")), "{task}");
     assert_eq!(arg_after(&forge.calls()[0].0, "view"), Some("12"));
     forge.env.wait_end(&id);
+
+    // Its pull request open, the run removed: said, the forge's page left alone.
+    assert!(forge.pr(&[&id], &[]).status.success());
+    let removed = forge.env.ok(&["rm", &id]);
+    assert!(
+        removed.contains(
+            "pull request #7 (https://github.com/o/r/pull/7) stays open on the forge: Corral follows it no more"
+        ),
+        "{removed}"
+    );
 }
 
 /// A hostile reading's findings: what would go out unasked is refused

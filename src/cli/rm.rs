@@ -55,6 +55,9 @@ pub fn say(removed: &Removed, dry_run: bool, out: &mut impl Write) -> std::io::R
         0 => writeln!(out, "{first}  {verb}")?,
         n => writeln!(out, "{first}  {verb}, with {n} run(s) it launched: {}", launched.join(" "))?,
     }
+    for pr in &removed.pull_requests_left_open {
+        writeln!(out, "  {} stays open on the forge: Corral follows it no more", super::table::name(pr))?;
+    }
     for kept in &removed.kept_worktrees {
         let files = kept.unmerged.iter().take(5).map(|f| super::table::name(f)).collect::<Vec<_>>().join(", ");
         let (n, repo, branch, path) = (kept.unmerged.len(), &kept.repo, &kept.branch, &kept.path);

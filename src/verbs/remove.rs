@@ -37,6 +37,11 @@ pub struct Removed {
     pub ids: Vec<String>,
     /// Worktrees kept because they hold changes not merged, with the files.
     pub kept_worktrees: Vec<KeptWorktree>,
+    /// Pull requests of the runs removed that are open on the forge: they
+    /// stay there, and Corral follows them no more (`pull request #7
+    /// (https://…)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pull_requests_left_open: Vec<String>,
 }
 
 /// A worktree left in place: what it holds, and how to get rid of it.
@@ -83,6 +88,17 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
     };
     if let Some(stopping) = runs.iter().find(|r| !dry_run && r.exited_at.is_none() && r.started_at.is_some()) {
         return Err(RemoveError::Stopping(stopping.id.clone()));
+    }
+    // Said, not closed: a pull request is the forge's, and its page is
+    // the user's to close.
+    let mut pull_requests_left_open: Vec<String> = Vec::new();
+    for id in &ids {
+        if let Some(pr) = store.pull_request(id)?.filter(|pr| pr.state == "open") {
+            let said = format!("{} {} ({})", pr.kind(), pr.name(), pr.url);
+            if !pull_requests_left_open.contains(&said) {
+                pull_requests_left_open.push(said);
+            }
+        }
     }
     let mut kept_worktrees = Vec::new();
     let mut drop_worktrees = Vec::new();
@@ -145,7 +161,7 @@ pub fn remove(store: &mut Store, id: &str, dry_run: bool) -> Result<Removed, Rem
             }
         }
     }
-    Ok(Removed { ids, kept_worktrees })
+    Ok(Removed { ids, kept_worktrees, pull_requests_left_open })
 }
 
 /// Which ended runs `prune` removes.
