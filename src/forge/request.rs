@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::fork::FromWhere;
 use super::push::remote_for;
 use super::tool::{Forge, Tool};
-use super::ForgeError;
+use super::{clean, ForgeError};
 use crate::run::Run;
 use crate::store::{PullRequestRow, Store};
 use crate::verbs::review::{self, ReviewError};
@@ -318,8 +318,6 @@ pub(super) fn clean_line(text: &str) -> String {
 /// A run's work for a description: its task, what its agent said last,
 /// the files it changed, under headings of `level` (`###`).
 pub(super) fn work_of(run: &Run, changes: &worktree::Changes, level: &str) -> String {
-    let clean =
-        |text: &str| -> String { text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect() };
     let mut body = format!("{}\n", clean(run.task.trim()));
     if let Some(said) = run.final_text.as_deref().filter(|t| !t.trim().is_empty()) {
         body.push_str(&format!("\n{level} What the agent said\n\n"));
