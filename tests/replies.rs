@@ -230,6 +230,8 @@ fn a_wait_begun_after_a_reply_gets_the_end_of_the_replys_turn_not_the_one_before
     let out = waiter.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("completed") && said.contains("Echo: and a second one"), "{said}");
+    // As above: the waiter may have read the store before the file is in place.
+    assert!(eventually(LIMIT, || ended.is_file()), "the reply's end is written beside the run");
     assert_eq!(
         serde_json::from_slice::<Value>(&std::fs::read(&ended).unwrap()).unwrap()["final_text"],
         "Echo: and a second one"
