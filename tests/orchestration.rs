@@ -439,3 +439,79 @@ fn a_shell_working_in_a_sleep_loop_beside_its_background_wait_keeps_its_slot() {
     assert_eq!(run["status"], "completed", "{run:#}");
     assert_eq!(env.show(&child)["status"], "completed");
 }
+
+/// A launch heals nothing on its own account, yet a slot held by a run
+/// whose shepherd died is not kept from it: the launch that finds no slot
+/// free heals, and starts at once into the slot the lost run held.
+#[test]
+fn a_launch_finding_the_slot_held_by_a_dead_shepherd_starts_at_once() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let a = env.launch("slow", "first");
+    let a_run = env.wait_run(&a, LIMIT, |r| r["status"] == "running");
+    signal_pid(a_run["shepherd_pid"].as_i64().unwrap() as i32, Sig::Kill).unwrap();
+    // Nothing else looks at the store: no wait, no tray, no shepherd at work.
+    let out = env.ok(&["launch", "quick", "second", "--json"]);
+    let b: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(b["status"], "starting", "the launch was left in the queue behind a lost run: {b:#}");
+    assert_eq!(status_in_store(&env, &a), RunStatus::Lost);
+    let b = env.wait_run(b["id"].as_str().unwrap(), LIMIT, |r| !r["exited_at"].is_null());
+    assert_eq!(b["status"], "completed", "{b:#}");
+}
+
+/// A wait whose process died no longer frees its run's slot for a launch:
+/// the launch sees the dead waiter and heals before it counts the slots,
+/// so it never starts beside `max_parallel` working runs.
+#[test]
+fn a_launch_does_not_take_the_slot_a_dead_waiter_seemed_to_free() {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let a = env.launch("slow", "first");
+    env.wait_run(&a, LIMIT, |r| r["status"] == "running");
+    // As if A's agent blocked in a `corral wait` that was then killed: its
+    // wait still says A holds no slot.
+    let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
+    db.execute("INSERT INTO waits (run_id, pid, start, since, blocks) VALUES (?1, 999999999, 1, 'now', 2)", [&a])
+        .unwrap();
+    db.execute("INSERT INTO wait_targets (wait_id, run_id) VALUES (last_insert_rowid(), ?1)", [&a]).unwrap();
+    drop(db);
+    let out = env.ok(&["launch", "quick", "second", "--json"]);
+    let b: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(b["status"], "queued", "started beside a working run with max_parallel = 1: {b:#}");
+    std::fs::write(&release, "").unwrap();
+    let b = env.wait_run(b["id"].as_str().unwrap(), LIMIT, |r| !r["exited_at"].is_null());
+    assert_eq!(b["status"], "completed", "{b:#}");
+}
+
+/// What an agent left running after its run's shepherd died launches
+/// nothing: its launch sees its own run's shepherd gone, heals, and stops
+/// with the run, as every other process of it.
+#[test]
+fn an_agent_of_a_run_whose_shepherd_died_launches_nothing() {
+    let env = Env::new();
+    let go = env.project.join("go");
+    let after = env.project.join("after");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let script = format!(
+        "(while [ ! -e {go} ]; do sleep 0.01; done; corral launch quick child; echo $? > {after}) & wait",
+        go = go.display(),
+        after = after.display()
+    );
+    env.command_preset("lead", &["sh", "-c", &script]);
+    let lead = env.launch("lead", "x");
+    let run = env.wait_run(&lead, LIMIT, |r| r["status"] == "running");
+    signal_pid(run["shepherd_pid"].as_i64().unwrap() as i32, Sig::Kill).unwrap();
+    std::fs::write(&go, "").unwrap();
+    // Read without healing: only the agent's own launch can find it lost.
+    assert!(eventually(LIMIT, || status_in_store(&env, &lead) == RunStatus::Lost), "the launch did not heal");
+    let runs: Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
+    let ids: Vec<&str> = runs.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [lead.as_str()], "a run was launched by a lost run's agent");
+    assert!(!after.exists(), "the lost run's agent went on after its launch");
+}

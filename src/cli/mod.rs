@@ -309,7 +309,12 @@ fn dispatch(command: Command, forked: Option<corral::upkeep::queue::Handoff>) ->
         return doctor::run(&home, args.json, &mut std::io::stdout().lock());
     }
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
-    let mut store = corral::upkeep::heal::open_healed(&home, &shepherd)?;
+    let mut store = match &command {
+        // A launch heals only when its start depends on it (see
+        // `due_before_launch`), a wait at its first look: neither twice.
+        Command::Launch(_) | Command::Wait(_) => corral::Store::open(&home)?,
+        _ => corral::upkeep::heal::open_healed(&home, &shepherd)?,
+    };
     let shepherd = shepherd.with_forked(forked);
     // An agent acts on its own tree only, at every door: a forwarded
     // `corral`, its own `corral`, its MCP server (a person's are free).

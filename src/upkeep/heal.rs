@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use crate::home::config::{Config, ConfigError};
 use crate::home::Home;
+use crate::run::Run;
 use crate::store::{Store, StoreError};
 use crate::upkeep::queue::{fire_queued_behind, start_queued, ShepherdCommand};
 use crate::upkeep::reconcile::{reconcile, Reconciled};
@@ -80,8 +81,25 @@ pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, Hea
     Ok(Healed { reconciled, started })
 }
 
+/// Whether a launch must heal the store before it records its run. A launch
+/// does not heal on its own account: every command that shows or waits on
+/// runs heals, and a launch's truth depends on two things only. A wait
+/// whose process died still frees its run's slot (the launch would take a
+/// slot past `max_parallel`), and a launch from inside a run whose shepherd
+/// died belongs to a lost run (it must stop, not launch). Anything else a
+/// heal finds holds a slot the launch counts as taken (a lost run, a dead
+/// promoter's run): the run is queued, and [`heal`] after the insert starts
+/// it into the slot that heal frees.
+pub fn due_before_launch(store: &Store, caller: Option<&Run>) -> Result<bool, StoreError> {
+    if caller.is_some_and(|run| run.status.is_active() && crate::upkeep::reconcile::shepherd_is_gone(run)) {
+        return Ok(true);
+    }
+    Ok(store.blocked_processes()?.iter().any(|blocked| !blocked.process.is_alive()))
+}
+
 /// Opens the store of `home` and heals it: what the CLI, the MCP server and
-/// the app do before anything else.
+/// the app do before anything else (a launch heals only when due: see
+/// [`due_before_launch`]).
 pub fn open_healed(home: &Home, shepherd: &ShepherdCommand) -> Result<Store, HealError> {
     let mut store = Store::open(home)?;
     heal(&mut store, shepherd)?;

@@ -194,7 +194,9 @@ fn promoter_died_before_starting(run: &Run) -> bool {
     (time::now() - promoted).to_std().unwrap_or_default() > CLAIM_GRACE
 }
 
-fn shepherd_is_gone(run: &Run) -> bool {
+/// True if run `run`, active in the store, has no shepherd any more (or
+/// never got one in time): a heal would end it.
+pub fn shepherd_is_gone(run: &Run) -> bool {
     match (run.status, run.shepherd_pid, run.shepherd_start) {
         (RunStatus::Queued, _, _) => false,
         (_, Some(pid), Some(start)) => !ProcessId { pid, start }.is_alive(),

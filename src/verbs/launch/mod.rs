@@ -56,6 +56,9 @@ pub enum LaunchError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store could not be healed before the run was recorded.
+    #[error(transparent)]
+    Heal(#[from] crate::upkeep::heal::HealError),
     /// The settings file is broken.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -180,9 +183,13 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         return Err(LaunchError::CwdNotUtf8(cwd));
     }
     let caller = crate::run::caller::caller_run(store)?;
+    let caller_run = caller.as_deref().map(|id| store.run(id)).transpose()?;
+    if crate::upkeep::heal::due_before_launch(store, caller_run.as_ref())? {
+        crate::upkeep::heal::heal(store, shepherd)?;
+    }
     let parent = match &request.parent {
         Some(id) => Some(store.find_run(id)?),
-        None => caller.as_deref().map(|id| store.run(id)).transpose()?,
+        None => caller_run,
     };
     // From inside a run, what it launches stays in its tree: under another
     // run it would spend outside its budget and be waited for by no one.
@@ -333,8 +340,13 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         Err(StoreError::RequestMade(made)) => return Ok(store.run(&made)?),
         made => made?,
     };
-    if run.status == RunStatus::Starting {
-        start_or_fail(store, &run.id, shepherd)?;
+    match run.status {
+        RunStatus::Starting => start_or_fail(store, &run.id, shepherd)?,
+        // No slot free, as the store says: a heal may free one (a run whose
+        // shepherd died holds its slot until then) and starts the queue
+        // into it, this run too if it is next.
+        RunStatus::Queued => _ = crate::upkeep::heal::heal(store, shepherd)?,
+        _ => {}
     }
     Ok(store.run(&run.id)?)
 }
