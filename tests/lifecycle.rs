@@ -144,6 +144,24 @@ fn abort_of_an_agent_that_ignores_sigterm_leaves_zero_survivors() {
     assert_eq!((run["status"].as_str(), run["stop_reason"].as_str()), (Some("aborted"), Some("user_abort")));
     assert!(processes_of_run(&id).is_empty(), "zero survivors");
     assert!(!run["abort_requested_at"].is_null());
+    // Its signals, after what the run did before them.
+    let signals = std::fs::read_to_string(env.run_dir(&id).join("signals.log")).unwrap();
+    let started = signals.find("agent started").unwrap_or(usize::MAX);
+    let signalled = signals.find("SIGTERM -> group").unwrap_or(0);
+    assert!(started < signalled, "{signals}");
+}
+
+/// A run whose agent ends by itself, leaving nothing to stop, has no
+/// `signals.log`: Corral sent it no signal.
+#[test]
+fn a_run_that_ends_by_itself_has_no_signals_log() {
+    let env = Env::new();
+    env.command_preset("quick", &["sh", "-c", "echo done"]);
+    let id = env.launch("quick", "x");
+    let run = env.wait_run(&id, Duration::from_secs(10), |r| !r["exited_at"].is_null());
+    assert_eq!(run["status"], "completed", "{run:#}");
+    let dir = env.run_dir(&id);
+    assert!(!dir.join("signals.log").exists(), "{:?}", std::fs::read_to_string(dir.join("signals.log")));
 }
 
 #[test]

@@ -88,13 +88,22 @@ pub(super) struct Cleanup {
     spared_micros: u64,
 }
 
-/// `signals.log`, made at its first line: a run whose agent ends by itself
-/// with nothing left behind has none, and a file made before the agent
-/// starts is an inode the launch waits for (runtime state).
+/// `signals.log`, made at its first signal (or failure to stop): a run
+/// whose agent ends by itself with nothing left behind has none, and a
+/// file made for every run is an inode each launch pays for. What the run
+/// did before (its agents' starts and ends) is held until then, so the
+/// file tells the whole story (runtime state).
 struct SignalsLog {
     path: PathBuf,
     file: Option<File>,
+    /// Lines said before the file was made, stamped when said: at most
+    /// [`HELD_LINES`], the latest.
+    held: std::collections::VecDeque<String>,
 }
+
+/// The most lines held for a `signals.log` not made yet: a run of many
+/// turns with nothing to stop keeps only its latest.
+const HELD_LINES: usize = 64;
 
 impl Cleanup {
     pub(super) fn new(
@@ -115,7 +124,7 @@ impl Cleanup {
             exit_grace,
             stop_grace,
             first,
-            log: SignalsLog { path: log, file: None },
+            log: SignalsLog { path: log, file: None, held: Default::default() },
             home: home.clone(),
             store: None,
             spared_micros: 0,
@@ -427,7 +436,8 @@ impl Cleanup {
         }
     }
 
-    /// Appends a timestamped line to `signals.log`.
+    /// Appends a timestamped line to `signals.log`, making it (with the
+    /// lines held for it) if it is not made yet.
     pub(super) fn note(&mut self, what: &str) {
         // Losing a log line must never disturb supervision.
         let log = &mut self.log;
@@ -435,8 +445,24 @@ impl Cleanup {
             log.file = home::open_private_append(&log.path).ok();
         }
         if let Some(file) = &mut log.file {
-            let _ = writeln!(file, "{} {what}", time::format(time::now()));
+            let mut lines: String = log.held.drain(..).collect();
+            lines.push_str(&format!("{} {what}\n", time::format(time::now())));
+            let _ = file.write_all(lines.as_bytes());
         }
+    }
+
+    /// A line of what the run did (an agent started or ended, its outcome),
+    /// for `signals.log` if it is made: written now if it is, else held
+    /// until a signal makes it.
+    pub(super) fn context(&mut self, what: &str) {
+        if self.log.file.is_some() {
+            return self.note(what);
+        }
+        let held = &mut self.log.held;
+        if held.len() == HELD_LINES {
+            held.pop_front();
+        }
+        held.push_back(format!("{} {what}\n", time::format(time::now())));
     }
 
     /// SIGKILL did not end every process in time: name them and move on.

@@ -71,6 +71,12 @@ const BUSY_TIMEOUT: Duration = busy::PATIENCE;
 /// must be written even when its transcript filled the disk.
 const RESERVE_BYTES: usize = 256 << 10;
 
+/// The longest WAL a process leaving an idle store leaves as it is (see
+/// [`Store::checkpoint_idle`]): read back in a few hundredths of a
+/// millisecond by the next opener, where emptying it costs the next writer
+/// two fsyncs.
+pub const IDLE_WAL_KEPT: u64 = 512 << 10;
+
 /// What went wrong in the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -326,14 +332,22 @@ impl Store {
     }
 
     /// Copies what the WAL holds into the database and empties it
-    /// (`wal_checkpoint(TRUNCATE)`), without waiting for anyone: where
-    /// another process reads or writes, it is left as it is. For a process
-    /// with nothing left to do: the first process to open a store no one
-    /// holds open reads the whole WAL to rebuild its index (1 ms here for
-    /// the 4 MB a WAL grows to between automatic checkpoints), and a
-    /// checkpoint alone does not shorten it (the rebuilt index forgets the
-    /// checkpoint, so the next writer appends to it).
+    /// (`wal_checkpoint(TRUNCATE)`) once it holds more than
+    /// [`IDLE_WAL_KEPT`], without waiting for anyone: where another process
+    /// reads or writes, it is left as it is. For a process with nothing
+    /// left to do: the first process to open a store no one holds open
+    /// reads the whole WAL to rebuild its index (1 ms here for the 4 MB a
+    /// WAL grows to between automatic checkpoints), and a checkpoint alone
+    /// does not shorten it (the rebuilt index forgets the checkpoint, so
+    /// the next writer appends to it). A short WAL is left: the writer
+    /// that starts an emptied one writes and syncs its header, and syncs
+    /// the folder (two fsyncs, 1 ms of the next launch here), where reading
+    /// back a short one costs a few pages.
     pub fn checkpoint_idle(&self) -> Result<(), StoreError> {
+        let wal = self.home.database().with_extension("db-wal");
+        if std::fs::metadata(&wal).map_or(0, |m| m.len()) <= IDLE_WAL_KEPT {
+            return Ok(());
+        }
         busy::with_patience(Duration::ZERO, || self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)"))
             .doing("checkpointing the WAL")
     }
@@ -428,29 +442,38 @@ mod opening_tests {
         }
     }
 
-    /// A process leaving an idle store leaves its WAL empty, so the next
-    /// process to open it has nothing to read back; one that another
-    /// process is reading is left as it is, at once.
+    /// A process leaving an idle store leaves a long WAL empty, so the
+    /// next process to open it has little to read back, and a short one as
+    /// it is, so the next writer appends to it; one that another process is
+    /// reading is left as it is, at once.
     #[test]
-    fn an_idle_store_is_left_with_an_empty_wal_and_a_busy_one_alone() {
+    fn an_idle_store_is_left_with_a_short_wal_and_a_busy_one_alone() {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::at(dir.path());
         let store = Store::open(&home).unwrap();
-        store.conn.execute_batch("CREATE TABLE scratch(x); INSERT INTO scratch VALUES (zeroblob(100000))").unwrap();
+        let big = format!("INSERT INTO scratch VALUES (zeroblob({}))", IDLE_WAL_KEPT + 1);
         let wal = home.database().with_extension("db-wal");
-        assert!(wal.metadata().unwrap().len() > 100_000, "the write is in the WAL");
+        assert!(wal.metadata().unwrap().len() > IDLE_WAL_KEPT, "a new store's WAL holds its making");
         store.checkpoint_idle().unwrap();
-        assert_eq!(wal.metadata().unwrap().len(), 0, "the WAL is emptied");
+        assert_eq!(wal.metadata().unwrap().len(), 0, "a long WAL is emptied");
+        store.conn.execute_batch("CREATE TABLE scratch(x); INSERT INTO scratch VALUES (zeroblob(1000))").unwrap();
+        let short = wal.metadata().unwrap().len();
+        assert!(short > 0 && short <= IDLE_WAL_KEPT, "{short}");
+        store.checkpoint_idle().unwrap();
+        assert_eq!(wal.metadata().unwrap().len(), short, "a short WAL is left for the next writer");
+        store.conn.execute_batch(&big).unwrap();
+        store.checkpoint_idle().unwrap();
+        assert_eq!(wal.metadata().unwrap().len(), 0, "grown long, it is emptied");
 
         let reader = Store::open(&home).unwrap();
         reader.conn.execute_batch("BEGIN; SELECT count(*) FROM scratch;").unwrap();
-        store.conn.execute_batch("INSERT INTO scratch VALUES (zeroblob(100000))").unwrap();
+        store.conn.execute_batch(&big).unwrap();
         store.checkpoint_idle().unwrap();
-        assert!(wal.metadata().unwrap().len() > 100_000, "a WAL another process reads is left as it is");
+        assert!(wal.metadata().unwrap().len() > IDLE_WAL_KEPT, "a WAL another process reads is left as it is");
         let seen: i64 = reader.conn.query_row("SELECT count(*) FROM scratch", [], |r| r.get(0)).unwrap();
-        assert_eq!(seen, 1, "the reader's snapshot stands");
+        assert_eq!(seen, 2, "the reader's snapshot stands");
         reader.conn.execute_batch("COMMIT").unwrap();
         let seen: i64 = reader.conn.query_row("SELECT count(*) FROM scratch", [], |r| r.get(0)).unwrap();
-        assert_eq!(seen, 2, "nothing was lost");
+        assert_eq!(seen, 3, "nothing was lost");
     }
 }

@@ -150,7 +150,7 @@ impl Supervisor {
     /// The first turn's agent is running: an abort recorded before this
     /// shepherd was ready is acted on now.
     pub(super) fn begin(&mut self) -> Result<(), ShepherdError> {
-        self.cleanup.note(&format!("agent started: pid {} (group {})", self.turn.agent.pid, self.turn.agent.pid));
+        self.cleanup.context(&format!("agent started: pid {} (group {})", self.turn.agent.pid, self.turn.agent.pid));
         if self.store.run(&self.run_id)?.abort_requested_at.is_some() {
             self.stop_for(StopCause::Abort)?;
         } else {
@@ -266,7 +266,7 @@ impl Supervisor {
 
     fn on_agent_exit(&mut self, end: ProcessEnd) -> Result<(), ShepherdError> {
         self.turn.agent_end = Some(end);
-        self.cleanup.note(&format!("agent pid {} ended: {}", self.turn.agent.pid, turn::describe(end)));
+        self.cleanup.context(&format!("agent pid {} ended: {}", self.turn.agent.pid, turn::describe(end)));
         // What the agent wrote before exiting is in the pipe: read it all
         // before judging. A grandchild may keep writing, hence the bound.
         self.read_stdout(16 * READ_BUDGET)?;
@@ -364,7 +364,7 @@ impl Supervisor {
             self.store.mark_waiting(&self.run_id)?;
             // Its slot is free now: hand it on at once.
             self.heal_if_due(Duration::ZERO);
-            self.cleanup.note(&format!("turn ended with {} child run(s) active: waiting", kids.active));
+            self.cleanup.context(&format!("turn ended with {} child run(s) active: waiting", kids.active));
             self.held = Some(verdict);
         } else if kids.uncollected && self.session.can_continue(&verdict) {
             self.held = Some(verdict);
@@ -390,7 +390,7 @@ impl Supervisor {
         self.streams.next_turn(child).doing("making the agent's pipes non-blocking")?;
         self.clock.next_turn(Instant::now());
         self.cleanup.restart(self.turn.agent);
-        self.cleanup.note(&format!("agent of the next turn started: pid {}", self.turn.agent.pid));
+        self.cleanup.context(&format!("agent of the next turn started: pid {}", self.turn.agent.pid));
         self.store.mark_resumed(&self.run_id, self.turn.agent.pid, self.turn.agent.start)?;
         self.hold_to_budget()
     }
@@ -496,7 +496,7 @@ impl Supervisor {
             Committed::AlreadyDecided => "outcome was already decided elsewhere; kept it".to_string(),
         };
         self.held = None;
-        self.cleanup.note(&note);
+        self.cleanup.context(&note);
         Ok(committed)
     }
 
@@ -531,7 +531,7 @@ impl Supervisor {
         self.cleanup.remove_cgroup();
         let (code, signal) = self.turn.exit();
         self.store.mark_exited_using(&self.run_id, code, signal, Some(&used))?;
-        self.cleanup.note("every process of the run is reaped");
+        self.cleanup.context("every process of the run is reaped");
         Ok(())
     }
 
