@@ -152,16 +152,24 @@ fn abort_of_an_agent_that_ignores_sigterm_leaves_zero_survivors() {
 }
 
 /// A run whose agent ends by itself, leaving nothing to stop, has no
-/// `signals.log`: Corral sent it no signal.
+/// `signals.log`: Corral sent it no signal. A command reads its task from
+/// `CORRAL_TASK_FILE`; an agent Corral knows is given it as its CLI takes
+/// it, and gets no file it would never read.
 #[test]
-fn a_run_that_ends_by_itself_has_no_signals_log() {
+fn a_run_folder_holds_only_what_its_run_needs() {
     let env = Env::new();
-    env.command_preset("quick", &["sh", "-c", "echo done"]);
-    let id = env.launch("quick", "x");
-    let run = env.wait_run(&id, Duration::from_secs(10), |r| !r["exited_at"].is_null());
-    assert_eq!(run["status"], "completed", "{run:#}");
-    let dir = env.run_dir(&id);
-    assert!(!dir.join("signals.log").exists(), "{:?}", std::fs::read_to_string(dir.join("signals.log")));
+    env.command_preset("quick", &["sh", "-c", "cat \"$CORRAL_TASK_FILE\""]);
+    env.agent_preset("claude", "claude", "");
+    let command = env.launch("quick", "the task, whole");
+    let claude = env.launch_env("claude", "x", &[("FAKE_STREAM", &stream("claude-2.1-read-tool-success.jsonl"))]);
+    for id in [&command, &claude] {
+        let run = env.wait_run(id, Duration::from_secs(10), |r| !r["exited_at"].is_null());
+        assert_eq!(run["status"], "completed", "{run:#}");
+        let signals = env.run_dir(id).join("signals.log");
+        assert!(!signals.exists(), "{:?}", std::fs::read_to_string(signals));
+    }
+    assert!(env.ok(&["tail", "-n", "all", &command]).contains("the task, whole"));
+    assert!(!env.run_dir(&claude).join("task.txt").exists(), "a task file no agent reads");
 }
 
 #[test]

@@ -69,6 +69,20 @@ fn nearest(start: &Path, rel: &str, user_home: Option<&Path>) -> Option<PathBuf>
 
 /// Reads every source and returns the presets in effect and the problems.
 pub fn discover(roots: &Roots) -> PresetSet {
+    discover_where(roots, |_| true)
+}
+
+/// As [`discover`], for a launch of preset `name`: of the shipped presets
+/// only the one of that name is parsed (a shipped preset's name is its
+/// file's: see `shipped`), as what a launch reads of the others is
+/// nothing. The preset of that name, what it overrides and every file's
+/// problem are as [`discover`] finds them.
+pub fn discover_named(roots: &Roots, name: &str) -> PresetSet {
+    discover_where(roots, |shipped| super::shipped::name_of(shipped) == name)
+}
+
+/// Every source, the shipped presets whose path `shipped` keeps.
+fn discover_where(roots: &Roots, shipped: impl Fn(&str) -> bool) -> PresetSet {
     let mut set = PresetSet::default();
     let mut by_name: BTreeMap<String, Effective> = BTreeMap::new();
     let mut accept = |set: &mut PresetSet, found: Result<Preset, PresetProblem>| match found {
@@ -86,7 +100,7 @@ pub fn discover(roots: &Roots) -> PresetSet {
         Err(problem) => set.problems.push(problem),
     };
 
-    for (file, text) in SHIPPED {
+    for (file, text) in SHIPPED.iter().filter(|(file, _)| shipped(file)) {
         let path = format!("builtin:{file}");
         let found = parse_preset(text, &path, PresetSource::Shipped).map_err(|e| PresetProblem {
             path,
@@ -149,4 +163,35 @@ fn markdown_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a launch finds of a preset is what a listing finds: the preset
+    /// in effect, what it overrides, and a broken file's problem.
+    #[test]
+    fn a_launchs_discovery_finds_its_preset_as_the_whole_one_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let global = dir.path().join("presets");
+        fs::create_dir_all(&global).unwrap();
+        fs::write(global.join("scout.md"), "---\nname: scout\ndescription: mine\nagent: pi\n---\n").unwrap();
+        fs::write(global.join("mine.md"), "---\nname: mine\ndescription: d\nagent: codex\n---\n").unwrap();
+        fs::write(global.join("broken.md"), "---\nname: [\n---\n").unwrap();
+        let roots = Roots { user_home: None, global, cwd: None };
+        let whole = discover(&roots);
+        let shipped = SHIPPED.iter().map(|(path, _)| super::super::shipped::name_of(path));
+        for name in shipped.chain(["mine", "broken", "nosuch"]) {
+            let named = discover_named(&roots, name);
+            let found = |set: &PresetSet| {
+                let effective = set.presets.iter().find(|e| e.preset.name == name);
+                let error = set.get(name).err().map(|e| e.to_string());
+                (effective.map(|e| (e.preset.path.clone(), e.overrides.clone())), error)
+            };
+            assert_eq!(found(&named), found(&whole), "{name}");
+        }
+        let scout = discover_named(&roots, "scout");
+        assert_eq!(scout.get("scout").unwrap().description, "mine");
+    }
 }

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::run::AgentKind;
 use crate::text::word::word_enum;
 
-pub use discover::{discover, Roots};
+pub use discover::{discover, discover_named, Roots};
 pub use parse::{parse_preset, PresetError};
 pub use shipped::SHIPPED;
 

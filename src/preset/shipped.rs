@@ -9,6 +9,13 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("presets/tests.md", include_str!("../../presets/tests.md")),
 ];
 
+/// The name of the shipped preset at `path`: its file's name without
+/// `.md` (a test holds every shipped preset to it).
+pub fn name_of(path: &str) -> &str {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.strip_suffix(".md").unwrap_or(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -25,8 +32,10 @@ mod tests {
         let embedded: Vec<String> = SHIPPED.iter().map(|(p, _)| p.to_string()).collect();
         assert_eq!(on_disk, embedded);
         for (path, text) in SHIPPED {
-            crate::preset::parse_preset(text, path, crate::preset::PresetSource::Shipped)
+            let preset = crate::preset::parse_preset(text, path, crate::preset::PresetSource::Shipped)
                 .unwrap_or_else(|e| panic!("{path}: {e}"));
+            // A launch parses only the shipped preset named as its file.
+            assert_eq!(preset.name, name_of(path), "{path}");
         }
     }
 }

@@ -73,9 +73,13 @@ impl AgentLaunch {
         if preset.agent == crate::adapter::AgentKind::Pi {
             home::ensure_private_dir(&crate::adapter::agent_dir(&run_dir)).map_err(io::Error::other)?;
         }
-        // The task whole, private to the user, for programs that read it
-        // from a file (`CORRAL_TASK_FILE`).
-        home::create_private(&run_dir.join(crate::adapter::TASK_FILE))?.write_all(run.task.as_bytes())?;
+        // The task whole, private to the user, for commands that read it
+        // from a file (`CORRAL_TASK_FILE`); the agents Corral knows take it
+        // as their CLI says, and a file they never read is an inode each
+        // launch waits for.
+        if preset.agent == crate::adapter::AgentKind::Command {
+            home::create_private(&run_dir.join(crate::adapter::TASK_FILE))?.write_all(run.task.as_bytes())?;
+        }
         let system_prompt_file = if preset.system_prompt.is_empty() {
             None
         } else {

@@ -215,7 +215,7 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         Some((fire, _)) if store.schedule(&store.fire(*fire)?.schedule)?.source.is_some() => None,
         _ => Some(presets_from.as_path()),
     };
-    let presets = preset::discover(&Roots::new(store.home(), project));
+    let presets = preset::discover_named(&Roots::new(store.home(), project), &request.preset);
     let preset = presets.get(&request.preset)?;
     for warning in &preset.warnings {
         tracing::warn!("preset {} ({}): {warning}", preset.name, preset.path);
