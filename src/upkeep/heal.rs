@@ -12,7 +12,8 @@
 //! queued runs into free slots. So after any process dies, every run
 //! reaches its true state at once while any Corral process waits on the
 //! store, within a second while a shepherd works, and at the next Corral
-//! command or app start otherwise. A process does not see its own commits through
+//! command or app start otherwise (a launch heals only where its own start
+//! depends on it: see [`due_before_launch`]). A process does not see its own commits through
 //! `data_version`, so [`Healed::changed`] tells the caller to look again.
 
 use std::time::Duration;
