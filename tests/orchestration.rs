@@ -490,28 +490,65 @@ fn a_launch_does_not_take_the_slot_a_dead_waiter_seemed_to_free() {
 }
 
 /// What an agent left running after its run's shepherd died launches
-/// nothing: its launch sees its own run's shepherd gone, heals, and stops
-/// with the run, as every other process of it.
+/// nothing: its launch sees a shepherd gone, heals, and stops with the run,
+/// as every other process of it. Without cgroups too, and without the
+/// run's id in its environment: it is in the agent's process group. The
+/// queue moves on first: the run queued behind the lost one starts.
 #[test]
 fn an_agent_of_a_run_whose_shepherd_died_launches_nothing() {
+    for config in ["max_parallel = 1\n", "max_parallel = 1\ncgroups = false\n"] {
+        let env = Env::new();
+        env.config(config);
+        let go = env.project.join("go");
+        let after = env.project.join("after");
+        env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+        let script = format!(
+            "(while [ ! -e {go} ]; do sleep 0.01; done; env -u CORRAL_RUN_ID corral launch quick child; \
+             echo $? > {after}) & wait",
+            go = go.display(),
+            after = after.display()
+        );
+        env.command_preset("lead", &["sh", "-c", &script]);
+        let lead = env.launch("lead", "x");
+        let run = env.wait_run(&lead, LIMIT, |r| r["status"] == "running");
+        let queued = env.launch("quick", "behind the lead");
+        assert_eq!(status_in_store(&env, &queued), RunStatus::Queued, "{config}");
+        signal_pid(run["shepherd_pid"].as_i64().unwrap() as i32, Sig::Kill).unwrap();
+        std::fs::write(&go, "").unwrap();
+        // Read without healing: only the agent's own launch can find it lost,
+        // and start the queue.
+        assert!(eventually(LIMIT, || status_in_store(&env, &lead) == RunStatus::Lost), "{config}: no heal");
+        let done = || status_in_store(&env, &queued) == RunStatus::Completed;
+        assert!(eventually(LIMIT, done), "{config}: the queue stood still: {:?}", status_in_store(&env, &queued));
+        let runs: Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
+        let ids: Vec<&str> = runs.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), 2, "{config}: a run was launched by a lost run's agent: {runs:#}");
+        assert!(
+            !after.exists(),
+            "{config}: the lost run's agent went on after its launch: {:?}",
+            std::fs::read_to_string(&after)
+        );
+    }
+}
+
+/// A wait heals at its first look, even when the runs it waits on are
+/// over: a run whose shepherd died is shown lost at once, its signals.log
+/// saying when its agent started (the store says, as its shepherd held it).
+#[test]
+fn a_wait_on_ended_runs_still_ends_a_run_whose_shepherd_died() {
     let env = Env::new();
-    let go = env.project.join("go");
-    let after = env.project.join("after");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
     env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
-    let script = format!(
-        "(while [ ! -e {go} ]; do sleep 0.01; done; corral launch quick child; echo $? > {after}) & wait",
-        go = go.display(),
-        after = after.display()
-    );
-    env.command_preset("lead", &["sh", "-c", &script]);
-    let lead = env.launch("lead", "x");
-    let run = env.wait_run(&lead, LIMIT, |r| r["status"] == "running");
+    let done = env.launch("quick", "done");
+    env.wait_end(&done);
+    let a = env.launch("slow", "held");
+    let run = env.wait_run(&a, LIMIT, |r| r["status"] == "running");
     signal_pid(run["shepherd_pid"].as_i64().unwrap() as i32, Sig::Kill).unwrap();
-    std::fs::write(&go, "").unwrap();
-    // Read without healing: only the agent's own launch can find it lost.
-    assert!(eventually(LIMIT, || status_in_store(&env, &lead) == RunStatus::Lost), "the launch did not heal");
-    let runs: Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
-    let ids: Vec<&str> = runs.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, [lead.as_str()], "a run was launched by a lost run's agent");
-    assert!(!after.exists(), "the lost run's agent went on after its launch");
+    env.ok(&["wait", &done]);
+    assert_eq!(status_in_store(&env, &a), RunStatus::Lost);
+    let signals = std::fs::read_to_string(env.run_dir(&a).join("signals.log")).unwrap();
+    let started = signals.find("agent started").unwrap_or(usize::MAX);
+    let killed = signals.find("its shepherd is gone").unwrap_or(0);
+    assert!(started < killed, "{signals}");
 }

@@ -12,15 +12,14 @@
 //! queued runs into free slots. So after any process dies, every run
 //! reaches its true state at once while any Corral process waits on the
 //! store, within a second while a shepherd works, and at the next Corral
-//! command or app start otherwise (a launch heals only where its own start
-//! depends on it: see [`due_before_launch`]). A process does not see its own commits through
+//! command or app start otherwise (a launch heals only when a process it
+//! checks is gone or no slot is free: see [`due_before_launch`]). A process does not see its own commits through
 //! `data_version`, so [`Healed::changed`] tells the caller to look again.
 
 use std::time::Duration;
 
 use crate::home::config::{Config, ConfigError};
 use crate::home::Home;
-use crate::run::Run;
 use crate::store::{Store, StoreError};
 use crate::upkeep::queue::{fire_queued_behind, start_queued, ShepherdCommand};
 use crate::upkeep::reconcile::{reconcile, Reconciled};
@@ -79,23 +78,29 @@ pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, Hea
     }
     // Queued runs behind a usage limit start at its reset, whoever looks.
     crate::upkeep::limit_waker::ensure(store)?;
+    // Last: this process, of a run found lost, stops with it once the
+    // queue has moved on.
+    if let Some(own) = &reconciled.own_lost {
+        crate::upkeep::reconcile::stop_as_lost(own);
+    }
     Ok(Healed { reconciled, started })
 }
 
-/// Whether a launch must heal the store before it records its run. A launch
-/// does not heal on its own account: every command that shows or waits on
-/// runs heals, and a launch's truth depends on two things only. A wait
+/// Whether a launch must heal the store before it records its run: a
+/// stale process seen. A launch does not heal on every start: every
+/// command that shows or waits on runs heals, and what a heal would change
+/// is found by the pids it checks, read here without writing anything. A
+/// run whose shepherd (or whose promoter, before its shepherd) died must
+/// end, and its survivors stop, before anything more is launched (one of
+/// them may be this very launch, with no cgroup or id saying so); a wait
 /// whose process died still frees its run's slot (the launch would take a
-/// slot past `max_parallel`), and a launch from inside a run whose shepherd
-/// died belongs to a lost run (it must stop, not launch). Anything else a
-/// heal finds holds a slot the launch counts as taken (a lost run, a dead
-/// promoter's run): the run is queued, and [`heal`] after the insert starts
-/// it into the slot that heal frees.
-pub fn due_before_launch(store: &Store, caller: Option<&Run>) -> Result<bool, StoreError> {
-    if caller.is_some_and(|run| run.status.is_active() && crate::upkeep::reconcile::shepherd_is_gone(run)) {
+/// slot past `max_parallel`). A launch that finds no slot free heals
+/// after its insert too (see `verbs::launch`).
+pub fn due_before_launch(store: &Store) -> Result<bool, StoreError> {
+    if store.blocked_processes()?.iter().any(|blocked| !blocked.process.is_alive()) {
         return Ok(true);
     }
-    Ok(store.blocked_processes()?.iter().any(|blocked| !blocked.process.is_alive()))
+    Ok(store.active_runs()?.iter().any(crate::upkeep::reconcile::needs_healing))
 }
 
 /// Opens the store of `home` and heals it: what the CLI, the MCP server and

@@ -10,7 +10,9 @@
 //! any process carrying the run's id in its environment (a `setsid`
 //! grandchild whose parents are gone). A
 //! wait whose process died is removed, so its run holds its slot again. A
-//! process that finds its own run lost stops too (see [`EXIT_RUN_LOST`]).
+//! process that finds its own run lost steps out of it, kills the rest of
+//! it, finishes its heal (the queue moves on), and stops too (see
+//! [`EXIT_RUN_LOST`]).
 
 use std::time::Duration;
 
@@ -47,6 +49,10 @@ pub struct Reconciled {
     /// Runs put back in the queue: whoever gave them a slot died before
     /// starting their shepherd.
     pub requeued: usize,
+    /// A run it found lost (or unreaped) that this very process belongs to:
+    /// its other survivors were killed, this process stepped out of it
+    /// first; it stops last (see [`stop_as_lost`]), once the heal is done.
+    pub own_lost: Option<Run>,
 }
 
 impl Reconciled {
@@ -59,6 +65,8 @@ impl Reconciled {
 /// Marks runs whose shepherd is gone as `lost` and kills their survivors;
 /// removes waits whose process died.
 pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
+    let holds_me = ThisProcess::read();
+    let mut own_lost = None;
     let mut stale_waits = 0;
     for blocked in store.blocked_processes()? {
         if !blocked.process.is_alive() {
@@ -104,6 +112,10 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
             continue;
         }
         if store.commit_outcome(&run.id, &outcome)? {
+            if holds_me.in_run(&run) {
+                holds_me.step_out(&run);
+                own_lost = Some(run.clone());
+            }
             let used = kill_survivors(&run, &store.home().run_dir(&run.id));
             store.mark_exited_using(&run.id, None, None, used.as_ref())?;
             lost.push(store.run(&run.id)?);
@@ -114,20 +126,75 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
     let mut reaped = 0;
     for run in store.unreaped_runs()? {
         if shepherd_is_gone(&run) {
+            if holds_me.in_run(&run) {
+                holds_me.step_out(&run);
+                own_lost.get_or_insert_with(|| run.clone());
+            }
             let used = kill_survivors(&run, &store.home().run_dir(&run.id));
             store.mark_exited_using(&run.id, None, None, used.as_ref())?;
             reaped += 1;
         }
     }
-    let own = std::env::var(RUN_ID_ENV).ok();
-    if let Some(run) = lost.iter().find(|run| Some(&run.id) == own.as_ref()) {
-        // This very process carries the lost run's id (its agent's `corral
-        // wait`, say): it is one of the survivors it just killed, and no
-        // process outlives its run.
-        eprintln!("corral: run {} that this process belongs to is lost (its shepherd died): stopping", run.id);
-        std::process::exit(EXIT_RUN_LOST);
+    Ok(Reconciled { lost, stale_waits, reaped, requeued, own_lost })
+}
+
+/// True if run `run`, active in the store, needs a heal: its shepherd is
+/// gone, or whoever gave it its slot died before starting one.
+pub fn needs_healing(run: &Run) -> bool {
+    promoter_died_before_starting(run) || shepherd_is_gone(run)
+}
+
+/// Stops this process, which belongs to run `run` (an agent's `corral
+/// wait` or `launch`, say), found lost: it is the last of its survivors,
+/// and no process outlives its run. Called last in a heal, so the queue
+/// moved on first (the shepherds it started began outside the run, which
+/// this process had stepped out of to kill the rest of it).
+pub fn stop_as_lost(run: &Run) -> ! {
+    // Its stderr may be a pipe no one reads any more: said if it can be.
+    let said = format!("corral: run {} that this process belongs to is lost (its shepherd died): stopping\n", run.id);
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), said.as_bytes());
+    std::process::exit(EXIT_RUN_LOST);
+}
+
+/// What says which run this process belongs to, as [`kill_survivors`]
+/// would find it: the run's id in its environment, the run's cgroup, or
+/// the agent's process group. Read once per reconciliation.
+struct ThisProcess {
+    run_id: Option<String>,
+    cgroup_run: Option<String>,
+    group: Option<i32>,
+}
+
+impl ThisProcess {
+    fn read() -> ThisProcess {
+        let me = std::process::id() as i32;
+        ThisProcess {
+            run_id: std::env::var(RUN_ID_ENV).ok(),
+            cgroup_run: process::cgroup::run_of(me),
+            group: process::group_of(me),
+        }
     }
-    Ok(Reconciled { lost, stale_waits, reaped, requeued })
+
+    /// True if killing what is left of `run` would kill this process.
+    fn in_run(&self, run: &Run) -> bool {
+        self.run_id.as_deref() == Some(run.id.as_str())
+            || self.cgroup_run.as_deref() == Some(run.id.as_str())
+            || (run.agent_pid.is_some() && self.group == run.agent_pid)
+    }
+
+    /// Takes this process out of `run`'s cgroup and its agent's process
+    /// group, so the kill of what is left of the run spares it until its
+    /// heal is done (and spares the shepherds it starts meanwhile).
+    fn step_out(&self, run: &Run) {
+        if self.cgroup_run.as_deref() == Some(run.id.as_str()) {
+            if let Err(e) = process::cgroup::leave_run_group() {
+                tracing::debug!(run = run.id, "cannot leave the lost run's cgroup: {e}");
+            }
+        }
+        if run.agent_pid.is_some() && self.group == run.agent_pid {
+            let _ = nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0));
+        }
+    }
 }
 
 /// Queues run `id` again to go on in its agent's session, as its dead
@@ -220,10 +287,19 @@ const CGROUP_EMPTY_WAIT: Duration = Duration::from_secs(2);
 /// Returns what the run used, as its cgroup last counted (none without
 /// one).
 fn kill_survivors(run: &Run, run_dir: &std::path::Path) -> Option<Resources> {
+    let log = run_dir.join("signals.log");
+    // A shepherd holds what its run did until its first signal: one that
+    // died held it in memory, so the store says when its agent started.
+    let started = match (&run.started_at, run.agent_pid, log.exists()) {
+        (Some(at), Some(pid), false) => Some(format!("{at} agent started: pid {pid} (as the store says)\n")),
+        _ => None,
+    };
+    let started = std::cell::Cell::new(started);
     let note = |what: String| {
         // Losing a log line must never stop the kill.
-        if let Ok(mut file) = crate::home::open_private_append(&run_dir.join("signals.log")) {
-            let _ = std::io::Write::write_all(&mut file, format!("{} {what}\n", time::format(time::now())).as_bytes());
+        if let Ok(mut file) = crate::home::open_private_append(&log) {
+            let line = format!("{}{} {what}\n", started.take().unwrap_or_default(), time::format(time::now()));
+            let _ = std::io::Write::write_all(&mut file, line.as_bytes());
         }
     };
     let mut used = None;

@@ -179,6 +179,11 @@ impl<'a> Waiting<'a> {
         deadline: Option<Instant>,
         mut blocked: Option<&mut Blocked>,
     ) -> Result<WaitResult, HealError> {
+        // Its first look heals, as every command's does (the CLI's wait
+        // opens the store without healing, so it heals once): a run whose
+        // shepherd died is ended, and its survivors stopped, even when the
+        // runs waited on are over already.
+        self.heal(false)?;
         loop {
             // Looked at before healing: a wait whose runs ended is over
             // whatever else a heal would find (their shepherds exit right

@@ -183,13 +183,12 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         return Err(LaunchError::CwdNotUtf8(cwd));
     }
     let caller = crate::run::caller::caller_run(store)?;
-    let caller_run = caller.as_deref().map(|id| store.run(id)).transpose()?;
-    if crate::upkeep::heal::due_before_launch(store, caller_run.as_ref())? {
+    if crate::upkeep::heal::due_before_launch(store)? {
         crate::upkeep::heal::heal(store, shepherd)?;
     }
     let parent = match &request.parent {
         Some(id) => Some(store.find_run(id)?),
-        None => caller_run,
+        None => caller.as_deref().map(|id| store.run(id)).transpose()?,
     };
     // From inside a run, what it launches stays in its tree: under another
     // run it would spend outside its budget and be waited for by no one.
