@@ -179,7 +179,15 @@ impl ThisProcess {
     fn in_run(&self, run: &Run) -> bool {
         self.run_id.as_deref() == Some(run.id.as_str())
             || self.cgroup_run.as_deref() == Some(run.id.as_str())
-            || (run.agent_pid.is_some() && self.group == run.agent_pid)
+            || self.in_agents_group(run)
+    }
+
+    /// True if this process is in the process group of `run`'s agent, as
+    /// [`kill_survivors`] judges it: a group led by a stranger now (the
+    /// agent's pid taken again) is not the run's.
+    fn in_agents_group(&self, run: &Run) -> bool {
+        let (Some(pid), Some(start)) = (run.agent_pid, run.agent_start) else { return false };
+        self.group == Some(pid) && ProcessId::of(pid).is_none_or(|now| now == ProcessId { pid, start })
     }
 
     /// Takes this process out of `run`'s cgroup and its agent's process
@@ -191,7 +199,7 @@ impl ThisProcess {
                 tracing::debug!(run = run.id, "cannot leave the lost run's cgroup: {e}");
             }
         }
-        if run.agent_pid.is_some() && self.group == run.agent_pid {
+        if self.in_agents_group(run) {
             let _ = nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0));
         }
     }
