@@ -310,8 +310,8 @@ fn dispatch(command: Command, forked: Option<corral::upkeep::queue::Handoff>) ->
     }
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
     let mut store = match &command {
-        // A launch heals only when its start depends on it (see
-        // `due_before_launch`), a wait at its first look: neither twice.
+        // A launch heals only when a process it checks is gone or no slot
+        // is free (see `due_before_launch`), a wait at its first look.
         Command::Launch(_) | Command::Wait(_) => corral::Store::open(&home)?,
         _ => corral::upkeep::heal::open_healed(&home, &shepherd)?,
     };

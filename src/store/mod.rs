@@ -72,7 +72,7 @@ const BUSY_TIMEOUT: Duration = busy::PATIENCE;
 const RESERVE_BYTES: usize = 256 << 10;
 
 /// The longest WAL a process leaving an idle store leaves as it is (see
-/// [`Store::checkpoint_idle`]): read back in a few hundredths of a
+/// [`Store::checkpoint_idle`]): read back in about a tenth of a
 /// millisecond by the next opener, where emptying it costs the next writer
 /// two fsyncs.
 pub const IDLE_WAL_KEPT: u64 = 512 << 10;
