@@ -490,20 +490,26 @@ fn a_launch_does_not_take_the_slot_a_dead_waiter_seemed_to_free() {
 }
 
 /// What an agent left running after its run's shepherd died launches
-/// nothing: its launch sees a shepherd gone, heals, and stops with the run,
-/// as every other process of it. Without cgroups too, and without the
-/// run's id in its environment: it is in the agent's process group. The
-/// queue moves on first: the run queued behind the lost one starts.
+/// nothing, and gets no answer from any door: its command heals first,
+/// finds its run lost, and stops with it, as every other process of it.
+/// Without cgroups too, and without the run's id in its environment: it is
+/// in the agent's process group. The queue moves on first: the run queued
+/// behind the lost one starts.
 #[test]
 fn an_agent_of_a_run_whose_shepherd_died_launches_nothing() {
-    for config in ["max_parallel = 1\n", "max_parallel = 1\ncgroups = false\n"] {
+    let configs = ["max_parallel = 1\n", "max_parallel = 1\ncgroups = false\n"];
+    let commands = ["launch quick child", "launch quick child --parent OTHER", "wait nosuch", "wait OTHER"];
+    for (config, command) in configs.iter().flat_map(|c| commands.iter().map(move |k| (c, k))) {
         let env = Env::new();
         env.config(config);
         let go = env.project.join("go");
         let after = env.project.join("after");
         env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+        let other = env.launch("quick", "another tree's");
+        env.wait_end(&other);
+        let command = command.replace("OTHER", &other);
         let script = format!(
-            "(while [ ! -e {go} ]; do sleep 0.01; done; env -u CORRAL_RUN_ID corral launch quick child; \
+            "(while [ ! -e {go} ]; do sleep 0.01; done; env -u CORRAL_RUN_ID corral {command}; \
              echo $? > {after}) & wait",
             go = go.display(),
             after = after.display()
@@ -512,22 +518,19 @@ fn an_agent_of_a_run_whose_shepherd_died_launches_nothing() {
         let lead = env.launch("lead", "x");
         let run = env.wait_run(&lead, LIMIT, |r| r["status"] == "running");
         let queued = env.launch("quick", "behind the lead");
-        assert_eq!(status_in_store(&env, &queued), RunStatus::Queued, "{config}");
+        let said = format!("{config}, {command}");
+        assert_eq!(status_in_store(&env, &queued), RunStatus::Queued, "{said}");
         signal_pid(run["shepherd_pid"].as_i64().unwrap() as i32, Sig::Kill).unwrap();
         std::fs::write(&go, "").unwrap();
-        // Read without healing: only the agent's own launch can find it lost,
-        // and start the queue.
-        assert!(eventually(LIMIT, || status_in_store(&env, &lead) == RunStatus::Lost), "{config}: no heal");
+        // Read without healing: only the agent's own command can find it
+        // lost, and start the queue.
+        assert!(eventually(LIMIT, || status_in_store(&env, &lead) == RunStatus::Lost), "{said}: no heal");
         let done = || status_in_store(&env, &queued) == RunStatus::Completed;
-        assert!(eventually(LIMIT, done), "{config}: the queue stood still: {:?}", status_in_store(&env, &queued));
+        assert!(eventually(LIMIT, done), "{said}: the queue stood still: {:?}", status_in_store(&env, &queued));
         let runs: Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
-        let ids: Vec<&str> = runs.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
-        assert_eq!(ids.len(), 2, "{config}: a run was launched by a lost run's agent: {runs:#}");
-        assert!(
-            !after.exists(),
-            "{config}: the lost run's agent went on after its launch: {:?}",
-            std::fs::read_to_string(&after)
-        );
+        assert_eq!(runs.as_array().unwrap().len(), 3, "{said}: a run was launched by a lost run's agent: {runs:#}");
+        let went_on = std::fs::read_to_string(&after);
+        assert!(went_on.is_err(), "{said}: the lost run's agent went on after its command: {went_on:?}");
     }
 }
 

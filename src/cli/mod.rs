@@ -311,8 +311,10 @@ fn dispatch(command: Command, forked: Option<corral::upkeep::queue::Handoff>) ->
     let shepherd = ShepherdCommand::current_exe().context("finding the corral executable")?;
     let mut store = match &command {
         // A launch heals only when a process it checks is gone or no slot
-        // is free (see `due_before_launch`), a wait at its first look.
-        Command::Launch(_) | Command::Wait(_) => corral::Store::open(&home)?,
+        // is free (see `due_before_launch`), first thing. One naming a
+        // parent is judged by scope before that: it heals first, as every
+        // other door does before it refuses.
+        Command::Launch(args) if args.parent().is_none() => corral::Store::open(&home)?,
         _ => corral::upkeep::heal::open_healed(&home, &shepherd)?,
     };
     let shepherd = shepherd.with_forked(forked);

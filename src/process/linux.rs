@@ -93,12 +93,26 @@ pub fn group_of(pid: i32) -> Option<i32> {
     stat_fields(pid)?.get(2)?.parse().ok()
 }
 
+/// The session of `pid`.
+pub fn session_of(pid: i32) -> Option<i32> {
+    // Field 6 overall.
+    stat_fields(pid)?.get(6 - 3)?.parse().ok()
+}
+
 /// Live processes in the process group `pgid` started no earlier than
-/// `since` (clock ticks since boot).
+/// `since` (clock ticks since boot), in a group an agent leads or led: a
+/// group whose members are in a session of the group's own id was made by
+/// `setsid` (an agent, a group leader, can make none), so it is a
+/// stranger's that took the id again.
 pub fn group_members(pgid: i32, since: u64) -> Vec<i32> {
     all_pids()
         .into_iter()
-        .filter(|&pid| group_of(pid) == Some(pgid) && start_time(pid).is_some_and(|s| s >= since) && !is_zombie(pid))
+        .filter(|&pid| {
+            group_of(pid) == Some(pgid)
+                && session_of(pid) != Some(pgid)
+                && start_time(pid).is_some_and(|s| s >= since)
+                && !is_zombie(pid)
+        })
         .collect()
 }
 
@@ -330,6 +344,35 @@ pub fn listening_ports() -> std::collections::HashSet<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A group an agent leads is counted with its members; a group of the
+    /// same shape made by `setsid` (a stranger's session, whose id may be a
+    /// dead agent's taken again) is never an agent's.
+    #[test]
+    fn a_group_made_by_setsid_is_no_agents() {
+        use std::os::unix::process::CommandExt;
+        let mut led = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let mut stranger = std::process::Command::new("setsid").args(["sleep", "30"]).spawn().unwrap();
+        let (led_pid, stranger_pid) = (led.id() as i32, stranger.id() as i32);
+        // `setsid` forks when it leads a group already; its own child leads.
+        let leader = |pid: i32| {
+            (0..500).find_map(|_| {
+                let found = [pid].into_iter().chain(children_of(pid)).find(|&p| session_of(p) == Some(p));
+                found.or_else(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    None
+                })
+            })
+        };
+        let session = leader(stranger_pid).expect("setsid made a session");
+        assert_eq!(group_members(led_pid, 0), vec![led_pid]);
+        assert!(group_members(session, 0).is_empty(), "a session's group counted as an agent's");
+        for child in [&mut led, &mut stranger] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(session), nix::sys::signal::Signal::SIGKILL);
+    }
 
     /// One read each gives who a process is and its parent, as the kernel
     /// says them apart.

@@ -20,7 +20,7 @@ pub use likeness::{become_like, Unlike};
 pub use linux::{
     age, ancestry, children_cpu_seconds, children_of, descendants, disk_free, env_var_of, exe_of, group_members,
     group_of, has_any_env_var, has_env_var, has_unreaped_child, is_alive, listening_ports, processes_with_env,
-    set_child_subreaper, start_time, state_of, switches, try_user_namespace, waits_for_a_child, ProcessId,
+    session_of, set_child_subreaper, start_time, state_of, switches, try_user_namespace, waits_for_a_child, ProcessId,
 };
 pub use start::{prepare_run_command, start_agent, AgentStart, StartedAgent};
 pub use told::{Bell, FolderWatch, PidFd, Waker};

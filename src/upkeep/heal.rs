@@ -69,6 +69,19 @@ impl Healed {
 /// Reconciles, then starts queued runs into the free slots.
 pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, HealError> {
     let reconciled = reconcile(store)?;
+    let started = move_on(store, shepherd, &reconciled);
+    // Last: this process, of a run found lost, stops with it once the
+    // queue has moved on (or failed to).
+    if let Some(own) = &reconciled.own_lost {
+        crate::upkeep::reconcile::stop_as_lost(own);
+    }
+    Ok(Healed { reconciled, started: started? })
+}
+
+/// What a heal does after reconciling: merges cut short finished, queued
+/// runs started into free slots, fires queued behind lost runs carried
+/// out, the usage-limit waker kept. The runs it started.
+fn move_on(store: &mut Store, shepherd: &ShepherdCommand, reconciled: &Reconciled) -> Result<Vec<String>, HealError> {
     crate::upkeep::merge_set::finish_cut_short(store)?;
     let config = Config::load(store.home())?;
     let started = start_queued(store, &config, shepherd)?;
@@ -78,12 +91,7 @@ pub fn heal(store: &mut Store, shepherd: &ShepherdCommand) -> Result<Healed, Hea
     }
     // Queued runs behind a usage limit start at its reset, whoever looks.
     crate::upkeep::limit_waker::ensure(store)?;
-    // Last: this process, of a run found lost, stops with it once the
-    // queue has moved on.
-    if let Some(own) = &reconciled.own_lost {
-        crate::upkeep::reconcile::stop_as_lost(own);
-    }
-    Ok(Healed { reconciled, started })
+    Ok(started)
 }
 
 /// Whether a launch must heal the store before it records its run: a

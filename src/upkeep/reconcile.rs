@@ -65,8 +65,20 @@ impl Reconciled {
 /// Marks runs whose shepherd is gone as `lost` and kills their survivors;
 /// removes waits whose process died.
 pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
-    let holds_me = ThisProcess::read();
     let mut own_lost = None;
+    let reconciled = reconcile_into(store, &mut own_lost);
+    // Stepped out of its own lost run, a process stops with it whatever
+    // failed after: it never goes on outside the run it belonged to.
+    match (&reconciled, own_lost) {
+        (Err(_), Some(own)) => stop_as_lost(&own),
+        _ => reconciled,
+    }
+}
+
+/// [`reconcile`], noting in `own_lost` the lost run this process belongs
+/// to as soon as it steps out of it.
+fn reconcile_into(store: &mut Store, own_lost: &mut Option<Run>) -> Result<Reconciled, StoreError> {
+    let holds_me = ThisProcess::read();
     let mut stale_waits = 0;
     for blocked in store.blocked_processes()? {
         if !blocked.process.is_alive() {
@@ -114,7 +126,7 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
         if store.commit_outcome(&run.id, &outcome)? {
             if holds_me.in_run(&run) {
                 holds_me.step_out(&run);
-                own_lost = Some(run.clone());
+                *own_lost = Some(run.clone());
             }
             let used = kill_survivors(&run, &store.home().run_dir(&run.id));
             store.mark_exited_using(&run.id, None, None, used.as_ref())?;
@@ -135,7 +147,7 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
             reaped += 1;
         }
     }
-    Ok(Reconciled { lost, stale_waits, reaped, requeued, own_lost })
+    Ok(Reconciled { lost, stale_waits, reaped, requeued, own_lost: own_lost.clone() })
 }
 
 /// True if run `run`, active in the store, needs a heal: its shepherd is
@@ -163,6 +175,7 @@ struct ThisProcess {
     run_id: Option<String>,
     cgroup_run: Option<String>,
     group: Option<i32>,
+    session: Option<i32>,
 }
 
 impl ThisProcess {
@@ -172,6 +185,7 @@ impl ThisProcess {
             run_id: std::env::var(RUN_ID_ENV).ok(),
             cgroup_run: process::cgroup::run_of(me),
             group: process::group_of(me),
+            session: process::session_of(me),
         }
     }
 
@@ -184,10 +198,13 @@ impl ThisProcess {
 
     /// True if this process is in the process group of `run`'s agent, as
     /// [`kill_survivors`] judges it: a group led by a stranger now (the
-    /// agent's pid taken again) is not the run's.
+    /// agent's pid taken again), or made by `setsid` (a session of the
+    /// group's id, which no agent can make), is not the run's.
     fn in_agents_group(&self, run: &Run) -> bool {
         let (Some(pid), Some(start)) = (run.agent_pid, run.agent_start) else { return false };
-        self.group == Some(pid) && ProcessId::of(pid).is_none_or(|now| now == ProcessId { pid, start })
+        self.group == Some(pid)
+            && self.session != Some(pid)
+            && ProcessId::of(pid).is_none_or(|now| now == ProcessId { pid, start })
     }
 
     /// Takes this process out of `run`'s cgroup and its agent's process

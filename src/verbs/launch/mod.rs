@@ -178,6 +178,11 @@ pub fn working_folder() -> Result<PathBuf, LaunchError> {
 /// Launches a run and returns it as recorded: `starting`, `queued` behind
 /// `max_parallel`, or already `failed` if its shepherd could not be started.
 pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCommand) -> Result<Run, LaunchError> {
+    // First, before anything can refuse: a process of a lost run stops
+    // here with it, and a launch counts slots as they truly are.
+    if crate::upkeep::heal::due_before_launch(store)? {
+        crate::upkeep::heal::heal(store, shepherd)?;
+    }
     check_task(&request.task)?;
     if let Some(made) = request.request.as_deref().map(|key| store.run_of_request(key)).transpose()?.flatten() {
         return Ok(made);
@@ -190,9 +195,6 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         return Err(LaunchError::CwdNotUtf8(cwd));
     }
     let caller = crate::run::caller::caller_run(store)?;
-    if crate::upkeep::heal::due_before_launch(store)? {
-        crate::upkeep::heal::heal(store, shepherd)?;
-    }
     let caller_run = caller.as_deref().map(|id| store.run(id)).transpose()?;
     // A parent never ends before its children: what an ended run left
     // running (until its shepherd stops it) adds none.
