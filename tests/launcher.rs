@@ -147,7 +147,7 @@ fn a_launch_at_a_terminal_is_shepherded_by_its_own_copy_and_leaves_none_waiting(
 #[test]
 fn a_launch_template_makes_the_next_launches_and_a_killed_one_takes_no_run_along() {
     let env = Env::new();
-    env.config("max_parallel = 8\nlaunch_template = true\n");
+    env.config("max_parallel = 12\nlaunch_template = true\n");
     env.command_preset("sleeper", &["sleep", "30"]);
     env.command_preset("parent", &["sh", "-c", "corral launch sleeper inner >/dev/null; exec sleep 30"]);
     let running = |r: &serde_json::Value| r["status"] == "running";
@@ -156,10 +156,20 @@ fn a_launch_template_makes_the_next_launches_and_a_killed_one_takes_no_run_along
     assert!(common::eventually(limit, || env.template_pid().is_some()), "the first launch started a template");
     assert!(common::eventually(limit, || env.home.join("corral.template").exists()), "the template listens");
 
-    let warm = env.launch("sleeper", "second");
-    let run = env.wait_run(&warm, limit, running);
-    let words = command_line(run["shepherd_pid"].as_i64().unwrap());
-    assert!(words.ends_with(" template "), "a spare of the template shepherds it; its shepherd is `{words}`");
+    // A spare is forked and waiting before it is needed; on a swamped
+    // machine it may not be yet within a second, and that launch goes cold
+    // (as documented): one of the next is a spare's.
+    let mut shepherds = Vec::new();
+    let (warm, run) = (0..5)
+        .find_map(|_| {
+            let id = env.launch("sleeper", "second");
+            let run = env.wait_run(&id, limit, running);
+            let words = command_line(run["shepherd_pid"].as_i64().unwrap());
+            let warm = words.ends_with(" template ");
+            shepherds.push(words);
+            warm.then_some((id, run))
+        })
+        .unwrap_or_else(|| panic!("a spare of the template shepherds one; their shepherds: {shepherds:?}"));
     assert_eq!(run["task"], "second");
     assert_eq!(run["cwd"], env.project.to_str().unwrap(), "it runs where it was launched");
 

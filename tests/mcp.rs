@@ -20,9 +20,10 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
     env.command_preset("beta", &[&fake_agent("child"), "beta-result", "2"]);
     let never = env.project.join("never");
     env.command_preset("stuck", &[&fake_agent("slow"), never.to_str().unwrap()]);
-    // The calling agent's own run, whose children MCP launches become.
-    let caller = env.launch("alpha", "the orchestrator's own run");
-    env.wait_end(&caller);
+    // The calling agent's own run, at work, whose children MCP launches
+    // become (a run that ended launches nothing).
+    let caller = env.launch("stuck", "the orchestrator's own run");
+    env.wait_run(&caller, Duration::from_secs(10), |r| r["status"] == "running");
     let client = connect(&env, Some(&caller)).await;
 
     let info = client.peer_info().expect("initialized");
@@ -121,6 +122,7 @@ async fn an_agent_launches_waits_reads_and_aborts_through_mcp() {
     assert!(!error, "still serving after bad calls");
 
     client.cancel().await.unwrap();
+    env.ok(&["abort", &caller]);
 }
 
 #[tokio::test(flavor = "current_thread")]

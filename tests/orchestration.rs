@@ -555,3 +555,32 @@ fn a_wait_on_ended_runs_still_ends_a_run_whose_shepherd_died() {
     let killed = signals.find("its shepherd is gone").unwrap_or(0);
     assert!(started < killed, "{signals}");
 }
+
+/// A parent never ends before its children: what an ended run left
+/// running (in the grace its shepherd gives leftovers) launches nothing,
+/// and is told why.
+#[test]
+fn what_an_ended_run_left_running_launches_nothing() {
+    let env = Env::new();
+    env.short_graces("10s", "1s");
+    let go = env.project.join("go");
+    let after = env.project.join("after");
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let script = format!(
+        "(while [ ! -e {go} ]; do sleep 0.01; done; corral launch quick child 2>&1; echo \"exit $?\") > {after} & \
+         echo parent-done",
+        go = go.display(),
+        after = after.display()
+    );
+    env.command_preset("lead", &["sh", "-c", &script]);
+    let lead = env.launch("lead", "x");
+    // Completed, its leftover still in its grace.
+    env.wait_run(&lead, LIMIT, |r| r["status"] == "completed");
+    std::fs::write(&go, "").unwrap();
+    let said = || std::fs::read_to_string(&after).unwrap_or_default();
+    assert!(eventually(LIMIT, || said().contains("exit ")), "{}", said());
+    assert!(said().contains("has ended (completed)") && said().contains("exit 2"), "{}", said());
+    let runs: Value = serde_json::from_str(&env.ok(&["ls", "--json"])).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs:#}");
+    env.ok(&["abort", &lead]);
+}

@@ -465,8 +465,10 @@ async fn an_agent_launches_on_a_host_and_waits_for_it_through_mcp() {
     let env = local(&remote);
     remote.preset("echo-task", &["sh", "-c", "cat \"$CORRAL_TASK_FILE\""]);
     env.command_preset("me", &["true"]);
-    let caller = env.launch("me", "the orchestrator's own run");
-    env.wait_end(&caller);
+    // The calling agent's own run, at work (a run that ended launches nothing).
+    env.command_preset("lead", &["sleep", "120"]);
+    let caller = env.launch("lead", "the orchestrator's own run");
+    env.wait_run(&caller, LIMIT, |r| r["status"] == "running");
     let client = common::mcp::connect(&env, Some(&caller)).await;
     let (error, launched) = common::mcp::call(
         &client,
@@ -1356,8 +1358,10 @@ async fn an_agent_acts_on_its_helper_on_a_host_through_mcp() {
     let env = local(&remote);
     let gate = remote.gated_preset();
     env.command_preset("me", &["true"]);
-    let caller = env.launch("me", "the orchestrator's own run");
-    env.wait_end(&caller);
+    // The calling agent's own run, at work (a run that ended launches nothing).
+    env.command_preset("lead", &["sleep", "120"]);
+    let caller = env.launch("lead", "the orchestrator's own run");
+    env.wait_run(&caller, LIMIT, |r| r["status"] == "running");
     let client = common::mcp::connect(&env, Some(&caller)).await;
     let (error, launched) =
         common::mcp::call(&client, "launch_agent", serde_json::json!({"preset": "gated", "task": "x", "host": "box"}))
@@ -1483,8 +1487,10 @@ async fn a_childs_scope_on_a_host_never_exceeds_its_launchers() {
     )
     .unwrap();
     env.command_preset("me", &["true"]);
-    let caller = env.launch("me", "the orchestrator's own run");
-    env.wait_end(&caller);
+    // The calling agent's own run, at work (a run that ended launches nothing).
+    env.command_preset("lead", &["sleep", "120"]);
+    let caller = env.launch("lead", "the orchestrator's own run");
+    env.wait_run(&caller, LIMIT, |r| r["status"] == "running");
     let client = common::mcp::connect(&env, Some(&caller)).await;
     let (error, launched) =
         common::mcp::call(&client, "launch_agent", serde_json::json!({"preset": "boss", "task": "x", "host": "box"}))

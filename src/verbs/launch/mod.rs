@@ -139,6 +139,13 @@ pub enum LaunchError {
          one run's teardown would drop another's): add `ports: 1` to {path}, or `ports = 1` to config.toml"
     )]
     PortWithoutPorts { preset: String, path: String },
+    /// Asked by a process its ended run left behind (in the moments before
+    /// its shepherd stops it): that run's tree is closed.
+    #[error(
+        "run {caller}, which this process belongs to, has ended ({status}): a process it left running launches \
+         nothing, as its children would outlive it. Launch from a run at work, or from your own terminal"
+    )]
+    CallerEnded { caller: String, status: RunStatus },
     /// The task is empty.
     #[error("the task is empty: say what the agent should do, e.g. corral launch scout \"find the config loader\"")]
     EmptyTask,
@@ -188,9 +195,15 @@ pub fn launch(store: &mut Store, request: &LaunchRequest, shepherd: &ShepherdCom
         return Err(LaunchError::CwdNotUtf8(cwd));
     }
     let caller = crate::run::caller::caller_run(store)?;
+    let caller_run = caller.as_deref().map(|id| store.run(id)).transpose()?;
+    // A parent never ends before its children: what an ended run left
+    // running (until its shepherd stops it) adds none.
+    if let Some(ended) = caller_run.as_ref().filter(|run| run.status.is_terminal()) {
+        return Err(LaunchError::CallerEnded { caller: ended.id.clone(), status: ended.status });
+    }
     let parent = match &request.parent {
         Some(id) => Some(store.find_run(id)?),
-        None => caller.as_deref().map(|id| store.run(id)).transpose()?,
+        None => caller_run,
     };
     // From inside a run, what it launches stays in its tree: under another
     // run it would spend outside its budget and be waited for by no one.
