@@ -540,13 +540,14 @@ fn an_agent_of_a_run_whose_shepherd_died_launches_nothing() {
 #[test]
 fn a_wait_on_ended_runs_still_ends_a_run_whose_shepherd_died() {
     let env = Env::new();
-    let release = env.project.join("release");
-    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
     env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
     let done = env.launch("quick", "done");
     env.wait_end(&done);
-    let a = env.launch("slow", "held");
+    // Its agent dies with its shepherd; what it started is left to kill.
+    env.command_preset("leaves", &["sh", "-c", "sleep 300 & wait"]);
+    let a = env.launch("leaves", "held");
     let run = env.wait_run(&a, LIMIT, |r| r["status"] == "running");
+    assert!(eventually(LIMIT, || common::processes_of_run(&a).len() >= 2), "the agent and its sleep");
     signal_pid(run["shepherd_pid"].as_i64().unwrap() as i32, Sig::Kill).unwrap();
     env.ok(&["wait", &done]);
     assert_eq!(status_in_store(&env, &a), RunStatus::Lost);
