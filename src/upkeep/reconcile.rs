@@ -78,7 +78,10 @@ pub fn reconcile(store: &mut Store) -> Result<Reconciled, StoreError> {
 /// [`reconcile`], noting in `own_lost` the lost run this process belongs
 /// to as soon as it steps out of it.
 fn reconcile_into(store: &mut Store, own_lost: &mut Option<Run>) -> Result<Reconciled, StoreError> {
-    let holds_me = ThisProcess::read();
+    // Read only once a run is found lost: a heal runs every second in
+    // every working shepherd, and most find nothing.
+    let holds_me = std::cell::OnceCell::new();
+    let holds_me = || holds_me.get_or_init(ThisProcess::read);
     let mut stale_waits = 0;
     for blocked in store.blocked_processes()? {
         if !blocked.process.is_alive() {
@@ -124,8 +127,8 @@ fn reconcile_into(store: &mut Store, own_lost: &mut Option<Run>) -> Result<Recon
             continue;
         }
         if store.commit_outcome(&run.id, &outcome)? {
-            if holds_me.in_run(&run) {
-                holds_me.step_out(&run);
+            if holds_me().in_run(&run) {
+                holds_me().step_out(&run);
                 *own_lost = Some(run.clone());
             }
             let used = kill_survivors(&run, &store.home().run_dir(&run.id));
@@ -138,8 +141,8 @@ fn reconcile_into(store: &mut Store, own_lost: &mut Option<Run>) -> Result<Recon
     let mut reaped = 0;
     for run in store.unreaped_runs()? {
         if shepherd_is_gone(&run) {
-            if holds_me.in_run(&run) {
-                holds_me.step_out(&run);
+            if holds_me().in_run(&run) {
+                holds_me().step_out(&run);
                 own_lost.get_or_insert_with(|| run.clone());
             }
             let used = kill_survivors(&run, &store.home().run_dir(&run.id));
