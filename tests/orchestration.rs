@@ -34,6 +34,19 @@ fn one_slot_taken() -> (Env, std::path::PathBuf, String, String) {
     (env, release, a, b)
 }
 
+/// One slot, held by a `slow` run at work until the file `release`
+/// exists (a `quick` preset beside it): the run as `show` said it running.
+fn one_slot_at_work() -> (Env, std::path::PathBuf, String, Value) {
+    let env = Env::new();
+    env.config("max_parallel = 1\n");
+    let release = env.project.join("release");
+    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
+    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
+    let a = env.launch("slow", "first");
+    let run = env.wait_run(&a, LIMIT, |r| r["status"] == "running");
+    (env, release, a, run)
+}
+
 fn status_in_store(env: &Env, id: &str) -> RunStatus {
     env.store().run(id).unwrap().status
 }
@@ -445,13 +458,7 @@ fn a_shell_working_in_a_sleep_loop_beside_its_background_wait_keeps_its_slot() {
 /// free heals, and starts at once into the slot the lost run held.
 #[test]
 fn a_launch_finding_the_slot_held_by_a_dead_shepherd_starts_at_once() {
-    let env = Env::new();
-    env.config("max_parallel = 1\n");
-    let release = env.project.join("release");
-    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
-    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
-    let a = env.launch("slow", "first");
-    let a_run = env.wait_run(&a, LIMIT, |r| r["status"] == "running");
+    let (env, _release, a, a_run) = one_slot_at_work();
     signal_pid(a_run["shepherd_pid"].as_i64().unwrap() as i32, Sig::Kill).unwrap();
     // Nothing else looks at the store: no wait, no tray, no shepherd at work.
     let out = env.ok(&["launch", "quick", "second", "--json"]);
@@ -467,13 +474,7 @@ fn a_launch_finding_the_slot_held_by_a_dead_shepherd_starts_at_once() {
 /// so it never starts beside `max_parallel` working runs.
 #[test]
 fn a_launch_does_not_take_the_slot_a_dead_waiter_seemed_to_free() {
-    let env = Env::new();
-    env.config("max_parallel = 1\n");
-    let release = env.project.join("release");
-    env.command_preset("slow", &[&fake_agent("slow"), release.to_str().unwrap()]);
-    env.command_preset("quick", &[&fake_agent("exit-with"), "0"]);
-    let a = env.launch("slow", "first");
-    env.wait_run(&a, LIMIT, |r| r["status"] == "running");
+    let (env, release, a, _) = one_slot_at_work();
     // As if A's agent blocked in a `corral wait` that was then killed: its
     // wait still says A holds no slot.
     let db = rusqlite::Connection::open(env.home.join("corral.db")).unwrap();
