@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 deb=$(./scripts/package-deb.sh --debug | tail -1)
 contents=$(dpkg-deb --contents "$deb" | awk '{print $6}')
 missing=0
-for path in ./usr/bin/corral ./usr/bin/corral-push ./usr/bin/corral-tray ./usr/bin/corral-app ./usr/share/applications/corral.desktop \
+for path in ./usr/bin/corral ./usr/bin/corral-push ./usr/bin/corral-wake ./usr/bin/corral-tray ./usr/bin/corral-app ./usr/share/applications/corral.desktop \
   ./etc/xdg/autostart/corral.desktop ./usr/share/icons/hicolor/16x16/apps/corral.png \
   ./usr/share/icons/hicolor/32x32/apps/corral.png ./usr/share/icons/hicolor/48x48/apps/corral.png \
   ./usr/share/icons/hicolor/128x128/apps/corral.png ./usr/share/icons/hicolor/256x256/apps/corral.png \

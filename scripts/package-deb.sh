@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Debian package: target/corral_<version>_<arch>.deb with both
-# binaries (`corral`, `corral-push`, `corral-tray`, `corral-app`), the desktop entry, the icons at the
+# binaries (`corral`, `corral-push`, `corral-wake`, `corral-tray`, `corral-app`), the desktop entry, the icons at the
 # usual sizes and the autostart entry (the tray starts at login; each user
 # turns it off under Settings in the window).
 #   ./scripts/package-deb.sh            # release build
@@ -23,6 +23,7 @@ stage=target/deb/corral_${version}_${arch}
 rm -rf "$stage"
 install -Dm755 "target/$profile/corral" "$stage/usr/bin/corral"
 install -Dm755 "target/$profile/corral-push" "$stage/usr/bin/corral-push"
+install -Dm755 "target/$profile/corral-wake" "$stage/usr/bin/corral-wake"
 install -Dm755 "target/$profile/corral-tray" "$stage/usr/bin/corral-tray"
 install -Dm755 "target/$profile/corral-app" "$stage/usr/bin/corral-app"
 install -Dm644 packaging/corral.desktop "$stage/usr/share/applications/corral.desktop"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up Corral on a fresh Debian machine and starts the tray app.
-# Installs `corral` (CLI, MCP server; `corral-push` beside it), `corral-tray` (the tray) and
+# Installs `corral` (CLI, MCP server; `corral-push` and `corral-wake` beside it), `corral-tray` (the tray) and
 # `corral-app` (the window) into ~/.local/bin (or $CORRAL_INSTALL_ROOT/bin),
 # then starts the tray in the background.
 # Usage: ./scripts/start.sh   (as root, or a user with sudo)
@@ -20,10 +20,10 @@ echo "About 8 minutes the first time on 2 cores; seconds when nothing changed."
 cargo build --release --locked -p corral --bins
 cargo build --release --locked -p corral-tray -p corral-app
 install -d "$root/bin"
-for bin in corral corral-push corral-tray corral-app; do
+for bin in corral corral-push corral-wake corral-tray corral-app; do
   install -m 0755 "target/release/$bin" "$root/bin/$bin"
 done
-echo "Installed $root/bin/corral (and corral-push), $root/bin/corral-tray and $root/bin/corral-app"
+echo "Installed $root/bin/corral (and corral-push, corral-wake), $root/bin/corral-tray and $root/bin/corral-app"
 case ":$PATH:" in
   *":$root/bin:"*) ;;
   *) echo "Add $root/bin to your PATH to call 'corral' by name." ;;

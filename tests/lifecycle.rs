@@ -427,3 +427,84 @@ fn a_wait_on_runs_that_end_apart_says_the_first_as_it_is_now() {
     assert!(said[0]["exited_at"].is_string(), "the first run as it is now: {:#}", said[0]);
     assert_eq!(said[1]["status"], "completed");
 }
+
+/// The program process `pid` runs now, as the kernel names it.
+fn program_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
+}
+
+/// A person's `corral wait` with nothing left but its runs' ends to be told
+/// of sleeps in the small `corral-wake`, and says them, and exits, as a wait
+/// awake does: line by line or as JSON, 0 when all completed, 1 otherwise.
+#[test]
+fn a_wait_asleep_says_its_runs_as_a_wait_awake_does() {
+    let env = Env::new();
+    env.config("");
+    let hold = env.project.join("hold");
+    let until_held = format!("while [ ! -f {} ]; do sleep 0.02; done", hold.display());
+    env.command_preset("held", &["sh", "-c", &format!("{until_held}; echo all done")]);
+    env.command_preset("fails", &["sh", "-c", &format!("{until_held}; echo it broke; exit 3")]);
+    let good = env.launch("held", "x");
+    let bad = env.launch("fails", "y");
+    for id in [&good, &bad] {
+        env.wait_run(id, Duration::from_secs(10), |r| r["status"] == "running");
+    }
+    let piped = |args: &[&str]| env.command(args).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let lines = piped(&["wait", &good]);
+    let both = piped(&["wait", &good, &bad, "--json"]);
+    for waiter in [&lines, &both] {
+        let asleep = eventually(Duration::from_secs(10), || program_of(waiter.id()) == "corral-wake");
+        assert!(asleep, "the wait sleeps in corral-wake, not in {}", program_of(waiter.id()));
+    }
+    std::fs::write(&hold, "").unwrap();
+    let (lines, both) = (lines.wait_with_output().unwrap(), both.wait_with_output().unwrap());
+    // A wait started now finds them ended at its first look: it stays awake.
+    let awake_lines = env.corral(&["wait", &good]);
+    let awake_both = env.corral(&["wait", &good, &bad, "--json"]);
+    assert_eq!(String::from_utf8_lossy(&lines.stdout), String::from_utf8_lossy(&awake_lines.stdout));
+    assert_eq!(String::from_utf8_lossy(&lines.stdout), format!("{good}  completed  all done\n"));
+    assert_eq!((lines.status.code(), awake_lines.status.code()), (Some(0), Some(0)));
+    let asleep_said: serde_json::Value = serde_json::from_slice(&both.stdout).unwrap();
+    let awake_said: serde_json::Value = serde_json::from_slice(&awake_both.stdout).unwrap();
+    for (asleep, awake) in asleep_said.as_array().unwrap().iter().zip(awake_said.as_array().unwrap()) {
+        for field in ["id", "status", "stop_reason", "exit_code", "final_text", "completed_at"] {
+            assert_eq!(asleep[field], awake[field], "{field} of {}", awake["id"]);
+        }
+    }
+    assert_eq!(asleep_said[1]["status"], "failed", "{asleep_said:#}");
+    assert_eq!((both.status.code(), awake_both.status.code()), (Some(1), Some(1)));
+}
+
+/// A wait asleep whose run's shepherd dies, or whose time is up, goes back
+/// to being `corral wait`: the run is said lost at once, and a timeout
+/// exits 124 as it says.
+#[test]
+fn a_wait_asleep_is_awake_again_for_a_dead_shepherd_and_for_its_timeout() {
+    let env = Env::new();
+    env.config("");
+    env.command_preset("held", &["sh", "-c", "sleep 300 & wait"]);
+    let lost = env.launch("held", "x");
+    let timed = env.launch("held", "y");
+    for id in [&lost, &timed] {
+        env.wait_run(id, Duration::from_secs(10), |r| r["status"] == "running");
+    }
+    let piped = |args: &[&str]| env.command(args).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let on_lost = piped(&["wait", &lost]);
+    let on_timed = piped(&["wait", &timed, "--timeout", "2"]);
+    for waiter in [&on_lost, &on_timed] {
+        let asleep = eventually(Duration::from_secs(10), || program_of(waiter.id()) == "corral-wake");
+        assert!(asleep, "the wait sleeps in corral-wake, not in {}", program_of(waiter.id()));
+    }
+    let shepherd = env.show(&lost)["shepherd_pid"].as_i64().unwrap() as i32;
+    common::signal_pid(shepherd, corral::process::Sig::Kill).unwrap();
+    let said = on_lost.wait_with_output().unwrap();
+    assert_eq!(said.status.code(), Some(1));
+    let line = String::from_utf8_lossy(&said.stdout);
+    assert!(line.starts_with(&format!("{lost}  lost (shepherd_died)")), "{line}");
+    assert!(processes_of_run(&lost).is_empty(), "nothing of the lost run is left running");
+    let said = on_timed.wait_with_output().unwrap();
+    assert_eq!(said.status.code(), Some(124));
+    let text = String::from_utf8_lossy(&said.stdout);
+    assert_eq!(text, format!("{timed}  running  \ntimed out with 1 run(s) still active\n"));
+    env.ok(&["abort", &timed]);
+}

@@ -250,7 +250,7 @@ pub fn run(
         } else {
             super::wait::print_ended(run, out)?;
         }
-        return Ok(super::wait::exit_code(&result));
+        return Ok(result.exit_code());
     }
     print_launched(&run, args.json, out)?;
     Ok(0)

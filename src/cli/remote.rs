@@ -9,7 +9,7 @@ use std::io::Write;
 
 use clap::Parser;
 
-use super::{wait, Cli, Command, EXIT_ERROR};
+use super::{Cli, Command, EXIT_ERROR};
 
 /// The command another machine's Corral sent (see `remote-exec`), read
 /// from standard input, with its `CORRAL_HOME` set; else the exit code of
@@ -283,7 +283,7 @@ pub(super) fn wait_there(
             Err(e) if is_unreachable(&e) => {
                 if deadline.is_some_and(|at| Instant::now() >= at) {
                     eprintln!("corral: {e}; the wait timed out");
-                    return Ok(wait::EXIT_TIMEOUT);
+                    return Ok(corral::verbs::wait::EXIT_TIMEOUT);
                 }
                 eprintln!("corral: {e}; waiting for it to answer again (the runs go on there)");
                 std::thread::sleep(pause);

@@ -54,7 +54,7 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
         } else {
             super::wait::print_ended(&result.runs[0], out)?;
         }
-        return Ok(super::wait::exit_code(&result));
+        return Ok(result.exit_code());
     }
     if args.json {
         return super::print_json(out, &replied.run).map(|()| 0);

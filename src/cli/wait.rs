@@ -6,7 +6,8 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use corral::upkeep::queue::ShepherdCommand;
-use corral::verbs::wait::{wait_for, WaitResult};
+use corral::verbs::wait::wait_or_hand_over;
+use corral::watch::asleep::HandOver;
 use corral::{Run, Store};
 
 #[derive(Debug, clap::Args)]
@@ -21,9 +22,6 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
 }
-
-/// Exit code when the timeout passes first (as timeout(1) uses).
-pub const EXIT_TIMEOUT: i32 = 124;
 
 pub fn run(
     store: &mut Store,
@@ -45,7 +43,19 @@ pub fn run(
         None => None,
     };
     let caller = corral::run::caller::caller_run(store)?;
-    let result = wait_for(store, ids, deadline, caller.as_deref(), shepherd, None, Waiter::Command)?;
+    // A person's wait, once only its runs' ends are left to be told of,
+    // sleeps in the small `corral-wake` (which prints them as below).
+    let hand_over = caller.is_none().then(|| HandOver::beside_this_program(json)).flatten();
+    let result = wait_or_hand_over(
+        store,
+        ids,
+        deadline,
+        caller.as_deref(),
+        shepherd,
+        None,
+        Waiter::Command,
+        hand_over.as_ref(),
+    )?;
     corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;
     if json {
         super::print_json(out, &result.runs)?;
@@ -57,23 +67,10 @@ pub fn run(
             writeln!(out, "timed out with {} run(s) still active", result.still.len())?;
         }
     }
-    Ok(exit_code(&result))
-}
-
-/// The exit code of a finished wait.
-pub fn exit_code(result: &WaitResult) -> i32 {
-    if result.timed_out {
-        EXIT_TIMEOUT
-    } else if result.all_completed() {
-        0
-    } else {
-        1
-    }
+    Ok(result.exit_code())
 }
 
 /// One line per run: id, status, reason, and the first line of its result.
 pub fn print_ended(run: &Run, out: &mut impl Write) -> std::io::Result<()> {
-    let reason = run.stop_reason_said().map(|r| format!(" ({r})")).unwrap_or_default();
-    // The result is the agent's words: it cannot rewrite the terminal.
-    writeln!(out, "{}  {}{reason}  {}", run.id, run.status, super::table::name(run.headline()))
+    writeln!(out, "{}", run.ended_line())
 }

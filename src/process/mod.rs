@@ -26,7 +26,7 @@ pub use start::{prepare_run_command, start_agent, AgentStart, StartedAgent};
 pub use told::{Bell, FolderWatch, PidFd, Waker};
 pub use unfollowed::{hand_to, is_a_link, names_in, open_beneath, open_regular, pin, read_regular, Handed};
 pub use unix::{
-    close_all_but, connect_now, die_with_parent, make_nonblocking, read_available, reap_any, redirect_output,
-    return_free_memory, signal_group, spawn_detached, terminal_width, wait_readable, FileLock, Readiness, Reaped, Sig,
-    SignalPipe,
+    adopt_inherited, close_all_but, connect_now, die_with_parent, exec, keep_across_exec, make_nonblocking,
+    monotonic_now, read_available, reap_any, redirect_output, return_free_memory, signal_group, spawn_detached,
+    terminal_width, wait_readable, FileLock, Readiness, Reaped, Sig, SignalPipe,
 };

@@ -113,6 +113,16 @@ impl Bell {
         Ok(bell)
     }
 
+    /// The bell at `path` listened to by `fd`, as a process listening to it
+    /// handed it on across an `exec` (see `watch::asleep`).
+    pub fn adopt(fd: OwnedFd, path: &Path) -> io::Result<Bell> {
+        let kind = nix::sys::stat::fstat(fd.as_fd())?.st_mode & libc::S_IFMT;
+        if kind != libc::S_IFIFO {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("descriptor {fd:?} is not a FIFO")));
+        }
+        Ok(Bell { fd, path: path.to_path_buf() })
+    }
+
     /// Listens again after a ring (the old descriptor stays hung up).
     pub fn rearm(&mut self) -> io::Result<()> {
         *self = Bell::listen(&self.path)?;

@@ -323,3 +323,53 @@ pub fn connect_now(path: &std::path::Path) -> io::Result<UnixStream> {
     stream.set_nonblocking(false)?;
     Ok(stream)
 }
+
+/// Keeps descriptor `fd` open across an `exec` (`keep`), or closes it there
+/// (the default for every descriptor Corral opens).
+pub fn keep_across_exec(fd: BorrowedFd<'_>, keep: bool) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    let flags = if keep { FdFlag::empty() } else { FdFlag::FD_CLOEXEC };
+    fcntl(fd, FcntlArg::F_SETFD(flags))?;
+    Ok(())
+}
+
+/// Takes ownership of descriptor `raw`, inherited across an `exec` from
+/// the process this one was; an error if no such descriptor is open.
+pub fn adopt_inherited(raw: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    if raw <= 2 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("descriptor {raw} is a standard stream")));
+    }
+    // SAFETY: F_GETFD only reads the descriptor's flags; it fails for a
+    // descriptor that is not open.
+    if unsafe { libc::fcntl(raw, libc::F_GETFD) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open, and nothing else in this process owns
+    // it: it was inherited, and is adopted once, at the program's start.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) })
+}
+
+/// Replaces this process's program with `program`, given `args` (the first
+/// is its name); returns only if that fails.
+pub fn exec(program: &std::path::Path, args: &[std::ffi::OsString]) -> io::Error {
+    use std::os::unix::ffi::OsStrExt;
+    let cstring = |s: &std::ffi::OsStr| std::ffi::CString::new(s.as_bytes());
+    let program = match cstring(program.as_os_str()) {
+        Ok(p) => p,
+        Err(e) => return io::Error::new(io::ErrorKind::InvalidInput, e),
+    };
+    let args: Result<Vec<std::ffi::CString>, _> = args.iter().map(|a| cstring(a)).collect();
+    match args {
+        Ok(args) => match nix::unistd::execv(&program, &args) {
+            Err(e) => e.into(),
+        },
+        Err(e) => io::Error::new(io::ErrorKind::InvalidInput, e),
+    }
+}
+
+/// The system's monotonic clock (`CLOCK_MONOTONIC`), which an `Instant`
+/// reads too: the same in every process, so a deadline outlives an `exec`.
+pub fn monotonic_now() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map(Duration::from).unwrap_or_default()
+}

@@ -386,6 +386,14 @@ impl Run {
         }
     }
 
+    /// The line `corral wait` prints for the run as it ended: its id, its
+    /// status, why it stopped when that says more, and its headline, shown
+    /// as a terminal may show it (the agent wrote it).
+    pub fn ended_line(&self) -> String {
+        let reason = self.stop_reason_said().map(|r| format!(" ({r})")).unwrap_or_default();
+        format!("{}  {}{reason}  {}", self.id, self.status, crate::text::shown::name(self.headline()))
+    }
+
     /// What one line about the run should say: the first non-blank line of
     /// its error, else of its final text — but of a command's final text
     /// (the last lines of its output) the last, where a command says how it

@@ -17,6 +17,7 @@ use crate::run::{Run, RunStatus};
 use crate::store::{Store, StoreError, WaitBlocks, WaitId};
 use crate::upkeep::heal::HealError;
 use crate::upkeep::queue::ShepherdCommand;
+use crate::watch::asleep::HandOver;
 use crate::watch::Watcher;
 
 /// Why a wait cannot start or go on.
@@ -58,7 +59,22 @@ pub struct WaitResult {
     pub still: Vec<String>,
 }
 
+/// Exit code of a wait whose timeout passed first (as timeout(1) uses).
+pub const EXIT_TIMEOUT: i32 = 124;
+
 impl WaitResult {
+    /// How `corral wait` exits: 0 if every run completed, [`EXIT_TIMEOUT`]
+    /// if the deadline passed first, 1 for any other end.
+    pub fn exit_code(&self) -> i32 {
+        if self.timed_out {
+            EXIT_TIMEOUT
+        } else if self.all_completed() {
+            0
+        } else {
+            1
+        }
+    }
+
     /// True if every run completed and none is about to work again.
     pub fn all_completed(&self) -> bool {
         self.still.is_empty() && self.runs.iter().all(|r| r.status == RunStatus::Completed)
@@ -104,12 +120,32 @@ pub fn wait_for(
     cancelled: Option<&Cancel>,
     waiter: Waiter,
 ) -> Result<WaitResult, WaitError> {
+    wait_or_hand_over(store, ids, deadline, caller, shepherd, cancelled, waiter, None)
+}
+
+/// As [`wait_for`]; with `hand_over`, a wait left with nothing to do but
+/// be told of its runs' ends goes on in `corral-wake`, which prints them
+/// and exits as `corral wait` does (see `watch::asleep`): this returns
+/// only for a wait that stayed.
+#[allow(clippy::too_many_arguments)]
+pub fn wait_or_hand_over(
+    store: &mut Store,
+    ids: &[String],
+    deadline: Option<Instant>,
+    caller: Option<&str>,
+    shepherd: &ShepherdCommand,
+    cancelled: Option<&Cancel>,
+    waiter: Waiter,
+    hand_over: Option<&HandOver>,
+) -> Result<WaitResult, WaitError> {
     let ids: Vec<String> = ids.iter().map(|id| store.find_run(id).map(|r| r.id)).collect::<Result<_, _>>()?;
     if let Some(caller) = caller {
         refuse_deadlock(store, caller, &ids)?;
     }
     let mut blocked = block(store, caller, &ids, waiter)?;
     let mut waiting = Waiting::new(store, shepherd, cancelled)?;
+    // A blocked wait has a slot to take back when it ends: it stays.
+    waiting.hand_over = hand_over.filter(|_| blocked.is_none());
     let result = waiting.until_over(&ids, deadline, blocked.as_mut());
     if let Some(Blocked { wait, .. }) = blocked {
         match &result {
@@ -134,6 +170,8 @@ struct Waiting<'a> {
     shepherd: &'a ShepherdCommand,
     watcher: Watcher,
     cancelled: Option<&'a Cancel>,
+    /// Where a wait with nothing left but its runs' ends may go on.
+    hand_over: Option<&'a HandOver>,
 }
 
 impl<'a> Waiting<'a> {
@@ -147,7 +185,7 @@ impl<'a> Waiting<'a> {
         if let Some(cancel) = cancelled {
             watcher = watcher.with_waker(cancel.waker.clone());
         }
-        Ok(Waiting { store, shepherd, watcher, cancelled })
+        Ok(Waiting { store, shepherd, watcher, cancelled, hand_over: None })
     }
 
     /// Heals the store when the watcher says it is due (a shepherd that
@@ -224,6 +262,11 @@ impl<'a> Waiting<'a> {
             // takes its end away), so the answer is the ends as they are
             // now, never this look's for some and a later one for others.
             self.watcher.watch_ends_of(self.store, ids);
+            if let Some(over) = self.hand_over.filter(|_| self.cancelled.is_none() && look_again.is_none()) {
+                if let Some(e) = self.watcher.hand_over(self.store, &runs, deadline, over) {
+                    tracing::info!("the wait stays in this process: cannot start {}: {e}", over.wake.display());
+                }
+            }
             if let Some(ended) = self.sleep(wake)? {
                 // A run this look found ended and whose end is the same
                 // one (not a later turn's) is as this look read it, with

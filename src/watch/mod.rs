@@ -19,10 +19,11 @@
 //! and tells which runs changed status and whose transcripts grew, so each
 //! process redraws only what changed.
 
+pub mod asleep;
 mod follower;
 pub mod limit_wake;
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use crate::process::{self, Bell, FolderWatch, PidFd, Waker};
@@ -330,6 +331,68 @@ impl Watcher {
                 self.died = true;
             }
         }
+    }
+
+    /// Hands the wait on `runs` over to `corral-wake` (see [`asleep`]), if
+    /// their ends, written beside them, are all that can end it: the bell
+    /// tells of commits, every run is at work under a shepherd this
+    /// watcher follows, none has ended, and nothing is left to look at
+    /// again (no followed process gone, no commit being read). Returns
+    /// only if the wait stays here: why it does (`None` when it was never
+    /// to be handed over).
+    pub fn hand_over(
+        &self,
+        store: &Store,
+        runs: &[Run],
+        deadline: Option<Instant>,
+        over: &asleep::HandOver,
+    ) -> Option<std::io::Error> {
+        let Told::Bell(bell) = &self.told else { return None };
+        if self.untold || self.died || self.recheck.is_some() || self.waker.is_some() {
+            return None;
+        }
+        if runs.is_empty() || runs.iter().any(|run| run.status.is_terminal()) {
+            return None;
+        }
+        // Only the runs' own shepherds: what else exits is healed by the
+        // processes at work (each shepherd heals while its agent works),
+        // not by a thousand waits coming back at every run's end.
+        let shepherd_of = |run: &Run| {
+            let shepherd =
+                run.shepherd_pid.zip(run.shepherd_start).map(|(pid, start)| process::ProcessId { pid, start });
+            self.followed.iter().find(|f| Some(f.process) == shepherd)
+        };
+        let mut shepherds: Vec<&PidFd> = Vec::with_capacity(runs.len());
+        for run in runs {
+            let shepherd = shepherd_of(run)?;
+            if !shepherds.iter().any(|s| s.process == shepherd.process) {
+                shepherds.push(shepherd);
+            }
+        }
+        // A process that exited since it was followed is healed here first.
+        let pidfds: Vec<BorrowedFd<'_>> = self.followed.iter().map(AsFd::as_fd).collect();
+        if process::wait_readable(&pidfds, Some(Duration::ZERO)).map_or(true, |ready| ready.contains(&true)) {
+            return None;
+        }
+        let pidfds: Vec<BorrowedFd<'_>> = shepherds.iter().map(|s| s.as_fd()).collect();
+        // Named in JSON, so a program whose path is not UTF-8 stays here.
+        let mut back = vec![over.corral.to_str()?.to_string(), "wait".into()];
+        back.extend(runs.iter().map(|run| run.id.clone()));
+        if over.json {
+            back.push("--json".into());
+        }
+        let asleep = asleep::Asleep {
+            bell: store.home().bell(),
+            bell_fd: bell.as_fd().as_raw_fd(),
+            followed: pidfds.iter().map(AsRawFd::as_raw_fd).collect(),
+            runs: runs.iter().map(|run| store.home().run_dir(&run.id)).collect(),
+            deadline_ns: deadline
+                .map(|at| (process::monotonic_now() + at.saturating_duration_since(Instant::now())).as_nanos() as u64),
+            back,
+            json: over.json,
+        };
+        let keep: Vec<BorrowedFd<'_>> = [bell.as_fd()].into_iter().chain(pidfds).collect();
+        Some(asleep.exec(&over.wake, &keep))
     }
 
     /// Follows the exits of the processes the store depends on now.
