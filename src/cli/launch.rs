@@ -93,7 +93,7 @@ pub fn warm(args: &mut Args) -> Option<i32> {
         || args.issue.is_some()
         || args.pr.is_some()
         || args.wait
-        || !corral::shepherd::forked::this_process_outside_every_run()
+        || !corral::run::caller::this_process_outside_every_run()
     {
         return None;
     }

@@ -397,7 +397,7 @@ pub fn join_groups_of(pid: i32) -> io::Result<()> {
 /// The run whose cgroup holds process `pid`, if one does: the kernel's
 /// word for which run a process belongs to, whatever its environment says.
 pub fn run_of(pid: i32) -> Option<String> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let text = super::linux::read_proc_text(format!("/proc/{pid}/cgroup")).ok()?;
     let own = text.lines().find_map(|line| line.strip_prefix("0::"))?;
     let parts: Vec<&str> = own.split('/').filter(|p| !p.is_empty()).collect();
     let at = parts.iter().rposition(|p| *p == CORRAL_DIR)?;
@@ -407,7 +407,7 @@ pub fn run_of(pid: i32) -> Option<String> {
 /// True if process `pid` is in the v2 group at `dir` or below it.
 pub fn is_in(pid: i32, dir: &Path) -> bool {
     let Some(mount) = v2_mount() else { return false };
-    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return false };
+    let Ok(text) = super::linux::read_proc_text(format!("/proc/{pid}/cgroup")) else { return false };
     let Some(own) = text.lines().find_map(|line| line.strip_prefix("0::")) else { return false };
     mount.join(own.trim_start_matches('/')).starts_with(dir)
 }
@@ -486,7 +486,7 @@ fn own_path(controller: Option<&str>) -> Option<String> {
 /// Process `pid`'s (or `self`'s) group: the v2 one (`None`), or a v1
 /// controller's.
 fn path_of(pid: &str, controller: Option<&str>) -> Option<String> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let text = super::linux::read_proc_text(format!("/proc/{pid}/cgroup")).ok()?;
     text.lines().find_map(|line| {
         let mut fields = line.splitn(3, ':');
         let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);

@@ -31,10 +31,26 @@ impl ProcessId {
     }
 }
 
+/// A file of `/proc` (or of a cgroup), read whole in as few reads as it
+/// takes: its size says 0, so a plain read starts at 32 bytes and doubles,
+/// and each read of another process's `environ` locks that process's
+/// memory (a launch reads every ancestor's).
+pub(crate) fn read_proc(path: impl AsRef<std::path::Path>) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(8192);
+    fs::File::open(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// As [`read_proc`], as text.
+pub(crate) fn read_proc_text(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+    String::from_utf8(read_proc(path)?).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// Fields of `/proc/<pid>/stat` after the command name, which may itself
 /// contain spaces and parentheses.
 fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_proc_text(format!("/proc/{pid}/stat")).ok()?;
     let after_comm = &stat[stat.rfind(')')? + 1..];
     Some(after_comm.split_whitespace().map(str::to_string).collect())
 }
@@ -190,7 +206,7 @@ pub fn children_of(pid: i32) -> Vec<i32> {
 /// involuntary context switches): unchanged across two looks, it did not
 /// run between them, so what they read of it is one moment.
 pub fn switches(pid: i32) -> Option<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = read_proc_text(format!("/proc/{pid}/status")).ok()?;
     let count = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse::<u64>().ok());
     Some(count("voluntary_ctxt_switches:")? + count("nonvoluntary_ctxt_switches:")?)
 }
@@ -226,7 +242,7 @@ pub fn waits_for_a_child(pid: i32) -> Option<bool> {
 pub fn env_var_of(pid: i32, key: &str) -> Option<std::ffi::OsString> {
     use std::os::unix::ffi::OsStrExt;
     let prefix = format!("{key}=").into_bytes();
-    let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let env = read_proc(format!("/proc/{pid}/environ")).ok()?;
     let var = env.split(|&b| b == 0).find(|var| var.starts_with(&prefix))?;
     Some(std::ffi::OsStr::from_bytes(&var[prefix.len()..]).to_os_string())
 }
@@ -240,7 +256,7 @@ pub fn has_env_var(pid: i32, key: &str) -> bool {
 /// value): one read of it, whatever their number.
 pub fn has_any_env_var(pid: i32, keys: &[&str]) -> bool {
     let prefixes: Vec<Vec<u8>> = keys.iter().map(|key| format!("{key}=").into_bytes()).collect();
-    fs::read(format!("/proc/{pid}/environ"))
+    read_proc(format!("/proc/{pid}/environ"))
         .is_ok_and(|env| env.split(|&b| b == 0).any(|var| prefixes.iter().any(|p| var.starts_with(p))))
 }
 
@@ -256,7 +272,7 @@ pub fn processes_with_env(key: &str, value: &str) -> Vec<ProcessId> {
         // later process between the two is a process of another start.
         .filter_map(ProcessId::of)
         .filter(|process| {
-            fs::read(format!("/proc/{}/environ", process.pid))
+            read_proc(format!("/proc/{}/environ", process.pid))
                 .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == needle.as_slice()))
         })
         .filter(|process| process.is_alive())

@@ -13,7 +13,7 @@
 use crate::home::config::Config;
 use crate::home::{Home, HomeError, HOME_ENV};
 use crate::process::{self, ProcessId};
-use crate::run::env::RUN_ID_ENV;
+use crate::run::env::{RUN_ID_ENV, SHEPHERD_ENV};
 use crate::store::{Store, StoreError};
 
 /// The installation this process works in: `CORRAL_HOME` if set; else, in
@@ -74,10 +74,41 @@ pub fn forwarded_run() -> Option<&'static str> {
     FORWARDED_FOR.get().map(String::as_str)
 }
 
+/// Whether this process was judged outside every run (see
+/// [`this_process_outside_every_run`]).
+static OUTSIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Whether nothing says this process belongs to a run: its environment
+/// as it is now, and as [`outside_every_run`] judges it. Judged once per
+/// process (a launch asks it twice: may it fork, may it ask a template),
+/// as reading every ancestor's environment is most of what it costs.
+pub fn this_process_outside_every_run() -> bool {
+    *OUTSIDE.get_or_init(|| {
+        let marks = [RUN_ID_ENV, SHEPHERD_ENV];
+        !marks.iter().any(|mark| std::env::var_os(mark).is_some()) && outside_every_run(std::process::id() as i32)
+    })
+}
+
+/// Whether nothing says process `pid` belongs to a run: its cgroup, its
+/// and its ancestors' environments (as the kernel keeps them).
+pub fn outside_every_run(pid: i32) -> bool {
+    if process::cgroup::run_of(pid).is_some() {
+        return false;
+    }
+    !process::ancestry(pid).iter().any(|p| process::has_any_env_var(p.pid, &[RUN_ID_ENV, SHEPHERD_ENV]))
+}
+
 /// The run this process works for, if any.
 pub fn caller_run(store: &Store) -> Result<Option<String>, StoreError> {
     if let Some(run) = FORWARDED_FOR.get() {
         return Ok(Some(store.run(run)?.id));
+    }
+    // Judged already (a launch judges it before it forks): outside every
+    // run, by its cgroup, its environment and its ancestors', this process
+    // works for none (every agent and shepherd it could descend from
+    // carries a run's mark in its environment).
+    if OUTSIDE.get() == Some(&true) {
+        return Ok(None);
     }
     caller_of(store, std::process::id() as i32)
 }

@@ -21,7 +21,7 @@ use std::os::fd::OwnedFd;
 
 use crate::home;
 use crate::process::{self, Forked};
-use crate::run::env::{RUN_ID_ENV, SHEPHERD_ENV};
+use crate::run::env::SHEPHERD_ENV;
 use crate::store::Store;
 use crate::upkeep::queue::Handoff;
 
@@ -29,7 +29,7 @@ use crate::upkeep::queue::Handoff;
 /// process may (one thread, outside every run). In the launcher, returns
 /// the pipe to hand it the run; the forked shepherd never returns.
 pub fn fork_ahead() -> Option<Handoff> {
-    if !this_process_outside_every_run() {
+    if !crate::run::caller::this_process_outside_every_run() {
         return None;
     }
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).ok()?;
@@ -43,27 +43,6 @@ pub fn fork_ahead() -> Option<Handoff> {
     }
 }
 
-/// Whether nothing says this process belongs to a run: its environment
-/// as it is now, and as [`outside_every_run`] judges it. Judged once per
-/// process (a launch asks it twice: may it fork, may it ask a template),
-/// as reading every ancestor's environment is most of what it costs.
-pub fn this_process_outside_every_run() -> bool {
-    static OUTSIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OUTSIDE.get_or_init(|| {
-        let marks = [RUN_ID_ENV, SHEPHERD_ENV];
-        !marks.iter().any(|mark| std::env::var_os(mark).is_some()) && outside_every_run(std::process::id() as i32)
-    })
-}
-
-/// Whether nothing says process `pid` belongs to a run: its cgroup, its
-/// and its ancestors' environments (as the kernel keeps them).
-pub fn outside_every_run(pid: i32) -> bool {
-    if process::cgroup::run_of(pid).is_some() {
-        return false;
-    }
-    !process::ancestry(pid).iter().any(|p| process::has_any_env_var(p.pid, &[RUN_ID_ENV, SHEPHERD_ENV]))
-}
-
 /// The forked shepherd: opens the store, waits for its run, supervises it.
 /// Returns the exit code.
 fn serve(from_launcher: OwnedFd) -> i32 {
@@ -74,6 +53,7 @@ fn serve(from_launcher: OwnedFd) -> i32 {
     let store = Store::open(&home);
     let mut run_id = String::new();
     let _ = File::from(from_launcher).read_to_string(&mut run_id);
+
     if run_id.is_empty() {
         return 0;
     }

@@ -190,7 +190,7 @@ fn judged_launcher(stream: &UnixStream) -> Result<process::PidFd, NotServed> {
     let launcher = process::ProcessId::of(creds.pid()).filter(|_| creds.pid() > 0).ok_or(NotServed::LauncherGone)?;
     // Held before it is judged: what is judged is this process, alive.
     let held = process::PidFd::open(launcher).map_err(NotServed::Unheld)?.ok_or(NotServed::LauncherGone)?;
-    if !super::forked::outside_every_run(launcher.pid) {
+    if !crate::run::caller::outside_every_run(launcher.pid) {
         return Err(NotServed::InsideARun);
     }
     Ok(held)

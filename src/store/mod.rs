@@ -343,13 +343,23 @@ impl Store {
     /// that starts an emptied one writes and syncs its header, and syncs
     /// the folder (two fsyncs, 1 ms of the next launch here), where reading
     /// back a short one costs a few pages.
+    ///
+    /// An emptied WAL is started again here, with one page: the writer
+    /// that starts one writes and syncs its header and syncs the folder
+    /// (two fsyncs, 0.5 ms measured), which this process, its work done,
+    /// pays rather than the next launch.
     pub fn checkpoint_idle(&self) -> Result<(), StoreError> {
         let wal = self.home.database().with_extension("db-wal");
         if std::fs::metadata(&wal).map_or(0, |m| m.len()) <= IDLE_WAL_KEPT {
             return Ok(());
         }
-        busy::with_patience(Duration::ZERO, || self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)"))
-            .doing("checkpointing the WAL")
+        busy::with_patience(Duration::ZERO, || {
+            self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")?;
+            // Page 1 written again as it is: the WAL's first frame.
+            let version: i64 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            self.conn.pragma_update(None, "user_version", version)
+        })
+        .doing("checkpointing the WAL")
     }
 
     /// Frees this connection's cached pages (`PRAGMA shrink_memory`).
@@ -454,8 +464,10 @@ mod opening_tests {
         let big = format!("INSERT INTO scratch VALUES (zeroblob({}))", IDLE_WAL_KEPT + 1);
         let wal = home.database().with_extension("db-wal");
         assert!(wal.metadata().unwrap().len() > IDLE_WAL_KEPT, "a new store's WAL holds its making");
+        // Emptied, and started again with one page (a header, one frame).
+        let started = 32 + 24 + 4096;
         store.checkpoint_idle().unwrap();
-        assert_eq!(wal.metadata().unwrap().len(), 0, "a long WAL is emptied");
+        assert_eq!(wal.metadata().unwrap().len(), started, "a long WAL is emptied and started again");
         store.conn.execute_batch("CREATE TABLE scratch(x); INSERT INTO scratch VALUES (zeroblob(1000))").unwrap();
         let short = wal.metadata().unwrap().len();
         assert!(short > 0 && short <= IDLE_WAL_KEPT, "{short}");
@@ -463,7 +475,7 @@ mod opening_tests {
         assert_eq!(wal.metadata().unwrap().len(), short, "a short WAL is left for the next writer");
         store.conn.execute_batch(&big).unwrap();
         store.checkpoint_idle().unwrap();
-        assert_eq!(wal.metadata().unwrap().len(), 0, "grown long, it is emptied");
+        assert_eq!(wal.metadata().unwrap().len(), started, "grown long, it is emptied");
 
         let reader = Store::open(&home).unwrap();
         reader.conn.execute_batch("BEGIN; SELECT count(*) FROM scratch;").unwrap();

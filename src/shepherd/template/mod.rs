@@ -59,7 +59,7 @@ pub enum TemplateError {
 pub fn serve(home: &Home) -> Result<(), TemplateError> {
     // Its spares become shepherds: never from inside a run, whose end
     // would take them along.
-    if !crate::shepherd::forked::this_process_outside_every_run() {
+    if !crate::run::caller::this_process_outside_every_run() {
         return Ok(());
     }
     let io = |doing, path: &PathBuf| {
