@@ -123,4 +123,8 @@ fn a_wait_too_long_for_the_clock_gets_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("longer than the longest Corral accepts") && !err.contains("panicked"), "{err}");
+    // It says the time asked for, not the clock's own end.
+    let out = env.corral(&["wait", &id, "--timeout", "1e12"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(": 1000000000000 s is longer"), "{err}");
 }

@@ -508,3 +508,39 @@ fn a_wait_asleep_is_awake_again_for_a_dead_shepherd_and_for_its_timeout() {
     assert_eq!(text, format!("{timed}  running  \ntimed out with 1 run(s) still active\n"));
     env.ok(&["abort", &timed]);
 }
+
+/// A wait asleep on several runs sleeps on past the first one's end, its
+/// shepherd gone after it (only a shepherd gone without its run's end
+/// wakes it), and says both once the last ends.
+#[test]
+fn a_wait_asleep_on_several_runs_sleeps_on_past_the_first_end() {
+    let env = Env::new();
+    env.config("");
+    let gate = "while [ ! -f \"$CORRAL_TASK\" ]; do sleep 0.02; done; echo passed";
+    env.command_preset("gate", &["sh", "-c", gate]);
+    let (first_gate, last_gate) = (env.project.join("first"), env.project.join("last"));
+    let first = env.launch("gate", &first_gate.display().to_string());
+    let last = env.launch("gate", &last_gate.display().to_string());
+    for id in [&first, &last] {
+        env.wait_run(id, Duration::from_secs(10), |r| r["status"] == "running");
+    }
+    let waiter = env.command(&["wait", &first, &last]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    assert!(eventually(Duration::from_secs(10), || program_of(waiter.id()) == "corral-wake"));
+    let shepherd = env.show(&first)["shepherd_pid"].as_i64().unwrap() as i32;
+    std::fs::write(&first_gate, "").unwrap();
+    env.wait_end(&first);
+    assert!(eventually(Duration::from_secs(10), || !common::alive(shepherd)), "the first run's shepherd exits");
+    // Told of that exit, it reads the first run's end and sleeps on.
+    let asleep = (0..20).all(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        program_of(waiter.id()) == "corral-wake"
+    });
+    assert!(asleep, "the wait woke for a shepherd that exited after its run's end: {}", program_of(waiter.id()));
+    std::fs::write(&last_gate, "").unwrap();
+    let said = waiter.wait_with_output().unwrap();
+    assert_eq!(said.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&said.stdout),
+        format!("{first}  completed  passed\n{last}  completed  passed\n")
+    );
+}

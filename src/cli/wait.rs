@@ -36,7 +36,8 @@ pub fn run(
             anyhow::bail!("--timeout {secs} is not a number of seconds ≥ 0")
         }
         Some(secs) if secs > corral::text::time::LONGEST.as_secs_f64() => {
-            let why = corral::text::time::too_long(Duration::MAX).unwrap_or_default();
+            let asked = Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX);
+            let why = corral::text::time::too_long(asked).unwrap_or_default();
             anyhow::bail!("--timeout {secs}: {why}; leave --timeout out to wait as long as it takes")
         }
         Some(secs) => Instant::now().checked_add(Duration::from_secs_f64(secs)),

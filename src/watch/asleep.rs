@@ -13,7 +13,8 @@
 //! run waited on is at work under a shepherd it follows, none has ended,
 //! no slot is to be taken back and nothing can cancel it (see
 //! [`super::Watcher::hand_over`]). Asleep, it follows those shepherds'
-//! exits only. Anything else (one of them gone without its run's end, the
+//! exits only (one gone after its runs' ends were written is let go).
+//! Anything else (one of them gone without its run's end, the
 //! deadline, a bell it cannot listen to again) replaces it with the
 //! `corral wait` it came from, given the time left, which heals and looks
 //! as every wait does. It heals nothing else, by time or by another
@@ -65,9 +66,8 @@ pub struct Asleep {
     pub bell: PathBuf,
     /// The descriptor listening to it, kept open across the `exec`.
     pub bell_fd: RawFd,
-    /// Pidfds of the processes whose exit sends the wait back, kept open
-    /// across the `exec`.
-    pub followed: Vec<RawFd>,
+    /// The runs' shepherds, followed by pidfds kept open across the `exec`.
+    pub shepherds: Vec<Shepherd>,
     /// The folders of the runs waited on, in the order asked.
     pub runs: Vec<PathBuf>,
     /// When the wait gives up, as the monotonic clock reads (nanoseconds).
@@ -77,6 +77,17 @@ pub struct Asleep {
     pub back: Vec<String>,
     /// The runs are printed as JSON.
     pub json: bool,
+}
+
+/// A shepherd of runs waited on, followed by its pidfd: its exit sends the
+/// wait back unless each of its runs' ends is written (it exits just after
+/// them).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Shepherd {
+    /// The pidfd.
+    pub fd: RawFd,
+    /// Its runs, as indexes into [`Asleep::runs`].
+    pub runs: Vec<usize>,
 }
 
 /// What woke a wait asleep.
@@ -126,18 +137,24 @@ impl Asleep {
     /// followed process exits, or the deadline passes.
     pub fn sleep(&self) -> io::Result<Woken> {
         let mut bell = Bell::adopt(process::adopt_inherited(self.bell_fd)?, &self.bell)?;
-        let followed: Vec<OwnedFd> =
-            self.followed.iter().map(|fd| process::adopt_inherited(*fd)).collect::<io::Result<_>>()?;
+        let mut followed: Vec<(OwnedFd, &[usize])> = self
+            .shepherds
+            .iter()
+            .map(|s| Ok((process::adopt_inherited(s.fd)?, s.runs.as_slice())))
+            .collect::<io::Result<_>>()?;
         // Closed at the next `exec`, as every descriptor of Corral's is.
-        for fd in followed.iter().map(AsFd::as_fd).chain([bell.as_fd()]) {
+        for fd in followed.iter().map(|(fd, _)| fd.as_fd()).chain([bell.as_fd()]) {
             process::keep_across_exec(fd, false)?;
         }
+        // Which runs' ends were read here already.
+        let mut ended = vec![false; self.runs.len()];
         loop {
             let timeout = self.time_left();
             if timeout == Some(Duration::ZERO) {
                 return Ok(Woken::Back);
             }
-            let fds: Vec<BorrowedFd<'_>> = [bell.as_fd()].into_iter().chain(followed.iter().map(AsFd::as_fd)).collect();
+            let fds: Vec<BorrowedFd<'_>> =
+                [bell.as_fd()].into_iter().chain(followed.iter().map(|(fd, _)| fd.as_fd())).collect();
             let ready = process::wait_readable(&fds, timeout)?;
             drop(fds);
             if ready[0] {
@@ -149,11 +166,33 @@ impl Asleep {
                 // Ends written are the answer, whoever exited since (a
                 // shepherd exits just after its run's end: a crowd of
                 // waits is woken by both).
-                if let Some(runs) = self.runs.iter().map(|dir| read_ended(dir)).collect::<Option<Vec<Run>>>() {
+                let ends: Vec<Option<Run>> = self.runs.iter().map(|dir| read_ended(dir)).collect();
+                // A run brought back (a reply) after its end was read here
+                // works under a shepherd this does not follow.
+                if ends.iter().zip(&ended).any(|(end, &was)| was && end.is_none()) {
+                    return Ok(Woken::Back);
+                }
+                if let Some(runs) = ends.iter().cloned().collect::<Option<Vec<Run>>>() {
                     return Ok(Woken::Ended(runs));
                 }
+                ended = ends.iter().map(Option::is_some).collect();
             }
-            if ready[1..].iter().any(|&exited| exited) {
+            // A shepherd gone after its runs' ends were written is done
+            // with; one gone without them leaves a run to heal.
+            let mut exited = ready[1..].iter();
+            let mut lost = false;
+            followed.retain(|(_, runs)| {
+                let gone = exited.next().is_some_and(|&gone| gone);
+                for &run in runs.iter().filter(|_| gone) {
+                    let end = self.runs.get(run).and_then(|dir| read_ended(dir));
+                    lost |= end.is_none();
+                    if let Some(was) = ended.get_mut(run) {
+                        *was |= end.is_some();
+                    }
+                }
+                !gone
+            });
+            if lost {
                 return Ok(Woken::Back);
             }
         }

@@ -362,11 +362,12 @@ impl Watcher {
                 run.shepherd_pid.zip(run.shepherd_start).map(|(pid, start)| process::ProcessId { pid, start });
             self.followed.iter().find(|f| Some(f.process) == shepherd)
         };
-        let mut shepherds: Vec<&PidFd> = Vec::with_capacity(runs.len());
-        for run in runs {
+        let mut shepherds: Vec<(&PidFd, Vec<usize>)> = Vec::with_capacity(runs.len());
+        for (index, run) in runs.iter().enumerate() {
             let shepherd = shepherd_of(run)?;
-            if !shepherds.iter().any(|s| s.process == shepherd.process) {
-                shepherds.push(shepherd);
+            match shepherds.iter_mut().find(|(s, _)| s.process == shepherd.process) {
+                Some((_, of)) => of.push(index),
+                None => shepherds.push((shepherd, vec![index])),
             }
         }
         // A process that exited since it was followed is healed here first.
@@ -374,7 +375,7 @@ impl Watcher {
         if process::wait_readable(&pidfds, Some(Duration::ZERO)).map_or(true, |ready| ready.contains(&true)) {
             return None;
         }
-        let pidfds: Vec<BorrowedFd<'_>> = shepherds.iter().map(|s| s.as_fd()).collect();
+        let pidfds: Vec<BorrowedFd<'_>> = shepherds.iter().map(|(s, _)| s.as_fd()).collect();
         // Named in JSON, so a program whose path is not UTF-8 stays here.
         let mut back = vec![over.corral.to_str()?.to_string(), "wait".into()];
         back.extend(runs.iter().map(|run| run.id.clone()));
@@ -384,7 +385,10 @@ impl Watcher {
         let asleep = asleep::Asleep {
             bell: store.home().bell(),
             bell_fd: bell.as_fd().as_raw_fd(),
-            followed: pidfds.iter().map(AsRawFd::as_raw_fd).collect(),
+            shepherds: shepherds
+                .iter()
+                .map(|(s, runs)| asleep::Shepherd { fd: s.as_fd().as_raw_fd(), runs: runs.clone() })
+                .collect(),
             runs: runs.iter().map(|run| store.home().run_dir(&run.id)).collect(),
             deadline_ns: deadline
                 .map(|at| (process::monotonic_now() + at.saturating_duration_since(Instant::now())).as_nanos() as u64),

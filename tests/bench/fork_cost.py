@@ -14,11 +14,13 @@ rounds with their min and max:
    in the run's own cgroup (`launch_latency.measure`).
 4. 40 and 1,000 `corral wait` woken by one end, p50, beside as many bare
    `cat`s woken by one end-of-file (`told.py`, TOLD_ONLY=crowd).
+5. A sandboxed launch (bubblewrap, any network) over an unsandboxed one:
+   the difference of their p50s, 60 launches each (`sandbox`).
 
 CORRAL_BENCH_CONFIG="launch_template = true" measures with the launch
 template on (every config.toml the benches write ends with it).
 FORK_COST_ONLY=pss,launch measures only those figures (of: short, pss,
-launch, waiters), and needs no pueue without `short`.
+launch, waiters, sandbox), and needs no pueue without `short`.
 """
 
 import importlib.util
@@ -49,7 +51,7 @@ vs = load("pueue_vs_corral")
 latency = load("launch_latency")
 
 
-ONLY = set(filter(None, os.environ.get("FORK_COST_ONLY", "short,pss,launch,waiters").split(",")))
+ONLY = set(filter(None, os.environ.get("FORK_COST_ONLY", "short,pss,launch,waiters,sandbox").split(",")))
 
 
 def short_and_memory(corral_bin, pueue):
@@ -71,12 +73,15 @@ def short_and_memory(corral_bin, pueue):
     return ratio, corral_short, pueue_short, pss
 
 
-def launch_p50(corral_bin):
+def launch_p50(corral_bin, config=""):
     latency.CORRAL = str(corral_bin)
     latency.N = 60
     with tempfile.TemporaryDirectory() as tmp:
-        p50, _, _ = latency.measure(Path(tmp), "")
+        p50, _, _ = latency.measure(Path(tmp), config)
     return p50
+
+
+SANDBOXED = '[sandbox]\nwrite = ["worktree"]\nnetwork = "all"\n'
 
 
 def waiters(corral_bin, count):
@@ -121,6 +126,9 @@ def main():
                 if "launch" in ONLY:
                     add("launch", name, launch_p50(binary))
                     said.append(f"launch {figures[('launch', name)][-1]:.2f} ms")
+                if "sandbox" in ONLY:
+                    add("sandbox", name, launch_p50(binary, SANDBOXED) - launch_p50(binary))
+                    said.append(f"sandboxed +{figures[('sandbox', name)][-1]:.2f} ms")
                 if "waiters" in ONLY:
                     w40, f40 = waiters(binary, 40)
                     add("w40", name, w40)
@@ -153,6 +161,8 @@ def main():
         print(f"| PSS per running job, 20 jobs | {cell('pss', 'before', '{:.2f} MB')} | {cell('pss', 'after', '{:.2f} MB')} | |")
     if "launch" in ONLY:
         print(f"| `corral launch` → agent running, p50 of 60 | {cell('launch', 'before', '{:.2f} ms')} | {cell('launch', 'after', '{:.2f} ms')} | |")
+    if "sandbox" in ONLY:
+        print(f"| sandboxed launch, over unsandboxed (p50s) | {cell('sandbox', 'before', '{:.1f} ms')} | {cell('sandbox', 'after', '{:.1f} ms')} | |")
     if "waiters" in ONLY:
         print(f"| 40 `corral wait` woken by one end, p50 | {cell('w40', 'before', '{:.1f} ms')} | {cell('w40', 'after', '{:.1f} ms')} | {floors('f40')} (40 `cat`s) |")
         print(f"| 1,000 `corral wait`, p50 | {cell('w1000', 'before', '{:.0f} ms')} | {cell('w1000', 'after', '{:.0f} ms')} | {floors('f1000')} (1,000 `cat`s) |")
