@@ -362,8 +362,10 @@ impl Store {
         .doing("checkpointing the WAL")
     }
 
-    /// Frees this connection's cached pages (`PRAGMA shrink_memory`).
+    /// Frees this connection's cached pages (`PRAGMA shrink_memory`) and
+    /// its prepared statements (each is prepared again at its next use).
     pub fn release_memory(&self) -> Result<(), StoreError> {
+        self.conn.flush_prepared_statement_cache();
         self.conn.execute_batch("PRAGMA shrink_memory").doing("releasing the page cache")
     }
 
