@@ -158,15 +158,19 @@ impl Asleep {
             let ready = process::wait_readable(&fds, timeout)?;
             drop(fds);
             if ready[0] {
-                // Listened to again before the ends are read: a ring while
-                // they are is not missed.
-                if bell.rearm().is_err() {
-                    return Ok(Woken::Back);
-                }
                 // Ends written are the answer, whoever exited since (a
                 // shepherd exits just after its run's end: a crowd of
-                // waits is woken by both).
-                let ends: Vec<Option<Run>> = self.runs.iter().map(|dir| read_ended(dir)).collect();
+                // waits is woken by both), with no need to listen on (a
+                // thousand waits opening the bell again queue on it). Else
+                // it is listened to again before the ends are read again:
+                // a ring in between is not missed.
+                let mut ends: Vec<Option<Run>> = self.runs.iter().map(|dir| read_ended(dir)).collect();
+                if ends.iter().any(Option::is_none) {
+                    if bell.rearm().is_err() {
+                        return Ok(Woken::Back);
+                    }
+                    ends = self.runs.iter().map(|dir| read_ended(dir)).collect();
+                }
                 // A run brought back (a reply) after its end was read here
                 // works under a shepherd this does not follow.
                 if ends.iter().zip(&ended).any(|(end, &was)| was && end.is_none()) {
