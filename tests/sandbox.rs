@@ -379,7 +379,19 @@ fn a_sandboxed_run_is_held_in_its_cgroup_and_abort_leaves_nothing_of_it() {
     env.ok(&["abort", &id]);
     let run = env.wait_end(&id);
     assert_eq!(run["status"], "aborted", "{run:#}");
-    assert!(processes.iter().all(|pid| !common::alive(*pid)), "left alive: {processes:?}");
+    let left: Vec<i32> = processes.iter().copied().filter(|pid| common::alive(*pid)).collect();
+    if !left.is_empty() {
+        // Seen once under load and not since: say all there is to know.
+        let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+        let dir = env.run_dir(&id);
+        let (shepherd, signals) =
+            (read(format!("{}/shepherd.log", dir.display())), read(format!("{}/signals.log", dir.display())));
+        let seen: Vec<String> = left
+            .iter()
+            .map(|p| format!("{}{}", read(format!("/proc/{p}/stat")), read(format!("/proc/{p}/cgroup"))))
+            .collect();
+        panic!("left alive: {left:?} of {processes:?}\n{run:#}\nshepherd.log:\n{shepherd}\nsignals.log:\n{signals}\n{seen:#?}");
+    }
 }
 
 #[test]
