@@ -288,6 +288,7 @@ fn a_cancelled_wait_leaves_its_run_holding_its_slot() {
                 &shepherd,
                 Some(&cancel),
                 corral::run::blocking::Waiter::ToolCall,
+                None,
             )
             .unwrap()
         });

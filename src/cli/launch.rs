@@ -241,8 +241,16 @@ pub fn run(
     }
     if args.wait {
         let caller = corral::run::caller::caller_run(store)?;
-        let result =
-            corral::verbs::wait::wait_for(store, &[run.id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
+        let result = corral::verbs::wait::wait_for(
+            store,
+            &[run.id],
+            None,
+            caller.as_deref(),
+            shepherd,
+            None,
+            Waiter::Command,
+            None,
+        )?;
         corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;
         let run = &result.runs[0];
         if args.json {

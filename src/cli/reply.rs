@@ -46,8 +46,16 @@ pub fn run(store: &mut Store, args: Args, shepherd: &ShepherdCommand, out: &mut 
     let id = replied.run.id.clone();
     if args.wait {
         let caller = corral::run::caller::caller_run(store)?;
-        let result =
-            corral::verbs::wait::wait_for(store, &[id], None, caller.as_deref(), shepherd, None, Waiter::Command)?;
+        let result = corral::verbs::wait::wait_for(
+            store,
+            &[id],
+            None,
+            caller.as_deref(),
+            shepherd,
+            None,
+            Waiter::Command,
+            None,
+        )?;
         corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;
         if args.json {
             super::print_json(out, &result.runs[0])?;

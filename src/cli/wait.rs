@@ -6,7 +6,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use corral::upkeep::queue::ShepherdCommand;
-use corral::verbs::wait::wait_or_hand_over;
+use corral::verbs::wait::wait_for;
 use corral::watch::asleep::HandOver;
 use corral::{Run, Store};
 
@@ -47,16 +47,8 @@ pub fn run(
     // A person's wait, once only its runs' ends are left to be told of,
     // sleeps in the small `corral-wake` (which prints them as below).
     let hand_over = caller.is_none().then(|| HandOver::beside_this_program(json)).flatten();
-    let result = wait_or_hand_over(
-        store,
-        ids,
-        deadline,
-        caller.as_deref(),
-        shepherd,
-        None,
-        Waiter::Command,
-        hand_over.as_ref(),
-    )?;
+    let result =
+        wait_for(store, ids, deadline, caller.as_deref(), shepherd, None, Waiter::Command, hand_over.as_ref())?;
     corral::verbs::wait::collected_by(store, caller.as_deref(), &result.runs)?;
     if json {
         super::print_json(out, &result.runs)?;

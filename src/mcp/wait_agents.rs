@@ -81,6 +81,7 @@ impl CorralTools {
                     shepherd,
                     Some(&cancelled),
                     crate::run::blocking::Waiter::ToolCall,
+                    None,
                 )?;
                 collected_by(store, caller.as_deref(), &result.runs)?;
                 timed_out |= result.timed_out;

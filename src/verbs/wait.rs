@@ -110,25 +110,12 @@ impl Cancel {
 /// `deadline` passes, or `cancelled` is cancelled (which wakes it at once).
 /// `caller` is the run this process works for (see `caller`): it holds no
 /// slot while blocked here. A run cannot wait on itself or on a run it
-/// belongs to (its ancestors): such a wait is refused.
-pub fn wait_for(
-    store: &mut Store,
-    ids: &[String],
-    deadline: Option<Instant>,
-    caller: Option<&str>,
-    shepherd: &ShepherdCommand,
-    cancelled: Option<&Cancel>,
-    waiter: Waiter,
-) -> Result<WaitResult, WaitError> {
-    wait_or_hand_over(store, ids, deadline, caller, shepherd, cancelled, waiter, None)
-}
-
-/// As [`wait_for`]; with `hand_over`, a wait left with nothing to do but
-/// be told of its runs' ends goes on in `corral-wake`, which prints them
-/// and exits as `corral wait` does (see `watch::asleep`): this returns
-/// only for a wait that stayed.
+/// belongs to (its ancestors): such a wait is refused. With `hand_over`, a
+/// wait left with nothing to do but be told of its runs' ends goes on in
+/// `corral-wake`, which prints them and exits as `corral wait` does (see
+/// `watch::asleep`): this returns only for a wait that stayed.
 #[allow(clippy::too_many_arguments)]
-pub fn wait_or_hand_over(
+pub fn wait_for(
     store: &mut Store,
     ids: &[String],
     deadline: Option<Instant>,
